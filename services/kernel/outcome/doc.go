@@ -1,0 +1,15 @@
+// Package outcome is the refusal contract of SharedOS toolshare, in one place
+// for the kernel (which decides) and the bridge (which tells a harness).
+//
+// Every tools/call ends in one of four statuses. succeeded is the handler's
+// answer. denied (permission_denied, tool_unavailable, duplicate_call) is a
+// correct answer of "no". failed (invalid_arguments, handler_error, timeout,
+// authz_unavailable, authz_error, internal) means the call could not be
+// carried out. cancelled means the client gave up; nothing more is sent.
+//
+// denied and failed are both MCP results with isError true, never JSON-RPC
+// errors, and they stay distinguishable in two channels: the text a model
+// reads starts with "denied:" or "failed:" (some harnesses drop isError, so
+// the text must carry the meaning on its own), and
+// _meta["io.sharedos/outcome"] carries {status, code, callId, decisionId}.
+package outcome

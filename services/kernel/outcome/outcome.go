@@ -1,0 +1,136 @@
+package outcome
+
+import (
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// MetaKey is the _meta key under which every refusal carries its outcome.
+const MetaKey = "io.sharedos/outcome"
+
+// Codes of denied outcomes.
+const (
+	PermissionDenied = "permission_denied"
+	ToolUnavailable  = "tool_unavailable"
+	// DuplicateCall refuses a callId already used in the same turn: InvokeTool
+	// is not idempotent, so a repeat is never run twice.
+	DuplicateCall = "duplicate_call"
+)
+
+// Codes of failed outcomes.
+const (
+	InvalidArguments = "invalid_arguments"
+	HandlerError     = "handler_error"
+	Timeout          = "timeout"
+	AuthzUnavailable = "authz_unavailable"
+	AuthzError       = "authz_error"
+	Internal         = "internal"
+)
+
+// Cancelled is the code of a cancelled outcome.
+const Cancelled = "cancelled"
+
+// Text prefixes a model reads.
+const (
+	DeniedPrefix = "denied: "
+	FailedPrefix = "failed: "
+)
+
+var statusNames = map[sharedosv1.OperationStatus]string{
+	sharedosv1.OperationStatus_OPERATION_STATUS_PENDING:     "pending",
+	sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED:   "succeeded",
+	sharedosv1.OperationStatus_OPERATION_STATUS_DENIED:      "denied",
+	sharedosv1.OperationStatus_OPERATION_STATUS_FAILED:      "failed",
+	sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED:   "cancelled",
+	sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED: "interrupted",
+}
+
+// StatusName is the lower-case name of a status as records and _meta show it.
+func StatusName(s sharedosv1.OperationStatus) string {
+	if n, ok := statusNames[s]; ok {
+		return n
+	}
+	return "unspecified"
+}
+
+// ParseStatus is the inverse of StatusName; ok is false for an unknown name.
+func ParseStatus(name string) (sharedosv1.OperationStatus, bool) {
+	for s, n := range statusNames {
+		if n == name {
+			return s, true
+		}
+	}
+	return sharedosv1.OperationStatus_OPERATION_STATUS_UNSPECIFIED, false
+}
+
+var deniedCodes = map[string]bool{PermissionDenied: true, ToolUnavailable: true, DuplicateCall: true}
+
+var failedCodes = map[string]bool{
+	InvalidArguments: true, HandlerError: true, Timeout: true,
+	AuthzUnavailable: true, AuthzError: true, Internal: true,
+}
+
+// IsDeniedCode reports whether code belongs to the denied status.
+func IsDeniedCode(code string) bool { return deniedCodes[code] }
+
+// IsFailedCode reports whether code belongs to the failed status.
+func IsFailedCode(code string) bool { return failedCodes[code] }
+
+// Denied builds a denied result. It panics on a code that is not a denied
+// code: mixing a denial into the failed family (or back) is a programming
+// error that would make the denial rate uncountable.
+func Denied(code, reason string) *sharedosv1.ToolResult {
+	if !deniedCodes[code] {
+		panic("outcome: " + code + " is not a denied code")
+	}
+	return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_DENIED, Code: code, Reason: reason}
+}
+
+// Failed builds a failed result; it panics on a code that is not a failed code.
+func Failed(code, reason string) *sharedosv1.ToolResult {
+	if !failedCodes[code] {
+		panic("outcome: " + code + " is not a failed code")
+	}
+	return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: code, Reason: reason}
+}
+
+// CancelledResult builds the cancelled result the kernel records.
+func CancelledResult(reason string) *sharedosv1.ToolResult {
+	return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED, Code: Cancelled, Reason: reason}
+}
+
+// IsRefusal reports whether r is a denied or failed result: the two that are
+// answered as MCP results with isError true.
+func IsRefusal(r *sharedosv1.ToolResult) bool {
+	s := r.GetStatus()
+	return s == sharedosv1.OperationStatus_OPERATION_STATUS_DENIED || s == sharedosv1.OperationStatus_OPERATION_STATUS_FAILED
+}
+
+// Text is what the model reads for a refusal: "denied: <reason>" or
+// "failed: <reason>". For any other status it is "".
+func Text(r *sharedosv1.ToolResult) string {
+	reason := r.GetReason()
+	if reason == "" {
+		reason = r.GetCode()
+	}
+	switch r.GetStatus() {
+	case sharedosv1.OperationStatus_OPERATION_STATUS_DENIED:
+		return DeniedPrefix + reason
+	case sharedosv1.OperationStatus_OPERATION_STATUS_FAILED:
+		return FailedPrefix + reason
+	default:
+		return ""
+	}
+}
+
+// Meta is the value of _meta["io.sharedos/outcome"] for r.
+func Meta(r *sharedosv1.ToolResult) map[string]any {
+	m := map[string]any{
+		"status": StatusName(r.GetStatus()),
+		"code":   r.GetCode(),
+		"callId": r.GetCallId(),
+	}
+	if r.GetDecisionId() != "" {
+		m["decisionId"] = r.GetDecisionId()
+	}
+	return m
+}
