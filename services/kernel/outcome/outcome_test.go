@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/sharedos/toolshare/services/kernel/outcome"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/outcome"
 )
 
 func TestDeniedAndFailedStayDistinguishable(t *testing.T) {
