@@ -1,0 +1,27 @@
+// Package grpcx builds the gRPC servers and client connections every SharedOS
+// service uses, so that health, reflection, tracing, panic recovery, keepalive,
+// deadlines and retry behaviour are identical across catalog-svc, authz-svc,
+// bridge-svc and the tool providers.
+//
+// Server side (NewServer, Serve):
+//   - grpc.health.v1 with an overall ("") status and per-service statuses; every
+//     status flips to NOT_SERVING the moment shutdown starts, before draining,
+//     so Kubernetes readiness and client-side health checks stop routing here;
+//   - server reflection, so grpcurl and debugging tools work without protos;
+//   - an otelgrpc stats handler that skips /grpc.health.v1.Health/* (probes
+//     would otherwise drown the traces);
+//   - unary and stream recovery interceptors: a panic becomes codes.Internal
+//     with the fixed text "internal error" (the panic value never reaches the
+//     client) and the stack is logged;
+//   - a keepalive enforcement policy (MinTime 10 s, pings without streams
+//     allowed) that tolerates the pings Dial's clients send every 20 s; the
+//     grpc-go default (5 min, no idle pings) would answer them with GOAWAY
+//     "too_many_pings".
+//
+// Client side (Dial): plaintext transport (the mesh or the pod network provides
+// transport security), an otelgrpc client stats handler (health checks filtered out), a default deadline
+// for unary calls whose context has none (gRPC sets none by default and a
+// missing deadline turns a stuck peer into a stuck caller), 64 MiB message
+// limits and retries explicitly disabled: a tool invocation must never be
+// replayed behind the caller's back once it may have reached a handler.
+package grpcx

@@ -1,0 +1,217 @@
+package grpcx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultDrainTimeout bounds GracefulStop when ServerOptions.DrainTimeout is
+// zero. It stays well below Kubernetes' default terminationGracePeriodSeconds
+// (30 s) so that a preStop sleep plus the drain still finish before SIGKILL.
+const DefaultDrainTimeout = 10 * time.Second
+
+// KeepaliveMinTime is the shortest client ping interval the server accepts.
+// It must stay at or below ClientKeepaliveTime, or clients built by Dial get
+// GOAWAY "too_many_pings" on idle connections.
+const KeepaliveMinTime = 10 * time.Second
+
+// ServerOptions configures NewServer.
+type ServerOptions struct {
+	// ServiceName names the process (for example "sharedos-catalog") in logs.
+	ServiceName string
+	// Logger receives recovered panics and shutdown events; nil means slog.Default().
+	Logger *slog.Logger
+	// DrainTimeout bounds how long Serve lets in-flight RPCs finish after its
+	// context is done before it force-stops the server; zero means
+	// DefaultDrainTimeout.
+	DrainTimeout time.Duration
+}
+
+// Server is a grpc.Server wired with health, reflection, tracing, recovery
+// and keepalive enforcement. Register services on GRPC() before Serve.
+type Server struct {
+	grpc   *grpc.Server
+	health *drainingHealth
+	logger *slog.Logger
+	drain  time.Duration
+
+	mu sync.Mutex
+	// explicit holds the services whose health the owner set through
+	// SetServing; Serve marks every other registered service SERVING.
+	explicit map[string]bool
+}
+
+// NewServer returns a Server. extra options are applied after the defaults,
+// so a caller may add interceptors (they run after panic recovery) or
+// override limits.
+func NewServer(opts ServerOptions, extra ...grpc.ServerOption) *Server {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if opts.ServiceName != "" {
+		logger = logger.With(slog.String("service", opts.ServiceName))
+	}
+	drain := opts.DrainTimeout
+	if drain <= 0 {
+		drain = DefaultDrainTimeout
+	}
+
+	base := []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
+		)),
+		grpc.ChainUnaryInterceptor(recoverUnary(logger)),
+		grpc.ChainStreamInterceptor(recoverStream(logger)),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             KeepaliveMinTime,
+			PermitWithoutStream: true,
+		}),
+	}
+	gs := grpc.NewServer(append(base, extra...)...)
+
+	hs := newDrainingHealth() // overall "" starts SERVING
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	return &Server{
+		grpc:     gs,
+		health:   hs,
+		logger:   logger,
+		drain:    drain,
+		explicit: make(map[string]bool),
+	}
+}
+
+// GRPC returns the underlying server for service registration.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// SetServing sets the health status of service ("" is the whole server).
+// After shutdown has begun the call has no effect: a draining server never
+// reports SERVING again.
+func (s *Server) SetServing(service string, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.mu.Lock()
+	s.explicit[service] = true
+	s.mu.Unlock()
+	s.health.SetServingStatus(service, st)
+}
+
+// Serve serves on lis until ctx is done, then shuts down: every health status
+// becomes NOT_SERVING, GracefulStop lets in-flight RPCs finish for up to the
+// drain timeout, and Stop cancels whatever is still running. It returns nil
+// after a shutdown caused by ctx, and the serve error otherwise.
+//
+// Services registered on GRPC() whose health was never set with SetServing
+// are reported SERVING when Serve starts, so a service that has no readiness
+// condition of its own needs no health code.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	s.markRegisteredServing()
+
+	served := make(chan error, 1)
+	go func() { served <- s.grpc.Serve(lis) }()
+
+	select {
+	case err := <-served:
+		// The listener failed on its own; nothing is in flight worth draining.
+		s.health.shutdown()
+		s.grpc.Stop()
+		if err == nil || errors.Is(err, grpc.ErrServerStopped) {
+			return nil
+		}
+		return fmt.Errorf("grpcx: serve %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	s.health.shutdown()
+	s.logger.Info("grpc server draining", slog.Duration("drain_timeout", s.drain))
+
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(s.drain)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		s.logger.Warn("grpc drain timed out; cancelling in-flight RPCs", slog.Duration("drain_timeout", s.drain))
+		s.grpc.Stop()
+		<-stopped
+	}
+
+	// Serve returns nil once GracefulStop/Stop ran, or ErrServerStopped when
+	// ctx was already done before the serving goroutine got going.
+	if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("grpcx: serve %s: %w", lis.Addr(), err)
+	}
+	return nil
+}
+
+func (s *Server) markRegisteredServing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.grpc.GetServiceInfo() {
+		// Health and reflection are infrastructure, not services a client
+		// would ask about.
+		if s.explicit[name] || strings.HasPrefix(name, "grpc.health.") || strings.HasPrefix(name, "grpc.reflection.") {
+			continue
+		}
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+}
+
+// errInternal is the only thing a client learns about a panic.
+var errInternal = status.Error(codes.Internal, "internal error")
+
+func recoverUnary(logger *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(ctx, logger, info.FullMethod, r)
+				resp, err = nil, errInternal
+			}
+		}()
+		return handler(ctx, req)
+	}
+}
+
+func recoverStream(logger *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(ss.Context(), logger, info.FullMethod, r)
+				err = errInternal
+			}
+		}()
+		return handler(srv, ss)
+	}
+}
+
+func logPanic(ctx context.Context, logger *slog.Logger, method string, r any) {
+	logger.ErrorContext(ctx, "panic in gRPC handler",
+		slog.String("grpc.method", method),
+		slog.Any("panic", r),
+		slog.String("stack", string(debug.Stack())),
+	)
+}

@@ -1,0 +1,8 @@
+// Package pgdb opens the PostgreSQL connection pools of SharedOS services
+// with one set of defaults (pool size, connect timeout, health checks) and
+// error messages that never carry the password of the DSN they came from:
+// connection errors end up in logs and in startup failures printed by
+// Kubernetes, where a leaked credential stays.
+//
+// Tests get per-test databases from the pgtest subpackage.
+package pgdb

@@ -1,0 +1,104 @@
+package telemetry
+
+// Every span, attribute, metric and service name used across SharedOS lives
+// here, so a rename is one edit and dashboards have one reference. Attribute
+// names under "sharedos." are ours; "mcp." and "gen_ai." follow the
+// OpenTelemetry semantic conventions for MCP and GenAI tool execution.
+
+// Service names (resource attribute service.name).
+const (
+	ServiceBridge  = "sharedos-bridge"
+	ServiceCatalog = "sharedos-catalog"
+	ServiceAuthz   = "sharedos-authz"
+	ServiceFiles   = "sharedos-files"
+)
+
+// Instrumentation scope names for otel.Tracer / otel.Meter, one per service
+// module, so spans can be filtered by the code that produced them.
+const (
+	ScopeBridge  = "github.com/sharedos/toolshare/bridge-svc"
+	ScopeCatalog = "github.com/sharedos/toolshare/catalog-svc"
+	ScopeAuthz   = "github.com/sharedos/toolshare/authz-svc"
+	ScopeFiles   = "github.com/sharedos/toolshare/services/providers/files"
+)
+
+// Span names. gRPC server/client spans come from otelgrpc and are named after
+// the RPC; these name the work inside them.
+const (
+	// The bridge's span per MCP JSON-RPC request is named
+	// "{mcp.method.name} {target}" per the semantic conventions; build it
+	// with MCPSpanName.
+
+	// SpanOpenTurn / SpanCloseTurn wrap lease creation and closing.
+	SpanOpenTurn  = "sharedos.turn.open"
+	SpanCloseTurn = "sharedos.turn.close"
+	// SpanListTools covers catalog filtering + projection + hashing.
+	SpanListTools = "sharedos.catalog.list_tools"
+	// SpanInvokeTool is the kernel pipeline for one ToolCall.
+	SpanInvokeTool = "sharedos.runtime.invoke_tool"
+	// SpanValidateArguments is argument validation against inputSchema.
+	SpanValidateArguments = "sharedos.runtime.validate_arguments"
+	// SpanAuthorize is one policy decision (client and PDP side).
+	SpanAuthorize = "sharedos.authz.authorize"
+	// SpanFilterTools is one batched visibility decision.
+	SpanFilterTools = "sharedos.authz.filter_tools"
+	// SpanExecuteTool is the handler dispatch; GenAI conventions name it
+	// "execute_tool {gen_ai.tool.name}", built with ExecuteToolSpanName.
+	SpanExecuteTool = "execute_tool"
+	// SpanPolicyReload is one policy bundle (re)load.
+	SpanPolicyReload = "sharedos.authz.policy_reload"
+)
+
+// MCPSpanName returns the MCP semantic-convention span name
+// "{mcp.method.name} {target}" (target omitted when empty), e.g.
+// "tools/call files.read".
+func MCPSpanName(method, target string) string {
+	if target == "" {
+		return method
+	}
+	return method + " " + target
+}
+
+// ExecuteToolSpanName returns "execute_tool {tool}" per the GenAI conventions.
+func ExecuteToolSpanName(tool string) string {
+	if tool == "" {
+		return SpanExecuteTool
+	}
+	return SpanExecuteTool + " " + tool
+}
+
+// Attribute keys.
+const (
+	AttrTurnID         = "sharedos.turn.id"
+	AttrCallID         = "sharedos.call.id"
+	AttrCatalogHash    = "sharedos.catalog.hash"
+	AttrToolRequested  = "sharedos.tool.requested"
+	AttrToolResolved   = "sharedos.tool.resolved"
+	AttrOutcomeStatus  = "sharedos.outcome.status"
+	AttrOutcomeCode    = "sharedos.outcome.code"
+	AttrDecisionID     = "sharedos.authz.decision_id"
+	AttrPolicyRevision = "sharedos.authz.policy_revision"
+	AttrHarnessName    = "sharedos.harness.name"
+	AttrAuthzAction    = "sharedos.authz.action"
+	AttrAuthzAllowed   = "sharedos.authz.allowed"
+	AttrTenant         = "sharedos.tenant"
+	AttrMCPMethod      = "mcp.method.name"
+	AttrMCPSessionID   = "mcp.session.id"
+	AttrMCPProtocol    = "mcp.protocol.version"
+	AttrGenAIToolName  = "gen_ai.tool.name"
+	AttrGenAIOperation = "gen_ai.operation.name"
+)
+
+// Metric names.
+const (
+	// MetricToolCallCount counts ToolCalls by outcome status and code.
+	MetricToolCallCount = "sharedos.toolcall.count"
+	// MetricToolCallDuration is the kernel time per ToolCall, in seconds.
+	MetricToolCallDuration = "sharedos.toolcall.duration"
+	// MetricAuthzDecisionDuration is the PDP time per decision, in seconds.
+	MetricAuthzDecisionDuration = "sharedos.authz.decision.duration"
+	// MetricTurnsOpen is an up-down counter of open turn leases.
+	MetricTurnsOpen = "sharedos.turns.open"
+	// MetricPolicyReloadFailures counts policy reloads that kept the previous policy.
+	MetricPolicyReloadFailures = "sharedos.policy.reload.failures"
+)
