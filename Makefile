@@ -16,6 +16,9 @@ GOTESTFLAGS ?= -race -count=1 -timeout 15m
 
 -include mk/*.mk
 
+# Suites that run after the Go tests, and the benchmark targets, contributed by mk/*.mk.
+TEST_EXTRA    += helm-test
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) | sort

@@ -1,0 +1,383 @@
+{{/*
+Shared fragments. Every pod in the release is built from these, so the
+security context, probes, lifecycle and telemetry wiring cannot drift between
+components.
+*/}}
+
+{{- define "sharedos.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "sharedos.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Component object name; leaves room for the "-headless" suffix within 63. */}}
+{{- define "sharedos.componentName" -}}
+{{- $base := include "sharedos.fullname" .root | trunc 45 | trimSuffix "-" }}
+{{- printf "%s-%s" $base .component }}
+{{- end }}
+
+{{- define "sharedos.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels: stable across upgrades (Deployment selectors are immutable). */}}
+{{- define "sharedos.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sharedos.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "sharedos.labels" -}}
+helm.sh/chart: {{ include "sharedos.chart" .root }}
+{{ include "sharedos.selectorLabels" . }}
+app.kubernetes.io/part-of: sharedos
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end }}
+
+{{/* Selects every pod of the release (used by the NetworkPolicies). */}}
+{{- define "sharedos.releaseSelector" -}}
+app.kubernetes.io/name: {{ include "sharedos.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "sharedos.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "sharedos.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* image reference: registry/repository@digest, or :tag (component tag, global tag, appVersion). */}}
+{{- define "sharedos.image" -}}
+{{- $img := .image }}
+{{- $ref := printf "%s/%s" .root.Values.image.registry $img.repository }}
+{{- if $img.digest }}
+{{- printf "%s@%s" $ref $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $ref (default (default .root.Chart.AppVersion .root.Values.image.tag) $img.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* In-cluster gRPC target for a component (headless Service: clients see every pod). */}}
+{{- define "sharedos.target" -}}
+{{- printf "dns:///%s-headless.%s.svc.%s:%d" (include "sharedos.componentName" (dict "root" .root "component" .component)) .root.Release.Namespace .root.Values.clusterDomain (int .port) }}
+{{- end }}
+
+{{- define "sharedos.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "sharedos.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+Pod-level settings shared by every workload. Service links are off: with a
+release named "sharedos", Kubernetes would otherwise inject variables such as
+SHAREDOS_AUTHZ_PORT=tcp://... straight into the services' SHAREDOS_* config
+namespace.
+*/}}
+{{- define "sharedos.podCommon" -}}
+serviceAccountName: {{ include "sharedos.serviceAccountName" . }}
+automountServiceAccountToken: false
+enableServiceLinks: false
+securityContext:
+  {{- include "sharedos.podSecurityContext" . | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Scheduling knobs of one component: (dict "values" .Values.x) */}}
+{{- define "sharedos.scheduling" -}}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Native gRPC probes for a container listening on .port. */}}
+{{- define "sharedos.probes" -}}
+{{- $p := .root.Values.probes }}
+startupProbe:
+  grpc:
+    port: {{ .port }}
+    service: {{ $p.livenessService | quote }}
+  periodSeconds: {{ $p.startup.periodSeconds }}
+  timeoutSeconds: {{ $p.startup.timeoutSeconds }}
+  failureThreshold: {{ $p.startup.failureThreshold }}
+livenessProbe:
+  grpc:
+    port: {{ .port }}
+    service: {{ $p.livenessService | quote }}
+  periodSeconds: {{ $p.liveness.periodSeconds }}
+  timeoutSeconds: {{ $p.liveness.timeoutSeconds }}
+  failureThreshold: {{ $p.liveness.failureThreshold }}
+readinessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: {{ $p.readiness.periodSeconds }}
+  timeoutSeconds: {{ $p.readiness.timeoutSeconds }}
+  failureThreshold: {{ $p.readiness.failureThreshold }}
+lifecycle:
+  preStop:
+    sleep:
+      seconds: {{ .root.Values.lifecycle.preStopSleepSeconds }}
+{{- end }}
+
+{{/* Rolling update that never lowers serving capacity. */}}
+{{- define "sharedos.strategy" -}}
+strategy:
+  type: RollingUpdate
+  rollingUpdate:
+    maxUnavailable: 0
+    maxSurge: {{ .Values.rollingUpdate.maxSurge }}
+{{- end }}
+
+{{/* OTEL_* for one container: (dict "root" $ "service" "catalog-svc") */}}
+{{- define "sharedos.otelEnv" -}}
+{{- $o := .root.Values.otel }}
+- name: OTEL_SERVICE_NAME
+  value: {{ .service | quote }}
+- name: K8S_POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: K8S_POD_UID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.uid
+- name: K8S_NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+{{- $attrs := list "service.namespace=sharedos" (printf "service.version=%s" .root.Chart.AppVersion) (printf "service.instance.id=$(K8S_POD_UID)") (printf "k8s.namespace.name=%s" .root.Release.Namespace) "k8s.pod.name=$(K8S_POD_NAME)" "k8s.node.name=$(K8S_NODE_NAME)" }}
+{{- with .deployment }}
+{{- $attrs = append $attrs (printf "k8s.deployment.name=%s" .) }}
+{{- end }}
+{{- range $k, $v := $o.resourceAttributes }}
+{{- $attrs = append $attrs (printf "%s=%s" $k $v) }}
+{{- end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+- name: OTEL_PROPAGATORS
+  value: "tracecontext,baggage"
+{{- if $o.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $o.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $o.protocol | quote }}
+- name: OTEL_TRACES_EXPORTER
+  value: "otlp"
+- name: OTEL_METRICS_EXPORTER
+  value: "otlp"
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $o.sampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $o.samplerArg | quote }}
+{{- if $o.headersSecret.name }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $o.headersSecret.name }}
+      key: {{ $o.headersSecret.key }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The database URL, always by Secret reference. */}}
+{{- define "sharedos.databaseEnv" -}}
+- name: SHAREDOS_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.database.existingSecret }}
+      key: {{ .Values.database.key }}
+{{- end }}
+
+{{/* User-supplied env of one component: (dict "values" .Values.x) */}}
+{{- define "sharedos.extraEnv" -}}
+{{- range .values.env }}
+- name: {{ .name }}
+  value: {{ .value | quote }}
+{{- end }}
+{{- range .values.secretEnv }}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secretName }}
+      key: {{ .key }}
+{{- end }}
+{{- end }}
+
+{{/* A writable /tmp on an otherwise read-only root filesystem. */}}
+{{- define "sharedos.tmpVolumeMount" -}}
+- name: tmp
+  mountPath: /tmp
+{{- end }}
+{{- define "sharedos.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end }}
+
+{{/*
+Init container that holds a pod until its service's schema is current:
+`<binary> migrate --check` exits 0 when every migration of that service is
+applied and non-zero otherwise; the kubelet retries a failed init container
+with back-off. It runs the pod's own image, so it checks exactly the
+migrations that image was built with.
+(dict "root" $ "image" .Values.x.image)
+*/}}
+{{- define "sharedos.waitForMigration" -}}
+- name: wait-for-migration
+  image: {{ include "sharedos.image" (dict "root" .root "image" .image) }}
+  imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+  args: ["migrate", "--check"]
+  env:
+    {{- include "sharedos.databaseEnv" .root | nindent 4 }}
+  resources:
+    {{- toYaml .root.Values.migrate.resources | nindent 4 }}
+  securityContext:
+    {{- include "sharedos.containerSecurityContext" .root | nindent 4 }}
+  volumeMounts:
+    {{- include "sharedos.tmpVolumeMount" .root | nindent 4 }}
+{{- end }}
+
+{{/*
+Cross-field rules the JSON schema cannot express. Called from every workload
+template so a bad combination fails at render time with the field named.
+*/}}
+{{- define "sharedos.validate" -}}
+{{- range $c := list "catalog" "authz" "bridge" "files" }}
+{{- $v := index $.Values $c }}
+{{- if or (ne $c "files") $v.enabled }}
+{{- $min := int $v.replicas }}
+{{- if and (hasKey $v "hpa") $v.hpa.enabled }}
+{{- if gt (int $v.hpa.minReplicas) (int $v.hpa.maxReplicas) }}
+{{- fail (printf "%s.hpa.minReplicas (%d) must not exceed %s.hpa.maxReplicas (%d)" $c (int $v.hpa.minReplicas) $c (int $v.hpa.maxReplicas)) }}
+{{- end }}
+{{- $min = int $v.hpa.minReplicas }}
+{{- end }}
+{{- if and (hasKey $v.pdb "minAvailable") (ge (int $v.pdb.minAvailable) $min) }}
+{{- fail (printf "%s.pdb.minAvailable (%d) must be below the replica count (%d): otherwise no pod may ever be evicted and node drains hang" $c (int $v.pdb.minAvailable) $min) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
+{{- fail "ingress.host is required when ingress.enabled is true" }}
+{{- end }}
+{{- if le (int .Values.lifecycle.terminationGracePeriodSeconds) (int .Values.lifecycle.preStopSleepSeconds) }}
+{{- fail (printf "lifecycle.terminationGracePeriodSeconds (%d) must exceed lifecycle.preStopSleepSeconds (%d): the grace period also has to cover draining in-flight calls" (int .Values.lifecycle.terminationGracePeriodSeconds) (int .Values.lifecycle.preStopSleepSeconds)) }}
+{{- end }}
+{{- if and .Values.otel.headersSecret.name (not .Values.otel.headersSecret.key) }}
+{{- fail "otel.headersSecret.key is required when otel.headersSecret.name is set" }}
+{{- end }}
+{{- end }}
+
+{{/* Base URL the bridge puts in front of /turns/{turnId}/mcp. */}}
+{{- define "sharedos.publicURL" -}}
+{{- if .Values.bridge.publicURL }}
+{{- .Values.bridge.publicURL | trimSuffix "/" }}
+{{- else if .Values.ingress.enabled }}
+{{- printf "%s://%s" (ternary "https" "http" (ne .Values.ingress.tls.secretName "")) .Values.ingress.host }}
+{{- else }}
+{{- printf "http://%s.%s.svc.%s:7480" (include "sharedos.componentName" (dict "root" . "component" "bridge")) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+{{- end }}
+
+{{/*
+Policy files authz loads: the chart's policies/ tree (a copy of
+deploy/policies; Rego tests excluded) overlaid with authz.policies from the
+values. Returns JSON (exact bytes; a YAML round trip can drop a final newline): relative path -> content.
+*/}}
+{{- define "sharedos.policyFiles" -}}
+{{- $files := dict }}
+{{- range $path, $_ := .Files.Glob "policies/**" }}
+{{- $rel := trimPrefix "policies/" $path }}
+{{- $base := base $rel }}
+{{- $served := or (hasSuffix ".rego" $base) (hasSuffix ".json" $base) (hasSuffix ".yaml" $base) (hasSuffix ".yml" $base) }}
+{{- if and $served (not (hasSuffix "_test.rego" $base)) (not (hasPrefix "." $base)) }}
+{{- $_ := set $files $rel ($.Files.Get $path) }}
+{{- end }}
+{{- end }}
+{{- range $rel, $body := .Values.authz.policies }}
+{{- $_ := set $files $rel $body }}
+{{- end }}
+{{- if not $files }}
+{{- fail "authz has no policies: the chart's policies/ directory is empty (run `make helm-policies`) and authz.policies is empty" }}
+{{- end }}
+{{- toJson $files }}
+{{- end }}
+
+{{/* ConfigMap key of a policy path (keys cannot hold "/"). */}}
+{{- define "sharedos.policyKey" -}}
+{{- . | replace "/" "__" }}
+{{- end }}
+
+{{/* Egress rule to PostgreSQL (networkPolicy.egress.postgres). */}}
+{{- define "sharedos.postgresEgress" -}}
+{{- $pg := .Values.networkPolicy.egress.postgres }}
+- to:
+    {{- toYaml $pg.peers | nindent 4 }}
+  ports:
+    - protocol: TCP
+      port: {{ $pg.port }}
+{{- end }}
+
+{{/* One `<service> migrate` step of the migrate Job: (dict "root" $ "name" n "image" img "service" s) */}}
+{{- define "sharedos.migrateContainer" -}}
+- name: {{ .name }}
+  image: {{ include "sharedos.image" (dict "root" .root "image" .image) }}
+  imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+  args: ["migrate"]
+  env:
+    {{- include "sharedos.databaseEnv" .root | nindent 4 }}
+    {{- include "sharedos.otelEnv" (dict "root" .root "service" (printf "%s-migrate" .service)) | nindent 4 }}
+  resources:
+    {{- toYaml .root.Values.migrate.resources | nindent 4 }}
+  securityContext:
+    {{- include "sharedos.containerSecurityContext" .root | nindent 4 }}
+  volumeMounts:
+    {{- include "sharedos.tmpVolumeMount" .root | nindent 4 }}
+{{- end }}

@@ -1,0 +1,71 @@
+package charttest
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// schemaError is how helm reports a values.schema.json violation.
+const schemaError = "values don't meet the specifications of the schema"
+
+func TestSchemaRejectsInvalidValuesFile(t *testing.T) {
+	_, err := template(t, "--values", filepath.Join("testdata", "invalid-values.yaml"))
+	if err == nil {
+		t.Fatal("helm template accepted testdata/invalid-values.yaml")
+	}
+	for _, want := range []string{schemaError, "/database", "url", "/bridge/replicas"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestValuesRejected covers one rule per case, each with the words the
+// operator needs to find the field: the schema for shapes, the templates for
+// rules across fields.
+func TestValuesRejected(t *testing.T) {
+	cases := []struct {
+		name   string
+		values string
+		want   []string
+	}{
+		{"unknown top-level key", "replica: 3\n", []string{schemaError, "replica"}},
+		{"inline database URL", "database:\n  existingSecret: db\n  key: url\n  url: postgres://u:p@h/db\n", []string{schemaError, "/database"}},
+		{"empty secret reference", "database:\n  existingSecret: \"\"\n", []string{schemaError, "/database/existingSecret"}},
+		{"latest tag", "image:\n  tag: latest\n", []string{schemaError, "/image/tag"}},
+		{"bad digest", "bridge:\n  image:\n    digest: sha256:abc\n", []string{schemaError, "/bridge/image/digest"}},
+		{"memory limit missing", "catalog:\n  resources:\n    limits: null\n", []string{schemaError, "/catalog/resources"}},
+		{"bad quantity", "authz:\n  resources:\n    requests:\n      cpu: lots\n", []string{schemaError, "/authz/resources/requests/cpu"}},
+		{"both PDB fields", "bridge:\n  pdb:\n    maxUnavailable: 1\n", []string{schemaError, "/bridge/pdb"}},
+		{"sticky Ingress", "ingress:\n  annotations:\n    nginx.ingress.kubernetes.io/affinity: cookie\n", []string{schemaError, "/ingress/annotations/nginx.ingress.kubernetes.io~1affinity"}},
+		{"sticky Service", "bridge:\n  service:\n    annotations:\n      traefik.ingress.kubernetes.io/service.sticky.cookie: \"true\"\n", []string{schemaError, "/bridge/service/annotations/traefik.ingress.kubernetes.io~1service.sticky.cookie"}},
+		{"otel protocol", "otel:\n  protocol: udp\n", []string{schemaError, "/otel/protocol"}},
+		{"zero replicas", "catalog:\n  replicas: 0\n", []string{schemaError, "/catalog/replicas"}},
+		{"policy path escapes the directory", "authz:\n  policies:\n    ../etc/passwd.rego: x\n", []string{schemaError, "/authz/policies", "../etc/passwd.rego"}},
+		{"policy file type", "authz:\n  policies:\n    notes.txt: x\n", []string{schemaError, "/authz/policies", "notes.txt"}},
+		{"plain env without value", "bridge:\n  env:\n    - name: X\n", []string{schemaError, "/bridge/env/0"}},
+		{"origin with a path", "bridge:\n  allowedOrigins: [\"https://a.example.com/x\"]\n", []string{schemaError, "/bridge/allowedOrigins/0"}},
+		// Rules across fields, enforced by the templates.
+		{"hpa range", "bridge:\n  hpa:\n    minReplicas: 5\n    maxReplicas: 3\n", []string{"bridge.hpa.minReplicas (5) must not exceed bridge.hpa.maxReplicas (3)"}},
+		{"pdb blocks drains", "catalog:\n  replicas: 1\n", []string{"catalog.pdb.minAvailable (1) must be below the replica count (1)"}},
+		{"ingress without host", "ingress:\n  enabled: true\n", []string{"ingress.host is required"}},
+		{"grace period too short", "lifecycle:\n  preStopSleepSeconds: 30\n  terminationGracePeriodSeconds: 20\n", []string{"lifecycle.terminationGracePeriodSeconds (20) must exceed lifecycle.preStopSleepSeconds (30)"}},
+		{"egress without postgres", "networkPolicy:\n  egress:\n    enabled: true\n", []string{"networkPolicy.egress.postgres.peers must list"}},
+		{"otel headers without key", "otel:\n  headersSecret:\n    name: s\n", []string{"otel.headersSecret.key is required"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := template(t, "--values", writeValues(t, tc.values))
+			if err == nil {
+				t.Fatalf("helm template accepted:\n%s", tc.values)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not mention %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
