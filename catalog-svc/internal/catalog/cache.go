@@ -1,0 +1,186 @@
+package catalog
+
+import (
+	"bytes"
+	"sort"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/cataloghash"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+)
+
+// Resolved is what the kernel needs to run one tool: the admin view (with the
+// authority), the published projection it was advertised as, that
+// projection's digest and the compiled input schema. Values handed out are
+// shared and read-only.
+type Resolved struct {
+	Registration *sharedosv1.ToolRegistration
+	Published    *sharedosv1.PublishedTool // canonical_json filled
+	Digest       string                    // projection.Digest(Published.CanonicalJson)
+	InputSchema  *jsonschema.Schema        // compiled (santhosh-tekuri/jsonschema/v6)
+}
+
+// entry is one published tool in the cache, with everything a request needs
+// precomputed so that listing and hashing only copy pointers.
+type entry struct {
+	resolved *Resolved
+	facts    *sharedosv1.ToolFacts
+	hash     cataloghash.Entry
+
+	// The input schema is compiled on first Resolve (or handed over by the
+	// write path that just compiled it), not when the cache is built: a
+	// replica reloading 10k tools after a batch must stay within the 1 s
+	// visibility bound, and compiling is the dominant cost of a reload.
+	schema      *lazySchema
+	resolveOnce sync.Once
+	resolveErr  error
+}
+
+// resolved returns the Resolved with InputSchema filled.
+func (e *entry) resolve() (*Resolved, error) {
+	e.resolveOnce.Do(func() {
+		e.resolved.InputSchema, e.resolveErr = e.schema.get()
+	})
+	return e.resolved, e.resolveErr
+}
+
+// lazySchema is one input schema, compiled at most once and shared by the
+// entries (old and new cache generations) with the same bytes.
+type lazySchema struct {
+	raw  []byte
+	once sync.Once
+	sch  *jsonschema.Schema
+	err  error
+}
+
+func newLazySchema(raw []byte, compiled *jsonschema.Schema) *lazySchema {
+	l := &lazySchema{raw: raw}
+	if compiled != nil {
+		l.once.Do(func() { l.sch = compiled })
+	}
+	return l
+}
+
+func (l *lazySchema) get() (*jsonschema.Schema, error) {
+	l.once.Do(func() {
+		ps, err := compileSchema("inputSchema", l.raw)
+		if err != nil {
+			l.err = err
+			return
+		}
+		l.sch = ps.compiled
+	})
+	return l.sch, l.err
+}
+
+func (e *entry) name() string { return e.hash.Name }
+
+// snapshot is an immutable view of the published catalogue. Writers build a
+// new one and swap it atomically; readers never lock.
+type snapshot struct {
+	entries []*entry // ascending by name
+	facts   []*sharedosv1.ToolFacts
+	byName  map[string]int // name → index into entries
+
+	allOnce sync.Once
+	allHash string
+}
+
+func newSnapshot(entries []*entry) *snapshot {
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name() < entries[j].name() })
+	s := &snapshot{
+		entries: entries,
+		facts:   make([]*sharedosv1.ToolFacts, len(entries)),
+		byName:  make(map[string]int, len(entries)),
+	}
+	for i, e := range entries {
+		s.facts[i] = e.facts
+		s.byName[e.name()] = i
+	}
+	return s
+}
+
+func (s *snapshot) lookup(name string) (*entry, bool) {
+	i, ok := s.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return s.entries[i], true
+}
+
+// withChange returns a copy of s with name replaced by e, or removed when e is
+// nil. Entries are shared; only the index structures are copied.
+func (s *snapshot) withChange(name string, e *entry) *snapshot {
+	entries := make([]*entry, 0, len(s.entries)+1)
+	for _, old := range s.entries {
+		if old.name() != name {
+			entries = append(entries, old)
+		}
+	}
+	if e != nil {
+		entries = append(entries, e)
+	}
+	return newSnapshot(entries)
+}
+
+// hashAll is the catalogHash of every published tool, computed on first use.
+func (s *snapshot) hashAll() string {
+	s.allOnce.Do(func() {
+		hs := make([]cataloghash.Entry, len(s.entries))
+		for i, e := range s.entries {
+			hs[i] = e.hash
+		}
+		s.allHash = cataloghash.SumSorted(hs)
+	})
+	return s.allHash
+}
+
+// hints are input schemas the write path has just compiled, by tool name.
+type hints map[string]*lazySchema
+
+// buildEntry turns a stored record into a cache entry. The compiled input
+// schema is taken from prev or the hints when they hold the same bytes, so
+// unchanged tools are never recompiled.
+func buildEntry(rec store.Record, prev *entry, h hints) *entry {
+	reg := rec.Registration
+	raw := reg.GetInputSchemaJson()
+	var schema *lazySchema
+	switch {
+	case h[reg.GetName()] != nil && bytes.Equal(h[reg.GetName()].raw, raw):
+		schema = h[reg.GetName()]
+	case prev != nil && bytes.Equal(prev.schema.raw, raw):
+		schema = prev.schema
+	default:
+		schema = newLazySchema(raw, nil)
+	}
+	pub := publishedFrom(reg, rec.Canonical)
+	return &entry{
+		schema:   schema,
+		resolved: &Resolved{Registration: reg, Published: pub, Digest: rec.Digest},
+		facts: &sharedosv1.ToolFacts{
+			Name:            reg.GetName(),
+			Namespace:       reg.GetMetadata().GetNamespace(),
+			Class:           className(reg.GetClass()),
+			AnnotationsJson: reg.GetAnnotationsJson(),
+			Source:          reg.GetMetadata().GetSource(),
+		},
+		hash: cataloghash.Entry{Name: reg.GetName(), Canonical: rec.Canonical},
+	}
+}
+
+// className is the ToolFacts spelling of a class.
+func className(c sharedosv1.ToolClass) string {
+	switch c {
+	case sharedosv1.ToolClass_TOOL_CLASS_MANAGED:
+		return "managed"
+	case sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL:
+		return "harness_local"
+	case sharedosv1.ToolClass_TOOL_CLASS_EXTERNAL_DIRECT:
+		return "external_direct"
+	default:
+		return "unspecified"
+	}
+}

@@ -1,0 +1,37 @@
+// Package catalog is catalog-svc's domain: it validates tool registrations,
+// derives each tool's published projection (canonical bytes and digest
+// computed once, at write time), keeps an in-memory cache of every published
+// tool sorted by name, and computes each access context's effective
+// catalogue and catalogHash from that cache.
+//
+// The cache follows the store's change feed (Postgres LISTEN/NOTIFY across
+// replicas), so a registration or deregistration on any replica is visible on
+// every replica within a second.
+//
+// Decisions this package makes (see also the doc comments on the rules):
+//   - managed tools must have a provider-qualified name ("github.search"); a
+//     harness_local or external_direct tool may be unqualified ("patch").
+//   - metadata.namespace must equal the name's first segment, and be empty
+//     for an unqualified name.
+//   - two names clash when their collision keys ('.' and '-' read as '_')
+//     are equal ignoring case: files_read and Files_Read are both refused
+//     next to files.read, GitHub.search next to github.search (store.FoldedKey;
+//     enforced by a unique index, so concurrent registrations cannot both win).
+//   - published text (description, annotations strings, schema titles,
+//     descriptions and property names, metadata.source) may hold '\n' and
+//     '\t' but no other control character (Unicode Cc, so also ESC/ANSI and
+//     C1) and no format character (Unicode Cf: bidi controls, zero-width
+//     characters, tag characters, ...); the error names the code point.
+//   - input and output schemas must be JSON Schema 2020-12 object schemas
+//     ("type": "object" at the top), at most 256 KiB, 32 levels deep and
+//     2048 JSON objects, with only local "#..." references; the compiler's
+//     loader refuses every URL.
+//   - an UpdateTool whose expected_revision does not match is ErrRevisionMismatch
+//     (gRPC Aborted: the read-modify-write lost a race; re-read and retry).
+//   - input schemas are compiled on first Resolve (or handed over by the
+//     write path that validated them), so a replica reloading a large batch
+//     stays within the 1 s visibility bound.
+//   - ListTools without an access context is the admin listing of every
+//     published tool; with one, authz-svc filters (never a global union) and
+//     an authz failure fails the call instead of returning tools unfiltered.
+package catalog

@@ -1,0 +1,67 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotFound is wrapped by every error reporting a tool that does not
+	// exist (Resolve, Get, Update, Deregister).
+	ErrNotFound = errors.New("catalog: tool not found")
+	// ErrAlreadyExists: a tool with that exact name is registered.
+	ErrAlreadyExists = errors.New("catalog: tool already exists")
+	// ErrRevisionMismatch: UpdateTool's expected_revision is stale.
+	ErrRevisionMismatch = errors.New("catalog: revision mismatch")
+	// ErrAuthzUnavailable: the policy decision point could not filter the
+	// catalogue, so no catalogue is returned.
+	ErrAuthzUnavailable = errors.New("catalog: authorization service unavailable")
+	// ErrNotReady: the cache has not been loaded yet (Start not finished).
+	ErrNotReady = errors.New("catalog: catalogue not loaded yet")
+	// ErrInvalid matches every *ValidationError.
+	ErrInvalid = errors.New("catalog: invalid registration")
+)
+
+// Validation rules, as reported in ValidationError.Rule.
+const (
+	RuleRequired        = "required"
+	RuleToolName        = "ToolNameSchema"
+	RuleQualifiedName   = "provider_qualified_name"
+	RuleNamespace       = "namespace_is_first_segment"
+	RuleCollisionKey    = "collision_key_unique"
+	RuleCaseInsensitive = "case_insensitive_unique"
+	RuleJSON            = "valid_json"
+	RuleJSONObject      = "json_object"
+	RuleJSONSchema      = "json_schema_2020_12"
+	RuleObjectSchema    = "object_schema"
+	RuleNetworkRef      = "no_network_ref"
+	RuleSchemaSize      = "max_size"
+	RuleSchemaDepth     = "max_depth"
+	RuleSubschemaCount  = "max_subschemas"
+	RulePoisoning       = "no_hidden_characters"
+	RuleUTF8            = "valid_utf8"
+	RuleTemplate        = "resource_template"
+	RuleClass           = "tool_class"
+	RuleTimeout         = "timeout_range"
+	RuleIdentifier      = "IdentifierSchema"
+	RuleUniqueInBatch   = "unique_in_batch"
+)
+
+// ValidationError names the field and the rule a registration broke. It is
+// gRPC InvalidArgument.
+type ValidationError struct {
+	Field  string // e.g. "name", "metadata.namespace", "inputSchema"
+	Rule   string // one of the Rule* constants
+	Detail string // human-readable, safe to show an operator
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("%s: violates %s: %s", e.Field, e.Rule, e.Detail)
+}
+
+// Unwrap lets callers test errors.Is(err, ErrInvalid).
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+func invalid(field, rule, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Rule: rule, Detail: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,284 @@
+package catalog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Schema caps. MCP servers must not dereference network $refs and should
+// bound depth and subschema count (schemas are attacker-supplied and are
+// compiled and evaluated on every call).
+const (
+	MaxSchemaBytes = 256 << 10 // 256 KiB of JSON text
+	MaxSchemaDepth = 32        // JSON nesting depth of objects and arrays
+	MaxSubschemas  = 2048      // JSON objects in one schema document
+	// MaxAnnotationsBytes bounds the annotations object.
+	MaxAnnotationsBytes = 64 << 10
+)
+
+const draft2020 = "https://json-schema.org/draft/2020-12/schema"
+
+// schemaBase is the (never fetched) URI each schema is compiled under. Any
+// reference that would leave the document resolves against it and reaches
+// the refusing loader.
+const schemaBase = "https://schemas.sharedos.invalid/tool.json"
+
+// parsedSchema is a validated, compiled schema plus the facts validation
+// needs from it.
+type parsedSchema struct {
+	compiled *jsonschema.Schema
+	// topProps are the names under the top-level "properties".
+	topProps map[string]bool
+}
+
+// errNoNetwork is what the loader returns for every URL: a tool schema must
+// be self-contained.
+var errNoNetwork = errors.New("loading referenced schemas is disabled (only local \"#...\" references)")
+
+type refusingLoader struct{}
+
+func (refusingLoader) Load(url string) (any, error) { return nil, errNoNetwork }
+
+// compileSchema checks raw as a JSON Schema 2020-12 object schema ("type":
+// "object" at the top), within the size, depth and subschema caps, with only
+// local references and no hidden characters in titles and descriptions, and
+// compiles it.
+func compileSchema(field string, raw []byte) (*parsedSchema, error) {
+	if len(raw) == 0 {
+		return nil, invalid(field, RuleRequired, "a JSON Schema object is required")
+	}
+	if len(raw) > MaxSchemaBytes {
+		return nil, invalid(field, RuleSchemaSize, "%d bytes exceeds the %d-byte limit", len(raw), MaxSchemaBytes)
+	}
+	doc, err := decodeJSON(field, raw)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, invalid(field, RuleObjectSchema, "must be a JSON object, got %s", jsonKind(doc))
+	}
+	if s, present := obj["$schema"]; present {
+		if str, _ := s.(string); strings.TrimSuffix(str, "#") != draft2020 {
+			return nil, invalid(field+".$schema", RuleJSONSchema, "%v is not %q; only JSON Schema 2020-12 is accepted", s, draft2020)
+		}
+	}
+	if t, _ := obj["type"].(string); t != "object" {
+		return nil, invalid(field+".type", RuleObjectSchema, `must be "object" at the top level, got %s`, describe(obj["type"]))
+	}
+	w := walker{}
+	if err := w.walk(field, doc, 1, false); err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refusingLoader{})
+	if err := c.AddResource(schemaBase, doc); err != nil {
+		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
+	}
+	compiled, err := c.Compile(schemaBase)
+	if err != nil {
+		if errors.Is(err, errNoNetwork) {
+			return nil, invalid(field, RuleNetworkRef, "%s", trimDetail(err.Error()))
+		}
+		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
+	}
+	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}}
+	if props, ok := obj["properties"].(map[string]any); ok {
+		for k := range props {
+			ps.topProps[k] = true
+		}
+	}
+	return ps, nil
+}
+
+// decodeJSON parses raw as one JSON value, keeping numbers exact.
+func decodeJSON(field string, raw []byte) (any, error) {
+	// encoding/json silently turns invalid UTF-8 into U+FFFD; the published
+	// bytes are verbatim, so they must be valid as they are.
+	if !utf8.Valid(raw) {
+		return nil, invalid(field, RuleUTF8, "JSON text is not valid UTF-8")
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, invalid(field, RuleJSON, "not valid JSON: %s", trimDetail(err.Error()))
+	}
+	return doc, nil
+}
+
+// dataKeywords hold instance data, not subschemas: a "$ref" or "description"
+// inside them is a value, not a reference or an annotation.
+var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true, "examples": true}
+
+type walker struct{ objects int }
+
+// walk enforces the depth and subschema caps over the whole document and,
+// outside data keywords, refuses non-local references and hidden characters
+// in "title", "description" and property names.
+func (w *walker) walk(path string, v any, depth int, data bool) error {
+	if depth > MaxSchemaDepth {
+		return invalid(path, RuleSchemaDepth, "nesting deeper than %d levels", MaxSchemaDepth)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		w.objects++
+		if w.objects > MaxSubschemas {
+			return invalid(path, RuleSubschemaCount, "more than %d JSON objects (subschemas) in one schema", MaxSubschemas)
+		}
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			child := v[k]
+			p := path + "." + k
+			if !data {
+				if err := w.checkKeyword(p, k, child); err != nil {
+					return err
+				}
+				if k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions" || k == "dependentSchemas" {
+					if err := w.walkNamed(p, child, depth+1); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+			if err := w.walk(p, child, depth+1, data || dataKeywords[k]); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, child := range v {
+			if err := w.walk(path+"["+strconv.Itoa(i)+"]", child, depth+1, data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// walkNamed walks a map of name → subschema; the names are shown to models
+// (property names) and get the hidden-character check.
+func (w *walker) walkNamed(path string, v any, depth int) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return w.walk(path, v, depth, false) // the compiler reports the type error
+	}
+	w.objects++
+	if depth > MaxSchemaDepth {
+		return invalid(path, RuleSchemaDepth, "nesting deeper than %d levels", MaxSchemaDepth)
+	}
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		sub := m[name]
+		p := path + "." + name
+		if err := checkText(p, name); err != nil {
+			return err
+		}
+		if err := w.walk(p, sub, depth+1, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *walker) checkKeyword(path, k string, v any) error {
+	switch k {
+	case "$ref", "$dynamicRef":
+		if s, ok := v.(string); ok && !strings.HasPrefix(s, "#") {
+			return invalid(path, RuleNetworkRef, "%q is not a local reference (\"#...\"); network and relative references are refused", s)
+		}
+	case "title", "description", "$comment":
+		if s, ok := v.(string); ok {
+			return checkText(path, s)
+		}
+	}
+	return nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+func describe(v any) string {
+	if v == nil {
+		return "nothing"
+	}
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return jsonKind(v)
+}
+
+// trimDetail keeps validator messages readable in a gRPC status.
+func trimDetail(s string) string {
+	const max = 400
+	s = strings.ReplaceAll(s, schemaBase, "")
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}
+
+// checkAnnotations requires a JSON object and applies the hidden-character
+// check to every string in it ("title" is shown to users and models).
+func checkAnnotations(raw []byte) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if len(raw) > MaxAnnotationsBytes {
+		return invalid("annotations", RuleSchemaSize, "%d bytes exceeds the %d-byte limit", len(raw), MaxAnnotationsBytes)
+	}
+	doc, err := decodeJSON("annotations", raw)
+	if err != nil {
+		return err
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return invalid("annotations", RuleJSONObject, "must be a JSON object, got %s", jsonKind(doc))
+	}
+	return checkStrings("annotations", obj, 1)
+}
+
+func checkStrings(path string, v any, depth int) error {
+	if depth > MaxSchemaDepth {
+		return invalid(path, RuleSchemaDepth, "nesting deeper than %d levels", MaxSchemaDepth)
+	}
+	switch v := v.(type) {
+	case string:
+		return checkText(path, v)
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			c := v[k]
+			if err := checkText(path+"."+k, k); err != nil {
+				return err
+			}
+			if err := checkStrings(path+"."+k, c, depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, c := range v {
+			if err := checkStrings(fmt.Sprintf("%s[%d]", path, i), c, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,538 @@
+package catalog
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/cataloghash"
+	"github.com/sharedos/toolshare/services/kernel/toolname"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+)
+
+// ToolFilter is the one authz-svc call ListTools needs.
+// sharedosv1.AuthzServiceClient satisfies it.
+type ToolFilter interface {
+	FilterTools(ctx context.Context, in *sharedosv1.FilterToolsRequest, opts ...grpc.CallOption) (*sharedosv1.FilterToolsResponse, error)
+}
+
+var _ ToolFilter = (sharedosv1.AuthzServiceClient)(nil)
+
+// Config wires a Service.
+type Config struct {
+	// Store holds the registrations (store/postgres or store/memory).
+	Store store.Store
+	// Filter decides per-context visibility for ListTools. It may be nil
+	// only where ListTools is never called with a context (tests, tools);
+	// then such calls fail with ErrAuthzUnavailable.
+	Filter ToolFilter
+	// Logger; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Service is the catalogue: registration (write-through to the store), and
+// the cache of published tools every read is served from.
+type Service struct {
+	store  store.Store
+	filter ToolFilter
+	log    *slog.Logger
+
+	snap atomic.Pointer[snapshot]
+
+	// refreshMu serialises cache updates: each update reads the store's
+	// current state and applies it while holding the lock, so updates from
+	// the write path and from the change feed cannot reorder.
+	refreshMu sync.Mutex
+	feed      *store.Feed
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Service; call Start before serving.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("catalog: Config.Store is required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{store: cfg.Store, filter: cfg.Filter, log: log}, nil
+}
+
+// Start subscribes to the store's change feed, loads the cache and keeps it
+// current in the background until ctx ends or Close is called.
+func (s *Service) Start(ctx context.Context) error {
+	if s.done != nil {
+		return errors.New("catalog: already started")
+	}
+	watchCtx, cancel := context.WithCancel(ctx)
+	// Subscribe before loading: a change committed between the two is then
+	// in the feed rather than lost.
+	feed, err := s.store.Watch(watchCtx)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("catalog: watch changes: %w", err)
+	}
+	s.feed = feed
+	if err := s.reloadAll(ctx, nil); err != nil {
+		cancel()
+		return err
+	}
+	s.cancel = cancel
+	s.done = make(chan struct{})
+	go s.follow(watchCtx)
+	return nil
+}
+
+// Close stops following changes. It is safe to call more than once.
+func (s *Service) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	return nil
+}
+
+// Ready reports whether the cache has been loaded.
+func (s *Service) Ready() bool { return s.snap.Load() != nil }
+
+const retryDelay = 200 * time.Millisecond
+
+// follow applies the change feed to the cache. A failed refresh is retried
+// as a full reload, so a store outage delays visibility but never leaves a
+// deleted tool cached once the store is back.
+func (s *Service) follow(ctx context.Context) {
+	defer close(s.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.feed.Ready():
+		}
+		names, all := s.feed.Take()
+		var err error
+		if all {
+			err = s.reloadAll(ctx, nil)
+		} else {
+			for _, n := range names {
+				if err = s.refresh(ctx, n, nil); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.WarnContext(ctx, "catalog cache refresh failed; retrying", "err", err)
+			s.feed.Push(store.AllChanged)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retryDelay):
+			}
+		}
+	}
+}
+
+// reloadAll replaces the cache with the store's full contents.
+func (s *Service) reloadAll(ctx context.Context, h hints) error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	recs, err := s.store.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog: load registrations: %w", err)
+	}
+	prev := s.snap.Load()
+	entries := make([]*entry, len(recs))
+	for i, rec := range recs {
+		var old *entry
+		if prev != nil {
+			old, _ = prev.lookup(rec.Name())
+		}
+		entries[i] = buildEntry(rec, old, h)
+	}
+	s.snap.Store(newSnapshot(entries))
+	return nil
+}
+
+// refresh re-reads one tool from the store and applies it to the cache.
+func (s *Service) refresh(ctx context.Context, name string, h hints) error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	cur := s.snap.Load()
+	if cur == nil {
+		return ErrNotReady
+	}
+	rec, err := s.store.Get(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if _, ok := cur.lookup(name); ok {
+			s.snap.Store(cur.withChange(name, nil))
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("catalog: refresh %q: %w", name, err)
+	}
+	old, _ := cur.lookup(name)
+	s.snap.Store(cur.withChange(name, buildEntry(rec, old, h)))
+	return nil
+}
+
+// afterWrite makes a write visible on this replica before the RPC returns
+// (read-your-writes); other replicas learn it from the change feed. If the
+// refresh fails the feed retries it.
+func (s *Service) afterWrite(ctx context.Context, name string, h hints) {
+	if s.snap.Load() == nil {
+		return
+	}
+	var err error
+	if name == store.AllChanged {
+		err = s.reloadAll(ctx, h)
+	} else {
+		err = s.refresh(ctx, name, h)
+	}
+	if err != nil && s.feed != nil {
+		s.feed.Push(name)
+	}
+}
+
+// Resolve returns the published tool with exactly this name from the cache.
+// Any string is accepted; an unknown name wraps ErrNotFound.
+func (s *Service) Resolve(ctx context.Context, name string) (*Resolved, error) {
+	snap := s.snap.Load()
+	if snap == nil {
+		return nil, ErrNotReady
+	}
+	e, ok := snap.lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	res, err := e.resolve()
+	if err != nil {
+		// Only possible for a row written around validation (an older
+		// binary, a manual edit): the tool is withheld, not run unchecked.
+		s.log.ErrorContext(ctx, "withholding stored tool whose input schema does not compile", "tool", name, "err", err)
+		return nil, fmt.Errorf("%w: %q is withheld: its stored input schema does not compile", ErrNotFound, name)
+	}
+	return res, nil
+}
+
+// Register validates and stores a new tool and returns it as stored
+// (revision 1) with its published projection.
+func (s *Service) Register(ctx context.Context, reg *sharedosv1.ToolRegistration) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error) {
+	rec, pub, sch, err := s.prepare(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	stored, err := s.store.Create(ctx, rec)
+	if err != nil {
+		return nil, nil, fromStore(err, reg.GetName())
+	}
+	s.afterWrite(ctx, stored.Name(), hints{stored.Name(): sch})
+	return stored.Registration, pub, nil
+}
+
+// RegisterBatch validates every registration, then stores them all in one
+// transaction (all or nothing). It returns how many were registered.
+func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegistration) (int, error) {
+	if len(regs) == 0 {
+		return 0, nil
+	}
+	recs := make([]store.Record, len(regs))
+	names := make([]string, len(regs))
+	seen := make(map[string]int, len(regs))
+	lower := make(map[string]string, len(regs))
+	h := make(hints, len(regs))
+	for i, reg := range regs {
+		rec, _, sch, err := s.prepare(reg)
+		if err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) {
+				ve.Field = fmt.Sprintf("registrations[%d].%s", i, ve.Field)
+			}
+			return 0, err
+		}
+		name := reg.GetName()
+		if j, dup := seen[name]; dup {
+			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleUniqueInBatch, "%q is also registrations[%d]", name, j)
+		}
+		seen[name] = i
+		lk := lowerASCII(name)
+		if other, dup := lower[lk]; dup {
+			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCaseInsensitive, "%q equals %q in the same batch case-insensitively", name, other)
+		}
+		lower[lk] = name
+		recs[i], names[i], h[name] = rec, name, sch
+	}
+	if c, found := toolname.FindCollision(names); found {
+		return 0, invalid("registrations.name", RuleCollisionKey, "%v", c)
+	}
+	n, err := s.store.CreateBatch(ctx, recs)
+	if err != nil {
+		return 0, fromStore(err, "")
+	}
+	s.afterWrite(ctx, store.AllChanged, h)
+	return n, nil
+}
+
+// Update replaces a registration. expectedRevision, when non-zero, must
+// equal the stored revision.
+func (s *Service) Update(ctx context.Context, reg *sharedosv1.ToolRegistration, expectedRevision int64) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error) {
+	if expectedRevision < 0 {
+		return nil, nil, invalid("expected_revision", "non_negative", "must be 0 (unconditional) or a revision, got %d", expectedRevision)
+	}
+	rec, pub, sch, err := s.prepare(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	stored, err := s.store.Update(ctx, rec, expectedRevision)
+	if err != nil {
+		return nil, nil, fromStore(err, reg.GetName())
+	}
+	s.afterWrite(ctx, stored.Name(), hints{stored.Name(): sch})
+	return stored.Registration, pub, nil
+}
+
+// Deregister removes a tool.
+func (s *Service) Deregister(ctx context.Context, name string) error {
+	if err := toolname.Validate(name); err != nil {
+		// No invalid name can be registered, so it cannot be found either.
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if err := s.store.Delete(ctx, name); err != nil {
+		return fromStore(err, name)
+	}
+	s.afterWrite(ctx, name, nil)
+	return nil
+}
+
+// Get returns the stored registration (admin view) and its published
+// projection, read from the store rather than the cache.
+func (s *Service) Get(ctx context.Context, name string) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error) {
+	if toolname.Validate(name) != nil {
+		return nil, nil, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	rec, err := s.store.Get(ctx, name)
+	if err != nil {
+		return nil, nil, fromStore(err, name)
+	}
+	return rec.Registration, publishedFrom(rec.Registration, rec.Canonical), nil
+}
+
+// Page sizes for ListRegistrations.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// ListRegistrations pages through every registration by name. The page
+// token is opaque to clients (the last name of the previous page).
+func (s *Service) ListRegistrations(ctx context.Context, pageSize int, pageToken string) ([]*sharedosv1.ToolRegistration, string, error) {
+	switch {
+	case pageSize < 0:
+		return nil, "", invalid("page_size", "non_negative", "got %d", pageSize)
+	case pageSize == 0:
+		pageSize = DefaultPageSize
+	case pageSize > MaxPageSize:
+		pageSize = MaxPageSize
+	}
+	after := ""
+	if pageToken != "" {
+		b, err := base64.RawURLEncoding.DecodeString(pageToken)
+		if err != nil || toolname.Validate(string(b)) != nil {
+			return nil, "", invalid("page_token", "page_token", "not a token returned by ListRegistrations")
+		}
+		after = string(b)
+	}
+	recs, err := s.store.List(ctx, after, pageSize+1)
+	if err != nil {
+		return nil, "", fromStore(err, "")
+	}
+	next := ""
+	if len(recs) > pageSize {
+		recs = recs[:pageSize]
+		next = base64.RawURLEncoding.EncodeToString([]byte(recs[len(recs)-1].Name()))
+	}
+	out := make([]*sharedosv1.ToolRegistration, len(recs))
+	for i, r := range recs {
+		out[i] = r.Registration
+	}
+	return out, next, nil
+}
+
+// Listing is one context's effective catalogue.
+type Listing struct {
+	// Tools ascending by name; shared, read-only.
+	Tools []*sharedosv1.PublishedTool
+	// CatalogHash per spec/catalog-hash.md over exactly Tools.
+	CatalogHash string
+}
+
+// ListTools returns the tools actx may see, sorted by name, and their
+// catalogHash. Visibility is decided by authz-svc in one FilterTools call
+// for the whole catalogue; if that call fails, ListTools fails with
+// ErrAuthzUnavailable and returns no tools. A nil actx is the admin
+// listing: every published tool.
+func (s *Service) ListTools(ctx context.Context, actx *sharedosv1.AccessContext) (Listing, error) {
+	snap := s.snap.Load()
+	if snap == nil {
+		return Listing{}, ErrNotReady
+	}
+	if actx == nil {
+		tools := make([]*sharedosv1.PublishedTool, len(snap.entries))
+		for i, e := range snap.entries {
+			tools[i] = e.resolved.Published
+		}
+		return Listing{Tools: tools, CatalogHash: snap.hashAll()}, nil
+	}
+	if len(snap.entries) == 0 {
+		return Listing{Tools: []*sharedosv1.PublishedTool{}, CatalogHash: cataloghash.SumSorted(nil)}, nil
+	}
+	if s.filter == nil {
+		return Listing{}, fmt.Errorf("%w: no filter configured", ErrAuthzUnavailable)
+	}
+	resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{Context: actx, Tools: snap.facts, Action: "list"})
+	if err != nil {
+		return Listing{}, fmt.Errorf("%w: %w", ErrAuthzUnavailable, err)
+	}
+	visible := selectVisible(snap, resp.GetAllowedTools())
+	tools := make([]*sharedosv1.PublishedTool, len(visible))
+	hs := make([]cataloghash.Entry, len(visible))
+	for i, e := range visible {
+		tools[i] = e.resolved.Published
+		hs[i] = e.hash
+	}
+	return Listing{Tools: tools, CatalogHash: cataloghash.SumSorted(hs)}, nil
+}
+
+// selectVisible maps the allowed names back to cache entries, in name order.
+// authz-svc answers in request order (which is name order), so one merge
+// pass suffices; names the catalogue does not hold are ignored (authz can
+// hide tools, never add them) and duplicates count once.
+func selectVisible(snap *snapshot, allowed []string) []*entry {
+	out := make([]*entry, 0, len(allowed))
+	j := 0
+	for _, name := range allowed {
+		for j < len(snap.entries) && snap.entries[j].name() < name {
+			j++
+		}
+		if j < len(snap.entries) && snap.entries[j].name() == name {
+			out = append(out, snap.entries[j])
+			j++
+			continue
+		}
+		// Out of order or unknown: fall back to an index lookup and a
+		// final sort-and-dedupe.
+		return selectVisibleSlow(snap, allowed)
+	}
+	return out
+}
+
+func selectVisibleSlow(snap *snapshot, allowed []string) []*entry {
+	idx := make([]bool, len(snap.entries))
+	for _, name := range allowed {
+		if i, ok := snap.byName[name]; ok {
+			idx[i] = true
+		}
+	}
+	out := make([]*entry, 0, len(allowed))
+	for i, ok := range idx {
+		if ok {
+			out = append(out, snap.entries[i])
+		}
+	}
+	return out
+}
+
+// prepare validates reg and computes its published projection. It also
+// returns the compiled input schema for the cache.
+func (s *Service) prepare(reg *sharedosv1.ToolRegistration) (store.Record, *sharedosv1.PublishedTool, *lazySchema, error) {
+	input, err := validate(reg)
+	if err != nil {
+		return store.Record{}, nil, nil, err
+	}
+	clean := normalize(reg)
+	pub, digest, err := publish(clean)
+	if err != nil {
+		return store.Record{}, nil, nil, err
+	}
+	// Store what is published: a value the projection omits is stored absent.
+	clean.OutputSchemaJson, clean.AnnotationsJson = pub.GetOutputSchemaJson(), pub.GetAnnotationsJson()
+	rec := store.Record{Registration: clean, Canonical: pub.GetCanonicalJson(), Digest: digest}
+	return rec, pub, newLazySchema(clean.GetInputSchemaJson(), input.compiled), nil
+}
+
+// fromStore translates store errors into catalog errors; name is the tool
+// the request was about.
+func fromStore(err error, name string) error {
+	var ce *store.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		rule := RuleCollisionKey
+		if ce.Rule == store.RuleCaseInsensitive {
+			rule = RuleCaseInsensitive
+		}
+		return &ValidationError{Field: "name", Rule: rule, Detail: ce.Error()}
+	case errors.Is(err, store.ErrAlreadyExists):
+		return fmt.Errorf("%w: %s", ErrAlreadyExists, detail(err, store.ErrAlreadyExists))
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	case errors.Is(err, store.ErrRevisionMismatch):
+		return fmt.Errorf("%w: %s", ErrRevisionMismatch, detail(err, store.ErrRevisionMismatch))
+	case errors.Is(err, store.ErrInvalid):
+		return &ValidationError{Field: "registration", Rule: RuleJSON, Detail: detail(err, store.ErrInvalid)}
+	default:
+		return err
+	}
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// detail is err's message after the sentinel's own text, so store wording
+// does not appear twice in a status message.
+func detail(err, sentinel error) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, sentinel.Error()+": "); ok {
+		return rest
+	}
+	return msg
+}
+
+// normalize returns a copy of reg in the one shape every store returns:
+// store-owned fields cleared, and empty sub-messages absent.
+func normalize(reg *sharedosv1.ToolRegistration) *sharedosv1.ToolRegistration {
+	c := proto.Clone(reg).(*sharedosv1.ToolRegistration)
+	c.Revision, c.CreatedAt, c.UpdatedAt = 0, nil, nil
+	if m := c.GetMetadata(); m.GetNamespace() == "" && m.GetSource() == "" {
+		c.Metadata = nil
+	}
+	if r := c.GetRequirement(); r.GetAction() == "" && r.GetResource() == "" && r.GetPathCleaning() == 0 {
+		c.Requirement = nil
+	}
+	if h := c.GetHandler(); h.GetTarget() == "" && h.GetTimeout() == nil {
+		c.Handler = nil
+	}
+	return c
+}

@@ -1,0 +1,445 @@
+package catalog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/cataloghash"
+	"github.com/sharedos/toolshare/services/kernel/projection"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/storetest"
+)
+
+func TestRegisterGetUpdateDeregister(t *testing.T) {
+	svc := newService(t, nil, nil)
+	ctx := testCtx(t)
+	in := reg("files.read")
+	stored, pub, err := svc.Register(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.GetRevision() != 1 || stored.GetCreatedAt() == nil {
+		t.Errorf("stored revision %d created %v", stored.GetRevision(), stored.GetCreatedAt())
+	}
+	want, err := projection.Publish(projection.FromPublished(&sharedosv1.PublishedTool{
+		Name: in.Name, Description: in.Description, InputSchemaJson: in.InputSchemaJson,
+		OutputSchemaJson: in.OutputSchemaJson, AnnotationsJson: in.AnnotationsJson, Metadata: in.Metadata,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(pub, want) {
+		t.Errorf("published\n got %v\nwant %v", pub, want)
+	}
+	// The published tool has no authority.
+	if strings.Contains(string(pub.GetCanonicalJson()), "7404") || strings.Contains(string(pub.GetCanonicalJson()), "file:{path}") {
+		t.Errorf("authority leaked into the projection: %s", pub.GetCanonicalJson())
+	}
+	// Get (from the store) and Resolve (from the cache) agree with Register.
+	gotReg, gotPub, err := svc.Get(ctx, "files.read")
+	if err != nil || !proto.Equal(gotReg, stored) || !proto.Equal(gotPub, want) {
+		t.Fatalf("Get = %v / %v, %v", gotReg, gotPub, err)
+	}
+	res, err := svc.Resolve(ctx, "files.read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(res.Published, want) || res.Digest != projection.Digest(want.GetCanonicalJson()) || res.InputSchema == nil || !proto.Equal(res.Registration, stored) {
+		t.Errorf("Resolve = %+v", res)
+	}
+	if err := res.InputSchema.Validate(map[string]any{"path": "/a"}); err != nil {
+		t.Errorf("compiled input schema rejects valid args: %v", err)
+	}
+	if err := res.InputSchema.Validate(map[string]any{}); err == nil {
+		t.Error("compiled input schema accepts args without the required path")
+	}
+
+	// Duplicate name.
+	if _, _, err := svc.Register(ctx, reg("files.read")); !errors.Is(err, catalog.ErrAlreadyExists) {
+		t.Errorf("duplicate Register error = %v, want ErrAlreadyExists", err)
+	}
+	// Collisions are InvalidArgument naming the rule and the existing tool.
+	for name, rule := range map[string]string{"files_read": catalog.RuleCollisionKey, "Files.Read": catalog.RuleCaseInsensitive} {
+		r := reg(name)
+		if !strings.Contains(name, ".") {
+			// An unqualified name can only be a harness-local tool.
+			r.Class, r.Metadata.Namespace = sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, ""
+		}
+		_, _, err := svc.Register(ctx, r)
+		var ve *catalog.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "name" || ve.Rule != rule || !strings.Contains(ve.Detail, `"files.read"`) {
+			t.Errorf("Register(%q) error = %v, want %s naming files.read", name, err, rule)
+		}
+	}
+
+	// Update: revision increments; the cache follows.
+	up := reg("files.read")
+	up.Description = "Reads a file, v2."
+	upd, upPub, err := svc.Update(ctx, up, 1)
+	if err != nil || upd.GetRevision() != 2 || upPub.GetDescription() != up.Description {
+		t.Fatalf("Update = %v, %v", upd, err)
+	}
+	if res, _ := svc.Resolve(ctx, "files.read"); res.Published.GetDescription() != up.Description || res.Registration.GetRevision() != 2 {
+		t.Errorf("cache not updated: %v", res.Registration)
+	}
+	if _, _, err := svc.Update(ctx, up, 1); !errors.Is(err, catalog.ErrRevisionMismatch) {
+		t.Errorf("stale Update error = %v, want ErrRevisionMismatch", err)
+	}
+	if _, _, err := svc.Update(ctx, reg("files.write"), 0); !errors.Is(err, catalog.ErrNotFound) {
+		t.Errorf("Update of missing tool error = %v, want ErrNotFound", err)
+	}
+	bad := reg("files.read")
+	bad.Description = "\u202e"
+	if _, _, err := svc.Update(ctx, bad, 0); !errors.Is(err, catalog.ErrInvalid) {
+		t.Errorf("Update with poisoned description error = %v, want ErrInvalid", err)
+	}
+
+	// Deregister.
+	if err := svc.Deregister(ctx, "files.read"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Resolve(ctx, "files.read"); !errors.Is(err, catalog.ErrNotFound) {
+		t.Errorf("Resolve after Deregister error = %v, want ErrNotFound", err)
+	}
+	for _, name := range []string{"files.read", "bad name", ""} {
+		if err := svc.Deregister(ctx, name); !errors.Is(err, catalog.ErrNotFound) {
+			t.Errorf("Deregister(%q) error = %v, want ErrNotFound", name, err)
+		}
+		if _, _, err := svc.Get(ctx, name); !errors.Is(err, catalog.ErrNotFound) {
+			t.Errorf("Get(%q) error = %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+// Resolve takes any bytes and matches exactly.
+func TestResolveExactMatchOnly(t *testing.T) {
+	svc := newService(t, nil, nil)
+	if _, _, err := svc.Register(testCtx(t), reg("files.read")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"files_read", "FILES.READ", "files.read ", " files.read", "files.read\x00", "\xff\xfe", "", strings.Repeat("x", 1<<16), "files.rea"} {
+		if _, err := svc.Resolve(testCtx(t), name); !errors.Is(err, catalog.ErrNotFound) {
+			t.Errorf("Resolve(%q) error = %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func TestResolveBeforeStart(t *testing.T) {
+	svc, err := catalog.New(catalog.Config{Store: memory.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Resolve(testCtx(t), "files.read"); !errors.Is(err, catalog.ErrNotReady) {
+		t.Errorf("Resolve before Start error = %v, want ErrNotReady", err)
+	}
+	if _, err := svc.ListTools(testCtx(t), nil); !errors.Is(err, catalog.ErrNotReady) {
+		t.Errorf("ListTools before Start error = %v, want ErrNotReady", err)
+	}
+}
+
+// registerAll registers a mixed catalogue for listing tests.
+func registerAll(t *testing.T, svc *catalog.Service, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		r := reg(n)
+		if _, _, err := svc.Register(testCtx(t), r); err != nil {
+			t.Fatalf("Register(%q): %v", n, err)
+		}
+	}
+}
+
+func names(tools []*sharedosv1.PublishedTool) []string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t.GetName()
+	}
+	return out
+}
+
+// hashOf is the spec's catalogHash computed independently from the tools.
+func hashOf(tools []*sharedosv1.PublishedTool) string {
+	es := make([]cataloghash.Entry, len(tools))
+	for i, t := range tools {
+		c, err := projection.Canonical(projection.FromPublished(t))
+		if err != nil {
+			panic(err)
+		}
+		es[i] = cataloghash.Entry{Name: t.GetName(), Canonical: c}
+	}
+	return cataloghash.Sum(es)
+}
+
+// Two contexts get two answers: never a global union.
+func TestListToolsPerContext(t *testing.T) {
+	f := &fakeFilter{allow: func(actx *sharedosv1.AccessContext, tool *sharedosv1.ToolFacts) bool {
+		switch actx.GetPrincipal() {
+		case "alice":
+			return tool.GetNamespace() == "files"
+		case "bob":
+			return tool.GetNamespace() == "github" || tool.GetName() == "files.read"
+		}
+		return false
+	}}
+	svc := newService(t, nil, f)
+	registerAll(t, svc, "github.search", "files.write", "files.read", "github.issue", "notion.page")
+
+	alice, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "mallory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(alice.Tools), []string{"files.read", "files.write"}; !slices.Equal(got, want) {
+		t.Errorf("alice sees %v, want %v", got, want)
+	}
+	if got, want := names(bob.Tools), []string{"files.read", "github.issue", "github.search"}; !slices.Equal(got, want) {
+		t.Errorf("bob sees %v, want %v", got, want)
+	}
+	if len(nobody.Tools) != 0 {
+		t.Errorf("mallory sees %v, want nothing", names(nobody.Tools))
+	}
+	for who, l := range map[string]catalog.Listing{"alice": alice, "bob": bob, "mallory": nobody} {
+		if l.CatalogHash != hashOf(l.Tools) {
+			t.Errorf("%s: catalogHash %s, want %s", who, l.CatalogHash, hashOf(l.Tools))
+		}
+	}
+	if alice.CatalogHash == bob.CatalogHash {
+		t.Error("two contexts with different tools got the same catalogHash")
+	}
+	if nobody.CatalogHash != cataloghash.Sum(nil) {
+		t.Errorf("empty catalogue hash %s, want %s", nobody.CatalogHash, cataloghash.Sum(nil))
+	}
+	if f.calls != 3 {
+		t.Errorf("FilterTools called %d times for 3 listings, want one call each", f.calls)
+	}
+
+	// The admin listing (no context) is every published tool, unfiltered.
+	all, err := svc.ListTools(testCtx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(all.Tools); !slices.Equal(got, []string{"files.read", "files.write", "github.issue", "github.search", "notion.page"}) {
+		t.Errorf("admin listing %v", got)
+	}
+	if all.CatalogHash != hashOf(all.Tools) {
+		t.Errorf("admin catalogHash %s, want %s", all.CatalogHash, hashOf(all.Tools))
+	}
+	if f.calls != 3 {
+		t.Error("the admin listing called the filter")
+	}
+}
+
+// Authz answers out of order, with duplicates and with unknown names: the
+// listing is still sorted, deduplicated, and never grows.
+func TestListToolsToleratesOddFilterAnswers(t *testing.T) {
+	svc := newService(t, nil, filterFunc(func(*sharedosv1.FilterToolsRequest) []string {
+		return []string{"github.search", "files.read", "ghost.tool", "files.read"}
+	}))
+	registerAll(t, svc, "files.read", "github.search", "notion.page")
+	l, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(l.Tools); !slices.Equal(got, []string{"files.read", "github.search"}) {
+		t.Errorf("listing %v", got)
+	}
+	if l.CatalogHash != hashOf(l.Tools) {
+		t.Error("catalogHash does not match the listed tools")
+	}
+}
+
+// If authz-svc fails, ListTools fails: it never falls back to an unfiltered
+// catalogue.
+func TestListToolsAuthzDown(t *testing.T) {
+	f := &fakeFilter{err: status.Error(codes.Unavailable, "connection refused"), allow: func(*sharedosv1.AccessContext, *sharedosv1.ToolFacts) bool { return true }}
+	svc := newService(t, nil, f)
+	registerAll(t, svc, "files.read")
+	l, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+	if !errors.Is(err, catalog.ErrAuthzUnavailable) || l.Tools != nil || l.CatalogHash != "" {
+		t.Fatalf("ListTools with authz down = %v, %v; want ErrAuthzUnavailable and nothing", l, err)
+	}
+	noFilter := newService(t, nil, nil)
+	registerAll(t, noFilter, "files.read")
+	if _, err := noFilter.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"}); !errors.Is(err, catalog.ErrAuthzUnavailable) {
+		t.Fatalf("ListTools without a filter error = %v, want ErrAuthzUnavailable", err)
+	}
+}
+
+type filterFunc func(*sharedosv1.FilterToolsRequest) []string
+
+func (f filterFunc) FilterTools(_ context.Context, in *sharedosv1.FilterToolsRequest, _ ...grpc.CallOption) (*sharedosv1.FilterToolsResponse, error) {
+	return &sharedosv1.FilterToolsResponse{AllowedTools: f(in)}, nil
+}
+
+// The filter sees the facts policies key on.
+func TestListToolsSendsToolFacts(t *testing.T) {
+	var got *sharedosv1.FilterToolsRequest
+	svc := newService(t, nil, filterFunc(func(in *sharedosv1.FilterToolsRequest) []string { got = in; return nil }))
+	registerAll(t, svc, "files.read")
+	actx := &sharedosv1.AccessContext{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}}
+	if _, err := svc.ListTools(testCtx(t), actx); err != nil {
+		t.Fatal(err)
+	}
+	want := &sharedosv1.FilterToolsRequest{
+		Context: actx,
+		Action:  "list",
+		Tools: []*sharedosv1.ToolFacts{{
+			Name: "files.read", Namespace: "files", Class: "managed", Source: "provider:files",
+			AnnotationsJson: []byte(`{"title":"Read file","readOnlyHint":true}`),
+		}},
+	}
+	if !proto.Equal(got, want) {
+		t.Errorf("FilterTools request\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestRegisterBatch(t *testing.T) {
+	svc := newService(t, nil, nil)
+	var regs []*sharedosv1.ToolRegistration
+	for i := range 20 {
+		regs = append(regs, reg(fmt.Sprintf("bulk.t%02d", i)))
+	}
+	n, err := svc.RegisterBatch(testCtx(t), regs)
+	if err != nil || n != 20 {
+		t.Fatalf("RegisterBatch = %d, %v", n, err)
+	}
+	l, _ := svc.ListTools(testCtx(t), nil)
+	if len(l.Tools) != 20 {
+		t.Errorf("cache holds %d tools after the batch, want 20", len(l.Tools))
+	}
+	// One bad registration rejects the batch, naming its index.
+	bad := []*sharedosv1.ToolRegistration{reg("more.a"), reg("more.b")}
+	bad[1].Description = "x\u200b"
+	_, err = svc.RegisterBatch(testCtx(t), bad)
+	var ve *catalog.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "registrations[1].description" {
+		t.Fatalf("bad batch error = %v, want registrations[1].description", err)
+	}
+	for _, c := range []struct {
+		names []string
+		rule  string
+	}{
+		{[]string{"more.a", "more.a"}, catalog.RuleUniqueInBatch},
+		{[]string{"more.a", "More.a"}, catalog.RuleCaseInsensitive},
+		{[]string{"more.a", "more_a"}, catalog.RuleCollisionKey},
+	} {
+		var rs []*sharedosv1.ToolRegistration
+		for _, n := range c.names {
+			r := reg("more.x")
+			r.Name = n
+			r.Metadata.Namespace, _, _ = strings.Cut(n, ".")
+			if !strings.Contains(n, ".") {
+				r.Class, r.Metadata.Namespace = sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, ""
+			}
+			rs = append(rs, r)
+		}
+		_, err := svc.RegisterBatch(testCtx(t), rs)
+		if !errors.As(err, &ve) || ve.Rule != c.rule {
+			t.Errorf("batch %v error = %v, want rule %s", c.names, err, c.rule)
+		}
+	}
+	if _, err := svc.RegisterBatch(testCtx(t), []*sharedosv1.ToolRegistration{reg("bulk.t03")}); !errors.Is(err, catalog.ErrAlreadyExists) {
+		t.Errorf("batch with an existing name error = %v, want ErrAlreadyExists", err)
+	}
+	l, _ = svc.ListTools(testCtx(t), nil)
+	if len(l.Tools) != 20 {
+		t.Errorf("failed batches changed the catalogue: %d tools", len(l.Tools))
+	}
+}
+
+func TestListRegistrationsPaging(t *testing.T) {
+	svc := newService(t, nil, nil)
+	registerAll(t, svc, "c.c", "a.a", "b.b", "d.d", "e.e")
+	var got []string
+	token := ""
+	for range 10 {
+		regs, next, err := svc.ListRegistrations(testCtx(t), 2, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range regs {
+			got = append(got, r.GetName())
+			if r.GetHandler().GetTarget() == "" {
+				t.Error("admin view lost the handler")
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if !slices.Equal(got, []string{"a.a", "b.b", "c.c", "d.d", "e.e"}) {
+		t.Errorf("paged %v", got)
+	}
+	if _, _, err := svc.ListRegistrations(testCtx(t), 2, "!!garbage"); !errors.Is(err, catalog.ErrInvalid) {
+		t.Errorf("bad page token error = %v, want ErrInvalid", err)
+	}
+	if _, _, err := svc.ListRegistrations(testCtx(t), -1, ""); !errors.Is(err, catalog.ErrInvalid) {
+		t.Errorf("negative page size error = %v, want ErrInvalid", err)
+	}
+}
+
+// Two services over one store stand for two replicas: a change made through
+// one is visible in the other's cache through the change feed.
+func TestChangeFeedAcrossServicesMemory(t *testing.T) {
+	st := memory.New()
+	a, b := newService(t, st, nil), newService(t, st, nil)
+	testReplicas(t, a, b)
+}
+
+// A stored row that bypassed validation (older binary, manual edit) and
+// whose input schema does not compile is withheld from calls.
+func TestResolveWithholdsUncompilableStoredSchema(t *testing.T) {
+	st := memory.New()
+	rec := storetest.Record("files.read")
+	rec.Registration.InputSchemaJson = []byte(`{"type":"object","properties":{"p":{"type":"strin"}}}`)
+	if _, err := st.Create(testCtx(t), rec); err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t, st, nil)
+	_, err := svc.Resolve(testCtx(t), "files.read")
+	if !errors.Is(err, catalog.ErrNotFound) || !strings.Contains(err.Error(), "withheld") {
+		t.Fatalf("Resolve = %v, want a withheld ErrNotFound", err)
+	}
+}
+
+// Resolve accepts any bytes, never panics, and matches exactly one name.
+func FuzzResolve(f *testing.F) {
+	svc := newService(f, nil, nil)
+	if _, _, err := svc.Register(testCtx(f), reg("files.read")); err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{"files.read", "files_read", "FILES.READ", "", "\x00", "files.read\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		res, err := svc.Resolve(context.Background(), name)
+		if name == "files.read" {
+			if err != nil || res.Registration.GetName() != name {
+				t.Fatalf("Resolve(%q) = %v, %v", name, res, err)
+			}
+			return
+		}
+		if !errors.Is(err, catalog.ErrNotFound) || res != nil {
+			t.Fatalf("Resolve(%q) = %v, %v; want ErrNotFound", name, res, err)
+		}
+	})
+}

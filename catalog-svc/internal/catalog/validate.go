@@ -1,0 +1,154 @@
+package catalog
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/toolname"
+)
+
+// MaxHandlerTimeout bounds HandlerRef.timeout: a longer call would outlive
+// any turn lease.
+const MaxHandlerTimeout = 15 * time.Minute
+
+// validate checks a registration before anything is stored. It returns the
+// compiled input schema so callers need not compile twice.
+func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
+	if reg == nil {
+		return nil, invalid("registration", RuleRequired, "a registration is required")
+	}
+	name := reg.GetName()
+	q, err := toolname.Parse(name)
+	if err != nil {
+		var te *toolname.Error
+		if errors.As(err, &te) {
+			return nil, invalid("name", te.Rule, "%s", te.Detail)
+		}
+		return nil, invalid("name", RuleToolName, "%v", err)
+	}
+	class := reg.GetClass()
+	switch class {
+	case sharedosv1.ToolClass_TOOL_CLASS_MANAGED, sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, sharedosv1.ToolClass_TOOL_CLASS_EXTERNAL_DIRECT:
+	default:
+		return nil, invalid("class", RuleClass, "must be managed, harness_local or external_direct, got %s", class)
+	}
+	managed := class == sharedosv1.ToolClass_TOOL_CLASS_MANAGED
+	// A managed tool's namespace is what policies and the namespace rule key
+	// on; an unqualified managed name would belong to no provider.
+	if managed && q.Namespace == "" {
+		return nil, invalid("name", RuleQualifiedName, "managed tool %q needs a provider-qualified name <namespace>.<tool>, e.g. \"files.read\"", name)
+	}
+	if ns := reg.GetMetadata().GetNamespace(); ns != q.Namespace {
+		if q.Namespace == "" {
+			return nil, invalid("metadata.namespace", RuleNamespace, "is %q but the unqualified name %q has no namespace segment; leave it empty", ns, name)
+		}
+		return nil, invalid("metadata.namespace", RuleNamespace, "is %q but must equal the name's first segment %q (a provider registers only in its own namespace)", ns, q.Namespace)
+	}
+	if err := checkText("metadata.source", reg.GetMetadata().GetSource()); err != nil {
+		return nil, err
+	}
+	if err := checkText("description", reg.GetDescription()); err != nil {
+		return nil, err
+	}
+	input, err := compileSchema("inputSchema", reg.GetInputSchemaJson())
+	if err != nil {
+		return nil, err
+	}
+	if len(reg.GetOutputSchemaJson()) > 0 {
+		if _, err := compileSchema("outputSchema", reg.GetOutputSchemaJson()); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkAnnotations(reg.GetAnnotationsJson()); err != nil {
+		return nil, err
+	}
+	if managed {
+		if err := validateAuthority(reg, input); err != nil {
+			return nil, err
+		}
+	}
+	if ref := reg.GetCredentialRef(); ref != "" {
+		if err := toolname.ValidateIdentifierField("credential_ref", ref); err != nil {
+			return nil, identifierError(err)
+		}
+	}
+	if t := reg.GetHandler().GetTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil {
+			return nil, invalid("handler.timeout", RuleTimeout, "%v", err)
+		}
+		if d := t.AsDuration(); d < 0 || d > MaxHandlerTimeout {
+			return nil, invalid("handler.timeout", RuleTimeout, "%s is outside 0..%s (0 means the service default)", d, MaxHandlerTimeout)
+		}
+	}
+	return input, nil
+}
+
+// validateAuthority checks what SharedOS needs to authorize and route a
+// managed tool's calls.
+func validateAuthority(reg *sharedosv1.ToolRegistration, input *parsedSchema) error {
+	req := reg.GetRequirement()
+	if req.GetAction() == "" {
+		return invalid("requirement.action", RuleRequired, "a managed tool must declare the action its calls need, e.g. \"read\"")
+	}
+	if err := toolname.ValidateIdentifierField("requirement.action", req.GetAction()); err != nil {
+		return identifierError(err)
+	}
+	if _, ok := sharedosv1.PathCleaning_name[int32(req.GetPathCleaning())]; !ok {
+		return invalid("requirement.path_cleaning", RuleTemplate, "unknown value %d", req.GetPathCleaning())
+	}
+	if err := checkTemplate(req.GetResource(), input); err != nil {
+		return err
+	}
+	if reg.GetHandler().GetTarget() == "" {
+		return invalid("handler.target", RuleRequired, "a managed tool needs the gRPC address of its ToolHandlerService")
+	}
+	if err := toolname.ValidateIdentifierField("handler.target", reg.GetHandler().GetTarget()); err != nil {
+		return identifierError(err)
+	}
+	return nil
+}
+
+// checkTemplate requires every {arg} placeholder of the resource template to
+// name a top-level property of the input schema: any other name could never
+// be resolved from a call's arguments.
+func checkTemplate(tmpl string, input *parsedSchema) error {
+	const field = "requirement.resource"
+	if tmpl == "" {
+		return nil
+	}
+	if err := toolname.ValidateIdentifierField(field, tmpl); err != nil {
+		return identifierError(err)
+	}
+	rest := tmpl
+	for {
+		open := strings.IndexAny(rest, "{}")
+		if open < 0 {
+			return nil
+		}
+		if rest[open] == '}' {
+			return invalid(field, RuleTemplate, "unmatched '}' in %q", tmpl)
+		}
+		end := strings.IndexAny(rest[open+1:], "{}")
+		if end < 0 || rest[open+1+end] != '}' {
+			return invalid(field, RuleTemplate, "unterminated '{' in %q", tmpl)
+		}
+		arg := rest[open+1 : open+1+end]
+		if arg == "" {
+			return invalid(field, RuleTemplate, "empty placeholder {} in %q", tmpl)
+		}
+		if !input.topProps[arg] {
+			return invalid(field, RuleTemplate, "placeholder {%s} does not name a top-level property of inputSchema", arg)
+		}
+		rest = rest[open+1+end+1:]
+	}
+}
+
+func identifierError(err error) error {
+	var te *toolname.Error
+	if errors.As(err, &te) {
+		return invalid(te.Field, te.Rule, "%s", te.Detail)
+	}
+	return invalid("registration", RuleIdentifier, "%v", err)
+}

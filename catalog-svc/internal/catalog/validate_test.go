@@ -1,0 +1,195 @@
+package catalog_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+)
+
+func nested(depth int) string {
+	return `{"type":"object","properties":{"x":` + strings.Repeat(`{"type":"array","items":`, depth) + `{}` + strings.Repeat(`}`, depth) + `}}`
+}
+
+func manyProps(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"string"}`, i)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
+// Every rejection rule, through the public Register path: InvalidArgument
+// (a *ValidationError) naming the field and the rule.
+func TestRegisterRejects(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(r *sharedosv1.ToolRegistration)
+		field  string
+		rule   string
+		detail string // substring of the detail, when it matters
+	}{
+		{"empty name", func(r *sharedosv1.ToolRegistration) { r.Name = "" }, "name", "ToolNameSchema", "empty"},
+		{"name with space", func(r *sharedosv1.ToolRegistration) { r.Name = "files.read file" }, "name", "ToolNameSchema", "U+0020"},
+		{"name too long", func(r *sharedosv1.ToolRegistration) { r.Name = "files." + strings.Repeat("a", 123) }, "name", "ToolNameSchema", "129"},
+		{"name with slash", func(r *sharedosv1.ToolRegistration) { r.Name = "files/read" }, "name", "ToolNameSchema", ""},
+		{"leading dot", func(r *sharedosv1.ToolRegistration) { r.Name = ".read" }, "name", "QualifiedToolName", ""},
+		{"managed without namespace", func(r *sharedosv1.ToolRegistration) { r.Name = "read"; r.Metadata.Namespace = "" }, "name", catalog.RuleQualifiedName, "provider-qualified"},
+		{"foreign namespace", func(r *sharedosv1.ToolRegistration) { r.Name = "github.search"; r.Metadata.Namespace = "notion" }, "metadata.namespace", catalog.RuleNamespace, `"github"`},
+		{"missing namespace", func(r *sharedosv1.ToolRegistration) { r.Metadata.Namespace = "" }, "metadata.namespace", catalog.RuleNamespace, ""},
+		{"unspecified class", func(r *sharedosv1.ToolRegistration) { r.Class = 0 }, "class", catalog.RuleClass, ""},
+		{"missing input schema", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = nil }, "inputSchema", catalog.RuleRequired, ""},
+		{"input not JSON", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`{"type":`) }, "inputSchema", catalog.RuleJSON, ""},
+		{"input not UTF-8", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte("{\"type\":\"object\",\"description\":\"\xff\"}")
+		}, "inputSchema", catalog.RuleUTF8, ""},
+		{"input an array", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`[]`) }, "inputSchema", catalog.RuleObjectSchema, "an array"},
+		{"input without type object", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`{"type":"string"}`) }, "inputSchema.type", catalog.RuleObjectSchema, `"string"`},
+		{"input type missing", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`{"properties":{}}`) }, "inputSchema.type", catalog.RuleObjectSchema, ""},
+		{"input invalid keyword value", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"strin"}}}`)
+		}, "inputSchema", catalog.RuleJSONSchema, ""},
+		{"input minLength negative", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","minLength":-1}}}`)
+		}, "inputSchema", catalog.RuleJSONSchema, ""},
+		{"older draft", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`)
+		}, "inputSchema.$schema", catalog.RuleJSONSchema, "2020-12"},
+		{"network $ref", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"$ref":"https://evil.example/s.json"}}}`)
+		}, "inputSchema.properties.path.$ref", catalog.RuleNetworkRef, "evil.example"},
+		{"relative $ref", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"$ref":"other.json#/x"}}}`)
+		}, "inputSchema.properties.path.$ref", catalog.RuleNetworkRef, ""},
+		{"local $ref under a remote $id stays local", func(r *sharedosv1.ToolRegistration) {
+			// The "#..." ref resolves inside the embedded resource; nothing
+			// is fetched from evil.example (the loader refuses every URL).
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"$id":"https://evil.example/x.json","$ref":"#/$defs/nope"}}}`)
+		}, "inputSchema", catalog.RuleJSONSchema, "not found"},
+		{"dangling local $ref", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"$ref":"#/$defs/missing"}}}`)
+		}, "inputSchema", catalog.RuleJSONSchema, ""},
+		{"too deep", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(nested(40)) }, "", catalog.RuleSchemaDepth, ""},
+		{"too big", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","description":"` + strings.Repeat("a", catalog.MaxSchemaBytes) + `"}`)
+		}, "inputSchema", catalog.RuleSchemaSize, ""},
+		{"too many subschemas", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(manyProps(catalog.MaxSubschemas + 1)) }, "", catalog.RuleSubschemaCount, ""},
+		{"output not an object schema", func(r *sharedosv1.ToolRegistration) { r.OutputSchemaJson = []byte(`{"type":"array"}`) }, "outputSchema.type", catalog.RuleObjectSchema, ""},
+		{"output network $ref", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","$ref":"http://x.example/a"}`)
+		}, "outputSchema.$ref", catalog.RuleNetworkRef, ""},
+		{"annotations not an object", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = []byte(`[1]`) }, "annotations", catalog.RuleJSONObject, ""},
+		{"description RLO", func(r *sharedosv1.ToolRegistration) { r.Description = "Reads a file\u202e.txt" }, "description", catalog.RulePoisoning, "U+202E RIGHT-TO-LEFT OVERRIDE at byte 12 (tool-poisoning marker)"},
+		{"description ANSI", func(r *sharedosv1.ToolRegistration) { r.Description = "ok \x1b[8mhidden\x1b[0m" }, "description", catalog.RulePoisoning, "U+001B ESCAPE"},
+		{"description CSI C1", func(r *sharedosv1.ToolRegistration) { r.Description = "ok \u009b8m" }, "description", catalog.RulePoisoning, "U+009B"},
+		{"description NUL", func(r *sharedosv1.ToolRegistration) { r.Description = "a\x00b" }, "description", catalog.RulePoisoning, "U+0000"},
+		{"description CR", func(r *sharedosv1.ToolRegistration) { r.Description = "line\roverwrite" }, "description", catalog.RulePoisoning, "U+000D"},
+		{"description DEL", func(r *sharedosv1.ToolRegistration) { r.Description = "a\x7fb" }, "description", catalog.RulePoisoning, "U+007F"},
+		{"description zero-width space", func(r *sharedosv1.ToolRegistration) { r.Description = "a\u200bb" }, "description", catalog.RulePoisoning, "U+200B ZERO WIDTH SPACE at byte 1"},
+		{"description ZWJ", func(r *sharedosv1.ToolRegistration) { r.Description = "a\u200db" }, "description", catalog.RulePoisoning, "U+200D"},
+		{"description BOM", func(r *sharedosv1.ToolRegistration) { r.Description = "\ufeffa" }, "description", catalog.RulePoisoning, "U+FEFF"},
+		{"description word joiner", func(r *sharedosv1.ToolRegistration) { r.Description = "a\u2060" }, "description", catalog.RulePoisoning, "U+2060"},
+		{"description LRI isolate", func(r *sharedosv1.ToolRegistration) { r.Description = "a\u2066b\u2069" }, "description", catalog.RulePoisoning, "U+2066 LEFT-TO-RIGHT ISOLATE"},
+		{"description RLM", func(r *sharedosv1.ToolRegistration) { r.Description = "a\u200fb" }, "description", catalog.RulePoisoning, "U+200F"},
+		{"description ALM", func(r *sharedosv1.ToolRegistration) { r.Description = "a\u061cb" }, "description", catalog.RulePoisoning, "U+061C"},
+		{"description tag characters", func(r *sharedosv1.ToolRegistration) { r.Description = "read\U000E0069\U000E0067\U000E006E" }, "description", catalog.RulePoisoning, "U+E0069 TAG CHARACTER at byte 4"},
+		{"description invalid UTF-8", func(r *sharedosv1.ToolRegistration) { r.Description = "a\xc3" }, "description", catalog.RuleUTF8, ""},
+		{"title bidi", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = []byte(`{"title":"Read \u202Efile"}`) }, "annotations.title", catalog.RulePoisoning, "U+202E"},
+		{"schema property description zero-width", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","description":"path\u200b"}}}`)
+		}, "inputSchema.properties.path.description", catalog.RulePoisoning, "U+200B"},
+		{"schema property name tag char", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path\uDB40\uDC41":{"type":"string"}}}`)
+		}, "", catalog.RulePoisoning, "TAG CHARACTER"},
+		{"source control char", func(r *sharedosv1.ToolRegistration) { r.Metadata.Source = "x\x1b" }, "metadata.source", catalog.RulePoisoning, ""},
+		{"managed without action", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "" }, "requirement.action", catalog.RuleRequired, ""},
+		{"managed without requirement", func(r *sharedosv1.ToolRegistration) { r.Requirement = nil }, "requirement.action", catalog.RuleRequired, ""},
+		{"placeholder not a property", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{file}" }, "requirement.resource", catalog.RuleTemplate, "{file}"},
+		{"nested placeholder not top-level", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"opts":{"type":"object","properties":{"path":{}}}}}`)
+		}, "requirement.resource", catalog.RuleTemplate, "{path}"},
+		{"unterminated placeholder", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{path" }, "requirement.resource", catalog.RuleTemplate, "unterminated"},
+		{"empty placeholder", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{}" }, "requirement.resource", catalog.RuleTemplate, "empty"},
+		{"stray brace", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:}path" }, "requirement.resource", catalog.RuleTemplate, ""},
+		{"managed without handler", func(r *sharedosv1.ToolRegistration) { r.Handler = nil }, "handler.target", catalog.RuleRequired, ""},
+		{"negative timeout", func(r *sharedosv1.ToolRegistration) { r.Handler.Timeout = durationpb.New(-1) }, "handler.timeout", catalog.RuleTimeout, ""},
+		{"huge timeout", func(r *sharedosv1.ToolRegistration) {
+			r.Handler.Timeout = durationpb.New(catalog.MaxHandlerTimeout + 1)
+		}, "handler.timeout", catalog.RuleTimeout, ""},
+		{"credential ref with space", func(r *sharedosv1.ToolRegistration) { r.CredentialRef = "my secret" }, "credential_ref", "IdentifierSchema", ""},
+	}
+	svc := newService(t, nil, nil)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := reg("files.read")
+			c.mutate(r)
+			_, _, err := svc.Register(testCtx(t), r)
+			var ve *catalog.ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, catalog.ErrInvalid) {
+				t.Fatalf("Register error = %v, want a *ValidationError", err)
+			}
+			if c.field != "" && ve.Field != c.field {
+				t.Errorf("field = %q, want %q (%v)", ve.Field, c.field, err)
+			}
+			if c.rule != "" && ve.Rule != c.rule {
+				t.Errorf("rule = %q, want %q (%v)", ve.Rule, c.rule, err)
+			}
+			if !strings.Contains(ve.Detail, c.detail) {
+				t.Errorf("detail = %q, want it to contain %q", ve.Detail, c.detail)
+			}
+			if _, err := svc.Resolve(testCtx(t), r.GetName()); !errors.Is(err, catalog.ErrNotFound) {
+				t.Errorf("rejected tool is resolvable: %v", err)
+			}
+		})
+	}
+}
+
+func TestRegisterAccepts(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(r *sharedosv1.ToolRegistration)
+	}{
+		{"as is", func(r *sharedosv1.ToolRegistration) {}},
+		{"newline and tab in description", func(r *sharedosv1.ToolRegistration) { r.Description = "a\n\tb — café 日本 😀" }},
+		{"local refs", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"p":{"type":"string"}},"properties":{"path":{"$ref":"#/$defs/p"}}}`)
+		}},
+		{"no output schema", func(r *sharedosv1.ToolRegistration) { r.OutputSchemaJson = nil }},
+		{"no annotations", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = nil }},
+		{"data keywords may hold any strings", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"const":{"$ref":"https://x.example"}}}}`)
+		}},
+		{"depth at the cap", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(nested(28))
+			r.Requirement.Resource = "file:{x}"
+		}},
+		{"action-only requirement", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "" }},
+		{"harness_local unqualified", func(r *sharedosv1.ToolRegistration) {
+			r.Name, r.Metadata.Namespace, r.Class, r.Requirement, r.Handler = "patch", "", sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, nil, nil
+		}},
+		{"external_direct qualified", func(r *sharedosv1.ToolRegistration) {
+			r.Name, r.Metadata.Namespace, r.Class, r.Requirement, r.Handler = "jira.create", "jira", sharedosv1.ToolClass_TOOL_CLASS_EXTERNAL_DIRECT, nil, nil
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			svc := newService(t, nil, nil)
+			r := reg("files.read")
+			c.mutate(r)
+			if _, _, err := svc.Register(testCtx(t), r); err != nil {
+				t.Fatalf("Register: %v", err)
+			}
+		})
+	}
+}

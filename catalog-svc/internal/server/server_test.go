@@ -1,0 +1,199 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/server"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+)
+
+func info(t *testing.T, err error) (*status.Status, *errdetails.ErrorInfo, *errdetails.BadRequest) {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("%v is not a status error", err)
+	}
+	var ei *errdetails.ErrorInfo
+	var br *errdetails.BadRequest
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			ei = d
+		case *errdetails.BadRequest:
+			br = d
+		}
+	}
+	if ei == nil || ei.GetDomain() != server.ErrorDomain {
+		t.Fatalf("status %v has no ErrorInfo in domain %s", st, server.ErrorDomain)
+	}
+	return st, ei, br
+}
+
+type coded struct{}
+
+func (coded) Error() string        { return "tool call timed out" }
+func (coded) GRPCCode() codes.Code { return codes.DeadlineExceeded }
+func (coded) ErrorReason() string  { return "HANDLER_TIMEOUT" }
+
+func TestToStatus(t *testing.T) {
+	if server.ToStatus(nil) != nil {
+		t.Fatal("ToStatus(nil) != nil")
+	}
+	driver := &pgconn.PgError{Code: "08006", Message: "connection to 10.0.0.5 failed: password authentication failed for user secret"}
+	cases := []struct {
+		err    error
+		code   codes.Code
+		reason string
+		msg    string // substring
+		notMsg string // must not appear
+	}{
+		{&catalog.ValidationError{Field: "description", Rule: catalog.RulePoisoning, Detail: "contains U+202E"}, codes.InvalidArgument, server.ReasonInvalidRegistration, "description", ""},
+		{fmt.Errorf("%w: %q", catalog.ErrNotFound, "x.y"), codes.NotFound, server.ReasonToolNotFound, "x.y", ""},
+		{fmt.Errorf("%w: %q", catalog.ErrAlreadyExists, "x.y"), codes.AlreadyExists, server.ReasonToolAlreadyExists, "x.y", ""},
+		{fmt.Errorf("%w: at 3, not 2", catalog.ErrRevisionMismatch), codes.Aborted, server.ReasonRevisionMismatch, "revision", ""},
+		{fmt.Errorf("%w: %w", catalog.ErrAuthzUnavailable, status.Error(codes.Unavailable, "dial tcp 10.1.2.3:7402: refused")), codes.Unavailable, server.ReasonAuthzUnavailable, "authorization", "10.1.2.3"},
+		{catalog.ErrNotReady, codes.Unavailable, server.ReasonCatalogNotReady, "", ""},
+		{fmt.Errorf("wrapped: %w", coded{}), codes.DeadlineExceeded, "HANDLER_TIMEOUT", "timed out", ""},
+		{fmt.Errorf("x: %w", context.Canceled), codes.Canceled, server.ReasonCancelled, "", ""},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), codes.DeadlineExceeded, server.ReasonDeadlineExceeded, "", ""},
+		{fmt.Errorf("postgres: get: %w", driver), codes.Internal, server.ReasonInternal, "internal error", "password"},
+		{errors.New("boom"), codes.Internal, server.ReasonInternal, "internal error", "boom"},
+		// A wrapped status from some dependency is not trusted to be safe.
+		{fmt.Errorf("x: %w", status.Error(codes.NotFound, "secret detail")), codes.Internal, server.ReasonInternal, "", "secret"},
+	}
+	for _, c := range cases {
+		got := server.ToStatus(c.err)
+		st, ei, _ := info(t, got)
+		if st.Code() != c.code || ei.GetReason() != c.reason {
+			t.Errorf("ToStatus(%v) = %v %s, want %v %s", c.err, st.Code(), ei.GetReason(), c.code, c.reason)
+		}
+		if !strings.Contains(st.Message(), c.msg) || (c.notMsg != "" && strings.Contains(st.Message(), c.notMsg)) {
+			t.Errorf("ToStatus(%v) message %q", c.err, st.Message())
+		}
+	}
+	// A bare status error made by a handler passes through.
+	if got := server.ToStatus(server.InvalidArgument("name", "required")); status.Code(got) != codes.InvalidArgument {
+		t.Errorf("handler status not passed through: %v", got)
+	}
+}
+
+type allowAll struct{ err error }
+
+func (a allowAll) FilterTools(_ context.Context, in *sharedosv1.FilterToolsRequest, _ ...grpc.CallOption) (*sharedosv1.FilterToolsResponse, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	var out []string
+	for _, t := range in.GetTools() {
+		out = append(out, t.GetName())
+	}
+	return &sharedosv1.FilterToolsResponse{AllowedTools: out}, nil
+}
+
+func newServer(t *testing.T, f catalog.ToolFilter) *server.CatalogServer {
+	svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	return server.NewCatalogServer(svc, nil)
+}
+
+func registration(name string) *sharedosv1.ToolRegistration {
+	return &sharedosv1.ToolRegistration{
+		Name:            name,
+		Description:     "Reads a file.",
+		InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`),
+		Metadata:        &sharedosv1.ToolMetadata{Namespace: strings.Split(name, ".")[0], Source: "builtin"},
+		Class:           sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+		Requirement:     &sharedosv1.Requirement{Action: "read", Resource: "file:{path}"},
+		Handler:         &sharedosv1.HandlerRef{Target: "127.0.0.1:7404"},
+	}
+}
+
+func TestCatalogServer(t *testing.T) {
+	s := newServer(t, allowAll{})
+	ctx := context.Background()
+	resp, err := s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: registration("files.read")})
+	if err != nil || resp.GetRegistration().GetRevision() != 1 || len(resp.GetPublished().GetCanonicalJson()) == 0 {
+		t.Fatalf("RegisterTool = %v, %v", resp, err)
+	}
+	_, err = s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: registration("files.read")})
+	if status.Code(err) != codes.AlreadyExists {
+		t.Errorf("duplicate: %v", err)
+	}
+	bad := registration("github.search")
+	bad.Metadata.Namespace = "notion"
+	_, err = s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: bad})
+	st, ei, br := info(t, err)
+	if st.Code() != codes.InvalidArgument || ei.GetMetadata()["field"] != "metadata.namespace" || ei.GetMetadata()["rule"] != catalog.RuleNamespace ||
+		br == nil || br.GetFieldViolations()[0].GetField() != "metadata.namespace" {
+		t.Errorf("foreign namespace: %v %v %v", st, ei, br)
+	}
+	if _, err := s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("missing registration: %v", err)
+	}
+	if _, err := s.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: registration("files.read"), ExpectedRevision: 5}); status.Code(err) != codes.Aborted {
+		t.Errorf("stale update: %v", err)
+	}
+	if _, err := s.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: registration("files.write")}); status.Code(err) != codes.NotFound {
+		t.Errorf("update missing: %v", err)
+	}
+	if r, err := s.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: registration("files.read"), ExpectedRevision: 1}); err != nil || r.GetRegistration().GetRevision() != 2 {
+		t.Errorf("update: %v %v", r, err)
+	}
+	if r, err := s.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: []*sharedosv1.ToolRegistration{registration("git.a"), registration("git.b")}}); err != nil || r.GetRegistered() != 2 {
+		t.Errorf("RegisterTools: %v %v", r, err)
+	}
+	g, err := s.GetTool(ctx, &sharedosv1.GetToolRequest{Name: "files.read"})
+	if err != nil || g.GetRegistration().GetHandler().GetTarget() == "" || g.GetPublished().GetName() != "files.read" {
+		t.Errorf("GetTool: %v %v", g, err)
+	}
+	lr, err := s.ListRegistrations(ctx, &sharedosv1.ListRegistrationsRequest{PageSize: 2})
+	if err != nil || len(lr.GetRegistrations()) != 2 || lr.GetNextPageToken() == "" {
+		t.Errorf("ListRegistrations: %v %v", lr, err)
+	}
+	lt, err := s.ListTools(ctx, &sharedosv1.ListToolsRequest{Context: &sharedosv1.AccessContext{Principal: "alice"}})
+	if err != nil || len(lt.GetTools()) != 3 || len(lt.GetCatalogHash()) != 64 {
+		t.Errorf("ListTools: %v %v", lt, err)
+	}
+	if _, err := s.DeregisterTool(ctx, &sharedosv1.DeregisterToolRequest{Name: "files.read"}); err != nil {
+		t.Errorf("DeregisterTool: %v", err)
+	}
+	if _, err := s.DeregisterTool(ctx, &sharedosv1.DeregisterToolRequest{Name: "files.read"}); status.Code(err) != codes.NotFound {
+		t.Errorf("DeregisterTool again: %v", err)
+	}
+	if _, err := s.GetTool(ctx, &sharedosv1.GetToolRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("GetTool without name: %v", err)
+	}
+}
+
+func TestListToolsAuthzDownIsUnavailable(t *testing.T) {
+	s := newServer(t, allowAll{err: status.Error(codes.Unavailable, "dial 10.9.9.9")})
+	if _, err := s.RegisterTool(context.Background(), &sharedosv1.RegisterToolRequest{Registration: registration("files.read")}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.ListTools(context.Background(), &sharedosv1.ListToolsRequest{Context: &sharedosv1.AccessContext{Principal: "alice"}})
+	if status.Code(err) != codes.Unavailable || resp != nil || strings.Contains(err.Error(), "10.9.9.9") {
+		t.Fatalf("ListTools with authz down = %v, %v; want Unavailable, no tools, no internal address", resp, err)
+	}
+}

@@ -1,0 +1,14 @@
+// Package postgres is the production registration store: PostgreSQL through
+// a pgx/v5 pool, schema "catalog" (migrations/00002_tools.sql).
+//
+// Every write sends NOTIFY catalog_changes inside its own transaction, so
+// the notification is delivered exactly when the change commits; Watch
+// LISTENs on a dedicated connection (reconnecting after failures, then
+// reporting "everything changed" because notifications may have been missed)
+// and so carries every replica's changes to every other replica.
+//
+// Uniqueness (exact name, collision key, lower-case name) is enforced by
+// unique indexes, so concurrent registrations cannot both win. Batch
+// registration streams rows with COPY into a transaction-local staging table
+// and moves them with one INSERT … SELECT after a conflict check.
+package postgres

@@ -1,0 +1,409 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+)
+
+// Channel is the NOTIFY channel; the payload is a tool name, or
+// store.AllChanged after a batch.
+const Channel = "catalog_changes"
+
+// Store is the PostgreSQL store.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	// reconnectMin/Max bound the LISTEN reconnect backoff.
+	reconnectMin, reconnectMax time.Duration
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLogger sets the logger for change-feed connection problems.
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// New returns a store over pool (see platform/pgdb.Open). The schema must
+// have been migrated (migrations.Up).
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{pool: pool, log: slog.Default(), reconnectMin: 50 * time.Millisecond, reconnectMax: 5 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// writeColumns are the columns a registration sets; the rest are the store's.
+var writeColumns = []string{
+	"name", "collision_key", "description",
+	"input_schema", "input_schema_raw", "output_schema", "output_schema_raw", "annotations", "annotations_raw",
+	"namespace", "source", "class",
+	"requirement_action", "requirement_resource", "path_cleaning",
+	"handler_target", "handler_timeout_ns", "credential_ref",
+	"canonical", "digest",
+}
+
+const readColumns = `name, description, input_schema_raw, output_schema_raw, annotations_raw,
+	namespace, source, class, requirement_action, requirement_resource, path_cleaning,
+	handler_target, handler_timeout_ns, credential_ref, canonical, digest,
+	revision, created_at, updated_at`
+
+// values is rec as writeColumns values. Empty JSON is NULL (absent).
+func values(rec store.Record) []any {
+	r := rec.Registration
+	var timeout any
+	if t := r.GetHandler().GetTimeout(); t != nil {
+		timeout = t.AsDuration().Nanoseconds()
+	}
+	return []any{
+		r.GetName(), store.FoldedKey(r.GetName()), r.GetDescription(),
+		jsonArg(r.GetInputSchemaJson()), r.GetInputSchemaJson(),
+		jsonArg(r.GetOutputSchemaJson()), bytesArg(r.GetOutputSchemaJson()),
+		jsonArg(r.GetAnnotationsJson()), bytesArg(r.GetAnnotationsJson()),
+		r.GetMetadata().GetNamespace(), r.GetMetadata().GetSource(), int16(r.GetClass()),
+		r.GetRequirement().GetAction(), r.GetRequirement().GetResource(), int16(r.GetRequirement().GetPathCleaning()),
+		r.GetHandler().GetTarget(), timeout, r.GetCredentialRef(),
+		rec.Canonical, rec.Digest,
+	}
+}
+
+// jsonArg passes JSON text to a jsonb parameter as text, so the server
+// parses it (and rejects what jsonb cannot hold).
+func jsonArg(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func bytesArg(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func scan(row pgx.Row) (store.Record, error) {
+	var (
+		name, desc, ns, src, action, resource, target, cred, digest string
+		in, out, ann, canonical                                     []byte
+		class, pc                                                   int16
+		timeoutNS                                                   *int64
+		rev                                                         int64
+		created, updated                                            time.Time
+	)
+	if err := row.Scan(&name, &desc, &in, &out, &ann, &ns, &src, &class, &action, &resource, &pc,
+		&target, &timeoutNS, &cred, &canonical, &digest, &rev, &created, &updated); err != nil {
+		return store.Record{}, err
+	}
+	reg := &sharedosv1.ToolRegistration{
+		Name:             name,
+		Description:      desc,
+		InputSchemaJson:  in,
+		OutputSchemaJson: out,
+		AnnotationsJson:  ann,
+		Class:            sharedosv1.ToolClass(class),
+		CredentialRef:    cred,
+		Revision:         rev,
+		CreatedAt:        timestamppb.New(created),
+		UpdatedAt:        timestamppb.New(updated),
+	}
+	if ns != "" || src != "" {
+		reg.Metadata = &sharedosv1.ToolMetadata{Namespace: ns, Source: src}
+	}
+	if action != "" || resource != "" || pc != 0 {
+		reg.Requirement = &sharedosv1.Requirement{Action: action, Resource: resource, PathCleaning: sharedosv1.PathCleaning(pc)}
+	}
+	if target != "" || timeoutNS != nil {
+		reg.Handler = &sharedosv1.HandlerRef{Target: target}
+		if timeoutNS != nil {
+			reg.Handler.Timeout = durationpb.New(time.Duration(*timeoutNS))
+		}
+	}
+	return store.Record{Registration: reg, Canonical: canonical, Digest: digest}, nil
+}
+
+func placeholders(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d", i)
+	}
+	return b.String()
+}
+
+var insertSQL = `INSERT INTO catalog.tools (` + strings.Join(writeColumns, ", ") + `)
+	VALUES (` + placeholders(len(writeColumns)) + `)
+	ON CONFLICT (name) DO NOTHING
+	RETURNING revision, created_at, updated_at`
+
+const notifySQL = `SELECT pg_notify('` + Channel + `', $1)`
+
+// Create implements store.Store.
+func (s *Store) Create(ctx context.Context, rec store.Record) (store.Record, error) {
+	name := rec.Name()
+	var out store.Record
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var rev int64
+		var created, updated time.Time
+		err := tx.QueryRow(ctx, insertSQL, values(rec)...).Scan(&rev, &created, &updated)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, name)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, notifySQL, name); err != nil {
+			return err
+		}
+		out = withStored(rec, rev, created, updated)
+		return nil
+	})
+	if err != nil {
+		return store.Record{}, s.translate(ctx, err, name, "create")
+	}
+	return out, nil
+}
+
+// withStored is rec as stored: the caller's values plus the store's.
+func withStored(rec store.Record, rev int64, created, updated time.Time) store.Record {
+	reg := cloneReg(rec.Registration)
+	reg.Revision = rev
+	reg.CreatedAt = timestamppb.New(created)
+	reg.UpdatedAt = timestamppb.New(updated)
+	return store.Record{Registration: reg, Canonical: append([]byte(nil), rec.Canonical...), Digest: rec.Digest}
+}
+
+// translate turns driver errors into store errors. Driver text is kept only
+// inside the wrapped error chain (for logs), never as a domain message.
+func (s *Store) translate(ctx context.Context, err error, name, op string) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		if errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrNotFound) ||
+			errors.Is(err, store.ErrRevisionMismatch) || errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		return fmt.Errorf("postgres: %s %q: %w", op, name, err)
+	}
+	switch pgErr.Code {
+	case "23505": // unique_violation
+		switch pgErr.ConstraintName {
+		case "tools_pkey":
+			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, name)
+		case "tools_collision_key_key":
+			existing := s.existing(ctx, "collision_key = $1", store.FoldedKey(name))
+			return &store.ConflictError{Name: name, Existing: existing, Rule: store.ConflictRule(name, existing)}
+		case "tools_name_lower_key":
+			return &store.ConflictError{Name: name, Existing: s.existing(ctx, "lower(name) = lower($1)", name), Rule: store.RuleCaseInsensitive}
+		}
+	case "22P02", "22P05", "22021", "23514": // bad json, untranslatable character, bad encoding, check
+		return fmt.Errorf("%w: PostgreSQL refused a value of %q (SQLSTATE %s)", store.ErrInvalid, name, pgErr.Code)
+	}
+	return fmt.Errorf("postgres: %s %q: %w", op, name, err)
+}
+
+// existing names the stored tool a conflicting name clashed with (best
+// effort: "" if it is gone again).
+func (s *Store) existing(ctx context.Context, where, arg string) string {
+	var n string
+	_ = s.pool.QueryRow(ctx, "SELECT name FROM catalog.tools WHERE "+where+" LIMIT 1", arg).Scan(&n)
+	return n
+}
+
+// CreateBatch implements store.Store: COPY into a staging table, check
+// conflicts, INSERT … SELECT, NOTIFY — one transaction.
+func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	if err := checkBatch(recs); err != nil {
+		return 0, err
+	}
+	rows := make([][]any, len(recs))
+	for i, r := range recs {
+		rows[i] = values(r)
+	}
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE tools_stage (LIKE catalog.tools INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
+			return err
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tools_stage"}, writeColumns, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		var newName, oldName, rule string
+		err := tx.QueryRow(ctx, `
+			SELECT s.name, t.name, 'name' FROM tools_stage s JOIN catalog.tools t ON t.name = s.name
+			UNION ALL
+			SELECT s.name, t.name, 'key' FROM tools_stage s JOIN catalog.tools t ON t.collision_key = s.collision_key
+			LIMIT 1`).Scan(&newName, &oldName, &rule)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		case rule == "name":
+			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, newName)
+		default:
+			return &store.ConflictError{Name: newName, Existing: oldName, Rule: store.ConflictRule(newName, oldName)}
+		}
+		cols := strings.Join(writeColumns, ", ")
+		tag, err := tx.Exec(ctx, `INSERT INTO catalog.tools (`+cols+`) SELECT `+cols+` FROM tools_stage`)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, notifySQL, store.AllChanged)
+		return err
+	})
+	if err != nil {
+		return 0, s.translate(ctx, err, "", "create batch")
+	}
+	return int(n), nil
+}
+
+// checkBatch applies the uniqueness rules within the batch, so the error
+// can name both tools (a unique violation inside one INSERT cannot).
+func checkBatch(recs []store.Record) error {
+	names := make(map[string]bool, len(recs))
+	keys := make(map[string]string, len(recs))
+	for _, r := range recs {
+		n := r.Name()
+		if names[n] {
+			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, n)
+		}
+		k := store.FoldedKey(n)
+		if other, ok := keys[k]; ok {
+			return &store.ConflictError{Name: n, Existing: other, Rule: store.ConflictRule(n, other)}
+		}
+		names[n], keys[k] = true, n
+	}
+	return nil
+}
+
+var updateSQL = func() string {
+	var set []string
+	for i, c := range writeColumns {
+		if c == "name" {
+			continue
+		}
+		set = append(set, fmt.Sprintf("%s = $%d", c, i+1))
+	}
+	n := len(writeColumns) + 1
+	return `UPDATE catalog.tools SET ` + strings.Join(set, ", ") + `, revision = revision + 1, updated_at = now()
+	WHERE name = $1 AND ($` + fmt.Sprint(n) + `::bigint = 0 OR revision = $` + fmt.Sprint(n) + `)
+	RETURNING revision, created_at, updated_at`
+}()
+
+// Update implements store.Store.
+func (s *Store) Update(ctx context.Context, rec store.Record, expectedRevision int64) (store.Record, error) {
+	name := rec.Name()
+	var out store.Record
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var rev int64
+		var created, updated time.Time
+		args := append(values(rec), expectedRevision)
+		err := tx.QueryRow(ctx, updateSQL, args...).Scan(&rev, &created, &updated)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var cur int64
+			switch err := tx.QueryRow(ctx, `SELECT revision FROM catalog.tools WHERE name = $1`, name).Scan(&cur); {
+			case errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("%w: %q", store.ErrNotFound, name)
+			case err != nil:
+				return err
+			default:
+				return fmt.Errorf("%w: %q is at revision %d, not %d", store.ErrRevisionMismatch, name, cur, expectedRevision)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, notifySQL, name); err != nil {
+			return err
+		}
+		out = withStored(rec, rev, created, updated)
+		return nil
+	})
+	if err != nil {
+		return store.Record{}, s.translate(ctx, err, name, "update")
+	}
+	return out, nil
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM catalog.tools WHERE name = $1`, name)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: %q", store.ErrNotFound, name)
+		}
+		_, err = tx.Exec(ctx, notifySQL, name)
+		return err
+	})
+	if err != nil {
+		return s.translate(ctx, err, name, "delete")
+	}
+	return nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
+	rec, err := scan(s.pool.QueryRow(ctx, `SELECT `+readColumns+` FROM catalog.tools WHERE name = $1`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Record{}, fmt.Errorf("%w: %q", store.ErrNotFound, name)
+	}
+	if err != nil {
+		return store.Record{}, fmt.Errorf("postgres: get %q: %w", name, err)
+	}
+	return rec, nil
+}
+
+// List implements store.Store.
+func (s *Store) List(ctx context.Context, after string, limit int) ([]store.Record, error) {
+	return s.query(ctx, "list", `SELECT `+readColumns+` FROM catalog.tools WHERE name > $1 ORDER BY name LIMIT $2`, after, limit)
+}
+
+// Snapshot implements store.Store.
+func (s *Store) Snapshot(ctx context.Context) ([]store.Record, error) {
+	return s.query(ctx, "snapshot", `SELECT `+readColumns+` FROM catalog.tools ORDER BY name`)
+}
+
+func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]store.Record, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		rec, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: %s: %w", op, err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,140 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sharedos/toolshare/services/platform/pgdb"
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/postgres"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/storetest"
+	"github.com/sharedos/toolshare/catalog-svc/migrations"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// newPool returns a pool on a fresh migrated database.
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	return openPool(t, dsn)
+}
+
+func openPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgdb.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", pgdb.RedactDSN(dsn), err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return postgres.New(newPool(t)) })
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Two stores over one database stand for two replicas: each sees the
+// other's writes through LISTEN/NOTIFY.
+func TestWatchAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	a, b := postgres.New(openPool(t, dsn)), postgres.New(openPool(t, dsn))
+	feed, err := b.Watch(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Create(testCtx(t), storetest.Record("files.read")); err != nil {
+		t.Fatal(err)
+	}
+	waitName(t, feed, "files.read")
+}
+
+// The listening connection is killed server-side; the feed reconnects and
+// reports "all changed", and later changes arrive again.
+func TestWatchReconnects(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	s := postgres.New(pool)
+	feed, err := s.Watch(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var killed int
+	err = pool.QueryRow(testCtx(t), `
+		SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %'`).Scan(&killed)
+	if err != nil || killed != 1 {
+		t.Fatalf("terminated %d listener backends (%v), want 1", killed, err)
+	}
+	deadline := time.After(10 * time.Second)
+	for all := false; !all; {
+		select {
+		case <-feed.Ready():
+			_, all = feed.Take()
+		case <-deadline:
+			t.Fatal("no 'all changed' after the listener was killed")
+		}
+	}
+	if _, err := s.Create(testCtx(t), storetest.Record("files.read")); err != nil {
+		t.Fatal(err)
+	}
+	waitName(t, feed, "files.read")
+}
+
+func waitName(t *testing.T, feed *store.Feed, name string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-feed.Ready():
+			if names, all := feed.Take(); all || slices.Contains(names, name) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("change to %q not seen within 10s", name)
+		}
+	}
+}
+
+// The jsonb copies are real JSON values operators can query, while the raw
+// bytes keep the registered text.
+func TestJSONBColumns(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	s := postgres.New(pool)
+	if _, err := s.Create(testCtx(t), storetest.Record("files.read")); err != nil {
+		t.Fatal(err)
+	}
+	var typ, key string
+	err := pool.QueryRow(testCtx(t), `SELECT input_schema->>'type', collision_key FROM catalog.tools WHERE name = 'files.read'`).Scan(&typ, &key)
+	if err != nil || typ != "object" || key != "files_read" {
+		t.Fatalf("jsonb type / collision key = %q / %q (%v), want object / files_read", typ, key, err)
+	}
+}
+
+// JSON that jsonb cannot hold is a domain error, not a driver error.
+func TestUnstorableJSON(t *testing.T) {
+	t.Parallel()
+	s := postgres.New(newPool(t))
+	rec := storetest.Record("files.read")
+	rec.Registration.InputSchemaJson = []byte(`{"type":"object","description":"nul \u0000 here"}`)
+	if _, err := s.Create(testCtx(t), rec); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Create error = %v, want ErrInvalid", err)
+	}
+}

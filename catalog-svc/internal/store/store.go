@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/toolname"
+)
+
+// Record is one stored registration together with the canonical bytes of
+// its published projection, computed once at write time so that hashing and
+// listing never re-canonicalize.
+type Record struct {
+	// Registration is the admin view. On writes the store ignores Revision,
+	// CreatedAt and UpdatedAt and sets them itself.
+	Registration *sharedosv1.ToolRegistration
+	// Canonical is the RFC 8785 text of the published projection.
+	Canonical []byte
+	// Digest is projection.Digest(Canonical).
+	Digest string
+}
+
+// Name is the registration's tool name ("" for a nil registration).
+func (r Record) Name() string { return r.Registration.GetName() }
+
+// Store persists registrations. Implementations never alias the caller's
+// messages: records passed in and handed out are copies.
+type Store interface {
+	// Create inserts a new registration at revision 1. A taken name is
+	// ErrAlreadyExists; a name whose collision key or lower-case form equals
+	// another tool's is a *ConflictError.
+	Create(ctx context.Context, rec Record) (Record, error)
+	// CreateBatch inserts every record in one transaction, all or nothing,
+	// with the same errors as Create (naming the first offending tool).
+	CreateBatch(ctx context.Context, recs []Record) (int, error)
+	// Update replaces the registration with the same name and increments
+	// its revision. A missing name is ErrNotFound; a non-zero
+	// expectedRevision that differs from the stored one is
+	// ErrRevisionMismatch. CreatedAt is kept.
+	Update(ctx context.Context, rec Record, expectedRevision int64) (Record, error)
+	// Delete removes a registration; a missing name is ErrNotFound.
+	Delete(ctx context.Context, name string) error
+	// Get returns one registration by exact name, or ErrNotFound.
+	Get(ctx context.Context, name string) (Record, error)
+	// List returns up to limit registrations with names > after, ascending.
+	List(ctx context.Context, after string, limit int) ([]Record, error)
+	// Snapshot returns every registration, ascending by name.
+	Snapshot(ctx context.Context) ([]Record, error)
+	// Watch subscribes to changes made through any store sharing the same
+	// backing data (every replica for Postgres). It returns once the
+	// subscription is live, so a Snapshot taken afterwards misses nothing.
+	// The feed stops when ctx ends.
+	Watch(ctx context.Context) (*Feed, error)
+}
+
+var (
+	// ErrNotFound: no registration with that name.
+	ErrNotFound = errors.New("store: tool not found")
+	// ErrAlreadyExists: a registration with that exact name exists.
+	ErrAlreadyExists = errors.New("store: tool already exists")
+	// ErrRevisionMismatch: a conditional update lost a race.
+	ErrRevisionMismatch = errors.New("store: revision mismatch")
+	// ErrConflict matches every *ConflictError.
+	ErrConflict = errors.New("store: name conflicts with an existing tool")
+	// ErrInvalid: the backend refused a value (e.g. JSON PostgreSQL's jsonb
+	// cannot hold, such as a \u0000 escape).
+	ErrInvalid = errors.New("store: value not storable")
+)
+
+// Conflict rules, as reported in ConflictError.Rule.
+const (
+	// RuleCollisionKey: the names differ but share FoldedKey (files.read vs
+	// files_read, or Files_Read), so a harness that rewrites '.' and '-' to
+	// '_' would present them as one tool.
+	RuleCollisionKey = "collision_key_unique"
+	// RuleCaseInsensitive: the names differ only in letter case
+	// (GitHub.search vs github.search).
+	RuleCaseInsensitive = "case_insensitive_unique"
+)
+
+// FoldedKey is the uniqueness key of a tool name: toolname.CollisionKey
+// ('.' and '-' read as '_') compared case-insensitively. Two names with the
+// same folded key would be indistinguishable to a harness that rewrites
+// separators, case-folds, or both (files.read / files_read / Files_Read),
+// which is how one provider could shadow another's tool.
+func FoldedKey(name string) string { return strings.ToLower(toolname.CollisionKey(name)) }
+
+// ConflictRule names the rule two distinct names with the same folded key
+// break: RuleCaseInsensitive when they differ only in case, else
+// RuleCollisionKey.
+func ConflictRule(name, existing string) string {
+	if strings.EqualFold(name, existing) {
+		return RuleCaseInsensitive
+	}
+	return RuleCollisionKey
+}
+
+// ConflictError reports that Name cannot be registered next to Existing.
+type ConflictError struct {
+	Name     string
+	Existing string // may be "" when a concurrent writer removed it again
+	Rule     string // RuleCollisionKey or RuleCaseInsensitive
+}
+
+func (e *ConflictError) Error() string {
+	switch e.Rule {
+	case RuleCaseInsensitive:
+		return fmt.Sprintf("name %q equals existing tool %q case-insensitively", e.Name, e.Existing)
+	default:
+		return fmt.Sprintf("name %q has the same collision key as existing tool %q ('.' and '-' read as '_')", e.Name, e.Existing)
+	}
+}
+
+// Unwrap lets callers test errors.Is(err, ErrConflict).
+func (e *ConflictError) Unwrap() error { return ErrConflict }

@@ -1,0 +1,492 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+)
+
+// Run runs the suite; newStore returns an empty store for one subtest.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"CreateGet", testCreateGet},
+		{"VerbatimJSON", testVerbatimJSON},
+		{"AuthorityRoundTrip", testAuthorityRoundTrip},
+		{"Duplicate", testDuplicate},
+		{"CollisionKey", testCollisionKey},
+		{"CaseInsensitive", testCaseInsensitive},
+		{"ConcurrentCollidingCreates", testConcurrentCollidingCreates},
+		{"Update", testUpdate},
+		{"UpdateConditional", testUpdateConditional},
+		{"UpdateMissing", testUpdateMissing},
+		{"Delete", testDelete},
+		{"ListPaging", testListPaging},
+		{"Batch", testBatch},
+		{"BatchAllOrNothing", testBatchAllOrNothing},
+		{"WatchSeesEveryWrite", testWatch},
+		{"WatchStopsWithContext", testWatchStops},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// Record returns a stored-shape record for name, for tests of other
+// packages too. The JSON has whitespace and unsorted keys on purpose.
+func Record(name string) store.Record {
+	ns, _, _ := strings.Cut(name, ".")
+	canonical := []byte(fmt.Sprintf(`{"inputSchema":{"type":"object"},"name":%q}`, name))
+	sum := sha256.Sum256(canonical)
+	return store.Record{
+		Registration: &sharedosv1.ToolRegistration{
+			Name:            name,
+			Description:     "Tool " + name + ".\nSecond line.",
+			InputSchemaJson: []byte(`{ "type": "object",  "properties": {"z": {"type":"string"}, "a": {"type": "integer"}} }`),
+			Metadata:        &sharedosv1.ToolMetadata{Namespace: ns, Source: "test"},
+			Class:           sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+			Requirement:     &sharedosv1.Requirement{Action: "read", Resource: "thing:{z}"},
+			Handler:         &sharedosv1.HandlerRef{Target: "127.0.0.1:7404"},
+		},
+		Canonical: canonical,
+		Digest:    hex.EncodeToString(sum[:]),
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func mustCreate(t *testing.T, s store.Store, rec store.Record) store.Record {
+	t.Helper()
+	out, err := s.Create(ctx(t), rec)
+	if err != nil {
+		t.Fatalf("Create(%q): %v", rec.Name(), err)
+	}
+	return out
+}
+
+// sameRegistration compares everything the caller sets (not the store's
+// revision and timestamps).
+func sameRegistration(t *testing.T, got, want store.Record) {
+	t.Helper()
+	g := proto.Clone(got.Registration).(*sharedosv1.ToolRegistration)
+	g.Revision, g.CreatedAt, g.UpdatedAt = 0, nil, nil
+	if !proto.Equal(g, want.Registration) {
+		t.Errorf("registration\n got %v\nwant %v", g, want.Registration)
+	}
+	if string(got.Canonical) != string(want.Canonical) || got.Digest != want.Digest {
+		t.Errorf("canonical/digest = %q/%s, want %q/%s", got.Canonical, got.Digest, want.Canonical, want.Digest)
+	}
+}
+
+func testCreateGet(t *testing.T, s store.Store) {
+	rec := Record("files.read")
+	out := mustCreate(t, s, rec)
+	sameRegistration(t, out, rec)
+	if r := out.Registration; r.GetRevision() != 1 || r.GetCreatedAt() == nil || !proto.Equal(r.GetCreatedAt(), r.GetUpdatedAt()) {
+		t.Errorf("stored revision/created/updated = %d/%v/%v, want 1 and equal timestamps", r.GetRevision(), r.GetCreatedAt(), r.GetUpdatedAt())
+	}
+	got, err := s.Get(ctx(t), "files.read")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	sameRegistration(t, got, rec)
+	if !proto.Equal(got.Registration, out.Registration) {
+		t.Errorf("Get = %v, want what Create returned %v", got.Registration, out.Registration)
+	}
+	for _, name := range []string{"files.reads", "FILES.READ", "files_read", ""} {
+		if _, err := s.Get(ctx(t), name); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get(%q) error = %v, want ErrNotFound", name, err)
+		}
+	}
+	// The caller's message is not aliased.
+	rec.Registration.Description = "mutated"
+	if got, _ := s.Get(ctx(t), "files.read"); got.Registration.GetDescription() == "mutated" {
+		t.Error("store aliases the caller's registration")
+	}
+}
+
+func testVerbatimJSON(t *testing.T, s store.Store) {
+	rec := Record("json.verbatim")
+	rec.Registration.InputSchemaJson = []byte("{\n  \"type\" : \"object\",\n  \"properties\": {\"b\": {}, \"a\": {\"description\": \"é <&> \\u00e9\"}},\n  \"x-n\": 1.50\n}")
+	rec.Registration.OutputSchemaJson = []byte(`{"type":"object","required":["z","a"]}`)
+	rec.Registration.AnnotationsJson = []byte(`{"title":"T", "readOnlyHint":true}`)
+	mustCreate(t, s, rec)
+	got, err := s.Get(ctx(t), rec.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ field, got, want string }{
+		{"input", string(got.Registration.GetInputSchemaJson()), string(rec.Registration.InputSchemaJson)},
+		{"output", string(got.Registration.GetOutputSchemaJson()), string(rec.Registration.OutputSchemaJson)},
+		{"annotations", string(got.Registration.GetAnnotationsJson()), string(rec.Registration.AnnotationsJson)},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s JSON not verbatim:\n got %q\nwant %q", c.field, c.got, c.want)
+		}
+	}
+	// Absent JSON stays absent.
+	bare := Record("json.bare")
+	mustCreate(t, s, bare)
+	got, _ = s.Get(ctx(t), "json.bare")
+	if got.Registration.GetOutputSchemaJson() != nil || got.Registration.GetAnnotationsJson() != nil {
+		t.Errorf("absent JSON came back as %q / %q", got.Registration.GetOutputSchemaJson(), got.Registration.GetAnnotationsJson())
+	}
+}
+
+func testAuthorityRoundTrip(t *testing.T, s store.Store) {
+	rec := Record("files.write")
+	rec.Registration.Requirement = &sharedosv1.Requirement{Action: "write", Resource: "file:{z}", PathCleaning: sharedosv1.PathCleaning_PATH_CLEANING_POSIX}
+	rec.Registration.Handler = &sharedosv1.HandlerRef{Target: "dns:///files:7404", Timeout: durationpb.New(1500 * time.Millisecond)}
+	rec.Registration.CredentialRef = "secret/files"
+	mustCreate(t, s, rec)
+	local := Record("patch")
+	local.Registration.Class = sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL
+	local.Registration.Metadata = nil
+	local.Registration.Requirement = nil
+	local.Registration.Handler = nil
+	mustCreate(t, s, local)
+	for _, want := range []store.Record{rec, local} {
+		got, err := s.Get(ctx(t), want.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameRegistration(t, got, want)
+	}
+}
+
+func testDuplicate(t *testing.T, s store.Store) {
+	mustCreate(t, s, Record("files.read"))
+	dup := Record("files.read")
+	dup.Registration.Description = "second"
+	if _, err := s.Create(ctx(t), dup); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("duplicate Create error = %v, want ErrAlreadyExists", err)
+	}
+	got, _ := s.Get(ctx(t), "files.read")
+	if got.Registration.GetDescription() == "second" || got.Registration.GetRevision() != 1 {
+		t.Errorf("duplicate Create changed the stored tool: %v", got.Registration)
+	}
+}
+
+func wantConflict(t *testing.T, err error, rule, existing string) {
+	t.Helper()
+	var ce *store.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("error = %v, want *ConflictError", err)
+	}
+	if ce.Rule != rule || ce.Existing != existing {
+		t.Errorf("conflict = %+v, want rule %s with existing %q", ce, rule, existing)
+	}
+}
+
+func testCollisionKey(t *testing.T, s store.Store) {
+	mustCreate(t, s, Record("files.read"))
+	for _, name := range []string{"files_read", "files-read"} {
+		_, err := s.Create(ctx(t), Record(name))
+		wantConflict(t, err, store.RuleCollisionKey, "files.read")
+	}
+	// Different keys are fine.
+	mustCreate(t, s, Record("files.reads"))
+}
+
+func testCaseInsensitive(t *testing.T, s store.Store) {
+	mustCreate(t, s, Record("github.search"))
+	for _, name := range []string{"GitHub.search", "GITHUB.SEARCH"} {
+		_, err := s.Create(ctx(t), Record(name))
+		wantConflict(t, err, store.RuleCaseInsensitive, "github.search")
+	}
+}
+
+func testConcurrentCollidingCreates(t *testing.T, s store.Store) {
+	names := []string{"files.read", "files_read", "files-read", "FILES.read", "files.READ", "Files_Read", "files.read", "files-READ", "FILES-READ"}
+	var wg sync.WaitGroup
+	errs := make([]error, len(names))
+	start := make(chan struct{})
+	for i, n := range names {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = s.Create(ctx(t), Record(n))
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrConflict):
+		default:
+			t.Errorf("Create(%q): unexpected error %v", names[i], err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d of %d colliding creates succeeded, want exactly 1 (errors %v)", ok, len(names), errs)
+	}
+	all, err := s.Snapshot(ctx(t))
+	if err != nil || len(all) != 1 {
+		t.Fatalf("Snapshot = %d records, %v; want 1", len(all), err)
+	}
+}
+
+func testUpdate(t *testing.T, s store.Store) {
+	created := mustCreate(t, s, Record("files.read"))
+	upd := Record("files.read")
+	upd.Registration.Description = "updated"
+	upd.Registration.OutputSchemaJson = []byte(`{"type":"object"}`)
+	upd.Canonical = []byte(`{"updated":true}`)
+	upd.Digest = "d2"
+	out, err := s.Update(ctx(t), upd, 0)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	sameRegistration(t, out, upd)
+	if out.Registration.GetRevision() != 2 {
+		t.Errorf("revision after one update = %d, want 2", out.Registration.GetRevision())
+	}
+	if !proto.Equal(out.Registration.GetCreatedAt(), created.Registration.GetCreatedAt()) {
+		t.Errorf("created_at changed: %v → %v", created.Registration.GetCreatedAt(), out.Registration.GetCreatedAt())
+	}
+	if out.Registration.GetUpdatedAt().AsTime().Before(created.Registration.GetUpdatedAt().AsTime()) {
+		t.Errorf("updated_at went backwards")
+	}
+	got, _ := s.Get(ctx(t), "files.read")
+	sameRegistration(t, got, upd)
+	if out, err = s.Update(ctx(t), upd, 0); err != nil || out.Registration.GetRevision() != 3 {
+		t.Fatalf("second Update = rev %d, %v; want 3", out.Registration.GetRevision(), err)
+	}
+}
+
+func testUpdateConditional(t *testing.T, s store.Store) {
+	mustCreate(t, s, Record("files.read"))
+	upd := Record("files.read")
+	upd.Registration.Description = "v2"
+	if _, err := s.Update(ctx(t), upd, 7); !errors.Is(err, store.ErrRevisionMismatch) {
+		t.Fatalf("Update with stale revision error = %v, want ErrRevisionMismatch", err)
+	}
+	got, _ := s.Get(ctx(t), "files.read")
+	if got.Registration.GetRevision() != 1 || got.Registration.GetDescription() == "v2" {
+		t.Fatalf("failed conditional update changed the tool: %v", got.Registration)
+	}
+	out, err := s.Update(ctx(t), upd, 1)
+	if err != nil || out.Registration.GetRevision() != 2 {
+		t.Fatalf("Update with current revision = %v, %v; want revision 2", out.Registration, err)
+	}
+}
+
+func testUpdateMissing(t *testing.T, s store.Store) {
+	if _, err := s.Update(ctx(t), Record("files.read"), 0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Update of missing tool error = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Update(ctx(t), Record("files.read"), 3); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("conditional Update of missing tool error = %v, want ErrNotFound", err)
+	}
+}
+
+func testDelete(t *testing.T, s store.Store) {
+	mustCreate(t, s, Record("files.read"))
+	if err := s.Delete(ctx(t), "files.read"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := s.Get(ctx(t), "files.read"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get after Delete error = %v, want ErrNotFound", err)
+	}
+	if err := s.Delete(ctx(t), "files.read"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second Delete error = %v, want ErrNotFound", err)
+	}
+	// The uniqueness slots are released with the tool.
+	out := mustCreate(t, s, Record("Files_Read"))
+	if out.Registration.GetRevision() != 1 {
+		t.Errorf("re-created tool revision = %d, want 1", out.Registration.GetRevision())
+	}
+}
+
+func testListPaging(t *testing.T, s store.Store) {
+	names := []string{"b.x", "a.b-c", "a.b_d", "a.bc", "Z.last", "a.B9", "m.m", "a.b.e"}
+	for _, n := range names {
+		mustCreate(t, s, Record(n))
+	}
+	want := slices.Clone(names)
+	slices.Sort(want) // byte order, the catalogHash order
+	all, err := s.Snapshot(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recordNames(all); !slices.Equal(got, want) {
+		t.Fatalf("Snapshot order = %v, want byte order %v", got, want)
+	}
+	var paged []string
+	after := ""
+	for range 10 {
+		page, err := s.List(ctx(t), after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 3 {
+			t.Fatalf("List returned %d > limit 3", len(page))
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, recordNames(page)...)
+		after = page[len(page)-1].Name()
+	}
+	if !slices.Equal(paged, want) {
+		t.Fatalf("paged = %v, want %v", paged, want)
+	}
+}
+
+func recordNames(recs []store.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.Name()
+	}
+	return out
+}
+
+func batch(prefix string, n int) []store.Record {
+	out := make([]store.Record, n)
+	for i := range out {
+		out[i] = Record(fmt.Sprintf("%s.t%04d", prefix, i))
+	}
+	return out
+}
+
+func testBatch(t *testing.T, s store.Store) {
+	if n, err := s.CreateBatch(ctx(t), nil); n != 0 || err != nil {
+		t.Fatalf("empty batch = %d, %v", n, err)
+	}
+	recs := batch("bulk", 50)
+	recs[7].Registration.OutputSchemaJson = []byte(`{"type":"object" }`)
+	n, err := s.CreateBatch(ctx(t), recs)
+	if err != nil || n != 50 {
+		t.Fatalf("CreateBatch = %d, %v; want 50", n, err)
+	}
+	all, err := s.Snapshot(ctx(t))
+	if err != nil || len(all) != 50 {
+		t.Fatalf("Snapshot = %d, %v; want 50", len(all), err)
+	}
+	for i, r := range all {
+		sameRegistration(t, r, recs[i])
+		if r.Registration.GetRevision() != 1 {
+			t.Errorf("%s revision %d, want 1", r.Name(), r.Registration.GetRevision())
+		}
+	}
+}
+
+func testBatchAllOrNothing(t *testing.T, s store.Store) {
+	mustCreate(t, s, Record("files.read"))
+	mustCreate(t, s, Record("github.search"))
+	cases := []struct {
+		name  string
+		extra store.Record
+		check func(error) bool
+	}{
+		{"existing name", Record("files.read"), func(err error) bool { return errors.Is(err, store.ErrAlreadyExists) }},
+		{"collision key with stored", Record("files_read"), func(err error) bool { return errors.Is(err, store.ErrConflict) }},
+		{"case with stored", Record("GitHub.search"), func(err error) bool { return errors.Is(err, store.ErrConflict) }},
+		{"collision within batch", Record("bulk_t0003"), func(err error) bool { return errors.Is(err, store.ErrConflict) }},
+		{"duplicate within batch", Record("bulk.t0004"), func(err error) bool {
+			return errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrConflict)
+		}},
+	}
+	for _, c := range cases {
+		recs := append(batch("bulk", 10), c.extra)
+		n, err := s.CreateBatch(ctx(t), recs)
+		if !c.check(err) || n != 0 {
+			t.Errorf("%s: CreateBatch = %d, %v", c.name, n, err)
+		}
+		all, _ := s.Snapshot(ctx(t))
+		if len(all) != 2 {
+			t.Fatalf("%s: failed batch left %d tools, want the 2 from before", c.name, len(all))
+		}
+	}
+}
+
+// waitFor takes changes from f until want is satisfied or the deadline.
+func waitFor(t *testing.T, f *store.Feed, what string, want func(names []string, all bool) bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-f.Ready():
+			if names, all := f.Take(); want(names, all) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("change feed: no %s within 10s", what)
+		}
+	}
+}
+
+func has(name string) func([]string, bool) bool {
+	return func(names []string, all bool) bool { return all || slices.Contains(names, name) }
+}
+
+func testWatch(t *testing.T, s store.Store) {
+	wctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	f, err := s.Watch(wctx)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	mustCreate(t, s, Record("files.read"))
+	waitFor(t, f, "create", has("files.read"))
+	if _, err := s.Update(ctx(t), Record("files.read"), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, f, "update", has("files.read"))
+	if err := s.Delete(ctx(t), "files.read"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, f, "delete", has("files.read"))
+	if _, err := s.CreateBatch(ctx(t), batch("bulk", 3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, f, "batch (all changed)", func(_ []string, all bool) bool { return all })
+	// A failed write notifies nothing visible: the next event is the next
+	// real change.
+	_, _ = s.Create(ctx(t), Record("bulk.t0000"))
+	mustCreate(t, s, Record("files.write"))
+	waitFor(t, f, "create after failed write", func(names []string, all bool) bool {
+		if all || slices.Contains(names, "bulk.t0000") {
+			t.Errorf("failed create was notified: %v all=%v", names, all)
+		}
+		return slices.Contains(names, "files.write")
+	})
+}
+
+func testWatchStops(t *testing.T, s store.Store) {
+	wctx, cancel := context.WithCancel(ctx(t))
+	if _, err := s.Watch(wctx); err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	cancel()
+	// Writes after the watcher is gone must not block or fail.
+	mustCreate(t, s, Record("files.read"))
+	if err := s.Delete(ctx(t), "files.read"); err != nil {
+		t.Fatal(err)
+	}
+}
