@@ -1,0 +1,354 @@
+package files
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/requirement"
+)
+
+// Tool names served.
+const (
+	ToolRead   = "files.read"
+	ToolSearch = "files.search"
+	ToolWrite  = "files.write"
+)
+
+// Limits.
+const (
+	// MaxFileBytes bounds what read returns, what search scans per file and
+	// what write accepts.
+	MaxFileBytes = 1 << 20
+	// DefaultSearchLimit and MaxSearchLimit bound search matches.
+	DefaultSearchLimit = 20
+	MaxSearchLimit     = 100
+	maxQueryBytes      = 1024
+	maxLineBytes       = 512
+)
+
+// Provider serves the files tools over one root directory.
+type Provider struct {
+	sharedosv1.UnimplementedToolHandlerServiceServer
+	root *os.Root
+}
+
+var _ sharedosv1.ToolHandlerServiceServer = (*Provider)(nil)
+
+// New opens dir as the provider's root.
+func New(dir string) (*Provider, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("files: open root %q: %w", dir, err)
+	}
+	return &Provider{root: r}, nil
+}
+
+// Close releases the root.
+func (p *Provider) Close() error { return p.root.Close() }
+
+// Handle implements sharedosv1.ToolHandlerServiceServer.
+func (p *Provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
+	var (
+		text string
+		err  error
+	)
+	switch req.GetTool() {
+	case ToolRead:
+		text, err = p.read(req.GetArgumentsJson())
+	case ToolSearch:
+		text, err = p.search(ctx, req.GetArgumentsJson())
+	case ToolWrite:
+		text, err = p.write(req.GetArgumentsJson())
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "files: unknown tool %q", req.GetTool())
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, status.FromContextError(ctxErr).Err()
+		}
+		return textResult(err.Error(), true), nil
+	}
+	return textResult(text, false), nil
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func textResult(text string, isError bool) *sharedosv1.HandleResponse {
+	b, _ := json.Marshal([]textContent{{Type: "text", Text: text}}) // cannot fail for strings
+	return &sharedosv1.HandleResponse{ContentJson: b, IsError: isError}
+}
+
+// decode parses args strictly: one JSON object, no unknown keys, nothing
+// after it. The provider does not rely on the kernel's schema validation.
+func decode(args []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid arguments: %w", err)
+	}
+	if dec.More() {
+		return errors.New("invalid arguments: trailing data after the object")
+	}
+	return nil
+}
+
+// target is one cleaned, checked path inside the root.
+type target struct {
+	display string // cleaned absolute path, as the policy saw it
+	rel     string // os.Root-relative name
+}
+
+// resolve cleans p (the kernel's POSIX rule, applied again) and refuses NUL,
+// invalid UTF-8 and any symbolic link on the way.
+func (p *Provider) resolve(field, raw string, mustExist bool) (target, error) {
+	if strings.IndexByte(raw, 0) >= 0 || !utf8.ValidString(raw) {
+		return target{}, fmt.Errorf("invalid arguments: %s must be valid UTF-8 without NUL", field)
+	}
+	clean := requirement.CleanPOSIX(raw)
+	t := target{display: clean, rel: "."}
+	if clean != "/" {
+		t.rel = clean[1:]
+	}
+	// Walk the components with Lstat: a symlink anywhere, even one that stays
+	// inside the root, is refused.
+	parts := strings.Split(t.rel, "/")
+	for i := range parts {
+		if t.rel == "." {
+			break
+		}
+		name := strings.Join(parts[:i+1], "/")
+		fi, err := p.root.Lstat(name)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && (!mustExist && i == len(parts)-1) {
+				break
+			}
+			return t, describe(t.display, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return t, fmt.Errorf("refused: %s is a symbolic link; links are not followed", "/"+name)
+		}
+	}
+	return t, nil
+}
+
+func describe(display string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("not found: %s", display)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("permission denied: %s", display)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("refused: %s is a symbolic link; links are not followed", display)
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("not found: %s (a parent is not a directory)", display)
+	default:
+		// os.Root's escape error and anything unexpected: say no more than
+		// that the path is unusable; never echo host paths.
+		return fmt.Errorf("refused: %s is outside the provider's root or unusable", display)
+	}
+}
+
+func (p *Provider) openRead(t target) (*os.File, fs.FileInfo, error) {
+	f, err := p.root.OpenFile(t.rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, nil, describe(t.display, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, describe(t.display, err)
+	}
+	return f, fi, nil
+}
+
+func (p *Provider) read(args []byte) (string, error) {
+	var a struct {
+		Path *string `json:"path"`
+	}
+	if err := decode(args, &a); err != nil {
+		return "", err
+	}
+	if a.Path == nil {
+		return "", errors.New("invalid arguments: path is required")
+	}
+	t, err := p.resolve("path", *a.Path, true)
+	if err != nil {
+		return "", err
+	}
+	f, fi, err := p.openRead(t)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if fi.IsDir() {
+		return "", fmt.Errorf("is a directory: %s", t.display)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file: %s", t.display)
+	}
+	if fi.Size() > MaxFileBytes {
+		return "", fmt.Errorf("too large: %s is %d bytes (limit %d)", t.display, fi.Size(), MaxFileBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return "", describe(t.display, err)
+	}
+	if len(b) > MaxFileBytes {
+		return "", fmt.Errorf("too large: %s (limit %d bytes)", t.display, MaxFileBytes)
+	}
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("not a UTF-8 text file: %s", t.display)
+	}
+	return string(b), nil
+}
+
+func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
+	var a struct {
+		Query *string `json:"query"`
+		Path  *string `json:"path"`
+		Limit *int    `json:"limit"`
+	}
+	if err := decode(args, &a); err != nil {
+		return "", err
+	}
+	switch {
+	case a.Query == nil || *a.Query == "":
+		return "", errors.New("invalid arguments: query is required and must not be empty")
+	case len(*a.Query) > maxQueryBytes:
+		return "", fmt.Errorf("invalid arguments: query is longer than %d bytes", maxQueryBytes)
+	case a.Path == nil:
+		return "", errors.New("invalid arguments: path is required")
+	}
+	limit := DefaultSearchLimit
+	if a.Limit != nil {
+		if *a.Limit < 1 || *a.Limit > MaxSearchLimit {
+			return "", fmt.Errorf("invalid arguments: limit must be between 1 and %d", MaxSearchLimit)
+		}
+		limit = *a.Limit
+	}
+	t, err := p.resolve("path", *a.Path, true)
+	if err != nil {
+		return "", err
+	}
+	var matches []string
+	truncated := false
+	// fs.WalkDir over the root's FS reports links as entries without
+	// following them; they are skipped like everything that is not a
+	// regular file.
+	walkErr := fs.WalkDir(p.root.FS(), t.rel, func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		found, err := p.searchFile(name, *a.Query, limit-len(matches))
+		if err != nil {
+			return nil // unreadable or oversize files are skipped, not fatal
+		}
+		matches = append(matches, found...)
+		if len(matches) >= limit {
+			truncated = true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if walkErr != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", describe(t.display, walkErr)
+	}
+	if len(matches) == 0 {
+		return fmt.Sprintf("no matches for %q under %s", *a.Query, t.display), nil
+	}
+	out := strings.Join(matches, "\n")
+	if truncated {
+		out += fmt.Sprintf("\n(stopped at %d matches)", limit)
+	}
+	return out, nil
+}
+
+func (p *Provider) searchFile(name, query string, max int) ([]string, error) {
+	f, fi, err := p.openRead(target{display: "/" + name, rel: name})
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi.Size() > MaxFileBytes {
+		return nil, errors.New("too large")
+	}
+	var out []string
+	sc := bufio.NewScanner(io.LimitReader(f, MaxFileBytes))
+	sc.Buffer(make([]byte, 0, 64<<10), MaxFileBytes)
+	for line := 1; sc.Scan() && len(out) < max; line++ {
+		text := sc.Text()
+		if !strings.Contains(text, query) {
+			continue
+		}
+		if len(text) > maxLineBytes {
+			text = strings.ToValidUTF8(text[:maxLineBytes], "") + "…"
+		}
+		out = append(out, fmt.Sprintf("%s:%d: %s", path.Join("/", name), line, text))
+	}
+	return out, sc.Err()
+}
+
+func (p *Provider) write(args []byte) (string, error) {
+	var a struct {
+		Path    *string `json:"path"`
+		Content *string `json:"content"`
+	}
+	if err := decode(args, &a); err != nil {
+		return "", err
+	}
+	switch {
+	case a.Path == nil:
+		return "", errors.New("invalid arguments: path is required")
+	case a.Content == nil:
+		return "", errors.New("invalid arguments: content is required")
+	case len(*a.Content) > MaxFileBytes:
+		return "", fmt.Errorf("invalid arguments: content is longer than %d bytes", MaxFileBytes)
+	}
+	t, err := p.resolve("path", *a.Path, false)
+	if err != nil {
+		return "", err
+	}
+	if t.rel == "." {
+		return "", fmt.Errorf("is a directory: %s", t.display)
+	}
+	f, err := p.root.OpenFile(t.rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		if errors.Is(err, syscall.EISDIR) {
+			return "", fmt.Errorf("is a directory: %s", t.display)
+		}
+		return "", describe(t.display, err)
+	}
+	n, werr := f.WriteString(*a.Content)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		return "", fmt.Errorf("write failed: %s", t.display)
+	}
+	return fmt.Sprintf("wrote %d bytes to %s", n, t.display), nil
+}

@@ -1,0 +1,253 @@
+package files_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"sigs.k8s.io/yaml"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/providers/files"
+	"github.com/sharedos/toolshare/services/providers/providertest"
+)
+
+// fixture builds a root with /public and /private plus the symbolic links
+// the provider must refuse, created at test time so the tests do not rely on
+// how a checkout stores links.
+func fixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"public/sub", "private", "publicity"} {
+		must(os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	for name, content := range map[string]string{
+		"public/a.txt":       "public a: kiwi\n",
+		"public/sub/b.txt":   "line one\nkiwi two\n",
+		"public/binary.bin":  "\xff\xfe\x00",
+		"private/a.txt":      "PRIVATE-A kiwi\n",
+		"private/secret.txt": "SECRET kiwi\n",
+		"publicity/a.txt":    "publicity\n",
+		"../outside.txt":     "OUTSIDE kiwi\n",
+	} {
+		must(os.WriteFile(filepath.Join(root, name), []byte(content), 0o644))
+	}
+	must(os.Symlink("../private/a.txt", filepath.Join(root, "public/link-to-private")))
+	must(os.Symlink("../private", filepath.Join(root, "public/dir-link")))
+	must(os.Symlink("a.txt", filepath.Join(root, "public/inside-link")))
+	must(os.Symlink("../../outside.txt", filepath.Join(root, "public/escape")))
+	must(os.Symlink("/etc/passwd", filepath.Join(root, "public/abs-escape")))
+	return root
+}
+
+func serve(t *testing.T, root string) sharedosv1.ToolHandlerServiceClient {
+	t.Helper()
+	return sharedosv1.NewToolHandlerServiceClient(serveConn(t, root))
+}
+
+func serveConn(t *testing.T, root string) *grpc.ClientConn {
+	t.Helper()
+	srv, err := files.Config{Listen: "127.0.0.1:0", Root: root}.Complete(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	cc, err := grpcx.Dial(srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func TestHealth(t *testing.T) {
+	hc := healthpb.NewHealthClient(serveConn(t, fixture(t)))
+	for _, svc := range []string{"", files.LivenessService, "sharedos.v1.ToolHandlerService"} {
+		resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health %q = %v, %v", svc, resp.GetStatus(), err)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	if _, err := (files.Config{}).Complete(context.Background()); err == nil ||
+		!strings.Contains(err.Error(), "listen") || !strings.Contains(err.Error(), "root") {
+		t.Fatalf("empty config: %v", err)
+	}
+	if _, err := (files.Config{Listen: "127.0.0.1:0", Root: filepath.Join(t.TempDir(), "missing")}).Complete(context.Background()); err == nil {
+		t.Fatal("missing root accepted")
+	}
+}
+
+func TestContract(t *testing.T) {
+	client := serve(t, fixture(t))
+	providertest.Run(t, client, []providertest.Case{
+		{Name: "read public", Tool: files.ToolRead, Args: `{"path":"/public/a.txt"}`, WantText: "public a: kiwi"},
+		{Name: "read relative", Tool: files.ToolRead, Args: `{"path":"public/a.txt"}`, WantText: "public a: kiwi"},
+		{Name: "read private (provider does not authorize)", Tool: files.ToolRead, Args: `{"path":"/private/a.txt"}`, WantText: "PRIVATE-A"},
+		{Name: "traversal is cleaned, not escaped", Tool: files.ToolRead, Args: `{"path":"/../../outside.txt"}`, WantError: true, NotText: "OUTSIDE"},
+		{Name: "backslash traversal", Tool: files.ToolRead, Args: `{"path":"\\public\\..\\..\\outside.txt"}`, WantError: true, NotText: "OUTSIDE"},
+		{Name: "percent dots stay literal", Tool: files.ToolRead, Args: `{"path":"/public/%2e%2e/private/a.txt"}`, WantError: true, WantText: "not found", NotText: "PRIVATE"},
+		{Name: "fullwidth dots stay literal", Tool: files.ToolRead, Args: `{"path":"/public/\uff0e\uff0e/private/a.txt"}`, WantError: true, NotText: "PRIVATE"},
+		{Name: "symlink into private refused", Tool: files.ToolRead, Args: `{"path":"/public/link-to-private"}`, WantError: true, WantText: "symbolic link", NotText: "PRIVATE"},
+		{Name: "directory symlink refused", Tool: files.ToolRead, Args: `{"path":"/public/dir-link/secret.txt"}`, WantError: true, WantText: "symbolic link", NotText: "SECRET"},
+		{Name: "symlink inside public refused", Tool: files.ToolRead, Args: `{"path":"/public/inside-link"}`, WantError: true, WantText: "symbolic link"},
+		{Name: "symlink out of root refused", Tool: files.ToolRead, Args: `{"path":"/public/escape"}`, WantError: true, NotText: "OUTSIDE"},
+		{Name: "absolute symlink refused", Tool: files.ToolRead, Args: `{"path":"/public/abs-escape"}`, WantError: true, NotText: "root:"},
+		{Name: "nul refused", Tool: files.ToolRead, Args: `{"path":"/public/a.txt\u0000.png"}`, WantError: true, WantText: "NUL"},
+		{Name: "missing", Tool: files.ToolRead, Args: `{"path":"/public/none.txt"}`, WantError: true, WantText: "not found: /public/none.txt"},
+		{Name: "directory", Tool: files.ToolRead, Args: `{"path":"/public"}`, WantError: true, WantText: "is a directory"},
+		{Name: "binary", Tool: files.ToolRead, Args: `{"path":"/public/binary.bin"}`, WantError: true, WantText: "not a UTF-8"},
+		{Name: "missing path", Tool: files.ToolRead, Args: `{}`, WantError: true, WantText: "path is required"},
+		{Name: "unknown key", Tool: files.ToolRead, Args: `{"path":"/public/a.txt","mode":"x"}`, WantError: true},
+		{Name: "wrong type", Tool: files.ToolRead, Args: `{"path":7}`, WantError: true},
+		{Name: "search public", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public"}`, WantText: "/public/sub/b.txt:2: kiwi two", NotText: "PRIVATE"},
+		{Name: "search skips links", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public"}`, NotText: "SECRET"},
+		{Name: "search limit", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public","limit":1}`, WantText: "stopped at 1"},
+		{Name: "search prefix collision", Tool: files.ToolSearch, Args: `{"query":"publicity","path":"/publicity"}`, WantText: "/publicity/a.txt:1"},
+		{Name: "search via link refused", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public/dir-link"}`, WantError: true, NotText: "SECRET"},
+		{Name: "search no match", Tool: files.ToolSearch, Args: `{"query":"zebra","path":"/public"}`, WantText: "no matches"},
+		{Name: "search bad limit", Tool: files.ToolSearch, Args: `{"query":"x","path":"/public","limit":0}`, WantError: true},
+		{Name: "search empty query", Tool: files.ToolSearch, Args: `{"query":"","path":"/public"}`, WantError: true},
+		{Name: "write", Tool: files.ToolWrite, Args: `{"path":"/public/new.txt","content":"fresh"}`, WantText: "wrote 5 bytes to /public/new.txt"},
+		{Name: "write through link refused", Tool: files.ToolWrite, Args: `{"path":"/public/link-to-private","content":"x"}`, WantError: true, WantText: "symbolic link"},
+		{Name: "write through dir link refused", Tool: files.ToolWrite, Args: `{"path":"/public/dir-link/x.txt","content":"x"}`, WantError: true, WantText: "symbolic link"},
+		{Name: "write missing dir", Tool: files.ToolWrite, Args: `{"path":"/nope/x.txt","content":"x"}`, WantError: true, WantText: "not found"},
+		{Name: "write directory", Tool: files.ToolWrite, Args: `{"path":"/public","content":"x"}`, WantError: true, WantText: "is a directory"},
+		{Name: "write root", Tool: files.ToolWrite, Args: `{"path":"/","content":"x"}`, WantError: true},
+		{Name: "write missing content", Tool: files.ToolWrite, Args: `{"path":"/public/y.txt"}`, WantError: true, WantText: "content is required"},
+	})
+}
+
+func TestWriteThenReadAndLinksUntouched(t *testing.T) {
+	root := fixture(t)
+	client := serve(t, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	handle := func(tool, args string) *sharedosv1.HandleResponse {
+		resp, err := client.Handle(ctx, &sharedosv1.HandleRequest{Tool: tool, ArgumentsJson: []byte(args)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	handle(files.ToolWrite, `{"path":"/public/w.txt","content":"written"}`)
+	if got := providertest.Text(handle(files.ToolRead, `{"path":"/public/w.txt"}`)); got != "written" {
+		t.Fatalf("read back %q", got)
+	}
+	handle(files.ToolWrite, `{"path":"/public/link-to-private","content":"clobbered"}`)
+	b, err := os.ReadFile(filepath.Join(root, "private/a.txt"))
+	if err != nil || !bytes.Contains(b, []byte("PRIVATE-A")) {
+		t.Fatalf("write through a link reached /private: %q %v", b, err)
+	}
+}
+
+func TestDemoTree(t *testing.T) {
+	root := filepath.Join("..", "..", "..", "deploy", "demo")
+	client := serve(t, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for args, want := range map[string]string{
+		`{"path":"/public/a.txt"}`:           "Hello from /public/a.txt",
+		`{"path":"/private/a.txt"}`:          "Private:",
+		`{"path":"/public/link-to-private"}`: "symbolic link",
+	} {
+		resp, err := client.Handle(ctx, &sharedosv1.HandleRequest{Tool: files.ToolRead, ArgumentsJson: []byte(args)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := providertest.Text(resp); !strings.Contains(got, want) {
+			t.Errorf("%s: %q does not contain %q", args, got, want)
+		}
+	}
+}
+
+// TestCatalogueYAML keeps deploy/catalog/files.yaml in step with the
+// provider: the same tools, schemas that compile, and a path requirement on
+// every tool that reads or writes a path.
+func TestCatalogueYAML(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "catalog", "files.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var regs []struct {
+		Name        string         `json:"name"`
+		Description string         `json:"description"`
+		InputSchema map[string]any `json:"inputSchema"`
+		Annotations map[string]any `json:"annotations"`
+		Metadata    struct {
+			Namespace string `json:"namespace"`
+			Source    string `json:"source"`
+		} `json:"metadata"`
+		Class       string `json:"class"`
+		Requirement struct {
+			Action   string `json:"action"`
+			Resource string `json:"resource"`
+		} `json:"requirement"`
+		Handler struct {
+			Target  string `json:"target"`
+			Timeout string `json:"timeout"`
+		} `json:"handler"`
+	}
+	if err := yaml.UnmarshalStrict(b, &regs); err != nil {
+		t.Fatalf("files.yaml: %v", err)
+	}
+	want := map[string]string{files.ToolRead: "read", files.ToolSearch: "search", files.ToolWrite: "write"}
+	if len(regs) != len(want) {
+		t.Fatalf("files.yaml has %d tools, want %d", len(regs), len(want))
+	}
+	for _, r := range regs {
+		action, ok := want[r.Name]
+		if !ok {
+			t.Errorf("unexpected tool %s", r.Name)
+			continue
+		}
+		if r.Requirement.Action != action || r.Requirement.Resource != "file:{path}" {
+			t.Errorf("%s: requirement %+v", r.Name, r.Requirement)
+		}
+		if r.Class != "managed" || r.Metadata.Namespace != "files" || r.Handler.Target == "" || r.Description == "" {
+			t.Errorf("%s: incomplete registration %+v", r.Name, r)
+		}
+		if _, err := time.ParseDuration(r.Handler.Timeout); err != nil {
+			t.Errorf("%s: handler.timeout: %v", r.Name, err)
+		}
+		c := jsonschema.NewCompiler()
+		if err := c.AddResource("mem://"+r.Name, r.InputSchema); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Compile("mem://" + r.Name); err != nil {
+			t.Errorf("%s: inputSchema: %v", r.Name, err)
+		}
+		req, _ := r.InputSchema["required"].([]any)
+		if len(req) == 0 || req[0] != "path" && req[1] != "path" {
+			t.Errorf("%s: path must be required (the requirement needs it): %v", r.Name, req)
+		}
+	}
+	if regs[0].Annotations["readOnlyHint"] != true || regs[2].Annotations["destructiveHint"] != true {
+		t.Errorf("annotations: read must be readOnlyHint, write destructiveHint")
+	}
+}

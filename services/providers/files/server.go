@@ -1,0 +1,82 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+// LivenessService is the health service name a liveness probe asks for; it
+// stays SERVING for as long as the process can answer at all.
+const LivenessService = "liveness"
+
+// Config is the files-provider process configuration.
+type Config struct {
+	// Listen is the gRPC address, e.g. 127.0.0.1:7404.
+	Listen string
+	// Root is the directory holding /public and /private.
+	Root   string
+	Logger *slog.Logger
+}
+
+// Validate reports every bad setting at once.
+func (c Config) Validate() error {
+	var errs config.Errors
+	if c.Listen == "" {
+		errs.Add("listen", "must be set")
+	}
+	if c.Root == "" {
+		errs.Add("root", "must be set")
+	}
+	return errs.Err()
+}
+
+// Server is a completed, listening files provider.
+type Server struct {
+	provider *Provider
+	grpc     *grpcx.Server
+	lis      net.Listener
+	logger   *slog.Logger
+}
+
+// Complete opens the root and the listener; nothing is served until Run.
+func (c Config) Complete(_ context.Context) (*Server, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	logger, serviceName := c.Logger, ""
+	if logger == nil {
+		// A configured logger already names the service; the default does not.
+		logger, serviceName = slog.Default(), telemetry.ServiceFiles
+	}
+	p, err := New(c.Root)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("files: listen on %s: %w", c.Listen, err)
+	}
+	gs := grpcx.NewServer(grpcx.ServerOptions{ServiceName: serviceName, Logger: logger})
+	sharedosv1.RegisterToolHandlerServiceServer(gs.GRPC(), p)
+	gs.SetServing(LivenessService, true)
+	return &Server{provider: p, grpc: gs, lis: lis, logger: logger}, nil
+}
+
+// Addr is the address actually listened on (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// Run serves until ctx is done, then drains and closes the root.
+func (s *Server) Run(ctx context.Context) error {
+	s.logger.InfoContext(ctx, "files provider serving", slog.String("addr", s.lis.Addr().String()))
+	err := s.grpc.Serve(ctx, s.lis)
+	return errors.Join(err, s.provider.Close())
+}
