@@ -1,0 +1,261 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/pgdb"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord"
+	opmemory "github.com/sharedos/toolshare/catalog-svc/internal/oprecord/memory"
+	oppostgres "github.com/sharedos/toolshare/catalog-svc/internal/oprecord/postgres"
+	"github.com/sharedos/toolshare/catalog-svc/internal/runtime"
+	"github.com/sharedos/toolshare/catalog-svc/internal/server"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/postgres"
+	"github.com/sharedos/toolshare/catalog-svc/migrations"
+)
+
+// ServiceName is this process's OpenTelemetry service.name.
+const ServiceName = telemetry.ServiceCatalog
+
+// livenessService is the health service name liveness probes ask: SERVING
+// for as long as the process runs, whatever the database does.
+const livenessService = "liveness"
+
+// Config is everything `catalog-svc serve` is configured with.
+type Config struct {
+	Listen                string
+	MetricsListen         string
+	DatabaseURL           string
+	Migrate               bool
+	AuthzAddr             string
+	AuthzTimeout          time.Duration
+	DefaultHandlerTimeout time.Duration
+	ReconcileInterval     time.Duration
+	// InstanceID is stamped on every operation record this process writes;
+	// stable across restarts (the pod name), a restarted kernel marks its
+	// own pending records interrupted at once.
+	InstanceID string
+}
+
+// Bind registers the flags on fs (each also read from SHAREDOS_<NAME>) and
+// returns the function that reads the Config once fs has been parsed.
+func Bind(fs *flag.FlagSet) func() Config {
+	listen := config.String(fs, "listen", "127.0.0.1:7401", "gRPC listen address (CatalogService, RuntimeService, health)")
+	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
+	db := config.String(fs, "database-url", "", "PostgreSQL URL; empty uses the embedded in-process store")
+	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use; production runs `catalog-svc migrate`)")
+	authz := config.String(fs, "authz", "127.0.0.1:7402", "authz-svc gRPC address")
+	authzTimeout := config.Duration(fs, "authz-timeout", 2*time.Second, "deadline of one Authorize call")
+	handlerTimeout := config.Duration(fs, "handler-timeout", 30*time.Second, "Handle deadline for tools that set no timeout")
+	reconcile := config.Duration(fs, "reconcile-interval", time.Minute, "how often pending records of dead calls are marked interrupted")
+	host, _ := os.Hostname()
+	instance := config.String(fs, "instance-id", host, "name stamped on operation records (default the host name: the pod name on Kubernetes)")
+	return func() Config {
+		return Config{
+			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, AuthzAddr: *authz,
+			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
+			InstanceID: *instance,
+		}
+	}
+}
+
+// Validate reports every bad value at once.
+func (c *Config) Validate() error {
+	var errs config.Errors
+	if c.Listen == "" {
+		errs.Add("listen", "must not be empty")
+	}
+	if c.AuthzAddr == "" {
+		errs.Add("authz", "must not be empty")
+	}
+	if c.AuthzTimeout <= 0 {
+		errs.Add("authz-timeout", "must be positive")
+	}
+	if c.DefaultHandlerTimeout <= 0 {
+		errs.Add("handler-timeout", "must be positive")
+	}
+	if c.ReconcileInterval <= 0 {
+		errs.Add("reconcile-interval", "must be positive")
+	}
+	if c.Migrate && c.DatabaseURL == "" {
+		errs.Add("migrate", "needs --database-url (the embedded store has no migrations)")
+	}
+	return errs.Err()
+}
+
+// App is a completed, ready-to-run catalog-svc.
+type App struct {
+	cfg     Config
+	log     *slog.Logger
+	lis     net.Listener
+	srv     *grpcx.Server
+	pool    *pgxpool.Pool
+	authz   *grpc.ClientConn
+	catalog *catalog.Service
+	runtime *runtime.Service
+	metrics http.Handler
+	closers []func() error
+}
+
+// Complete opens everything Run needs. Nothing listens for requests until it
+// has succeeded; on error everything opened so far is closed.
+func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Handler) (a *App, err error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	a = &App{cfg: c, log: log, metrics: metrics}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	var tools store.Store
+	var records oprecord.Store
+	if c.DatabaseURL == "" {
+		log.Info("using the embedded store (nothing persists across restarts)")
+		tools, records = memory.New(), opmemory.New()
+	} else {
+		if c.Migrate {
+			if err := migrations.Up(ctx, c.DatabaseURL); err != nil {
+				return nil, err
+			}
+		}
+		if err := migrations.Check(ctx, c.DatabaseURL); err != nil {
+			return nil, fmt.Errorf("%w: run `catalog-svc migrate` first", err)
+		}
+		a.pool, err = pgdb.Open(ctx, c.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, func() error { a.pool.Close(); return nil })
+		tools, records = postgres.New(a.pool, postgres.WithLogger(log)), oppostgres.New(a.pool)
+	}
+	a.authz, err = grpcx.Dial(c.AuthzAddr)
+	if err != nil {
+		return nil, fmt.Errorf("dial authz-svc: %w", err)
+	}
+	a.closers = append(a.closers, a.authz.Close)
+	authz := sharedosv1.NewAuthzServiceClient(a.authz)
+
+	a.catalog, err = catalog.New(catalog.Config{Store: tools, Filter: authz, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.catalog.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.catalog.Close)
+	a.runtime, err = runtime.New(runtime.Config{
+		Resolver: a.catalog, Records: records, Authz: authz, Logger: log,
+		AuthzTimeout: c.AuthzTimeout, DefaultHandlerTimeout: c.DefaultHandlerTimeout, InstanceID: c.InstanceID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.runtime.Close)
+	// Records left pending by an earlier life of this instance are
+	// interrupted calls: mark them before serving new ones.
+	if _, err := a.runtime.ReconcileAtStartup(ctx); err != nil {
+		return nil, err
+	}
+
+	a.srv = grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: log})
+	sharedosv1.RegisterCatalogServiceServer(a.srv.GRPC(), server.NewCatalogServer(a.catalog, log))
+	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), a.runtime)
+	a.lis, err = net.Listen("tcp", c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", c.Listen, err)
+	}
+	return a, nil
+}
+
+// Addr is the address the gRPC server listens on.
+func (a *App) Addr() string { return a.lis.Addr().String() }
+
+// Run serves until ctx is done, then drains and closes everything.
+func (a *App) Run(ctx context.Context) error {
+	defer a.close()
+	a.srv.SetServing(livenessService, true)
+	if a.pool != nil {
+		go a.followDatabase(ctx)
+	}
+	go a.runtime.RunReconciler(ctx, a.cfg.ReconcileInterval)
+	if a.metrics != nil && a.cfg.MetricsListen != "" {
+		stop, err := serveMetrics(a.cfg.MetricsListen, a.metrics, a.log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	a.log.Info("catalog-svc serving", slog.String("addr", a.Addr()))
+	return a.srv.Serve(ctx, a.lis)
+}
+
+// followDatabase flips readiness with the database: a kernel that cannot
+// write records must not receive calls, but stays alive (liveness) so it is
+// not restarted in a loop during an outage.
+func (a *App) followDatabase(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	ready := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
+		err := a.pool.Ping(pctx)
+		cancel()
+		if ok := err == nil; ok != ready && ctx.Err() == nil {
+			ready = ok
+			a.srv.SetServing("", ok)
+			a.srv.SetServing(sharedosv1.CatalogService_ServiceDesc.ServiceName, ok)
+			a.srv.SetServing(sharedosv1.RuntimeService_ServiceDesc.ServiceName, ok)
+			a.log.Warn("readiness changed with the database", slog.Bool("serving", ok), slog.Any("error", err))
+		}
+	}
+}
+
+func (a *App) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](); err != nil {
+			a.log.Warn("close", slog.Any("error", err))
+		}
+	}
+	a.closers = nil
+}
+
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (func(), error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", slog.Any("error", err))
+		}
+	}()
+	return func() { _ = srv.Close() }, nil
+}
