@@ -44,6 +44,9 @@ func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		// Retries could replay an InvokeTool that already reached a handler;
 		// callers that want retries decide per call, knowing the semantics.
 		grpc.WithDisableRetry(),
+		// Spread calls over every address a name resolves to (headless
+		// Services in Kubernetes), so pods added by an autoscaler get traffic.
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                ClientKeepaliveTime,
 			Timeout:             10 * time.Second,

@@ -31,6 +31,14 @@ const DefaultDrainTimeout = 10 * time.Second
 // GOAWAY "too_many_pings" on idle connections.
 const KeepaliveMinTime = 10 * time.Second
 
+// MaxConnectionAge and MaxConnectionAgeGrace bound how long a client keeps
+// one connection (and so one pod): the grace is longer than the longest
+// InvokeTool (authorization plus the 5-minute handler cap).
+const (
+	MaxConnectionAge      = 10 * time.Minute
+	MaxConnectionAgeGrace = 6 * time.Minute
+)
+
 // ServerOptions configures NewServer.
 type ServerOptions struct {
 	// ServiceName names the process (for example "sharedos-catalog") in logs.
@@ -79,6 +87,12 @@ func NewServer(opts ServerOptions, extra ...grpc.ServerOption) *Server {
 		)),
 		grpc.ChainUnaryInterceptor(recoverUnary(logger)),
 		grpc.ChainStreamInterceptor(recoverStream(logger)),
+		// Connections are recycled now and then so clients re-resolve and
+		// spread over new pods; the grace outlasts the longest tool call.
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge:      MaxConnectionAge,
+			MaxConnectionAgeGrace: MaxConnectionAgeGrace,
+		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             KeepaliveMinTime,
 			PermitWithoutStream: true,

@@ -57,6 +57,8 @@ func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	// Every service's statements become client spans in the request's trace.
+	cfg.ConnConfig.Tracer = NewTracer(WithDatabase(cfg.ConnConfig.Database))
 
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

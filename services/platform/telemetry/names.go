@@ -20,6 +20,9 @@ const (
 	ScopeCatalog = "github.com/sharedos/toolshare/catalog-svc"
 	ScopeAuthz   = "github.com/sharedos/toolshare/authz-svc"
 	ScopeFiles   = "github.com/sharedos/toolshare/services/providers/files"
+	// ScopePGDB names the pgx query tracer installed by pgdb.Open in every
+	// service's pool.
+	ScopePGDB = "github.com/sharedos/toolshare/services/platform/pgdb"
 )
 
 // Span names. gRPC server/client spans come from otelgrpc and are named after
@@ -87,7 +90,29 @@ const (
 	AttrMCPProtocol    = "mcp.protocol.version"
 	AttrGenAIToolName  = "gen_ai.tool.name"
 	AttrGenAIOperation = "gen_ai.operation.name"
+
+	// Bridge diagnostics on the tools/call span: the harness alias a raw
+	// name resembles, the harness-injected argument keys stripped (keys
+	// only, never values), the JSON-RPC request id and client call ids.
+	AttrBridgeAliasOf         = "sharedos.bridge.alias_of"
+	AttrBridgeStrippedArgKeys = "sharedos.bridge.stripped_argument_keys"
+	AttrBridgeJSONRPCID       = "sharedos.bridge.jsonrpc_id"
+	AttrBridgeClientCallIDs   = "sharedos.bridge.client_call_ids"
+
+	// Database client spans (pgdb's pgx tracer) follow the OpenTelemetry
+	// database semantic conventions. Query text and arguments are never
+	// recorded: an argument could be a tool argument value or a token hash.
+	AttrDBSystemName         = "db.system.name"
+	AttrDBOperationName      = "db.operation.name"
+	AttrDBCollectionName     = "db.collection.name"
+	AttrDBNamespace          = "db.namespace"
+	AttrDBResponseStatusCode = "db.response.status_code"
+	AttrDBBatchSize          = "db.operation.batch.size"
+	AttrErrorType            = "error.type"
 )
+
+// DBSystemPostgreSQL is the db.system.name value of PostgreSQL client spans.
+const DBSystemPostgreSQL = "postgresql"
 
 // Metric names.
 const (
