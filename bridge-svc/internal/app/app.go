@@ -1,0 +1,318 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/postgres"
+	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	"github.com/sharedos/toolshare/bridge-svc/migrations"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/pgdb"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+// HealthService is the gRPC health name of the bridge's own service.
+const HealthService = "sharedos.v1.BridgeService"
+
+// Config is everything `bridge-svc serve` is configured with.
+type Config struct {
+	Listen         string
+	HTTPListen     string
+	PublicURL      string
+	Catalog        string
+	Kernel         string
+	DatabaseURL    string
+	Migrate        bool
+	AllowedOrigins []string
+	AllowedHosts   []string
+	MaxBodyBytes   int
+	DefaultTTL     time.Duration
+	SweepInterval  time.Duration
+	// CallTimeout bounds one InvokeTool (the whole kernel pipeline,
+	// handler included); every internal RPC carries a deadline.
+	CallTimeout time.Duration
+	// StatusCacheTTL is how long a pod reuses a lease status read
+	// (ADR 0005); 0 reads the store on every request.
+	StatusCacheTTL time.Duration
+
+	// Logger; nil means telemetry.Logger(ServiceBridge).
+	Logger *slog.Logger
+	// Catalog and Invoker override the dialled clients (tests).
+	CatalogClient leases.CatalogLister
+	Invoker       forward.Invoker
+}
+
+// Flags defines the serve flags on fs and returns a func that copies their
+// parsed values into c.
+func (c *Config) Flags(fs *flag.FlagSet) func() {
+	listen := config.String(fs, "listen", "127.0.0.1:7403", "gRPC listen address (BridgeService, health)")
+	httpListen := config.String(fs, "http-listen", "127.0.0.1:7480", "HTTP listen address of the turn MCP endpoints")
+	publicURL := config.String(fs, "public-url", "", "base URL harnesses reach the HTTP port on (default http://<http-listen>)")
+	catalog := config.String(fs, "catalog", "127.0.0.1:7401", "catalog-svc gRPC address (ListTools)")
+	kernel := config.String(fs, "kernel", "", "kernel (RuntimeService) gRPC address (default: --catalog)")
+	dbURL := config.String(fs, "database-url", "", "PostgreSQL DSN for leases (empty: embedded in-memory store)")
+	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use)")
+	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin are always allowed)")
+	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")
+	maxBody := config.Int(fs, "max-body-bytes", protocol.DefaultMaxBodyBytes, "maximum MCP request body")
+	ttl := config.Duration(fs, "default-ttl", leases.DefaultTTL, "lease lifetime when OpenTurn gives none")
+	sweep := config.Duration(fs, "sweep-interval", 5*time.Second, "how often cached turn servers of closed/expired turns are freed")
+	callTimeout := config.Duration(fs, "call-timeout", 2*time.Minute, "deadline of one InvokeTool (kernel pipeline and handler)")
+	statusTTL := config.Duration(fs, "lease-cache-ttl", 500*time.Millisecond, "how long a pod reuses a lease status read: a close through another pod is seen within it (0: read every request)")
+	return func() {
+		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
+		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate = *catalog, *kernel, *dbURL, *migrate
+		c.AllowedOrigins, c.AllowedHosts = *origins, *hosts
+		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
+		c.StatusCacheTTL = *statusTTL
+	}
+}
+
+// App is a completed, ready-to-run bridge.
+type App struct {
+	cfg     Config
+	log     *slog.Logger
+	grpcLis net.Listener
+	httpLis net.Listener
+	grpc    *grpcx.Server
+	http    *http.Server
+	mcp     *mcpserver.Handler
+	store   leases.Store
+	pinger  leases.Pinger
+	closers []func()
+}
+
+// Complete validates c, opens the store and the clients and binds the
+// listeners. On error everything opened is closed again.
+func (c Config) Complete(ctx context.Context) (_ *App, err error) {
+	a := &App{cfg: c, log: c.Logger}
+	if a.log == nil {
+		a.log = telemetry.Logger(telemetry.ServiceBridge)
+	}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	if c.Listen == "" || c.HTTPListen == "" {
+		return nil, errors.New("bridge: --listen and --http-listen are required")
+	}
+	if c.MaxBodyBytes <= 0 {
+		return nil, fmt.Errorf("bridge: --max-body-bytes: must be positive, got %d", c.MaxBodyBytes)
+	}
+	if c.DefaultTTL <= 0 || c.DefaultTTL > leases.MaxTTL {
+		return nil, fmt.Errorf("bridge: --default-ttl: must be in (0, %s], got %s", leases.MaxTTL, c.DefaultTTL)
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 5 * time.Second
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = 2 * time.Minute
+	}
+	if c.StatusCacheTTL < 0 || c.StatusCacheTTL > time.Second {
+		return nil, fmt.Errorf("bridge: --lease-cache-ttl: must be in [0, 1s] (a close must reach every pod within 1 s), got %s", c.StatusCacheTTL)
+	}
+	if c.CallTimeout < 0 {
+		return nil, fmt.Errorf("bridge: --call-timeout: must be positive, got %s", c.CallTimeout)
+	}
+	for _, o := range c.AllowedOrigins {
+		if u, perr := url.Parse(o); perr != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return nil, fmt.Errorf("bridge: --allowed-origins: %q is not an origin (scheme://host[:port])", o)
+		}
+	}
+
+	a.grpcLis, err = net.Listen("tcp", c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: --listen: %w", err)
+	}
+	a.closers = append(a.closers, func() { _ = a.grpcLis.Close() })
+	a.httpLis, err = net.Listen("tcp", c.HTTPListen)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: --http-listen: %w", err)
+	}
+	a.closers = append(a.closers, func() { _ = a.httpLis.Close() })
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + a.httpLis.Addr().String()
+	}
+	pu, perr := url.Parse(c.PublicURL)
+	if perr != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return nil, fmt.Errorf("bridge: --public-url: %q must be an http(s) URL", c.PublicURL)
+	}
+	hosts := c.AllowedHosts
+	if len(hosts) == 0 {
+		hosts = append(append([]string{}, protocol.DefaultAllowedHosts...), pu.Hostname())
+	}
+
+	if c.DatabaseURL == "" {
+		a.store = memory.New()
+	} else {
+		if c.Migrate {
+			if err := migrations.Up(ctx, c.DatabaseURL); err != nil {
+				return nil, fmt.Errorf("bridge: migrate: %w", err)
+			}
+		}
+		var pool *pgxpool.Pool
+		pool, err = pgdb.Open(ctx, c.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("bridge: --database-url: %w", err)
+		}
+		a.closers = append(a.closers, pool.Close)
+		if err := migrations.Check(ctx, c.DatabaseURL); err != nil {
+			return nil, fmt.Errorf("bridge: schema not current (run `bridge-svc migrate`): %w", err)
+		}
+		ps := postgres.New(pool)
+		a.store, a.pinger = ps, ps
+	}
+
+	catalog, invoker := c.CatalogClient, c.Invoker
+	if catalog == nil {
+		cc, derr := grpcx.Dial(c.Catalog)
+		if derr != nil {
+			return nil, fmt.Errorf("bridge: --catalog: %w", derr)
+		}
+		a.closers = append(a.closers, func() { _ = cc.Close() })
+		catalog = sharedosv1.NewCatalogServiceClient(cc)
+	}
+	if invoker == nil {
+		target := c.Kernel
+		if target == "" {
+			target = c.Catalog
+		}
+		// InvokeTool gets --call-timeout rather than grpcx's 10 s default: a
+		// tool may legitimately run longer than a metadata RPC; the client's
+		// cancellation still ends it sooner.
+		kc, derr := grpcx.Dial(target, grpcx.WithDefaultTimeout(c.CallTimeout))
+		if derr != nil {
+			return nil, fmt.Errorf("bridge: --kernel: %w", derr)
+		}
+		a.closers = append(a.closers, func() { _ = kc.Close() })
+		invoker = sharedosv1.NewRuntimeServiceClient(kc)
+	}
+
+	a.mcp = mcpserver.NewHandler(mcpserver.Config{
+		Store:     a.store,
+		Forwarder: &forward.Forwarder{Invoker: invoker, Logger: a.log},
+		Edge: protocol.NewEdge(protocol.EdgeConfig{
+			AllowedOrigins: c.AllowedOrigins, AllowedHosts: hosts, MaxBodyBytes: int64(c.MaxBodyBytes),
+		}),
+		Logger:         a.log,
+		StatusCacheTTL: c.StatusCacheTTL,
+	})
+	svc := leases.NewService(leases.ServiceConfig{
+		Store: a.store, Catalog: catalog, PublicURL: c.PublicURL, DefaultTTL: c.DefaultTTL,
+		OnClose: a.mcp.Evict, Logger: a.log, ValidateTools: mcpserver.ValidateTools,
+	})
+	// a.log already names the service; ServiceName would add it twice.
+	a.grpc = grpcx.NewServer(grpcx.ServerOptions{Logger: a.log})
+	sharedosv1.RegisterBridgeServiceServer(a.grpc.GRPC(), svc)
+	a.grpc.SetServing("liveness", true)
+
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, a.mcp)
+	a.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.cfg = c
+	return a, nil
+}
+
+// GRPCAddr and HTTPAddr are the bound addresses (":0" in tests).
+func (a *App) GRPCAddr() string { return a.grpcLis.Addr().String() }
+
+// HTTPAddr is the bound HTTP address.
+func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
+
+// PublicURL is the effective public base URL.
+func (a *App) PublicURL() string { return a.cfg.PublicURL }
+
+// Run serves until ctx is done, then drains and closes everything.
+func (a *App) Run(ctx context.Context) error {
+	defer a.close()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.grpc.Serve(gctx, a.grpcLis) })
+	g.Go(func() error {
+		err := a.http.Serve(a.httpLis)
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("bridge: http serve: %w", err)
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), grpcx.DefaultDrainTimeout)
+		defer cancel()
+		if err := a.http.Shutdown(sctx); err != nil {
+			_ = a.http.Close()
+		}
+		return nil
+	})
+	g.Go(func() error { a.loop(gctx); return nil })
+	a.log.Info("bridge serving", slog.String("grpc", a.GRPCAddr()), slog.String("http", a.HTTPAddr()),
+		slog.String("public_url", a.cfg.PublicURL))
+	return g.Wait()
+}
+
+// loop frees cached turn servers of closed or expired turns and keeps the
+// readiness status in step with the store.
+func (a *App) loop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.SweepInterval)
+	defer t.Stop()
+	a.ready(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.mcp.Sweep(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("sweep failed", slog.String("error", err.Error()))
+			}
+			a.ready(ctx)
+		}
+	}
+}
+
+func (a *App) ready(ctx context.Context) {
+	ok := true
+	if a.pinger != nil {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ok = a.pinger.Ping(pctx) == nil
+		cancel()
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	a.grpc.SetServing(HealthService, ok)
+	a.grpc.SetServing("", ok)
+}
+
+func (a *App) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// CachedTurns lists the turns whose MCP server this pod holds (tests,
+// diagnostics).
+func (a *App) CachedTurns() []string { return a.mcp.Cached() }

@@ -1,0 +1,284 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/app"
+	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
+	"github.com/sharedos/toolshare/bridge-svc/migrations"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+)
+
+// Benchmarks of the bridge path. The kernel here is the fake kernel over
+// loopback gRPC (no authz, no provider hop); the full-stack numbers come
+// from the same benchmarks pointed at the real kernel once it is wired.
+// Run with `make bench-bridge`; p50/p90 come from per-op latencies.
+
+// latencies collects per-op durations across goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	q := func(p float64) float64 { return float64(l.d[int(p*float64(len(l.d)-1))].Microseconds()) }
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.90), "p90-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+// mcpTarget is an endpoint the same raw JSON-RPC client drives.
+type mcpTarget struct {
+	url, token, session string
+	modern              bool
+}
+
+var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
+
+func (m *mcpTarget) post(body, method, name string) (int, error) {
+	req, _ := http.NewRequest(http.MethodPost, m.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if m.token != "" {
+		req.Header.Set("Authorization", "Bearer "+m.token)
+	}
+	if m.modern {
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", method)
+		if name != "" {
+			req.Header.Set("Mcp-Name", name)
+		}
+	} else if m.session != "" {
+		req.Header.Set("Mcp-Session-Id", m.session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if m.session == "" && !m.modern {
+		m.session = resp.Header.Get("Mcp-Session-Id")
+	}
+	return resp.StatusCode, nil
+}
+
+func (m *mcpTarget) callBody(tool string) string {
+	if m.modern {
+		return modernCall(1, tool, `{"text":"hello"}`)
+	}
+	return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"text":"hello"}}}`
+}
+
+func (m *mcpTarget) init(b *testing.B) {
+	if m.modern {
+		return
+	}
+	if st, err := m.post(legacyInit, "initialize", ""); err != nil || st != 200 || m.session == "" {
+		b.Fatalf("initialize: %d %v", st, err)
+	}
+	m.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", "")
+}
+
+func runCalls(b *testing.B, m *mcpTarget, tool string, parallel bool) {
+	m.init(b)
+	body := m.callBody(tool)
+	var lat latencies
+	one := func() {
+		start := time.Now()
+		st, err := m.post(body, "tools/call", tool)
+		if err != nil || st != 200 {
+			b.Errorf("call: %d %v", st, err)
+		}
+		lat.add(time.Since(start))
+	}
+	b.ResetTimer()
+	if parallel {
+		b.SetParallelism(16 / runtime.GOMAXPROCS(0))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				one()
+			}
+		})
+	} else {
+		for b.Loop() {
+			one()
+		}
+	}
+	b.StopTimer()
+	lat.report(b)
+}
+
+// plainServer is a bare mcp-go server with an in-process echo tool, the
+// baseline the bridge is measured against.
+func plainServer(b *testing.B) string {
+	s := server.NewMCPServer("plain", "1", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewToolWithRawSchema("notes.append", "echo", []byte(`{"type":"object"}`)),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(string(req.Params.RawArguments)), nil
+		})
+	ts := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithDisableStreaming(true)))
+	b.Cleanup(ts.Close)
+	return ts.URL + "/mcp"
+}
+
+func BenchmarkToolCall(b *testing.B) {
+	f := &fixture{catalog: &bridgetest.FakeCatalog{}, kernel: bridgetest.NewFakeKernel()}
+	f.catalog.SetTools(bridgetest.DefaultTools())
+	addr := bridgetest.ServeFakes(b, f.catalog, f.kernel)
+	f.bridge = bridgetest.Start(b, addr, "")
+	lease := f.bridge.Open(b, func(r *sharedosv1.OpenTurnRequest) { r.Ttl = nil })
+	dsn := pgtest.NewDatabase(b, migrations.Up)
+	pgBridge := bridgetest.Start(b, addr, dsn)
+	pgLease := pgBridge.Open(b, func(r *sharedosv1.OpenTurnRequest) { r.Ttl = nil })
+	// The production default: a lease status read is reused for 500 ms.
+	pgCached := bridgetest.Start(b, addr, dsn, func(c *app.Config) { c.StatusCacheTTL = 500 * time.Millisecond })
+	pgCachedURL := strings.Replace(pgLease.GetMcpUrl(), pgBridge.URL, pgCached.URL, 1)
+	plain := plainServer(b)
+
+	for _, e := range []struct {
+		name   string
+		modern bool
+	}{{"2026-07-28", true}, {"2025-11-25", false}} {
+		for _, c := range []struct {
+			name     string
+			parallel bool
+		}{{"c=1", false}, {"c=16", true}} {
+			b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
+				runCalls(b, &mcpTarget{url: plain, modern: e.modern}, "notes.append", c.parallel)
+			})
+			b.Run("bridge+fakekernel/"+e.name+"/"+c.name, func(b *testing.B) {
+				runCalls(b, &mcpTarget{url: lease.GetMcpUrl(), token: lease.GetToken(), modern: e.modern}, "notes.append", c.parallel)
+			})
+			// The same with leases in PostgreSQL: one status read per request
+			// (--lease-cache-ttl 0), and the default 500 ms reuse.
+			b.Run("bridge+fakekernel+pgleases-ttl0/"+e.name+"/"+c.name, func(b *testing.B) {
+				runCalls(b, &mcpTarget{url: pgLease.GetMcpUrl(), token: pgLease.GetToken(), modern: e.modern}, "notes.append", c.parallel)
+			})
+			b.Run("bridge+fakekernel+pgleases-ttl500ms/"+e.name+"/"+c.name, func(b *testing.B) {
+				runCalls(b, &mcpTarget{url: pgCachedURL, token: pgLease.GetToken(), modern: e.modern}, "notes.append", c.parallel)
+			})
+		}
+	}
+}
+
+// BenchmarkGRPCEcho is the bare gRPC unary round trip on loopback (the fake
+// kernel's InvokeTool answering immediately): the unit of the latency goal.
+func BenchmarkGRPCEcho(b *testing.B) {
+	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+	addr := bridgetest.ServeFakes(b, catalog, kernel)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	rt := sharedosv1.NewRuntimeServiceClient(cc)
+	call := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "echo", ArgumentsJson: []byte(`{"text":"hello"}`)}
+	var lat latencies
+	for b.Loop() {
+		start := time.Now()
+		if _, err := rt.InvokeTool(context.Background(), call); err != nil {
+			b.Fatal(err)
+		}
+		lat.add(time.Since(start))
+	}
+	lat.report(b)
+}
+
+func fiftyTools() []*sharedosv1.PublishedTool {
+	var out []*sharedosv1.PublishedTool
+	for i := range 50 {
+		out = append(out, bridgetest.Tool(fmt.Sprintf("bench.tool_%02d", i), "A benchmark tool with a realistic description.",
+			`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer","minimum":1}},"required":["path"]}`,
+			"", `{"readOnlyHint":true}`))
+	}
+	return out
+}
+
+// BenchmarkOpenTurn50Tools: OpenTurn over gRPC with a 50-tool catalogue
+// (fake catalog over gRPC), on the memory and the PostgreSQL store.
+func BenchmarkOpenTurn50Tools(b *testing.B) {
+	for _, store := range []string{"memory", "postgres"} {
+		b.Run(store, func(b *testing.B) {
+			catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+			catalog.SetTools(fiftyTools())
+			addr := bridgetest.ServeFakes(b, catalog, kernel)
+			dsn := ""
+			if store == "postgres" {
+				dsn = pgtest.NewDatabase(b, migrations.Up)
+			}
+			br := bridgetest.Start(b, addr, dsn)
+			req := bridgetest.OpenRequest()
+			var lat latencies
+			for b.Loop() {
+				start := time.Now()
+				if _, err := br.Client.OpenTurn(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+				lat.add(time.Since(start))
+			}
+			lat.report(b)
+		})
+	}
+}
+
+// BenchmarkIdleTurnMemory: heap held per open, idle turn whose MCP server
+// has been built (one tools/list) — lease (memory store) + cached server.
+func BenchmarkIdleTurnMemory(b *testing.B) {
+	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+	tools := append(bridgetest.DefaultTools(), fiftyTools()[:7]...)
+	catalog.SetTools(tools)
+	addr := bridgetest.ServeFakes(b, catalog, kernel)
+	br := bridgetest.Start(b, addr, "")
+	const turns = 2000
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		for range turns {
+			l, err := br.Client.OpenTurn(context.Background(), bridgetest.OpenRequest())
+			if err != nil {
+				b.Fatal(err)
+			}
+			t := &mcpTarget{url: l.GetMcpUrl(), token: l.GetToken(), modern: true}
+			if st, err := t.post(modernList(1), "tools/list", ""); err != nil || st != 200 {
+				b.Fatalf("list: %d %v", st, err)
+			}
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	n := float64(len(br.App.CachedTurns()))
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/turn")
+	b.ReportMetric(n, "turns")
+	b.ReportMetric(float64(len(tools)), "tools/turn")
+}

@@ -1,0 +1,51 @@
+package app_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/app"
+)
+
+// TestCompleteRefusesBadConfig: each bad setting is refused before anything
+// listens, with an error naming the flag.
+func TestCompleteRefusesBadConfig(t *testing.T) {
+	good := func() app.Config {
+		return app.Config{
+			Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Catalog: "127.0.0.1:1",
+			MaxBodyBytes: 1024, DefaultTTL: time.Minute,
+		}
+	}
+	cases := []struct {
+		name string
+		edit func(*app.Config)
+		flag string
+	}{
+		{"no listen", func(c *app.Config) { c.Listen = "" }, "--listen"},
+		{"bad listen", func(c *app.Config) { c.Listen = "nope:-1" }, "--listen"},
+		{"bad http listen", func(c *app.Config) { c.HTTPListen = "nope:-1" }, "--http-listen"},
+		{"zero body cap", func(c *app.Config) { c.MaxBodyBytes = 0 }, "--max-body-bytes"},
+		{"ttl over max", func(c *app.Config) { c.DefaultTTL = 48 * time.Hour }, "--default-ttl"},
+		{"origin with path", func(c *app.Config) { c.AllowedOrigins = []string{"https://app.example/x"} }, "--allowed-origins"},
+		{"origin without scheme", func(c *app.Config) { c.AllowedOrigins = []string{"app.example"} }, "--allowed-origins"},
+		{"public url not http", func(c *app.Config) { c.PublicURL = "ftp://x" }, "--public-url"},
+		{"database unreachable", func(c *app.Config) {
+			c.DatabaseURL = "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1"
+		}, "--database-url"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good()
+			tc.edit(&c)
+			a, err := c.Complete(context.Background())
+			if err == nil {
+				t.Fatalf("Complete accepted %+v (%v)", c, a)
+			}
+			if !strings.Contains(err.Error(), tc.flag) {
+				t.Errorf("error %q does not name %s", err, tc.flag)
+			}
+		})
+	}
+}

@@ -1,0 +1,235 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/app"
+	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// TestEdgeSecurity: every rule the edge enforces, each one touching nothing
+// (the fake kernel sees zero calls from any refused request).
+func TestEdgeSecurity(t *testing.T) {
+	f := &fixture{catalog: &bridgetest.FakeCatalog{}, kernel: bridgetest.NewFakeKernel()}
+	f.catalog.SetTools(bridgetest.DefaultTools())
+	addr := bridgetest.ServeFakes(t, f.catalog, f.kernel)
+	f.bridge = bridgetest.Start(t, addr, "", func(c *app.Config) { c.MaxBodyBytes = 2048 })
+
+	a := f.bridge.Open(t)
+	b := f.bridge.Open(t)
+	closed := f.bridge.Open(t)
+	if _, err := f.bridge.Client.CloseTurn(context.Background(), &sharedosv1.CloseTurnRequest{TurnId: closed.GetTurnId()}); err != nil {
+		t.Fatal(err)
+	}
+	// A one-nanosecond lease has expired by the time any request arrives.
+	expired := f.bridge.Open(t, func(r *sharedosv1.OpenTurnRequest) { r.Ttl = durationpb.New(time.Nanosecond) })
+	call := modernCall(1, "files.read", `{"path":"/public/a.txt"}`)
+	base := f.bridge.URL
+
+	cases := []struct {
+		name   string
+		req    rawReq
+		status int
+		code   int // JSON-RPC error code, when the answer is one
+	}{
+		{"no bearer", rawReq{url: a.GetMcpUrl(), body: call, modern: true}, 401, 0},
+		{"wrong bearer", rawReq{url: a.GetMcpUrl(), token: "not-the-token", body: call, modern: true}, 401, 0},
+		{"basic auth", rawReq{url: a.GetMcpUrl(), body: call, modern: true, headers: map[string]string{"Authorization": "Basic " + a.GetToken()}}, 401, 0},
+		{"turn A's token on turn B", rawReq{url: b.GetMcpUrl(), token: a.GetToken(), body: call, modern: true}, 404, 0},
+		{"unknown turn", rawReq{url: base + "/turns/taaaaaaaaaaaaaaaaaaaaaaaaaa/mcp", token: a.GetToken(), body: call, modern: true}, 404, 0},
+		{"malformed turn id", rawReq{url: base + "/turns/../mcp", token: a.GetToken(), body: call, modern: true}, 404, 0},
+		{"closed turn", rawReq{url: closed.GetMcpUrl(), token: closed.GetToken(), body: call, modern: true}, 404, 0},
+		{"expired turn", rawReq{url: expired.GetMcpUrl(), token: expired.GetToken(), body: call, modern: true}, 404, 0},
+		{"foreign origin", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Origin": "https://evil.example"}}, 403, 0},
+		{"null origin", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Origin": "null"}}, 403, 0},
+		{"rebinding host", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Host": "evil.example"}}, 403, 0},
+		{"text/plain simple request", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Content-Type": "text/plain"}}, 415, 0},
+		{"body over the cap", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: modernCall(1, "files.read", `{"path":"`+strings.Repeat("x", 4096)+`"}`), modern: true}, 413, 0},
+		{"null id", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"id":1`, `"id":null`, 1), modern: true}, 400, -32600},
+		{"missing id on tools/call", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"id":1,`, ``, 1), modern: true}, 400, -32600},
+		{"object id", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"id":1`, `"id":{"a":1}`, 1), modern: true}, 400, -32600},
+		{"batch", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: "[" + call + "]", modern: true}, 400, -32600},
+		{"jsonrpc 1.0", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"2.0"`, `"1.0"`, 1), modern: true}, 400, -32600},
+		{"truncated JSON", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call[:len(call)-3], modern: true}, 400, -32700},
+		{"invalid UTF-8", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, "files.read", "files\xff.read", 1), modern: true}, 400, -32700},
+		{"case-folded Method", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"method"`, `"Method"`, 1), modern: true}, 400, -32600},
+		{"long-s paramſ", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"params"`, `"paramſ"`, 1), modern: true}, 400, -32600},
+		{"duplicate name", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"name":"files.read"`, `"name":"files.read","name":"admin.delete"`, 1), modern: true}, 400, -32600},
+		{"Kelvin-sign nameK", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"name":"files.read"`, `"name":"files.read","\u212aey":1,"key":2`, 1), modern: true}, 400, -32600},
+		{"deep nesting", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: modernCall(1, "files.read", strings.Repeat("[", 100)+strings.Repeat("]", 100)), modern: true}, 400, -32600},
+		{"Mcp-Name mismatch", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Mcp-Name": "admin.delete"}}, 400, -32020},
+		{"PUT", rawReq{method: http.MethodPut, url: a.GetMcpUrl(), token: a.GetToken(), body: call}, 405, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := do(t, tc.req)
+			if resp.status != tc.status {
+				t.Fatalf("status = %d (%s), want %d", resp.status, resp.body, tc.status)
+			}
+			if tc.code != 0 {
+				if code, _ := resp.rpcError(); code != tc.code {
+					t.Errorf("JSON-RPC error = %s, want code %d", resp.body, tc.code)
+				}
+			}
+			if tc.status == 401 && resp.header.Get("WWW-Authenticate") == "" {
+				t.Errorf("401 without WWW-Authenticate")
+			}
+		})
+	}
+	if calls := f.kernel.Calls(); len(calls) != 0 {
+		t.Fatalf("refused requests reached the kernel: %v", calls)
+	}
+
+	// The same request passes with an allowed or absent Origin: the rules
+	// above refused for the reason named, not for something else.
+	for _, origin := range []string{"", bridgetest.AllowedOrigin} {
+		h := map[string]string{}
+		if origin != "" {
+			h["Origin"] = origin
+		}
+		resp := do(t, rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: h})
+		if resp.status != 200 || !strings.Contains(string(resp.body), "contents of /public/a.txt") {
+			t.Errorf("origin %q: %d %s", origin, resp.status, resp.body)
+		}
+	}
+	if n := len(f.kernel.Calls()); n != 2 {
+		t.Errorf("kernel saw %d calls, want 2", n)
+	}
+}
+
+// TestRawListSnapshot checks the tools/list bytes: raw schemas verbatim, the
+// dispatcher hidden, catalogHash and cache hints in the modern result.
+func TestRawListSnapshot(t *testing.T) {
+	f := newFixture(t)
+	lease := f.bridge.Open(t)
+	resp := do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: modernList(3), modern: true})
+	if resp.status != 200 {
+		t.Fatalf("list: %d %s", resp.status, resp.body)
+	}
+	var out struct {
+		Result struct {
+			Meta       map[string]any    `json:"_meta"`
+			TTL        *int              `json:"ttlMs"`
+			CacheScope string            `json:"cacheScope"`
+			Tools      []json.RawMessage `json:"tools"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(resp.body, &out); err != nil {
+		t.Fatalf("%v: %s", err, resp.body)
+	}
+	r := out.Result
+	if r.Meta["io.sharedos/catalogHash"] != lease.GetCatalogHash() || r.TTL == nil || *r.TTL != 0 || r.CacheScope != "private" {
+		t.Errorf("list result = %s", resp.body)
+	}
+	if len(r.Tools) != 3 {
+		t.Fatalf("tools = %d, want 3 (dispatcher hidden): %s", len(r.Tools), resp.body)
+	}
+	var first struct {
+		InputSchema json.RawMessage `json:"inputSchema"`
+		Annotations json.RawMessage `json:"annotations"`
+	}
+	_ = json.Unmarshal(r.Tools[0], &first)
+	if string(first.InputSchema) != string(lease.GetTools()[0].GetInputSchemaJson()) {
+		t.Errorf("inputSchema = %s, want verbatim %s", first.InputSchema, lease.GetTools()[0].GetInputSchemaJson())
+	}
+	if string(first.Annotations) != `{"readOnlyHint":true}` {
+		t.Errorf("annotations = %s", first.Annotations)
+	}
+	if strings.Contains(string(resp.body), "sharedos dispatch") {
+		t.Errorf("dispatcher leaked into tools/list")
+	}
+}
+
+// TestModernCancelNotificationIgnored: in 2026-07-28 only closing the stream
+// cancels; a notifications/cancelled naming another request's id is dropped
+// and that request completes.
+func TestModernCancelNotificationIgnored(t *testing.T) {
+	f := newFixture(t)
+	lease := f.bridge.Open(t)
+	done := make(chan rawResp, 1)
+	go func() {
+		done <- doNoT(lease.GetMcpUrl(), lease.GetToken(), modernCall(88, "slow.wait", `{}`))
+	}()
+	waitFor(t, f.kernel.Started, "slow.wait start")
+	cancelNote := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":88,"reason":"x",` + modernMeta + `}}`
+	resp := do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: cancelNote, modern: true})
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("cancel notification: %d %s", resp.status, resp.body)
+	}
+	f.kernel.Release <- struct{}{}
+	got := <-done
+	if got.status != 200 || !strings.Contains(string(got.body), "released") {
+		t.Errorf("slow call after a foreign cancel = %d %s, want it to complete", got.status, got.body)
+	}
+}
+
+// doNoT is do without a *testing.T, for use off the test goroutine.
+func doNoT(url, token, body string) rawResp {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal([]byte(body), &m)
+	req.Header.Set("Mcp-Method", m.Method)
+	if m.Params.Name != "" {
+		req.Header.Set("Mcp-Name", m.Params.Name)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rawResp{}
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return rawResp{status: resp.StatusCode, header: resp.Header, body: []byte(b.String())}
+}
+
+// TestLegacySessionBoundToTurn: a session id minted for turn A is refused
+// on turn B, even with B's valid token.
+func TestLegacySessionBoundToTurn(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.bridge.Open(t), f.bridge.Open(t)
+	init := do(t, rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: legacyInit})
+	sid := init.header.Get("Mcp-Session-Id")
+	if init.status != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s (session %q)", init.status, init.body, sid)
+	}
+	ok := do(t, rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: legacyList(2), headers: map[string]string{"Mcp-Session-Id": sid}})
+	if ok.status != 200 {
+		t.Fatalf("list on A with A's session: %d %s", ok.status, ok.body)
+	}
+	cross := do(t, rawReq{url: b.GetMcpUrl(), token: b.GetToken(), body: legacyList(2), headers: map[string]string{"Mcp-Session-Id": sid}})
+	if cross.status != http.StatusNotFound {
+		t.Errorf("A's session on B = %d %s, want 404", cross.status, cross.body)
+	}
+	forged := do(t, rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: legacyList(2), headers: map[string]string{"Mcp-Session-Id": "mcp-session-00000000-0000-0000-0000-000000000000"}})
+	if forged.status != http.StatusNotFound {
+		t.Errorf("forged session = %d %s, want 404", forged.status, forged.body)
+	}
+	// GET (standalone stream) is not offered; DELETE is accepted.
+	if g := do(t, rawReq{method: http.MethodGet, url: a.GetMcpUrl(), token: a.GetToken(), headers: map[string]string{"Mcp-Session-Id": sid}}); g.status != http.StatusMethodNotAllowed {
+		t.Errorf("GET = %d, want 405", g.status)
+	}
+}

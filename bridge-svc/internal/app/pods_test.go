@@ -1,0 +1,88 @@
+package app_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
+	"github.com/sharedos/toolshare/bridge-svc/migrations"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+)
+
+// TestTwoPodsOnePostgres: two bridge instances on one database. A turn
+// opened on the first is served by the second (both eras, a legacy session
+// minted on one pod used on the other); CloseTurn on the second is seen by
+// both on their very next request, and after it nothing reaches the kernel.
+func TestTwoPodsOnePostgres(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+	catalog.SetTools(bridgetest.DefaultTools())
+	addr := bridgetest.ServeFakes(t, catalog, kernel)
+	pod1 := bridgetest.Start(t, addr, dsn)
+	pod2 := bridgetest.Start(t, addr, dsn)
+
+	lease := pod1.Open(t)
+	on := func(pod *bridgetest.Bridge) string {
+		return strings.Replace(lease.GetMcpUrl(), pod1.URL, pod.URL, 1)
+	}
+
+	// Modern: each request stands alone; pod2 serves it from the lease row.
+	for _, pod := range []*bridgetest.Bridge{pod1, pod2} {
+		resp := do(t, rawReq{url: on(pod), token: lease.GetToken(), body: modernCall(1, "files.read", `{"path":"/public/a.txt"}`), modern: true})
+		if resp.status != 200 || !strings.Contains(string(resp.body), "contents of /public/a.txt") {
+			t.Fatalf("modern call on %s: %d %s", pod.URL, resp.status, resp.body)
+		}
+	}
+	// Legacy: a session minted by pod1 is valid on pod2.
+	init := do(t, rawReq{url: on(pod1), token: lease.GetToken(), body: legacyInit})
+	sid := init.header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("no session id: %d %s", init.status, init.body)
+	}
+	list := do(t, rawReq{url: on(pod2), token: lease.GetToken(), body: legacyList(2), headers: map[string]string{"Mcp-Session-Id": sid}})
+	if list.status != 200 || !strings.Contains(string(list.body), "files.read") {
+		t.Fatalf("legacy list on pod2 with pod1's session: %d %s", list.status, list.body)
+	}
+	// A real client connected to pod2 works too.
+	c := connectGoSDK(t, on(pod2), lease.GetToken(), eras[1], nil)
+	if res, err := c.Call(context.Background(), "files.read", map[string]any{"path": "/private/x"}); err != nil || !res.IsError {
+		t.Fatalf("denied call on pod2 = %+v, %v", res, err)
+	}
+	c.Close()
+
+	before := len(kernel.Calls())
+	if _, err := pod2.Client.CloseTurn(context.Background(), &sharedosv1.CloseTurnRequest{TurnId: lease.GetTurnId()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range []*bridgetest.Bridge{pod1, pod2} {
+		for _, q := range []rawReq{
+			{url: on(pod), token: lease.GetToken(), body: modernCall(5, "files.read", `{"path":"/public/a.txt"}`), modern: true},
+			{url: on(pod), token: lease.GetToken(), body: `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`,
+				headers: map[string]string{"Mcp-Session-Id": sid}},
+			{url: on(pod), token: lease.GetToken(), body: modernList(7), modern: true},
+		} {
+			if resp := do(t, q); resp.status != http.StatusNotFound {
+				t.Errorf("after close on %s: %d %s, want 404", pod.URL, resp.status, resp.body)
+			}
+		}
+		got, err := pod.Client.GetTurn(context.Background(), &sharedosv1.GetTurnRequest{TurnId: lease.GetTurnId()})
+		if err != nil || got.GetState() != sharedosv1.TurnState_TURN_STATE_CLOSED {
+			t.Errorf("GetTurn on %s = %v, %v", pod.URL, got, err)
+		}
+	}
+	if after := len(kernel.Calls()); after != before {
+		t.Errorf("closed door: %d InvokeTool calls after close, want 0", after-before)
+	}
+	// The pods' cached servers for the turn go with the sweep (pod2 evicted
+	// at close already; pod1 on its next sweep or request).
+	for _, pod := range []*bridgetest.Bridge{pod1, pod2} {
+		for _, id := range pod.App.CachedTurns() {
+			if id == lease.GetTurnId() {
+				t.Errorf("%s still caches the closed turn's server", pod.URL)
+			}
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package bridgetest
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/cataloghash"
+	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/kernel/projection"
+)
+
+// Tool publishes a tool through the kernel's projection, so canonical_json
+// and the catalogue's hash are the real ones. It panics on a tool the
+// projection refuses (a test bug).
+func Tool(name, desc, input, output, annotations string) *sharedosv1.PublishedTool {
+	ns, _, _ := strings.Cut(name, ".")
+	if ns == name {
+		ns = ""
+	}
+	source := "provider:" + ns
+	if ns == "" {
+		source = "provider:conformance"
+	}
+	t, err := projection.Publish(projection.Tool{
+		Name: name, Description: desc, InputSchema: json.RawMessage(input),
+		OutputSchema: json.RawMessage(output), Annotations: json.RawMessage(annotations),
+		Namespace: ns, Source: source,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// DefaultTools is the catalogue the fake catalog publishes unless told otherwise.
+func DefaultTools() []*sharedosv1.PublishedTool {
+	return []*sharedosv1.PublishedTool{
+		Tool("files.read", "Read a file.",
+			`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`,
+			"", `{"readOnlyHint":true}`),
+		Tool("notes.append", "Append a note.",
+			`{"type":"object","properties":{"text":{"type":"string"},"wait_for_previous":{"type":"boolean"}}}`,
+			"", `{"destructiveHint":false}`),
+		Tool("slow.wait", "Waits until cancelled.", `{"type":"object"}`, "", ""),
+	}
+}
+
+// FakeCatalog serves CatalogService.ListTools from a fixed catalogue.
+type FakeCatalog struct {
+	sharedosv1.UnimplementedCatalogServiceServer
+	mu    sync.Mutex
+	tools []*sharedosv1.PublishedTool
+	hash  string
+	err   error
+}
+
+// SetTools replaces the catalogue (sorted by name, as catalog-svc answers).
+func (c *FakeCatalog) SetTools(tools []*sharedosv1.PublishedTool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tools = slices.Clone(tools)
+	slices.SortFunc(tools, func(a, b *sharedosv1.PublishedTool) int { return strings.Compare(a.GetName(), b.GetName()) })
+	c.tools = tools
+	entries := make([]cataloghash.Entry, len(tools))
+	for i, t := range tools {
+		entries[i] = cataloghash.Entry{Name: t.GetName(), Canonical: t.GetCanonicalJson()}
+	}
+	c.hash = cataloghash.Sum(entries)
+}
+
+// SetError makes ListTools fail with err (nil restores it).
+func (c *FakeCatalog) SetError(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+}
+
+// Hash is the catalogue's hash.
+func (c *FakeCatalog) Hash() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hash
+}
+
+// ListTools implements sharedosv1.CatalogServiceServer.
+func (c *FakeCatalog) ListTools(context.Context, *sharedosv1.ListToolsRequest) (*sharedosv1.ListToolsResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := &sharedosv1.ListToolsResponse{CatalogHash: c.hash}
+	for _, t := range c.tools {
+		out.Tools = append(out.Tools, proto.Clone(t).(*sharedosv1.PublishedTool))
+	}
+	return out, nil
+}
+
+// Dispatch answers a ToolCall the fake kernel does not know itself; the
+// conformance e2e plugs the conformance provider in here.
+type Dispatch func(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, bool)
+
+// FakeKernel is a RuntimeService that records every call and answers:
+// files.read of /public/... succeeds, any other path is denied
+// (permission_denied); slow.wait blocks until cancelled or released; notes.append
+// succeeds echoing its arguments; a name outside the turn's pin is denied
+// tool_unavailable.
+type FakeKernel struct {
+	sharedosv1.UnimplementedRuntimeServiceServer
+	Dispatch Dispatch
+
+	mu    sync.Mutex
+	calls []*sharedosv1.ToolCall
+	// Started receives the call id of each slow.wait when it starts;
+	// Cancelled when its context ends.
+	Started   chan string
+	Cancelled chan string
+	// Release ends one running slow.wait with a success result.
+	Release chan struct{}
+}
+
+// NewFakeKernel returns a FakeKernel.
+func NewFakeKernel() *FakeKernel {
+	return &FakeKernel{Started: make(chan string, 16), Cancelled: make(chan string, 16), Release: make(chan struct{})}
+}
+
+// Calls returns a copy of every ToolCall received so far.
+func (k *FakeKernel) Calls() []*sharedosv1.ToolCall {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]*sharedosv1.ToolCall, len(k.calls))
+	for i, c := range k.calls {
+		out[i] = proto.Clone(c).(*sharedosv1.ToolCall)
+	}
+	return out
+}
+
+// InvokeTool implements sharedosv1.RuntimeServiceServer.
+func (k *FakeKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+	k.mu.Lock()
+	k.calls = append(k.calls, proto.Clone(call).(*sharedosv1.ToolCall))
+	k.mu.Unlock()
+	if call.GetCallId() == "" || call.GetTurnId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "call_id and turn_id are required")
+	}
+	pinned := false
+	for _, p := range call.GetPin().GetTools() {
+		if p.GetName() == call.GetTool() {
+			pinned = true
+		}
+	}
+	if !pinned {
+		return withID(outcome.Denied(outcome.ToolUnavailable, "tool "+quote(call.GetTool())+" is not in this turn's catalogue"), call), nil
+	}
+	if k.Dispatch != nil {
+		if res, ok := k.Dispatch(ctx, call); ok {
+			return withID(res, call), nil
+		}
+	}
+	switch call.GetTool() {
+	case "files.read":
+		var args struct {
+			Path string `json:"path"`
+		}
+		if err := json.Unmarshal(call.GetArgumentsJson(), &args); err != nil || args.Path == "" {
+			return withID(outcome.Failed(outcome.InvalidArguments, "path: required string"), call), nil
+		}
+		if !strings.HasPrefix(args.Path, "/public/") {
+			r := outcome.Denied(outcome.PermissionDenied, call.GetContext().GetPrincipal()+" may not read "+args.Path)
+			r.DecisionId = "d-" + call.GetCallId()
+			return withID(r, call), nil
+		}
+		return withID(&sharedosv1.ToolResult{
+			Status:      sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+			ContentJson: mustJSON([]map[string]any{{"type": "text", "text": "contents of " + args.Path}}),
+			DecisionId:  "d-" + call.GetCallId(),
+		}, call), nil
+	case "notes.append":
+		return withID(&sharedosv1.ToolResult{
+			Status:                sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+			ContentJson:           mustJSON([]map[string]any{{"type": "text", "text": "appended"}}),
+			StructuredContentJson: call.GetArgumentsJson(),
+		}, call), nil
+	case "slow.wait":
+		k.Started <- call.GetCallId()
+		select {
+		case <-k.Release:
+			return withID(&sharedosv1.ToolResult{
+				Status:      sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+				ContentJson: mustJSON([]map[string]any{{"type": "text", "text": "released"}}),
+			}, call), nil
+		case <-ctx.Done():
+			k.Cancelled <- call.GetCallId()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return withID(outcome.Failed(outcome.Internal, "fake kernel has no handler for "+call.GetTool()), call), nil
+}
+
+func withID(r *sharedosv1.ToolResult, call *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+	r.CallId = call.GetCallId()
+	return r
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// ServeFakes serves catalog and kernel on one loopback gRPC port and returns
+// its address; the server stops at test cleanup.
+func ServeFakes(t testing.TB, catalog *FakeCatalog, kernel *FakeKernel) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	sharedosv1.RegisterCatalogServiceServer(s, catalog)
+	sharedosv1.RegisterRuntimeServiceServer(s, kernel)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(lis) }()
+	t.Cleanup(func() { s.Stop(); <-done })
+	return lis.Addr().String()
+}

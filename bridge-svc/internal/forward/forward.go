@@ -1,0 +1,394 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/kernel/toolname"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+// Invoker is the kernel call; sharedosv1.RuntimeServiceClient satisfies it.
+type Invoker interface {
+	InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, opts ...grpc.CallOption) (*sharedosv1.ToolResult, error)
+}
+
+// Span attribute keys of bridge diagnostics (harness presentation that was
+// recorded and never forwarded).
+const (
+	AttrAliasOf         = "sharedos.bridge.alias_of"
+	AttrStrippedArgKeys = "sharedos.bridge.stripped_argument_keys"
+	AttrJSONRPCID       = "sharedos.bridge.jsonrpc_id"
+	AttrClientCallID    = "sharedos.bridge.client_call_ids"
+)
+
+// HarnessInjectedKeys are argument keys harnesses add on their own. They are
+// dropped only when the tool's inputSchema does not declare them.
+var HarnessInjectedKeys = []string{
+	// Gemini CLI adds wait_for_previous:boolean to every MCP tool's schema
+	// and forwards it when the model sets it.
+	"wait_for_previous",
+}
+
+// clientIDKeys are tools/call _meta keys whose values correlate a call with
+// a harness's own ids; they are copied to the span, never to the ToolCall.
+var clientIDKeys = []string{
+	"claudecode/toolUseId", "callId", "threadId", "sessionId", "itemId", "progressToken",
+}
+
+// Tool is what forwarding needs to know about one pinned tool.
+type Tool struct {
+	// Name is the canonical (catalogue) name.
+	Name string
+	// Properties are the top-level property names of its inputSchema.
+	Properties map[string]bool
+}
+
+// Turn is what forwarding needs from a lease; built once per cached server.
+type Turn struct {
+	TurnID  string
+	Context *sharedosv1.AccessContext
+	Pin     *sharedosv1.CataloguePin
+	Harness string
+	// Tools by canonical name.
+	Tools map[string]Tool
+	// Portable maps a published portable name ("files_read") back to the
+	// canonical one; nil when the turn does not publish portable names.
+	Portable map[string]string
+	// aliasKeys maps CollisionKey(name) → canonical name, for diagnostics.
+	aliasKeys map[string]string
+}
+
+// NewTurn builds a Turn from the pinned tools.
+func NewTurn(turnID string, ctx *sharedosv1.AccessContext, catalogHash string, tools []*sharedosv1.PublishedTool,
+	digests []string, harness string, portable bool) *Turn {
+	t := &Turn{
+		TurnID: turnID, Context: ctx, Harness: harness,
+		Pin:       &sharedosv1.CataloguePin{CatalogHash: catalogHash},
+		Tools:     make(map[string]Tool, len(tools)),
+		aliasKeys: make(map[string]string, len(tools)),
+	}
+	if portable {
+		t.Portable = make(map[string]string, len(tools))
+	}
+	for i, pt := range tools {
+		t.Pin.Tools = append(t.Pin.Tools, &sharedosv1.PinnedTool{Name: pt.GetName(), Digest: digests[i]})
+		t.Tools[pt.GetName()] = Tool{Name: pt.GetName(), Properties: schemaProperties(pt.GetInputSchemaJson())}
+		t.aliasKeys[toolname.CollisionKey(pt.GetName())] = pt.GetName()
+		if portable {
+			t.Portable[PortableName(pt.GetName())] = pt.GetName()
+		}
+	}
+	return t
+}
+
+// PortableName is the name published for name when a turn asks for portable
+// names: "." and "-" become "_" (the catalogue refuses names that collide
+// under this mapping, so it is reversible per catalogue).
+func PortableName(name string) string { return toolname.CollisionKey(name) }
+
+func schemaProperties(schema []byte) map[string]bool {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return nil
+	}
+	out := make(map[string]bool, len(s.Properties))
+	for k := range s.Properties {
+		out[k] = true
+	}
+	return out
+}
+
+// Request is one tools/call as it arrived.
+type Request struct {
+	// Name is the requested tool name, exactly as on the wire.
+	Name string
+	// Arguments is the raw arguments JSON (may be empty).
+	Arguments json.RawMessage
+	// JSONRPCID and Meta are recorded as diagnostics only.
+	JSONRPCID any
+	Meta      map[string]any
+}
+
+// Forwarder sends calls to the kernel.
+type Forwarder struct {
+	Invoker Invoker
+	Logger  *slog.Logger
+}
+
+var tracer = otel.Tracer(telemetry.ScopeBridge)
+
+// Call forwards req for turn and returns the MCP result, or nil when the
+// call was cancelled (the request is aborted: nothing is written for it).
+// It never returns a Go error: a handler error would become JSON-RPC
+// -32603, and a refusal is a result.
+func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.CallToolResult {
+	span := trace.SpanFromContext(ctx)
+	callID := NewCallID()
+	tool, diag := turn.resolve(req.Name)
+	args, stripped := stripInjected(req.Arguments, turn.Tools[tool])
+	if len(bytes.TrimSpace(args)) == 0 {
+		// MCP makes arguments optional; absent means no arguments, which the
+		// kernel and providers see as the empty object.
+		args = json.RawMessage(`{}`)
+	}
+	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID),
+		attribute.String(telemetry.AttrToolRequested, req.Name),
+		attribute.String(telemetry.AttrTurnID, turn.TurnID))
+	if req.JSONRPCID != nil {
+		span.SetAttributes(attribute.String(AttrJSONRPCID, fmt.Sprint(req.JSONRPCID)))
+	}
+	if ids := clientIDs(req.Meta); ids != "" {
+		span.SetAttributes(attribute.String(AttrClientCallID, ids))
+	}
+	if diag != "" {
+		span.SetAttributes(attribute.String(AttrAliasOf, diag))
+		f.log().InfoContext(ctx, "harness alias recorded, raw name forwarded",
+			slog.String(telemetry.AttrTurnID, turn.TurnID), slog.String(telemetry.AttrCallID, callID),
+			slog.String(telemetry.AttrToolRequested, req.Name), slog.String("alias_of", diag))
+	}
+	if len(stripped) > 0 {
+		span.SetAttributes(attribute.StringSlice(AttrStrippedArgKeys, stripped))
+		f.log().InfoContext(ctx, "harness-injected argument keys stripped",
+			slog.String(telemetry.AttrTurnID, turn.TurnID), slog.String(telemetry.AttrCallID, callID),
+			slog.String(telemetry.AttrToolRequested, req.Name), slog.Any("keys", stripped))
+	}
+
+	res, err := f.Invoker.InvokeTool(ctx, &sharedosv1.ToolCall{
+		CallId:        callID,
+		TurnId:        turn.TurnID,
+		Tool:          tool,
+		ArgumentsJson: args,
+		Context:       turn.Context,
+		Pin:           turn.Pin,
+		Harness:       turn.Harness,
+	})
+	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
+		// Cancellation is not a result: the client closed the request.
+		return nil
+	}
+	if err != nil {
+		f.log().ErrorContext(ctx, "InvokeTool failed", slog.String(telemetry.AttrCallID, callID),
+			slog.String("grpc.code", status.Code(err).String()))
+		res = outcome.Failed(outcome.Internal, "the SharedOS kernel could not take the call")
+		if status.Code(err) == codes.DeadlineExceeded {
+			res = outcome.Failed(outcome.Timeout, "the call did not finish within the bridge's call timeout")
+		}
+		res.CallId = callID
+	}
+	if res.GetCallId() == "" {
+		res.CallId = callID
+	}
+	span.SetAttributes(attribute.String(telemetry.AttrOutcomeStatus, outcome.StatusName(res.GetStatus())),
+		attribute.String(telemetry.AttrOutcomeCode, res.GetCode()))
+	return f.toMCP(ctx, res)
+}
+
+func (f *Forwarder) log() *slog.Logger {
+	if f.Logger == nil {
+		return slog.Default()
+	}
+	return f.Logger
+}
+
+// resolve maps a requested name to the name put on the ToolCall. Portable
+// names map back to canonical ones (the turn published them); anything else
+// is forwarded raw, and a harness alias of a pinned tool is only noted.
+func (t *Turn) resolve(requested string) (tool, aliasOf string) {
+	if _, ok := t.Tools[requested]; ok {
+		return requested, ""
+	}
+	if canon, ok := t.Portable[requested]; ok {
+		return canon, ""
+	}
+	return requested, t.aliasOf(requested)
+}
+
+// aliasOf recognises the shapes CLIs give a tool (mcp__server__files_read,
+// mcp_server_files.read, server_files_read, files_read) and names the pinned
+// tool it stands for, or "".
+func (t *Turn) aliasOf(name string) string {
+	candidates := []string{name}
+	for _, prefix := range []string{"mcp__", "mcp_"} {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			sep := prefix[len("mcp"):] // "__" for Claude's shape, "_" for Gemini's
+			if _, after, ok := strings.Cut(rest, sep); ok {
+				candidates = append(candidates, after)
+			}
+		}
+	}
+	if _, after, ok := strings.Cut(name, "_"); ok {
+		candidates = append(candidates, after)
+	}
+	for _, c := range candidates {
+		if canon, ok := t.aliasKeys[toolname.CollisionKey(c)]; ok && canon != name {
+			return canon
+		}
+	}
+	return ""
+}
+
+// stripInjected drops harness-injected keys the tool does not declare,
+// keeping every other member's bytes and order as sent.
+func stripInjected(args json.RawMessage, tool Tool) (json.RawMessage, []string) {
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return args, nil
+	}
+	needle := false
+	for _, k := range HarnessInjectedKeys {
+		if !tool.Properties[k] && bytes.Contains(trimmed, []byte(k)) {
+			needle = true
+		}
+	}
+	if !needle {
+		return args, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if _, err := dec.Token(); err != nil {
+		return args, nil
+	}
+	var out bytes.Buffer
+	var stripped []string
+	out.WriteByte('{')
+	first := true
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return args, nil
+		}
+		key, _ := kt.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return args, nil
+		}
+		if isInjected(key) && !tool.Properties[key] {
+			stripped = append(stripped, key)
+			continue
+		}
+		if !first {
+			out.WriteByte(',')
+		}
+		first = false
+		kb, _ := json.Marshal(key)
+		out.Write(kb)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	out.WriteByte('}')
+	if len(stripped) == 0 {
+		return args, nil
+	}
+	return out.Bytes(), stripped
+}
+
+func isInjected(key string) bool {
+	for _, k := range HarnessInjectedKeys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+func clientIDs(meta map[string]any) string {
+	var parts []string
+	for _, k := range clientIDKeys {
+		if v, ok := meta[k]; ok {
+			parts = append(parts, k+"="+fmt.Sprint(v))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+var callIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewCallID is a fresh random 128-bit call id: unique within any turn
+// without coordination between pods, and never the client's JSON-RPC id
+// (clients reuse those).
+func NewCallID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return "c" + strings.ToLower(callIDEncoding.EncodeToString(b[:]))
+}
+
+// toMCP maps a kernel result per the architecture's outcome table.
+func (f *Forwarder) toMCP(ctx context.Context, res *sharedosv1.ToolResult) *mcp.CallToolResult {
+	switch res.GetStatus() {
+	case sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED:
+		out, err := contentResult(res)
+		if err != nil {
+			f.log().ErrorContext(ctx, "handler content is not MCP content", slog.String(telemetry.AttrCallID, res.GetCallId()),
+				slog.String("error", err.Error()))
+			return Refusal(withCall(outcome.Failed(outcome.HandlerError, "the tool answered with content that is not MCP content"), res))
+		}
+		return out
+	case sharedosv1.OperationStatus_OPERATION_STATUS_DENIED, sharedosv1.OperationStatus_OPERATION_STATUS_FAILED:
+		return Refusal(res)
+	case sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED:
+		return nil
+	default:
+		return Refusal(withCall(outcome.Failed(outcome.Internal,
+			"the SharedOS kernel answered with status "+outcome.StatusName(res.GetStatus())), res))
+	}
+}
+
+func withCall(r, from *sharedosv1.ToolResult) *sharedosv1.ToolResult {
+	r.CallId, r.DecisionId = from.GetCallId(), from.GetDecisionId()
+	return r
+}
+
+// Refusal is the MCP result of a denied or failed outcome.
+func Refusal(res *sharedosv1.ToolResult) *mcp.CallToolResult {
+	r := mcp.NewToolResultError(outcome.Text(res))
+	r.Meta = &mcp.Meta{AdditionalFields: map[string]any{outcome.MetaKey: outcome.Meta(res)}}
+	return r
+}
+
+var errNotArray = errors.New("content_json is not a JSON array")
+
+func contentResult(res *sharedosv1.ToolResult) (*mcp.CallToolResult, error) {
+	out := &mcp.CallToolResult{IsError: res.GetHandlerIsError(), Content: []mcp.Content{}}
+	if c := bytes.TrimSpace(res.GetContentJson()); len(c) > 0 {
+		var items []json.RawMessage
+		if err := json.Unmarshal(c, &items); err != nil {
+			return nil, errNotArray
+		}
+		for i, item := range items {
+			ct, err := mcp.UnmarshalContent(item)
+			if err != nil {
+				return nil, fmt.Errorf("content[%d]: %w", i, err)
+			}
+			out.Content = append(out.Content, ct)
+		}
+	}
+	if sc := bytes.TrimSpace(res.GetStructuredContentJson()); len(sc) > 0 {
+		if !json.Valid(sc) {
+			return nil, errors.New("structured_content_json is not JSON")
+		}
+		out.RawStructuredContent = json.RawMessage(sc)
+	}
+	if res.GetHandlerIsError() {
+		out.Meta = &mcp.Meta{AdditionalFields: map[string]any{outcome.MetaKey: outcome.Meta(res)}}
+	}
+	return out, nil
+}

@@ -1,0 +1,156 @@
+package forward_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/outcome"
+)
+
+type stubInvoker struct {
+	got  *sharedosv1.ToolCall
+	res  *sharedosv1.ToolResult
+	err  error
+	hook func(ctx context.Context)
+}
+
+func (s *stubInvoker) InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	s.got = in
+	if s.hook != nil {
+		s.hook(ctx)
+	}
+	return s.res, s.err
+}
+
+func turn(portable bool) *forward.Turn {
+	tools := []*sharedosv1.PublishedTool{
+		{Name: "files.read", InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
+		{Name: "notes.append", InputSchemaJson: []byte(`{"type":"object","properties":{"wait_for_previous":{"type":"boolean"}}}`)},
+	}
+	return forward.NewTurn("t1", &sharedosv1.AccessContext{Principal: "alice"}, "h", tools, []string{"d1", "d2"}, "gemini", portable)
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestCallBuildsToolCall(t *testing.T) {
+	inv := &stubInvoker{res: &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+		ContentJson: []byte(`[{"type":"text","text":"ok"}]`), StructuredContentJson: []byte(`{"n":12345678901234567890}`)}}
+	f := &forward.Forwarder{Invoker: inv}
+	args := `{"path":"/public/a.txt",  "wait_for_previous":true,"big":12345678901234567890}`
+	res := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(args), JSONRPCID: 7})
+	c := inv.got
+	if c.GetTool() != "files.read" || c.GetTurnId() != "t1" || c.GetHarness() != "gemini" || c.GetContext().GetPrincipal() != "alice" {
+		t.Errorf("ToolCall = %v", c)
+	}
+	if got := string(c.GetArgumentsJson()); got != `{"path":"/public/a.txt","big":12345678901234567890}` {
+		t.Errorf("arguments = %s, want wait_for_previous stripped and the rest byte-exact", got)
+	}
+	if pin := c.GetPin(); pin.GetCatalogHash() != "h" || len(pin.GetTools()) != 2 || pin.GetTools()[1].GetDigest() != "d2" {
+		t.Errorf("pin = %v", pin)
+	}
+	if !strings.HasPrefix(c.GetCallId(), "c") || len(c.GetCallId()) != 27 {
+		t.Errorf("call id %q", c.GetCallId())
+	}
+	if res.IsError || text(res) != "ok" || string(res.RawStructuredContent) != `{"n":12345678901234567890}` {
+		t.Errorf("result = %+v", res)
+	}
+	// Declared in the schema: kept.
+	f.Call(context.Background(), turn(false), forward.Request{Name: "notes.append", Arguments: json.RawMessage(`{"wait_for_previous":true}`)})
+	if string(inv.got.GetArgumentsJson()) != `{"wait_for_previous":true}` {
+		t.Errorf("declared key stripped: %s", inv.got.GetArgumentsJson())
+	}
+	// Absent arguments are the empty object.
+	f.Call(context.Background(), turn(false), forward.Request{Name: "files.read"})
+	if string(inv.got.GetArgumentsJson()) != `{}` {
+		t.Errorf("absent arguments = %q", inv.got.GetArgumentsJson())
+	}
+}
+
+func TestNamesForwardedRaw(t *testing.T) {
+	inv := &stubInvoker{res: outcome.Denied(outcome.ToolUnavailable, "not in catalogue")}
+	f := &forward.Forwarder{Invoker: inv}
+	for _, name := range []string{"mcp__sharedos__files_read", "mcp_sharedos_files.read", "files_read", "files read", "", "fílés.read"} {
+		f.Call(context.Background(), turn(false), forward.Request{Name: name, Arguments: json.RawMessage(`{}`)})
+		if inv.got.GetTool() != name {
+			t.Errorf("requested %q reached the kernel as %q", name, inv.got.GetTool())
+		}
+	}
+	// A portable-names turn maps its own published names back.
+	f.Call(context.Background(), turn(true), forward.Request{Name: "files_read", Arguments: json.RawMessage(`{}`)})
+	if inv.got.GetTool() != "files.read" {
+		t.Errorf("portable files_read reached the kernel as %q", inv.got.GetTool())
+	}
+}
+
+func TestOutcomeMapping(t *testing.T) {
+	denied := outcome.Denied(outcome.PermissionDenied, "alice may not read /private")
+	denied.DecisionId = "d9"
+	cases := []struct {
+		name     string
+		res      *sharedosv1.ToolResult
+		err      error
+		isError  bool
+		prefix   string
+		code     string
+		nilReply bool
+	}{
+		{"denied", denied, nil, true, "denied: alice may not read", outcome.PermissionDenied, false},
+		{"failed", outcome.Failed(outcome.AuthzUnavailable, "policy decision point unreachable"), nil, true, "failed: policy", outcome.AuthzUnavailable, false},
+		{"handler tool error", &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+			ContentJson: []byte(`[{"type":"text","text":"boom"}]`), HandlerIsError: true}, nil, true, "boom", "", false},
+		{"content not MCP", &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+			ContentJson: []byte(`[{"type":"hologram"}]`)}, nil, true, "failed: ", outcome.HandlerError, false},
+		{"kernel unreachable", nil, status.Error(codes.Unavailable, "dial tcp 10.0.0.9:7401: refused"), true, "failed: ", outcome.Internal, false},
+		{"kernel deadline", nil, status.Error(codes.DeadlineExceeded, "deadline"), true, "failed: ", outcome.Timeout, false},
+		{"cancelled result", outcome.CancelledResult("client went away"), nil, false, "", "", true},
+		{"cancelled rpc", nil, status.Error(codes.Canceled, "context canceled"), false, "", "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &forward.Forwarder{Invoker: &stubInvoker{res: tc.res, err: tc.err}}
+			res := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{}`)})
+			if tc.nilReply {
+				if res != nil {
+					t.Fatalf("cancellation answered %+v, want no result", res)
+				}
+				return
+			}
+			if res == nil || res.IsError != tc.isError || !strings.HasPrefix(text(res), tc.prefix) {
+				t.Fatalf("result = %+v (text %q)", res, text(res))
+			}
+			if strings.Contains(text(res), "10.0.0.9") {
+				t.Errorf("transport detail leaked: %q", text(res))
+			}
+			if tc.code != "" {
+				m, _ := res.Meta.AdditionalFields[outcome.MetaKey].(map[string]any)
+				if m["code"] != tc.code || m["callId"] == "" {
+					t.Errorf("_meta = %v", res.Meta.AdditionalFields)
+				}
+			}
+		})
+	}
+	// A client that went away while the kernel ran gets nothing, even if the
+	// kernel still answered.
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &forward.Forwarder{Invoker: &stubInvoker{res: denied, hook: func(context.Context) { cancel() }}}
+	if res := f.Call(ctx, turn(false), forward.Request{Name: "files.read"}); res != nil {
+		t.Errorf("cancelled call answered %+v", res)
+	}
+}

@@ -1,0 +1,7 @@
+// Package leases owns turn leases: what a turn was given (its pinned
+// catalogue and SystemIdentity), the secret that opens its MCP endpoint, and
+// whether it is still open. The Store role interface has two implementations
+// (memory and postgres) held to one conformance suite (storetest); Service
+// implements sharedosv1.BridgeServiceServer on top of a Store and a
+// CatalogLister.
+package leases

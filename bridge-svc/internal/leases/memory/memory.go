@@ -1,0 +1,135 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha256"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// Store keeps leases in a map guarded by a RWMutex. Leases are copied in and
+// out so callers can never mutate what the store holds.
+type Store struct {
+	now func() time.Time
+
+	mu     sync.RWMutex
+	leases map[string]*leases.Lease
+}
+
+var _ leases.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock replaces time.Now (tests of expiry).
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{now: time.Now, leases: make(map[string]*leases.Lease)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Create implements leases.Store.
+func (s *Store) Create(_ context.Context, l *leases.Lease) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.leases[l.TurnID]; ok {
+		return leases.ErrExists
+	}
+	s.leases[l.TurnID] = clone(l)
+	return nil
+}
+
+// Get implements leases.Store.
+func (s *Store) Get(_ context.Context, turnID string) (*leases.Lease, leases.Status, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l, ok := s.leases[turnID]
+	if !ok {
+		return nil, leases.Status{}, leases.ErrNotFound
+	}
+	return clone(l), s.status(l), nil
+}
+
+// Status implements leases.Store.
+func (s *Store) Status(_ context.Context, turnID string) (leases.Status, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l, ok := s.leases[turnID]
+	if !ok {
+		return leases.Status{}, leases.ErrNotFound
+	}
+	return s.status(l), nil
+}
+
+func (s *Store) status(l *leases.Lease) leases.Status {
+	now := s.now()
+	return leases.Status{
+		TokenHash: l.TokenHash,
+		ExpiresAt: l.ExpiresAt,
+		ClosedAt:  l.ClosedAt,
+		Expired:   !now.Before(l.ExpiresAt),
+		StoreNow:  now,
+	}
+}
+
+// Close implements leases.Store.
+func (s *Store) Close(_ context.Context, turnID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[turnID]
+	if !ok {
+		return leases.ErrNotFound
+	}
+	if l.ClosedAt.IsZero() {
+		l.ClosedAt = s.now().UTC()
+	}
+	return nil
+}
+
+// TurnByToken implements leases.Store.
+func (s *Store) TurnByToken(_ context.Context, hash [sha256.Size]byte) (string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for id, l := range s.leases {
+		if l.TokenHash == hash {
+			return id, nil
+		}
+	}
+	return "", leases.ErrNotFound
+}
+
+// Inactive implements leases.Store.
+func (s *Store) Inactive(_ context.Context, turnIDs []string) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for _, id := range turnIDs {
+		l, ok := s.leases[id]
+		if !ok || !s.status(l).Open() {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func clone(l *leases.Lease) *leases.Lease {
+	c := *l
+	c.Context = proto.Clone(l.Context).(*sharedosv1.AccessContext)
+	c.Policy = proto.Clone(l.Policy).(*sharedosv1.ToolPolicy)
+	c.Harness = proto.Clone(l.Harness).(*sharedosv1.HarnessIdentity)
+	c.Tools = make([]*sharedosv1.PublishedTool, len(l.Tools))
+	for i, t := range l.Tools {
+		c.Tools[i] = proto.Clone(t).(*sharedosv1.PublishedTool)
+	}
+	return &c
+}

@@ -1,0 +1,205 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// Store is a leases.Store over a pgx pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var (
+	_ leases.Store  = (*Store)(nil)
+	_ leases.Pinger = (*Store)(nil)
+)
+
+// New returns a Store on pool; the schema must already be migrated.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Ping implements leases.Pinger.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("leases/postgres: ping: %w", err)
+	}
+	return nil
+}
+
+const uniqueViolation = "23505"
+
+// Create implements leases.Store.
+func (s *Store) Create(ctx context.Context, l *leases.Lease) error {
+	ctxJSON, err := protojson.Marshal(orEmpty(l.Context, &sharedosv1.AccessContext{}))
+	if err != nil {
+		return fmt.Errorf("leases/postgres: encode context: %w", err)
+	}
+	policyJSON, err := protojson.Marshal(orEmpty(l.Policy, &sharedosv1.ToolPolicy{}))
+	if err != nil {
+		return fmt.Errorf("leases/postgres: encode policy: %w", err)
+	}
+	harnessJSON, err := protojson.Marshal(orEmpty(l.Harness, &sharedosv1.HarnessIdentity{}))
+	if err != nil {
+		return fmt.Errorf("leases/postgres: encode harness: %w", err)
+	}
+	catalogue, err := proto.Marshal(&sharedosv1.ListToolsResponse{Tools: l.Tools, CatalogHash: l.CatalogHash})
+	if err != nil {
+		return fmt.Errorf("leases/postgres: encode catalogue: %w", err)
+	}
+	_, err = s.pool.Exec(ctx, `
+		INSERT INTO bridge.leases (turn_id, token_sha256, context, policy, harness, declared_model,
+			catalog_hash, catalogue, portable_names, opened_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		l.TurnID, l.TokenHash[:], ctxJSON, policyJSON, harnessJSON, l.DeclaredModel,
+		l.CatalogHash, catalogue, l.PortableNames, l.OpenedAt, l.ExpiresAt)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
+			return leases.ErrExists
+		}
+		return fmt.Errorf("leases/postgres: insert lease: %w", err)
+	}
+	return nil
+}
+
+func orEmpty[M proto.Message](m M, empty M) M {
+	if proto.Message(m) == nil || !m.ProtoReflect().IsValid() {
+		return empty
+	}
+	return m
+}
+
+// Get implements leases.Store.
+func (s *Store) Get(ctx context.Context, turnID string) (*leases.Lease, leases.Status, error) {
+	var (
+		l                          leases.Lease
+		st                         leases.Status
+		hash                       []byte
+		ctxJSON, policyJSON, hJSON []byte
+		catalogue                  []byte
+		closedAt                   *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT turn_id, token_sha256, context, policy, harness, declared_model, catalog_hash,
+			catalogue, portable_names, opened_at, expires_at, closed_at, expires_at <= now(), now()
+		FROM bridge.leases WHERE turn_id = $1`, turnID).Scan(
+		&l.TurnID, &hash, &ctxJSON, &policyJSON, &hJSON, &l.DeclaredModel, &l.CatalogHash,
+		&catalogue, &l.PortableNames, &l.OpenedAt, &l.ExpiresAt, &closedAt, &st.Expired, &st.StoreNow)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, leases.Status{}, leases.ErrNotFound
+	}
+	if err != nil {
+		return nil, leases.Status{}, fmt.Errorf("leases/postgres: select lease: %w", err)
+	}
+	copy(l.TokenHash[:], hash)
+	l.Context, l.Policy, l.Harness = &sharedosv1.AccessContext{}, &sharedosv1.ToolPolicy{}, &sharedosv1.HarnessIdentity{}
+	for _, d := range []struct {
+		b []byte
+		m proto.Message
+	}{{ctxJSON, l.Context}, {policyJSON, l.Policy}, {hJSON, l.Harness}} {
+		if err := protojson.Unmarshal(d.b, d.m); err != nil {
+			return nil, leases.Status{}, fmt.Errorf("leases/postgres: decode lease %s: %w", turnID, err)
+		}
+	}
+	var cat sharedosv1.ListToolsResponse
+	if err := proto.Unmarshal(catalogue, &cat); err != nil {
+		return nil, leases.Status{}, fmt.Errorf("leases/postgres: decode catalogue of %s: %w", turnID, err)
+	}
+	l.Tools = cat.GetTools()
+	if closedAt != nil {
+		l.ClosedAt = *closedAt
+	}
+	l.OpenedAt, l.ExpiresAt, l.ClosedAt = utc(l.OpenedAt), utc(l.ExpiresAt), utc(l.ClosedAt)
+	st.TokenHash, st.ExpiresAt, st.ClosedAt = l.TokenHash, l.ExpiresAt, l.ClosedAt
+	return &l, st, nil
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+// Status implements leases.Store: a primary-key read of three columns, done
+// on every MCP request (see ADR 0005).
+func (s *Store) Status(ctx context.Context, turnID string) (leases.Status, error) {
+	var (
+		st       leases.Status
+		hash     []byte
+		closedAt *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT token_sha256, expires_at, closed_at, expires_at <= now(), now()
+		FROM bridge.leases WHERE turn_id = $1`, turnID).Scan(&hash, &st.ExpiresAt, &closedAt, &st.Expired, &st.StoreNow)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return leases.Status{}, leases.ErrNotFound
+	}
+	if err != nil {
+		return leases.Status{}, fmt.Errorf("leases/postgres: select status: %w", err)
+	}
+	copy(st.TokenHash[:], hash)
+	st.ExpiresAt = utc(st.ExpiresAt)
+	if closedAt != nil {
+		st.ClosedAt = utc(*closedAt)
+	}
+	return st, nil
+}
+
+// Close implements leases.Store.
+func (s *Store) Close(ctx context.Context, turnID string) error {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE bridge.leases SET closed_at = COALESCE(closed_at, now()) WHERE turn_id = $1`, turnID)
+	if err != nil {
+		return fmt.Errorf("leases/postgres: close lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return leases.ErrNotFound
+	}
+	return nil
+}
+
+// TurnByToken implements leases.Store.
+func (s *Store) TurnByToken(ctx context.Context, hash [sha256.Size]byte) (string, error) {
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT turn_id FROM bridge.leases WHERE token_sha256 = $1`, hash[:]).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", leases.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("leases/postgres: select by token: %w", err)
+	}
+	return id, nil
+}
+
+// Inactive implements leases.Store.
+func (s *Store) Inactive(ctx context.Context, turnIDs []string) ([]string, error) {
+	if len(turnIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id FROM unnest($1::text[]) AS id
+		WHERE NOT EXISTS (
+			SELECT 1 FROM bridge.leases l
+			WHERE l.turn_id = id AND l.closed_at IS NULL AND l.expires_at > now())`, turnIDs)
+	if err != nil {
+		return nil, fmt.Errorf("leases/postgres: select inactive: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("leases/postgres: select inactive: %w", err)
+	}
+	return out, nil
+}

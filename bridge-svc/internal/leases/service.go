@@ -1,0 +1,280 @@
+package leases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+var tracer = otel.Tracer(telemetry.ScopeBridge)
+
+// CatalogLister is the one catalog-svc call the bridge makes;
+// sharedosv1.CatalogServiceClient satisfies it.
+type CatalogLister interface {
+	ListTools(ctx context.Context, in *sharedosv1.ListToolsRequest, opts ...grpc.CallOption) (*sharedosv1.ListToolsResponse, error)
+}
+
+// Defaults for lease lifetimes.
+const (
+	DefaultTTL = 15 * time.Minute
+	MaxTTL     = 24 * time.Hour
+)
+
+// ServiceConfig configures a Service.
+type ServiceConfig struct {
+	Store   Store
+	Catalog CatalogLister
+	// PublicURL is the base the harness reaches the bridge's HTTP port on,
+	// e.g. "http://127.0.0.1:7480"; mcp_url is PublicURL + /turns/{id}/mcp.
+	PublicURL  string
+	DefaultTTL time.Duration
+	// OnClose, when set, is told about every turn this pod closes, so the
+	// pod's cached MCP server goes at once rather than at the next sweep.
+	OnClose func(turnID string)
+	// ValidateTools, when set, refuses a catalogue the MCP edge could not
+	// serve (FailedPrecondition), before any lease is stored.
+	ValidateTools func([]*sharedosv1.PublishedTool) error
+	Logger        *slog.Logger
+	// Now replaces time.Now (tests).
+	Now func() time.Time
+}
+
+// Service implements sharedosv1.BridgeServiceServer.
+type Service struct {
+	sharedosv1.UnimplementedBridgeServiceServer
+	cfg ServiceConfig
+}
+
+var _ sharedosv1.BridgeServiceServer = (*Service)(nil)
+
+// NewService returns a Service.
+func NewService(cfg ServiceConfig) *Service {
+	if cfg.DefaultTTL <= 0 {
+		cfg.DefaultTTL = DefaultTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	return &Service{cfg: cfg}
+}
+
+// MCPPath is the path of a turn's MCP endpoint.
+func MCPPath(turnID string) string { return "/turns/" + turnID + "/mcp" }
+
+// OpenTurn validates the request, pins the context's catalogue and stores
+// the lease. The token is returned once and never stored.
+func (s *Service) OpenTurn(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*sharedosv1.TurnLease, error) {
+	ctx, span := tracer.Start(ctx, telemetry.SpanOpenTurn)
+	defer span.End()
+	lease, token, err := s.open(ctx, req)
+	if err != nil {
+		span.RecordError(err)
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			// The cause (driver, upstream or tool detail) is logged here and
+			// never sent to the caller.
+			s.cfg.Logger.WarnContext(ctx, "OpenTurn failed", slog.String("error", err.Error()))
+		}
+		return nil, toStatus(err)
+	}
+	span.SetAttributes(attribute.String(telemetry.AttrTurnID, lease.TurnID),
+		attribute.String(telemetry.AttrCatalogHash, lease.CatalogHash),
+		attribute.String(telemetry.AttrHarnessName, lease.Harness.GetName()))
+	return &sharedosv1.TurnLease{
+		TurnId:      lease.TurnID,
+		McpUrl:      s.cfg.PublicURL + MCPPath(lease.TurnID),
+		Token:       token,
+		ExpiresAt:   timestamppb.New(lease.ExpiresAt),
+		CatalogHash: lease.CatalogHash,
+		Tools:       lease.Tools,
+	}, nil
+}
+
+func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*Lease, string, error) {
+	ttl, err := validateOpen(req, s.cfg.DefaultTTL)
+	if err != nil {
+		return nil, "", err
+	}
+	cat, err := s.cfg.Catalog.ListTools(ctx, &sharedosv1.ListToolsRequest{Context: req.GetContext()})
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", errCatalog, err)
+	}
+	if s.cfg.ValidateTools != nil {
+		if err := s.cfg.ValidateTools(cat.GetTools()); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", errUnservable, err)
+		}
+	}
+	id, err := NewTurnID()
+	if err != nil {
+		return nil, "", fmt.Errorf("leases: turn id: %w", err)
+	}
+	token, hash, err := NewToken()
+	if err != nil {
+		return nil, "", fmt.Errorf("leases: token: %w", err)
+	}
+	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
+	l := &Lease{
+		TurnID:        id,
+		TokenHash:     hash,
+		Context:       req.GetContext(),
+		Policy:        req.GetPolicy(),
+		Harness:       req.GetHarness(),
+		DeclaredModel: req.GetDeclaredModel(),
+		CatalogHash:   cat.GetCatalogHash(),
+		Tools:         cat.GetTools(),
+		PortableNames: req.GetPortableNames(),
+		OpenedAt:      now,
+		ExpiresAt:     now.Add(ttl),
+	}
+	if err := s.cfg.Store.Create(ctx, l); err != nil {
+		return nil, "", fmt.Errorf("%w: %w", errStore, err)
+	}
+	s.cfg.Logger.InfoContext(ctx, "turn opened", slog.String(telemetry.AttrTurnID, id),
+		slog.String(telemetry.AttrCatalogHash, l.CatalogHash), slog.Int("tools", len(l.Tools)),
+		slog.String(telemetry.AttrHarnessName, l.Harness.GetName()), slog.Time("expires_at", l.ExpiresAt))
+	return l, token, nil
+}
+
+// validateOpen checks an OpenTurnRequest and returns the effective ttl.
+func validateOpen(req *sharedosv1.OpenTurnRequest, defTTL time.Duration) (time.Duration, error) {
+	if req.GetContext().GetPrincipal() == "" {
+		return 0, fieldError("context.principal", "required: a turn runs for a principal")
+	}
+	p := req.GetPolicy()
+	if p == nil {
+		return 0, fieldError("policy", "required: a run must declare its ToolPolicy")
+	}
+	switch p.GetMode() {
+	case sharedosv1.PolicyMode_POLICY_MODE_STRICT:
+		if len(p.GetExternalDirect()) > 0 {
+			return 0, fieldError("policy.external_direct", "must be empty under a strict policy")
+		}
+		if len(p.GetHarnessLocal()) == 0 {
+			return 0, fieldError("policy.harness_local",
+				"misdeclared: a strict policy must name the harness's local tools (no harness runs with none)")
+		}
+	case sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE:
+	default:
+		return 0, fieldError("policy.mode", "must be POLICY_MODE_STRICT or POLICY_MODE_PERMISSIVE")
+	}
+	for i, n := range p.GetHarnessLocal() {
+		if strings.TrimSpace(n) == "" {
+			return 0, fieldError(fmt.Sprintf("policy.harness_local[%d]", i), "must name a tool")
+		}
+	}
+	for i, n := range p.GetExternalDirect() {
+		if strings.TrimSpace(n) == "" {
+			return 0, fieldError(fmt.Sprintf("policy.external_direct[%d]", i), "must name a tool")
+		}
+	}
+	h := req.GetHarness()
+	if h.GetName() == "" {
+		return 0, fieldError("harness.name", "required")
+	}
+	switch h.GetMcpSupport() {
+	case sharedosv1.McpSupport_MCP_SUPPORT_NATIVE:
+		if h.GetExtensionName() != "" {
+			return 0, fieldError("harness.extension_name", "must be empty when mcp_support is native")
+		}
+	case sharedosv1.McpSupport_MCP_SUPPORT_EXTENSION:
+		if h.GetExtensionName() == "" {
+			return 0, fieldError("harness.extension_name", "required when mcp_support is extension")
+		}
+	default:
+		return 0, fieldError("harness.mcp_support", "must be MCP_SUPPORT_NATIVE or MCP_SUPPORT_EXTENSION")
+	}
+	ttl := defTTL
+	if d := req.GetTtl(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return 0, fieldError("ttl", "must be a valid duration")
+		}
+		switch v := d.AsDuration(); {
+		case v < 0:
+			return 0, fieldError("ttl", "must not be negative")
+		case v > MaxTTL:
+			return 0, fieldError("ttl", fmt.Sprintf("must be at most %s", MaxTTL))
+		case v > 0:
+			ttl = v
+		}
+	}
+	return ttl, nil
+}
+
+// CloseTurn closes the lease on every pod: the store is the only truth each
+// request consults (ADR 0005).
+func (s *Service) CloseTurn(ctx context.Context, req *sharedosv1.CloseTurnRequest) (*sharedosv1.CloseTurnResponse, error) {
+	ctx, span := tracer.Start(ctx, telemetry.SpanCloseTurn)
+	defer span.End()
+	span.SetAttributes(attribute.String(telemetry.AttrTurnID, req.GetTurnId()))
+	if req.GetTurnId() == "" {
+		return nil, toStatus(fieldError("turn_id", "required"))
+	}
+	if err := s.cfg.Store.Close(ctx, req.GetTurnId()); err != nil {
+		return nil, toStatus(storeErr(err))
+	}
+	if s.cfg.OnClose != nil {
+		s.cfg.OnClose(req.GetTurnId())
+	}
+	s.cfg.Logger.InfoContext(ctx, "turn closed", slog.String(telemetry.AttrTurnID, req.GetTurnId()))
+	return &sharedosv1.CloseTurnResponse{}, nil
+}
+
+// GetTurn reports a lease's state and SystemIdentity.
+func (s *Service) GetTurn(ctx context.Context, req *sharedosv1.GetTurnRequest) (*sharedosv1.GetTurnResponse, error) {
+	if req.GetTurnId() == "" {
+		return nil, toStatus(fieldError("turn_id", "required"))
+	}
+	l, st, err := s.cfg.Store.Get(ctx, req.GetTurnId())
+	if err != nil {
+		return nil, toStatus(storeErr(err))
+	}
+	names := make([]string, len(l.Tools))
+	for i, t := range l.Tools {
+		names[i] = t.GetName()
+	}
+	resp := &sharedosv1.GetTurnResponse{
+		TurnId:    l.TurnID,
+		State:     st.State(),
+		ExpiresAt: timestamppb.New(l.ExpiresAt),
+		Identity:  Identity(l),
+		Context:   l.Context,
+		Tools:     names,
+		OpenedAt:  timestamppb.New(l.OpenedAt),
+	}
+	if !l.ClosedAt.IsZero() {
+		resp.ClosedAt = timestamppb.New(l.ClosedAt)
+	}
+	return resp, nil
+}
+
+// Identity is the lease's SystemIdentity.
+func Identity(l *Lease) *sharedosv1.SystemIdentity {
+	return &sharedosv1.SystemIdentity{
+		CatalogHash:   l.CatalogHash,
+		Harness:       l.Harness,
+		DeclaredModel: l.DeclaredModel,
+		Policy:        l.Policy,
+	}
+}
+
+func storeErr(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errStore, err)
+}

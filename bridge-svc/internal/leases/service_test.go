@@ -1,0 +1,207 @@
+package leases_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+type fakeCatalog struct {
+	resp  *sharedosv1.ListToolsResponse
+	err   error
+	asked *sharedosv1.AccessContext
+}
+
+func (f *fakeCatalog) ListTools(_ context.Context, in *sharedosv1.ListToolsRequest, _ ...grpc.CallOption) (*sharedosv1.ListToolsResponse, error) {
+	f.asked = in.GetContext()
+	return f.resp, f.err
+}
+
+func validRequest() *sharedosv1.OpenTurnRequest {
+	return &sharedosv1.OpenTurnRequest{
+		Context:       &sharedosv1.AccessContext{Principal: "alice"},
+		Policy:        &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_STRICT, HarnessLocal: []string{"patch"}},
+		Harness:       &sharedosv1.HarnessIdentity{Name: "pi", McpSupport: sharedosv1.McpSupport_MCP_SUPPORT_EXTENSION, ExtensionName: "pi-mcp-adapter"},
+		DeclaredModel: "m",
+	}
+}
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newService(t *testing.T) (*leases.Service, *fakeCatalog, *clock, *[]string) {
+	t.Helper()
+	clk := &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	cat := &fakeCatalog{resp: &sharedosv1.ListToolsResponse{CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{
+		{Name: "files.read", CanonicalJson: []byte(`{}`)},
+	}}}
+	var closed []string
+	svc := leases.NewService(leases.ServiceConfig{
+		Store: memory.New(memory.WithClock(clk.now)), Catalog: cat, PublicURL: "http://127.0.0.1:7480/",
+		Now: clk.now, OnClose: func(id string) { closed = append(closed, id) },
+	})
+	return svc, cat, clk, &closed
+}
+
+func TestOpenTurnValidation(t *testing.T) {
+	svc, _, _, _ := newService(t)
+	cases := []struct {
+		name  string
+		edit  func(*sharedosv1.OpenTurnRequest)
+		field string
+	}{
+		{"no principal", func(r *sharedosv1.OpenTurnRequest) { r.Context = nil }, "context.principal"},
+		{"no policy", func(r *sharedosv1.OpenTurnRequest) { r.Policy = nil }, "policy"},
+		{"unspecified mode", func(r *sharedosv1.OpenTurnRequest) { r.Policy.Mode = 0 }, "policy.mode"},
+		{"strict with external direct", func(r *sharedosv1.OpenTurnRequest) { r.Policy.ExternalDirect = []string{"jira"} }, "policy.external_direct"},
+		{"strict with empty local surface", func(r *sharedosv1.OpenTurnRequest) { r.Policy.HarnessLocal = nil }, "policy.harness_local"},
+		{"unnamed local tool", func(r *sharedosv1.OpenTurnRequest) { r.Policy.HarnessLocal = []string{"patch", " "} }, "policy.harness_local[1]"},
+		{"no harness name", func(r *sharedosv1.OpenTurnRequest) { r.Harness.Name = "" }, "harness.name"},
+		{"unspecified mcp support", func(r *sharedosv1.OpenTurnRequest) { r.Harness.McpSupport = 0 }, "harness.mcp_support"},
+		{"extension without name", func(r *sharedosv1.OpenTurnRequest) { r.Harness.ExtensionName = "" }, "harness.extension_name"},
+		{"native with extension name", func(r *sharedosv1.OpenTurnRequest) {
+			r.Harness.McpSupport = sharedosv1.McpSupport_MCP_SUPPORT_NATIVE
+		}, "harness.extension_name"},
+		{"negative ttl", func(r *sharedosv1.OpenTurnRequest) { r.Ttl = durationpb.New(-time.Second) }, "ttl"},
+		{"ttl over 24h", func(r *sharedosv1.OpenTurnRequest) { r.Ttl = durationpb.New(25 * time.Hour) }, "ttl"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := validRequest()
+			tc.edit(req)
+			_, err := svc.OpenTurn(context.Background(), req)
+			st := status.Convert(err)
+			if st.Code() != codes.InvalidArgument {
+				t.Fatalf("code = %v (%v), want InvalidArgument", st.Code(), err)
+			}
+			if !strings.HasPrefix(st.Message(), tc.field+": ") {
+				t.Errorf("message %q does not name field %s", st.Message(), tc.field)
+			}
+			if info := errorInfo(st); info == nil || info.GetReason() != leases.ReasonInvalidField || info.GetMetadata()["field"] != tc.field {
+				t.Errorf("ErrorInfo = %v", info)
+			}
+		})
+	}
+	// Permissive with external direct and no local tools is a valid declaration.
+	req := validRequest()
+	req.Policy = &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE, ExternalDirect: []string{"jira"}}
+	if _, err := svc.OpenTurn(context.Background(), req); err != nil {
+		t.Errorf("permissive: %v", err)
+	}
+}
+
+func errorInfo(st *status.Status) *errdetails.ErrorInfo {
+	for _, d := range st.Details() {
+		if i, ok := d.(*errdetails.ErrorInfo); ok {
+			return i
+		}
+	}
+	return nil
+}
+
+func TestOpenGetCloseExpire(t *testing.T) {
+	svc, cat, clk, closed := newService(t)
+	ctx := context.Background()
+	req := validRequest()
+	lease, err := svc.OpenTurn(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(cat.asked, req.GetContext()) {
+		t.Errorf("catalog asked for %v, want the turn's context", cat.asked)
+	}
+	if !leases.ValidTurnID(lease.GetTurnId()) || len(lease.GetToken()) != 43 {
+		t.Errorf("turn id %q / token %q malformed", lease.GetTurnId(), lease.GetToken())
+	}
+	if lease.GetMcpUrl() != "http://127.0.0.1:7480/turns/"+lease.GetTurnId()+"/mcp" {
+		t.Errorf("mcp url = %q", lease.GetMcpUrl())
+	}
+	if got := lease.GetExpiresAt().AsTime(); !got.Equal(clk.t.Add(leases.DefaultTTL)) {
+		t.Errorf("expires at %v, want default ttl", got)
+	}
+	if lease.GetCatalogHash() != "h1" || len(lease.GetTools()) != 1 {
+		t.Errorf("lease catalogue = %v", lease)
+	}
+	got, err := svc.GetTurn(ctx, &sharedosv1.GetTurnRequest{TurnId: lease.GetTurnId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &sharedosv1.SystemIdentity{CatalogHash: "h1", Harness: req.GetHarness(), DeclaredModel: "m", Policy: req.GetPolicy()}
+	if got.GetState() != sharedosv1.TurnState_TURN_STATE_OPEN || !proto.Equal(got.GetIdentity(), want) || got.GetTools()[0] != "files.read" {
+		t.Errorf("GetTurn = %v", got)
+	}
+
+	clk.t = clk.t.Add(leases.DefaultTTL)
+	got, _ = svc.GetTurn(ctx, &sharedosv1.GetTurnRequest{TurnId: lease.GetTurnId()})
+	if got.GetState() != sharedosv1.TurnState_TURN_STATE_EXPIRED {
+		t.Errorf("state at expiry = %v, want EXPIRED", got.GetState())
+	}
+
+	second, err := svc.OpenTurn(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.GetTurnId() == lease.GetTurnId() || second.GetToken() == lease.GetToken() {
+		t.Errorf("ids or tokens repeat")
+	}
+	if _, err := svc.CloseTurn(ctx, &sharedosv1.CloseTurnRequest{TurnId: second.GetTurnId()}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = svc.GetTurn(ctx, &sharedosv1.GetTurnRequest{TurnId: second.GetTurnId()})
+	if got.GetState() != sharedosv1.TurnState_TURN_STATE_CLOSED || got.GetClosedAt() == nil {
+		t.Errorf("after close = %v", got)
+	}
+	if len(*closed) != 1 || (*closed)[0] != second.GetTurnId() {
+		t.Errorf("OnClose saw %v, want the closed turn", *closed)
+	}
+	if _, err := svc.CloseTurn(ctx, &sharedosv1.CloseTurnRequest{TurnId: "tnope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("close unknown = %v, want NotFound", err)
+	}
+	if _, err := svc.GetTurn(ctx, &sharedosv1.GetTurnRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("get without id = %v", err)
+	}
+}
+
+func TestOpenTurnCatalogDown(t *testing.T) {
+	svc, cat, _, _ := newService(t)
+	cat.err = status.Error(codes.Unavailable, "authz down: dial tcp 10.0.0.1:7402")
+	_, err := svc.OpenTurn(context.Background(), validRequest())
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable || strings.Contains(st.Message(), "10.0.0.1") {
+		t.Errorf("err = %v, want Unavailable without upstream text", err)
+	}
+	if info := errorInfo(st); info.GetReason() != leases.ReasonCatalogUnavailable {
+		t.Errorf("reason = %v", info)
+	}
+}
+
+func TestTokensAndIDs(t *testing.T) {
+	seen := map[string]bool{}
+	for range 10000 {
+		id, err := leases.NewTurnID()
+		if err != nil || !leases.ValidTurnID(id) || seen[id] {
+			t.Fatalf("turn id %q (err %v) invalid or repeated", id, err)
+		}
+		seen[id] = true
+	}
+	tok, hash, err := leases.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leases.TokenMatches(tok, hash) || leases.TokenMatches(tok+"x", hash) || leases.TokenMatches("", hash) {
+		t.Error("TokenMatches disagrees with HashToken")
+	}
+}

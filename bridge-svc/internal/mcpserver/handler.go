@@ -1,0 +1,309 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+var tracer = otel.Tracer(telemetry.ScopeBridge)
+
+// Pattern is the ServeMux pattern the Handler is mounted on.
+const Pattern = "/turns/{turnId}/mcp"
+
+// Config configures a Handler.
+type Config struct {
+	Store     leases.Store
+	Forwarder *forward.Forwarder
+	Edge      *protocol.Edge
+	Logger    *slog.Logger
+	// StatusCacheTTL lets a pod reuse a lease's status read for this long
+	// (ADR 0005): a close made through another pod is seen within it, one
+	// made through this pod at once; expiry is always judged on the store's
+	// clock. Zero reads the store on every request.
+	StatusCacheTTL time.Duration
+	// Now replaces time.Now (tests).
+	Now func() time.Time
+}
+
+// Handler serves every turn's MCP endpoint and caches one turnServer per
+// open turn seen by this pod.
+type Handler struct {
+	cfg Config
+
+	mu       sync.Mutex
+	turns    map[string]*entry
+	statuses map[string]cachedStatus
+}
+
+type cachedStatus struct {
+	st leases.Status
+	// fetched is this pod's clock at the read; skew = store clock - pod clock.
+	fetched time.Time
+	skew    time.Duration
+}
+
+type entry struct {
+	once sync.Once
+	srv  *turnServer
+	err  error
+}
+
+// NewHandler returns a Handler.
+func NewHandler(cfg Config) *Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{cfg: cfg, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus)}
+}
+
+// ServeHTTP checks, in order and before touching anything of the turn: the
+// edge rules (Host, Origin, method, Content-Type, declared length), the
+// bearer, the lease (unknown, closed or expired → 404 and nothing else
+// happens), the token's binding to this turn, then the body (size cap and
+// strict JSON-RPC pre-parse), and only then hands the request to mcp-go.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if herr := h.cfg.Edge.Check(r); herr != nil {
+		h.refuse(w, r, herr.Status, herr.Reason)
+		return
+	}
+	turnID := r.PathValue("turnId")
+	if !leases.ValidTurnID(turnID) {
+		h.refuse(w, r, http.StatusNotFound, "turn not found")
+		return
+	}
+	token, ok := bearer(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sharedos-turn"`)
+		h.refuse(w, r, http.StatusUnauthorized, "bearer token required")
+		return
+	}
+	ctx := r.Context()
+	st, err := h.status(ctx, turnID)
+	switch {
+	case errors.Is(err, leases.ErrNotFound):
+		h.refuse(w, r, http.StatusNotFound, "turn not found")
+		return
+	case err != nil:
+		h.cfg.Logger.ErrorContext(ctx, "lease lookup failed", slog.String(telemetry.AttrTurnID, turnID), slog.String("error", err.Error()))
+		h.refuse(w, r, http.StatusServiceUnavailable, "lease store unavailable")
+		return
+	case !st.Open():
+		h.Evict(turnID)
+		h.refuse(w, r, http.StatusNotFound, "turn not found")
+		return
+	}
+	if !leases.TokenMatches(token, st.TokenHash) {
+		// Another turn's token names a turn that is not this one: 404, as if
+		// this turn did not exist for its holder. No valid token at all: 401.
+		if _, err := h.cfg.Store.TurnByToken(ctx, leases.HashToken(token)); err == nil {
+			h.refuse(w, r, http.StatusNotFound, "turn not found")
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sharedos-turn", error="invalid_token"`)
+		h.refuse(w, r, http.StatusUnauthorized, "invalid bearer token")
+		return
+	}
+	if r.Method == http.MethodPost {
+		body, herr := h.cfg.Edge.ReadBody(w, r)
+		if herr != nil {
+			h.refuse(w, r, herr.Status, herr.Reason)
+			return
+		}
+		msg, rerr := protocol.Parse(body)
+		if rerr != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(rerr.Body())
+			return
+		}
+		if msg.Method == "notifications/cancelled" &&
+			(protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)) {
+			// 2026-07-28 cancels by closing the request's stream. mcp-go keys
+			// modern in-flight requests by id alone (every modern session is
+			// ""), so passing this on would let one client cancel another's
+			// request with the same id.
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		// One server span per JSON-RPC request, continuing the caller's
+		// trace (W3C headers); mcp-go derives the handler's context from
+		// the request's, so the InvokeTool client span nests under it.
+		version := r.Header.Get(protocol.HeaderProtocolVersion)
+		if msg.MetaProtocolVersion != "" {
+			version = msg.MetaProtocolVersion
+		}
+		sctx := otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
+		sctx, span := tracer.Start(sctx, telemetry.MCPSpanName(msg.Method, msg.ToolName),
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(
+				attribute.String(telemetry.AttrTurnID, turnID),
+				attribute.String(telemetry.AttrMCPMethod, msg.Method),
+				attribute.String(telemetry.AttrMCPProtocol, version),
+			))
+		defer span.End()
+		if msg.ToolName != "" {
+			span.SetAttributes(attribute.String(telemetry.AttrGenAIToolName, msg.ToolName))
+		}
+		r = r.WithContext(sctx)
+		ctx = sctx
+	}
+	srv, err := h.server(ctx, turnID)
+	if err != nil {
+		h.cfg.Logger.ErrorContext(ctx, "turn server unavailable", slog.String(telemetry.AttrTurnID, turnID), slog.String("error", err.Error()))
+		if errors.Is(err, leases.ErrNotFound) {
+			h.refuse(w, r, http.StatusNotFound, "turn not found")
+			return
+		}
+		h.refuse(w, r, http.StatusServiceUnavailable, "turn unavailable")
+		return
+	}
+	srv.http.ServeHTTP(w, r)
+}
+
+func bearer(r *http.Request) (string, bool) {
+	v := r.Header.Values("Authorization")
+	if len(v) != 1 {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(v[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
+	h.cfg.Logger.DebugContext(r.Context(), "mcp request refused", slog.Int("status", status), slog.String("reason", reason))
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, strconv.Itoa(status)+" "+reason+"\n")
+}
+
+// status returns the lease's status, from this pod's cache when the last
+// read is younger than StatusCacheTTL. Unknown turns are never cached (a
+// stream of random ids must not grow memory).
+func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, error) {
+	now := h.cfg.Now()
+	if h.cfg.StatusCacheTTL > 0 {
+		h.mu.Lock()
+		c, ok := h.statuses[turnID]
+		h.mu.Unlock()
+		if ok && now.Sub(c.fetched) < h.cfg.StatusCacheTTL {
+			st := c.st
+			if !now.Add(c.skew).Before(st.ExpiresAt) {
+				st.Expired = true
+			}
+			return st, nil
+		}
+	}
+	st, err := h.cfg.Store.Status(ctx, turnID)
+	if err != nil || h.cfg.StatusCacheTTL <= 0 || !st.Open() {
+		return st, err
+	}
+	h.mu.Lock()
+	h.statuses[turnID] = cachedStatus{st: st, fetched: now, skew: st.StoreNow.Sub(now)}
+	h.mu.Unlock()
+	return st, nil
+}
+
+// server returns the turn's cached server, building it from the lease once.
+func (h *Handler) server(ctx context.Context, turnID string) (*turnServer, error) {
+	h.mu.Lock()
+	e, ok := h.turns[turnID]
+	if !ok {
+		e = &entry{}
+		h.turns[turnID] = e
+	}
+	h.mu.Unlock()
+	e.once.Do(func() {
+		l, st, err := h.cfg.Store.Get(context.WithoutCancel(ctx), turnID)
+		if err != nil {
+			e.err = err
+			return
+		}
+		if !st.Open() {
+			e.err = leases.ErrNotFound
+			return
+		}
+		e.srv, e.err = newTurnServer(l, h.cfg.Forwarder, h.cfg.Logger)
+	})
+	if e.err != nil {
+		h.mu.Lock()
+		if h.turns[turnID] == e {
+			delete(h.turns, turnID)
+		}
+		h.mu.Unlock()
+	}
+	return e.srv, e.err
+}
+
+// Evict drops a turn's cached server. Requests already inside it finish;
+// nothing of the turn is left running (a turn server has no goroutines of
+// its own: streaming is off and sessions have no idle reaper).
+func (h *Handler) Evict(turnID string) {
+	h.mu.Lock()
+	delete(h.turns, turnID)
+	delete(h.statuses, turnID)
+	h.mu.Unlock()
+}
+
+// Cached returns the ids of the turns this pod holds a server or a
+// status for.
+func (h *Handler) Cached() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]string, 0, len(h.turns))
+	for id := range h.turns {
+		ids = append(ids, id)
+	}
+	for id := range h.statuses {
+		if _, ok := h.turns[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Sweep evicts every cached turn the store says is closed, expired or gone:
+// how a pod frees the memory of turns closed through another pod or expired
+// while idle. Correctness never depends on it (every request reads the
+// lease status); only memory does.
+func (h *Handler) Sweep(ctx context.Context) error {
+	ids := h.Cached()
+	if len(ids) == 0 {
+		return nil
+	}
+	gone, err := h.cfg.Store.Inactive(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range gone {
+		h.Evict(id)
+	}
+	return nil
+}

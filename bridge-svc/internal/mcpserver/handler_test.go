@@ -1,0 +1,194 @@
+package mcpserver_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/storetest"
+	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+)
+
+// TestSweepFreesTurnsClosedElsewhere: a turn closed through another pod (a
+// direct store write here) loses its cached server at the next sweep, and
+// its next request is a 404 whatever the sweep did.
+func TestSweepFreesTurnsClosedElsewhere(t *testing.T) {
+	store := memory.New()
+	h := mcpserver.NewHandler(mcpserver.Config{
+		Store:     store,
+		Forwarder: &forward.Forwarder{},
+		Edge:      protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+	})
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, h)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx := context.Background()
+	open := func() (*leases.Lease, string) {
+		l := storetest.Sample(t, time.Now(), time.Now().Add(time.Hour))
+		token, hash, err := leases.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.TokenHash = hash
+		if err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		return l, token
+	}
+	list := func(l *leases.Lease, token string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/list")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	a, tokA := open()
+	b, tokB := open()
+	if list(a, tokA) != 200 || list(b, tokB) != 200 {
+		t.Fatal("lists failed")
+	}
+	if n := len(h.Cached()); n != 2 {
+		t.Fatalf("cached = %d, want 2", n)
+	}
+	if err := store.Close(ctx, a.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Cached(); len(got) != 1 || got[0] != b.TurnID {
+		t.Errorf("cached after sweep = %v, want only %s", got, b.TurnID)
+	}
+	if st := list(a, tokA); st != http.StatusNotFound {
+		t.Errorf("closed turn answered %d", st)
+	}
+	srv.Client().CloseIdleConnections()
+}
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+// cachedBridge is a Handler with a status cache on a fake pod clock, over a
+// memory store whose clock runs 2 s ahead of the pod's.
+type cachedBridge struct {
+	t     *testing.T
+	pod   *fakeClock
+	store *memory.Store
+	h     *mcpserver.Handler
+	srv   *httptest.Server
+}
+
+func newCachedBridge(t *testing.T, ttl time.Duration) *cachedBridge {
+	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	b := &cachedBridge{t: t, pod: pod}
+	b.store = memory.New(memory.WithClock(b.storeNow))
+	b.h = mcpserver.NewHandler(mcpserver.Config{
+		Store: b.store, Forwarder: &forward.Forwarder{},
+		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+		StatusCacheTTL: ttl, Now: pod.now,
+	})
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, b.h)
+	b.srv = httptest.NewServer(mux)
+	t.Cleanup(func() { b.srv.Client().CloseIdleConnections(); b.srv.Close() })
+	return b
+}
+
+func (b *cachedBridge) storeNow() time.Time { return b.pod.t.Add(2 * time.Second) }
+
+func (b *cachedBridge) open(expires time.Time) (*leases.Lease, string) {
+	l := storetest.Sample(b.t, b.storeNow().Add(-time.Minute), expires)
+	token, hash, err := leases.NewToken()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	l.TokenHash = hash
+	if err := b.store.Create(context.Background(), l); err != nil {
+		b.t.Fatal(err)
+	}
+	return l, token
+}
+
+func (b *cachedBridge) list(l *leases.Lease, token string) int {
+	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/list")
+	resp, err := b.srv.Client().Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestStatusCacheBounds: with a status cache, a close made through another
+// pod is seen once the TTL has passed, a close through this pod at once,
+// and expiry is judged on the store's clock even when the pod's lags.
+func TestStatusCacheBounds(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 500 * time.Millisecond
+	b := newCachedBridge(t, ttl)
+
+	// Closed through another pod (a direct store write).
+	a, tokA := b.open(b.storeNow().Add(time.Hour))
+	if st := b.list(a, tokA); st != 200 {
+		t.Fatalf("open turn: %d", st)
+	}
+	if err := b.store.Close(ctx, a.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	b.pod.t = b.pod.t.Add(ttl)
+	if st := b.list(a, tokA); st != http.StatusNotFound {
+		t.Errorf("closed elsewhere, TTL passed: %d, want 404", st)
+	}
+
+	// Closed through this pod: Evict (CloseTurn's hook) drops it at once.
+	c, tokC := b.open(b.storeNow().Add(time.Hour))
+	if st := b.list(c, tokC); st != 200 {
+		t.Fatalf("open turn: %d", st)
+	}
+	if err := b.store.Close(ctx, c.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	b.h.Evict(c.TurnID)
+	if st := b.list(c, tokC); st != http.StatusNotFound {
+		t.Errorf("closed here: %d, want 404", st)
+	}
+}
+
+// TestStatusCacheExpiryOnStoreClock: a cached status expires when the
+// store's clock says so, though the pod's clock (2 s behind) says it has a
+// second left.
+func TestStatusCacheExpiryOnStoreClock(t *testing.T) {
+	b := newCachedBridge(t, time.Hour)
+	l, tok := b.open(b.storeNow().Add(time.Second))
+	if st := b.list(l, tok); st != 200 {
+		t.Fatalf("open turn: %d", st)
+	}
+	b.pod.t = b.pod.t.Add(time.Second) // store clock now at expires_at; pod clock 2 s before it
+	if st := b.list(l, tok); st != http.StatusNotFound {
+		t.Errorf("expired by the store's clock: %d, want 404", st)
+	}
+}

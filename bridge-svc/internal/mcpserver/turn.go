@@ -1,0 +1,212 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/projection"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+// Meta keys the bridge adds.
+const (
+	// MetaToolMetadata is each listed tool's {namespace, source}.
+	MetaToolMetadata = "io.sharedos/metadata"
+	// MetaCatalogHash is the tools/list result's pinned catalogHash.
+	MetaCatalogHash = "io.sharedos/catalogHash"
+)
+
+// dispatcherName is the reserved tool every unpublished name is rewritten
+// to. It contains a space, which ToolNameSchema never admits, so it can
+// never shadow a catalogue tool; it is hidden from tools/list.
+const dispatcherName = "sharedos dispatch"
+
+// Server identity in initialize / server/discover.
+const (
+	ServerName    = "sharedos-bridge"
+	ServerVersion = "0.1.0"
+)
+
+// turnServer is one lease's MCP server.
+type turnServer struct {
+	turn *forward.Turn
+	http *server.StreamableHTTPServer
+}
+
+// callState travels in a request's context (WithHTTPContextFunc) so the
+// BeforeCallTool hook, the tool filter and the handler of one request can
+// share what the hook learned.
+type callState struct {
+	requested string
+	rewritten bool
+	jsonrpcID any
+}
+
+type callStateKey struct{}
+
+func stateFrom(ctx context.Context) *callState {
+	s, _ := ctx.Value(callStateKey{}).(*callState)
+	return s
+}
+
+// mcpTool is the MCP definition of a pinned tool: schemas verbatim (raw),
+// annotations through mcp-go's typed ToolAnnotation (the one field mcp-go
+// cannot emit raw: keys outside title/readOnlyHint/destructiveHint/
+// idempotentHint/openWorldHint are dropped, and absent annotations go out
+// as {}), and _meta["io.sharedos/metadata"] = {namespace, source}.
+func mcpTool(pt *sharedosv1.PublishedTool, portable bool) (mcp.Tool, error) {
+	name := pt.GetName()
+	if portable {
+		name = forward.PortableName(name)
+	}
+	input := json.RawMessage(pt.GetInputSchemaJson())
+	if len(input) == 0 {
+		input = json.RawMessage(`{"type":"object"}`)
+	}
+	tool := mcp.NewToolWithRawSchema(name, pt.GetDescription(), input)
+	if out := pt.GetOutputSchemaJson(); len(out) > 0 {
+		tool.RawOutputSchema = json.RawMessage(out)
+	}
+	if a := pt.GetAnnotationsJson(); len(a) > 0 {
+		if err := json.Unmarshal(a, &tool.Annotations); err != nil {
+			return tool, fmt.Errorf("tool %s: annotations: %w", pt.GetName(), err)
+		}
+	}
+	tool.Meta = &mcp.Meta{AdditionalFields: map[string]any{MetaToolMetadata: map[string]any{
+		"namespace": pt.GetMetadata().GetNamespace(),
+		"source":    pt.GetMetadata().GetSource(),
+	}}}
+	if err := mcp.ValidateParamHeaderAnnotations(&tool); err != nil {
+		// AddTools would panic on it.
+		return tool, fmt.Errorf("tool %s: %w", pt.GetName(), err)
+	}
+	return tool, nil
+}
+
+// ValidateTools reports the first pinned tool this bridge could not serve;
+// OpenTurn refuses such a catalogue rather than hand out a URL that fails.
+func ValidateTools(tools []*sharedosv1.PublishedTool) error {
+	for _, pt := range tools {
+		if _, err := mcpTool(pt, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newTurnServer builds the MCP server of lease l.
+func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger) (*turnServer, error) {
+	digests := make([]string, len(l.Tools))
+	tools := make([]server.ServerTool, 0, len(l.Tools)+1)
+	published := make(map[string]bool, len(l.Tools))
+	for i, pt := range l.Tools {
+		digests[i] = projection.Digest(pt.GetCanonicalJson())
+		tool, err := mcpTool(pt, l.PortableNames)
+		if err != nil {
+			return nil, err
+		}
+		name := tool.Name
+		published[name] = true
+		tools = append(tools, server.ServerTool{Tool: tool})
+	}
+	turn := forward.NewTurn(l.TurnID, l.Context, l.CatalogHash, l.Tools, digests, l.Harness.GetName(), l.PortableNames)
+
+	handler := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		name := req.Params.Name
+		var id any
+		if st := stateFrom(ctx); st != nil {
+			id = st.jsonrpcID
+			if st.rewritten {
+				name = st.requested
+			}
+		}
+		var meta map[string]any
+		if req.Params.Meta != nil {
+			meta = req.Params.Meta.AdditionalFields
+		}
+		res := fwd.Call(ctx, turn, forward.Request{
+			Name: name, Arguments: req.Params.RawArguments, JSONRPCID: id, Meta: meta,
+		})
+		if res == nil {
+			// Cancelled: the client closed the request, nothing reaches it.
+			return nil, context.Cause(ctx)
+		}
+		return res, nil
+	}
+	for i := range tools {
+		tools[i].Handler = handler
+	}
+	tools = append(tools, server.ServerTool{
+		Tool:    mcp.NewToolWithRawSchema(dispatcherName, "", json.RawMessage(`{"type":"object"}`)),
+		Handler: handler,
+	})
+
+	hooks := &server.Hooks{}
+	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) {
+		st := stateFrom(ctx)
+		if st == nil {
+			return
+		}
+		st.jsonrpcID = id
+		if !published[req.Params.Name] {
+			// mcp-go would answer -32602 before any code of ours runs; the
+			// kernel must see (and record) the attempt instead.
+			st.requested, st.rewritten = req.Params.Name, true
+			req.Params.Name = dispatcherName
+		}
+	})
+	hooks.AddAfterListTools(func(_ context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+		if res == nil {
+			return
+		}
+		if res.Meta == nil {
+			res.Meta = &mcp.Meta{AdditionalFields: map[string]any{}}
+		}
+		if res.Meta.AdditionalFields == nil {
+			res.Meta.AdditionalFields = map[string]any{}
+		}
+		res.Meta.AdditionalFields[MetaCatalogHash] = l.CatalogHash
+	})
+
+	mcpSrv := server.NewMCPServer(ServerName, ServerVersion,
+		server.WithToolCapabilities(false),
+		server.WithRecovery(),
+		server.WithHooks(hooks),
+		server.WithToolFilter(func(ctx context.Context, in []mcp.Tool) []mcp.Tool {
+			if st := stateFrom(ctx); st != nil && st.rewritten {
+				return in
+			}
+			out := in[:0:0]
+			for _, t := range in {
+				if t.Name != dispatcherName {
+					out = append(out, t)
+				}
+			}
+			return out
+		}),
+	)
+	mcpSrv.AddTools(tools...)
+
+	httpSrv := server.NewStreamableHTTPServer(mcpSrv,
+		server.WithSessionIdManager(&sessionIDs{turnID: l.TurnID, key: l.TokenHash[:]}),
+		// The standalone GET stream has nothing to carry for a fixed
+		// per-turn catalogue; every CLI measured tolerates 405.
+		server.WithDisableStreaming(true),
+		// Host is checked by the edge on every socket, not only loopback.
+		server.WithDisableLocalhostProtection(true),
+		server.WithStreamableHTTPLogger(logger.With(slog.String(telemetry.AttrTurnID, l.TurnID))),
+		server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
+			return context.WithValue(ctx, callStateKey{}, &callState{})
+		}),
+	)
+	return &turnServer{turn: turn, http: httpSrv}, nil
+}

@@ -1,0 +1,124 @@
+package protocol
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// DefaultMaxBodyBytes caps a request body (4 MiB).
+const DefaultMaxBodyBytes = 4 << 20
+
+// EdgeConfig is what the edge checks are made of.
+type EdgeConfig struct {
+	// AllowedOrigins are exact origins ("https://app.example"); a request
+	// without an Origin header (a non-browser client) is allowed, any other
+	// Origin (including "null") is 403.
+	AllowedOrigins []string
+	// AllowedHosts are host names (no port) a request's Host may name; the
+	// check applies on every socket, not only loopback (DNS rebinding to a
+	// pod IP is the same attack).
+	AllowedHosts []string
+	// MaxBodyBytes caps a POST body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// DefaultAllowedHosts are the loopback names.
+var DefaultAllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
+
+// Edge applies the checks that need no lease: run before any lease lookup.
+type Edge struct {
+	origins map[string]bool
+	hosts   map[string]bool
+	maxBody int64
+}
+
+// NewEdge returns an Edge; origins and hosts compare case-insensitively.
+func NewEdge(cfg EdgeConfig) *Edge {
+	e := &Edge{origins: map[string]bool{}, hosts: map[string]bool{}, maxBody: cfg.MaxBodyBytes}
+	if e.maxBody <= 0 {
+		e.maxBody = DefaultMaxBodyBytes
+	}
+	for _, o := range cfg.AllowedOrigins {
+		e.origins[strings.ToLower(strings.TrimRight(o, "/"))] = true
+	}
+	for _, h := range cfg.AllowedHosts {
+		e.hosts[strings.ToLower(strings.Trim(h, "[]"))] = true
+	}
+	return e
+}
+
+// MaxBodyBytes is the effective body cap.
+func (e *Edge) MaxBodyBytes() int64 { return e.maxBody }
+
+// HTTPError is a refusal at the edge: the status and a short reason.
+type HTTPError struct {
+	Status int
+	Reason string
+}
+
+func (e *HTTPError) Error() string { return strconv.Itoa(e.Status) + " " + e.Reason }
+
+// Check validates Host, Origin, method and Content-Type.
+func (e *Edge) Check(r *http.Request) *HTTPError {
+	if !e.hostAllowed(r.Host) {
+		return &HTTPError{http.StatusForbidden, "host not allowed"}
+	}
+	if origin, ok := r.Header["Origin"]; ok {
+		if len(origin) != 1 || !e.origins[strings.ToLower(strings.TrimRight(origin[0], "/"))] {
+			return &HTTPError{http.StatusForbidden, "origin not allowed"}
+		}
+	}
+	switch r.Method {
+	case http.MethodPost:
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			// A browser "simple request" (text/plain) must never execute.
+			return &HTTPError{http.StatusUnsupportedMediaType, "Content-Type must be application/json"}
+		}
+		if r.ContentLength > e.maxBody {
+			return &HTTPError{http.StatusRequestEntityTooLarge, "request body too large"}
+		}
+	case http.MethodGet, http.MethodDelete:
+	default:
+		return &HTTPError{http.StatusMethodNotAllowed, "method not allowed"}
+	}
+	return nil
+}
+
+func (e *Edge) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	return host != "" && e.hosts[host]
+}
+
+// ReadBody reads a POST body under the cap; a longer body (whatever its
+// Content-Length said) is a 413.
+func (e *Edge) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *HTTPError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, &HTTPError{http.StatusRequestEntityTooLarge, "request body too large"}
+		}
+		return nil, &HTTPError{http.StatusBadRequest, "could not read request body"}
+	}
+	return body, nil
+}
+
+// HostOf returns the host name of a URL, for the allowed-hosts default.
+func HostOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}

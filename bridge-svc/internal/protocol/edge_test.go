@@ -1,0 +1,77 @@
+package protocol_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+)
+
+func TestEdgeCheck(t *testing.T) {
+	e := protocol.NewEdge(protocol.EdgeConfig{
+		AllowedOrigins: []string{"https://app.example/"},
+		AllowedHosts:   append(protocol.DefaultAllowedHosts, "bridge.internal"),
+		MaxBodyBytes:   10,
+	})
+	req := func(method, host string, h map[string]string, body string) *http.Request {
+		r := httptest.NewRequest(method, "http://x/turns/t/mcp", strings.NewReader(body))
+		r.Host = host
+		r.Header.Set("Content-Type", "application/json")
+		for k, v := range h {
+			r.Header.Set(k, v)
+		}
+		return r
+	}
+	cases := []struct {
+		name string
+		r    *http.Request
+		want int // 0 = allowed
+	}{
+		{"loopback host with port", req("POST", "127.0.0.1:7480", nil, "{}"), 0},
+		{"ipv6 loopback", req("POST", "[::1]:7480", nil, "{}"), 0},
+		{"configured host, any case", req("POST", "Bridge.Internal", nil, "{}"), 0},
+		{"foreign host", req("POST", "evil.example:7480", nil, "{}"), 403},
+		{"empty host", req("POST", "", nil, "{}"), 403},
+		{"allowed origin", req("POST", "localhost", map[string]string{"Origin": "HTTPS://app.example"}, "{}"), 0},
+		{"foreign origin", req("POST", "localhost", map[string]string{"Origin": "https://evil.example"}, "{}"), 403},
+		{"null origin", req("POST", "localhost", map[string]string{"Origin": "null"}, "{}"), 403},
+		{"json with charset", req("POST", "localhost", map[string]string{"Content-Type": "application/json; charset=utf-8"}, "{}"), 0},
+		{"text/plain", req("POST", "localhost", map[string]string{"Content-Type": "text/plain"}, "{}"), 415},
+		{"no content type", req("POST", "localhost", map[string]string{"Content-Type": ""}, "{}"), 415},
+		{"declared length over cap", req("POST", "localhost", nil, strings.Repeat("x", 11)), 413},
+		{"GET passes to mcp-go", req("GET", "localhost", nil, ""), 0},
+		{"PATCH", req("PATCH", "localhost", nil, ""), 405},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := e.Check(tc.r)
+			got := 0
+			if err != nil {
+				got = err.Status
+			}
+			if got != tc.want {
+				t.Errorf("Check = %v, want %d", err, tc.want)
+			}
+		})
+	}
+	// A body longer than its (absent) Content-Length claims is cut at the cap.
+	r := req("POST", "localhost", nil, strings.Repeat("x", 11))
+	r.ContentLength = -1
+	if _, err := e.ReadBody(httptest.NewRecorder(), r); err == nil || err.Status != 413 {
+		t.Errorf("ReadBody over cap = %v, want 413", err)
+	}
+	r = req("POST", "localhost", nil, "{}")
+	if b, err := e.ReadBody(httptest.NewRecorder(), r); err != nil || string(b) != "{}" {
+		t.Errorf("ReadBody = %q, %v", b, err)
+	}
+}
+
+func TestIsModern(t *testing.T) {
+	for v, want := range map[string]bool{"2026-07-28": true, "2027-01-01": true, "2025-11-25": false, "": false, "2026-07-28x": false} {
+		if protocol.IsModern(v) != want {
+			t.Errorf("IsModern(%q) != %v", v, want)
+		}
+	}
+}

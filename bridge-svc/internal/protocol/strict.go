@@ -1,0 +1,385 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// JSON-RPC error codes the pre-parse answers with.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+)
+
+// MaxDepth bounds the nesting of a message (arrays and objects), far below
+// encoding/json's 10,000: deep nesting is a cheap DoS on every later parser.
+const MaxDepth = 64
+
+// Message is what the pre-parse learned about one JSON-RPC message.
+type Message struct {
+	Method string
+	// ID is the raw id ("" when absent).
+	ID json.RawMessage
+	// MetaProtocolVersion is params._meta["io.modelcontextprotocol/protocolVersion"].
+	MetaProtocolVersion string
+	// ToolName is params.name of a tools/call.
+	ToolName string
+}
+
+// IsNotification reports a message with a method and no id.
+func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 0 }
+
+// RPCError is a JSON-RPC error the edge answers itself.
+type RPCError struct {
+	Code    int
+	Message string
+	// ID is the request id when one could be read, else null.
+	ID json.RawMessage
+}
+
+func (e *RPCError) Error() string { return e.Message }
+
+// Body renders the JSON-RPC error response.
+func (e *RPCError) Body() []byte {
+	id := e.ID
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{e.Code, e.Message}})
+	return b
+}
+
+var topKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// paramKeys are the params members MCP defines for the methods a tools-only
+// server answers; a case-folded spelling of one is refused.
+var paramKeys = []string{
+	"name", "arguments", "_meta", "cursor", "protocolVersion", "capabilities", "clientInfo",
+	"requestId", "reason", "uri", "level", "task", "progressToken",
+}
+
+// Parse checks one JSON-RPC message strictly: valid UTF-8, one object (no
+// batch), bounded depth, no duplicate or case-folded keys at the top level or
+// in params (encoding/json would match "Method" or "paramſ" to the real
+// field, so what an intermediary sees and what mcp-go executes could differ),
+// "jsonrpc":"2.0", and an id that is a string or a number whenever the
+// message is not a notification — a null or missing id never turns a
+// request into a notification.
+func Parse(body []byte) (*Message, *RPCError) {
+	if !utf8.Valid(body) {
+		return nil, &RPCError{Code: CodeParseError, Message: "parse error: body is not valid UTF-8"}
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil, &RPCError{Code: CodeParseError, Message: "parse error: empty body"}
+	}
+	if trimmed[0] == '[' {
+		return nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: JSON-RPC batches are not supported"}
+	}
+	if trimmed[0] != '{' {
+		return nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: a message must be a JSON object"}
+	}
+	if !json.Valid(trimmed) {
+		return nil, &RPCError{Code: CodeParseError, Message: "parse error: malformed JSON"}
+	}
+	if d, ok := depth(trimmed); !ok {
+		return nil, &RPCError{Code: CodeParseError, Message: "parse error: malformed JSON"}
+	} else if d > MaxDepth {
+		return nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: nesting deeper than 64"}
+	}
+	top, err := members(trimmed)
+	if err != nil {
+		return nil, &RPCError{Code: CodeParseError, Message: "parse error: malformed JSON"}
+	}
+	id := top.get("id")
+	fail := func(msg string) (*Message, *RPCError) {
+		e := &RPCError{Code: CodeInvalidRequest, Message: "invalid request: " + msg}
+		if validID(id) {
+			e.ID = id
+		}
+		return nil, e
+	}
+	if msg := top.check(topKeys, "top level"); msg != "" {
+		return fail(msg)
+	}
+	if version, ok := str(top.get("jsonrpc")); !ok || version != "2.0" {
+		return fail(`"jsonrpc" must be "2.0"`)
+	}
+	m := &Message{}
+	if raw, ok := top.lookup("method"); ok {
+		var ok bool
+		if m.Method, ok = str(raw); !ok || m.Method == "" {
+			return fail(`"method" must be a non-empty string`)
+		}
+	}
+	if raw, ok := top.lookup("id"); ok {
+		if bytes.Equal(raw, []byte("null")) {
+			return fail(`"id" must not be null`)
+		}
+		if !validID(raw) {
+			return fail(`"id" must be a string or a number`)
+		}
+		m.ID = raw
+	}
+	switch {
+	case m.Method == "":
+		// A client's response to a server request (legacy sampling etc.).
+		if len(m.ID) == 0 {
+			return fail(`a message needs a "method" or an "id" with a "result" or "error"`)
+		}
+		if _, r := top.lookup("result"); !r {
+			if _, e := top.lookup("error"); !e {
+				return fail(`a response needs "result" or "error"`)
+			}
+		}
+		return m, nil
+	case len(m.ID) == 0 && !strings.HasPrefix(m.Method, "notifications/"):
+		return fail(`"id" is required: only notifications/* may omit it`)
+	}
+	params, ok := top.lookup("params")
+	if !ok {
+		return m, nil
+	}
+	if p := bytes.TrimSpace(params); len(p) == 0 || p[0] != '{' {
+		return fail(`"params" must be an object`)
+	}
+	pm, err := members(params)
+	if err != nil {
+		return nil, &RPCError{Code: CodeParseError, Message: "parse error: malformed params"}
+	}
+	if msg := pm.check(paramKeys, "params"); msg != "" {
+		return fail(msg)
+	}
+	if raw, ok := pm.lookup("name"); ok && m.Method == "tools/call" {
+		if m.ToolName, ok = str(raw); !ok {
+			return fail(`"params.name" must be a string`)
+		}
+	}
+	if raw, ok := pm.lookup("_meta"); ok {
+		if meta, err := members(raw); err == nil {
+			m.MetaProtocolVersion, _ = str(meta.get(MetaProtocolVersion))
+		}
+	}
+	return m, nil
+}
+
+// str decodes a JSON string value; ok is false for anything else. Strings
+// without escapes are taken as they are.
+func str(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func validID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch raw[0] {
+	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
+	}
+	return false
+}
+
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+type object []member
+
+func (o object) lookup(key string) (json.RawMessage, bool) {
+	for _, m := range o {
+		if m.key == key {
+			return m.value, true
+		}
+	}
+	return nil, false
+}
+
+func (o object) get(key string) json.RawMessage {
+	v, _ := o.lookup(key)
+	return v
+}
+
+// check refuses duplicate keys, keys that equal each other under Unicode
+// case folding, and case-folded spellings of a known key.
+func (o object) check(known []string, where string) string {
+	for i, m := range o {
+		for _, n := range o[:i] {
+			if n.key == m.key {
+				return "duplicate key " + quote(m.key) + " at " + where
+			}
+			if strings.EqualFold(n.key, m.key) {
+				return "keys " + quote(n.key) + " and " + quote(m.key) + " differ only in case at " + where
+			}
+		}
+		for _, k := range known {
+			if m.key != k && strings.EqualFold(m.key, k) {
+				return "key " + quote(m.key) + " is a case-folded " + quote(k) + " at " + where
+			}
+		}
+	}
+	return ""
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// members reads one JSON object's members in order, values raw. The
+// input must already be valid JSON (Parse checks json.Valid first), so a
+// byte scanner suffices: keys are unescaped only when they hold a backslash.
+func members(raw []byte) (object, error) {
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, errNotObject
+	}
+	var out object
+	i = skipWS(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return out, nil
+	}
+	for i < len(raw) {
+		if raw[i] != '"' {
+			return nil, errNotObject
+		}
+		end := stringEnd(raw, i)
+		key := string(raw[i+1 : end-1])
+		if bytes.IndexByte(raw[i:end], '\\') >= 0 {
+			if err := json.Unmarshal(raw[i:end], &key); err != nil {
+				return nil, err
+			}
+		}
+		i = skipWS(raw, end)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, errNotObject
+		}
+		i = skipWS(raw, i+1)
+		vEnd := valueEnd(raw, i)
+		out = append(out, member{key, json.RawMessage(raw[i:vEnd])})
+		i = skipWS(raw, vEnd)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipWS(raw, i+1)
+			continue
+		}
+		if i < len(raw) && raw[i] == '}' {
+			return out, nil
+		}
+		return nil, errNotObject
+	}
+	return nil, errNotObject
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string starting at b[i] == '"'.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index just past the value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		d := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				d++
+			case '}', ']':
+				d--
+				if d == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+			j++
+		}
+		return j
+	}
+}
+
+type parseError string
+
+func (e parseError) Error() string { return string(e) }
+
+const errNotObject = parseError("not a single JSON object")
+
+// depth returns the maximum nesting of raw, scanning bytes (strings
+// skipped); ok is false on unbalanced brackets.
+func depth(raw []byte) (int, bool) {
+	d, maxD := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			d++
+			if d > maxD {
+				maxD = d
+			}
+		case '}', ']':
+			d--
+			if d < 0 {
+				return 0, false
+			}
+		}
+	}
+	return maxD, d == 0 && !inString
+}

@@ -1,0 +1,116 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+)
+
+func TestParse(t *testing.T) {
+	ok := []struct {
+		name, body, method, tool, meta string
+		notification                   bool
+	}{
+		{"tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{"n":12345678901234567890}}}`, "tools/call", "files.read", "", false},
+		{"string id", `{"jsonrpc":"2.0","id":"a","method":"tools/list"}`, "tools/list", "", "", false},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "notifications/initialized", "", "", true},
+		{"modern meta", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, "tools/list", "", "2026-07-28", false},
+		{"client response", `{"jsonrpc":"2.0","id":3,"result":{}}`, "", "", "", false},
+		{"nested keys may repeat in arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":{"Name":1,"name":2}}}}`, "tools/call", "x", "", false},
+	}
+	for _, tc := range ok {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := protocol.Parse([]byte(tc.body))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if m.Method != tc.method || m.ToolName != tc.tool || m.MetaProtocolVersion != tc.meta || m.IsNotification() != tc.notification {
+				t.Errorf("Parse = %+v", m)
+			}
+		})
+	}
+	bad := []struct {
+		name, body string
+		code       int
+		mentions   string
+	}{
+		{"invalid utf-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\xff\"}", protocol.CodeParseError, "UTF-8"},
+		{"empty", ``, protocol.CodeParseError, "empty"},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, protocol.CodeInvalidRequest, "batch"},
+		{"scalar", `42`, protocol.CodeInvalidRequest, "object"},
+		{"trailing garbage", `{"jsonrpc":"2.0","id":1,"method":"ping"}{}`, protocol.CodeParseError, "malformed"},
+		{"unbalanced", `{"jsonrpc":"2.0","id":1,"method":"ping"`, protocol.CodeParseError, "malformed"},
+		{"too deep", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}`, protocol.CodeInvalidRequest, "64"},
+		{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, protocol.CodeInvalidRequest, "2.0"},
+		{"no version", `{"id":1,"method":"ping"}`, protocol.CodeInvalidRequest, "2.0"},
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"tools/call"}`, protocol.CodeInvalidRequest, "null"},
+		{"bool id", `{"jsonrpc":"2.0","id":true,"method":"tools/call"}`, protocol.CodeInvalidRequest, "string or a number"},
+		{"request without id", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}`, protocol.CodeInvalidRequest, "only notifications"},
+		{"Method", `{"jsonrpc":"2.0","id":1,"Method":"tools/call"}`, protocol.CodeInvalidRequest, "case-folded"},
+		{"METHOD beside method", `{"jsonrpc":"2.0","id":1,"method":"ping","METHOD":"tools/call"}`, protocol.CodeInvalidRequest, "differ only in case"},
+		{"paramſ", `{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{}}`, protocol.CodeInvalidRequest, "case-folded"},
+		{"duplicate id", `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, protocol.CodeInvalidRequest, "duplicate"},
+		{"duplicate name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`, protocol.CodeInvalidRequest, "duplicate"},
+		{"Name in params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"a"}}`, protocol.CodeInvalidRequest, "case-folded"},
+		{"params not object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, protocol.CodeInvalidRequest, "object"},
+		{"name not string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}`, protocol.CodeInvalidRequest, "string"},
+		{"response without result", `{"jsonrpc":"2.0","id":1}`, protocol.CodeInvalidRequest, "result"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := protocol.Parse([]byte(tc.body))
+			if err == nil {
+				t.Fatalf("Parse accepted %s as %+v", tc.body, m)
+			}
+			if err.Code != tc.code || !strings.Contains(err.Message, tc.mentions) {
+				t.Errorf("error = %d %q, want %d mentioning %q", err.Code, err.Message, tc.code, tc.mentions)
+			}
+			if b := string(err.Body()); !strings.Contains(b, `"jsonrpc":"2.0"`) || !strings.Contains(b, `"error"`) {
+				t.Errorf("body = %s", b)
+			}
+		})
+	}
+}
+
+// FuzzParse: Parse never panics, and for every message it accepts,
+// encoding/json's case-insensitive struct decoding (what mcp-go does) finds
+// the same method and tool name the pre-parse saw: no parser differential.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"Method":"x"}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{"name":"a"},"params":{"name":"b"}}`))
+	f.Add([]byte(`[{}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, err := protocol.Parse(body)
+		if err != nil {
+			return
+		}
+		var folded struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &folded) != nil {
+			return // not an object mcp-go could decode either
+		}
+		if folded.Method != m.Method {
+			t.Errorf("method: pre-parse %q, encoding/json %q: %s", m.Method, folded.Method, body)
+		}
+		if m.Method == "tools/call" && folded.Params.Name != m.ToolName {
+			t.Errorf("tool: pre-parse %q, encoding/json %q: %s", m.ToolName, folded.Params.Name, body)
+		}
+	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p1"}}}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := protocol.Parse(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

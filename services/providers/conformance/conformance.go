@@ -1,0 +1,142 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// Fixture tool names, exactly as the suite calls them.
+const (
+	ToolSimpleText       = "test_simple_text"
+	ToolImage            = "test_image_content"
+	ToolAudio            = "test_audio_content"
+	ToolEmbeddedResource = "test_embedded_resource"
+	ToolMixedContent     = "test_multiple_content_types"
+	ToolError            = "test_error_handling"
+	ToolJSONSchema202012 = "json_schema_2020_12_tool"
+)
+
+// Source is the metadata source of every fixture tool.
+const Source = "provider:conformance"
+
+// Minimal media the suite only checks for presence and MIME type.
+const (
+	redPixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+	silentWAV   = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA=="
+)
+
+const emptyObject = `{"type":"object","properties":{},"additionalProperties":false}`
+
+// jsonSchema202012 is the suite's SEP-1613 schema: $schema, $defs and
+// additionalProperties must survive publication verbatim.
+const jsonSchema202012 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"}},"additionalProperties":false}`
+
+type fixture struct {
+	name, description, input string
+	content                  []map[string]any
+	isError                  bool
+}
+
+var resource = map[string]any{"type": "resource", "resource": map[string]any{
+	"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content.",
+}}
+
+var fixtures = []fixture{
+	{ToolSimpleText, "Returns simple text content.", emptyObject,
+		[]map[string]any{{"type": "text", "text": "This is a simple text response for testing."}}, false},
+	{ToolImage, "Returns a 1x1 PNG image.", emptyObject,
+		[]map[string]any{{"type": "image", "data": redPixelPNG, "mimeType": "image/png"}}, false},
+	{ToolAudio, "Returns a short WAV clip.", emptyObject,
+		[]map[string]any{{"type": "audio", "data": silentWAV, "mimeType": "audio/wav"}}, false},
+	{ToolEmbeddedResource, "Returns an embedded text resource.", emptyObject,
+		[]map[string]any{resource}, false},
+	{ToolMixedContent, "Returns text, image and resource content.", emptyObject,
+		[]map[string]any{
+			{"type": "text", "text": "Multiple content types test:"},
+			{"type": "image", "data": redPixelPNG, "mimeType": "image/png"},
+			resource,
+		}, false},
+	{ToolError, "Always answers with a tool error.", emptyObject,
+		[]map[string]any{{"type": "text", "text": "This tool intentionally returns an error for testing"}}, true},
+	{ToolJSONSchema202012, "Tool with JSON Schema 2020-12 features", jsonSchema202012,
+		[]map[string]any{{"type": "text", "text": "JSON Schema 2020-12 tool called"}}, false},
+}
+
+// Tool is one fixture tool's published fields.
+type Tool struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// Tools lists the fixture tools, sorted by name.
+func Tools() []Tool {
+	out := make([]Tool, 0, len(fixtures))
+	for _, f := range fixtures {
+		out = append(out, Tool{Name: f.name, Description: f.description, InputSchema: json.RawMessage(f.input)})
+	}
+	sortTools(out)
+	return out
+}
+
+func sortTools(ts []Tool) {
+	for i := 1; i < len(ts); i++ {
+		for j := i; j > 0 && ts[j].Name < ts[j-1].Name; j-- {
+			ts[j], ts[j-1] = ts[j-1], ts[j]
+		}
+	}
+}
+
+// Registrations are the catalogue registrations of the fixtures, served by
+// the provider at target. The requirement is one fixed resource: the
+// fixtures take no arguments and touch nothing.
+func Registrations(target string) []*sharedosv1.ToolRegistration {
+	var out []*sharedosv1.ToolRegistration
+	for _, t := range Tools() {
+		out = append(out, &sharedosv1.ToolRegistration{
+			Name:            t.Name,
+			Description:     t.Description,
+			InputSchemaJson: t.InputSchema,
+			AnnotationsJson: []byte(`{"readOnlyHint":true,"openWorldHint":false}`),
+			Metadata:        &sharedosv1.ToolMetadata{Source: Source},
+			Class:           sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+			Requirement: &sharedosv1.Requirement{
+				Action: "call", Resource: "conformance:fixture", PathCleaning: sharedosv1.PathCleaning_PATH_CLEANING_NONE,
+			},
+			Handler: &sharedosv1.HandlerRef{Target: target, Timeout: durationpb.New(5e9)},
+		})
+	}
+	return out
+}
+
+// Provider serves the fixtures.
+type Provider struct {
+	sharedosv1.UnimplementedToolHandlerServiceServer
+}
+
+var _ sharedosv1.ToolHandlerServiceServer = (*Provider)(nil)
+
+// Handle implements sharedosv1.ToolHandlerServiceServer.
+func (p *Provider) Handle(_ context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
+	args := bytes.TrimSpace(req.GetArgumentsJson())
+	if len(args) == 0 || args[0] != '{' || !json.Valid(args) {
+		return nil, status.Error(codes.InvalidArgument, "conformance: arguments must be one JSON object")
+	}
+	for _, f := range fixtures {
+		if f.name == req.GetTool() {
+			b, err := json.Marshal(f.content)
+			if err != nil {
+				return nil, status.Error(codes.Internal, "conformance: encode fixture")
+			}
+			return &sharedosv1.HandleResponse{ContentJson: b, IsError: f.isError}, nil
+		}
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "conformance: unknown tool %q", req.GetTool())
+}

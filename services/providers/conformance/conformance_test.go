@@ -1,0 +1,59 @@
+package conformance_test
+
+import (
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/toolname"
+	"github.com/sharedos/toolshare/services/providers/conformance"
+	"github.com/sharedos/toolshare/services/providers/providertest"
+)
+
+func TestProviderContract(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	sharedosv1.RegisterToolHandlerServiceServer(s, &conformance.Provider{})
+	go func() { _ = s.Serve(lis) }()
+	defer s.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	providertest.Run(t, sharedosv1.NewToolHandlerServiceClient(cc), []providertest.Case{
+		{Name: "simple text", Tool: conformance.ToolSimpleText, Args: `{}`, WantText: "simple text response"},
+		{Name: "image", Tool: conformance.ToolImage, Args: `{}`},
+		{Name: "audio", Tool: conformance.ToolAudio, Args: `{}`},
+		{Name: "embedded resource", Tool: conformance.ToolEmbeddedResource, Args: `{}`},
+		{Name: "mixed", Tool: conformance.ToolMixedContent, Args: `{}`, WantText: "Multiple content types"},
+		{Name: "error", Tool: conformance.ToolError, Args: `{}`, WantError: true, WantText: "intentionally returns an error"},
+		{Name: "json schema 2020-12", Tool: conformance.ToolJSONSchema202012, Args: `{"name":"x"}`},
+	})
+}
+
+func TestToolsArePublishable(t *testing.T) {
+	tools := conformance.Tools()
+	if len(tools) != 7 {
+		t.Fatalf("%d fixtures, want 7", len(tools))
+	}
+	for i, tool := range tools {
+		if err := toolname.Validate(tool.Name); err != nil {
+			t.Errorf("%s: %v", tool.Name, err)
+		}
+		if i > 0 && tools[i-1].Name >= tool.Name {
+			t.Errorf("not sorted at %s", tool.Name)
+		}
+	}
+	for _, r := range conformance.Registrations("127.0.0.1:7405") {
+		if r.GetHandler().GetTarget() != "127.0.0.1:7405" || r.GetRequirement().GetAction() == "" {
+			t.Errorf("registration %s incomplete", r.GetName())
+		}
+	}
+}
