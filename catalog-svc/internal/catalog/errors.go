@@ -26,7 +26,6 @@ var (
 const (
 	RuleRequired        = "required"
 	RuleToolName        = "ToolNameSchema"
-	RuleQualifiedName   = "provider_qualified_name"
 	RuleNamespace       = "namespace_is_first_segment"
 	RuleCollisionKey    = "collision_key_unique"
 	RuleCaseInsensitive = "case_insensitive_unique"

@@ -35,11 +35,11 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 		return nil, invalid("class", RuleClass, "must be managed, harness_local or external_direct, got %s", class)
 	}
 	managed := class == sharedosv1.ToolClass_TOOL_CLASS_MANAGED
-	// A managed tool's namespace is what policies and the namespace rule key
-	// on; an unqualified managed name would belong to no provider.
-	if managed && q.Namespace == "" {
-		return nil, invalid("name", RuleQualifiedName, "managed tool %q needs a provider-qualified name <namespace>.<tool>, e.g. \"files.read\"", name)
-	}
+	// Provider-qualified names (files.read) are the norm and the namespace
+	// must then be the first segment; an unqualified name (the MCP
+	// conformance fixtures' test_simple_text) is allowed with no namespace.
+	// Either way it is one identity: the collision-key and case-fold
+	// uniqueness rules stop a bare "search" from existing twice.
 	if ns := reg.GetMetadata().GetNamespace(); ns != q.Namespace {
 		if q.Namespace == "" {
 			return nil, invalid("metadata.namespace", RuleNamespace, "is %q but the unqualified name %q has no namespace segment; leave it empty", ns, name)

@@ -45,7 +45,6 @@ func TestRegisterRejects(t *testing.T) {
 		{"name too long", func(r *sharedosv1.ToolRegistration) { r.Name = "files." + strings.Repeat("a", 123) }, "name", "ToolNameSchema", "129"},
 		{"name with slash", func(r *sharedosv1.ToolRegistration) { r.Name = "files/read" }, "name", "ToolNameSchema", ""},
 		{"leading dot", func(r *sharedosv1.ToolRegistration) { r.Name = ".read" }, "name", "QualifiedToolName", ""},
-		{"managed without namespace", func(r *sharedosv1.ToolRegistration) { r.Name = "read"; r.Metadata.Namespace = "" }, "name", catalog.RuleQualifiedName, "provider-qualified"},
 		{"foreign namespace", func(r *sharedosv1.ToolRegistration) { r.Name = "github.search"; r.Metadata.Namespace = "notion" }, "metadata.namespace", catalog.RuleNamespace, `"github"`},
 		{"missing namespace", func(r *sharedosv1.ToolRegistration) { r.Metadata.Namespace = "" }, "metadata.namespace", catalog.RuleNamespace, ""},
 		{"unspecified class", func(r *sharedosv1.ToolRegistration) { r.Class = 0 }, "class", catalog.RuleClass, ""},
@@ -175,6 +174,9 @@ func TestRegisterAccepts(t *testing.T) {
 			r.Requirement.Resource = "file:{x}"
 		}},
 		{"action-only requirement", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "" }},
+		{"managed unqualified without namespace", func(r *sharedosv1.ToolRegistration) {
+			r.Name, r.Metadata.Namespace, r.Requirement.Resource = "test_simple_text", "", ""
+		}},
 		{"harness_local unqualified", func(r *sharedosv1.ToolRegistration) {
 			r.Name, r.Metadata.Namespace, r.Class, r.Requirement, r.Handler = "patch", "", sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, nil, nil
 		}},
