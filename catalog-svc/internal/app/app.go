@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -199,7 +198,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	go a.runtime.RunReconciler(ctx, a.cfg.ReconcileInterval)
 	if a.metrics != nil && a.cfg.MetricsListen != "" {
-		stop, err := serveMetrics(a.cfg.MetricsListen, a.metrics, a.log)
+		_, stop, err := telemetry.ServeMetrics(a.cfg.MetricsListen, a.metrics, a.log)
 		if err != nil {
 			return err
 		}
@@ -242,20 +241,4 @@ func (a *App) close() {
 		}
 	}
 	a.closers = nil
-}
-
-func serveMetrics(addr string, h http.Handler, log *slog.Logger) (func(), error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server", slog.Any("error", err))
-		}
-	}()
-	return func() { _ = srv.Close() }, nil
 }
