@@ -79,6 +79,10 @@ test: check-postgres npm-deps build ## Run every module's tests with -race (need
 .PHONY: test-extra
 test-extra: $(TEST_EXTRA)
 
+.PHONY: docs
+docs: build ## Regenerate docs/configuration.md from the binaries' flags.
+	cd services && UPDATE_DOCS=1 $(GO) test ./e2e/ -run TestConfigurationReferenceIsCurrent -count=1
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 20s).
 	@scripts/fuzz.sh $${FUZZTIME:-20s}

@@ -14,5 +14,5 @@ bench-bridge: ## bridge-svc benchmarks: tools/call vs plain mcp-go (both eras, c
 	cd bridge-svc && go test ./internal/app/ -run '^$$' -bench 'BenchmarkIdleTurnMemory' \
 		-benchtime 1x -timeout 30m
 
-e2e-npm: ## bridge-svc e2e with the pinned npm clients (TS SDK client, MCP conformance suite); runs npm ci if needed
-	cd bridge-svc && go test ./internal/npme2e/ -count=1 -v -timeout 10m
+e2e-npm: npm-deps build ## the official TS SDK client and MCP conformance suite against the real stack on PostgreSQL
+	cd services && go test ./e2e/ -run TestOfficialClientsAgainstTheRealStack -count=1 -v -timeout 10m
