@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
@@ -51,6 +53,14 @@ type Config struct {
 	// StatusCacheTTL is how long a pod reuses a lease status read
 	// (ADR 0005); 0 reads the store on every request.
 	StatusCacheTTL time.Duration
+	// MetricsListen is the address of the Prometheus /metrics endpoint
+	// (empty: off); it serves Metrics.
+	MetricsListen string
+	// Metrics is the Prometheus handler from telemetry.SetupWith; nil
+	// leaves the endpoint off whatever MetricsListen says.
+	Metrics http.Handler
+	// MeterProvider replaces the global one (tests).
+	MeterProvider metric.MeterProvider
 
 	// Logger; nil means telemetry.Logger(ServiceBridge).
 	Logger *slog.Logger
@@ -76,12 +86,13 @@ func (c *Config) Flags(fs *flag.FlagSet) func() {
 	sweep := config.Duration(fs, "sweep-interval", 5*time.Second, "how often cached turn servers of closed/expired turns are freed")
 	callTimeout := config.Duration(fs, "call-timeout", 2*time.Minute, "deadline of one InvokeTool (kernel pipeline and handler)")
 	statusTTL := config.Duration(fs, "lease-cache-ttl", 500*time.Millisecond, "how long a pod reuses a lease status read: a close through another pod is seen within it (0: read every request)")
+	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
 	return func() {
 		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
 		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate = *catalog, *kernel, *dbURL, *migrate
 		c.AllowedOrigins, c.AllowedHosts = *origins, *hosts
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
-		c.StatusCacheTTL = *statusTTL
+		c.StatusCacheTTL, c.MetricsListen = *statusTTL, *metrics
 	}
 }
 
@@ -95,8 +106,10 @@ type App struct {
 	http    *http.Server
 	mcp     *mcpserver.Handler
 	store   leases.Store
-	pinger  leases.Pinger
-	closers []func()
+	// metricsAddr is the bound --metrics-listen address ("" when off).
+	metricsAddr string
+	pinger      leases.Pinger
+	closers     []func()
 }
 
 // Complete validates c, opens the store and the clients and binds the
@@ -233,8 +246,50 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
+	if err := a.registerMetrics(c.MeterProvider); err != nil {
+		return nil, err
+	}
+	if c.Metrics != nil && c.MetricsListen != "" {
+		// Bound here like the other listeners, so a bad address fails
+		// Complete; scraping before Run only sees idle instruments.
+		bound, stop, merr := telemetry.ServeMetrics(c.MetricsListen, c.Metrics, a.log)
+		if merr != nil {
+			return nil, fmt.Errorf("bridge: --metrics-listen: %w", merr)
+		}
+		a.closers = append(a.closers, stop)
+		a.metricsAddr = bound
+	}
 	a.cfg = c
 	return a, nil
+}
+
+// registerMetrics registers the bridge's instruments on the global
+// MeterProvider (a no-op one until telemetry.SetupWith installs the SDK).
+// sharedos.turns.open counts the open turns this pod serves: those it
+// holds an MCP server for, the working set the sweeper keeps current
+// (a turn closed elsewhere or expired leaves it within --sweep-interval).
+// Pods are stateless, so a turn used through several pods counts on each:
+// aggregate across pods with max, not sum, for a rough system-wide figure.
+func (a *App) registerMetrics(mp metric.MeterProvider) error {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(telemetry.ScopeBridge)
+	open, err := meter.Int64ObservableUpDownCounter(telemetry.MetricTurnsOpen,
+		metric.WithDescription("Open turns this bridge pod holds an MCP server for."),
+		metric.WithUnit("{turn}"))
+	if err != nil {
+		return fmt.Errorf("bridge: metric %s: %w", telemetry.MetricTurnsOpen, err)
+	}
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(open, int64(a.mcp.Served()))
+		return nil
+	}, open)
+	if err != nil {
+		return fmt.Errorf("bridge: metric %s: %w", telemetry.MetricTurnsOpen, err)
+	}
+	a.closers = append(a.closers, func() { _ = reg.Unregister() })
+	return nil
 }
 
 // GRPCAddr and HTTPAddr are the bound addresses (":0" in tests).
@@ -242,6 +297,9 @@ func (a *App) GRPCAddr() string { return a.grpcLis.Addr().String() }
 
 // HTTPAddr is the bound HTTP address.
 func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
+
+// MetricsAddr is the bound Prometheus /metrics address, "" when off.
+func (a *App) MetricsAddr() string { return a.metricsAddr }
 
 // PublicURL is the effective public base URL.
 func (a *App) PublicURL() string { return a.cfg.PublicURL }

@@ -7,13 +7,21 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 )
 
-// TestMain fails the package when anything the tests started is still
-// running afterwards: bridges, turn servers (none may outlive eviction),
-// fakes, clients.
+// TestMain drops the pgtest templates, and fails the package when anything
+// the tests started is still running afterwards: bridges, turn servers
+// (none may outlive eviction), fakes, clients.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if err := pgtest.DropTemplates(); err != nil {
+		fmt.Fprintln(os.Stderr, "pgtest:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	http.DefaultClient.CloseIdleConnections()
 	benchClient.CloseIdleConnections()
 	if code == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,15 +30,6 @@ import (
 type Invoker interface {
 	InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, opts ...grpc.CallOption) (*sharedosv1.ToolResult, error)
 }
-
-// Span attribute keys of bridge diagnostics (harness presentation that was
-// recorded and never forwarded).
-const (
-	AttrAliasOf         = "sharedos.bridge.alias_of"
-	AttrStrippedArgKeys = "sharedos.bridge.stripped_argument_keys"
-	AttrJSONRPCID       = "sharedos.bridge.jsonrpc_id"
-	AttrClientCallID    = "sharedos.bridge.client_call_ids"
-)
 
 // HarnessInjectedKeys are argument keys harnesses add on their own. They are
 // dropped only when the tool's inputSchema does not declare them.
@@ -155,19 +147,19 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 		attribute.String(telemetry.AttrToolRequested, req.Name),
 		attribute.String(telemetry.AttrTurnID, turn.TurnID))
 	if req.JSONRPCID != nil {
-		span.SetAttributes(attribute.String(AttrJSONRPCID, fmt.Sprint(req.JSONRPCID)))
+		span.SetAttributes(attribute.String(telemetry.AttrBridgeJSONRPCID, fmt.Sprint(req.JSONRPCID)))
 	}
 	if ids := clientIDs(req.Meta); ids != "" {
-		span.SetAttributes(attribute.String(AttrClientCallID, ids))
+		span.SetAttributes(attribute.String(telemetry.AttrBridgeClientCallIDs, ids))
 	}
 	if diag != "" {
-		span.SetAttributes(attribute.String(AttrAliasOf, diag))
+		span.SetAttributes(attribute.String(telemetry.AttrBridgeAliasOf, diag))
 		f.log().InfoContext(ctx, "harness alias recorded, raw name forwarded",
 			slog.String(telemetry.AttrTurnID, turn.TurnID), slog.String(telemetry.AttrCallID, callID),
 			slog.String(telemetry.AttrToolRequested, req.Name), slog.String("alias_of", diag))
 	}
 	if len(stripped) > 0 {
-		span.SetAttributes(attribute.StringSlice(AttrStrippedArgKeys, stripped))
+		span.SetAttributes(attribute.StringSlice(telemetry.AttrBridgeStrippedArgKeys, stripped))
 		f.log().InfoContext(ctx, "harness-injected argument keys stripped",
 			slog.String(telemetry.AttrTurnID, turn.TurnID), slog.String(telemetry.AttrCallID, callID),
 			slog.String(telemetry.AttrToolRequested, req.Name), slog.Any("keys", stripped))
@@ -198,9 +190,21 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 	if res.GetCallId() == "" {
 		res.CallId = callID
 	}
+	out, res := f.toMCP(ctx, res)
+	recordOutcome(span, res)
+	return out // nil when the kernel says cancelled: no result, like a client cancellation
+}
+
+// recordOutcome puts the outcome the harness sees on the tools/call span.
+// Only a failed outcome makes the span Error: a denial is a correct answer
+// (ADR 0014's outcome table), and a success whose handler reported isError
+// is still the tool's own answer.
+func recordOutcome(span trace.Span, res *sharedosv1.ToolResult) {
 	span.SetAttributes(attribute.String(telemetry.AttrOutcomeStatus, outcome.StatusName(res.GetStatus())),
 		attribute.String(telemetry.AttrOutcomeCode, res.GetCode()))
-	return f.toMCP(ctx, res)
+	if res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_FAILED {
+		span.SetStatus(otelcodes.Error, res.GetCode())
+	}
 }
 
 func (f *Forwarder) log() *slog.Logger {
@@ -331,24 +335,29 @@ func NewCallID() string {
 	return "c" + strings.ToLower(callIDEncoding.EncodeToString(b[:]))
 }
 
-// toMCP maps a kernel result per the architecture's outcome table.
-func (f *Forwarder) toMCP(ctx context.Context, res *sharedosv1.ToolResult) *mcp.CallToolResult {
+// toMCP maps a kernel result per the architecture's outcome table. It also
+// returns the result the harness is answered with: a malformed success or
+// an unknown status becomes a failure. The MCP result is nil for a
+// cancelled call.
+func (f *Forwarder) toMCP(ctx context.Context, res *sharedosv1.ToolResult) (*mcp.CallToolResult, *sharedosv1.ToolResult) {
 	switch res.GetStatus() {
 	case sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED:
 		out, err := contentResult(res)
 		if err != nil {
 			f.log().ErrorContext(ctx, "handler content is not MCP content", slog.String(telemetry.AttrCallID, res.GetCallId()),
 				slog.String("error", err.Error()))
-			return Refusal(withCall(outcome.Failed(outcome.HandlerError, "the tool answered with content that is not MCP content"), res))
+			failed := withCall(outcome.Failed(outcome.HandlerError, "the tool answered with content that is not MCP content"), res)
+			return Refusal(failed), failed
 		}
-		return out
+		return out, res
 	case sharedosv1.OperationStatus_OPERATION_STATUS_DENIED, sharedosv1.OperationStatus_OPERATION_STATUS_FAILED:
-		return Refusal(res)
+		return Refusal(res), res
 	case sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED:
-		return nil
+		return nil, res
 	default:
-		return Refusal(withCall(outcome.Failed(outcome.Internal,
-			"the SharedOS kernel answered with status "+outcome.StatusName(res.GetStatus())), res))
+		failed := withCall(outcome.Failed(outcome.Internal,
+			"the SharedOS kernel answered with status "+outcome.StatusName(res.GetStatus())), res)
+		return Refusal(failed), failed
 	}
 }
 

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,6 +17,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
 type stubInvoker struct {
@@ -125,7 +129,12 @@ func TestOutcomeMapping(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &forward.Forwarder{Invoker: &stubInvoker{res: tc.res, err: tc.err}}
-			res := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{}`)})
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			ctx, sp := tp.Tracer("test").Start(context.Background(), "tools/call files.read")
+			res := f.Call(ctx, turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{}`)})
+			sp.End()
+			checkSpanOutcome(t, rec.Ended()[0], tc.code, tc.nilReply)
 			if tc.nilReply {
 				if res != nil {
 					t.Fatalf("cancellation answered %+v, want no result", res)
@@ -152,5 +161,23 @@ func TestOutcomeMapping(t *testing.T) {
 	f := &forward.Forwarder{Invoker: &stubInvoker{res: denied, hook: func(context.Context) { cancel() }}}
 	if res := f.Call(ctx, turn(false), forward.Request{Name: "files.read"}); res != nil {
 		t.Errorf("cancelled call answered %+v", res)
+	}
+}
+
+// checkSpanOutcome: the tools/call span carries the outcome code the
+// harness saw, and is Error exactly for failed outcomes: never for a
+// denial, a success (even a handler's isError) or a cancellation.
+func checkSpanOutcome(t *testing.T, sp sdktrace.ReadOnlySpan, code string, cancelled bool) {
+	t.Helper()
+	attrs := map[string]string{}
+	for _, kv := range sp.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if !cancelled && attrs[telemetry.AttrOutcomeCode] != code {
+		t.Errorf("span %s = %q, want %q", telemetry.AttrOutcomeCode, attrs[telemetry.AttrOutcomeCode], code)
+	}
+	wantError := code != "" && code != outcome.PermissionDenied
+	if got := sp.Status().Code == otelcodes.Error; got != wantError {
+		t.Errorf("span status %v (%s=%s), want Error=%v", sp.Status(), telemetry.AttrOutcomeStatus, attrs[telemetry.AttrOutcomeStatus], wantError)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -41,12 +42,15 @@ type Config struct {
 	StatusCacheTTL time.Duration
 	// Now replaces time.Now (tests).
 	Now func() time.Time
+	// TracerProvider replaces the global one (tests).
+	TracerProvider trace.TracerProvider
 }
 
 // Handler serves every turn's MCP endpoint and caches one turnServer per
 // open turn seen by this pod.
 type Handler struct {
-	cfg Config
+	cfg    Config
+	tracer trace.Tracer
 
 	mu       sync.Mutex
 	turns    map[string]*entry
@@ -64,6 +68,8 @@ type entry struct {
 	once sync.Once
 	srv  *turnServer
 	err  error
+	// built is set once srv is ready; Served reads it without e.once.
+	built atomic.Bool
 }
 
 // NewHandler returns a Handler.
@@ -74,7 +80,11 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Handler{cfg: cfg, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus)}
+	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus)}
+	if cfg.TracerProvider != nil {
+		h.tracer = cfg.TracerProvider.Tracer(telemetry.ScopeBridge)
+	}
+	return h
 }
 
 // ServeHTTP checks, in order and before touching anything of the turn: the
@@ -149,14 +159,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		// One server span per JSON-RPC request, continuing the caller's
-		// trace (W3C headers); mcp-go derives the handler's context from
-		// the request's, so the InvokeTool client span nests under it.
+		// trace: params._meta.traceparent (SEP-414) when the message
+		// carries one, else the W3C headers. mcp-go derives the handler's
+		// context from the request's, so the InvokeTool client span nests
+		// under it.
 		version := r.Header.Get(protocol.HeaderProtocolVersion)
 		if msg.MetaProtocolVersion != "" {
 			version = msg.MetaProtocolVersion
 		}
-		sctx := otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
-		sctx, span := tracer.Start(sctx, telemetry.MCPSpanName(msg.Method, msg.ToolName),
+		sctx := extractTrace(ctx, r.Header, msg.TraceMeta)
+		sctx, span := h.tracer.Start(sctx, telemetry.MCPSpanName(msg.Method, msg.ToolName),
 			trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(
 				attribute.String(telemetry.AttrTurnID, turnID),
@@ -181,6 +193,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	srv.http.ServeHTTP(w, r)
+}
+
+// extractTrace returns ctx carrying the remote span the request continues.
+// A message's own _meta trace context wins over the HTTP headers: it names
+// the harness span of this very call, while headers may belong to a shared
+// connection or a proxy. An invalid _meta traceparent is ignored (the
+// propagator leaves the context as it was), so the headers still apply.
+func extractTrace(ctx context.Context, h http.Header, meta map[string]string) context.Context {
+	prop := otel.GetTextMapPropagator()
+	ctx = prop.Extract(ctx, propagation.HeaderCarrier(h))
+	if meta["traceparent"] != "" {
+		ctx = prop.Extract(ctx, propagation.MapCarrier(meta))
+	}
+	return ctx
 }
 
 func bearer(r *http.Request) (string, bool) {
@@ -251,6 +277,7 @@ func (h *Handler) server(ctx context.Context, turnID string) (*turnServer, error
 			return
 		}
 		e.srv, e.err = newTurnServer(l, h.cfg.Forwarder, h.cfg.Logger)
+		e.built.Store(e.err == nil)
 	})
 	if e.err != nil {
 		h.mu.Lock()
@@ -287,6 +314,22 @@ func (h *Handler) Cached() []string {
 		}
 	}
 	return ids
+}
+
+// Served is the number of turns this pod holds a built MCP server for
+// (the sharedos.turns.open metric).
+func (h *Handler) Served() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.turns {
+		// e.srv is written inside e.once before the entry is visible as
+		// built; an entry still building (or failed) is not a served turn.
+		if e.built.Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // Sweep evicts every cached turn the store says is closed, expired or gone:

@@ -26,7 +26,16 @@ type Message struct {
 	MetaProtocolVersion string
 	// ToolName is params.name of a tools/call.
 	ToolName string
+	// TraceMeta holds the W3C trace context members of params._meta
+	// (traceparent, tracestate, baggage: MCP SEP-414), for a harness whose
+	// MCP client cannot set HTTP headers; nil when there are none. Only
+	// string values are kept.
+	TraceMeta map[string]string
 }
+
+// TraceMetaKeys are the params._meta keys SEP-414 carries W3C trace
+// context in (the header names of tracecontext and baggage).
+var TraceMetaKeys = []string{"traceparent", "tracestate", "baggage"}
 
 // IsNotification reports a message with a method and no id.
 func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 0 }
@@ -170,6 +179,14 @@ func Parse(body []byte) (*Message, *RPCError) {
 	if raw, ok := pm.lookup("_meta"); ok {
 		if meta, err := members(raw); err == nil {
 			m.MetaProtocolVersion, _ = str(meta.get(MetaProtocolVersion))
+			for _, k := range TraceMetaKeys {
+				if v, ok := str(meta.get(k)); ok && v != "" {
+					if m.TraceMeta == nil {
+						m.TraceMeta = make(map[string]string, len(TraceMetaKeys))
+					}
+					m.TraceMeta[k] = v
+				}
+			}
 		}
 	}
 	return m, nil

@@ -1,0 +1,143 @@
+package mcpserver_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/storetest"
+	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+// fixedKernel answers every InvokeTool with res.
+type fixedKernel struct{ res *sharedosv1.ToolResult }
+
+func (k fixedKernel) InvokeTool(_ context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	r := proto.Clone(k.res).(*sharedosv1.ToolResult)
+	r.CallId = in.GetCallId()
+	return r, nil
+}
+
+const (
+	headerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	headerSpan  = "00f067aa0ba902b7"
+	metaTrace   = "0af7651916cd43dd8448eb211c80319c"
+	metaSpan    = "b7ad6b7169203331"
+)
+
+// TestToolsCallSpan: the tools/call server span continues the harness's
+// trace from params._meta.traceparent (SEP-414) when the message has a
+// valid one, from the HTTP traceparent header otherwise, and is Error
+// exactly when the outcome is failed.
+func TestToolsCallSpan(t *testing.T) {
+	// The handler uses the global propagator, as every service does
+	// (telemetry.Setup installs this one).
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	cases := []struct {
+		name              string
+		header, meta      string // traceparent values ("" = none)
+		res               *sharedosv1.ToolResult
+		wantTrace, parent string // "" = a root span
+		wantError         bool
+	}{
+		{"header only", "00-" + headerTrace + "-" + headerSpan + "-01", "",
+			&sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED}, headerTrace, headerSpan, false},
+		{"_meta wins over header", "00-" + headerTrace + "-" + headerSpan + "-01", "00-" + metaTrace + "-" + metaSpan + "-01",
+			outcome.Denied(outcome.PermissionDenied, "no"), metaTrace, metaSpan, false},
+		{"_meta only", "", "00-" + metaTrace + "-" + metaSpan + "-01",
+			outcome.Failed(outcome.HandlerError, "boom"), metaTrace, metaSpan, true},
+		{"invalid _meta falls back to header", "00-" + headerTrace + "-" + headerSpan + "-01", "00-zz-yy-01",
+			outcome.Failed(outcome.InvalidArguments, "path: want string"), headerTrace, headerSpan, true},
+		{"neither starts a trace", "", "",
+			outcome.Denied(outcome.ToolUnavailable, "unknown"), "", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			store := memory.New()
+			h := mcpserver.NewHandler(mcpserver.Config{
+				Store:          store,
+				Forwarder:      &forward.Forwarder{Invoker: fixedKernel{tc.res}},
+				Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+				TracerProvider: tp,
+			})
+			mux := http.NewServeMux()
+			mux.Handle(mcpserver.Pattern, h)
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			defer srv.Client().CloseIdleConnections()
+
+			l := storetest.Sample(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+			token, hash, err := leases.NewToken()
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.TokenHash = hash
+			if err := store.Create(context.Background(), l); err != nil {
+				t.Fatal(err)
+			}
+			meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+			if tc.meta != "" {
+				meta += `,"traceparent":"` + tc.meta + `"`
+			}
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
+				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":{`+meta+`}}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", "files.read")
+			if tc.header != "" {
+				req.Header.Set("traceparent", tc.header)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("tools/call: HTTP %d", resp.StatusCode)
+			}
+
+			spans := rec.Ended()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans ended, want 1 (the tools/call span)", len(spans))
+			}
+			sp := spans[0]
+			if sp.Name() != telemetry.MCPSpanName("tools/call", "files.read") {
+				t.Errorf("span name %q", sp.Name())
+			}
+			if tc.wantTrace == "" {
+				if sp.Parent().IsValid() {
+					t.Errorf("span has parent %s, want a root", sp.Parent().SpanID())
+				}
+			} else if got := sp.SpanContext().TraceID().String(); got != tc.wantTrace || sp.Parent().SpanID().String() != tc.parent {
+				t.Errorf("span in trace %s under %s, want trace %s under %s", got, sp.Parent().SpanID(), tc.wantTrace, tc.parent)
+			}
+			if got := sp.Status().Code == otelcodes.Error; got != tc.wantError {
+				t.Errorf("span status %v, want Error=%v for %s/%s", sp.Status(), tc.wantError,
+					outcome.StatusName(tc.res.GetStatus()), tc.res.GetCode())
+			}
+		})
+	}
+}
