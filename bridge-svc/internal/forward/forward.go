@@ -351,7 +351,20 @@ func (f *Forwarder) toMCP(ctx context.Context, res *sharedosv1.ToolResult) (*mcp
 		}
 		return out, res
 	case sharedosv1.OperationStatus_OPERATION_STATUS_DENIED, sharedosv1.OperationStatus_OPERATION_STATUS_FAILED:
-		return Refusal(res), res
+		out := Refusal(res)
+		if res.GetHandlerIsError() {
+			// The tool itself reported the error: the model reads "failed: ..."
+			// first (the text must carry the meaning where isError is
+			// dropped), then the tool's own account of it.
+			if own, err := contentResult(res); err == nil {
+				out.Content = append(out.Content, own.Content...)
+				out.StructuredContent, out.RawStructuredContent = own.StructuredContent, own.RawStructuredContent
+			} else {
+				f.log().WarnContext(ctx, "tool error content is not MCP content", slog.String(telemetry.AttrCallID, res.GetCallId()),
+					slog.String("error", err.Error()))
+			}
+		}
+		return out, res
 	case sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED:
 		return nil, res
 	default:

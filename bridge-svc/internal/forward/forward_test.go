@@ -106,6 +106,9 @@ func TestNamesForwardedRaw(t *testing.T) {
 func TestOutcomeMapping(t *testing.T) {
 	denied := outcome.Denied(outcome.PermissionDenied, "alice may not read /private")
 	denied.DecisionId = "d9"
+	// The kernel's answer when the handler itself reported an error.
+	toolErr := outcome.Failed(outcome.HandlerError, "the tool reported an error")
+	toolErr.ContentJson, toolErr.HandlerIsError = []byte(`[{"type":"text","text":"boom"}]`), true
 	cases := []struct {
 		name     string
 		res      *sharedosv1.ToolResult
@@ -119,6 +122,7 @@ func TestOutcomeMapping(t *testing.T) {
 		{"failed", outcome.Failed(outcome.AuthzUnavailable, "policy decision point unreachable"), nil, true, "failed: policy", outcome.AuthzUnavailable, false},
 		{"handler tool error", &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
 			ContentJson: []byte(`[{"type":"text","text":"boom"}]`), HandlerIsError: true}, nil, true, "boom", "", false},
+		{"tool-reported error keeps the tool's text after failed:", toolErr, nil, true, "failed: the tool reported an errorboom", outcome.HandlerError, false},
 		{"content not MCP", &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
 			ContentJson: []byte(`[{"type":"hologram"}]`)}, nil, true, "failed: ", outcome.HandlerError, false},
 		{"kernel unreachable", nil, status.Error(codes.Unavailable, "dial tcp 10.0.0.9:7401: refused"), true, "failed: ", outcome.Internal, false},

@@ -100,13 +100,16 @@ func Parse(body []byte) (*Message, *RPCError) {
 	if trimmed[0] != '{' {
 		return nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: a message must be a JSON object"}
 	}
-	if !json.Valid(trimmed) {
+	// Depth first: it is a byte scan with a fixed cap, and encoding/json
+	// gives up at 10,000 levels with a generic error, which would hide the
+	// rule the request broke.
+	if d, ok := depth(trimmed); d > MaxDepth {
+		return nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: nesting deeper than 64"}
+	} else if !ok {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: malformed JSON"}
 	}
-	if d, ok := depth(trimmed); !ok {
+	if !json.Valid(trimmed) {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: malformed JSON"}
-	} else if d > MaxDepth {
-		return nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: nesting deeper than 64"}
 	}
 	top, err := members(trimmed)
 	if err != nil {

@@ -42,6 +42,7 @@ func TestParse(t *testing.T) {
 		{"scalar", `42`, protocol.CodeInvalidRequest, "object"},
 		{"trailing garbage", `{"jsonrpc":"2.0","id":1,"method":"ping"}{}`, protocol.CodeParseError, "malformed"},
 		{"unbalanced", `{"jsonrpc":"2.0","id":1,"method":"ping"`, protocol.CodeParseError, "malformed"},
+		{"10^5 deep: the nesting rule, not encoding/json's own limit", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}}`, protocol.CodeInvalidRequest, "64"},
 		{"too deep", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}`, protocol.CodeInvalidRequest, "64"},
 		{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, protocol.CodeInvalidRequest, "2.0"},
 		{"no version", `{"id":1,"method":"ping"}`, protocol.CodeInvalidRequest, "2.0"},
