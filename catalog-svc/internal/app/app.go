@@ -65,13 +65,16 @@ func Bind(fs *flag.FlagSet) func() Config {
 	authzTimeout := config.Duration(fs, "authz-timeout", 2*time.Second, "deadline of one Authorize call")
 	handlerTimeout := config.Duration(fs, "handler-timeout", 30*time.Second, "Handle deadline for tools that set no timeout")
 	reconcile := config.Duration(fs, "reconcile-interval", time.Minute, "how often pending records of dead calls are marked interrupted")
-	host, _ := os.Hostname()
-	instance := config.String(fs, "instance-id", host, "name stamped on operation records (default the host name: the pod name on Kubernetes)")
+	instance := config.String(fs, "instance-id", "", "name stamped on operation records (empty: the host name, i.e. the pod name on Kubernetes)")
 	return func() Config {
+		id := *instance
+		if id == "" {
+			id, _ = os.Hostname()
+		}
 		return Config{
 			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, AuthzAddr: *authz,
 			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
-			InstanceID: *instance,
+			InstanceID: id,
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/kernel/redact"
 	"github.com/sharedos/toolshare/services/kernel/requirement"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
@@ -282,7 +283,9 @@ func (s *Service) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*s
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
 	defer cancel()
 	c := oprecord.Completion{
-		Status: res.GetStatus(), Code: res.GetCode(), Reason: res.GetReason(), ResolvedTool: resolved,
+		// The model gets the whole reason; the record gets it with argument
+		// values replaced by digests (invariant 11).
+		Status: res.GetStatus(), Code: res.GetCode(), Reason: redact.Arguments(res.GetReason(), args), ResolvedTool: resolved,
 		DecisionID: res.GetDecisionId(), PolicyRevision: res.GetPolicyRevision(), FinishedAt: time.Now().UTC(),
 	}
 	if err := s.records.Complete(cctx, rec.AttemptID, c); err != nil {
