@@ -3,7 +3,10 @@
 #
 # data.sharedos.roles.<role>.tools    lists the tools the role may see;
 # data.sharedos.roles.<role>.grants   maps an action to the directory roots
-#                                     the role may apply it to.
+#                                     the role may apply it to;
+# data.sharedos.roles.<role>.resources maps an action to exact non-file
+#                                     resources the role may apply it to
+#                                     (the conformance fixtures' one).
 #
 # A call is allowed when the tool is visible to one of the principal's roles
 # and, for any action but "list", the resource is a file whose cleaned path
@@ -21,6 +24,8 @@ decision := {"allow": false, "reason": "principal has no roles"} if {
 	not tool_visible
 } else := {"allow": true, "reason": sprintf("tool %s is available to %s", [input.tool.name, role_label])} if {
 	input.action == "list"
+} else := {"allow": true, "reason": sprintf("%s may %s %s", [role_label, input.action, input.resource])} if {
+	resource_granted
 } else := {"allow": false, "reason": sprintf("%s may not %s this resource: only file: resources are governed", [role_label, input.action])} if {
 	not startswith(input.resource, "file:")
 } else := {"allow": false, "reason": "path refused: it contains an encoded or look-alike separator, a NUL byte or too many segments"} if {
@@ -31,27 +36,45 @@ decision := {"allow": false, "reason": "principal has no roles"} if {
 	granted
 } else := {"allow": false, "reason": sprintf("%s may not %s %s", [role_label, input.action, clean_path])}
 
+# visible is the FilterTools shortcut: of input.tools, the names this
+# context may list, in one evaluation instead of one decision per tool. It
+# must agree with decision for action "list" (authz_test.rego checks it).
+visible contains name if {
+	count(input.context.roles) > 0
+	some t in input.tools
+	name := t.name
+	some role in input.context.roles
+	name in data.sharedos.roles[role].tools
+}
+
 # role_label names the principal's roles for reasons: "role engineer",
 # "roles admin, engineer".
 role_label := sprintf("role %s", [input.context.roles[0]]) if {
 	count(input.context.roles) == 1
 } else := sprintf("roles %s", [concat(", ", sort(input.context.roles))])
 
+# resource_granted: an exact, non-file resource granted for the action.
+resource_granted if {
+	not startswith(input.resource, "file:")
+	some role in input.context.roles
+	input.resource in data.sharedos.roles[role].resources[input.action]
+}
+
 tool_visible if {
 	some role in input.context.roles
 	input.tool.name in data.sharedos.roles[role].tools
 }
 
+# A grant root covers itself and everything below it. Comparing with a
+# trailing slash on both sides makes it a segment prefix test: /publicity is
+# not under /public.
 granted if {
 	some role in input.context.roles
 	some root in data.sharedos.roles[role].grants[input.action]
-	under(clean_path, root)
+	startswith(clean_path_slash, concat("", [root, "/"]))
 }
 
-# under is a path-segment prefix test: /publicity is not under /public.
-under(p, root) if p == root
-
-under(p, root) if startswith(p, concat("", [root, "/"]))
+clean_path_slash := concat("", [clean_path, "/"])
 
 raw_path := substring(input.resource, 5, -1)
 

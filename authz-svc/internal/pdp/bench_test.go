@@ -1,0 +1,89 @@
+package pdp
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+)
+
+func exampleFiles(b *testing.B) []sourceFile {
+	b.Helper()
+	files, err := readPolicyDir(filepath.Join("..", "..", "..", "deploy", "policies"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return files
+}
+
+func benchTools(n int) []Tool {
+	tools := make([]Tool, n)
+	for i := range tools {
+		name := fmt.Sprintf("files.tool%03d", i)
+		switch i % 10 {
+		case 1:
+			name = "files.read"
+		case 2:
+			name = "files.search"
+		}
+		tools[i] = Tool{Name: name, Namespace: "files", Class: "managed", Source: "provider:files"}
+	}
+	return tools
+}
+
+// BenchmarkFilterToolsEval compares, in process, 1,000 per-tool decisions
+// (the fallback for policies without a visible rule) with one evaluation
+// of the example policy's visible set rule (what DecideTools uses).
+func BenchmarkFilterToolsEval(b *testing.B) {
+	ctx := context.Background()
+	snap, err := prepare(ctx, exampleFiles(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &Engine{evalTimeout: DefaultEvalTimeout, logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	e.current.Store(snap)
+	c := Context{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}}
+	tools := benchTools(1000)
+
+	b.Run("per-tool-decision/n=1000", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			ct := contextTerm(c)
+			ds := make([]Decision, len(tools))
+			for j, t := range tools {
+				d, err := evalOne(ctx, snap, inputValue(ct, toolTerm(t), ActionList, "", nil))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ds[j] = d
+			}
+			if n := countAllowed(ds); n != 200 {
+				b.Fatalf("allowed %d", n)
+			}
+		}
+	})
+	b.Run("visible-set-once/n=1000", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			ds, _, err := e.DecideTools(ctx, c, ActionList, tools)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n := countAllowed(ds); n != 200 {
+				b.Fatalf("allowed %d", n)
+			}
+		}
+	})
+}
+
+func countAllowed(ds []Decision) int {
+	n := 0
+	for _, d := range ds {
+		if d.Allow {
+			n++
+		}
+	}
+	return n
+}

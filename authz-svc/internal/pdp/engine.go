@@ -1,0 +1,136 @@
+package pdp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+// DefaultEvalTimeout bounds one evaluation when Options.EvalTimeout is zero.
+const DefaultEvalTimeout = 500 * time.Millisecond
+
+// Options configures New.
+type Options struct {
+	// Dir is the policy directory.
+	Dir string
+	// EvalTimeout bounds one evaluation (FilterTools: all its tools); zero
+	// means DefaultEvalTimeout.
+	EvalTimeout time.Duration
+	// Logger receives reload results; nil means slog.Default().
+	Logger *slog.Logger
+	// MeterProvider records sharedos.policy.reload.failures; nil means the
+	// global provider.
+	MeterProvider metric.MeterProvider
+}
+
+// Engine evaluates decisions against the most recently loaded policy.
+type Engine struct {
+	dir         string
+	evalTimeout time.Duration
+	logger      *slog.Logger
+	failures    metric.Int64Counter
+
+	current atomic.Pointer[snapshot]
+
+	// reloadMu serialises reloads so that two watchers or a watcher and a
+	// manual Reload cannot publish an older snapshot after a newer one.
+	reloadMu sync.Mutex
+	lastErr  atomic.Pointer[reloadError]
+}
+
+type reloadError struct{ err error }
+
+// New loads and prepares the policy in opts.Dir. A policy that does not load
+// is an error: the service must not start without one.
+func New(ctx context.Context, opts Options) (*Engine, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("pdp: policy dir is empty")
+	}
+	if opts.EvalTimeout <= 0 {
+		opts.EvalTimeout = DefaultEvalTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	mp := opts.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	failures, err := mp.Meter(telemetry.ScopeAuthz).Int64Counter(
+		telemetry.MetricPolicyReloadFailures,
+		metric.WithDescription("Policy reloads that failed and kept the previous policy serving."),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("pdp: create metric: %w", err)
+	}
+	e := &Engine{dir: opts.Dir, evalTimeout: opts.EvalTimeout, logger: opts.Logger, failures: failures}
+	snap, err := load(ctx, opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("pdp: load %s: %w", opts.Dir, err)
+	}
+	e.current.Store(snap)
+	e.logger.Info("policy loaded", slog.String("policy_dir", opts.Dir),
+		slog.String("policy_revision", snap.revision), slog.Any("files", snap.files))
+	return e, nil
+}
+
+func load(ctx context.Context, dir string) (*snapshot, error) {
+	files, err := readPolicyDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return prepare(ctx, files)
+}
+
+// Revision returns the revision of the policy currently serving.
+func (e *Engine) Revision() string { return e.current.Load().revision }
+
+// Dir returns the policy directory.
+func (e *Engine) Dir() string { return e.dir }
+
+// LastReloadError returns the error of the most recent reload, or nil when
+// it succeeded. A non-nil value means the policy serving is older than the
+// directory's content.
+func (e *Engine) LastReloadError() error {
+	if r := e.lastErr.Load(); r != nil {
+		return r.err
+	}
+	return nil
+}
+
+// Reload reads, compiles and prepares the directory again and swaps the new
+// policy in. On failure the previous policy keeps serving, the error is
+// logged, kept for LastReloadError and counted in
+// sharedos.policy.reload.failures, and returned.
+func (e *Engine) Reload(ctx context.Context) error {
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
+	snap, err := load(ctx, e.dir)
+	if err != nil {
+		err = fmt.Errorf("pdp: reload %s: %w", e.dir, err)
+		e.lastErr.Store(&reloadError{err: err})
+		e.failures.Add(ctx, 1)
+		e.logger.Error("policy reload failed; previous policy keeps serving",
+			slog.String("policy_dir", e.dir),
+			slog.String("policy_revision", e.current.Load().revision),
+			slog.String("error", err.Error()))
+		return err
+	}
+	prev := e.current.Swap(snap)
+	e.lastErr.Store(nil)
+	if prev.revision != snap.revision {
+		e.logger.Info("policy reloaded", slog.String("policy_dir", e.dir),
+			slog.String("previous_revision", prev.revision),
+			slog.String("policy_revision", snap.revision), slog.Any("files", snap.files))
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package pdp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// The actions a request may name. The set lives here, in one place; the
+// server rejects anything else before evaluating, and policies may rely on
+// input.action being one of these.
+const (
+	ActionList    = "list"
+	ActionRead    = "read"
+	ActionWrite   = "write"
+	ActionSearch  = "search"
+	ActionCall    = "call"
+	ActionExecute = "execute"
+)
+
+// Actions lists every valid action, for error messages and documentation.
+func Actions() []string {
+	return []string{ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute}
+}
+
+// IsAction reports whether a is one of Actions.
+func IsAction(a string) bool {
+	switch a {
+	case ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute:
+		return true
+	}
+	return false
+}
+
+// Limits on a JSON object taken from a request (arguments, annotations).
+// They are far below encoding/json's own depth limit (10,000) so that a
+// hostile document is refused before it costs parse time or OPA stack.
+const (
+	MaxJSONBytes = 1 << 20
+	MaxJSONDepth = 64
+)
+
+// JSONError says why a JSON object from a request was refused; the caller
+// adds the field name.
+type JSONError struct {
+	Rule string
+}
+
+func (e *JSONError) Error() string { return e.Rule }
+
+// Context is the trusted identity a decision is made for.
+type Context struct {
+	Principal  string
+	Tenant     string
+	Roles      []string
+	Attributes map[string]string
+}
+
+// Tool is the facts about one tool a policy may read.
+type Tool struct {
+	Name      string
+	Namespace string
+	Class     string
+	Source    string
+	// Annotations is a parsed JSON object (ParseObject); nil means {}.
+	Annotations ast.Value
+}
+
+// Request is one decision's facts, already validated.
+type Request struct {
+	Context  Context
+	Tool     Tool
+	Action   string
+	Resource string
+	// Arguments is a parsed JSON object (ParseObject); nil means {}.
+	Arguments ast.Value
+}
+
+// ParseObject parses raw as a JSON object into an ast.Value, keeping every
+// number's exact text. Empty input is the empty object. It refuses input
+// larger than MaxJSONBytes, nested deeper than MaxJSONDepth, not valid UTF-8
+// (encoding/json would silently substitute U+FFFD, so the policy would see
+// something other than what the handler gets), not valid JSON, or not an
+// object.
+func ParseObject(raw []byte) (ast.Value, error) {
+	if len(raw) == 0 {
+		return ast.NewObject(), nil
+	}
+	if len(raw) > MaxJSONBytes {
+		return nil, &JSONError{Rule: fmt.Sprintf("must be at most %d bytes, got %d", MaxJSONBytes, len(raw))}
+	}
+	if !utf8.Valid(raw) {
+		return nil, &JSONError{Rule: "must be valid UTF-8"}
+	}
+	if d := jsonDepth(raw); d > MaxJSONDepth {
+		return nil, &JSONError{Rule: fmt.Sprintf("must be nested at most %d levels deep", MaxJSONDepth)}
+	}
+	if !json.Valid(raw) {
+		return nil, &JSONError{Rule: "must be valid JSON"}
+	}
+	if first := firstNonSpace(raw); first != '{' {
+		return nil, &JSONError{Rule: "must be a JSON object"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return nil, &JSONError{Rule: "must be valid JSON"}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &JSONError{Rule: "must be a single JSON value"}
+	}
+	v, err := ast.InterfaceToValue(x)
+	if err != nil {
+		return nil, &JSONError{Rule: "must be valid JSON"}
+	}
+	return v, nil
+}
+
+// jsonDepth returns the maximum nesting depth of objects and arrays in raw,
+// skipping string contents. It stops counting once past the cap, so a
+// 100,000-deep document costs one short scan. Malformed input may give a
+// meaningless depth; json.Valid catches it afterwards.
+func jsonDepth(raw []byte) int {
+	depth, maxDepth := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > maxDepth {
+				maxDepth = depth
+				if maxDepth > MaxJSONDepth {
+					return maxDepth
+				}
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return maxDepth
+}
+
+func firstNonSpace(raw []byte) byte {
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+var (
+	keyContext     = ast.StringTerm("context")
+	keyTool        = ast.StringTerm("tool")
+	keyTools       = ast.StringTerm("tools")
+	keyAction      = ast.StringTerm("action")
+	keyResource    = ast.StringTerm("resource")
+	keyArguments   = ast.StringTerm("arguments")
+	keyPrincipal   = ast.StringTerm("principal")
+	keyTenant      = ast.StringTerm("tenant")
+	keyRoles       = ast.StringTerm("roles")
+	keyAttributes  = ast.StringTerm("attributes")
+	keyName        = ast.StringTerm("name")
+	keyNamespace   = ast.StringTerm("namespace")
+	keyClass       = ast.StringTerm("class")
+	keyAnnotations = ast.StringTerm("annotations")
+	keySource      = ast.StringTerm("source")
+)
+
+// contextTerm builds input.context. FilterTools builds it once per call and
+// shares it across every tool's input; ast terms are not mutated by eval.
+func contextTerm(c Context) *ast.Term {
+	roles := make([]*ast.Term, len(c.Roles))
+	for i, r := range c.Roles {
+		roles[i] = ast.StringTerm(r)
+	}
+	attrs := make([][2]*ast.Term, 0, len(c.Attributes))
+	for k, v := range c.Attributes {
+		attrs = append(attrs, ast.Item(ast.StringTerm(k), ast.StringTerm(v)))
+	}
+	return ast.ObjectTerm(
+		ast.Item(keyPrincipal, ast.StringTerm(c.Principal)),
+		ast.Item(keyTenant, ast.StringTerm(c.Tenant)),
+		ast.Item(keyRoles, ast.ArrayTerm(roles...)),
+		ast.Item(keyAttributes, ast.ObjectTerm(attrs...)),
+	)
+}
+
+func toolTerm(t Tool) *ast.Term {
+	ann := t.Annotations
+	if ann == nil {
+		ann = ast.NewObject()
+	}
+	return ast.ObjectTerm(
+		ast.Item(keyName, ast.StringTerm(t.Name)),
+		ast.Item(keyNamespace, ast.StringTerm(t.Namespace)),
+		ast.Item(keyClass, ast.StringTerm(t.Class)),
+		ast.Item(keyAnnotations, ast.NewTerm(ann)),
+		ast.Item(keySource, ast.StringTerm(t.Source)),
+	)
+}
+
+// inputValue assembles the input document (see the package doc).
+func inputValue(ctxTerm, tool *ast.Term, action, resource string, args ast.Value) ast.Value {
+	if args == nil {
+		args = ast.NewObject()
+	}
+	return ast.NewObject(
+		ast.Item(keyContext, ctxTerm),
+		ast.Item(keyTool, tool),
+		ast.Item(keyAction, ast.StringTerm(action)),
+		ast.Item(keyResource, ast.StringTerm(resource)),
+		ast.Item(keyArguments, ast.NewTerm(args)),
+	)
+}

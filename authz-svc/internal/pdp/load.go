@@ -1,0 +1,244 @@
+package pdp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/util"
+)
+
+// DecisionQuery is the query every decision is made with (package doc).
+const DecisionQuery = "data.sharedos.authz.decision"
+
+// VisibleQuery is the optional FilterTools shortcut (package doc): a set of
+// the tool names, among input.tools, the context may list.
+const VisibleQuery = "data.sharedos.authz.visible"
+
+// maxPolicyFileBytes bounds one policy or data file so that a stray large
+// file in the directory fails the load instead of exhausting memory.
+const maxPolicyFileBytes = 64 << 20
+
+// sourceFile is one file read from the policy directory.
+type sourceFile struct {
+	rel     string // slash-separated path relative to the root
+	content []byte
+}
+
+// snapshot is one successfully loaded and prepared policy. It is immutable
+// once published, so a request that loaded it keeps a consistent
+// (query, revision) pair even if a reload swaps it mid-evaluation.
+type snapshot struct {
+	query rego.PreparedEvalQuery
+	// visible evaluates VisibleQuery; a policy without the rule leaves it
+	// undefined, and FilterTools then decides tool by tool.
+	visible  rego.PreparedEvalQuery
+	revision string
+	files    []string
+}
+
+// readPolicyDir reads every served file under dir, sorted by relative path.
+func readPolicyDir(dir string) ([]sourceFile, error) {
+	var files []sourceFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			// Hidden directories (.git, editor state) are never policy.
+			if p != dir && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !isServedFile(d.Name()) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		if info.Size() > maxPolicyFileBytes {
+			return fmt.Errorf("%s: larger than %d bytes", p, maxPolicyFileBytes)
+		}
+		content, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		files = append(files, sourceFile{rel: filepath.ToSlash(rel), content: content})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read policy dir %s: %w", dir, err)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
+	return files, nil
+}
+
+// isServedFile reports whether a file name is loaded for serving. Rego unit
+// tests (*_test.rego) are run by `go test`, never served.
+func isServedFile(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	switch {
+	case strings.HasSuffix(name, "_test.rego"):
+		return false
+	case strings.HasSuffix(name, ".rego"):
+		return true
+	default:
+		return isDataFile(name)
+	}
+}
+
+func isDataFile(name string) bool {
+	switch path.Ext(name) {
+	case ".json", ".yaml", ".yml":
+		return true
+	}
+	return false
+}
+
+// revisionOf digests the sorted (path, content) pairs. Each field is length
+// prefixed so that no two different file sets can produce the same stream.
+func revisionOf(files []sourceFile) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range files {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.rel)))
+		h.Write(n[:])
+		h.Write([]byte(f.rel))
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.content)))
+		h.Write(n[:])
+		h.Write(f.content)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// prepare parses, compiles and prepares the decision query over files.
+func prepare(ctx context.Context, files []sourceFile) (*snapshot, error) {
+	snap, err := prepareQuery(ctx, files, DecisionQuery)
+	if err != nil {
+		return nil, err
+	}
+	vis, err := prepareQuery(ctx, files, VisibleQuery)
+	if err != nil {
+		return nil, err
+	}
+	snap.visible = vis.query
+	return snap, nil
+}
+
+func prepareQuery(ctx context.Context, files []sourceFile, query string) (*snapshot, error) {
+	opts := []func(*rego.Rego){
+		rego.Query(query),
+		// Builtin errors must surface as errors: without this they evaluate
+		// to undefined and a `default` rule silently turns them into a deny.
+		rego.StrictBuiltinErrors(true),
+		rego.SetRegoVersion(ast.RegoV1),
+	}
+	data := map[string]any{}
+	modules := 0
+	names := make([]string, 0, len(files))
+	for _, f := range files {
+		names = append(names, f.rel)
+		if strings.HasSuffix(f.rel, ".rego") {
+			m, err := ast.ParseModuleWithOpts(f.rel, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1})
+			if err != nil {
+				return nil, fmt.Errorf("parse %s: %w", f.rel, err)
+			}
+			opts = append(opts, rego.ParsedModule(m))
+			modules++
+			continue
+		}
+		var doc any
+		// util.Unmarshal reads JSON and YAML and keeps numbers as json.Number.
+		if err := util.Unmarshal(f.content, &doc); err != nil {
+			return nil, fmt.Errorf("parse data %s: %w", f.rel, err)
+		}
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("data %s: top level must be an object", f.rel)
+		}
+		if err := mergeAt(data, dataPath(f.rel), obj, f.rel); err != nil {
+			return nil, err
+		}
+	}
+	if modules == 0 {
+		return nil, errors.New("no policy modules (*.rego) found")
+	}
+	opts = append(opts, rego.Store(inmem.NewFromObject(data)))
+	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("compile policy: %w", err)
+	}
+	return &snapshot{query: pq, revision: revisionOf(files), files: names}, nil
+}
+
+// dataPath is the data path of a data file: its directory's segments.
+func dataPath(rel string) []string {
+	dir := path.Dir(rel)
+	if dir == "." {
+		return nil
+	}
+	return strings.Split(dir, "/")
+}
+
+// mergeAt merges obj into root under the path segments. Two files that set
+// the same leaf fail the load rather than letting file order decide.
+func mergeAt(root map[string]any, segs []string, obj map[string]any, file string) error {
+	node := root
+	for _, s := range segs {
+		next, ok := node[s]
+		if !ok {
+			child := map[string]any{}
+			node[s] = child
+			node = child
+			continue
+		}
+		child, ok := next.(map[string]any)
+		if !ok {
+			return fmt.Errorf("data %s: path %s conflicts with another data file", file, strings.Join(segs, "."))
+		}
+		node = child
+	}
+	return mergeObjects(node, obj, file, segs)
+}
+
+func mergeObjects(dst, src map[string]any, file string, at []string) error {
+	for k, v := range src {
+		cur, exists := dst[k]
+		if !exists {
+			dst[k] = v
+			continue
+		}
+		a, aok := cur.(map[string]any)
+		b, bok := v.(map[string]any)
+		if !aok || !bok {
+			return fmt.Errorf("data %s: key %s conflicts with another data file", file, strings.Join(append(append([]string(nil), at...), k), "."))
+		}
+		if err := mergeObjects(a, b, file, append(at, k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

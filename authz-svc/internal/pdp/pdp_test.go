@@ -1,0 +1,162 @@
+package pdp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+func TestParseObjectKeepsNumberText(t *testing.T) {
+	v, err := ParseObject([]byte(`{"n":12345678901234567890,"f":1.0000000000000000001,"e":1e400}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := v.(ast.Object)
+	for k, want := range map[string]string{"n": "12345678901234567890", "f": "1.0000000000000000001", "e": "1e400"} {
+		if got := obj.Get(ast.StringTerm(k)).Value.String(); got != want {
+			t.Errorf("%s = %s, want %s", k, got, want)
+		}
+	}
+}
+
+func TestParseObjectRules(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n-1) + "{}" + strings.Repeat("]", n-1) }
+	tests := []struct {
+		in   string
+		rule string // "" means accepted
+	}{
+		{``, ""},
+		{` {"a":[1,{"b":null}]} `, ""},
+		{`{"s":"` + strings.Repeat("[", 200) + `"}`, ""}, // brackets in strings are not nesting
+		{`{"s":"\"[[[["}`, ""},
+		{`[` + nest(63) + `]`, "must be a JSON object"}, // 64 deep but an array
+		{`{"a":` + nest(63) + `}`, ""},
+		{`{"a":` + nest(64) + `}`, "nested at most 64"},
+		{`[]`, "must be a JSON object"},
+		{`null`, "must be a JSON object"},
+		{`{"a":1}x`, "must be valid JSON"},
+		{`{"a":1}{}`, "must be valid JSON"},
+		{`{'a':1}`, "must be valid JSON"},
+		{"{\"a\":\"\xc3\"}", "valid UTF-8"},
+		{`{"a":"` + strings.Repeat("x", MaxJSONBytes) + `"}`, "at most 1048576 bytes"},
+	}
+	for i, tt := range tests {
+		_, err := ParseObject([]byte(tt.in))
+		switch {
+		case tt.rule == "" && err != nil:
+			t.Errorf("#%d: unexpected error %v", i, err)
+		case tt.rule != "":
+			var je *JSONError
+			if !errors.As(err, &je) || !strings.Contains(je.Rule, tt.rule) {
+				t.Errorf("#%d: err = %v, want rule containing %q", i, err, tt.rule)
+			}
+		}
+	}
+}
+
+func TestActions(t *testing.T) {
+	for _, a := range Actions() {
+		if !IsAction(a) {
+			t.Errorf("IsAction(%q) = false", a)
+		}
+	}
+	for _, a := range []string{"", "LIST", "delete", "read "} {
+		if IsAction(a) {
+			t.Errorf("IsAction(%q) = true", a)
+		}
+	}
+}
+
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const readsData = `package sharedos.authz
+
+import rego.v1
+
+decision := {"allow": data.root.ok == true, "reason": sprintf("%v/%v", [data.root.ok, data.sub.dir.flag])}
+`
+
+func TestLoadPlacesDataAndSkipsTests(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"p/policy.rego":      readsData,
+		"p/policy_test.rego": "this would not parse",
+		"data.json":          `{"root":{"ok":true}}`,
+		"sub/dir/data.yaml":  "flag: 7\n",
+		".git/x.rego":        "neither would this",
+		"README.md":          "not loaded",
+	})
+	files, err := readPolicyDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.rel)
+	}
+	if got := strings.Join(names, ","); got != "data.json,p/policy.rego,sub/dir/data.yaml" {
+		t.Fatalf("loaded %s", got)
+	}
+	snap, err := prepare(context.Background(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := evalOne(context.Background(), snap, inputValue(contextTerm(Context{}), toolTerm(Tool{}), "", "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allow || d.Reason != "true/7" {
+		t.Errorf("decision = %+v", d)
+	}
+}
+
+func TestLoadRejectsConflictsAndEmpty(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"no modules":    {"data.json": `{}`},
+		"conflict":      {"p.rego": readsData, "data.json": `{"sub":{"dir":{"flag":1}}}`, "sub/dir/data.json": `{"flag":2}`},
+		"not an object": {"p.rego": readsData, "data.json": `[1]`},
+		"bad rego":      {"p.rego": "package x\n\nallow if {"},
+	} {
+		fs, err := readPolicyDir(writeTree(t, files))
+		if err == nil {
+			_, err = prepare(context.Background(), fs)
+		}
+		if err == nil {
+			t.Errorf("%s: loaded without error", name)
+		}
+	}
+}
+
+func TestRevision(t *testing.T) {
+	a := []sourceFile{{"a.rego", []byte("x")}, {"b.json", []byte("{}")}}
+	same := []sourceFile{{"a.rego", []byte("x")}, {"b.json", []byte("{}")}}
+	moved := []sourceFile{{"a.regox", []byte("")}, {"b.json", []byte("{}")}}
+	changed := []sourceFile{{"a.rego", []byte("y")}, {"b.json", []byte("{}")}}
+	r := revisionOf(a)
+	if !strings.HasPrefix(r, "sha256:") || len(r) != len("sha256:")+64 {
+		t.Fatalf("revision %q", r)
+	}
+	if revisionOf(same) != r {
+		t.Error("revision is not deterministic")
+	}
+	if revisionOf(moved) == r || revisionOf(changed) == r {
+		t.Error("revision did not change with the files")
+	}
+}

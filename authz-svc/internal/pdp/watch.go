@@ -1,0 +1,87 @@
+package pdp
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// ReloadDebounce is how long Watch waits after the last change before it
+// reloads: saving a policy usually touches several files (or one file
+// several times), and one reload should see all of it.
+const ReloadDebounce = 100 * time.Millisecond
+
+// Watch reloads the policy whenever something under the directory changes,
+// until ctx is done. It returns an error only when the watch cannot be set
+// up; reload failures are handled by Reload (the previous policy serves).
+func (e *Engine) Watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("pdp: watch %s: %w", e.dir, err)
+	}
+	defer w.Close()
+	if err := addTree(w, e.dir); err != nil {
+		return fmt.Errorf("pdp: watch %s: %w", e.dir, err)
+	}
+
+	timer := time.NewTimer(ReloadDebounce)
+	if !timer.Stop() {
+		<-timer.C
+	}
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			// fsnotify does not recurse: a new directory must be added so
+			// files later written into it are seen.
+			if ev.Has(fsnotify.Create) {
+				if err := addTree(w, ev.Name); err != nil {
+					e.logger.Warn("policy watch: cannot watch new directory",
+						slog.String("path", ev.Name), slog.String("error", err.Error()))
+				}
+			}
+			timer.Reset(ReloadDebounce)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			e.logger.Warn("policy watch error", slog.String("error", err.Error()))
+			timer.Reset(ReloadDebounce)
+		case <-timer.C:
+			// Reload logs and records its own failure.
+			_ = e.Reload(ctx)
+		}
+	}
+}
+
+// addTree watches root and every directory below it (root may be a file,
+// in which case nothing is added).
+func addTree(w *fsnotify.Watcher, root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			// A file removed between the event and the walk is not an error.
+			if p == root {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if p != root && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		return w.Add(p)
+	})
+}

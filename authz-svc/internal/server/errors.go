@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
+)
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of every error this
+// service returns.
+const ErrorDomain = "authz.sharedos.io"
+
+// ErrorInfo reasons.
+const (
+	ReasonInvalidArgument = "AUTHZ_INVALID_ARGUMENT"
+	ReasonEvalError       = "AUTHZ_EVAL_ERROR"
+)
+
+// fieldError is a request refused before evaluation.
+type fieldError struct {
+	Field string
+	Rule  string
+}
+
+func (e *fieldError) Error() string { return e.Field + ": " + e.Rule }
+
+func invalid(field, format string, args ...any) error {
+	return &fieldError{Field: field, Rule: fmt.Sprintf(format, args...)}
+}
+
+// toStatus is the one mapping from domain errors to gRPC status. Evaluation
+// error text (which may quote policy internals or argument values) stays in
+// the decision log; the caller gets a fixed message plus the decision id.
+func toStatus(err error, decisionID, revision string) error {
+	if err == nil {
+		return nil
+	}
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		st := status.New(codes.InvalidArgument, fe.Error())
+		return withDetails(st,
+			&errdetails.ErrorInfo{Reason: ReasonInvalidArgument, Domain: ErrorDomain,
+				Metadata: map[string]string{"field": fe.Field}},
+			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+				{Field: fe.Field, Description: fe.Rule},
+			}},
+		)
+	}
+	md := map[string]string{"decision_id": decisionID, "policy_revision": revision}
+	var ee *pdp.EvalError
+	if errors.As(err, &ee) {
+		code, msg := codes.Internal, "policy evaluation failed; no decision was made"
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			code, msg = codes.DeadlineExceeded, "policy evaluation timed out; no decision was made"
+		case errors.Is(err, context.Canceled):
+			code, msg = codes.Canceled, "request cancelled during policy evaluation; no decision was made"
+		}
+		return withDetails(status.New(code, msg),
+			&errdetails.ErrorInfo{Reason: ReasonEvalError, Domain: ErrorDomain, Metadata: md})
+	}
+	return withDetails(status.New(codes.Internal, "internal error; no decision was made"),
+		&errdetails.ErrorInfo{Reason: ReasonEvalError, Domain: ErrorDomain, Metadata: md})
+}
+
+func withDetails(st *status.Status, details ...protoadapt.MessageV1) error {
+	if withD, err := st.WithDetails(details...); err == nil {
+		return withD.Err()
+	}
+	// Details are decoration; the code and message still say what happened.
+	return st.Err()
+}

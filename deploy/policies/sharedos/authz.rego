@@ -1,0 +1,131 @@
+# Example SharedOS policy (contract: authz-svc/internal/pdp package doc and
+# docs/authz-input.md).
+#
+# data.sharedos.roles.<role>.tools    lists the tools the role may see;
+# data.sharedos.roles.<role>.grants   maps an action to the directory roots
+#                                     the role may apply it to;
+# data.sharedos.roles.<role>.resources maps an action to exact non-file
+#                                     resources the role may apply it to
+#                                     (the conformance fixtures' one).
+#
+# A call is allowed when the tool is visible to one of the principal's roles
+# and, for any action but "list", the resource is a file whose cleaned path
+# lies under a root granted for that action. The path is cleaned here, from
+# the raw resource string: the caller's own cleaning is not trusted.
+package sharedos.authz
+
+import rego.v1
+
+default decision := {"allow": false, "reason": "no policy rule allows this request"}
+
+decision := {"allow": false, "reason": "principal has no roles"} if {
+	count(input.context.roles) == 0
+} else := {"allow": false, "reason": sprintf("tool %s is not available to %s", [input.tool.name, role_label])} if {
+	not tool_visible
+} else := {"allow": true, "reason": sprintf("tool %s is available to %s", [input.tool.name, role_label])} if {
+	input.action == "list"
+} else := {"allow": true, "reason": sprintf("%s may %s %s", [role_label, input.action, input.resource])} if {
+	resource_granted
+} else := {"allow": false, "reason": sprintf("%s may not %s this resource: only file: resources are governed", [role_label, input.action])} if {
+	not startswith(input.resource, "file:")
+} else := {"allow": false, "reason": "path refused: it contains an encoded or look-alike separator, a NUL byte or too many segments"} if {
+	suspicious_path
+} else := {"allow": false, "reason": "path refused: it must be absolute"} if {
+	not startswith(normalized_path, "/")
+} else := {"allow": true, "reason": sprintf("%s may %s %s", [role_label, input.action, clean_path])} if {
+	granted
+} else := {"allow": false, "reason": sprintf("%s may not %s %s", [role_label, input.action, clean_path])}
+
+# visible is the FilterTools shortcut: of input.tools, the names this
+# context may list, in one evaluation instead of one decision per tool. It
+# must agree with decision for action "list" (authz_test.rego checks it).
+visible contains name if {
+	count(input.context.roles) > 0
+	some t in input.tools
+	name := t.name
+	some role in input.context.roles
+	name in data.sharedos.roles[role].tools
+}
+
+# role_label names the principal's roles for reasons: "role engineer",
+# "roles admin, engineer".
+role_label := sprintf("role %s", [input.context.roles[0]]) if {
+	count(input.context.roles) == 1
+} else := sprintf("roles %s", [concat(", ", sort(input.context.roles))])
+
+# resource_granted: an exact, non-file resource granted for the action.
+resource_granted if {
+	not startswith(input.resource, "file:")
+	some role in input.context.roles
+	input.resource in data.sharedos.roles[role].resources[input.action]
+}
+
+tool_visible if {
+	some role in input.context.roles
+	input.tool.name in data.sharedos.roles[role].tools
+}
+
+# A grant root covers itself and everything below it. Comparing with a
+# trailing slash on both sides makes it a segment prefix test: /publicity is
+# not under /public.
+granted if {
+	some role in input.context.roles
+	some root in data.sharedos.roles[role].grants[input.action]
+	startswith(clean_path_slash, concat("", [root, "/"]))
+}
+
+clean_path_slash := concat("", [clean_path, "/"])
+
+raw_path := substring(input.resource, 5, -1)
+
+# Backslashes are separators too, so \public\..\private cannot slip past.
+normalized_path := replace(raw_path, "\\", "/")
+
+# Percent-encoded dots, separators and NUL, the fullwidth full stop
+# (U+FF0E), the one-dot leader (U+2024), the fullwidth solidus (U+FF0F) and
+# NUL are refused outright: some layer below may decode them into something
+# the cleaning here never saw.
+suspicious_path if regex.match(`(?i)%2e|%2f|%5c|%00|\x{FF0E}|\x{2024}|\x{FF0F}|\x00`, raw_path)
+
+suspicious_path if strings.count(normalized_path, "/") > max_segments
+
+max_segments := 64
+
+# segments are the path's parts without empty and "." parts.
+segments := [s | some s in split(normalized_path, "/"); not s in {"", "."}]
+
+# clean_path resolves ".." the way path.Clean does for a rooted path (a ".."
+# at the root stays at the root), without loops: depth[i] is the directory
+# depth after segment i; a name segment survives when no later segment
+# climbs above it.
+step(s) := -1 if s == ".."
+
+else := 1
+
+prefix_sums := [total |
+	some i, _ in segments
+	total := sum([step(t) | some t in array.slice(segments, 0, i + 1)])
+]
+
+depths := [d |
+	some i, sum_i in prefix_sums
+	d := sum_i - min(array.concat([0], array.slice(prefix_sums, 0, i + 1)))
+]
+
+kept := [s |
+	some i, s in segments
+	s != ".."
+	not popped(i)
+]
+
+popped(i) if {
+	some j, d in depths
+	j > i
+	d < depths[i]
+}
+
+# Fast path: a path with no empty, "." or ".." segment and no trailing
+# slash is already clean, and most paths are.
+clean_path := normalized_path if {
+	not regex.match(`//|/\.\.?(/|$)|/$`, normalized_path)
+} else := concat("", ["/", concat("/", kept)])

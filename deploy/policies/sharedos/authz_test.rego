@@ -1,0 +1,164 @@
+package sharedos.authz_test
+
+import rego.v1
+
+import data.sharedos.authz
+
+engineer := {"principal": "alice", "tenant": "acme", "roles": ["engineer"], "attributes": {}}
+
+admin := {"principal": "root", "tenant": "acme", "roles": ["admin"], "attributes": {}}
+
+nobody := {"principal": "eve", "tenant": "acme", "roles": [], "attributes": {}}
+
+call(ctx, tool, action, path) := {
+	"context": ctx,
+	"tool": {"name": tool, "namespace": "files", "class": "managed", "annotations": {}, "source": "provider:files"},
+	"action": action,
+	"resource": concat("", ["file:", path]),
+	"arguments": {"path": path},
+}
+
+listing(ctx, tool) := {
+	"context": ctx,
+	"tool": {"name": tool, "namespace": "files", "class": "managed", "annotations": {}, "source": "provider:files"},
+	"action": "list",
+	"resource": "",
+	"arguments": {},
+}
+
+allowed(req) if authz.decision.allow with input as req
+
+test_engineer_sees_read_and_search if {
+	allowed(listing(engineer, "files.read"))
+	allowed(listing(engineer, "files.search"))
+	not allowed(listing(engineer, "files.write"))
+}
+
+test_admin_sees_write if {
+	allowed(listing(admin, "files.read"))
+	allowed(listing(admin, "files.search"))
+	allowed(listing(admin, "files.write"))
+}
+
+test_no_roles_sees_nothing if {
+	not allowed(listing(nobody, "files.read"))
+	not allowed(listing(nobody, "files.search"))
+	authz.decision.reason == "principal has no roles" with input as listing(nobody, "files.read")
+}
+
+test_unknown_tool_hidden if {
+	not allowed(listing(admin, "github.search"))
+}
+
+test_engineer_reads_public if {
+	allowed(call(engineer, "files.read", "read", "/public/a.txt"))
+	allowed(call(engineer, "files.search", "search", "/public"))
+}
+
+test_engineer_denied_private_with_safe_reason if {
+	req := call(engineer, "files.read", "read", "/private/a.txt")
+	not allowed(req)
+	authz.decision.reason == "role engineer may not read /private/a.txt" with input as req
+}
+
+test_engineer_cannot_write if {
+	not allowed(call(engineer, "files.write", "write", "/public/a.txt"))
+}
+
+test_admin_reads_and_writes_private if {
+	allowed(call(admin, "files.read", "read", "/private/a.txt"))
+	allowed(call(admin, "files.write", "write", "/private/b.txt"))
+	allowed(call(admin, "files.write", "write", "/public/b.txt"))
+}
+
+test_no_roles_may_do_nothing if {
+	not allowed(call(nobody, "files.read", "read", "/public/a.txt"))
+}
+
+test_traversal_is_cleaned if {
+	req := call(engineer, "files.read", "read", "/public/../private/a.txt")
+	not allowed(req)
+	authz.decision.reason == "role engineer may not read /private/a.txt" with input as req
+	not allowed(call(engineer, "files.read", "read", "/public/./..//private/a.txt"))
+	allowed(call(admin, "files.read", "read", "/public/../private/a.txt"))
+}
+
+test_traversal_above_root_stays_at_root if {
+	allowed(call(engineer, "files.read", "read", "/../../public/a.txt"))
+	not allowed(call(engineer, "files.read", "read", "/public/x/../../../private/a.txt"))
+}
+
+test_prefix_collision if {
+	not allowed(call(engineer, "files.read", "read", "/publicity/a.txt"))
+	not allowed(call(engineer, "files.read", "read", "/public-other/a.txt"))
+	not allowed(call(admin, "files.read", "read", "/privateer/a.txt"))
+}
+
+test_backslashes_are_separators if {
+	not allowed(call(engineer, "files.read", "read", `\public\..\private\a.txt`))
+	allowed(call(engineer, "files.read", "read", `\public\a.txt`))
+}
+
+test_encoded_and_lookalike_dots_refused if {
+	not allowed(call(engineer, "files.read", "read", "/public/%2e%2e/private/a.txt"))
+	not allowed(call(engineer, "files.read", "read", "/public/%2E%2E/private/a.txt"))
+	not allowed(call(engineer, "files.read", "read", "/public/．．/private/a.txt"))
+	not allowed(call(engineer, "files.read", "read", "/public/a.txt\u0000.png"))
+	not allowed(call(admin, "files.read", "read", "/public/%2e%2e/private/a.txt"))
+}
+
+test_relative_path_refused if {
+	not allowed(call(admin, "files.read", "read", "private/a.txt"))
+}
+
+test_non_file_resource_refused if {
+	req := object.union(call(admin, "files.read", "read", "/public/a.txt"), {"resource": "url:https://example.com"})
+	not allowed(req)
+}
+
+test_annotations_are_not_authority if {
+	base := call(engineer, "files.write", "write", "/private/a.txt")
+	req := object.union(base, {"tool": object.union(base.tool, {"annotations": {"sharedos.allow": true, "readOnlyHint": true}})})
+	not allowed(req)
+}
+
+test_too_many_segments_refused if {
+	deep := concat("", ["/public", concat("", [s | some _ in numbers.range(1, 70); s := "/a"])])
+	not allowed(call(engineer, "files.read", "read", deep))
+}
+
+test_visible_agrees_with_decision if {
+	tools := ["files.read", "files.search", "files.write", "github.search"]
+	every ctx in [engineer, admin, nobody, object.union(engineer, {"roles": ["engineer", "admin"]})] {
+		vis := authz.visible with input as {"context": ctx, "tools": [{"name": t} | some t in tools], "action": "list"}
+		every t in tools {
+			shown := count({t} & vis) == 1
+			allow_t := authz.decision.allow with input as listing(ctx, t)
+			shown == allow_t
+		}
+	}
+}
+
+conformance_runner := {"principal": "ci", "tenant": "acme", "roles": ["conformance"], "attributes": {}}
+
+fixture(ctx, action, resource) := {
+	"context": ctx,
+	"tool": {"name": "test_simple_text", "namespace": "", "class": "managed", "annotations": {}, "source": "conformance"},
+	"action": action,
+	"resource": resource,
+	"arguments": {},
+}
+
+test_conformance_role_sees_and_calls_only_the_fixtures if {
+	allowed(fixture(conformance_runner, "list", ""))
+	allowed(fixture(conformance_runner, "call", "conformance:fixture"))
+	not allowed(fixture(conformance_runner, "call", "conformance:other"))
+	not allowed(fixture(conformance_runner, "read", "conformance:fixture"))
+	not allowed(listing(conformance_runner, "files.read"))
+	not allowed(call(conformance_runner, "files.read", "read", "/public/a.txt"))
+}
+
+test_engineer_may_not_call_the_fixtures if {
+	not allowed(fixture(engineer, "list", ""))
+	not allowed(fixture(engineer, "call", "conformance:fixture"))
+}
