@@ -1,0 +1,11 @@
+// Command sharedosctl is the operator CLI of SharedOS toolshare; see
+// `sharedosctl help` and the README.
+package main
+
+import (
+	"os"
+
+	"github.com/sharedos/toolshare/services/internal/ctl"
+)
+
+func main() { os.Exit(ctl.Main(os.Args[1:], os.Stdout, os.Stderr)) }

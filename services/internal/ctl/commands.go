@@ -1,0 +1,614 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/internal/regfile"
+	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/kernel/requirement"
+)
+
+// accessFlags are the AccessContext flags shared by several commands.
+type accessFlags struct {
+	principal string
+	tenant    string
+	roles     multiFlag
+	attrs     kvFlag
+}
+
+func (a *accessFlags) bind(fs *flag.FlagSet) {
+	a.attrs = kvFlag{}
+	fs.StringVar(&a.principal, "principal", "", "principal the context is for")
+	fs.StringVar(&a.tenant, "tenant", "", "tenant of the principal")
+	fs.Var(&a.roles, "role", "role of the principal (repeatable)")
+	fs.Var(a.attrs, "attr", "attribute K=V (repeatable)")
+}
+
+func (a *accessFlags) context() *sharedosv1.AccessContext {
+	return &sharedosv1.AccessContext{Principal: a.principal, Tenant: a.tenant, Roles: a.roles, Attributes: a.attrs}
+}
+
+func init() {
+	register(&command{path: "status", usage: "exit 0 when every service reports SERVING", run: runStatus})
+
+	var file string
+	register(&command{path: "tools register", usage: "-f FILE (YAML or JSON: one registration or a list)",
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&file, "f", "", "registration file") },
+		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+			return runToolsRegister(ctx, e, file, args)
+		}})
+	register(&command{path: "tools get", usage: "NAME", run: runToolsGet})
+	register(&command{path: "tools deregister", usage: "NAME", run: runToolsDeregister})
+	var listAccess accessFlags
+	register(&command{path: "tools list", usage: "[--principal P] [--role R]... [--attr K=V]...",
+		flags: listAccess.bind,
+		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+			return runToolsList(ctx, e, &listAccess, args)
+		}})
+
+	var open openFlags
+	register(&command{path: "turn open", usage: "--principal P [--role R]... [--attr K=V]... [--ttl 15m] [--harness NAME] [--harness-version V] [--mcp-support native|extension] [--extension NAME] [--model NAME] [--policy FILE]",
+		flags: open.bind,
+		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+			return runTurnOpen(ctx, e, &open, args)
+		}})
+	register(&command{path: "turn close", usage: "ID", run: runTurnClose})
+	register(&command{path: "turn get", usage: "ID", run: runTurnGet})
+
+	var turn string
+	register(&command{path: "ops list", usage: "--turn ID",
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&turn, "turn", "", "turn id") },
+		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+			return runOpsList(ctx, e, turn, args)
+		}})
+
+	var check checkFlags
+	register(&command{path: "authz check", usage: "--principal P [--role R]... --tool T [--action A] --args JSON",
+		flags: check.bind,
+		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+			return runAuthzCheck(ctx, e, &check, args)
+		}})
+}
+
+func noArgs(args []string) error {
+	if len(args) != 0 {
+		return usagef("unexpected arguments %q", args)
+	}
+	return nil
+}
+
+func oneArg(args []string, what string) (string, error) {
+	if len(args) != 1 {
+		return "", usagef("want exactly one %s", what)
+	}
+	return args[0], nil
+}
+
+// ---- status
+
+type serviceStatus struct {
+	Service string `json:"service"`
+	Address string `json:"address"`
+	Status  string `json:"status"`
+	Error   string `json:"error,omitempty"`
+}
+
+func runStatus(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	targets := []struct{ name, addr string }{
+		{"catalog", e.g.catalog}, {"authz", e.g.authz}, {"bridge", e.g.bridge}, {"files", e.g.files},
+	}
+	var out []serviceStatus
+	var down []string
+	for _, t := range targets {
+		if t.addr == "" {
+			continue
+		}
+		s := serviceStatus{Service: t.name, Address: t.addr, Status: "UNKNOWN"}
+		if c, err := e.conn(t.addr); err != nil {
+			s.Error = err.Error()
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			resp, err := grpc_health_v1.NewHealthClient(c).Check(cctx, &grpc_health_v1.HealthCheckRequest{})
+			cancel()
+			if err != nil {
+				s.Error = describe(err)
+			} else {
+				s.Status = resp.GetStatus().String()
+			}
+		}
+		if s.Status != "SERVING" {
+			down = append(down, t.name)
+		}
+		out = append(out, s)
+	}
+	rows := make([][]string, 0, len(out))
+	for _, s := range out {
+		rows = append(rows, []string{s.Service, s.Address, s.Status, s.Error})
+	}
+	if err := e.emit(map[string]any{"ok": len(down) == 0, "services": out}, []string{"SERVICE", "ADDRESS", "STATUS", "ERROR"}, rows); err != nil {
+		return err
+	}
+	if len(down) > 0 {
+		fmt.Fprintf(e.stderr, "sharedosctl status: not serving: %s\n", strings.Join(down, ", "))
+		return silentExit(1)
+	}
+	return nil
+}
+
+// ---- tools
+
+func catalogClient(e *env) (sharedosv1.CatalogServiceClient, error) {
+	c, err := e.conn(e.g.catalog)
+	if err != nil {
+		return nil, err
+	}
+	return sharedosv1.NewCatalogServiceClient(c), nil
+}
+
+func runToolsRegister(ctx context.Context, e *env, file string, args []string) error {
+	if file == "" {
+		return usagef("-f FILE is required")
+	}
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	regs, err := regfile.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	cc, err := catalogClient(e)
+	if err != nil {
+		return err
+	}
+	type registered struct {
+		Name     string `json:"name"`
+		Revision int64  `json:"revision"`
+	}
+	var out []registered
+	for _, r := range regs {
+		p, err := r.ToProto()
+		if err != nil {
+			return err
+		}
+		resp, err := cc.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: p})
+		if err != nil {
+			return fmt.Errorf("register %q: %w", r.Name, errors.New(describe(err)))
+		}
+		out = append(out, registered{Name: resp.GetRegistration().GetName(), Revision: resp.GetRegistration().GetRevision()})
+	}
+	rows := make([][]string, 0, len(out))
+	for _, r := range out {
+		rows = append(rows, []string{r.Name, fmt.Sprint(r.Revision)})
+	}
+	return e.emit(map[string]any{"registered": out}, []string{"NAME", "REVISION"}, rows)
+}
+
+// adminTool is `tools get` output: the registration file shape plus the
+// service-kept fields.
+type adminTool struct {
+	regfile.Registration
+	Revision  int64  `json:"revision"`
+	CreatedAt string `json:"createdAt,omitempty"`
+	UpdatedAt string `json:"updatedAt,omitempty"`
+}
+
+func runToolsGet(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+	name, err := oneArg(args, "tool NAME")
+	if err != nil {
+		return err
+	}
+	cc, err := catalogClient(e)
+	if err != nil {
+		return err
+	}
+	resp, err := cc.GetTool(ctx, &sharedosv1.GetToolRequest{Name: name})
+	if err != nil {
+		return errors.New(describe(err))
+	}
+	reg := resp.GetRegistration()
+	out := adminTool{Registration: regfile.FromProto(reg), Revision: reg.GetRevision()}
+	if reg.GetCreatedAt() != nil {
+		out.CreatedAt = reg.GetCreatedAt().AsTime().Format(time.RFC3339Nano)
+	}
+	if reg.GetUpdatedAt() != nil {
+		out.UpdatedAt = reg.GetUpdatedAt().AsTime().Format(time.RFC3339Nano)
+	}
+	return e.emit(out, nil, nil)
+}
+
+func runToolsDeregister(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+	name, err := oneArg(args, "tool NAME")
+	if err != nil {
+		return err
+	}
+	cc, err := catalogClient(e)
+	if err != nil {
+		return err
+	}
+	if _, err := cc.DeregisterTool(ctx, &sharedosv1.DeregisterToolRequest{Name: name}); err != nil {
+		return errors.New(describe(err))
+	}
+	return e.emit(map[string]any{"deregistered": name}, []string{"DEREGISTERED"}, [][]string{{name}})
+}
+
+// MCPTool is a published tool in the MCP Tool JSON shape plus metadata.
+type MCPTool struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	Metadata     *MCPToolMeta    `json:"metadata,omitempty"`
+}
+
+// MCPToolMeta is the hashed metadata of a published tool.
+type MCPToolMeta struct {
+	Namespace string `json:"namespace,omitempty"`
+	Source    string `json:"source,omitempty"`
+}
+
+// ToMCPTool renders a published tool.
+func ToMCPTool(p *sharedosv1.PublishedTool) MCPTool {
+	t := MCPTool{
+		Name:         p.GetName(),
+		Description:  p.GetDescription(),
+		InputSchema:  rawOrNil(p.GetInputSchemaJson()),
+		OutputSchema: rawOrNil(p.GetOutputSchemaJson()),
+		Annotations:  rawOrNil(p.GetAnnotationsJson()),
+	}
+	if m := p.GetMetadata(); m != nil && (m.GetNamespace() != "" || m.GetSource() != "") {
+		t.Metadata = &MCPToolMeta{Namespace: m.GetNamespace(), Source: m.GetSource()}
+	}
+	return t
+}
+
+func rawOrNil(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func runToolsList(ctx context.Context, e *env, a *accessFlags, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	if a.principal == "" && (len(a.roles) > 0 || len(a.attrs) > 0 || a.tenant != "") {
+		return usagef("--role, --attr and --tenant need --principal")
+	}
+	cc, err := catalogClient(e)
+	if err != nil {
+		return err
+	}
+	req := &sharedosv1.ListToolsRequest{}
+	if a.principal != "" {
+		req.Context = a.context()
+	}
+	resp, err := cc.ListTools(ctx, req)
+	if err != nil {
+		return errors.New(describe(err))
+	}
+	tools := make([]MCPTool, 0, len(resp.GetTools()))
+	rows := make([][]string, 0, len(resp.GetTools()))
+	for _, t := range resp.GetTools() {
+		tools = append(tools, ToMCPTool(t))
+		rows = append(rows, []string{t.GetName(), t.GetMetadata().GetNamespace(), t.GetDescription()})
+	}
+	if e.g.output == "table" {
+		fmt.Fprintf(e.stdout, "catalogHash %s\n", resp.GetCatalogHash())
+	}
+	return e.emit(map[string]any{"catalogHash": resp.GetCatalogHash(), "tools": tools}, []string{"NAME", "NAMESPACE", "DESCRIPTION"}, rows)
+}
+
+// ---- turns
+
+type openFlags struct {
+	access         accessFlags
+	ttl            time.Duration
+	harness        string
+	harnessVersion string
+	mcpSupport     string
+	extension      string
+	model          string
+	policy         string
+	portable       bool
+}
+
+func (o *openFlags) bind(fs *flag.FlagSet) {
+	o.access.bind(fs)
+	fs.DurationVar(&o.ttl, "ttl", 15*time.Minute, "lease time to live")
+	fs.StringVar(&o.harness, "harness", "", "harness name (e.g. claude-code)")
+	fs.StringVar(&o.harnessVersion, "harness-version", "", "harness version")
+	fs.StringVar(&o.mcpSupport, "mcp-support", "native", "native or extension")
+	fs.StringVar(&o.extension, "extension", "", "MCP client extension name when --mcp-support extension")
+	fs.StringVar(&o.model, "model", "", "declared model (recorded, never selected)")
+	fs.StringVar(&o.policy, "policy", "", "ToolPolicy file (YAML or JSON: mode, harnessLocal, externalDirect); default permissive")
+	fs.BoolVar(&o.portable, "portable-names", false, "publish portable names (files_read) mapped back before the call")
+}
+
+// toolPolicyFile is the --policy file shape.
+type toolPolicyFile struct {
+	Mode           string   `json:"mode"`
+	HarnessLocal   []string `json:"harnessLocal,omitempty"`
+	ExternalDirect []string `json:"externalDirect,omitempty"`
+}
+
+func readPolicy(path string) (*sharedosv1.ToolPolicy, error) {
+	if path == "" {
+		return &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE}, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f toolPolicyFile
+	if err := decodeStrictYAMLOrJSON(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	p := &sharedosv1.ToolPolicy{HarnessLocal: f.HarnessLocal, ExternalDirect: f.ExternalDirect}
+	switch f.Mode {
+	case "strict":
+		p.Mode = sharedosv1.PolicyMode_POLICY_MODE_STRICT
+	case "permissive":
+		p.Mode = sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE
+	default:
+		return nil, fmt.Errorf("%s: mode must be strict or permissive, not %q", path, f.Mode)
+	}
+	return p, nil
+}
+
+func bridgeClient(e *env) (sharedosv1.BridgeServiceClient, error) {
+	c, err := e.conn(e.g.bridge)
+	if err != nil {
+		return nil, err
+	}
+	return sharedosv1.NewBridgeServiceClient(c), nil
+}
+
+// TurnOpened is the `turn open` output.
+type TurnOpened struct {
+	TurnID      string   `json:"turnId"`
+	McpURL      string   `json:"mcpUrl"`
+	Token       string   `json:"token"`
+	ExpiresAt   string   `json:"expiresAt"`
+	CatalogHash string   `json:"catalogHash"`
+	Tools       []string `json:"tools"`
+}
+
+// OpenedFromLease renders a lease as `turn open` prints it.
+func OpenedFromLease(l *sharedosv1.TurnLease) TurnOpened {
+	out := TurnOpened{TurnID: l.GetTurnId(), McpURL: l.GetMcpUrl(), Token: l.GetToken(), CatalogHash: l.GetCatalogHash(), Tools: []string{}}
+	if l.GetExpiresAt() != nil {
+		out.ExpiresAt = l.GetExpiresAt().AsTime().UTC().Format(time.RFC3339)
+	}
+	for _, t := range l.GetTools() {
+		out.Tools = append(out.Tools, t.GetName())
+	}
+	return out
+}
+
+func runTurnOpen(ctx context.Context, e *env, o *openFlags, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	if o.access.principal == "" {
+		return usagef("--principal is required")
+	}
+	var support sharedosv1.McpSupport
+	switch o.mcpSupport {
+	case "native":
+		support = sharedosv1.McpSupport_MCP_SUPPORT_NATIVE
+	case "extension":
+		support = sharedosv1.McpSupport_MCP_SUPPORT_EXTENSION
+	default:
+		return usagef("--mcp-support must be native or extension, not %q", o.mcpSupport)
+	}
+	policy, err := readPolicy(o.policy)
+	if err != nil {
+		return err
+	}
+	bc, err := bridgeClient(e)
+	if err != nil {
+		return err
+	}
+	lease, err := bc.OpenTurn(ctx, &sharedosv1.OpenTurnRequest{
+		Context: o.access.context(),
+		Policy:  policy,
+		Harness: &sharedosv1.HarnessIdentity{
+			Name: o.harness, Version: o.harnessVersion, McpSupport: support, ExtensionName: o.extension,
+		},
+		DeclaredModel: o.model,
+		Ttl:           durationpb.New(o.ttl),
+		PortableNames: o.portable,
+	})
+	if err != nil {
+		return errors.New(describe(err))
+	}
+	out := OpenedFromLease(lease)
+	return e.emit(out, []string{"TURN", "MCP URL", "EXPIRES", "CATALOG HASH", "TOOLS"},
+		[][]string{{out.TurnID, out.McpURL, out.ExpiresAt, out.CatalogHash, strings.Join(out.Tools, ",")}})
+}
+
+func runTurnClose(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+	id, err := oneArg(args, "turn ID")
+	if err != nil {
+		return err
+	}
+	bc, err := bridgeClient(e)
+	if err != nil {
+		return err
+	}
+	if _, err := bc.CloseTurn(ctx, &sharedosv1.CloseTurnRequest{TurnId: id}); err != nil {
+		return errors.New(describe(err))
+	}
+	return e.emit(map[string]any{"closed": id}, []string{"CLOSED"}, [][]string{{id}})
+}
+
+func runTurnGet(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+	id, err := oneArg(args, "turn ID")
+	if err != nil {
+		return err
+	}
+	bc, err := bridgeClient(e)
+	if err != nil {
+		return err
+	}
+	resp, err := bc.GetTurn(ctx, &sharedosv1.GetTurnRequest{TurnId: id})
+	if err != nil {
+		return errors.New(describe(err))
+	}
+	return e.emitProto(resp)
+}
+
+// ---- operations
+
+// OperationJSON is one `ops list` row.
+type OperationJSON struct {
+	Sequence        int64  `json:"sequence"`
+	CallID          string `json:"callId"`
+	TurnID          string `json:"turnId"`
+	Principal       string `json:"principal"`
+	Tool            string `json:"tool"`
+	ToolSHA256      string `json:"toolSha256"`
+	ResolvedTool    string `json:"resolvedTool,omitempty"`
+	CatalogHash     string `json:"catalogHash,omitempty"`
+	ArgumentsDigest string `json:"argumentsDigest,omitempty"`
+	Status          string `json:"status"`
+	Code            string `json:"code"`
+	Reason          string `json:"reason"`
+	DecisionID      string `json:"decisionId"`
+	PolicyRevision  string `json:"policyRevision,omitempty"`
+	StartedAt       string `json:"startedAt,omitempty"`
+	FinishedAt      string `json:"finishedAt,omitempty"`
+	TraceID         string `json:"traceId,omitempty"`
+}
+
+func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	if turn == "" {
+		return usagef("--turn ID is required")
+	}
+	c, err := e.conn(e.g.catalog)
+	if err != nil {
+		return err
+	}
+	resp, err := sharedosv1.NewRuntimeServiceClient(c).ListOperations(ctx, &sharedosv1.ListOperationsRequest{TurnId: turn})
+	if err != nil {
+		return errors.New(describe(err))
+	}
+	out := make([]OperationJSON, 0, len(resp.GetOperations()))
+	rows := make([][]string, 0, len(resp.GetOperations()))
+	for _, r := range resp.GetOperations() {
+		o := OperationJSON{
+			Sequence: r.GetSequence(), CallID: r.GetCallId(), TurnID: r.GetTurnId(), Principal: r.GetPrincipal(),
+			Tool: r.GetRequestedTool(), ToolSHA256: r.GetRequestedToolSha256(), ResolvedTool: r.GetResolvedTool(),
+			CatalogHash: r.GetCatalogHash(), ArgumentsDigest: r.GetArgumentsDigest(), Status: outcome.StatusName(r.GetStatus()),
+			Code: r.GetCode(), Reason: r.GetReason(), DecisionID: r.GetDecisionId(), PolicyRevision: r.GetPolicyRevision(),
+			TraceID: r.GetTraceId(),
+		}
+		if r.GetStartedAt() != nil {
+			o.StartedAt = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339Nano)
+		}
+		if r.GetFinishedAt() != nil {
+			o.FinishedAt = r.GetFinishedAt().AsTime().UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, o)
+		rows = append(rows, []string{fmt.Sprint(o.Sequence), o.CallID, o.Tool, o.Status, o.Code, o.Reason})
+	}
+	return e.emit(out, []string{"SEQ", "CALL", "TOOL", "STATUS", "CODE", "REASON"}, rows)
+}
+
+// ---- authz
+
+type checkFlags struct {
+	access accessFlags
+	tool   string
+	action string
+	args   string
+}
+
+func (c *checkFlags) bind(fs *flag.FlagSet) {
+	c.access.bind(fs)
+	fs.StringVar(&c.tool, "tool", "", "registered tool name")
+	fs.StringVar(&c.action, "action", "", "action (default: the tool's requirement action)")
+	fs.StringVar(&c.args, "args", "{}", "call arguments as a JSON object")
+}
+
+// Decision is the `authz check` output.
+type Decision struct {
+	Decision       string `json:"decision"`
+	Reason         string `json:"reason"`
+	DecisionID     string `json:"decisionId"`
+	PolicyRevision string `json:"policyRevision"`
+	Action         string `json:"action"`
+	Resource       string `json:"resource"`
+}
+
+func runAuthzCheck(ctx context.Context, e *env, c *checkFlags, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	if c.access.principal == "" || c.tool == "" {
+		return usagef("--principal and --tool are required")
+	}
+	if !json.Valid([]byte(c.args)) {
+		return usagef("--args is not valid JSON")
+	}
+	cc, err := catalogClient(e)
+	if err != nil {
+		return err
+	}
+	// The same resolution the kernel does: the registration's requirement,
+	// applied to these arguments.
+	reg, err := cc.GetTool(ctx, &sharedosv1.GetToolRequest{Name: c.tool})
+	if err != nil {
+		return errors.New(describe(err))
+	}
+	action, resource, err := requirement.Resolve(reg.GetRegistration().GetRequirement(), []byte(c.args))
+	if err != nil {
+		return fmt.Errorf("resolve requirement of %q: %w", c.tool, err)
+	}
+	if c.action != "" {
+		action = c.action
+	}
+	ac, err := e.conn(e.g.authz)
+	if err != nil {
+		return err
+	}
+	r := reg.GetRegistration()
+	resp, err := sharedosv1.NewAuthzServiceClient(ac).Authorize(ctx, &sharedosv1.AuthorizeRequest{
+		Context: c.access.context(),
+		Tool: &sharedosv1.ToolFacts{
+			Name: r.GetName(), Namespace: r.GetMetadata().GetNamespace(), Class: regfile.ClassName(r.GetClass()),
+			AnnotationsJson: r.GetAnnotationsJson(), Source: r.GetMetadata().GetSource(),
+		},
+		Action:        action,
+		Resource:      resource,
+		ArgumentsJson: []byte(c.args),
+	})
+	if err != nil {
+		return errors.New(describe(err))
+	}
+	d := Decision{Decision: "deny", Reason: resp.GetReason(), DecisionID: resp.GetDecisionId(), PolicyRevision: resp.GetPolicyRevision(), Action: action, Resource: resource}
+	if resp.GetDecision() == sharedosv1.Decision_DECISION_ALLOW {
+		d.Decision = "allow"
+	}
+	return e.emit(d, []string{"DECISION", "REASON", "ACTION", "RESOURCE", "DECISION ID"},
+		[][]string{{d.Decision, d.Reason, d.Action, d.Resource, d.DecisionID}})
+}

@@ -1,0 +1,297 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+)
+
+// Default addresses are those of `make run`.
+const (
+	DefaultCatalog = "127.0.0.1:7401"
+	DefaultAuthz   = "127.0.0.1:7402"
+	DefaultBridge  = "127.0.0.1:7403"
+	DefaultFiles   = "127.0.0.1:7404"
+)
+
+// usageError is a command-line mistake: exit code 2 with usage.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// globals are accepted before the command and inside every subcommand.
+type globals struct {
+	catalog, authz, bridge, files string
+	output                        string
+	timeout                       time.Duration
+}
+
+func (g *globals) bind(fs *flag.FlagSet) {
+	fs.StringVar(&g.catalog, "catalog", envOr("SHAREDOS_CATALOG_ADDR", DefaultCatalog), "catalog-svc gRPC address (env SHAREDOS_CATALOG_ADDR)")
+	fs.StringVar(&g.authz, "authz", envOr("SHAREDOS_AUTHZ_ADDR", DefaultAuthz), "authz-svc gRPC address (env SHAREDOS_AUTHZ_ADDR)")
+	fs.StringVar(&g.bridge, "bridge", envOr("SHAREDOS_BRIDGE_ADDR", DefaultBridge), "bridge-svc gRPC address (env SHAREDOS_BRIDGE_ADDR)")
+	fs.StringVar(&g.files, "files", envOr("SHAREDOS_FILES_ADDR", DefaultFiles), "files provider gRPC address checked by status (env SHAREDOS_FILES_ADDR; empty skips it)")
+	fs.StringVar(&g.output, "output", "json", "output format: json or table")
+	fs.DurationVar(&g.timeout, "timeout", 15*time.Second, "deadline for each command")
+}
+
+// newFS is a subcommand flag set carrying the global flags.
+func newFS(g *globals) *flag.FlagSet {
+	fs := flag.NewFlagSet("sharedosctl", flag.ContinueOnError)
+	g.bind(fs)
+	return fs
+}
+
+func envOr(k, def string) string {
+	if v, ok := os.LookupEnv(k); ok {
+		return v
+	}
+	return def
+}
+
+// env is what a command runs with.
+type env struct {
+	g      *globals
+	stdout io.Writer
+	stderr io.Writer
+	conns  map[string]*grpc.ClientConn
+}
+
+func (e *env) conn(addr string) (*grpc.ClientConn, error) {
+	if c, ok := e.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpcx.Dial(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	e.conns[addr] = c
+	return c, nil
+}
+
+func (e *env) close() {
+	for _, c := range e.conns {
+		_ = c.Close()
+	}
+}
+
+type command struct {
+	path  string // "tools list"
+	usage string
+	run   func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error
+	flags func(fs *flag.FlagSet)
+}
+
+var commands []*command
+
+func register(c *command) { commands = append(commands, c) }
+
+// Main runs sharedosctl with args (without the program name) and returns the
+// process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	g := &globals{}
+	top := flag.NewFlagSet("sharedosctl", flag.ContinueOnError)
+	top.SetOutput(stderr)
+	g.bind(top)
+	top.Usage = func() { printUsage(stderr, top) }
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	rest := top.Args()
+	cmd, n := find(rest)
+	if cmd == nil {
+		if len(rest) == 0 || rest[0] == "help" {
+			printUsage(stdout, top)
+			if len(rest) == 0 {
+				return 2
+			}
+			return 0
+		}
+		fmt.Fprintf(stderr, "sharedosctl: unknown command %q\n", strings.Join(rest, " "))
+		printUsage(stderr, top)
+		return 2
+	}
+	sub := *g
+	fs := newFS(&sub)
+	fs.Init("sharedosctl "+cmd.path, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// Globals given before the command stay in force unless repeated after it.
+	top.Visit(func(f *flag.Flag) { _ = fs.Set(f.Name, f.Value.String()) })
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: sharedosctl %s %s\n", cmd.path, cmd.usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(interleave(fs, rest[n:])); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if sub.output != "json" && sub.output != "table" {
+		fmt.Fprintf(stderr, "sharedosctl: --output must be json or table, not %q\n", sub.output)
+		return 2
+	}
+	e := &env{g: &sub, stdout: stdout, stderr: stderr, conns: map[string]*grpc.ClientConn{}}
+	defer e.close()
+	ctx, cancel := context.WithTimeout(context.Background(), sub.timeout)
+	defer cancel()
+	if err := cmd.run(ctx, e, fs, fs.Args()); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "sharedosctl %s: %s\n", cmd.path, ue.msg)
+			fs.Usage()
+			return 2
+		}
+		var se silentExit
+		if errors.As(err, &se) {
+			return int(se)
+		}
+		fmt.Fprintf(stderr, "sharedosctl %s: %s\n", cmd.path, describe(err))
+		return 1
+	}
+	return 0
+}
+
+// silentExit ends a command with a code after it already reported.
+type silentExit int
+
+func (s silentExit) Error() string { return fmt.Sprintf("exit %d", int(s)) }
+
+// interleave moves flags that follow positional arguments in front of them,
+// so `tools get NAME --output table` works like `tools get --output table NAME`.
+func interleave(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			if f := fs.Lookup(name); f != nil {
+				if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+					continue
+				}
+				if i+1 < len(args) {
+					flags = append(flags, args[i+1])
+					i++
+				}
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func find(args []string) (*command, int) {
+	var best *command
+	bestN := 0
+	for _, c := range commands {
+		words := strings.Fields(c.path)
+		if len(args) < len(words) {
+			continue
+		}
+		match := true
+		for i, w := range words {
+			if args[i] != w {
+				match = false
+				break
+			}
+		}
+		if match && len(words) > bestN {
+			best, bestN = c, len(words)
+		}
+	}
+	return best, bestN
+}
+
+func printUsage(w io.Writer, top *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: sharedosctl [global flags] COMMAND [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	cs := append([]*command(nil), commands...)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].path < cs[j].path })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-18s %s\n", c.path, c.usage)
+	}
+	fmt.Fprintln(w, "\nglobal flags:")
+	top.SetOutput(w)
+	top.PrintDefaults()
+}
+
+// describe renders a gRPC error as "Code: message (reason)".
+func describe(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	msg := fmt.Sprintf("%s: %s", st.Code(), st.Message())
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+			msg += " (" + info.GetReason() + ")"
+		}
+	}
+	return msg
+}
+
+// emit prints v as indented JSON, or as a table when asked and rows are given.
+func (e *env) emit(v any, header []string, rows [][]string) error {
+	if e.g.output == "table" && header != nil {
+		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		for _, r := range rows {
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
+		}
+		return tw.Flush()
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// kvFlag collects repeatable K=V flags.
+type kvFlag map[string]string
+
+func (k kvFlag) String() string { return "" }
+func (k kvFlag) Set(v string) error {
+	key, val, ok := strings.Cut(v, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("want K=V, got %q", v)
+	}
+	k[key] = val
+	return nil
+}

@@ -1,0 +1,102 @@
+package ctl
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Main(args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	_, stderr, code := run(t, "tools", "frobnicate")
+	if code != 2 || !strings.Contains(stderr, `unknown command "tools frobnicate"`) {
+		t.Fatalf("code %d stderr %q", code, stderr)
+	}
+}
+
+func TestMissingRequiredFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"tools", "register"},
+		{"turn", "open"},
+		{"ops", "list"},
+		{"authz", "check", "--principal", "alice"},
+		{"tools", "get"},
+		{"tools", "list", "--role", "engineer"},
+		{"turn", "open", "--principal", "a", "--mcp-support", "telepathy"},
+	} {
+		if _, stderr, code := run(t, args...); code != 2 || stderr == "" {
+			t.Errorf("%v: code %d, stderr %q; want usage error 2", args, code, stderr)
+		}
+	}
+}
+
+func TestBadOutputFormat(t *testing.T) {
+	if _, _, code := run(t, "--output", "yaml", "status"); code != 2 {
+		t.Fatalf("code %d", code)
+	}
+}
+
+func TestInterleaveMovesFlagsFirst(t *testing.T) {
+	g := &globals{}
+	fs := newFS(g)
+	got := interleave(fs, []string{"NAME", "--output", "table", "--timeout=3s"})
+	want := []string{"--output", "table", "--timeout=3s", "NAME"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got %v want %v", got, want)
+	}
+}
+
+// TestStatus runs status against one healthy and one unreachable service.
+func TestStatus(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	grpc_health_v1.RegisterHealthServer(srv, hs)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+
+	ok := lis.Addr().String()
+	stdout, _, code := run(t, "--catalog", ok, "--authz", ok, "--bridge", ok, "--files", ok, "--timeout", "5s", "status")
+	if code != 0 {
+		t.Fatalf("all serving: code %d\n%s", code, stdout)
+	}
+	var res struct {
+		OK       bool
+		Services []serviceStatus
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || !res.OK || len(res.Services) != 4 {
+		t.Fatalf("status JSON %q (%v)", stdout, err)
+	}
+
+	_, stderr, code := run(t, "--catalog", ok, "--authz", deadAddr, "--bridge", ok, "--files", "", "status")
+	if code != 1 || !strings.Contains(stderr, "not serving: authz") {
+		t.Fatalf("authz down: code %d stderr %q", code, stderr)
+	}
+
+	hs.SetServingStatus("", grpc_health_v1.HealthCheckResponse_NOT_SERVING)
+	_, stderr, code = run(t, "--catalog", ok, "--authz", ok, "--bridge", ok, "--files", "", "status")
+	if code != 1 || !strings.Contains(stderr, "catalog, authz, bridge") {
+		t.Fatalf("NOT_SERVING: code %d stderr %q", code, stderr)
+	}
+}

@@ -1,0 +1,97 @@
+package regfile_test
+
+import (
+	"strings"
+	"testing"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/internal/regfile"
+)
+
+const yamlList = `
+- name: files.read
+  description: Read a file.
+  inputSchema:
+    type: object
+    properties: {path: {type: string}}
+    required: [path]
+  annotations: {readOnlyHint: true}
+  metadata: {namespace: files, source: builtin}
+  requirement: {action: read, resource: "file:{path}"}
+  handler: {target: "127.0.0.1:7404", timeout: 5s}
+- name: files.write
+  inputSchema: {type: object}
+  metadata: {namespace: files, source: builtin}
+  class: managed
+`
+
+func TestParseYAMLList(t *testing.T) {
+	regs, err := regfile.Parse([]byte(yamlList), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(regs) != 2 {
+		t.Fatalf("got %d registrations", len(regs))
+	}
+	p, err := regs[0].ToProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.GetClass() != sharedosv1.ToolClass_TOOL_CLASS_MANAGED || p.GetRequirement().GetResource() != "file:{path}" ||
+		p.GetHandler().GetTimeout().AsDuration().Seconds() != 5 || p.GetMetadata().GetNamespace() != "files" {
+		t.Fatalf("unexpected proto %v", p)
+	}
+	if p.GetRequirement().GetPathCleaning() != sharedosv1.PathCleaning_PATH_CLEANING_POSIX {
+		t.Fatal("path cleaning must default to POSIX")
+	}
+}
+
+func TestJSONKeepsSchemaBytesVerbatim(t *testing.T) {
+	in := `{"name":"x.y","inputSchema":{"type":"object","properties":{"b":{},"a":{}}}}`
+	regs, err := regfile.Parse([]byte(in), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := regs[0].ToProto()
+	if string(p.GetInputSchemaJson()) != `{"type":"object","properties":{"b":{},"a":{}}}` {
+		t.Fatalf("schema rewritten: %s", p.GetInputSchemaJson())
+	}
+}
+
+func TestRejects(t *testing.T) {
+	cases := map[string]struct {
+		in      string
+		isJSON  bool
+		wantSub string
+	}{
+		"unknown top-level key": {`{"name":"a.b","grants":["x"]}`, true, `unknown field "grants"`},
+		"unknown nested key":    {"name: a.b\nrequirement: {action: read, scope: x}\n", false, `unknown field "scope"`},
+		"bad class":             {`{"name":"a.b","class":"shared"}`, true, `class "shared"`},
+		"bad timeout":           {`{"name":"a.b","handler":{"target":"x","timeout":"soon"}}`, true, `handler.timeout`},
+		"empty":                 {"  ", true, "empty"},
+		"trailing":              {`{"name":"a.b"} {"name":"c.d"}`, true, "trailing"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			regs, err := regfile.Parse([]byte(c.in), c.isJSON)
+			if err == nil {
+				_, err = regs[0].ToProto()
+			}
+			if err == nil || !strings.Contains(err.Error(), c.wantSub) {
+				t.Fatalf("err = %v, want containing %q", err, c.wantSub)
+			}
+		})
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	regs, err := regfile.Parse([]byte(yamlList), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := regs[0].ToProto()
+	back := regfile.FromProto(p)
+	if back.Name != "files.read" || back.Handler.Timeout != "5s" || back.Requirement.Action != "read" || back.Class != "managed" {
+		t.Fatalf("round trip lost data: %+v", back)
+	}
+}
