@@ -1,0 +1,366 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/internal/regfile"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+)
+
+// Config is what `sharedos-dev` runs with.
+type Config struct {
+	Bin         string // directory holding the built binaries
+	Root        string // repository root (deploy/ lives there)
+	CatalogAddr string
+	AuthzAddr   string
+	BridgeAddr  string
+	FilesAddr   string
+	MCPAddr     string
+	DatabaseURL string // empty: embedded store
+	Principal   string
+	Roles       []string
+	Verbose     bool
+	// ReadyFile, if set, receives the demo turn as JSON once everything is up.
+	ReadyFile string
+	// Ready, if set, is called with the demo turn once everything is up.
+	Ready func(Demo)
+}
+
+// Bind registers the flags of Config on fs.
+func (c *Config) Bind(fs *flag.FlagSet) {
+	env := func(k, def string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&c.Bin, "bin", "bin", "directory holding the built binaries")
+	fs.StringVar(&c.Root, "root", ".", "repository root (holds deploy/)")
+	fs.StringVar(&c.CatalogAddr, "catalog-addr", env("SHAREDOS_CATALOG_ADDR", "127.0.0.1:7401"), "catalog-svc gRPC address")
+	fs.StringVar(&c.AuthzAddr, "authz-addr", env("SHAREDOS_AUTHZ_ADDR", "127.0.0.1:7402"), "authz-svc gRPC address")
+	fs.StringVar(&c.BridgeAddr, "bridge-addr", env("SHAREDOS_BRIDGE_ADDR", "127.0.0.1:7403"), "bridge-svc gRPC address")
+	fs.StringVar(&c.FilesAddr, "files-addr", env("SHAREDOS_FILES_ADDR", "127.0.0.1:7404"), "files provider gRPC address")
+	fs.StringVar(&c.MCPAddr, "mcp-addr", env("SHAREDOS_MCP_ADDR", "127.0.0.1:7480"), "bridge MCP HTTP address")
+	fs.StringVar(&c.DatabaseURL, "database-url", os.Getenv("SHAREDOS_DATABASE_URL"), "PostgreSQL URL (env SHAREDOS_DATABASE_URL); empty uses the embedded store")
+	fs.StringVar(&c.Principal, "principal", "alice", "principal of the demo turn")
+	fs.BoolVar(&c.Verbose, "v", false, "stream every service's log to stderr")
+	fs.StringVar(&c.ReadyFile, "ready-file", "", "write the demo turn as JSON to this file once ready (for scripts and tests)")
+}
+
+// Demo is the opened demo turn.
+type Demo struct {
+	TurnID      string   `json:"turnId"`
+	MCPURL      string   `json:"mcpUrl"`
+	Token       string   `json:"token"`
+	CatalogHash string   `json:"catalogHash"`
+	Tools       []string `json:"tools"`
+	// PIDs of the processes started, by name.
+	PIDs map[string]int `json:"pids"`
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit error, valid once done is closed
+}
+
+// Run starts the stack and blocks until ctx is done or a process dies.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	if len(cfg.Roles) == 0 {
+		cfg.Roles = []string{"engineer"}
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return err
+	}
+	bin, err := filepath.Abs(cfg.Bin)
+	if err != nil {
+		return err
+	}
+	for _, b := range []string{"authz-svc", "files-provider", "catalog-svc", "bridge-svc"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return fmt.Errorf("binary %s not found in %s: run `make build` first", b, bin)
+		}
+	}
+	logDir, err := os.MkdirTemp("", "sharedos-run-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(logDir)
+
+	store := "embedded store"
+	var dbArgs []string
+	if cfg.DatabaseURL != "" {
+		store = "PostgreSQL"
+		dbArgs = []string{"--database-url", cfg.DatabaseURL, "--migrate"}
+	}
+	fmt.Fprintf(out, "SharedOS toolshare: starting on loopback (%s)\n", store)
+
+	specs := []struct {
+		name string
+		args []string
+		addr string
+	}{
+		{"authz-svc", []string{"serve", "--listen", cfg.AuthzAddr, "--policy-dir", filepath.Join(root, "deploy", "policies")}, cfg.AuthzAddr},
+		{"files-provider", []string{"--listen", cfg.FilesAddr, "--root", filepath.Join(root, "deploy", "demo")}, cfg.FilesAddr},
+		{"catalog-svc", append([]string{"serve", "--listen", cfg.CatalogAddr, "--authz", cfg.AuthzAddr}, dbArgs...), cfg.CatalogAddr},
+		{"bridge-svc", append([]string{"serve", "--listen", cfg.BridgeAddr, "--http-listen", cfg.MCPAddr, "--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr}, dbArgs...), cfg.BridgeAddr},
+	}
+	var procs []*proc
+	stopAll := func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			stop(procs[i])
+		}
+	}
+	defer stopAll()
+	died := make(chan *proc, len(specs))
+	for _, s := range specs {
+		p, err := start(ctx, filepath.Join(bin, s.name), s.name, s.args, logDir, cfg.Verbose, root)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		go func(p *proc) {
+			<-p.done
+			if ctx.Err() == nil {
+				died <- p
+			}
+		}(p)
+		if err := waitHealthy(ctx, s.addr, 30*time.Second, died); err != nil {
+			return fmt.Errorf("%s did not become healthy at %s: %w\n%s", s.name, s.addr, err, tail(p.log.Name(), 20))
+		}
+		fmt.Fprintf(out, "  %-15s serving on %s\n", s.name, s.addr)
+	}
+
+	demo, err := setup(ctx, cfg, root)
+	if err != nil {
+		return err
+	}
+	demo.PIDs = map[string]int{}
+	for _, p := range procs {
+		demo.PIDs[p.name] = p.cmd.Process.Pid
+	}
+	printDemo(out, cfg, demo)
+	if cfg.ReadyFile != "" {
+		b, _ := json.Marshal(demo)
+		if err := os.WriteFile(cfg.ReadyFile, b, 0o600); err != nil {
+			return err
+		}
+	}
+	if cfg.Ready != nil {
+		cfg.Ready(demo)
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "\nstopping...")
+		stopAll()
+		procs = nil
+		fmt.Fprintln(out, "stopped: every process exited")
+		return nil
+	case p := <-died:
+		return fmt.Errorf("%s exited unexpectedly (%v)\n%s", p.name, p.err, tail(p.log.Name(), 30))
+	}
+}
+
+func start(ctx context.Context, path, name string, args []string, logDir string, verbose bool, dir string) (*proc, error) {
+	f, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
+	var w io.Writer = f
+	if verbose {
+		w = io.MultiWriter(f, &prefixWriter{prefix: "[" + name + "] ", w: os.Stderr})
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	// Own process group, so a terminal's Ctrl-C reaches us first and we stop
+	// children in order; Pdeathsig is the backstop if we are killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: f, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM to the process group and waits; SIGKILL after 10 s.
+func stop(p *proc) {
+	if p.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	p.log.Close()
+}
+
+func waitHealthy(ctx context.Context, addr string, limit time.Duration, died <-chan *proc) error {
+	conn, err := grpcx.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	hc := grpc_health_v1.NewHealthClient(conn)
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := hc.Check(cctx, &grpc_health_v1.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == grpc_health_v1.HealthCheckResponse_SERVING {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case p := <-died:
+			return fmt.Errorf("%s exited", p.name)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if last == nil {
+		last = errors.New("not SERVING")
+	}
+	return last
+}
+
+// setup registers the example catalogue and opens the demo turn.
+func setup(ctx context.Context, cfg Config, root string) (Demo, error) {
+	regs, err := regfile.ReadDir(filepath.Join(root, "deploy", "catalog"))
+	if err != nil {
+		return Demo{}, fmt.Errorf("read example catalogue: %w", err)
+	}
+	cc, err := grpcx.Dial(cfg.CatalogAddr)
+	if err != nil {
+		return Demo{}, err
+	}
+	defer cc.Close()
+	catalog := sharedosv1.NewCatalogServiceClient(cc)
+	for _, r := range regs {
+		p, err := r.ToProto()
+		if err != nil {
+			return Demo{}, err
+		}
+		if p.GetHandler() != nil && p.GetHandler().GetTarget() == "127.0.0.1:7404" {
+			p.Handler.Target = cfg.FilesAddr // follow an overridden provider address
+		}
+		_, err = catalog.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: p})
+		if status.Code(err) == codes.AlreadyExists { // a persistent store from an earlier run
+			_, err = catalog.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: p})
+		}
+		if err != nil {
+			return Demo{}, fmt.Errorf("register %s: %w", r.Name, err)
+		}
+	}
+	bc, err := grpcx.Dial(cfg.BridgeAddr)
+	if err != nil {
+		return Demo{}, err
+	}
+	defer bc.Close()
+	lease, err := sharedosv1.NewBridgeServiceClient(bc).OpenTurn(ctx, &sharedosv1.OpenTurnRequest{
+		Context: &sharedosv1.AccessContext{Principal: cfg.Principal, Roles: cfg.Roles},
+		Policy:  &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE},
+		Harness: &sharedosv1.HarnessIdentity{Name: "demo", McpSupport: sharedosv1.McpSupport_MCP_SUPPORT_NATIVE},
+		Ttl:     durationpb.New(8 * time.Hour),
+	})
+	if err != nil {
+		return Demo{}, fmt.Errorf("open demo turn: %w", err)
+	}
+	d := Demo{TurnID: lease.GetTurnId(), MCPURL: lease.GetMcpUrl(), Token: lease.GetToken(), CatalogHash: lease.GetCatalogHash()}
+	for _, t := range lease.GetTools() {
+		d.Tools = append(d.Tools, t.GetName())
+	}
+	return d, nil
+}
+
+func printDemo(w io.Writer, cfg Config, d Demo) {
+	fmt.Fprintf(w, `
+Demo turn open for principal %q (roles %s)
+  MCP URL      %s
+  token        %s
+  catalogHash  %s
+  tools        %s
+
+Claude Code:
+  claude mcp add --transport http sharedos %s --header "Authorization: Bearer %s"
+
+Codex (~/.codex/config.toml):
+  [mcp_servers.sharedos]
+  url = "%s"
+  http_headers = { Authorization = "Bearer %s" }
+  default_tools_approval_mode = "approve"
+
+Gemini CLI (~/.gemini/settings.json):
+  { "mcpServers": { "sharedos": { "httpUrl": "%s", "headers": { "Authorization": "Bearer %s" } } } }
+
+Watch the calls:  bin/sharedosctl ops list --turn %s --output table
+Press Ctrl-C to stop every process.
+`, cfg.Principal, strings.Join(cfg.Roles, ","), d.MCPURL, d.Token, d.CatalogHash, strings.Join(d.Tools, ", "),
+		d.MCPURL, d.Token, d.MCPURL, d.Token, d.MCPURL, d.Token, d.TurnID)
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  | " + strings.Join(lines, "\n  | ")
+}
+
+type prefixWriter struct {
+	mu     sync.Mutex
+	prefix string
+	w      io.Writer
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf[:i])
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
