@@ -195,6 +195,27 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 	return out // nil when the kernel says cancelled: no result, like a client cancellation
 }
 
+// Reject records an attempt the bridge refused as a protocol error before
+// dispatch (reason says why): the kernel writes its record and runs nothing.
+// The client is answered with the protocol error, not with this result.
+func (f *Forwarder) Reject(ctx context.Context, turn *Turn, name, reason string) {
+	callID := NewCallID()
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID),
+		attribute.String(telemetry.AttrToolRequested, name),
+		attribute.String(telemetry.AttrTurnID, turn.TurnID))
+	res, err := f.Invoker.InvokeTool(ctx, &sharedosv1.ToolCall{
+		CallId: callID, TurnId: turn.TurnID, Tool: name, ArgumentsJson: []byte(`{}`),
+		Context: turn.Context, Pin: turn.Pin, Harness: turn.Harness, EdgeRejection: reason,
+	})
+	if err != nil {
+		f.log().ErrorContext(ctx, "refused request not recorded", slog.String(telemetry.AttrCallID, callID),
+			slog.String("grpc.code", status.Code(err).String()))
+		return
+	}
+	recordOutcome(span, res)
+}
+
 // recordOutcome puts the outcome the harness sees on the tools/call span.
 // Only a failed outcome makes the span Error: a denial is a correct answer
 // (ADR 0014's outcome table), and a success whose handler reported isError

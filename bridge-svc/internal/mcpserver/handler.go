@@ -181,6 +181,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(sctx)
 		ctx = sctx
+		if reason := protocol.NameHeaderMismatch(r.Header, msg); reason != "" {
+			// mcp-go would refuse this too, but before any hook of ours: the
+			// attempt would leave no record. Record it, then answer the
+			// protocol error a 2026-07-28 server owes (400, -32020).
+			if srv, err := h.server(ctx, turnID); err == nil {
+				h.cfg.Forwarder.Reject(ctx, srv.turn, msg.ToolName, reason)
+			}
+			rerr := &protocol.RPCError{Code: protocol.CodeHeaderMismatch, Message: "header mismatch: " + reason, ID: msg.ID}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(rerr.Body())
+			return
+		}
 	}
 	srv, err := h.server(ctx, turnID)
 	if err != nil {

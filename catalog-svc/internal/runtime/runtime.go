@@ -276,7 +276,14 @@ func (s *Service) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*s
 		return nil, server.ToStatus(ErrRecordUnavailable)
 	}
 
-	res, resolved := s.run(ctx, call, args)
+	var res *sharedosv1.ToolResult
+	var resolved string
+	if rej := call.GetEdgeRejection(); rej != "" {
+		// Refused at the MCP edge as a protocol error: recorded, never run.
+		res = outcome.Failed(outcome.InvalidRequest, truncate(rej, 512))
+	} else {
+		res, resolved = s.run(ctx, call, args)
+	}
 	res.CallId = call.GetCallId()
 
 	// (7) Complete the record on a context the client cannot cancel.

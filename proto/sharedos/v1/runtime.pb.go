@@ -146,7 +146,14 @@ type ToolCall struct {
 	Context       *AccessContext `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
 	Pin           *CataloguePin  `protobuf:"bytes,6,opt,name=pin,proto3" json:"pin,omitempty"`
 	// harness names the harness for records and traces; never authority.
-	Harness       string `protobuf:"bytes,7,opt,name=harness,proto3" json:"harness,omitempty"`
+	Harness string `protobuf:"bytes,7,opt,name=harness,proto3" json:"harness,omitempty"`
+	// edge_rejection is set by the bridge when it refused the request as a
+	// protocol error before dispatch (an Mcp-Name header that disagrees with
+	// the body's tool name). The kernel then records the attempt as
+	// failed/invalid_request with this reason and runs nothing: every
+	// attempt on a known turn leaves a record, even one that never became a
+	// call.
+	EdgeRejection string `protobuf:"bytes,8,opt,name=edge_rejection,json=edgeRejection,proto3" json:"edge_rejection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,15 +237,22 @@ func (x *ToolCall) GetHarness() string {
 	return ""
 }
 
+func (x *ToolCall) GetEdgeRejection() string {
+	if x != nil {
+		return x.EdgeRejection
+	}
+	return ""
+}
+
 // ToolResult is the kernel's answer. status is terminal: SUCCEEDED, DENIED,
 // FAILED or CANCELLED.
 type ToolResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Status OperationStatus        `protobuf:"varint,2,opt,name=status,proto3,enum=sharedos.v1.OperationStatus" json:"status,omitempty"`
-	// code: "" on success; permission_denied, tool_unavailable (denied);
-	// invalid_arguments, handler_error, timeout, authz_unavailable, authz_error,
-	// internal (failed); cancelled.
+	// code: "" on success; permission_denied, tool_unavailable, duplicate_call
+	// (denied); invalid_arguments, invalid_request, handler_error, timeout,
+	// authz_unavailable, authz_error, internal (failed); cancelled.
 	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	// reason is safe to show a model.
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -622,7 +636,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\"`\n" +
 	"\fCataloguePin\x12!\n" +
 	"\fcatalog_hash\x18\x01 \x01(\tR\vcatalogHash\x12-\n" +
-	"\x05tools\x18\x02 \x03(\v2\x17.sharedos.v1.PinnedToolR\x05tools\"\xf4\x01\n" +
+	"\x05tools\x18\x02 \x03(\v2\x17.sharedos.v1.PinnedToolR\x05tools\"\x9b\x02\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -630,7 +644,8 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x0earguments_json\x18\x04 \x01(\fR\rargumentsJson\x124\n" +
 	"\acontext\x18\x05 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x12+\n" +
 	"\x03pin\x18\x06 \x01(\v2\x19.sharedos.v1.CataloguePinR\x03pin\x12\x18\n" +
-	"\aharness\x18\a \x01(\tR\aharness\"\xd6\x02\n" +
+	"\aharness\x18\a \x01(\tR\aharness\x12%\n" +
+	"\x0eedge_rejection\x18\b \x01(\tR\redgeRejection\"\xd6\x02\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x124\n" +

@@ -3,9 +3,9 @@
 //
 // Every tools/call ends in one of four statuses. succeeded is the handler's
 // answer. denied (permission_denied, tool_unavailable, duplicate_call) is a
-// correct answer of "no". failed (invalid_arguments, handler_error, timeout,
-// authz_unavailable, authz_error, internal) means the call could not be
-// carried out. cancelled means the client gave up; nothing more is sent.
+// correct answer of "no". failed (invalid_arguments, invalid_request,
+// handler_error, timeout, authz_unavailable, authz_error, internal) means the
+// call could not be carried out. cancelled means the client gave up; nothing more is sent.
 //
 // denied and failed are both MCP results with isError true, never JSON-RPC
 // errors, and they stay distinguishable in two channels: the text a model

@@ -19,6 +19,9 @@ const (
 // Codes of failed outcomes.
 const (
 	InvalidArguments = "invalid_arguments"
+	// InvalidRequest records an attempt the bridge refused as a protocol
+	// error before dispatch (ToolCall.edge_rejection); nothing ran.
+	InvalidRequest   = "invalid_request"
 	HandlerError     = "handler_error"
 	Timeout          = "timeout"
 	AuthzUnavailable = "authz_unavailable"
@@ -65,7 +68,7 @@ func ParseStatus(name string) (sharedosv1.OperationStatus, bool) {
 var deniedCodes = map[string]bool{PermissionDenied: true, ToolUnavailable: true, DuplicateCall: true}
 
 var failedCodes = map[string]bool{
-	InvalidArguments: true, HandlerError: true, Timeout: true,
+	InvalidArguments: true, InvalidRequest: true, HandlerError: true, Timeout: true,
 	AuthzUnavailable: true, AuthzError: true, Internal: true,
 }
 

@@ -34,7 +34,7 @@ func TestCodeFamiliesAreDisjoint(t *testing.T) {
 			t.Errorf("%s must be denied only", c)
 		}
 	}
-	for _, c := range []string{outcome.InvalidArguments, outcome.HandlerError, outcome.Timeout, outcome.AuthzUnavailable, outcome.AuthzError, outcome.Internal} {
+	for _, c := range []string{outcome.InvalidArguments, outcome.InvalidRequest, outcome.HandlerError, outcome.Timeout, outcome.AuthzUnavailable, outcome.AuthzError, outcome.Internal} {
 		if !outcome.IsFailedCode(c) || outcome.IsDeniedCode(c) {
 			t.Errorf("%s must be failed only", c)
 		}
