@@ -1,0 +1,717 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// repoRoot finds the directory holding go.work (verify/ is not in it, but
+// lives below it).
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("repository root (go.work) not found")
+		}
+		dir = parent
+	}
+}
+
+// proc is one service process started from bin/.
+type proc struct {
+	name string
+	path string
+	args []string
+	env  []string
+	log  *lockedBuffer // stdout+stderr of every incarnation
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// lockedBuffer collects a process's output for later inspection (secrets
+// test) and for failure messages.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (p *proc) start(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	// Pdeathsig: a crashed test never leaves a service behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	done := p.done
+	go func() { _ = cmd.Wait(); close(done) }()
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) running() bool {
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the process (only to the pid this test started).
+func (p *proc) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to %s: %v", sig, p.name, err)
+	}
+}
+
+// kill SIGKILLs the process and waits for it to be gone.
+func (p *proc) kill(t testing.TB) {
+	t.Helper()
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s (pid %d) still alive 10s after SIGKILL", p.name, p.pid())
+	}
+}
+
+// terminate is a graceful stop (SIGTERM, SIGKILL after 10 s).
+func (p *proc) terminate() {
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// stackOptions tune a stack.
+type stackOptions struct {
+	authzTimeout time.Duration // catalog-svc --authz-timeout (default 5s)
+	evalTimeout  time.Duration // authz-svc --eval-timeout (default 4s)
+	bridges      int           // bridge processes on the same database (default 1)
+	cluster      *cluster      // default: a new private cluster
+	env          []string      // extra environment for every service
+}
+
+// stack is the whole system as separate processes plus an in-process
+// counting provider (the verify.* tools).
+type stack struct {
+	t                      testing.TB
+	root                   string
+	cluster                *cluster
+	dsn                    string
+	fileRoot               string // files-provider root (public/, private/)
+	authz                  *proc
+	files                  *proc
+	catalog                *proc
+	bridges                []*proc
+	addr                   map[string]string // authz, files, catalog, provider; bridge gRPC/HTTP are per bridge
+	bridgeGRPC, bridgeHTTP []string
+	provider               *provider
+	db                     *pgxpool.Pool
+	conns                  []*grpc.ClientConn
+	catalogC               sharedosv1.CatalogServiceClient
+	bridgeC                sharedosv1.BridgeServiceClient
+	runtimeC               sharedosv1.RuntimeServiceClient
+}
+
+// binaries the stack needs.
+var binaries = []string{"authz-svc", "files-provider", "catalog-svc", "bridge-svc", "sharedosctl"}
+
+func startStack(t testing.TB, o stackOptions) *stack {
+	t.Helper()
+	// Generous default deadlines: a shared 2-core box stalls for ~0.7 s at
+	// times, and a test that is not about authz deadlines must not turn such
+	// a stall into failed/authz_unavailable. Fault tests set their own.
+	if o.authzTimeout == 0 {
+		o.authzTimeout = 5 * time.Second
+	}
+	if o.evalTimeout == 0 {
+		o.evalTimeout = 4 * time.Second
+	}
+	if o.bridges == 0 {
+		o.bridges = 1
+	}
+	root := repoRoot(t)
+	for _, b := range binaries {
+		if _, err := os.Stat(filepath.Join(root, "bin", b)); err != nil {
+			t.Fatalf("%s is not built: run `make build` (make verify does it first)", filepath.Join(root, "bin", b))
+		}
+	}
+	s := &stack{t: t, root: root, addr: map[string]string{}}
+	s.cluster = o.cluster
+	if s.cluster == nil {
+		s.cluster = newCluster(t)
+	}
+	s.dsn = s.cluster.NewDatabase(t, fmt.Sprintf("verify_%d", time.Now().UnixNano()))
+	t.Cleanup(s.stop)
+
+	s.provider = startProvider(t)
+	s.addr["provider"] = s.provider.addr
+	s.fileRoot = makeFileRoot(t)
+	policyDir := makePolicyDir(t, root)
+
+	env := append([]string{"SHAREDOS_LOG_LEVEL=debug"}, o.env...)
+	newProc := func(name string, args ...string) *proc {
+		return &proc{name: name, path: filepath.Join(root, "bin", name), args: args, env: env, log: &lockedBuffer{}}
+	}
+	s.authz = newProc("authz-svc", "serve", "--listen", "", "--policy-dir", policyDir, "--eval-timeout", o.evalTimeout.String())
+	s.addr["authz"] = s.launch(s.authz, "--listen")[0]
+	s.files = newProc("files-provider", "--listen", "", "--root", s.fileRoot)
+	s.addr["files"] = s.launch(s.files, "--listen")[0]
+	s.catalog = newProc("catalog-svc", "serve", "--listen", "", "--authz", s.addr["authz"],
+		"--database-url", s.dsn, "--migrate", "--authz-timeout", o.authzTimeout.String(), "--reconcile-interval", "1s")
+	s.addr["catalog"] = s.launch(s.catalog, "--listen")[0]
+	for i := range o.bridges {
+		p := newProc("bridge-svc", "serve", "--listen", "", "--http-listen", "", "--catalog", s.addr["catalog"],
+			"--kernel", s.addr["catalog"], "--database-url", s.dsn, "--migrate", "--sweep-interval", "1s")
+		p.name = fmt.Sprintf("bridge-svc#%d", i)
+		b := s.launch(p, "--listen", "--http-listen")
+		s.bridges = append(s.bridges, p)
+		s.bridgeGRPC, s.bridgeHTTP = append(s.bridgeGRPC, b[0]), append(s.bridgeHTTP, b[1])
+	}
+
+	s.catalogC = sharedosv1.NewCatalogServiceClient(s.dial(s.addr["catalog"]))
+	s.runtimeC = sharedosv1.NewRuntimeServiceClient(s.dial(s.addr["catalog"]))
+	s.bridgeC = sharedosv1.NewBridgeServiceClient(s.dial(s.bridgeGRPC[0]))
+	s.register()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pxpool(ctx, s.dsn)
+	if err != nil {
+		t.Fatalf("connect to the stack's database: %v", err)
+	}
+	s.db = pool
+	return s
+}
+
+func slicesIndex(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func pxpool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 4
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+func (s *stack) dial(addr string) *grpc.ClientConn {
+	s.t.Helper()
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.conns = append(s.conns, c)
+	return c
+}
+
+func (s *stack) stop() {
+	start := time.Now()
+	defer func() {
+		if d := time.Since(start); d > 5*time.Second {
+			s.t.Logf("stopping the stack took %s", d)
+		}
+	}()
+	httpTransport.CloseIdleConnections()
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
+	if s.db != nil {
+		s.db.Close()
+	}
+	for i := len(s.bridges) - 1; i >= 0; i-- {
+		s.bridges[i].terminate()
+	}
+	for _, p := range []*proc{s.catalog, s.files, s.authz} {
+		if p != nil {
+			p.terminate()
+		}
+	}
+	if s.t.Failed() {
+		for _, p := range append([]*proc{s.authz, s.files, s.catalog}, s.bridges...) {
+			if p != nil {
+				s.t.Logf("---- %s log (tail) ----\n%s", p.name, tail(p.log.String(), 40))
+			}
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// health asks a gRPC health service ("" = readiness, "liveness").
+func health(addr, service string) (grpc_health_v1.HealthCheckResponse_ServingStatus, error) {
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r, err := grpc_health_v1.NewHealthClient(c).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: service})
+	if err != nil {
+		return 0, err
+	}
+	return r.GetStatus(), nil
+}
+
+// launch gives p's address flags free loopback ports, starts it and waits
+// for health on the first one. A port taken between our probe and the
+// service's bind (other stacks run in parallel fuzz workers) gets new ports,
+// up to 3 tries.
+func (s *stack) launch(p *proc, addrFlags ...string) []string {
+	s.t.Helper()
+	for try := 1; ; try++ {
+		addrs := make([]string, len(addrFlags))
+		for i, f := range addrFlags {
+			addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(s.t))
+			p.args[slicesIndex(p.args, f)+1] = addrs[i]
+		}
+		p.start(s.t)
+		err := s.serving(p, addrs[0], 60*time.Second)
+		if err == nil {
+			return addrs
+		}
+		if try < 3 && !p.running() && strings.Contains(p.log.String(), "address already in use") {
+			continue
+		}
+		s.t.Fatalf("%v:\n%s", err, tail(p.log.String(), 30))
+	}
+}
+
+// serving waits until addr's overall health is SERVING, or p exits.
+func (s *stack) serving(p *proc, addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if st, err := health(addr, ""); err == nil && st == grpc_health_v1.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if !p.running() {
+			return fmt.Errorf("%s exited before serving at %s", p.name, addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p.running() {
+		p.kill(s.t)
+	}
+	return fmt.Errorf("%s not SERVING at %s after %s", p.name, addr, limit)
+}
+
+// waitServing is serving that fails the test.
+func (s *stack) waitServing(p *proc, addr string, limit time.Duration) {
+	s.t.Helper()
+	if err := s.serving(p, addr, limit); err != nil {
+		s.t.Fatalf("%v:\n%s", err, tail(p.log.String(), 30))
+	}
+}
+
+// restart starts p again with the same arguments and waits for health.
+func (s *stack) restart(p *proc, addr string) {
+	s.t.Helper()
+	p.start(s.t)
+	s.waitServing(p, addr, 60*time.Second)
+}
+
+// ---- the catalogue and the policy
+
+// verify.* tools are served by the in-process provider; files.* by the
+// files-provider process over a temporary root.
+func (s *stack) register() {
+	s.t.Helper()
+	obj := func(props string, required ...string) []byte {
+		r, _ := json.Marshal(required)
+		return []byte(`{"type":"object","properties":{` + props + `},"required":` + string(r) + `,"additionalProperties":false}`)
+	}
+	path := `"path":{"type":"string","minLength":1,"maxLength":4096}`
+	reg := func(name, ns, target, action string, schema []byte) *sharedosv1.ToolRegistration {
+		return &sharedosv1.ToolRegistration{
+			Name: name, Description: "verify suite tool " + name, InputSchemaJson: schema,
+			AnnotationsJson: []byte(`{"readOnlyHint":false}`),
+			Metadata:        &sharedosv1.ToolMetadata{Namespace: ns, Source: "provider:" + ns},
+			Class:           sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+			Requirement:     &sharedosv1.Requirement{Action: action, Resource: "file:{path}"},
+			Handler:         &sharedosv1.HandlerRef{Target: target, Timeout: durationpb.New(20 * time.Second)},
+		}
+	}
+	regs := []*sharedosv1.ToolRegistration{
+		reg("files.read", "files", s.addr["files"], "read", obj(path, "path")),
+		reg("files.write", "files", s.addr["files"], "write", obj(path+`,"content":{"type":"string","maxLength":1048576}`, "path", "content")),
+		reg("verify.echo", "verify", s.addr["provider"], "read", obj(path+`,"value":{"type":"string"}`, "path")),
+		reg("verify.slow", "verify", s.addr["provider"], "read", obj(path+`,"ms":{"type":"integer","minimum":0,"maximum":20000}`, "path", "ms")),
+		reg("verify.boom", "verify", s.addr["provider"], "read", obj(path, "path")),
+		reg("verify.sleepy", "verify", s.addr["provider"], "read", obj(path+`,"ms":{"type":"integer","minimum":0,"maximum":20000}`, "path", "ms")),
+	}
+	// verify.sleepy: a handler deadline short enough to hit (failed/timeout).
+	regs[len(regs)-1].Handler.Timeout = durationpb.New(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, r := range regs {
+		if _, err := s.catalogC.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: r}); err != nil {
+			s.t.Fatalf("register %s: %v", r.GetName(), err)
+		}
+	}
+}
+
+// makePolicyDir copies the example Rego policy and adds the verify role
+// plus one rule that makes any non-list decision on verify.boom a runtime
+// evaluation error (two complete definitions of `decision` with different
+// values: eval_conflict_error).
+func makePolicyDir(t testing.TB, root string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sharedos"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rego, err := os.ReadFile(filepath.Join(root, "deploy", "policies", "sharedos", "authz.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := `package sharedos.authz
+
+import rego.v1
+
+# verify suite: an evaluation error (conflicting complete rule values) for
+# any call of verify.boom; listing it stays well-defined.
+decision := {"allow": true, "reason": "verify conflict"} if {
+	input.tool.name == "verify.boom"
+	input.action != "list"
+}
+`
+	data := `{"sharedos":{"roles":{
+  "engineer":{"tools":["files.read"],"grants":{"read":["/public"]}},
+  "verify":{"tools":["files.read","files.write","verify.echo","verify.slow","verify.boom","verify.sleepy"],
+            "grants":{"read":["/public"],"write":["/public"]}}
+}}}`
+	for name, body := range map[string]string{
+		"sharedos/authz.rego": string(rego), "sharedos/boom.rego": boom, "data.json": data,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// privateCanary is the content of /private/secret.txt: it must never reach
+// a client of the verify role.
+const privateCanary = "PRIVATE-CANARY-7f3a9c"
+
+func makeFileRoot(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{"public", "private"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{"public/a.txt": "public a\n", "private/a.txt": privateCanary + "\n", "private/secret.txt": privateCanary + "\n"}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../private", filepath.Join(dir, "public", "link")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// ---- turns
+
+type turn struct {
+	ID, URL, Token, CatalogHash string
+	Tools                       []string
+}
+
+func (s *stack) openTurn(ctx context.Context, principal string, roles []string, ttl time.Duration) (turn, error) {
+	l, err := s.bridgeC.OpenTurn(ctx, &sharedosv1.OpenTurnRequest{
+		Context: &sharedosv1.AccessContext{Principal: principal, Tenant: "verify", Roles: roles},
+		Policy:  &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE},
+		Harness: &sharedosv1.HarnessIdentity{Name: "verify", McpSupport: sharedosv1.McpSupport_MCP_SUPPORT_NATIVE},
+		Ttl:     durationpb.New(ttl),
+	})
+	if err != nil {
+		return turn{}, err
+	}
+	tr := turn{ID: l.GetTurnId(), URL: l.GetMcpUrl(), Token: l.GetToken(), CatalogHash: l.GetCatalogHash()}
+	for _, p := range l.GetTools() {
+		tr.Tools = append(tr.Tools, p.GetName())
+	}
+	return tr, nil
+}
+
+// open opens a verify-role turn or fails the test.
+func (s *stack) open(principal string) turn {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tr, err := s.openTurn(ctx, principal, []string{"verify"}, 10*time.Minute)
+	if err != nil {
+		s.t.Fatalf("open turn: %v", err)
+	}
+	return tr
+}
+
+func (s *stack) closeTurn(id string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.bridgeC.CloseTurn(ctx, &sharedosv1.CloseTurnRequest{TurnId: id}); err != nil {
+		s.t.Fatalf("close turn %s: %v", id, err)
+	}
+}
+
+// ctl runs bin/sharedosctl against the stack: stdout, exit code.
+func (s *stack) ctl(args ...string) (string, string, int) {
+	s.t.Helper()
+	cmd := exec.Command(filepath.Join(s.root, "bin", "sharedosctl"), args...)
+	cmd.Env = append(os.Environ(), "SHAREDOS_CATALOG_ADDR="+s.addr["catalog"], "SHAREDOS_AUTHZ_ADDR="+s.addr["authz"],
+		"SHAREDOS_BRIDGE_ADDR="+s.bridgeGRPC[0], "SHAREDOS_FILES_ADDR="+s.addr["files"])
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	case err != nil:
+		s.t.Fatal(err)
+	}
+	return out.String(), errb.String(), 0
+}
+
+// opRow is one `sharedosctl ops list` record.
+type opRow struct {
+	CallID, Tool, Status, Code, Reason, ArgumentsDigest string
+}
+
+// ops lists a turn's records through sharedosctl.
+func (s *stack) ops(turnID string) []opRow {
+	s.t.Helper()
+	out, errOut, code := s.ctl("ops", "list", "--turn", turnID)
+	if code != 0 {
+		s.t.Fatalf("sharedosctl ops list: exit %d: %s", code, errOut)
+	}
+	var rows []opRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		s.t.Fatalf("ops list output: %v\n%s", err, out)
+	}
+	return rows
+}
+
+// outcomeCounts is SELECT status, code, count(*) over a turn (all turns when
+// turnID is "") on the private cluster.
+func (s *stack) outcomeCounts(turnID string) map[string]int {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := s.db.Query(ctx, `SELECT status, code, count(*) FROM catalog.operations
+		WHERE $1 = '' OR turn_id = $1 GROUP BY status, code`, turnID)
+	if err != nil {
+		s.t.Fatalf("count operations: %v", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st, code string
+		var n int
+		if err := rows.Scan(&st, &code, &n); err != nil {
+			s.t.Fatal(err)
+		}
+		out[st+"/"+code] = n
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+func (s *stack) rowCount(turnID string) int {
+	s.t.Helper()
+	n := 0
+	for _, c := range s.outcomeCounts(turnID) {
+		n += c
+	}
+	return n
+}
+
+// waitSettled waits (bounded) until no record of the turn is pending.
+func (s *stack) waitSettled(turnID string, limit time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		if s.outcomeCounts(turnID)["pending/"] == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("records of turn %s still pending after %s: %v", turnID, limit, s.outcomeCounts(turnID))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ---- the counting provider
+
+// provider is an in-process ToolHandlerService: it counts every Handle, keeps
+// what each received, and implements verify.slow (sleeps, or until the
+// kernel cancels) and a handler error (value "fail").
+type provider struct {
+	sharedosv1.UnimplementedToolHandlerServiceServer
+	addr    string
+	srv     *grpc.Server
+	handled atomic.Int64
+	started chan string // call ids of verify.slow as they start (buffered)
+
+	mu    sync.Mutex
+	calls []handled
+}
+
+type handled struct {
+	CallID, TurnID, Tool string
+	Args                 []byte
+	Metadata             metadata.MD
+}
+
+func startProvider(t testing.TB) *provider {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &provider{addr: lis.Addr().String(), srv: grpc.NewServer(), started: make(chan string, 1024)}
+	sharedosv1.RegisterToolHandlerServiceServer(p.srv, p)
+	go func() { _ = p.srv.Serve(lis) }()
+	t.Cleanup(p.srv.Stop)
+	return p
+}
+
+func (p *provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
+	p.handled.Add(1)
+	md, _ := metadata.FromIncomingContext(ctx)
+	p.mu.Lock()
+	p.calls = append(p.calls, handled{CallID: req.GetCallId(), TurnID: req.GetTurnId(), Tool: req.GetTool(), Args: req.GetArgumentsJson(), Metadata: md.Copy()})
+	p.mu.Unlock()
+	var args struct {
+		Value string `json:"value"`
+		MS    int    `json:"ms"`
+	}
+	_ = json.Unmarshal(req.GetArgumentsJson(), &args)
+	if req.GetTool() == "verify.slow" || req.GetTool() == "verify.sleepy" {
+		if req.GetTool() == "verify.slow" {
+			select {
+			case p.started <- req.GetCallId():
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(min(args.MS, 20000)) * time.Millisecond):
+		}
+	}
+	if args.Value == "fail" {
+		return &sharedosv1.HandleResponse{ContentJson: []byte(`[{"type":"text","text":"verify: asked to fail"}]`), IsError: true}, nil
+	}
+	return &sharedosv1.HandleResponse{ContentJson: []byte(`[{"type":"text","text":"handled ` + req.GetTool() + `"}]`)}, nil
+}
+
+// snapshot returns what the provider has handled so far.
+func (p *provider) snapshot() []handled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]handled(nil), p.calls...)
+}
+
+// waitAuthzReachable waits until catalog-svc reaches authz-svc again
+// (ListTools needs FilterTools), without making any tool call: after a
+// restart the kernel's channel may still be in reconnect backoff.
+func (s *stack) waitAuthzReachable(limit time.Duration) time.Duration {
+	s.t.Helper()
+	start := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := s.catalogC.ListTools(ctx, &sharedosv1.ListToolsRequest{Context: &sharedosv1.AccessContext{Principal: "probe", Roles: []string{"verify"}}})
+		cancel()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			s.t.Fatalf("catalog-svc cannot reach authz-svc %s after its restart: %v", limit, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
