@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/tester"
 
 	"github.com/sharedos/toolshare/authz-svc/internal/app"
@@ -19,10 +20,13 @@ func TestRegoUnitTests(t *testing.T) {
 		t.Fatalf("load %s: %v", dir, err)
 	}
 	ctx := context.Background()
+	txn := storage.NewTransactionOrDie(ctx, store)
+	defer store.Abort(ctx, txn)
 	results, err := tester.NewRunner().
 		SetStore(store).
+		SetModules(modules).
 		RaiseBuiltinErrors(true).
-		Run(ctx, modules)
+		RunTests(ctx, txn)
 	if err != nil {
 		t.Fatalf("run rego tests: %v", err)
 	}

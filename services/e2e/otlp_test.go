@@ -272,10 +272,6 @@ func (s span) attr(key string) (string, bool) {
 	return "", false
 }
 
-func (s span) is(service, name string, kind tracepb.Span_SpanKind) bool {
-	return s.Service == service && s.Name == name && s.Kind == kind
-}
-
 func (s span) failed() bool { return s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR }
 
 func (s span) String() string {

@@ -25,7 +25,7 @@ func (e *Engine) Watch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pdp: watch %s: %w", e.dir, err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if err := addTree(w, e.dir); err != nil {
 		return fmt.Errorf("pdp: watch %s: %w", e.dir, err)
 	}

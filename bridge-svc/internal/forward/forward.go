@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -126,8 +125,6 @@ type Forwarder struct {
 	Invoker Invoker
 	Logger  *slog.Logger
 }
-
-var tracer = otel.Tracer(telemetry.ScopeBridge)
 
 // Call forwards req for turn and returns the MCP result, or nil when the
 // call was cancelled (the request is aborted: nothing is written for it).

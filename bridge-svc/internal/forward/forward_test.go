@@ -175,7 +175,7 @@ func checkSpanOutcome(t *testing.T, sp sdktrace.ReadOnlySpan, code string, cance
 	t.Helper()
 	attrs := map[string]string{}
 	for _, kv := range sp.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if !cancelled && attrs[telemetry.AttrOutcomeCode] != code {
 		t.Errorf("span %s = %q, want %q", telemetry.AttrOutcomeCode, attrs[telemetry.AttrOutcomeCode], code)

@@ -55,7 +55,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "conformance-provider:", err)
 		return 1
 	}
-	defer shutdown(context.WithoutCancel(ctx))
+	defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "conformance-provider:", err)

@@ -65,7 +65,7 @@ func run(ctx context.Context, cfg files.Config, metricsAddr string) error {
 	if err != nil {
 		return err
 	}
-	defer shutdown(context.WithoutCancel(ctx))
+	defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
 	srv, err := cfg.Complete(ctx)
 	if err != nil {
 		return err

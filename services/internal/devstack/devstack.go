@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(logDir)
+	defer func() { _ = os.RemoveAll(logDir) }()
 
 	store := "embedded store"
 	var dbArgs []string

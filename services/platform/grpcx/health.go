@@ -31,7 +31,7 @@ func newDrainingHealth() *drainingHealth {
 func (h *drainingHealth) shutdown() {
 	h.once.Do(func() {
 		close(h.stopping)
-		h.Server.Shutdown()
+		h.Shutdown()
 	})
 }
 

@@ -57,12 +57,12 @@ func assertNoCanary(t *testing.T, spans tracetest.SpanStubs) {
 	for _, s := range spans {
 		texts := []string{s.Name, s.Status.Description}
 		for _, kv := range s.Attributes {
-			texts = append(texts, kv.Value.Emit())
+			texts = append(texts, kv.Value.String())
 		}
 		for _, ev := range s.Events {
 			texts = append(texts, ev.Name)
 			for _, kv := range ev.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, txt := range texts {

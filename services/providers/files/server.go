@@ -62,7 +62,7 @@ func (c Config) Complete(_ context.Context) (*Server, error) {
 	}
 	lis, err := net.Listen("tcp", c.Listen)
 	if err != nil {
-		p.Close()
+		_ = p.Close()
 		return nil, fmt.Errorf("files: listen on %s: %w", c.Listen, err)
 	}
 	gs := grpcx.NewServer(grpcx.ServerOptions{ServiceName: serviceName, Logger: logger})

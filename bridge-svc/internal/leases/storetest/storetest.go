@@ -97,7 +97,7 @@ func testRoundTrip(t *testing.T, s leases.Store) {
 	if !st.Open() || st.State() != sharedosv1.TurnState_TURN_STATE_OPEN || st.TokenHash != want.TokenHash {
 		t.Errorf("status = %+v, want open with the token hash", st)
 	}
-	if d := st.StoreNow.Sub(time.Now()); st.StoreNow.IsZero() || d > time.Minute || d < -time.Minute {
+	if d := time.Until(st.StoreNow); st.StoreNow.IsZero() || d > time.Minute || d < -time.Minute {
 		t.Errorf("status StoreNow = %v, want the store's current time", st.StoreNow)
 	}
 	// The store must not alias the caller's lease.

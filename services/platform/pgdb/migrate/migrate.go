@@ -43,7 +43,7 @@ func (s Set) with(dsn string, f func(*goose.Provider) error) error {
 	if err != nil {
 		return fmt.Errorf("migrate: open database: %w", err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	p, err := s.provider(db)
 	if err != nil {
 		return err

@@ -165,7 +165,7 @@ func (tmpl *template) create(name string, migrate MigrateFunc) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 
 	if err := dropStale(ctx, conn); err != nil {
 		return err
@@ -292,7 +292,7 @@ func exec(ctx context.Context, admin, sql string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	_, err = conn.Exec(ctx, sql)
 	return err
 }
