@@ -44,7 +44,7 @@ func TestKernelOnPostgres(t *testing.T) {
 	s := startStack(t, "SHAREDOS_DATABASE_URL="+pgtest.NewDatabase(t, noMigrate))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := mcpClient(t, ctx, s.demo.MCPURL, s.demo.Token)
+	c := mcpClient(t, ctx, s.Demo.MCPURL, s.Demo.Token)
 
 	read := func(p string) map[string]any { return map[string]any{"path": p} }
 	attempts := []attempt{
@@ -76,7 +76,7 @@ func TestKernelOnPostgres(t *testing.T) {
 	// authz-svc hung past the kernel's deadline: fail closed (failed, never
 	// succeeded or denied) and the handler does not run. (A stopped authz-svc
 	// would make sharedos-dev end the whole stack; the verify suite covers it.)
-	authzPID := s.demo.PIDs["authz-svc"]
+	authzPID := s.Demo.PIDs["authz-svc"]
 	if authzPID == 0 {
 		t.Fatal("no authz-svc pid")
 	}
@@ -91,7 +91,7 @@ func TestKernelOnPostgres(t *testing.T) {
 	attempts = append(attempts, hung)
 
 	var ops []struct{ CallID, Tool, Status, Code string }
-	s.ctlJSON(t, &ops, "ops", "list", "--turn", s.demo.TurnID)
+	s.ctlJSON(t, &ops, "ops", "list", "--turn", s.Demo.TurnID)
 	if len(ops) != len(attempts) {
 		t.Fatalf("%d records for %d attempts: %+v", len(ops), len(attempts), ops)
 	}

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/sharedos/toolshare/services/stacktest"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -72,15 +74,15 @@ type conformanceTurn struct {
 
 func startConformanceProvider(t *testing.T, s *stack) string {
 	t.Helper()
-	addr := freeAddrs(t, 1)[0]
-	cmd := exec.Command(filepath.Join(s.bin, "conformance-provider"), "--listen", addr)
+	addr := stacktest.FreeAddrs(t, 1)[0]
+	cmd := exec.Command(filepath.Join(s.Bin, "conformance-provider"), "--listen", addr)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
-	out, err := exec.Command(filepath.Join(s.bin, "conformance-provider"), "registrations", addr).Output()
+	out, err := exec.Command(filepath.Join(s.Bin, "conformance-provider"), "registrations", addr).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +131,14 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 	}
 	proxyOrigin := "http://" + proxyLis.Addr().String()
 	s := startStack(t, "SHAREDOS_DATABASE_URL="+pgtest.NewDatabase(t, noMigrate), "SHAREDOS_ALLOWED_ORIGINS="+proxyOrigin)
-	dir := npmDir(t, s.root)
+	dir := npmDir(t, s.Root)
 	startConformanceProvider(t, s)
 
 	t.Run("TypeScript SDK client", func(t *testing.T) {
 		calls := `[{"name":"files.read","arguments":{"path":"/public/a.txt"}},` +
 			`{"name":"files.read","arguments":{"path":"/private/a.txt"}},` +
 			`{"name":"github.search","arguments":{"q":"x"}}]`
-		out, err := runNode(t, dir, "node", "ts-client.mjs", s.demo.MCPURL, s.demo.Token, calls)
+		out, err := runNode(t, dir, "node", "ts-client.mjs", s.Demo.MCPURL, s.Demo.Token, calls)
 		if err != nil {
 			t.Fatalf("ts-client: %v\n%s", err, out)
 		}
@@ -144,11 +146,11 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("ts-client output: %v\n%s", err, out)
 		}
-		if !slices.Equal(got.Tools, s.demo.Tools) {
-			t.Errorf("tools = %v, want the pinned %v", got.Tools, s.demo.Tools)
+		if !slices.Equal(got.Tools, s.Demo.Tools) {
+			t.Errorf("tools = %v, want the pinned %v", got.Tools, s.Demo.Tools)
 		}
-		if got.ListMeta["io.sharedos/catalogHash"] != s.demo.CatalogHash {
-			t.Errorf("list _meta = %v, want catalogHash %s", got.ListMeta, s.demo.CatalogHash)
+		if got.ListMeta["io.sharedos/catalogHash"] != s.Demo.CatalogHash {
+			t.Errorf("list _meta = %v, want catalogHash %s", got.ListMeta, s.Demo.CatalogHash)
 		}
 		if len(got.Calls) != 3 {
 			t.Fatalf("calls = %+v", got.Calls)
@@ -165,7 +167,7 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			t.Errorf("unknown tool = %+v", c)
 		}
 		var ops []struct{ Tool, Status, Code string }
-		s.ctlJSON(t, &ops, "ops", "list", "--turn", s.demo.TurnID)
+		s.ctlJSON(t, &ops, "ops", "list", "--turn", s.Demo.TurnID)
 		if len(ops) != 3 || ops[2].Tool != "github.search" || ops[2].Code != outcome.ToolUnavailable {
 			t.Errorf("records = %+v, want one per call, the unknown name included", ops)
 		}

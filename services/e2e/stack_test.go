@@ -21,124 +21,26 @@ import (
 
 	"github.com/sharedos/toolshare/services/kernel/cataloghash"
 	"github.com/sharedos/toolshare/services/kernel/projection"
+	"github.com/sharedos/toolshare/services/stacktest"
 )
 
-// stack is a running `make run` stack on free loopback ports.
-type stack struct {
-	root, bin string
-	addrs     map[string]string // catalog, authz, bridge, files, mcp
-	cmd       *exec.Cmd
-	done      chan error
-	demo      demoTurn
-	out       *bytes.Buffer
-}
+// stack is a running `make run` stack (services/stacktest) with the
+// sharedosctl helpers of these tests.
+type stack struct{ *stacktest.Stack }
 
-type demoTurn struct {
-	TurnID      string         `json:"turnId"`
-	MCPURL      string         `json:"mcpUrl"`
-	Token       string         `json:"token"`
-	CatalogHash string         `json:"catalogHash"`
-	Tools       []string       `json:"tools"`
-	PIDs        map[string]int `json:"pids"`
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.work) not found")
-		}
-		dir = parent
-	}
-}
-
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	var ls []net.Listener
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
-}
-
-// startStack starts bin/sharedos-dev; extraEnv (KEY=VALUE) is added to its
-// environment, which the services it starts inherit.
+// startStack starts the stack; extraEnv (KEY=VALUE) reaches every service.
 func startStack(t *testing.T, extraEnv ...string) *stack {
 	t.Helper()
-	root := repoRoot(t)
-	bin := filepath.Join(root, "bin")
-	for _, b := range []string{"sharedos-dev", "sharedosctl", "catalog-svc", "authz-svc", "bridge-svc", "files-provider"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			t.Fatalf("%s is not built: run `make build` (make test does it first)", filepath.Join(bin, b))
-		}
-	}
-	a := freeAddrs(t, 5)
-	s := &stack{root: root, bin: bin, addrs: map[string]string{
-		"catalog": a[0], "authz": a[1], "bridge": a[2], "files": a[3], "mcp": a[4],
-	}, done: make(chan error, 1), out: &bytes.Buffer{}}
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	s.cmd = exec.Command(filepath.Join(bin, "sharedos-dev"), "--bin", bin, "--root", root,
-		"--catalog-addr", a[0], "--authz-addr", a[1], "--bridge-addr", a[2], "--files-addr", a[3], "--mcp-addr", a[4],
-		"--ready-file", ready)
-	s.cmd.Env = append(append(os.Environ(), "SHAREDOS_DATABASE_URL="), extraEnv...) // the embedded default unless extraEnv says otherwise
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			_ = s.cmd.Process.Signal(os.Interrupt)
-			select {
-			case <-s.done:
-			case <-time.After(20 * time.Second):
-				_ = s.cmd.Process.Kill()
-			}
-		}
-	})
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
-			if err := json.Unmarshal(b, &s.demo); err != nil {
-				t.Fatalf("ready file: %v", err)
-			}
-			return s
-		}
-		select {
-		case err := <-s.done:
-			t.Fatalf("sharedos-dev exited before ready (%v):\n%s", err, s.out)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stack not ready after 90s:\n%s", s.out)
-		}
-	}
+	return &stack{stacktest.Start(t, extraEnv...)}
 }
 
 // ctl runs bin/sharedosctl against the stack and returns stdout and the exit code.
 func (s *stack) ctl(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(s.bin, "sharedosctl"), args...)
+	cmd := exec.Command(filepath.Join(s.Bin, "sharedosctl"), args...)
 	cmd.Env = append(os.Environ(),
-		"SHAREDOS_CATALOG_ADDR="+s.addrs["catalog"], "SHAREDOS_AUTHZ_ADDR="+s.addrs["authz"],
-		"SHAREDOS_BRIDGE_ADDR="+s.addrs["bridge"], "SHAREDOS_FILES_ADDR="+s.addrs["files"])
+		"SHAREDOS_CATALOG_ADDR="+s.Addrs["catalog"], "SHAREDOS_AUTHZ_ADDR="+s.Addrs["authz"],
+		"SHAREDOS_BRIDGE_ADDR="+s.Addrs["bridge"], "SHAREDOS_FILES_ADDR="+s.Addrs["files"])
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -262,8 +164,8 @@ func TestMakeRunStack(t *testing.T) {
 	if h := recomputeHash(t, alice); h != alice.CatalogHash {
 		t.Fatalf("listed catalogHash %s, recomputed from the listed tools %s", alice.CatalogHash, h)
 	}
-	if s.demo.CatalogHash != alice.CatalogHash {
-		t.Fatalf("demo turn catalogHash %s != alice's listing %s", s.demo.CatalogHash, alice.CatalogHash)
+	if s.Demo.CatalogHash != alice.CatalogHash {
+		t.Fatalf("demo turn catalogHash %s != alice's listing %s", s.Demo.CatalogHash, alice.CatalogHash)
 	}
 
 	var bob listed
@@ -272,7 +174,7 @@ func TestMakeRunStack(t *testing.T) {
 		t.Fatalf("bob with no roles sees %v, want none", names(bob))
 	}
 
-	c := mcpClient(t, ctx, s.demo.MCPURL, s.demo.Token)
+	c := mcpClient(t, ctx, s.Demo.MCPURL, s.Demo.Token)
 	if text, isErr := call(t, ctx, c, "files.read", map[string]any{"path": "/public/a.txt"}); isErr || text == "" {
 		t.Fatalf("public read: isError=%v text=%q", isErr, text)
 	}
@@ -286,7 +188,7 @@ func TestMakeRunStack(t *testing.T) {
 	var ops []struct {
 		CallID, Tool, Status, Code string
 	}
-	s.ctlJSON(t, &ops, "ops", "list", "--turn", s.demo.TurnID)
+	s.ctlJSON(t, &ops, "ops", "list", "--turn", s.Demo.TurnID)
 	want := []struct{ tool, status, code string }{
 		{"files.read", "succeeded", ""},
 		{"files.read", "denied", "permission_denied"},
@@ -314,24 +216,24 @@ func TestMakeRunStack(t *testing.T) {
 	}
 
 	// Ctrl-C stops everything and leaves no listening port behind.
-	if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := s.Cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-s.done:
+	case err := <-s.Done:
 		if err != nil {
-			t.Fatalf("sharedos-dev exit after SIGINT: %v\n%s", err, s.out)
+			t.Fatalf("sharedos-dev exit after SIGINT: %v\n%s", err, s.Out)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("sharedos-dev did not stop within 30s of SIGINT")
 	}
-	for name, addr := range s.addrs {
+	for name, addr := range s.Addrs {
 		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			conn.Close()
 			t.Errorf("%s still listening on %s after Ctrl-C", name, addr)
 		}
 	}
-	assertNoChildren(t, s.demo.PIDs)
+	assertNoChildren(t, s.Demo.PIDs)
 }
 
 // assertNoChildren checks that no process sharedos-dev started survives.

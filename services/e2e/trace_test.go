@@ -119,13 +119,13 @@ func TestTracePerToolCall(t *testing.T) {
 	s, col := tracedStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c := mcpClient(t, ctx, s.demo.MCPURL, s.demo.Token, transport.WithHTTPHeaderFunc(traceHeaders))
+	c := mcpClient(t, ctx, s.Demo.MCPURL, s.Demo.Token, transport.WithHTTPHeaderFunc(traceHeaders))
 	defer func() {
 		if t.Failed() {
 			t.Logf("spans received (service: name kind × count):\n%s", summary(col.all()))
 			select {
-			case err := <-s.done:
-				t.Logf("sharedos-dev exited during the test (%v):\n%s", err, s.out)
+			case err := <-s.Done:
+				t.Logf("sharedos-dev exited during the test (%v):\n%s", err, s.Out)
 			default:
 			}
 		}
@@ -176,7 +176,7 @@ func TestTracePerToolCall(t *testing.T) {
 
 	t.Run("no traceparent starts a trace at the bridge", func(t *testing.T) {
 		before := mcpTraces(col.all())
-		plain := mcpClient(t, ctx, s.demo.MCPURL, s.demo.Token)
+		plain := mcpClient(t, ctx, s.Demo.MCPURL, s.Demo.Token)
 		callTool(t, ctx, plain, "files.read", map[string]any{"path": "/public/a.txt"}, nil)
 		var fresh []string
 		deadline := time.Now().Add(traceWait)
@@ -206,7 +206,7 @@ func TestTracePerToolCall(t *testing.T) {
 
 	t.Run("_meta.traceparent continues the harness trace (SEP-414)", func(t *testing.T) {
 		sc := harnessTrace(t)
-		plain := mcpClient(t, ctx, s.demo.MCPURL, s.demo.Token) // no traceparent header
+		plain := mcpClient(t, ctx, s.Demo.MCPURL, s.Demo.Token) // no traceparent header
 		callTool(t, ctx, plain, "files.read", map[string]any{"path": "/public/a.txt"},
 			map[string]any{"traceparent": traceparent(sc)})
 		spans := col.waitTrace(traceIDBytes(sc), traceWait, isMCPCall)
@@ -264,7 +264,7 @@ func TestTracePerToolCall(t *testing.T) {
 			t.Fatal("no spans exported at all")
 		}
 		secrets := map[string]string{
-			"demo bearer token":   s.demo.Token,
+			"demo bearer token":   s.Demo.Token,
 			"opened bearer token": opened.Token,
 			"argument value":      canaryArg,
 		}
@@ -414,7 +414,7 @@ func checkCallTrace(t *testing.T, s *stack, col *otlpCollector, tc *traceCall, s
 		wantAttrs(t, *bridge, map[string]string{
 			telemetry.AttrMCPMethod:     "tools/call",
 			telemetry.AttrGenAIToolName: tc.tool,
-			telemetry.AttrTurnID:        s.demo.TurnID,
+			telemetry.AttrTurnID:        s.Demo.TurnID,
 			telemetry.AttrToolRequested: tc.tool,
 			telemetry.AttrOutcomeStatus: tc.status,
 		})
@@ -454,8 +454,8 @@ func checkCallTrace(t *testing.T, s *stack, col *otlpCollector, tc *traceCall, s
 			t.Errorf("kernel span is not below the catalog InvokeTool SERVER span")
 		}
 		want := map[string]string{
-			telemetry.AttrTurnID:        s.demo.TurnID,
-			telemetry.AttrCatalogHash:   s.demo.CatalogHash,
+			telemetry.AttrTurnID:        s.Demo.TurnID,
+			telemetry.AttrCatalogHash:   s.Demo.CatalogHash,
 			telemetry.AttrToolRequested: tc.tool,
 			telemetry.AttrHarnessName:   "demo",
 			telemetry.AttrOutcomeStatus: tc.status,
