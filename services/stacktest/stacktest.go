@@ -124,7 +124,10 @@ func Start(tb testing.TB, extraEnv ...string) *Stack {
 		if s.Cmd.ProcessState == nil {
 			_ = s.Cmd.Process.Signal(os.Interrupt)
 			select {
-			case <-s.Done:
+			case err := <-s.Done:
+				if err != nil {
+					tb.Logf("sharedos-dev exit after SIGINT: %v", err)
+				}
 			case <-time.After(20 * time.Second):
 				_ = s.Cmd.Process.Kill()
 			}
