@@ -2,12 +2,15 @@
 
 BRIDGE_CALLS ?= 5000x
 BRIDGE_OPENS ?= 1000x
+BRIDGE_COUNT ?= 3
 
 .PHONY: bench-bridge e2e-npm
 BENCH_TARGETS += bench-bridge
 
-bench-bridge: ## bridge-svc benchmarks: tools/call vs plain mcp-go (both eras, c=1/c=16), bare gRPC echo, OpenTurn 50 tools, memory per idle turn
-	cd bridge-svc && go test ./internal/app/ -run '^$$' -bench 'BenchmarkToolCall|BenchmarkGRPCEcho' \
+bench-bridge: build ## bridge-svc benchmarks: full path on the real services vs plain mcp-go and a bare gRPC echo (both eras, c=1/c=16, same run); fake-kernel variants; OpenTurn 50 tools; memory per idle turn
+	cd bridge-svc && go test ./internal/app/ -run '^$$' -bench '^BenchmarkToolCall$$' \
+		-benchtime $(BRIDGE_CALLS) -count $(BRIDGE_COUNT) -timeout 30m
+	cd bridge-svc && go test ./internal/app/ -run '^$$' -bench 'BenchmarkToolCallFakeKernel|BenchmarkToolCallInProcessKernel|BenchmarkGRPCEcho' \
 		-benchtime $(BRIDGE_CALLS) -timeout 30m
 	cd bridge-svc && go test ./internal/app/ -run '^$$' -bench 'BenchmarkOpenTurn50Tools' \
 		-benchtime $(BRIDGE_OPENS) -timeout 30m

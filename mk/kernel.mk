@@ -12,6 +12,6 @@ test-kernel: ## vet and race-test the kernel, operation records, requirement and
 	cd catalog-svc && go vet ./internal/runtime/... ./internal/oprecord/... && \
 		go test -race ./internal/runtime/... ./internal/oprecord/...
 
-bench-kernel: ## InvokeTool end to end (kernel -> authz -> files over loopback gRPC), memory and PostgreSQL records, c=1/c=16, vs a bare gRPC echo
-	cd catalog-svc && go test ./internal/runtime/ -run '^$$' -bench 'BenchmarkInvokeTool' \
-		-benchtime $(KERNEL_BENCHTIME) -count $(KERNEL_BENCHCOUNT) -benchmem
+bench-kernel: build ## InvokeTool end to end on the real services as separate processes (kernel -> authz -> files), embedded and PostgreSQL, c=1/c=16, vs a bare gRPC echo process, same run
+	cd catalog-svc && go test ./internal/runtime/ -run '^$$' -bench '^BenchmarkInvokeTool$$' \
+		-benchtime $(KERNEL_BENCHTIME) -count $(KERNEL_BENCHCOUNT) -benchmem -timeout 30m
