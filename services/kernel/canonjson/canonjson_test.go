@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/sharedos/toolshare/services/kernel/internal/specvectors"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -17,26 +16,6 @@ import (
 
 	"github.com/sharedos/toolshare/services/kernel/canonjson"
 )
-
-// readVectors reads the in-repo copy of a shared spec file and, when the
-// shared spec directory sits beside the repository (<repo>/../shared/spec),
-// fails if the copy has drifted from it.
-func readVectors(t testing.TB, name string) []byte {
-	t.Helper()
-	local, err := os.ReadFile(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatalf("read testdata copy: %v", err)
-	}
-	spec := filepath.Join("..", "..", "..", "..", "shared", "spec", name)
-	if upstream, err := os.ReadFile(spec); err == nil {
-		if !bytes.Equal(local, upstream) {
-			t.Fatalf("services/kernel/testdata/%s differs from %s; copy the spec file again", name, spec)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("read %s: %v", spec, err)
-	}
-	return local
-}
 
 type hashCase struct {
 	Name      string `json:"name"`
@@ -48,7 +27,7 @@ func loadCases(t testing.TB) []hashCase {
 	var doc struct {
 		Cases []hashCase `json:"cases"`
 	}
-	if err := json.Unmarshal(readVectors(t, "cataloghash-vectors.json"), &doc); err != nil {
+	if err := json.Unmarshal(specvectors.Read(t, "cataloghash-vectors.json"), &doc); err != nil {
 		t.Fatalf("decode catalogHash vectors: %v", err)
 	}
 	if len(doc.Cases) == 0 {

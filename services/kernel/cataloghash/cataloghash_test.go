@@ -1,15 +1,12 @@
 package cataloghash_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/sharedos/toolshare/services/kernel/internal/specvectors"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,26 +14,6 @@ import (
 	"github.com/sharedos/toolshare/services/kernel/cataloghash"
 	"github.com/sharedos/toolshare/services/kernel/projection"
 )
-
-// readVectors reads the in-repo copy of a shared spec file and, when the
-// shared spec directory sits beside the repository (<repo>/../shared/spec),
-// fails if the copy has drifted from it.
-func readVectors(t testing.TB, name string) []byte {
-	t.Helper()
-	local, err := os.ReadFile(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatalf("read testdata copy: %v", err)
-	}
-	spec := filepath.Join("..", "..", "..", "..", "shared", "spec", name)
-	if upstream, err := os.ReadFile(spec); err == nil {
-		if !bytes.Equal(local, upstream) {
-			t.Fatalf("services/kernel/testdata/%s differs from %s; copy the spec file again", name, spec)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("read %s: %v", spec, err)
-	}
-	return local
-}
 
 type hashCase struct {
 	Name        string            `json:"name"`
@@ -67,7 +44,7 @@ func TestVectors(t *testing.T) {
 	var doc struct {
 		Cases []hashCase `json:"cases"`
 	}
-	if err := json.Unmarshal(readVectors(t, "cataloghash-vectors.json"), &doc); err != nil {
+	if err := json.Unmarshal(specvectors.Read(t, "cataloghash-vectors.json"), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if len(doc.Cases) == 0 {

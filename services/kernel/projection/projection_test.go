@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
+	"github.com/sharedos/toolshare/services/kernel/internal/specvectors"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,26 +15,6 @@ import (
 	"github.com/sharedos/toolshare/services/kernel/projection"
 	"github.com/sharedos/toolshare/services/kernel/toolname"
 )
-
-// readVectors reads the in-repo copy of a shared spec file and, when the
-// shared spec directory sits beside the repository (<repo>/../shared/spec),
-// fails if the copy has drifted from it.
-func readVectors(t testing.TB, name string) []byte {
-	t.Helper()
-	local, err := os.ReadFile(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatalf("read testdata copy: %v", err)
-	}
-	spec := filepath.Join("..", "..", "..", "..", "shared", "spec", name)
-	if upstream, err := os.ReadFile(spec); err == nil {
-		if !bytes.Equal(local, upstream) {
-			t.Fatalf("services/kernel/testdata/%s differs from %s; copy the spec file again", name, spec)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("read %s: %v", spec, err)
-	}
-	return local
-}
 
 // A field added to Tool is a field that could carry authority across the
 // boundary; it must be a deliberate change to this test and to the spec.
@@ -81,7 +60,7 @@ func TestVectorsPerTool(t *testing.T) {
 	var doc struct {
 		Cases []hashCase `json:"cases"`
 	}
-	if err := json.Unmarshal(readVectors(t, "cataloghash-vectors.json"), &doc); err != nil {
+	if err := json.Unmarshal(specvectors.Read(t, "cataloghash-vectors.json"), &doc); err != nil {
 		t.Fatal(err)
 	}
 	checked := 0

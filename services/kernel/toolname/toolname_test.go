@@ -1,11 +1,9 @@
 package toolname_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
+	"github.com/sharedos/toolshare/services/kernel/internal/specvectors"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,30 +19,10 @@ type vectors struct {
 	} `json:"invalid"`
 }
 
-// readVectors reads the in-repo copy of a shared spec file and, when the
-// shared spec directory sits beside the repository (<repo>/../shared/spec,
-// as in CI and on the dev box), fails if the copy has drifted from it.
-func readVectors(t testing.TB, name string) []byte {
-	t.Helper()
-	local, err := os.ReadFile(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatalf("read testdata copy: %v", err)
-	}
-	spec := filepath.Join("..", "..", "..", "..", "shared", "spec", name)
-	if upstream, err := os.ReadFile(spec); err == nil {
-		if !bytes.Equal(local, upstream) {
-			t.Fatalf("services/kernel/testdata/%s differs from %s; copy the spec file again", name, spec)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("read %s: %v", spec, err)
-	}
-	return local
-}
-
 func loadVectors(t testing.TB) vectors {
 	t.Helper()
 	var v vectors
-	if err := json.Unmarshal(readVectors(t, "toolname-vectors.json"), &v); err != nil {
+	if err := json.Unmarshal(specvectors.Read(t, "toolname-vectors.json"), &v); err != nil {
 		t.Fatalf("decode toolname vectors: %v", err)
 	}
 	if len(v.Valid) == 0 || len(v.Invalid) == 0 {
