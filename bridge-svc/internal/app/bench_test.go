@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"github.com/sharedos/toolshare/services/stacktest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -181,7 +182,7 @@ func runLoop(b *testing.B, parallel bool, one func()) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(loadAvg(), "load1")
+	b.ReportMetric(stacktest.LoadAvg(), "load1")
 }
 
 // plainServer is a bare mcp-go server with an in-process echo tool, the
@@ -231,8 +232,8 @@ func BenchmarkToolCall(b *testing.B) {
 		parallel bool
 	}{{"c=1", false}, {"c=16", true}} {
 		b.Run("echo-grpc-process/"+c.name, func(b *testing.B) {
-			cpu := echoProc.cpuMeter()
-			defer func() { cpu.report(b, b.N) }()
+			cpu := stacktest.NewCPUMeter(echoProc.demo.PIDs)
+			defer func() { cpu.Report(b, b.N) }()
 			var lat latencies
 			runLoop(b, c.parallel, func() {
 				start := time.Now()
@@ -258,9 +259,9 @@ func BenchmarkToolCall(b *testing.B) {
 			for i, st := range stacks {
 				d := demos[i].demo
 				b.Run(st.name+"/"+e.name+"/"+c.name, func(b *testing.B) {
-					cpu := demos[i].cpuMeter()
+					cpu := stacktest.NewCPUMeter(demos[i].demo.PIDs)
 					runCalls(b, &mcpTarget{url: d.MCPURL, token: d.Token, modern: e.modern, args: args}, "files.read", c.parallel)
-					cpu.report(b, b.N)
+					cpu.Report(b, b.N)
 				})
 			}
 		}

@@ -139,62 +139,6 @@ func (s *realStack) kernelClient(b *testing.B) sharedosv1.RuntimeServiceClient {
 	return sharedosv1.NewRuntimeServiceClient(cc)
 }
 
-// loadAvg returns the 1-minute load average, reported with every run.
-func loadAvg() float64 {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return -1
-	}
-	var l float64
-	fmt.Sscan(string(raw), &l)
-	return l
-}
-
-// procCPU is the user+system CPU time of process pid ("self" for this one)
-// from /proc, in clock ticks (USER_HZ, 100 per second on Linux).
-func procCPU(pid string) int64 {
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // fields from 3 (state) on
-	var u, k int64
-	fmt.Sscan(f[11], &u) // utime, field 14
-	fmt.Sscan(f[12], &k) // stime, field 15
-	return u + k
-}
-
-// cpuMeter samples the CPU time of the stack's services and of this process;
-// report divides the difference by the number of calls.
-type cpuMeter struct {
-	pids   map[string]string
-	before map[string]int64
-}
-
-func (s *realStack) cpuMeter() *cpuMeter {
-	m := &cpuMeter{pids: map[string]string{"client": "self"}, before: map[string]int64{}}
-	for name, pid := range s.demo.PIDs {
-		m.pids[name] = fmt.Sprint(pid)
-	}
-	for name, pid := range m.pids {
-		m.before[name] = procCPU(pid)
-	}
-	return m
-}
-
-// report adds "<service>-cpu-µs/call" metrics (10 ms tick resolution: read
-// them only over thousands of calls).
-func (m *cpuMeter) report(b *testing.B, calls int) {
-	var total int64
-	for name, pid := range m.pids {
-		d := procCPU(pid) - m.before[name]
-		total += d
-		b.ReportMetric(float64(d)*1e4/float64(calls), name+"-cpu-µs/call")
-	}
-	b.ReportMetric(float64(total)*1e4/float64(calls), "all-cpu-µs/call")
-}
-
 // startRealStack runs the make-run stack (services/stacktest); dsn "" is the
 // embedded store, otherwise every service keeps its state in PostgreSQL.
 func startRealStack(b *testing.B, dsn string) *realStack {

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"github.com/sharedos/toolshare/services/stacktest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -129,8 +130,8 @@ func BenchmarkInvokeTool(b *testing.B) {
 	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(`{"path":"/public/a.txt"}`)}
 	for _, c := range []int{1, 16} {
 		b.Run(fmt.Sprintf("echo-grpc-process/c=%d", c), func(b *testing.B) {
-			cpu := echoProc.cpuMeter()
-			defer func() { cpu.report(b, b.N+50) }()
+			cpu := stacktest.NewCPUMeter(echoProc.demo.PIDs)
+			defer func() { cpu.Report(b, b.N+50) }()
 			runConcurrent(b, c, func(ctx context.Context, _ int64) error {
 				_, err := echo.InvokeTool(ctx, echoCall)
 				return err
@@ -139,8 +140,8 @@ func BenchmarkInvokeTool(b *testing.B) {
 		for i, st := range stacks {
 			t := targets[i]
 			b.Run(fmt.Sprintf("%s/c=%d", st.name, c), func(b *testing.B) {
-				cpu := t.stack.cpuMeter()
-				defer func() { cpu.report(b, b.N+50) }() // runConcurrent warms up with 50 calls
+				cpu := stacktest.NewCPUMeter(t.stack.demo.PIDs)
+				defer func() { cpu.Report(b, b.N+50) }() // runConcurrent warms up with 50 calls
 				runConcurrent(b, c, func(ctx context.Context, _ int64) error {
 					res, err := t.client.InvokeTool(ctx, &sharedosv1.ToolCall{
 						CallId: fmt.Sprintf("bench-%d", seq.Add(1)), TurnId: t.turn, Tool: "files.read",
@@ -199,7 +200,7 @@ func runConcurrent(b *testing.B, c int, call func(ctx context.Context, i int64) 
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(loadAvg(), "load1")
+	b.ReportMetric(stacktest.LoadAvg(), "load1")
 	if err, _ := first.Load().(error); err != nil {
 		b.Fatal(err)
 	}
