@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -261,8 +262,15 @@ func describe(err error) string {
 	return msg
 }
 
-// emit prints v as indented JSON, or as a table when asked and rows are given.
+// emit prints v as indented JSON, or as a table when asked: the given rows,
+// or for a single object (no header) one FIELD/VALUE row per top-level key.
 func (e *env) emit(v any, header []string, rows [][]string) error {
+	if e.g.output == "table" && header == nil {
+		var err error
+		if header, rows, err = fieldRows(v); err != nil {
+			return err
+		}
+	}
 	if e.g.output == "table" && header != nil {
 		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, strings.Join(header, "\t"))
@@ -294,4 +302,35 @@ func (k kvFlag) Set(v string) error {
 	}
 	k[key] = val
 	return nil
+}
+
+// fieldRows renders a JSON object as FIELD/VALUE rows (nested values as
+// compact JSON), in the object's key order.
+func fieldRows(v any) ([]string, [][]string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, nil, err
+	}
+	var rows [][]string
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, err
+		}
+		val := string(raw)
+		var str string
+		if json.Unmarshal(raw, &str) == nil {
+			val = str
+		}
+		rows = append(rows, []string{fmt.Sprint(k), val})
+	}
+	return []string{"FIELD", "VALUE"}, rows, nil
 }

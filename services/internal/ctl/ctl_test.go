@@ -3,6 +3,7 @@ package ctl
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -98,5 +99,16 @@ func TestStatus(t *testing.T) {
 	_, stderr, code = run(t, "--catalog", ok, "--authz", ok, "--bridge", ok, "--files", "", "status")
 	if code != 1 || !strings.Contains(stderr, "catalog, authz, bridge") {
 		t.Fatalf("NOT_SERVING: code %d stderr %q", code, stderr)
+	}
+}
+
+func TestFieldRowsKeepOrderAndNest(t *testing.T) {
+	h, rows, err := fieldRows(json.RawMessage(`{"b":"x","a":{"n":1},"c":[1,2]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(h, rows)
+	if got != `[FIELD VALUE] [[b x] [a {"n":1}] [c [1,2]]]` {
+		t.Fatalf("got %s", got)
 	}
 }

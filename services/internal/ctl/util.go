@@ -10,11 +10,15 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// emitProto prints a message as protojson (camelCase field names).
+// emitProto prints a message as protojson (camelCase field names), or as a
+// FIELD/VALUE table.
 func (e *env) emitProto(m proto.Message) error {
 	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
 	if err != nil {
 		return err
+	}
+	if e.g.output == "table" {
+		return e.emit(json.RawMessage(b), nil, nil)
 	}
 	_, err = e.stdout.Write(append(b, '\n'))
 	return err
