@@ -2,10 +2,10 @@ package catalog
 
 import (
 	"errors"
-	"strings"
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/kernel/requirement"
 	"github.com/sharedos/toolshare/services/kernel/toolname"
 )
 
@@ -110,9 +110,11 @@ func validateAuthority(reg *sharedosv1.ToolRegistration, input *parsedSchema) er
 	return nil
 }
 
-// checkTemplate requires every {arg} placeholder of the resource template to
-// name a top-level property of the input schema: any other name could never
-// be resolved from a call's arguments.
+// checkTemplate requires the resource template to parse with the kernel's
+// own grammar (services/kernel/requirement, the code that resolves it at call
+// time, so a template accepted here always resolves) and every {arg}
+// placeholder to name a top-level property of the input schema: any other
+// name could never be resolved from a call's arguments.
 func checkTemplate(tmpl string, input *parsedSchema) error {
 	const field = "requirement.resource"
 	if tmpl == "" {
@@ -121,28 +123,20 @@ func checkTemplate(tmpl string, input *parsedSchema) error {
 	if err := toolname.ValidateIdentifierField(field, tmpl); err != nil {
 		return identifierError(err)
 	}
-	rest := tmpl
-	for {
-		open := strings.IndexAny(rest, "{}")
-		if open < 0 {
-			return nil
+	names, err := requirement.Placeholders(tmpl)
+	if err != nil {
+		var re *requirement.Error
+		if errors.As(err, &re) {
+			return invalid(field, RuleTemplate, "%s", re.Detail)
 		}
-		if rest[open] == '}' {
-			return invalid(field, RuleTemplate, "unmatched '}' in %q", tmpl)
-		}
-		end := strings.IndexAny(rest[open+1:], "{}")
-		if end < 0 || rest[open+1+end] != '}' {
-			return invalid(field, RuleTemplate, "unterminated '{' in %q", tmpl)
-		}
-		arg := rest[open+1 : open+1+end]
-		if arg == "" {
-			return invalid(field, RuleTemplate, "empty placeholder {} in %q", tmpl)
-		}
+		return invalid(field, RuleTemplate, "%v", err)
+	}
+	for _, arg := range names {
 		if !input.topProps[arg] {
 			return invalid(field, RuleTemplate, "placeholder {%s} does not name a top-level property of inputSchema", arg)
 		}
-		rest = rest[open+1+end+1:]
 	}
+	return nil
 }
 
 func identifierError(err error) error {

@@ -118,8 +118,13 @@ func TestRegisterRejects(t *testing.T) {
 		{"nested placeholder not top-level", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"opts":{"type":"object","properties":{"path":{}}}}}`)
 		}, "requirement.resource", catalog.RuleTemplate, "{path}"},
-		{"unterminated placeholder", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{path" }, "requirement.resource", catalog.RuleTemplate, "unterminated"},
-		{"empty placeholder", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{}" }, "requirement.resource", catalog.RuleTemplate, "empty"},
+		{"unterminated placeholder", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{path" }, "requirement.resource", catalog.RuleTemplate, "unclosed"},
+		{"empty placeholder", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{}" }, "requirement.resource", catalog.RuleTemplate, "placeholder {}"},
+		// A property name the kernel cannot substitute would fail every call.
+		{"placeholder outside the kernel's grammar", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"a.b":{"type":"string"}}}`)
+			r.Requirement.Resource = "file:{a.b}"
+		}, "requirement.resource", catalog.RuleTemplate, "{a.b}"},
 		{"stray brace", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:}path" }, "requirement.resource", catalog.RuleTemplate, ""},
 		{"managed without handler", func(r *sharedosv1.ToolRegistration) { r.Handler = nil }, "handler.target", catalog.RuleRequired, ""},
 		{"negative timeout", func(r *sharedosv1.ToolRegistration) { r.Handler.Timeout = durationpb.New(-1) }, "handler.timeout", catalog.RuleTimeout, ""},
@@ -173,6 +178,7 @@ func TestRegisterAccepts(t *testing.T) {
 			r.InputSchemaJson = []byte(nested(28))
 			r.Requirement.Resource = "file:{x}"
 		}},
+		{"escaped braces in the template", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{{literal}}{path}" }},
 		{"action-only requirement", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "" }},
 		{"managed unqualified without namespace", func(r *sharedosv1.ToolRegistration) {
 			r.Name, r.Metadata.Namespace, r.Requirement.Resource = "test_simple_text", "", ""
