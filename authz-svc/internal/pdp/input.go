@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/sharedos/toolshare/services/kernel/jsondepth"
 	"io"
 	"unicode/utf8"
 
@@ -96,7 +97,7 @@ func ParseObject(raw []byte) (ast.Value, error) {
 	if !utf8.Valid(raw) {
 		return nil, &JSONError{Rule: "must be valid UTF-8"}
 	}
-	if d := jsonDepth(raw); d > MaxJSONDepth {
+	if d, _ := jsondepth.Scan(raw, MaxJSONDepth); d > MaxJSONDepth {
 		return nil, &JSONError{Rule: fmt.Sprintf("must be nested at most %d levels deep", MaxJSONDepth)}
 	}
 	if !json.Valid(raw) {
@@ -119,43 +120,6 @@ func ParseObject(raw []byte) (ast.Value, error) {
 		return nil, &JSONError{Rule: "must be valid JSON"}
 	}
 	return v, nil
-}
-
-// jsonDepth returns the maximum nesting depth of objects and arrays in raw,
-// skipping string contents. It stops counting once past the cap, so a
-// 100,000-deep document costs one short scan. Malformed input may give a
-// meaningless depth; json.Valid catches it afterwards.
-func jsonDepth(raw []byte) int {
-	depth, maxDepth := 0, 0
-	inString, escaped := false, false
-	for _, c := range raw {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-			if depth > maxDepth {
-				maxDepth = depth
-				if maxDepth > MaxJSONDepth {
-					return maxDepth
-				}
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return maxDepth
 }
 
 func firstNonSpace(raw []byte) byte {

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/sharedos/toolshare/services/kernel/jsondepth"
 	"strings"
 	"unicode/utf8"
 )
@@ -103,7 +104,7 @@ func Parse(body []byte) (*Message, *RPCError) {
 	// Depth first: it is a byte scan with a fixed cap, and encoding/json
 	// gives up at 10,000 levels with a generic error, which would hide the
 	// rule the request broke.
-	if d, ok := depth(trimmed); d > MaxDepth {
+	if d, ok := jsondepth.Scan(trimmed, MaxDepth); d > MaxDepth {
 		return nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: nesting deeper than 64"}
 	} else if !ok {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: malformed JSON"}
@@ -368,38 +369,3 @@ type parseError string
 func (e parseError) Error() string { return string(e) }
 
 const errNotObject = parseError("not a single JSON object")
-
-// depth returns the maximum nesting of raw, scanning bytes (strings
-// skipped); ok is false on unbalanced brackets.
-func depth(raw []byte) (int, bool) {
-	d, maxD := 0, 0
-	inString, escaped := false, false
-	for _, c := range raw {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			d++
-			if d > maxD {
-				maxD = d
-			}
-		case '}', ']':
-			d--
-			if d < 0 {
-				return 0, false
-			}
-		}
-	}
-	return maxD, d == 0 && !inString
-}
