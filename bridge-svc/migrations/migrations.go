@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"embed"
+	"io"
 
 	"github.com/sharedos/toolshare/services/platform/pgdb/migrate"
 )
@@ -23,3 +24,8 @@ func Up(ctx context.Context, dsn string) error { return set.Up(ctx, dsn) }
 // Check returns nil when the schema is current, ErrPending when migrations
 // are pending (the Helm wait-for-migration init container runs it).
 func Check(ctx context.Context, dsn string) error { return set.Check(ctx, dsn) }
+
+// Command runs `bridge-svc migrate [--check]` and returns its exit code.
+func Command(ctx context.Context, args []string, stderr io.Writer) int {
+	return set.Command(ctx, "bridge-svc migrate", args, stderr)
+}

@@ -36,7 +36,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return serve(ctx, args[1:], stderr)
 	case "migrate":
-		return migrate(ctx, args[1:], stderr)
+		return migrations.Command(ctx, args[1:], stderr)
 	case "config-reference":
 		fs := flag.NewFlagSet("bridge-svc serve", flag.ContinueOnError)
 		var cfg Config
@@ -85,38 +85,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintln(stderr, "bridge-svc:", err)
-		return 1
-	}
-	return 0
-}
-
-// migrate applies the migrations, or with --check only reports whether any
-// is pending: the Helm init container waits on `migrate --check` so a pod
-// never serves an older schema than its binary expects.
-func migrate(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bridge-svc migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	db := config.String(fs, "database-url", "", "PostgreSQL URL (required)")
-	check := fs.Bool("check", false, "do not migrate: exit 0 when the schema is current, 1 when migrations are pending")
-	if err := config.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "bridge-svc migrate:", err)
-		return 2
-	}
-	if *db == "" {
-		fmt.Fprintln(stderr, "bridge-svc migrate: --database-url (or SHAREDOS_DATABASE_URL) is required")
-		return 2
-	}
-	var err error
-	if *check {
-		err = migrations.Check(ctx, *db)
-	} else {
-		err = migrations.Up(ctx, *db)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "bridge-svc migrate:", err)
 		return 1
 	}
 	return 0

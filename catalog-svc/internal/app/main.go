@@ -36,7 +36,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
 	case "migrate":
-		return migrate(ctx, args[1:], stderr)
+		return migrations.Command(ctx, args[1:], stderr)
 	case "config-reference":
 		fs := flag.NewFlagSet("catalog-svc serve", flag.ContinueOnError)
 		Bind(fs)
@@ -77,35 +77,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintln(stderr, "catalog-svc:", err)
-		return 1
-	}
-	return 0
-}
-
-func migrate(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("catalog-svc migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	db := config.String(fs, "database-url", "", "PostgreSQL URL (required)")
-	check := fs.Bool("check", false, "do not migrate: exit 0 when the schema is current, 1 when migrations are pending")
-	if err := config.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "catalog-svc migrate:", err)
-		return 2
-	}
-	if *db == "" {
-		fmt.Fprintln(stderr, "catalog-svc migrate: --database-url (or SHAREDOS_DATABASE_URL) is required")
-		return 2
-	}
-	var err error
-	if *check {
-		err = migrations.Check(ctx, *db)
-	} else {
-		err = migrations.Up(ctx, *db)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "catalog-svc migrate:", err)
 		return 1
 	}
 	return 0
