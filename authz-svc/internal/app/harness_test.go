@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -235,5 +234,3 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
-
-func isDeadline(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
