@@ -161,6 +161,7 @@ type stack struct {
 	cluster                *cluster
 	dsn                    string
 	fileRoot               string // files-provider root (public/, private/)
+	journalDir             string // catalog-svc --record-journal-dir (kept across its restarts)
 	authz                  *proc
 	files                  *proc
 	catalog                *proc
@@ -209,6 +210,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	s.provider = startProvider(t)
 	s.addr["provider"] = s.provider.addr
 	s.fileRoot = makeFileRoot(t)
+	s.journalDir = filepath.Join(t.TempDir(), "record-journal")
 	policyDir := makePolicyDir(t, root)
 
 	env := append([]string{"SHAREDOS_LOG_LEVEL=debug"}, o.env...)
@@ -220,7 +222,8 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	s.files = newProc("files-provider", "--listen", "", "--root", s.fileRoot)
 	s.addr["files"] = s.launch(s.files, "--listen")[0]
 	s.catalog = newProc("catalog-svc", "serve", "--listen", "", "--authz", s.addr["authz"],
-		"--database-url", s.dsn, "--migrate", "--authz-timeout", o.authzTimeout.String(), "--reconcile-interval", "1s")
+		"--database-url", s.dsn, "--migrate", "--authz-timeout", o.authzTimeout.String(), "--reconcile-interval", "1s",
+		"--record-journal-dir", s.journalDir)
 	s.addr["catalog"] = s.launch(s.catalog, "--listen")[0]
 	for i := range o.bridges {
 		p := newProc("bridge-svc", "serve", "--listen", "", "--http-listen", "", "--catalog", s.addr["catalog"],
@@ -605,6 +608,19 @@ func (s *stack) rowCount(turnID string) int {
 	n := 0
 	for _, c := range s.outcomeCounts(turnID) {
 		n += c
+	}
+	return n
+}
+
+// pendingStartedBefore counts the turn's pending records begun before t.
+func (s *stack) pendingStartedBefore(turnID string, t time.Time) int {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM catalog.operations
+		WHERE turn_id = $1 AND status = 'pending' AND started_at < $2`, turnID, t).Scan(&n); err != nil {
+		s.t.Fatalf("count pending operations: %v", err)
 	}
 	return n
 }

@@ -40,6 +40,7 @@ func checkInvariants(t *testing.T, r *rendered) {
 	for _, d := range r.Deployments {
 		checkDeployment(t, r, d)
 	}
+	checkRecordJournal(t, r)
 	checkPDBs(t, r)
 	checkHPAs(t, r)
 	checkMigrateJob(t, r)
@@ -168,6 +169,32 @@ func checkVolumes(t *testing.T, name string, pod *corev1.PodSpec) {
 			paths[m.MountPath] = true
 		}
 	}
+}
+
+// checkRecordJournal: catalog-svc's journal of record completions (ADR 0007)
+// is a writable emptyDir mounted where --record-journal-dir points, so it
+// outlives a container restart (a SIGKILLed kernel's successor replays it).
+func checkRecordJournal(t *testing.T, r *rendered) {
+	t.Helper()
+	d := deployment(t, r, "catalog")
+	c := container(t, d, "catalog")
+	dir := envValue(c, "SHAREDOS_RECORD_JOURNAL_DIR")
+	if dir == "" {
+		t.Errorf("catalog: SHAREDOS_RECORD_JOURNAL_DIR is not set")
+		return
+	}
+	var vol string
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == dir && !m.ReadOnly {
+			vol = m.Name
+		}
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == vol && v.EmptyDir != nil {
+			return
+		}
+	}
+	t.Errorf("catalog: the record journal %s is not a writable emptyDir mount (mounts %v)", dir, c.VolumeMounts)
 }
 
 // checkPodSpec covers the pod-level hardening shared by Deployments and Jobs.

@@ -99,7 +99,13 @@ var Binaries = []string{"sharedos-dev", "sharedosctl", "catalog-svc", "authz-svc
 // embedded store is used unless it sets SHAREDOS_DATABASE_URL.
 func Start(tb testing.TB, extraEnv ...string) *Stack {
 	tb.Helper()
-	root := RepoRoot(tb)
+	return StartFrom(tb, RepoRoot(tb), extraEnv...)
+}
+
+// StartFrom is Start for the checkout at root (its bin/, deploy/ and
+// policies): a benchmark runs a baseline build beside the current one.
+func StartFrom(tb testing.TB, root string, extraEnv ...string) *Stack {
+	tb.Helper()
 	bin := filepath.Join(root, "bin")
 	for _, b := range Binaries {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {

@@ -95,10 +95,12 @@ type realStack struct {
 	demo                    stacktest.Demo
 }
 
-// startRealStack runs the make-run stack (services/stacktest); dsn "" is the
-// embedded store, otherwise every service keeps its state in PostgreSQL.
-func startRealStack(b *testing.B, dsn string) *realStack {
+// startRealStackFrom runs the make-run stack (services/stacktest) of the
+// checkout at root (this one, or a baseline build for before/after ratios in
+// one run); dsn "" is the embedded store, otherwise every service keeps its
+// state in PostgreSQL.
+func startRealStackFrom(b *testing.B, root, dsn string) *realStack {
 	b.Helper()
-	st := stacktest.Start(b, "SHAREDOS_DATABASE_URL="+dsn)
+	st := stacktest.StartFrom(b, root, "SHAREDOS_DATABASE_URL="+dsn)
 	return &realStack{catalogAddr: st.Addrs["catalog"], bridgeAddr: st.Addrs["bridge"], demo: st.Demo}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -211,19 +212,35 @@ func plainServer(b *testing.B) string {
 // StreamableHTTPServer with an in-process echo tool of the same name and
 // arguments, and a bare gRPC echo (InvokeTool answered at once by a separate
 // process, plain grpc-go). Both eras, c=1 and c=16.
+// baselineRootEnv names a baseline checkout whose bin/ holds built binaries;
+// BenchmarkToolCall then adds its "baseline-postgres" stack.
+const baselineRootEnv = "SHAREDOS_BENCH_BASELINE_ROOT"
+
 func BenchmarkToolCall(b *testing.B) {
 	echo, echoProc := startEchoProcess(b)
 	plain := plainServer(b)
+	root := stacktest.RepoRoot(b)
+	newDB := func() string { return pgtest.NewDatabase(b, func(context.Context, string) error { return nil }) }
 	stacks := []struct {
 		name string
+		root string
 		dsn  func() string
 	}{
-		{"real-memory", func() string { return "" }},
-		{"real-postgres", func() string { return pgtest.NewDatabase(b, func(context.Context, string) error { return nil }) }},
+		{"real-memory", root, func() string { return "" }},
+		{"real-postgres", root, newDB},
+	}
+	// A baseline checkout (built with `make build`) runs beside this one,
+	// so a before/after ratio comes from one run under one load.
+	if base := os.Getenv(baselineRootEnv); base != "" {
+		stacks = append(stacks, struct {
+			name string
+			root string
+			dsn  func() string
+		}{"baseline-postgres", base, newDB})
 	}
 	demos := make([]*realStack, len(stacks))
 	for i, st := range stacks {
-		demos[i] = startRealStack(b, st.dsn())
+		demos[i] = startRealStackFrom(b, st.root, st.dsn())
 	}
 	const args = `{"path":"/public/a.txt"}`
 	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(args)}

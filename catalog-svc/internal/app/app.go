@@ -21,6 +21,7 @@ import (
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord"
+	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord/journal"
 	opmemory "github.com/sharedos/toolshare/catalog-svc/internal/oprecord/memory"
 	oppostgres "github.com/sharedos/toolshare/catalog-svc/internal/oprecord/postgres"
 	"github.com/sharedos/toolshare/catalog-svc/internal/runtime"
@@ -52,6 +53,9 @@ type Config struct {
 	// stable across restarts (the pod name), a restarted kernel marks its
 	// own pending records interrupted at once.
 	InstanceID string
+	// RecordJournalDir holds the durable journal of completions the store
+	// could not take yet (ADR 0007); empty keeps them in memory only.
+	RecordJournalDir string
 }
 
 // Bind registers the flags on fs (each also read from SHAREDOS_<NAME>) and
@@ -66,6 +70,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	handlerTimeout := config.Duration(fs, "handler-timeout", 30*time.Second, "Handle deadline for tools that set no timeout")
 	reconcile := config.Duration(fs, "reconcile-interval", time.Minute, "how often pending records of dead calls are marked interrupted")
 	instance := config.String(fs, "instance-id", "", "name stamped on operation records (empty: the host name, i.e. the pod name on Kubernetes)")
+	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
 	return func() Config {
 		id := *instance
 		if id == "" {
@@ -74,7 +79,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 		return Config{
 			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, AuthzAddr: *authz,
 			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
-			InstanceID: id,
+			InstanceID: id, RecordJournalDir: *journalDir,
 		}
 	}
 }
@@ -165,8 +170,16 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		return nil, err
 	}
 	a.closers = append(a.closers, a.catalog.Close)
+	if c.DatabaseURL != "" && c.RecordJournalDir == "" {
+		log.Warn("no --record-journal-dir: during a PostgreSQL outage calls wait for their records, and a record whose completion waits in memory is lost if this process dies")
+	}
+	jr, err := journal.Open(c.RecordJournalDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("--record-journal-dir: %w", err)
+	}
+	a.closers = append(a.closers, jr.Close)
 	a.runtime, err = runtime.New(runtime.Config{
-		Resolver: a.catalog, Records: records, Authz: authz, Logger: log,
+		Resolver: a.catalog, Records: records, Journal: jr, Authz: authz, Logger: log,
 		AuthzTimeout: c.AuthzTimeout, DefaultHandlerTimeout: c.DefaultHandlerTimeout, InstanceID: c.InstanceID,
 	})
 	if err != nil {
@@ -200,6 +213,7 @@ func (a *App) Run(ctx context.Context) error {
 		go a.followDatabase(ctx)
 	}
 	go a.runtime.RunReconciler(ctx, a.cfg.ReconcileInterval)
+	go a.runtime.RunJournal(ctx)
 	if a.metrics != nil && a.cfg.MetricsListen != "" {
 		_, stop, err := telemetry.ServeMetrics(a.cfg.MetricsListen, a.metrics, a.log)
 		if err != nil {
@@ -208,7 +222,13 @@ func (a *App) Run(ctx context.Context) error {
 		defer stop()
 	}
 	a.log.Info("catalog-svc serving", slog.String("addr", a.Addr()))
-	return a.srv.Serve(ctx, a.lis)
+	err := a.srv.Serve(ctx, a.lis)
+	// Calls are drained: write what still waits in the journal while the
+	// store answers (a durable journal keeps the rest for the next start).
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	a.runtime.DrainJournal(dctx)
+	return err
 }
 
 // followDatabase flips readiness with the database: a kernel that cannot

@@ -16,14 +16,20 @@
 //     failed/authz_error; never an allow);
 //  6. only on allow, call the provider with the per-tool timeout and the
 //     byte-identical argument bytes that were authorized;
-//  7. complete the record and answer.
+//  7. complete the record durably, then answer (ADR 0007).
 //
 // Every attempt, refusals included, is answered with a ToolResult; a gRPC
 // error means the call could not be taken at all (no record could be
 // written, or the request lacks a call or turn id). Nothing is retried: a
 // tool call is not idempotent. Client cancellation reaches the handler's
 // context and the attempt ends cancelled; the completion write is detached
-// from the client's context so the record is completed anyway. If the
-// completion write fails the row stays pending and Reconcile later marks it
-// interrupted.
+// from the client's context so the record is completed anyway.
+//
+// The answer never says more than the record (ADR 0007): it leaves only once
+// the completion is committed, or fsynced into the record journal while the
+// store is down (the journal writes it when the store is back, also after a
+// crash of this process). Without a durable journal the kernel waits for the
+// store until shortly before the caller's deadline and otherwise answers
+// failed/record_unavailable, which the record then says too. Reconcile marks
+// interrupted only rows whose outcome nobody knew.
 package runtime

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord"
+	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord/journal"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 )
 
@@ -37,8 +39,11 @@ const (
 	// DefaultMaxHandlerTimeout caps a registration's own timeout, so the
 	// kernel's longest call (and hence Reconcile's cutoff) is bounded.
 	DefaultMaxHandlerTimeout = catalog.MaxHandlerTimeout
-	// completionTimeout bounds the detached completion write.
-	completionTimeout = 5 * time.Second
+	// completionAttemptTimeout bounds one completion write.
+	completionAttemptTimeout = 2 * time.Second
+	// maxCompletionWait bounds how long an answer waits for a store that
+	// is down when no durable journal can back it instead.
+	maxCompletionWait = 10 * time.Second
 	// reconcileMargin is added to MaxCallDuration before a pending row is
 	// presumed dead: record writes and scheduling take time too.
 	reconcileMargin = 30 * time.Second
@@ -54,7 +59,10 @@ type ToolResolver interface {
 type Config struct {
 	Resolver ToolResolver
 	Records  oprecord.Store
-	Authz    sharedosv1.AuthzServiceClient
+	// Journal keeps completions the store cannot take yet (ADR 0007); nil
+	// means a memory-only journal owned by the Service.
+	Journal *journal.Journal
+	Authz   sharedosv1.AuthzServiceClient
 	// Handlers hands out provider clients; nil means a ConnCache owned (and
 	// closed) by the Service.
 	Handlers HandlerClients
@@ -79,6 +87,8 @@ type Service struct {
 
 	resolver       ToolResolver
 	records        oprecord.Store
+	journal        *journal.Journal
+	ownedJournal   bool
 	authz          sharedosv1.AuthzServiceClient
 	handlers       HandlerClients
 	ownedHandlers  *ConnCache
@@ -88,6 +98,8 @@ type Service struct {
 	maxHandler     time.Duration
 	instanceID     string
 	started        time.Time
+	// storeFailedAt is the UnixNano of the last failed record write.
+	storeFailedAt atomic.Int64
 
 	calls    metric.Int64Counter
 	duration metric.Float64Histogram
@@ -116,6 +128,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		resolver:       cfg.Resolver,
 		records:        cfg.Records,
+		journal:        cfg.Journal,
 		authz:          cfg.Authz,
 		handlers:       cfg.Handlers,
 		logger:         cfg.Logger,
@@ -134,6 +147,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
+	}
+	if s.journal == nil {
+		s.journal, _ = journal.Open("", s.logger) // memory-only never fails
+		s.ownedJournal = true
 	}
 	if s.instanceID == "" {
 		s.instanceID = oprecord.NewAttemptID()[:16]
@@ -158,22 +175,65 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Close releases the handler connections the Service dialled itself.
+// Close releases the handler connections and the journal the Service
+// opened itself.
 func (s *Service) Close() error {
+	var errs []error
 	if s.ownedHandlers != nil {
-		return s.ownedHandlers.Close()
+		errs = append(errs, s.ownedHandlers.Close())
 	}
-	return nil
+	if s.ownedJournal {
+		errs = append(errs, s.journal.Close())
+	}
+	return errors.Join(errs...)
 }
+
+// RunJournal writes journaled completions to the store as soon as it takes
+// them, until ctx is done (ADR 0007).
+func (s *Service) RunJournal(ctx context.Context) {
+	s.journal.Run(ctx, s.records, time.Second, func(err error) {
+		s.storeFailed()
+		s.logger.WarnContext(ctx, "journaled completions not written yet", slog.Int("left", s.journal.Len()),
+			slog.Any("error", err))
+	})
+}
+
+// DrainJournal tries to write every journaled completion once, for a clean
+// shutdown after the last call has ended.
+func (s *Service) DrainJournal(ctx context.Context) {
+	if s.journal.Len() == 0 {
+		return
+	}
+	if _, err := s.journal.Flush(ctx, s.records); err != nil {
+		s.logger.ErrorContext(ctx, "journaled completions left at shutdown", slog.Int("left", s.journal.Len()),
+			slog.Any("error", err))
+	}
+}
+
+// Journaled is the number of completions waiting for the store.
+func (s *Service) Journaled() int { return s.journal.Len() }
+
+func (s *Service) storeFailed() { s.storeFailedAt.Store(time.Now().UnixNano()) }
 
 // MaxCallDuration is the longest one InvokeTool can take: authorization plus
 // the longest handler timeout.
 func (s *Service) MaxCallDuration() time.Duration { return s.authzTimeout + s.maxHandler }
 
 // Reconcile marks interrupted every pending record older than the longest
-// possible call (plus a margin): its process died or its completion write
-// failed. Call it at startup and periodically.
+// possible call (plus a margin): its process died mid-call. Call it at
+// startup and periodically. It does nothing while completions wait in the
+// journal, or until the store has taken writes for reconcileMargin since it
+// last failed: a kernel whose completions wait for the store (here or in a
+// sibling) writes them within seconds of the store's return, and a row
+// whose outcome was known must not be called interrupted (ADR 0007).
 func (s *Service) Reconcile(ctx context.Context) (int64, error) {
+	if n := s.journal.Len(); n > 0 {
+		s.logger.InfoContext(ctx, "reconcile postponed: completions wait in the journal", slog.Int("journaled", n))
+		return 0, nil
+	}
+	if at := s.storeFailedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < reconcileMargin {
+		return 0, nil
+	}
 	n, err := s.records.Reconcile(ctx, time.Now().Add(-(s.MaxCallDuration() + reconcileMargin)))
 	if err != nil {
 		return 0, fmt.Errorf("runtime: reconcile: %w", err)
@@ -188,7 +248,19 @@ func (s *Service) Reconcile(ctx context.Context) (int64, error) {
 // incarnation left pending (only meaningful when Config.InstanceID is stable
 // across restarts, e.g. the pod name) and then runs Reconcile. Call it once
 // before serving.
+//
+// Completions journaled by stopped processes (this instance's previous
+// incarnation among them) are written first; while any is left nothing is
+// marked interrupted.
 func (s *Service) ReconcileAtStartup(ctx context.Context) (int64, error) {
+	if w, err := s.journal.Flush(ctx, s.records); err != nil || s.journal.Len() > 0 {
+		s.storeFailed()
+		s.logger.WarnContext(ctx, "journaled completions left; reconcile postponed", slog.Int("written", w),
+			slog.Int("left", s.journal.Len()), slog.Any("error", err))
+		return 0, nil
+	} else if w > 0 {
+		s.logger.InfoContext(ctx, "journaled completions of a stopped process written", slog.Int("count", w))
+	}
 	n, err := s.records.ReconcileInstance(ctx, s.instanceID, s.started)
 	if err != nil {
 		return 0, fmt.Errorf("runtime: reconcile instance %s: %w", s.instanceID, err)
@@ -262,6 +334,9 @@ func (s *Service) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*s
 		rec.TraceID = sc.TraceID().String()
 	}
 	if err := s.records.Begin(ctx, rec); err != nil {
+		if !errors.Is(err, oprecord.ErrDuplicateCall) {
+			s.storeFailed()
+		}
 		if errors.Is(err, oprecord.ErrDuplicateCall) {
 			res := outcome.Denied(outcome.DuplicateCall, oprecord.DuplicateReason)
 			res.CallId = call.GetCallId()
@@ -286,23 +361,113 @@ func (s *Service) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*s
 	}
 	res.CallId = call.GetCallId()
 
-	// (7) Complete the record on a context the client cannot cancel.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
-	defer cancel()
-	c := oprecord.Completion{
-		// The model gets the whole reason; the record gets it with argument
-		// values replaced by digests (invariant 11).
+	// (7) Complete the record; the answer leaves only once it is backed.
+	res = s.complete(ctx, rec.AttemptID, res, resolved, args)
+	return s.finish(ctx, span, start, res, resolved), nil
+}
+
+// completion is what the record of res says. The model gets the whole
+// reason; the record gets it with argument values replaced by digests
+// (invariant 11).
+func completion(res *sharedosv1.ToolResult, resolved string, args []byte) oprecord.Completion {
+	return oprecord.Completion{
 		Status: res.GetStatus(), Code: res.GetCode(), Reason: redact.Arguments(res.GetReason(), args), ResolvedTool: resolved,
 		DecisionID: res.GetDecisionId(), PolicyRevision: res.GetPolicyRevision(), FinishedAt: time.Now().UTC(),
 	}
-	if err := s.records.Complete(cctx, rec.AttemptID, c); err != nil {
-		// The row stays pending; Reconcile marks it interrupted later. The
-		// caller still gets the true outcome.
-		s.logger.ErrorContext(ctx, "operation record not completed",
-			slog.String("attempt_id", rec.AttemptID), slog.String("status", outcome.StatusName(c.Status)),
-			slog.Any("error", err))
+}
+
+// complete makes the record say what the answer says before the answer
+// leaves (ADR 0007) and returns the answer. In order:
+//   - the store commits the completion: answer res;
+//   - the store fails and the durable journal has the completion on disk:
+//     answer res (the journal writes it once the store is back, by this
+//     process or, if it dies, by the next one on the same directory);
+//   - neither: retry the store until shortly before the caller's deadline
+//     (at most maxCompletionWait); once it commits, answer res;
+//   - the store stays down: answer failed/record_unavailable, which says
+//     what is true — the call's outcome and that its effect may have
+//     happened — and queue exactly that completion for when it is back.
+//
+// Completions are written on a context the client cannot cancel: a call
+// the client abandoned is recorded all the same.
+func (s *Service) complete(ctx context.Context, attemptID string, res *sharedosv1.ToolResult, resolved string, args []byte) *sharedosv1.ToolResult {
+	c := completion(res, resolved, args)
+	err := s.tryComplete(ctx, attemptID, c)
+	if err == nil {
+		return res
 	}
-	return s.finish(ctx, span, start, res, resolved), nil
+	if s.journal.Durable() {
+		jerr := s.journal.Add(attemptID, c)
+		if jerr == nil {
+			s.logger.WarnContext(ctx, "operation record completion journaled until the store is back",
+				slog.String("attempt_id", attemptID), slog.String("status", outcome.StatusName(c.Status)),
+				slog.Any("error", err))
+			return res
+		}
+		s.logger.ErrorContext(ctx, "operation record completion could not be journaled",
+			slog.String("attempt_id", attemptID), slog.Any("error", jerr))
+	}
+	deadline := time.Now().Add(maxCompletionWait)
+	if d, ok := ctx.Deadline(); ok {
+		d = d.Add(-min(time.Second, time.Until(d)/10)) // leave time for the answer
+		if d.Before(deadline) {
+			deadline = d
+		}
+	}
+	if ctx.Err() != nil {
+		deadline = time.Now() // nobody waits for this answer: queue it now
+	}
+	for backoff := 50 * time.Millisecond; err != nil && time.Until(deadline) > backoff; backoff = min(2*backoff, time.Second) {
+		time.Sleep(backoff)
+		err = s.tryComplete(ctx, attemptID, c)
+	}
+	if err == nil {
+		return res
+	}
+	if ctx.Err() == nil {
+		out := outcome.Failed(outcome.RecordUnavailable, fmt.Sprintf(
+			"the call ended %s, but its operation record could not be written in time; the effect may have happened",
+			describe(res)))
+		out.CallId, out.DecisionId, out.PolicyRevision = res.GetCallId(), res.GetDecisionId(), res.GetPolicyRevision()
+		res, c = out, completion(out, resolved, args)
+	}
+	if jerr := s.journal.Add(attemptID, c); jerr != nil {
+		s.logger.ErrorContext(ctx, "operation record completion lost", slog.String("attempt_id", attemptID),
+			slog.Any("error", jerr))
+	}
+	s.logger.ErrorContext(ctx, "operation record not completed before the answer; queued until the store is back",
+		slog.String("attempt_id", attemptID), slog.String("status", outcome.StatusName(c.Status)),
+		slog.String("code", c.Code), slog.Any("error", err))
+	return res
+}
+
+// tryComplete is one completion write. nil also when the store refuses it
+// for good (the row is not pending, unknown, or the completion is invalid):
+// retrying cannot help, and it is logged.
+func (s *Service) tryComplete(ctx context.Context, attemptID string, c oprecord.Completion) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionAttemptTimeout)
+	defer cancel()
+	err := s.records.Complete(cctx, attemptID, c)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, oprecord.ErrCompleted), errors.Is(err, oprecord.ErrNotFound), errors.Is(err, oprecord.ErrInvalid):
+		s.logger.ErrorContext(ctx, "operation record refused its completion", slog.String("attempt_id", attemptID),
+			slog.String("status", outcome.StatusName(c.Status)), slog.Any("error", err))
+		return nil
+	default:
+		s.storeFailed()
+		return err
+	}
+}
+
+// describe names an outcome for a record_unavailable reason.
+func describe(res *sharedosv1.ToolResult) string {
+	st := outcome.StatusName(res.GetStatus())
+	if code := res.GetCode(); code != "" {
+		return st + "/" + code
+	}
+	return st
 }
 
 func (s *Service) finish(ctx context.Context, span trace.Span, start time.Time, res *sharedosv1.ToolResult, resolved string) *sharedosv1.ToolResult {

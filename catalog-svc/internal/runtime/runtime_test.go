@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord"
+	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord/journal"
 	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/runtime"
 )
@@ -424,7 +427,12 @@ func TestHandlerFailures(t *testing.T) {
 // failingStore injects record-store faults around a real store.
 type failingStore struct {
 	oprecord.Store
-	failBegin, failComplete bool
+	failBegin bool
+	// failComplete fails every Complete while set; failNext fails the next
+	// n Completes.
+	failComplete atomic.Bool
+	failNext     atomic.Int32
+	completes    atomic.Int32
 }
 
 func (f *failingStore) Begin(ctx context.Context, r *oprecord.Record) error {
@@ -435,7 +443,8 @@ func (f *failingStore) Begin(ctx context.Context, r *oprecord.Record) error {
 }
 
 func (f *failingStore) Complete(ctx context.Context, id string, c oprecord.Completion) error {
-	if f.failComplete {
+	f.completes.Add(1)
+	if f.failComplete.Load() || f.failNext.Add(-1) >= 0 {
 		return errInjected
 	}
 	return f.Store.Complete(ctx, id, c)
@@ -463,35 +472,150 @@ func TestRecordUnavailableRunsNothing(t *testing.T) {
 		})
 }
 
-func TestCompletionFailureLeavesPendingForReconcile(t *testing.T) {
+// The answer never says more than the record will (ADR 0007): a completion
+// the store refuses for a while is retried before the answer leaves.
+func TestCompletionWaitsForTheStore(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			store, rows := b.open(t)
-			ctx := context.Background()
-			// The first incarnation of pod-a cannot complete its record and "crashes".
-			k := newKernelOnly(t, &failingStore{Store: store, failComplete: true}, "pod-a")
-			res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "rc", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+			store, _ := b.open(t)
+			fs := &failingStore{Store: store}
+			fs.failNext.Store(3)
+			k := newKernelOnly(t, fs, "pod-a")
+			res, err := k.InvokeTool(context.Background(), &sharedosv1.ToolCall{CallId: "c1", TurnId: "w", Tool: "nope", ArgumentsJson: []byte(`{}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			expect(t, res, denied, outcome.ToolUnavailable) // the caller still learns the outcome
-			recs, _ := store.ListOperations(ctx, "rc")
-			if len(recs) != 1 || recs[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
-				t.Fatalf("rows = %+v", recs)
+			expect(t, res, denied, outcome.ToolUnavailable)
+			if n := fs.completes.Load(); n != 4 {
+				t.Fatalf("%d completion writes, want 3 failed + 1", n)
 			}
-			// Another live kernel must not touch it: it may still be in flight.
+			recs, _ := store.ListOperations(context.Background(), "w")
+			if len(recs) != 1 || recs[0].Status != denied || recs[0].Code != outcome.ToolUnavailable || k.Journaled() != 0 {
+				t.Fatalf("rows = %+v, journaled %d", recs, k.Journaled())
+			}
+		})
+	}
+}
+
+// With no durable journal and the store down past the caller's deadline the
+// answer says what is true (failed/record_unavailable, naming the outcome)
+// and the record says exactly that once the store is back. Until then the
+// row is pending and no reconcile may call it interrupted.
+func TestCompletionPastTheDeadline(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			store, rows := b.open(t)
+			fs := &failingStore{Store: store}
+			fs.failComplete.Store(true)
+			k := newKernelOnly(t, fs, "pod-a")
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "d", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the answer left after the caller's deadline")
+			}
+			expect(t, res, failed, outcome.RecordUnavailable)
+			if !strings.Contains(res.GetReason(), "denied/tool_unavailable") || !strings.Contains(res.GetReason(), "may have happened") {
+				t.Fatalf("reason %q does not say the outcome and the uncertainty", res.GetReason())
+			}
+			if k.Journaled() != 1 {
+				t.Fatalf("journaled %d, want 1", k.Journaled())
+			}
+			// Another kernel reconciling must not turn it interrupted, and
+			// neither may this one while the completion waits.
 			other := newKernelOnly(t, store, "pod-b")
-			if n, err := other.ReconcileAtStartup(ctx); err != nil || n != 0 {
+			if n, err := other.ReconcileAtStartup(context.Background()); err != nil || n != 0 {
 				t.Fatalf("pod-b ReconcileAtStartup = %d, %v", n, err)
 			}
-			// pod-a restarts: what its predecessor left pending is interrupted.
-			restarted := newKernelOnly(t, store, "pod-a")
-			if n, err := restarted.ReconcileAtStartup(ctx); err != nil || n != 1 {
-				t.Fatalf("pod-a ReconcileAtStartup = %d, %v", n, err)
+			if n, err := k.Reconcile(context.Background()); err != nil || n != 0 {
+				t.Fatalf("Reconcile with a journaled completion = %d, %v", n, err)
 			}
-			recs, _ = store.ListOperations(ctx, "rc")
-			if recs[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED || rows() != 1 {
+			// The store comes back: the flusher writes what the client was told.
+			fs.failComplete.Store(false)
+			rctx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); k.RunJournal(rctx) }()
+			deadline := time.Now().Add(10 * time.Second)
+			for k.Journaled() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("journaled completion not written within 10s of the store's return")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			stop()
+			<-done
+			recs, _ := store.ListOperations(context.Background(), "d")
+			if len(recs) != 1 || rows() != 1 || recs[0].Status != failed || recs[0].Code != outcome.RecordUnavailable ||
+				recs[0].Reason != res.GetReason() {
+				t.Fatalf("record %+v, want exactly the answer %v", recs, res)
+			}
+		})
+	}
+}
+
+// A durable journal backs the answer at once during an outage and survives
+// the process: a restarted kernel writes the completion before it reconciles,
+// so the row is completed, never interrupted. A process that died with its
+// completion only in memory leaves the row pending, and its restart marks it
+// interrupted: nobody knows its outcome.
+func TestCompletionJournaledAcrossRestart(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			store, _ := b.open(t)
+			ctx := context.Background()
+			dir := t.TempDir()
+			jr, err := journal.Open(dir, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := &failingStore{Store: store}
+			fs.failComplete.Store(true)
+			k := newKernelJournaled(t, fs, "pod-a", jr)
+			res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "j", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, res, denied, outcome.ToolUnavailable) // backed by the journal: the true outcome
+			if fs.completes.Load() != 1 {
+				t.Fatalf("%d completion writes before the answer, want 1 (then the journal)", fs.completes.Load())
+			}
+			// A memory-only kernel of pod-b dies with its completion queued.
+			fb := &failingStore{Store: store}
+			fb.failComplete.Store(true)
+			kb := newKernelOnly(t, fb, "pod-b")
+			bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			lost, _ := kb.InvokeTool(bctx, &sharedosv1.ToolCall{CallId: "c2", TurnId: "j", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+			expect(t, lost, failed, outcome.RecordUnavailable)
+			// pod-a "crashes" (its files closed, the journal left on disk).
+			_ = jr.Close()
+			if b, _ := os.ReadDir(dir); len(b) != 1 {
+				t.Fatalf("journal dir holds %v, want the one file", b)
+			}
+
+			jr2, err := journal.Open(dir, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { jr2.Close() })
+			restarted := newKernelJournaled(t, store, "pod-a", jr2)
+			if n, err := restarted.ReconcileAtStartup(ctx); err != nil || n != 0 {
+				t.Fatalf("pod-a ReconcileAtStartup = %d, %v (want the journaled completion written, nothing interrupted)", n, err)
+			}
+			restartedB := newKernelOnly(t, store, "pod-b")
+			if n, err := restartedB.ReconcileAtStartup(ctx); err != nil || n != 1 {
+				t.Fatalf("pod-b ReconcileAtStartup = %d, %v (want its lost completion interrupted)", n, err)
+			}
+			recs, _ := store.ListOperations(ctx, "j")
+			if len(recs) != 2 || recs[0].Status != denied || recs[0].Code != outcome.ToolUnavailable ||
+				recs[1].Status != sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED {
 				t.Fatalf("rows = %+v", recs)
+			}
+			if restarted.Journaled() != 0 {
+				t.Fatalf("journaled %d after the replay", restarted.Journaled())
 			}
 		})
 	}
@@ -526,13 +650,18 @@ func TestReconcileByAge(t *testing.T) {
 
 func newKernelOnly(t *testing.T, store oprecord.Store, instance string) *runtime.Service {
 	t.Helper()
+	return newKernelJournaled(t, store, instance, nil)
+}
+
+func newKernelJournaled(t *testing.T, store oprecord.Store, instance string, jr *journal.Journal) *runtime.Service {
+	t.Helper()
 	cc, err := grpcx.Dial("127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
 	k, err := runtime.New(runtime.Config{Resolver: &fakeResolver{}, Records: store, Authz: sharedosv1.NewAuthzServiceClient(cc),
-		Logger: quiet, InstanceID: instance})
+		Logger: quiet, InstanceID: instance, Journal: jr})
 	if err != nil {
 		t.Fatal(err)
 	}

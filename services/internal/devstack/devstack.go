@@ -115,6 +115,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		store = "PostgreSQL"
 		dbArgs = []string{"--database-url", cfg.DatabaseURL, "--migrate"}
 	}
+	catalogArgs := append([]string{"serve", "--listen", cfg.CatalogAddr, "--authz", cfg.AuthzAddr}, dbArgs...)
+	if cfg.DatabaseURL != "" {
+		// Completions written while PostgreSQL is down survive a crash of
+		// the stack and are written on its next start (ADR 0007).
+		if cache, err := os.UserCacheDir(); err == nil {
+			catalogArgs = append(catalogArgs, "--record-journal-dir", filepath.Join(cache, "sharedos", "record-journal"))
+		}
+	}
 	fmt.Fprintf(out, "SharedOS toolshare: starting on loopback (%s)\n", store)
 
 	specs := []struct {
@@ -124,7 +132,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}{
 		{"authz-svc", []string{"serve", "--listen", cfg.AuthzAddr, "--policy-dir", filepath.Join(root, "deploy", "policies")}, cfg.AuthzAddr},
 		{"files-provider", []string{"--listen", cfg.FilesAddr, "--root", filepath.Join(root, "deploy", "demo")}, cfg.FilesAddr},
-		{"catalog-svc", append([]string{"serve", "--listen", cfg.CatalogAddr, "--authz", cfg.AuthzAddr}, dbArgs...), cfg.CatalogAddr},
+		{"catalog-svc", catalogArgs, cfg.CatalogAddr},
 		{"bridge-svc", append([]string{"serve", "--listen", cfg.BridgeAddr, "--http-listen", cfg.MCPAddr, "--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr}, dbArgs...), cfg.BridgeAddr},
 	}
 	var procs []*proc

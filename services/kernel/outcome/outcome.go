@@ -26,7 +26,12 @@ const (
 	Timeout          = "timeout"
 	AuthzUnavailable = "authz_unavailable"
 	AuthzError       = "authz_error"
-	Internal         = "internal"
+	// RecordUnavailable: the call ended but its operation record could not
+	// be completed before the answer had to leave; the reason names the
+	// outcome, and its effect may have happened. The record says the same
+	// once the store is back.
+	RecordUnavailable = "record_unavailable"
+	Internal          = "internal"
 )
 
 // Cancelled is the code of a cancelled outcome.
@@ -69,7 +74,7 @@ var deniedCodes = map[string]bool{PermissionDenied: true, ToolUnavailable: true,
 
 var failedCodes = map[string]bool{
 	InvalidArguments: true, InvalidRequest: true, HandlerError: true, Timeout: true,
-	AuthzUnavailable: true, AuthzError: true, Internal: true,
+	AuthzUnavailable: true, AuthzError: true, RecordUnavailable: true, Internal: true,
 }
 
 // IsDeniedCode reports whether code belongs to the denied status.

@@ -70,36 +70,22 @@ func args(r *oprecord.Record) []any {
 		outcome.StatusName(r.Status), r.Code, r.Reason, r.InstanceID, r.Harness, r.TraceID, r.StartedAt, finished}
 }
 
-// Complete implements oprecord.Store.
-//
-// The completion commits with synchronous_commit off: the pending row, which
-// is what audit-before-act needs, was committed synchronously by Begin, and
-// waiting for a second WAL flush would double the kernel's latency. If
-// PostgreSQL itself crashes within the WAL writer's delay (≤ 3 ×
-// wal_writer_delay, 600 ms by default) the completion is lost, the row stays
-// pending and Reconcile marks it interrupted — the same, honest outcome as a
-// kernel crash before Complete. Integrity is unaffected: an asynchronous
-// commit is never partially applied.
+// Complete implements oprecord.Store. It returns once the completion is
+// committed durably (synchronous commit, like Begin): the kernel answers a
+// call only after its record says the same (ADR 0007).
 func (s *Store) Complete(ctx context.Context, attemptID string, c oprecord.Completion) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
 	c.Sanitize()
-	var affected int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `
+	tag, err := s.pool.Exec(ctx, `
 UPDATE catalog.operations
    SET status = $2, code = $3, reason = $4, resolved_tool = $5, decision_id = $6,
        policy_revision = $7, finished_at = $8
  WHERE attempt_id = $1 AND status = 'pending'`,
-			attemptID, outcome.StatusName(c.Status), c.Code, c.Reason, c.ResolvedTool, c.DecisionID,
-			c.PolicyRevision, c.FinishedAt)
-		affected = tag.RowsAffected()
-		return err
-	})
+		attemptID, outcome.StatusName(c.Status), c.Code, c.Reason, c.ResolvedTool, c.DecisionID,
+		c.PolicyRevision, c.FinishedAt)
+	affected := tag.RowsAffected()
 	if err != nil {
 		return fmt.Errorf("postgres: complete operation: %w", err)
 	}
