@@ -112,6 +112,39 @@ func (p *proc) signal(t testing.TB, sig syscall.Signal) {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %v to %s: %v", sig, p.name, err)
 	}
+	if sig == syscall.SIGSTOP {
+		p.waitStopped(t)
+	}
+}
+
+// waitStopped waits until every thread of the process is stopped: kill(2)
+// returns before a SIGSTOP has taken effect, and a request racing that
+// window would still be answered.
+func (p *proc) waitStopped(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", p.cmd.Process.Pid))
+		stopped := len(tasks) > 0
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue // the thread exited
+			}
+			// state is the field after the parenthesised command name
+			if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not stopped 10s after SIGSTOP", p.name)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // kill SIGKILLs the process and waits for it to be gone.
