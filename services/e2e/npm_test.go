@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 	"github.com/sharedos/toolshare/services/providers/conformance"
 )

@@ -19,8 +19,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/sharedos/toolshare/services/kernel/cataloghash"
-	"github.com/sharedos/toolshare/services/kernel/projection"
+	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/stacktest"
 )
 

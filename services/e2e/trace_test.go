@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
-	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )

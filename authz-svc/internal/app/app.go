@@ -38,7 +38,7 @@ const StreamWorkers = 64
 // long as the process serves: a failed policy reload keeps the previous
 // policy serving, so it is not a reason to restart the pod.
 const (
-	HealthLiveness = "liveness"
+	HealthLiveness = grpcx.LivenessService
 	HealthAuthz    = "sharedos.v1.AuthzService"
 )
 

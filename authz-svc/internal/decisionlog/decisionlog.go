@@ -2,8 +2,6 @@ package decisionlog
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"time"
 
@@ -70,13 +68,6 @@ var _ Writer = (*Logger)(nil)
 // stderr). The handler should not itself add trace ids: Write adds them.
 func New(h slog.Handler) *Logger {
 	return &Logger{l: slog.New(h).With(slog.String("log_type", "decision"))}
-}
-
-// Digest returns "sha256:<hex>" of b: the form decision records and the
-// kernel use to prove the arguments authorized are the arguments executed.
-func Digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Write logs r. It never fails the request: a decision already made is not

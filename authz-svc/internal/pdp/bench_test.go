@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+
+	"github.com/sharedos/toolshare/services/contract/requirement"
 )
 
 func exampleFiles(b *testing.B) []sourceFile {
@@ -53,7 +55,7 @@ func BenchmarkFilterToolsEval(b *testing.B) {
 			ct := contextTerm(c)
 			ds := make([]Decision, len(tools))
 			for j, t := range tools {
-				d, err := evalOne(ctx, snap, inputValue(ct, toolTerm(t), ActionList, "", nil))
+				d, err := evalOne(ctx, snap, inputValue(ct, toolTerm(t), requirement.ActionList, "", nil))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -67,7 +69,7 @@ func BenchmarkFilterToolsEval(b *testing.B) {
 	b.Run("visible-set-once/n=1000", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			ds, _, err := e.DecideTools(ctx, c, ActionList, tools)
+			ds, _, err := e.DecideTools(ctx, c, requirement.ActionList, tools)
 			if err != nil {
 				b.Fatal(err)
 			}

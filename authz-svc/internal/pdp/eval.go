@@ -9,6 +9,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/sharedos/toolshare/services/contract/requirement"
 )
 
 // NoDecisionReason is the reason of a deny caused by a policy that gave no
@@ -51,7 +53,7 @@ func (e *Engine) DecideTools(ctx context.Context, c Context, action string, tool
 	ctx, cancel := context.WithTimeout(ctx, e.evalTimeout)
 	defer cancel()
 	ct := contextTerm(c)
-	if action == ActionList {
+	if action == requirement.ActionList {
 		out, ok, err := visibleTools(ctx, snap, ct, tools)
 		if err != nil {
 			return nil, snap.revision, err
@@ -82,7 +84,7 @@ func visibleTools(ctx context.Context, snap *snapshot, ct *ast.Term, tools []Too
 	input := ast.NewObject(
 		ast.Item(keyContext, ct),
 		ast.Item(keyTools, ast.ArrayTerm(terms...)),
-		ast.Item(keyAction, ast.StringTerm(ActionList)),
+		ast.Item(keyAction, ast.StringTerm(requirement.ActionList)),
 	)
 	rs, err := eval(ctx, snap.visible, input)
 	if err != nil {

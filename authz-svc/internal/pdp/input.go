@@ -4,45 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/sharedos/toolshare/services/kernel/jsondepth"
 	"io"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/sharedos/toolshare/services/contract/jsonlimits"
 )
-
-// The actions a request may name. The set lives here, in one place; the
-// server rejects anything else before evaluating, and policies may rely on
-// input.action being one of these.
-const (
-	ActionList    = "list"
-	ActionRead    = "read"
-	ActionWrite   = "write"
-	ActionSearch  = "search"
-	ActionCall    = "call"
-	ActionExecute = "execute"
-)
-
-// Actions lists every valid action, for error messages and documentation.
-func Actions() []string {
-	return []string{ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute}
-}
-
-// IsAction reports whether a is one of Actions.
-func IsAction(a string) bool {
-	switch a {
-	case ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute:
-		return true
-	}
-	return false
-}
 
 // Limits on a JSON object taken from a request (arguments, annotations).
 // They are far below encoding/json's own depth limit (10,000) so that a
 // hostile document is refused before it costs parse time or OPA stack.
 const (
-	MaxJSONBytes = 1 << 20
-	MaxJSONDepth = 64
+	MaxJSONBytes = jsonlimits.MaxArgumentsBytes
+	MaxJSONDepth = jsonlimits.MaxDepth
 )
 
 // JSONError says why a JSON object from a request was refused; the caller
@@ -97,7 +72,7 @@ func ParseObject(raw []byte) (ast.Value, error) {
 	if !utf8.Valid(raw) {
 		return nil, &JSONError{Rule: "must be valid UTF-8"}
 	}
-	if d, _ := jsondepth.Scan(raw, MaxJSONDepth); d > MaxJSONDepth {
+	if d, _ := jsonlimits.Scan(raw, MaxJSONDepth); d > MaxJSONDepth {
 		return nil, &JSONError{Rule: fmt.Sprintf("must be nested at most %d levels deep", MaxJSONDepth)}
 	}
 	if !json.Valid(raw) {

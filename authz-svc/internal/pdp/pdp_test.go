@@ -59,19 +59,6 @@ func TestParseObjectRules(t *testing.T) {
 	}
 }
 
-func TestActions(t *testing.T) {
-	for _, a := range Actions() {
-		if !IsAction(a) {
-			t.Errorf("IsAction(%q) = false", a)
-		}
-	}
-	for _, a := range []string{"", "LIST", "delete", "read "} {
-		if IsAction(a) {
-			t.Errorf("IsAction(%q) = true", a)
-		}
-	}
-}
-
 func writeTree(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()

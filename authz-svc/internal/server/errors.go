@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 
 	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
 )
@@ -44,36 +43,20 @@ func toStatus(err error, decisionID, revision string) error {
 	}
 	var fe *fieldError
 	if errors.As(err, &fe) {
-		st := status.New(codes.InvalidArgument, fe.Error())
-		return withDetails(st,
-			&errdetails.ErrorInfo{Reason: ReasonInvalidArgument, Domain: ErrorDomain,
-				Metadata: map[string]string{"field": fe.Field}},
-			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
-				{Field: fe.Field, Description: fe.Rule},
-			}},
-		)
+		return grpcx.Error(codes.InvalidArgument, fe.Error(), ErrorDomain, ReasonInvalidArgument,
+			map[string]string{"field": fe.Field}, grpcx.FieldViolation(fe.Field, fe.Rule))
 	}
 	md := map[string]string{"decision_id": decisionID, "policy_revision": revision}
 	var ee *pdp.EvalError
+	code, msg := codes.Internal, "internal error; no decision was made"
 	if errors.As(err, &ee) {
-		code, msg := codes.Internal, "policy evaluation failed; no decision was made"
+		code, msg = codes.Internal, "policy evaluation failed; no decision was made"
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			code, msg = codes.DeadlineExceeded, "policy evaluation timed out; no decision was made"
 		case errors.Is(err, context.Canceled):
 			code, msg = codes.Canceled, "request cancelled during policy evaluation; no decision was made"
 		}
-		return withDetails(status.New(code, msg),
-			&errdetails.ErrorInfo{Reason: ReasonEvalError, Domain: ErrorDomain, Metadata: md})
 	}
-	return withDetails(status.New(codes.Internal, "internal error; no decision was made"),
-		&errdetails.ErrorInfo{Reason: ReasonEvalError, Domain: ErrorDomain, Metadata: md})
-}
-
-func withDetails(st *status.Status, details ...protoadapt.MessageV1) error {
-	if withD, err := st.WithDetails(details...); err == nil {
-		return withD.Err()
-	}
-	// Details are decoration; the code and message still say what happened.
-	return st.Err()
+	return grpcx.Error(code, msg, ErrorDomain, ReasonEvalError, md)
 }

@@ -17,8 +17,9 @@ import (
 	"github.com/sharedos/toolshare/authz-svc/internal/decisionlog"
 	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/redact"
-	"github.com/sharedos/toolshare/services/kernel/toolname"
+	"github.com/sharedos/toolshare/services/contract/redact"
+	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -96,7 +97,7 @@ func (s *Server) Authorize(ctx context.Context, in *sharedosv1.AuthorizeRequest)
 		// The resource is built from the arguments: its argument-derived
 		// parts are logged as digests, like the arguments themselves.
 		Resource:        redact.Arguments(req.Resource, in.GetArgumentsJson()),
-		ArgumentsDigest: decisionlog.Digest(in.GetArgumentsJson()),
+		ArgumentsDigest: redact.ArgumentsDigest(in.GetArgumentsJson()),
 		CallID:          in.GetCallId(),
 		TurnID:          in.GetTurnId(),
 	}
@@ -214,8 +215,8 @@ func authorizeRequest(in *sharedosv1.AuthorizeRequest) (pdp.Request, error) {
 	if err != nil {
 		return pdp.Request{}, err
 	}
-	if !pdp.IsAction(in.GetAction()) {
-		return pdp.Request{}, invalid("action", "must be one of %s, got %q", strings.Join(pdp.Actions(), ", "), clip(in.GetAction()))
+	if !requirement.IsAction(in.GetAction()) {
+		return pdp.Request{}, invalid("action", "must be one of %s, got %q", strings.Join(requirement.Actions(), ", "), clip(in.GetAction()))
 	}
 	if len(in.GetResource()) > MaxResourceBytes {
 		return pdp.Request{}, invalid("resource", "must be at most %d bytes", MaxResourceBytes)
@@ -234,10 +235,10 @@ func filterRequest(in *sharedosv1.FilterToolsRequest) (pdp.Context, string, []pd
 	}
 	action := in.GetAction()
 	if action == "" {
-		action = pdp.ActionList
+		action = requirement.ActionList
 	}
-	if !pdp.IsAction(action) {
-		return pdp.Context{}, "", nil, invalid("action", "must be empty (list) or one of %s, got %q", strings.Join(pdp.Actions(), ", "), clip(action))
+	if !requirement.IsAction(action) {
+		return pdp.Context{}, "", nil, invalid("action", "must be empty (list) or one of %s, got %q", strings.Join(requirement.Actions(), ", "), clip(action))
 	}
 	if n := len(in.GetTools()); n > MaxFilterTools {
 		return pdp.Context{}, "", nil, invalid("tools", "must hold at most %d tools, got %d", MaxFilterTools, n)

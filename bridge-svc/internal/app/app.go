@@ -235,7 +235,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 	// a.log already names the service; ServiceName would add it twice.
 	a.grpc = grpcx.NewServer(grpcx.ServerOptions{Logger: a.log})
 	sharedosv1.RegisterBridgeServiceServer(a.grpc.GRPC(), svc)
-	a.grpc.SetServing("liveness", true)
+	a.grpc.SetServing(grpcx.LivenessService, true)
 
 	mux := http.NewServeMux()
 	mux.Handle(mcpserver.Pattern, a.mcp)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/contract/outcome"
 )
 
 // fixture is a bridge on the memory store in front of the fakes.

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/cataloghash"
-	"github.com/sharedos/toolshare/services/kernel/outcome"
-	"github.com/sharedos/toolshare/services/kernel/projection"
+	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/projection"
 )
 
 // Tool publishes a tool through the kernel's projection, so canonical_json

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/outcome"
-	"github.com/sharedos/toolshare/services/kernel/toolname"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of every bridge error.
@@ -70,9 +71,5 @@ func toStatus(err error) error {
 }
 
 func withInfo(c codes.Code, msg, reason string, md map[string]string) error {
-	st := status.New(c, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md}); err == nil {
-		return d.Err()
-	}
-	return st.Err()
+	return grpcx.Error(c, msg, ErrorDomain, reason, md)
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"errors"
+	"strings"
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -106,17 +107,7 @@ func NewTurnID() (string, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return "t" + lower(turnIDEncoding.EncodeToString(b[:])), nil
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + ('a' - 'A')
-		}
-	}
-	return string(b)
+	return "t" + strings.ToLower(turnIDEncoding.EncodeToString(b[:])), nil
 }
 
 // ValidTurnID reports whether s has the shape NewTurnID produces, so

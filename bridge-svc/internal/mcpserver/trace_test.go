@@ -23,7 +23,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/outcome"
+	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 

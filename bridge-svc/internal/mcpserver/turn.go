@@ -13,7 +13,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/projection"
+	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 

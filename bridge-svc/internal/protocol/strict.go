@@ -3,7 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/sharedos/toolshare/services/kernel/jsondepth"
+	"github.com/sharedos/toolshare/services/contract/jsonlimits"
 	"strings"
 	"unicode/utf8"
 )
@@ -16,7 +16,7 @@ const (
 
 // MaxDepth bounds the nesting of a message (arrays and objects), far below
 // encoding/json's 10,000: deep nesting is a cheap DoS on every later parser.
-const MaxDepth = 64
+const MaxDepth = jsonlimits.MaxDepth
 
 // Message is what the pre-parse learned about one JSON-RPC message.
 type Message struct {
@@ -104,7 +104,7 @@ func Parse(body []byte) (*Message, *RPCError) {
 	// Depth first: it is a byte scan with a fixed cap, and encoding/json
 	// gives up at 10,000 levels with a generic error, which would hide the
 	// rule the request broke.
-	if d, ok := jsondepth.Scan(trimmed, MaxDepth); d > MaxDepth {
+	if d, ok := jsonlimits.Scan(trimmed, MaxDepth); d > MaxDepth {
 		return nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: nesting deeper than 64"}
 	} else if !ok {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: malformed JSON"}

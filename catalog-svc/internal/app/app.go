@@ -20,11 +20,11 @@ import (
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
-	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord"
-	"github.com/sharedos/toolshare/catalog-svc/internal/oprecord/journal"
-	opmemory "github.com/sharedos/toolshare/catalog-svc/internal/oprecord/memory"
-	oppostgres "github.com/sharedos/toolshare/catalog-svc/internal/oprecord/postgres"
-	"github.com/sharedos/toolshare/catalog-svc/internal/runtime"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
+	recmemory "github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
+	recpostgres "github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/postgres"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
@@ -34,10 +34,6 @@ import (
 
 // ServiceName is this process's OpenTelemetry service.name.
 const ServiceName = telemetry.ServiceCatalog
-
-// livenessService is the health service name liveness probes ask: SERVING
-// for as long as the process runs, whatever the database does.
-const livenessService = "liveness"
 
 // Config is everything `catalog-svc serve` is configured with.
 type Config struct {
@@ -110,16 +106,16 @@ func (c *Config) Validate() error {
 
 // App is a completed, ready-to-run catalog-svc.
 type App struct {
-	cfg     Config
-	log     *slog.Logger
-	lis     net.Listener
-	srv     *grpcx.Server
-	pool    *pgxpool.Pool
-	authz   *grpc.ClientConn
-	catalog *catalog.Service
-	runtime *runtime.Service
-	metrics http.Handler
-	closers []func() error
+	cfg      Config
+	log      *slog.Logger
+	lis      net.Listener
+	srv      *grpcx.Server
+	pool     *pgxpool.Pool
+	authz    *grpc.ClientConn
+	catalog  *catalog.Service
+	pipeline *pipeline.Pipeline
+	metrics  http.Handler
+	closers  []func() error
 }
 
 // Complete opens everything Run needs. Nothing listens for requests until it
@@ -135,10 +131,10 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		}
 	}()
 	var tools store.Store
-	var records oprecord.Store
+	var recs records.Store
 	if c.DatabaseURL == "" {
 		log.Info("using the embedded store (nothing persists across restarts)")
-		tools, records = memory.New(), opmemory.New()
+		tools, recs = memory.New(), recmemory.New()
 	} else {
 		if c.Migrate {
 			if err := migrations.Up(ctx, c.DatabaseURL); err != nil {
@@ -153,7 +149,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 			return nil, err
 		}
 		a.closers = append(a.closers, func() error { a.pool.Close(); return nil })
-		tools, records = postgres.New(a.pool, postgres.WithLogger(log)), oppostgres.New(a.pool)
+		tools, recs = postgres.New(a.pool, postgres.WithLogger(log)), recpostgres.New(a.pool)
 	}
 	a.authz, err = grpcx.Dial(c.AuthzAddr)
 	if err != nil {
@@ -178,23 +174,23 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		return nil, fmt.Errorf("--record-journal-dir: %w", err)
 	}
 	a.closers = append(a.closers, jr.Close)
-	a.runtime, err = runtime.New(runtime.Config{
-		Resolver: a.catalog, Records: records, Journal: jr, Authz: authz, Logger: log,
+	a.pipeline, err = pipeline.New(pipeline.Config{
+		Resolver: a.catalog, Records: recs, Journal: jr, Authz: authz, Logger: log,
 		AuthzTimeout: c.AuthzTimeout, DefaultHandlerTimeout: c.DefaultHandlerTimeout, InstanceID: c.InstanceID,
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.closers = append(a.closers, a.runtime.Close)
+	a.closers = append(a.closers, a.pipeline.Close)
 	// Records left pending by an earlier life of this instance are
 	// interrupted calls: mark them before serving new ones.
-	if _, err := a.runtime.ReconcileAtStartup(ctx); err != nil {
+	if _, err := a.pipeline.ReconcileAtStartup(ctx); err != nil {
 		return nil, err
 	}
 
 	a.srv = grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: log})
 	sharedosv1.RegisterCatalogServiceServer(a.srv.GRPC(), server.NewCatalogServer(a.catalog, log))
-	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), a.runtime)
+	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), server.NewRuntimeServer(a.pipeline))
 	a.lis, err = net.Listen("tcp", c.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", c.Listen, err)
@@ -208,12 +204,12 @@ func (a *App) Addr() string { return a.lis.Addr().String() }
 // Run serves until ctx is done, then drains and closes everything.
 func (a *App) Run(ctx context.Context) error {
 	defer a.close()
-	a.srv.SetServing(livenessService, true)
+	a.srv.SetServing(grpcx.LivenessService, true)
 	if a.pool != nil {
 		go a.followDatabase(ctx)
 	}
-	go a.runtime.RunReconciler(ctx, a.cfg.ReconcileInterval)
-	go a.runtime.RunJournal(ctx)
+	go a.pipeline.RunReconciler(ctx, a.cfg.ReconcileInterval)
+	go a.pipeline.RunJournal(ctx)
 	if a.metrics != nil && a.cfg.MetricsListen != "" {
 		_, stop, err := telemetry.ServeMetrics(a.cfg.MetricsListen, a.metrics, a.log)
 		if err != nil {
@@ -227,7 +223,7 @@ func (a *App) Run(ctx context.Context) error {
 	// store answers (a durable journal keeps the rest for the next start).
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	a.runtime.DrainJournal(dctx)
+	a.pipeline.DrainJournal(dctx)
 	return err
 }
 

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/cataloghash"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
@@ -46,7 +46,7 @@ func corpus(n int) []*sharedosv1.ToolRegistration {
 			AnnotationsJson:  []byte(fmt.Sprintf(`{"title": "Tool %d", "readOnlyHint": %t, "openWorldHint": false}`, i, i%2 == 0)),
 			Metadata:         &sharedosv1.ToolMetadata{Namespace: ns, Source: "provider:" + ns},
 			Class:            sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
-			Requirement:      &sharedosv1.Requirement{Action: "invoke", Resource: "res:{arg0}"},
+			Requirement:      &sharedosv1.Requirement{Action: "call", Resource: "res:{arg0}"},
 			Handler:          &sharedosv1.HandlerRef{Target: "127.0.0.1:7404"},
 		}
 	}

@@ -6,8 +6,9 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/cataloghash"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )

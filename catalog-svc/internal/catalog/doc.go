@@ -15,7 +15,7 @@
 //     for an unqualified name.
 //   - two names clash when their collision keys ('.' and '-' read as '_')
 //     are equal ignoring case: files_read and Files_Read are both refused
-//     next to files.read, GitHub.search next to github.search (store.FoldedKey;
+//     next to files.read, GitHub.search next to github.search (toolname.FoldedKey;
 //     enforced by a unique index, so concurrent registrations cannot both win).
 //   - published text (description, annotations strings, schema titles,
 //     descriptions and property names, metadata.source) may hold '\n' and

@@ -40,6 +40,7 @@ const (
 	RulePoisoning       = "no_hidden_characters"
 	RuleUTF8            = "valid_utf8"
 	RuleTemplate        = "resource_template"
+	RuleAction          = "known_action"
 	RuleClass           = "tool_class"
 	RuleTimeout         = "timeout_range"
 	RuleIdentifier      = "IdentifierSchema"

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/projection"
+	"github.com/sharedos/toolshare/services/contract/projection"
 )
 
 // projectionTool is the kernel's view of a registration: only the fields

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/cataloghash"
-	"github.com/sharedos/toolshare/services/kernel/toolname"
+	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
@@ -271,7 +271,7 @@ func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegi
 			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleUniqueInBatch, "%q is also registrations[%d]", name, j)
 		}
 		seen[name] = i
-		lk := lowerASCII(name)
+		lk := strings.ToLower(name) // names are ASCII (ToolNameSchema)
 		if other, dup := lower[lk]; dup {
 			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCaseInsensitive, "%q equals %q in the same batch case-insensitively", name, other)
 		}
@@ -498,16 +498,6 @@ func fromStore(err error, name string) error {
 	default:
 		return err
 	}
-}
-
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // detail is err's message after the sentinel's own text, so store wording

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/cataloghash"
-	"github.com/sharedos/toolshare/services/kernel/projection"
+	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/projection"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"

@@ -2,11 +2,12 @@ package catalog
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/requirement"
-	"github.com/sharedos/toolshare/services/kernel/toolname"
+	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 )
 
 // MaxHandlerTimeout bounds HandlerRef.timeout: a longer call would outlive
@@ -95,6 +96,10 @@ func validateAuthority(reg *sharedosv1.ToolRegistration, input *parsedSchema) er
 	if err := toolname.ValidateIdentifierField("requirement.action", req.GetAction()); err != nil {
 		return identifierError(err)
 	}
+	if !requirement.IsAction(req.GetAction()) {
+		// The set authz-svc evaluates: any other action fails every call.
+		return invalid("requirement.action", RuleAction, "%q is not one of %s", req.GetAction(), strings.Join(requirement.Actions(), ", "))
+	}
 	if _, ok := sharedosv1.PathCleaning_name[int32(req.GetPathCleaning())]; !ok {
 		return invalid("requirement.path_cleaning", RuleTemplate, "unknown value %d", req.GetPathCleaning())
 	}
@@ -111,7 +116,7 @@ func validateAuthority(reg *sharedosv1.ToolRegistration, input *parsedSchema) er
 }
 
 // checkTemplate requires the resource template to parse with the kernel's
-// own grammar (services/kernel/requirement, the code that resolves it at call
+// own grammar (services/contract/requirement, the code that resolves it at call
 // time, so a template accepted here always resolves) and every {arg}
 // placeholder to name a top-level property of the input schema: any other
 // name could never be resolved from a call's arguments.

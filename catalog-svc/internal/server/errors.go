@@ -8,8 +8,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 )
+
+var _ Coded = (*pipeline.Error)(nil)
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of every status this
 // service returns.
@@ -31,9 +38,8 @@ const (
 )
 
 // Coded is implemented by domain errors of other packages of this service
-// (e.g. the runtime's) that carry their own gRPC code and reason, so that
-// ToStatus stays the one mapper without importing them. Error() must be
-// safe to show a client.
+// (the pipeline's) that carry their own gRPC code and reason. Error() must
+// be safe to show a client.
 type Coded interface {
 	error
 	GRPCCode() codes.Code
@@ -46,34 +52,36 @@ func ToStatus(err error) error {
 		return nil
 	}
 	var ve *catalog.ValidationError
+	var fe *pipeline.FieldError
 	var coded Coded
 	switch {
 	case errors.As(err, &ve):
-		st := withDetails(codes.InvalidArgument, ve.Error(), ReasonInvalidRegistration,
+		return withDetails(codes.InvalidArgument, ve.Error(), ReasonInvalidRegistration,
 			map[string]string{"field": ve.Field, "rule": ve.Rule},
 			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
 				Field: ve.Field, Description: ve.Rule + ": " + ve.Detail, Reason: ve.Rule,
 			}}})
-		return st.Err()
+	case errors.As(err, &fe):
+		return InvalidArgument(fe.Field, fe.Rule)
 	case errors.Is(err, catalog.ErrNotFound):
-		return withDetails(codes.NotFound, err.Error(), ReasonToolNotFound, nil).Err()
+		return withDetails(codes.NotFound, err.Error(), ReasonToolNotFound, nil)
 	case errors.Is(err, catalog.ErrAlreadyExists):
-		return withDetails(codes.AlreadyExists, err.Error(), ReasonToolAlreadyExists, nil).Err()
+		return withDetails(codes.AlreadyExists, err.Error(), ReasonToolAlreadyExists, nil)
 	case errors.Is(err, catalog.ErrRevisionMismatch):
 		// Aborted, not FailedPrecondition: the client should re-read and
 		// retry the read-modify-write (AIP-154 etag semantics).
-		return withDetails(codes.Aborted, err.Error(), ReasonRevisionMismatch, nil).Err()
+		return withDetails(codes.Aborted, err.Error(), ReasonRevisionMismatch, nil)
 	case errors.Is(err, catalog.ErrAuthzUnavailable):
 		// Fixed text: the cause is an internal address or transport error.
-		return withDetails(codes.Unavailable, "authorization service unavailable; no catalogue returned", ReasonAuthzUnavailable, nil).Err()
+		return withDetails(codes.Unavailable, "authorization service unavailable; no catalogue returned", ReasonAuthzUnavailable, nil)
 	case errors.Is(err, catalog.ErrNotReady):
-		return withDetails(codes.Unavailable, "catalogue not loaded yet", ReasonCatalogNotReady, nil).Err()
+		return withDetails(codes.Unavailable, "catalogue not loaded yet", ReasonCatalogNotReady, nil)
 	case errors.As(err, &coded):
-		return withDetails(coded.GRPCCode(), coded.Error(), coded.ErrorReason(), nil).Err()
+		return withDetails(coded.GRPCCode(), coded.Error(), coded.ErrorReason(), nil)
 	case errors.Is(err, context.Canceled):
-		return withDetails(codes.Canceled, "request cancelled", ReasonCancelled, nil).Err()
+		return withDetails(codes.Canceled, "request cancelled", ReasonCancelled, nil)
 	case errors.Is(err, context.DeadlineExceeded):
-		return withDetails(codes.DeadlineExceeded, "deadline exceeded", ReasonDeadlineExceeded, nil).Err()
+		return withDetails(codes.DeadlineExceeded, "deadline exceeded", ReasonDeadlineExceeded, nil)
 	}
 	// A status created by this service's own handlers (e.g. a missing
 	// request field) passes through; it is never a wrapped driver error,
@@ -81,28 +89,15 @@ func ToStatus(err error) error {
 	if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return st.GRPCStatus().Err()
 	}
-	return withDetails(codes.Internal, "internal error", ReasonInternal, nil).Err()
+	return withDetails(codes.Internal, "internal error", ReasonInternal, nil)
 }
 
 // InvalidArgument is a request-shape error (a missing field) as a status.
 func InvalidArgument(field, msg string) error {
 	return withDetails(codes.InvalidArgument, field+": "+msg, ReasonInvalidArgument, map[string]string{"field": field},
-		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}).Err()
+		grpcx.FieldViolation(field, msg))
 }
 
-func withDetails(code codes.Code, msg, reason string, md map[string]string, extra ...*errdetails.BadRequest) *status.Status {
-	st := status.New(code, msg)
-	info := &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md}
-	var err error
-	if len(extra) > 0 {
-		st, err = st.WithDetails(info, extra[0])
-	} else {
-		st, err = st.WithDetails(info)
-	}
-	if err != nil {
-		// Details only fail to marshal on programmer error; the code and
-		// message still carry the meaning.
-		return status.New(code, msg)
-	}
-	return st
+func withDetails(code codes.Code, msg, reason string, md map[string]string, extra ...protoadapt.MessageV1) error {
+	return grpcx.Error(code, msg, ErrorDomain, reason, md, extra...)
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/toolname"
 )
 
 // Record is one stored registration together with the canonical bytes of
@@ -80,13 +79,6 @@ const (
 	// (GitHub.search vs github.search).
 	RuleCaseInsensitive = "case_insensitive_unique"
 )
-
-// FoldedKey is the uniqueness key of a tool name: toolname.CollisionKey
-// ('.' and '-' read as '_') compared case-insensitively. Two names with the
-// same folded key would be indistinguishable to a harness that rewrites
-// separators, case-folds, or both (files.read / files_read / Files_Read),
-// which is how one provider could shadow another's tool.
-func FoldedKey(name string) string { return strings.ToLower(toolname.CollisionKey(name)) }
 
 // ConflictRule names the rule two distinct names with the same folded key
 // break: RuleCaseInsensitive when they differ only in case, else

@@ -63,7 +63,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	srv := grpcx.NewServer(grpcx.ServerOptions{ServiceName: "sharedos-conformance", Logger: log})
 	sharedosv1.RegisterToolHandlerServiceServer(srv.GRPC(), &conformance.Provider{})
-	srv.SetServing("liveness", true)
+	srv.SetServing(grpcx.LivenessService, true)
 	if err := srv.Serve(ctx, lis); err != nil {
 		fmt.Fprintln(stderr, "conformance-provider:", err)
 		return 1

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/internal/regfile"
-	"github.com/sharedos/toolshare/services/kernel/outcome"
-	"github.com/sharedos/toolshare/services/kernel/requirement"
 )
 
 // accessFlags are the AccessContext flags shared by several commands.

@@ -9,6 +9,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
+// LivenessService is the grpc.health.v1 service name every SharedOS server
+// answers SERVING for as long as its process runs, whatever its
+// dependencies do: liveness probes ask for it, readiness asks for "".
+const LivenessService = "liveness"
+
 // drainingHealth is the grpc-go health server with one change: once shutdown
 // has begun, a Watch stream ends (with OK) right after it has delivered a
 // non-SERVING status. Without that, every open Watch (client-side health

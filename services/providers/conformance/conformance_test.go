@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/toolname"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 	"github.com/sharedos/toolshare/services/providers/conformance"
 	"github.com/sharedos/toolshare/services/providers/providertest"
 )

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/kernel/requirement"
+	"github.com/sharedos/toolshare/services/contract/requirement"
 )
 
 // Tool names served.

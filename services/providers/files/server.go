@@ -15,7 +15,7 @@ import (
 
 // LivenessService is the health service name a liveness probe asks for; it
 // stays SERVING for as long as the process can answer at all.
-const LivenessService = "liveness"
+const LivenessService = grpcx.LivenessService
 
 // Config is the files-provider process configuration.
 type Config struct {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
@@ -20,7 +21,7 @@ import (
 type Store struct {
 	mu     sync.Mutex
 	byName map[string]store.Record
-	byKey  map[string]string // store.FoldedKey → name
+	byKey  map[string]string // toolname.FoldedKey → name
 	feeds  map[*store.Feed]struct{}
 	now    func() time.Time
 }
@@ -42,7 +43,7 @@ func (s *Store) conflict(name string) error {
 	if _, ok := s.byName[name]; ok {
 		return fmt.Errorf("%w: %q", store.ErrAlreadyExists, name)
 	}
-	if other, ok := s.byKey[store.FoldedKey(name)]; ok {
+	if other, ok := s.byKey[toolname.FoldedKey(name)]; ok {
 		return &store.ConflictError{Name: name, Existing: other, Rule: store.ConflictRule(name, other)}
 	}
 	return nil
@@ -57,7 +58,7 @@ func (s *Store) insert(rec store.Record, now time.Time) store.Record {
 	reg.UpdatedAt = reg.CreatedAt
 	name := reg.GetName()
 	s.byName[name] = stored
-	s.byKey[store.FoldedKey(name)] = name
+	s.byKey[toolname.FoldedKey(name)] = name
 	return clone(stored)
 }
 
@@ -95,10 +96,10 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, erro
 		if names[n] {
 			return 0, fmt.Errorf("%w: %q", store.ErrAlreadyExists, n)
 		}
-		if other, ok := keys[store.FoldedKey(n)]; ok {
+		if other, ok := keys[toolname.FoldedKey(n)]; ok {
 			return 0, &store.ConflictError{Name: n, Existing: other, Rule: store.ConflictRule(n, other)}
 		}
-		names[n], keys[store.FoldedKey(n)] = true, n
+		names[n], keys[toolname.FoldedKey(n)] = true, n
 	}
 	now := s.now()
 	for _, r := range recs {
@@ -146,7 +147,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: %q", store.ErrNotFound, name)
 	}
 	delete(s.byName, name)
-	delete(s.byKey, store.FoldedKey(name))
+	delete(s.byKey, toolname.FoldedKey(name))
 	s.notify(name)
 	return nil
 }

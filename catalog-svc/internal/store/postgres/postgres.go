@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
@@ -72,7 +73,7 @@ func values(rec store.Record) []any {
 		timeout = t.AsDuration().Nanoseconds()
 	}
 	return []any{
-		r.GetName(), store.FoldedKey(r.GetName()), r.GetDescription(),
+		r.GetName(), toolname.FoldedKey(r.GetName()), r.GetDescription(),
 		jsonArg(r.GetInputSchemaJson()), r.GetInputSchemaJson(),
 		jsonArg(r.GetOutputSchemaJson()), bytesArg(r.GetOutputSchemaJson()),
 		jsonArg(r.GetAnnotationsJson()), bytesArg(r.GetAnnotationsJson()),
@@ -209,7 +210,7 @@ func (s *Store) translate(ctx context.Context, err error, name, op string) error
 		case "tools_pkey":
 			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, name)
 		case "tools_collision_key_key":
-			existing := s.existing(ctx, "collision_key = $1", store.FoldedKey(name))
+			existing := s.existing(ctx, "collision_key = $1", toolname.FoldedKey(name))
 			return &store.ConflictError{Name: name, Existing: existing, Rule: store.ConflictRule(name, existing)}
 		case "tools_name_lower_key":
 			return &store.ConflictError{Name: name, Existing: s.existing(ctx, "lower(name) = lower($1)", name), Rule: store.RuleCaseInsensitive}
@@ -289,7 +290,7 @@ func checkBatch(recs []store.Record) error {
 		if names[n] {
 			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, n)
 		}
-		k := store.FoldedKey(n)
+		k := toolname.FoldedKey(n)
 		if other, ok := keys[k]; ok {
 			return &store.ConflictError{Name: n, Existing: other, Rule: store.ConflictRule(n, other)}
 		}

@@ -1,4 +1,0 @@
-// Package oprecordtest is the conformance suite every oprecord.Store passes:
-// the embedded store and the PostgreSQL store run the same checks, so the
-// audit guarantees do not depend on the deployment.
-package oprecordtest

@@ -1,0 +1,84 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/projection"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	storememory "github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+)
+
+// TestWithRealCatalogue drives the kernel from the real catalogue service:
+// the pin is what ListTools published, so a digest mismatch between the two
+// packages would refuse every call. Then the tool drifts and is deregistered.
+func TestWithRealCatalogue(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		cat, err := catalog.New(catalog.Config{Store: storememory.New(), Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cat.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cat.Close() })
+		fake, _ := h.resolver.Resolve(ctx, "files.read")
+		reg := &sharedosv1.ToolRegistration{
+			Name:            "files.read",
+			Description:     "Read a UTF-8 text file by absolute path.",
+			InputSchemaJson: []byte(pathSchema),
+			AnnotationsJson: []byte(`{"readOnlyHint":true}`),
+			Metadata:        &sharedosv1.ToolMetadata{Namespace: "files", Source: "provider:files"},
+			Class:           sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+			Requirement:     &sharedosv1.Requirement{Action: "read", Resource: "file:{path}"},
+			Handler:         &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget(), Timeout: durationpb.New(5 * time.Second)},
+		}
+		if _, _, err := cat.Register(ctx, reg); err != nil {
+			t.Fatalf("Register: %v", err)
+		}
+		listing, err := cat.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pin := &sharedosv1.CataloguePin{CatalogHash: listing.CatalogHash}
+		for _, p := range listing.Tools {
+			pin.Tools = append(pin.Tools, &sharedosv1.PinnedTool{Name: p.GetName(), Digest: projection.Digest(p.GetCanonicalJson())})
+		}
+		k := newKernelWith(t, h, cat)
+		invoke := func(args string) *sharedosv1.ToolResult {
+			c := h.newCall("cat", "files.read", args)
+			c.Pin = pin
+			res, err := k.InvokeTool(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.mu.Lock()
+			h.attempts["cat"]++
+			h.mu.Unlock()
+			return res
+		}
+		expect(t, invoke(`{"path":"/public/a.txt"}`), succeeded, "")
+		expect(t, invoke(`{"path":"/public/../private/a.txt"}`), denied, outcome.PermissionDenied)
+		expect(t, invoke(`{"path":1}`), failed, outcome.InvalidArguments)
+
+		reg.Description = "Read a file (changed after the turn pinned it)."
+		if _, _, err := cat.Update(ctx, reg, 0); err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+		expect(t, invoke(`{"path":"/public/a.txt"}`), denied, outcome.ToolUnavailable)
+		if err := cat.Deregister(ctx, "files.read"); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, invoke(`{"path":"/public/a.txt"}`), denied, outcome.ToolUnavailable)
+		if rows := h.records("cat"); len(rows) != 5 || rows[0].RequestedTool != "files.read" || rows[0].CatalogHash != listing.CatalogHash {
+			t.Fatalf("rows = %+v", rows)
+		}
+	})
+}

@@ -1,0 +1,35 @@
+// Package runtime is the kernel: RuntimeService, the single enforcement point
+// every tool call passes through. InvokeTool runs one attempt in a fixed
+// order, and each step only runs if the one before it let the call through:
+//
+//  1. write the operation record, pending (nothing happens unless it is
+//     durable; a repeated call id is refused and recorded here);
+//  2. resolve the raw requested name within the turn's pinned catalogue
+//     (unknown, malformed, deregistered, outside the pin, drifted or not
+//     managed → denied/tool_unavailable);
+//  3. validate the arguments (one JSON object, UTF-8, ≤ 1 MiB, depth ≤ 64, no
+//     duplicate keys, the tool's inputSchema → failed/invalid_arguments
+//     naming the failing JSON path);
+//  4. resolve the requirement (action + resource) from the arguments;
+//  5. Authorize with a deadline (deny → denied/permission_denied;
+//     unreachable or deadline → failed/authz_unavailable; any other error →
+//     failed/authz_error; never an allow);
+//  6. only on allow, call the provider with the per-tool timeout and the
+//     byte-identical argument bytes that were authorized;
+//  7. complete the record durably, then answer (ADR 0007).
+//
+// Every attempt, refusals included, is answered with a ToolResult; a gRPC
+// error means the call could not be taken at all (no record could be
+// written, or the request lacks a call or turn id). Nothing is retried: a
+// tool call is not idempotent. Client cancellation reaches the handler's
+// context and the attempt ends cancelled; the completion write is detached
+// from the client's context so the record is completed anyway.
+//
+// The answer never says more than the record (ADR 0007): it leaves only once
+// the completion is committed, or fsynced into the record journal while the
+// store is down (the journal writes it when the store is back, also after a
+// crash of this process). Without a durable journal the kernel waits for the
+// store until shortly before the caller's deadline and otherwise answers
+// failed/record_unavailable, which the record then says too. Reconcile marks
+// interrupted only rows whose outcome nobody knew.
+package pipeline

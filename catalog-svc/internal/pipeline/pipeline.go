@@ -1,0 +1,721 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/redact"
+	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
+)
+
+var tracer = otel.Tracer(telemetry.ScopeCatalog)
+
+// Defaults for Config.
+const (
+	DefaultAuthzTimeout   = 2 * time.Second
+	DefaultHandlerTimeout = 30 * time.Second
+	// DefaultMaxHandlerTimeout caps a registration's own timeout, so the
+	// kernel's longest call (and hence Reconcile's cutoff) is bounded.
+	DefaultMaxHandlerTimeout = catalog.MaxHandlerTimeout
+	// completionAttemptTimeout bounds one completion write.
+	completionAttemptTimeout = 2 * time.Second
+	// maxCompletionWait bounds how long an answer waits for a store that
+	// is down when no durable journal can back it instead.
+	maxCompletionWait = 10 * time.Second
+	// reconcileMargin is added to MaxCallDuration before a pending row is
+	// presumed dead: record writes and scheduling take time too.
+	reconcileMargin = 30 * time.Second
+)
+
+// ToolResolver finds a published tool by its raw requested name; an unknown
+// name wraps catalog.ErrNotFound. *catalog.Service implements it.
+type ToolResolver interface {
+	Resolve(ctx context.Context, name string) (*catalog.Resolved, error)
+}
+
+// Config wires the kernel.
+type Config struct {
+	Resolver ToolResolver
+	Records  records.Store
+	// Journal keeps completions the store cannot take yet (ADR 0007); nil
+	// means a memory-only journal owned by the Pipeline.
+	Journal *journal.Journal
+	Authz   sharedosv1.AuthzServiceClient
+	// Handlers hands out provider clients; nil means a ConnCache owned (and
+	// closed) by the Pipeline.
+	Handlers HandlerClients
+	Logger   *slog.Logger
+	// AuthzTimeout bounds one Authorize call (default 2 s).
+	AuthzTimeout time.Duration
+	// DefaultHandlerTimeout applies when a registration sets none (30 s).
+	DefaultHandlerTimeout time.Duration
+	// MaxHandlerTimeout caps registration timeouts (default
+	// catalog.MaxHandlerTimeout, the longest a registration may declare).
+	MaxHandlerTimeout time.Duration
+	// InstanceID is stamped on every record this process writes. It must be
+	// unique among live kernels; when it is also stable across restarts of
+	// the same slot (the pod name), ReconcileAtStartup can close the rows a
+	// crashed predecessor left pending at once. Default: a random id.
+	InstanceID string
+}
+
+// Pipeline is the enforcement pipeline behind RuntimeService (served by
+// server.RuntimeServer, which maps its errors).
+type Pipeline struct {
+	resolver       ToolResolver
+	records        records.Store
+	journal        *journal.Journal
+	ownedJournal   bool
+	authz          sharedosv1.AuthzServiceClient
+	handlers       HandlerClients
+	ownedHandlers  *ConnCache
+	logger         *slog.Logger
+	authzTimeout   time.Duration
+	handlerTimeout time.Duration
+	maxHandler     time.Duration
+	instanceID     string
+	started        time.Time
+	// storeFailedAt is the UnixNano of the last failed record write.
+	storeFailedAt atomic.Int64
+
+	calls    metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+// New validates cfg and returns the kernel.
+func New(cfg Config) (*Pipeline, error) {
+	var errs []error
+	if cfg.Resolver == nil {
+		errs = append(errs, errors.New("runtime: Config.Resolver is required"))
+	}
+	if cfg.Records == nil {
+		errs = append(errs, errors.New("runtime: Config.Records is required"))
+	}
+	if cfg.Authz == nil {
+		errs = append(errs, errors.New("runtime: Config.Authz is required"))
+	}
+	if cfg.AuthzTimeout < 0 || cfg.DefaultHandlerTimeout < 0 || cfg.MaxHandlerTimeout < 0 {
+		errs = append(errs, errors.New("runtime: timeouts must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s := &Pipeline{
+		resolver:       cfg.Resolver,
+		records:        cfg.Records,
+		journal:        cfg.Journal,
+		authz:          cfg.Authz,
+		handlers:       cfg.Handlers,
+		logger:         cfg.Logger,
+		authzTimeout:   orDefault(cfg.AuthzTimeout, DefaultAuthzTimeout),
+		handlerTimeout: orDefault(cfg.DefaultHandlerTimeout, DefaultHandlerTimeout),
+		maxHandler:     orDefault(cfg.MaxHandlerTimeout, DefaultMaxHandlerTimeout),
+		instanceID:     cfg.InstanceID,
+		started:        time.Now(),
+	}
+	if s.handlerTimeout > s.maxHandler {
+		s.maxHandler = s.handlerTimeout
+	}
+	if s.handlers == nil {
+		s.ownedHandlers = NewConnCache()
+		s.handlers = s.ownedHandlers
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if s.journal == nil {
+		s.journal, _ = journal.Open("", s.logger) // memory-only never fails
+		s.ownedJournal = true
+	}
+	if s.instanceID == "" {
+		s.instanceID = records.NewAttemptID()[:16]
+	}
+	meter := otel.Meter(telemetry.ScopeCatalog)
+	var err error
+	if s.calls, err = meter.Int64Counter(telemetry.MetricToolCallCount,
+		metric.WithDescription("Tool calls by outcome status and code.")); err != nil {
+		return nil, fmt.Errorf("runtime: metric: %w", err)
+	}
+	if s.duration, err = meter.Float64Histogram(telemetry.MetricToolCallDuration, metric.WithUnit("s"),
+		metric.WithDescription("Kernel time per tool call.")); err != nil {
+		return nil, fmt.Errorf("runtime: metric: %w", err)
+	}
+	return s, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Close releases the handler connections and the journal the Pipeline
+// opened itself.
+func (s *Pipeline) Close() error {
+	var errs []error
+	if s.ownedHandlers != nil {
+		errs = append(errs, s.ownedHandlers.Close())
+	}
+	if s.ownedJournal {
+		errs = append(errs, s.journal.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// RunJournal writes journaled completions to the store as soon as it takes
+// them, until ctx is done (ADR 0007).
+func (s *Pipeline) RunJournal(ctx context.Context) {
+	s.journal.Run(ctx, s.records, time.Second, func(err error) {
+		s.storeFailed()
+		s.logger.WarnContext(ctx, "journaled completions not written yet", slog.Int("left", s.journal.Len()),
+			slog.Any("error", err))
+	})
+}
+
+// DrainJournal tries to write every journaled completion once, for a clean
+// shutdown after the last call has ended.
+func (s *Pipeline) DrainJournal(ctx context.Context) {
+	if s.journal.Len() == 0 {
+		return
+	}
+	if _, err := s.journal.Flush(ctx, s.records); err != nil {
+		s.logger.ErrorContext(ctx, "journaled completions left at shutdown", slog.Int("left", s.journal.Len()),
+			slog.Any("error", err))
+	}
+}
+
+// Journaled is the number of completions waiting for the store.
+func (s *Pipeline) Journaled() int { return s.journal.Len() }
+
+func (s *Pipeline) storeFailed() { s.storeFailedAt.Store(time.Now().UnixNano()) }
+
+// MaxCallDuration is the longest one InvokeTool can take: authorization plus
+// the longest handler timeout.
+func (s *Pipeline) MaxCallDuration() time.Duration { return s.authzTimeout + s.maxHandler }
+
+// Reconcile marks interrupted every pending record older than the longest
+// possible call (plus a margin): its process died mid-call. Call it at
+// startup and periodically. It does nothing while completions wait in the
+// journal, or until the store has taken writes for reconcileMargin since it
+// last failed: a kernel whose completions wait for the store (here or in a
+// sibling) writes them within seconds of the store's return, and a row
+// whose outcome was known must not be called interrupted (ADR 0007).
+func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
+	if n := s.journal.Len(); n > 0 {
+		s.logger.InfoContext(ctx, "reconcile postponed: completions wait in the journal", slog.Int("journaled", n))
+		return 0, nil
+	}
+	if at := s.storeFailedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < reconcileMargin {
+		return 0, nil
+	}
+	n, err := s.records.Reconcile(ctx, time.Now().Add(-(s.MaxCallDuration() + reconcileMargin)))
+	if err != nil {
+		return 0, fmt.Errorf("runtime: reconcile: %w", err)
+	}
+	if n > 0 {
+		s.logger.WarnContext(ctx, "operation records marked interrupted", slog.Int64("count", n))
+	}
+	return n, nil
+}
+
+// ReconcileAtStartup marks interrupted what this instance's previous
+// incarnation left pending (only meaningful when Config.InstanceID is stable
+// across restarts, e.g. the pod name) and then runs Reconcile. Call it once
+// before serving.
+//
+// Completions journaled by stopped processes (this instance's previous
+// incarnation among them) are written first; while any is left nothing is
+// marked interrupted.
+func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
+	if w, err := s.journal.Flush(ctx, s.records); err != nil || s.journal.Len() > 0 {
+		s.storeFailed()
+		s.logger.WarnContext(ctx, "journaled completions left; reconcile postponed", slog.Int("written", w),
+			slog.Int("left", s.journal.Len()), slog.Any("error", err))
+		return 0, nil
+	} else if w > 0 {
+		s.logger.InfoContext(ctx, "journaled completions of a stopped process written", slog.Int("count", w))
+	}
+	n, err := s.records.ReconcileInstance(ctx, s.instanceID, s.started)
+	if err != nil {
+		return 0, fmt.Errorf("runtime: reconcile instance %s: %w", s.instanceID, err)
+	}
+	if n > 0 {
+		s.logger.WarnContext(ctx, "operation records of the previous run marked interrupted",
+			slog.String("instance_id", s.instanceID), slog.Int64("count", n))
+	}
+	m, err := s.Reconcile(ctx)
+	return n + m, err
+}
+
+// RunReconciler calls Reconcile now and then every interval until ctx is done.
+func (s *Pipeline) RunReconciler(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "reconcile operation records", slog.Any("error", err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// MaxIDBytes bounds call and turn ids.
+const MaxIDBytes = 256
+
+// InvokeTool runs one attempt through the pipeline. A ToolResult answers
+// every attempt that could be taken; an error (*FieldError, *Error or a
+// context error) means it could not be taken at all.
+func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+	if err := checkIDs(call); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	escaped, toolSHA := records.EscapeTool(call.GetTool())
+	ctx, span := tracer.Start(ctx, telemetry.SpanInvokeTool, trace.WithAttributes(
+		attribute.String(telemetry.AttrTurnID, call.GetTurnId()),
+		attribute.String(telemetry.AttrCallID, call.GetCallId()),
+		attribute.String(telemetry.AttrToolRequested, escaped),
+		attribute.String(telemetry.AttrCatalogHash, call.GetPin().GetCatalogHash()),
+		attribute.String(telemetry.AttrHarnessName, records.Escape(call.GetHarness(), 128)),
+	))
+	defer span.End()
+
+	args := call.GetArgumentsJson()
+	if len(bytes.TrimSpace(args)) == 0 {
+		// MCP lets a client omit arguments for a tool that takes none; the
+		// kernel authorizes and dispatches "{}" so policy and handler still
+		// see the same bytes.
+		args = []byte("{}")
+	}
+
+	// (1) The record first: nothing below may run unless it is durable.
+	rec := &records.Record{
+		AttemptID:           records.NewAttemptID(),
+		CallID:              call.GetCallId(),
+		TurnID:              call.GetTurnId(),
+		Principal:           call.GetContext().GetPrincipal(),
+		RequestedTool:       escaped,
+		RequestedToolSHA256: toolSHA,
+		CatalogHash:         call.GetPin().GetCatalogHash(),
+		ArgumentsDigest:     redact.ArgumentsDigest(args),
+		InstanceID:          s.instanceID,
+		Harness:             call.GetHarness(),
+		StartedAt:           start.UTC(),
+	}
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		rec.TraceID = sc.TraceID().String()
+	}
+	if err := s.records.Begin(ctx, rec); err != nil {
+		if !errors.Is(err, records.ErrDuplicateCall) {
+			s.storeFailed()
+		}
+		if errors.Is(err, records.ErrDuplicateCall) {
+			res := outcome.Denied(outcome.DuplicateCall, records.DuplicateReason)
+			res.CallId = call.GetCallId()
+			return s.finish(ctx, span, start, res, ""), nil
+		}
+		s.logger.ErrorContext(ctx, "operation record not written; call refused",
+			slog.String("turn_id", rec.TurnID), slog.String("call_id", rec.CallID), slog.Any("error", err))
+		span.SetStatus(codes.Error, "operation record not written")
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, ErrRecordUnavailable
+	}
+
+	var res *sharedosv1.ToolResult
+	var resolved string
+	if rej := call.GetEdgeRejection(); rej != "" {
+		// Refused at the MCP edge as a protocol error: recorded, never run.
+		res = outcome.Failed(outcome.InvalidRequest, truncate(rej, 512))
+	} else {
+		res, resolved = s.run(ctx, call, args)
+	}
+	res.CallId = call.GetCallId()
+
+	// (7) Complete the record; the answer leaves only once it is backed.
+	res = s.complete(ctx, rec.AttemptID, res, resolved, args)
+	return s.finish(ctx, span, start, res, resolved), nil
+}
+
+// completion is what the record of res says. The model gets the whole
+// reason; the record gets it with argument values replaced by digests
+// (invariant 11).
+func completion(res *sharedosv1.ToolResult, resolved string, args []byte) records.Completion {
+	return records.Completion{
+		Status: res.GetStatus(), Code: res.GetCode(), Reason: redact.Arguments(res.GetReason(), args), ResolvedTool: resolved,
+		DecisionID: res.GetDecisionId(), PolicyRevision: res.GetPolicyRevision(), FinishedAt: time.Now().UTC(),
+	}
+}
+
+// complete makes the record say what the answer says before the answer
+// leaves (ADR 0007) and returns the answer. In order:
+//   - the store commits the completion: answer res;
+//   - the store fails and the durable journal has the completion on disk:
+//     answer res (the journal writes it once the store is back, by this
+//     process or, if it dies, by the next one on the same directory);
+//   - neither: retry the store until shortly before the caller's deadline
+//     (at most maxCompletionWait); once it commits, answer res;
+//   - the store stays down: answer failed/record_unavailable, which says
+//     what is true — the call's outcome and that its effect may have
+//     happened — and queue exactly that completion for when it is back.
+//
+// Completions are written on a context the client cannot cancel: a call
+// the client abandoned is recorded all the same.
+func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedosv1.ToolResult, resolved string, args []byte) *sharedosv1.ToolResult {
+	c := completion(res, resolved, args)
+	err := s.tryComplete(ctx, attemptID, c)
+	if err == nil {
+		return res
+	}
+	if s.journal.Durable() {
+		jerr := s.journal.Add(attemptID, c)
+		if jerr == nil {
+			s.logger.WarnContext(ctx, "operation record completion journaled until the store is back",
+				slog.String("attempt_id", attemptID), slog.String("status", outcome.StatusName(c.Status)),
+				slog.Any("error", err))
+			return res
+		}
+		s.logger.ErrorContext(ctx, "operation record completion could not be journaled",
+			slog.String("attempt_id", attemptID), slog.Any("error", jerr))
+	}
+	deadline := time.Now().Add(maxCompletionWait)
+	if d, ok := ctx.Deadline(); ok {
+		d = d.Add(-min(time.Second, time.Until(d)/10)) // leave time for the answer
+		if d.Before(deadline) {
+			deadline = d
+		}
+	}
+	if ctx.Err() != nil {
+		deadline = time.Now() // nobody waits for this answer: queue it now
+	}
+	for backoff := 50 * time.Millisecond; err != nil && time.Until(deadline) > backoff; backoff = min(2*backoff, time.Second) {
+		time.Sleep(backoff)
+		err = s.tryComplete(ctx, attemptID, c)
+	}
+	if err == nil {
+		return res
+	}
+	if ctx.Err() == nil {
+		out := outcome.Failed(outcome.RecordUnavailable, fmt.Sprintf(
+			"the call ended %s, but its operation record could not be written in time; the effect may have happened",
+			describe(res)))
+		out.CallId, out.DecisionId, out.PolicyRevision = res.GetCallId(), res.GetDecisionId(), res.GetPolicyRevision()
+		res, c = out, completion(out, resolved, args)
+	}
+	if jerr := s.journal.Add(attemptID, c); jerr != nil {
+		s.logger.ErrorContext(ctx, "operation record completion lost", slog.String("attempt_id", attemptID),
+			slog.Any("error", jerr))
+	}
+	s.logger.ErrorContext(ctx, "operation record not completed before the answer; queued until the store is back",
+		slog.String("attempt_id", attemptID), slog.String("status", outcome.StatusName(c.Status)),
+		slog.String("code", c.Code), slog.Any("error", err))
+	return res
+}
+
+// tryComplete is one completion write. nil also when the store refuses it
+// for good (the row is not pending, unknown, or the completion is invalid):
+// retrying cannot help, and it is logged.
+func (s *Pipeline) tryComplete(ctx context.Context, attemptID string, c records.Completion) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionAttemptTimeout)
+	defer cancel()
+	err := s.records.Complete(cctx, attemptID, c)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, records.ErrCompleted), errors.Is(err, records.ErrNotFound), errors.Is(err, records.ErrInvalid):
+		s.logger.ErrorContext(ctx, "operation record refused its completion", slog.String("attempt_id", attemptID),
+			slog.String("status", outcome.StatusName(c.Status)), slog.Any("error", err))
+		return nil
+	default:
+		s.storeFailed()
+		return err
+	}
+}
+
+// describe names an outcome for a record_unavailable reason.
+func describe(res *sharedosv1.ToolResult) string {
+	st := outcome.StatusName(res.GetStatus())
+	if code := res.GetCode(); code != "" {
+		return st + "/" + code
+	}
+	return st
+}
+
+func (s *Pipeline) finish(ctx context.Context, span trace.Span, start time.Time, res *sharedosv1.ToolResult, resolved string) *sharedosv1.ToolResult {
+	st := outcome.StatusName(res.GetStatus())
+	attrs := []attribute.KeyValue{
+		attribute.String(telemetry.AttrOutcomeStatus, st),
+		attribute.String(telemetry.AttrOutcomeCode, res.GetCode()),
+	}
+	span.SetAttributes(append(attrs,
+		attribute.String(telemetry.AttrToolResolved, resolved),
+		attribute.String(telemetry.AttrDecisionID, res.GetDecisionId()),
+		attribute.String(telemetry.AttrPolicyRevision, res.GetPolicyRevision()),
+	)...)
+	if res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_FAILED {
+		span.SetStatus(codes.Error, res.GetCode())
+	}
+	s.calls.Add(ctx, 1, metric.WithAttributes(attrs...))
+	s.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+	return res
+}
+
+// run is steps 2–6. It returns the result and the resolved tool name ("" if
+// resolution failed).
+func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, args []byte) (*sharedosv1.ToolResult, string) {
+	if res := contextOutcome(ctx); res != nil {
+		return res, ""
+	}
+	// (2) Resolve within the pin.
+	res, resolved := s.resolve(ctx, call)
+	if res != nil {
+		return res, ""
+	}
+	reg := resolved.Registration
+	name := reg.GetName()
+
+	// (3) Validate the arguments.
+	if res := s.validate(ctx, resolved, args); res != nil {
+		return res, name
+	}
+
+	// (4) Resolve the requirement.
+	action, resource, err := requirement.Resolve(reg.GetRequirement(), args)
+	if err != nil {
+		if errors.Is(err, requirement.ErrArguments) {
+			return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()), name
+		}
+		s.logger.ErrorContext(ctx, "tool has an unusable requirement", slog.String("tool", name), slog.Any("error", err))
+		return outcome.Failed(outcome.Internal, "the tool's registration is unusable"), name
+	}
+
+	// (5) Authorize.
+	res, decisionID, revision := s.authorize(ctx, call, resolved, action, resource, args)
+	if res != nil {
+		res.DecisionId, res.PolicyRevision = decisionID, revision
+		return res, name
+	}
+
+	// (6) Dispatch, only on allow.
+	res = s.dispatch(ctx, call, reg, args, decisionID)
+	res.DecisionId, res.PolicyRevision = decisionID, revision
+	return res, name
+}
+
+func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, *catalog.Resolved) {
+	raw := call.GetTool()
+	shown := records.Escape(raw, 80)
+	var pinned *sharedosv1.PinnedTool
+	for _, p := range call.GetPin().GetTools() {
+		if p.GetName() == raw {
+			pinned = p
+			break
+		}
+	}
+	if pinned == nil {
+		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q is not in this turn's catalogue", shown)), nil
+	}
+	resolved, err := s.resolver.Resolve(ctx, raw)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q is no longer registered", shown)), nil
+	case err != nil:
+		if res := contextOutcome(ctx); res != nil {
+			return res, nil
+		}
+		s.logger.ErrorContext(ctx, "resolve tool", slog.String("tool", shown), slog.Any("error", err))
+		return outcome.Failed(outcome.Internal, "the tool catalogue is unavailable"), nil
+	case resolved == nil || resolved.Registration == nil:
+		return outcome.Failed(outcome.Internal, "the tool catalogue is unavailable"), nil
+	}
+	if resolved.Digest != pinned.GetDigest() {
+		return outcome.Denied(outcome.ToolUnavailable,
+			fmt.Sprintf("tool %q changed since this turn started; open a new turn to use it", shown)), nil
+	}
+	reg := resolved.Registration
+	if reg.GetClass() != sharedosv1.ToolClass_TOOL_CLASS_MANAGED {
+		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q is not a managed tool", shown)), nil
+	}
+	if reg.GetHandler().GetTarget() == "" {
+		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q has no handler", shown)), nil
+	}
+	return nil, resolved
+}
+
+func (s *Pipeline) validate(ctx context.Context, resolved *catalog.Resolved, args []byte) *sharedosv1.ToolResult {
+	_, span := tracer.Start(ctx, telemetry.SpanValidateArguments)
+	defer span.End()
+	if err := checkArguments(args); err != nil {
+		return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error())
+	}
+	if resolved.InputSchema == nil {
+		s.logger.ErrorContext(ctx, "tool has no compiled input schema", slog.String("tool", resolved.Registration.GetName()))
+		return outcome.Failed(outcome.Internal, "the tool's registration is unusable")
+	}
+	if err := validateSchema(resolved.InputSchema, args); err != nil {
+		return outcome.Failed(outcome.InvalidArguments, "invalid arguments "+err.Error())
+	}
+	return nil
+}
+
+func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, resolved *catalog.Resolved, action, resource string, args []byte) (res *sharedosv1.ToolResult, decisionID, revision string) {
+	reg := resolved.Registration
+	actx, cancel := context.WithTimeout(ctx, s.authzTimeout)
+	defer cancel()
+	actx, span := tracer.Start(actx, telemetry.SpanAuthorize, trace.WithAttributes(
+		attribute.String(telemetry.AttrAuthzAction, action),
+	))
+	defer span.End()
+	resp, err := s.authz.Authorize(actx, &sharedosv1.AuthorizeRequest{
+		Context: call.GetContext(),
+		Tool: &sharedosv1.ToolFacts{
+			Name:            reg.GetName(),
+			Namespace:       reg.GetMetadata().GetNamespace(),
+			Class:           "managed",
+			AnnotationsJson: reg.GetAnnotationsJson(),
+			Source:          reg.GetMetadata().GetSource(),
+		},
+		Action:        action,
+		Resource:      resource,
+		ArgumentsJson: args,
+		CallId:        call.GetCallId(),
+		TurnId:        call.GetTurnId(),
+	})
+	if err != nil {
+		span.SetStatus(codes.Error, status.Code(err).String())
+		if res := contextOutcome(ctx); res != nil {
+			return res, "", ""
+		}
+		switch status.Code(err) {
+		case grpccodes.Unavailable, grpccodes.DeadlineExceeded:
+			return outcome.Failed(outcome.AuthzUnavailable, "the policy decision point is unavailable; the call was not run"), "", ""
+		default:
+			s.logger.ErrorContext(ctx, "authorize failed", slog.String("code", status.Code(err).String()))
+			return outcome.Failed(outcome.AuthzError, "the policy could not be evaluated; the call was not run"), "", ""
+		}
+	}
+	decisionID, revision = resp.GetDecisionId(), resp.GetPolicyRevision()
+	span.SetAttributes(
+		attribute.Bool(telemetry.AttrAuthzAllowed, resp.GetDecision() == sharedosv1.Decision_DECISION_ALLOW),
+		attribute.String(telemetry.AttrDecisionID, decisionID),
+	)
+	switch resp.GetDecision() {
+	case sharedosv1.Decision_DECISION_ALLOW:
+		return nil, decisionID, revision
+	case sharedosv1.Decision_DECISION_DENY:
+		reason := resp.GetReason()
+		if reason == "" {
+			reason = fmt.Sprintf("%s on %s is not permitted by policy", action, truncate(resource, 200))
+		}
+		return outcome.Denied(outcome.PermissionDenied, reason), decisionID, revision
+	default:
+		return outcome.Failed(outcome.AuthzError, "the policy returned no decision; the call was not run"), decisionID, revision
+	}
+}
+
+func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, reg *sharedosv1.ToolRegistration, args []byte, decisionID string) *sharedosv1.ToolResult {
+	if res := contextOutcome(ctx); res != nil {
+		return res
+	}
+	client, err := s.handlers.Client(reg.GetHandler().GetTarget())
+	if err != nil {
+		s.logger.ErrorContext(ctx, "handler client", slog.String("tool", reg.GetName()), slog.Any("error", err))
+		return outcome.Failed(outcome.HandlerError, "the tool's provider cannot be reached")
+	}
+	timeout := s.handlerTimeout
+	if d := reg.GetHandler().GetTimeout(); d != nil && d.AsDuration() > 0 {
+		timeout = min(d.AsDuration(), s.maxHandler)
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hctx, span := tracer.Start(hctx, telemetry.ExecuteToolSpanName(reg.GetName()), trace.WithAttributes(
+		attribute.String(telemetry.AttrGenAIToolName, reg.GetName()),
+		attribute.String(telemetry.AttrGenAIOperation, telemetry.SpanExecuteTool),
+	))
+	defer span.End()
+	resp, err := client.Handle(hctx, &sharedosv1.HandleRequest{
+		CallId:        call.GetCallId(),
+		TurnId:        call.GetTurnId(),
+		Tool:          reg.GetName(),
+		ArgumentsJson: args, // the very bytes that were authorized
+		Context:       call.GetContext(),
+		DecisionId:    decisionID,
+	})
+	if err != nil {
+		span.SetStatus(codes.Error, status.Code(err).String())
+		if res := contextOutcome(ctx); res != nil {
+			return res
+		}
+		if hctx.Err() == context.DeadlineExceeded || status.Code(err) == grpccodes.DeadlineExceeded {
+			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the tool did not answer within %s", timeout))
+		}
+		return outcome.Failed(outcome.HandlerError, fmt.Sprintf("the tool's provider failed (%s)", status.Code(err)))
+	}
+	content := resp.GetContentJson()
+	if len(bytes.TrimSpace(content)) == 0 {
+		content = []byte("[]")
+	}
+	if !isJSONArray(content) || !isJSONObjectOrEmpty(resp.GetStructuredContentJson()) {
+		return outcome.Failed(outcome.HandlerError, "the tool's provider returned malformed content")
+	}
+	if resp.GetIsError() {
+		res := outcome.Failed(outcome.HandlerError, "the tool reported an error")
+		res.ContentJson, res.StructuredContentJson, res.HandlerIsError = content, resp.GetStructuredContentJson(), true
+		return res
+	}
+	return &sharedosv1.ToolResult{
+		Status:                sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+		ContentJson:           content,
+		StructuredContentJson: resp.GetStructuredContentJson(),
+	}
+}
+
+// contextOutcome maps a finished caller context: cancellation is cancelled,
+// an expired caller deadline is failed/timeout. nil while ctx is live.
+func contextOutcome(ctx context.Context) *sharedosv1.ToolResult {
+	switch ctx.Err() {
+	case nil:
+		return nil
+	case context.DeadlineExceeded:
+		return outcome.Failed(outcome.Timeout, "the call ran out of time before it completed")
+	default:
+		return outcome.CancelledResult("the client cancelled the call")
+	}
+}
+
+func isJSONArray(b []byte) bool {
+	t := bytes.TrimSpace(b)
+	return len(t) > 0 && t[0] == '[' && json.Valid(t)
+}
+
+func isJSONObjectOrEmpty(b []byte) bool {
+	t := bytes.TrimSpace(b)
+	return len(t) == 0 || (t[0] == '{' && json.Valid(t))
+}

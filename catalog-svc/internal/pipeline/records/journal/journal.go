@@ -1,0 +1,427 @@
+package journal
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sharedos/toolshare/services/contract/outcome"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+)
+
+// fileSuffix names the journal files in a directory.
+const fileSuffix = ".completions.jsonl"
+
+// entry is one journaled completion, one JSON line on disk.
+type entry struct {
+	AttemptID      string    `json:"attemptId"`
+	Status         string    `json:"status"`
+	Code           string    `json:"code,omitempty"`
+	Reason         string    `json:"reason,omitempty"`
+	ResolvedTool   string    `json:"resolvedTool,omitempty"`
+	DecisionID     string    `json:"decisionId,omitempty"`
+	PolicyRevision string    `json:"policyRevision,omitempty"`
+	FinishedAt     time.Time `json:"finishedAt"`
+}
+
+func toEntry(attemptID string, c records.Completion) entry {
+	return entry{AttemptID: attemptID, Status: outcome.StatusName(c.Status), Code: c.Code, Reason: c.Reason,
+		ResolvedTool: c.ResolvedTool, DecisionID: c.DecisionID, PolicyRevision: c.PolicyRevision, FinishedAt: c.FinishedAt}
+}
+
+func (e entry) completion() (records.Completion, error) {
+	st, ok := outcome.ParseStatus(e.Status)
+	c := records.Completion{Status: st, Code: e.Code, Reason: e.Reason, ResolvedTool: e.ResolvedTool,
+		DecisionID: e.DecisionID, PolicyRevision: e.PolicyRevision, FinishedAt: e.FinishedAt}
+	if !ok || e.AttemptID == "" {
+		return c, fmt.Errorf("journal: entry for attempt %q has status %q", e.AttemptID, e.Status)
+	}
+	return c, c.Check()
+}
+
+// file is one journal file this process holds the lock of: its own, or an
+// orphan it adopted.
+type file struct {
+	path    string
+	f       *os.File
+	entries map[string]records.Completion
+	own     bool
+}
+
+// Journal holds the completions the store has not taken yet.
+type Journal struct {
+	log  *slog.Logger
+	wake chan struct{}
+	// flushMu makes flushes one at a time.
+	flushMu sync.Mutex
+
+	mu     sync.Mutex
+	dir    string
+	own    *file   // nil when memory-only
+	mem    *file   // memory-only entries (no path, no lock)
+	others []*file // adopted orphans, replayed then removed
+}
+
+// Open returns the journal over dir, creating dir (0700) and this process's
+// own locked file in it, and adopting every unlocked journal file already
+// there. An empty dir gives a memory-only journal: it still queues
+// completions for the flusher but they do not survive the process.
+func Open(dir string, log *slog.Logger) (*Journal, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	j := &Journal{log: log, wake: make(chan struct{}, 1), dir: dir,
+		mem: &file{entries: map[string]records.Completion{}}}
+	if dir == "" {
+		return j, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	path := filepath.Join(dir, hex.EncodeToString(id[:])+fileSuffix)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("journal: lock %s: %w", path, err)
+	}
+	if err := syncDir(dir); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	j.own = &file{path: path, f: f, entries: map[string]records.Completion{}, own: true}
+	if err := j.adopt(); err != nil {
+		_ = j.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+// Durable reports whether Add writes to disk.
+func (j *Journal) Durable() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.own != nil
+}
+
+// Dir is the journal directory ("" when memory-only).
+func (j *Journal) Dir() string { return j.dir }
+
+// Add keeps c for attemptID until Flush writes it. On a durable journal it
+// returns only once the entry is on disk (written and fsynced).
+func (j *Journal) Add(attemptID string, c records.Completion) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.own == nil {
+		j.mem.entries[attemptID] = c
+		j.signal()
+		return nil
+	}
+	line, err := json.Marshal(toEntry(attemptID, c))
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if _, err := j.own.f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("journal: write %s: %w", j.own.path, err)
+	}
+	if err := j.own.f.Sync(); err != nil {
+		return fmt.Errorf("journal: sync %s: %w", j.own.path, err)
+	}
+	j.own.entries[attemptID] = c
+	j.signal()
+	return nil
+}
+
+func (j *Journal) signal() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Len is the number of completions not yet written to the store, adopted
+// orphans included.
+func (j *Journal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := len(j.mem.entries)
+	for _, f := range j.files() {
+		n += len(f.entries)
+	}
+	return n
+}
+
+func (j *Journal) files() []*file {
+	fs := append([]*file(nil), j.others...)
+	if j.own != nil {
+		fs = append(fs, j.own)
+	}
+	return fs
+}
+
+// Flush adopts orphan files that appeared since, then writes every kept
+// completion to store. A completion the store refuses as already completed
+// or unknown is dropped (logged); any other error stops the flush and is
+// returned, and what is left stays for the next one. It returns how many
+// completions it wrote.
+func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
+	j.flushMu.Lock()
+	defer j.flushMu.Unlock()
+	if j.Durable() {
+		j.mu.Lock()
+		err := j.adopt()
+		j.mu.Unlock()
+		if err != nil {
+			j.log.WarnContext(ctx, "journal: adopt orphan files", slog.Any("error", err))
+		}
+	}
+	type item struct {
+		f  *file
+		id string
+		c  records.Completion
+	}
+	var todo []item
+	j.mu.Lock()
+	for _, f := range append(j.files(), j.mem) {
+		for id, c := range f.entries {
+			todo = append(todo, item{f, id, c})
+		}
+	}
+	j.mu.Unlock()
+	written := 0
+	var ferr error
+	for _, it := range todo {
+		err := store.Complete(ctx, it.id, it.c)
+		switch {
+		case err == nil:
+			written++
+		case errors.Is(err, records.ErrCompleted):
+			// The write went through before (its acknowledgement was lost),
+			// or the row was reconciled first: the log says which attempt.
+			j.log.WarnContext(ctx, "journal: record was already completed; journaled completion dropped",
+				slog.String("attempt_id", it.id), slog.String("status", outcome.StatusName(it.c.Status)))
+		case errors.Is(err, records.ErrNotFound), errors.Is(err, records.ErrInvalid):
+			j.log.ErrorContext(ctx, "journal: completion cannot be written; dropped",
+				slog.String("attempt_id", it.id), slog.Any("error", err))
+		default:
+			ferr = err
+		}
+		if ferr != nil {
+			break
+		}
+		j.mu.Lock()
+		delete(it.f.entries, it.id)
+		j.mu.Unlock()
+	}
+	j.mu.Lock()
+	cerr := j.compact()
+	j.mu.Unlock()
+	return written, errors.Join(ferr, cerr)
+}
+
+// compact empties the own file and removes adopted files once every entry
+// of theirs is written. Called with j.mu held.
+func (j *Journal) compact() error {
+	var errs []error
+	if j.own != nil && len(j.own.entries) == 0 {
+		if st, err := j.own.f.Stat(); err == nil && st.Size() > 0 {
+			if err := j.own.f.Truncate(0); err != nil {
+				errs = append(errs, fmt.Errorf("journal: truncate %s: %w", j.own.path, err))
+			} else if err := j.own.f.Sync(); err != nil {
+				errs = append(errs, fmt.Errorf("journal: sync %s: %w", j.own.path, err))
+			}
+		}
+	}
+	kept := j.others[:0]
+	for _, f := range j.others {
+		if len(f.entries) > 0 {
+			kept = append(kept, f)
+			continue
+		}
+		if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("journal: remove %s: %w", f.path, err))
+			kept = append(kept, f)
+			continue
+		}
+		_ = f.f.Close() // releases the lock
+		j.log.Info("journal: orphan file replayed and removed", slog.String("path", f.path))
+	}
+	j.others = kept
+	if len(errs) == 0 && j.own != nil {
+		if err := syncDir(j.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// adopt takes over every journal file in the directory whose owner is gone
+// (its lock can be taken). Called with j.mu held.
+func (j *Journal) adopt() error {
+	names, err := filepath.Glob(filepath.Join(j.dir, "*"+fileSuffix))
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	var errs []error
+	for _, path := range names {
+		if path == j.own.path || j.holds(path) {
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("journal: %w", err))
+			}
+			continue
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			_ = f.Close() // a live process owns it
+			continue
+		}
+		entries, err := read(f, path, j.log)
+		if err != nil {
+			_ = f.Close()
+			errs = append(errs, err)
+			continue
+		}
+		j.log.Warn("journal: adopted the completions of a stopped process",
+			slog.String("path", path), slog.Int("completions", len(entries)))
+		j.others = append(j.others, &file{path: path, f: f, entries: entries})
+	}
+	return errors.Join(errs...)
+}
+
+func (j *Journal) holds(path string) bool {
+	for _, f := range j.others {
+		if f.path == path {
+			return true
+		}
+	}
+	return false
+}
+
+// read parses a journal file. A last line without its newline was being
+// written when its process died: Add had not returned, so nobody was
+// answered on its strength, and it is skipped. A bad complete line is an
+// error: the file is left for an operator.
+func read(r io.Reader, path string, log *slog.Logger) (map[string]records.Completion, error) {
+	out := map[string]records.Completion{}
+	br := bufio.NewReader(r)
+	for n := 1; ; n++ {
+		line, err := br.ReadString('\n')
+		if errors.Is(err, io.EOF) {
+			if strings.TrimSpace(line) != "" {
+				log.Warn("journal: torn last line skipped (never acknowledged)", slog.String("path", path))
+			}
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("journal: read %s: %w", path, err)
+		}
+		var e entry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			return nil, fmt.Errorf("journal: %s line %d: %w", path, n, err)
+		}
+		c, err := e.completion()
+		if err != nil {
+			return nil, fmt.Errorf("journal: %s line %d: %w", path, n, err)
+		}
+		out[e.AttemptID] = c
+	}
+}
+
+// Run flushes to store whenever a completion is added, and at least every
+// interval while anything is kept, backing off while the store fails, until
+// ctx is done. onError is told about every failed flush (nil: ignored).
+func (j *Journal) Run(ctx context.Context, store records.Store, interval time.Duration, onError func(error)) {
+	const maxBackoff = 2 * time.Second
+	backoff := 50 * time.Millisecond
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-j.wake:
+		case <-t.C:
+		}
+		for j.Len() > 0 && ctx.Err() == nil {
+			n, err := j.Flush(ctx, store)
+			if n > 0 {
+				j.log.InfoContext(ctx, "journal: journaled completions written", slog.Int("count", n),
+					slog.Int("left", j.Len()))
+			}
+			if err == nil {
+				backoff = 50 * time.Millisecond
+				continue
+			}
+			if onError != nil && ctx.Err() == nil {
+				onError(err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
+		}
+		t.Reset(interval)
+	}
+}
+
+// Close releases the files. The own file is removed when it holds nothing;
+// otherwise it stays for the next process to adopt. Memory-only entries
+// still kept are lost, and logged.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if n := len(j.mem.entries); n > 0 {
+		j.log.Error("journal: memory-only completions lost at shutdown; their records stay pending until reconciled",
+			slog.Int("count", n))
+	}
+	var errs []error
+	for _, f := range j.files() {
+		if f.own && len(f.entries) == 0 {
+			if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		if err := f.f.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	j.own, j.others = nil, nil
+	return errors.Join(errs...)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer func() { _ = d.Close() }()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("journal: sync %s: %w", dir, err)
+	}
+	return nil
+}

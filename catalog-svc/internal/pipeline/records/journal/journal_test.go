@@ -1,0 +1,243 @@
+package journal_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// downStore fails every Complete while down is set.
+type downStore struct {
+	records.Store
+	down atomic.Bool
+}
+
+var errDown = errors.New("store down")
+
+func (d *downStore) Complete(ctx context.Context, id string, c records.Completion) error {
+	if d.down.Load() {
+		return errDown
+	}
+	return d.Store.Complete(ctx, id, c)
+}
+
+func begin(t *testing.T, s records.Store, call string) string {
+	t.Helper()
+	r := &records.Record{AttemptID: records.NewAttemptID(), CallID: call, TurnID: "t", StartedAt: time.Now()}
+	if err := s.Begin(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r.AttemptID
+}
+
+func done(code string) records.Completion {
+	st := sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED
+	if code != "" {
+		st = sharedosv1.OperationStatus_OPERATION_STATUS_FAILED
+	}
+	return records.Completion{Status: st, Code: code, Reason: "r", ResolvedTool: "files.read", FinishedAt: time.Now().UTC()}
+}
+
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.completions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func rows(t *testing.T, s records.Store) map[string]records.Record {
+	t.Helper()
+	recs, err := s.ListOperations(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]records.Record{}
+	for _, r := range recs {
+		out[r.CallID] = r
+	}
+	return out
+}
+
+// A completion added while the store is down is on disk before Add returns,
+// is written once the store is back, and the file is emptied then.
+func TestFlushAfterOutage(t *testing.T) {
+	store := &downStore{Store: memory.New()}
+	dir := t.TempDir()
+	j, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if !j.Durable() || j.Dir() != dir {
+		t.Fatal("a journal over a directory must be durable")
+	}
+	a, b := begin(t, store, "a"), begin(t, store, "b")
+	store.down.Store(true)
+	if err := j.Add(a, done("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Add(b, done("timeout")); err != nil {
+		t.Fatal(err)
+	}
+	fs := files(t, dir)
+	raw, _ := os.ReadFile(fs[0])
+	if len(fs) != 1 || strings.Count(string(raw), "\n") != 2 || !strings.Contains(string(raw), a) {
+		t.Fatalf("journal on disk: %v %q", fs, raw)
+	}
+	if n, err := j.Flush(context.Background(), store); n != 0 || !errors.Is(err, errDown) || j.Len() != 2 {
+		t.Fatalf("Flush while down = %d, %v; left %d", n, err, j.Len())
+	}
+	store.down.Store(false)
+	if n, err := j.Flush(context.Background(), store); n != 2 || err != nil || j.Len() != 0 {
+		t.Fatalf("Flush after = %d, %v; left %d", n, err, j.Len())
+	}
+	got := rows(t, store)
+	if got["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED || got["b"].Code != "timeout" {
+		t.Fatalf("records %+v", got)
+	}
+	if st, _ := os.Stat(fs[0]); st.Size() != 0 {
+		t.Fatalf("journal file still holds %d bytes after every entry was written", st.Size())
+	}
+}
+
+// A live process's file is never adopted; a stopped process's file is, once,
+// its torn last line skipped, and removed when replayed. A completion the
+// store already has is dropped, not retried forever.
+func TestAdoptOrphans(t *testing.T) {
+	store := memory.New()
+	dir := t.TempDir()
+	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
+
+	first, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Add(a, done("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Add(c, done("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Complete(context.Background(), c, done("")); err != nil { // written, its ack "lost"
+		t.Fatal(err)
+	}
+	// A sibling on the same directory while first runs: nothing to adopt.
+	sibling, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sibling.Len() != 0 {
+		t.Fatalf("sibling adopted a live process's file (%d entries)", sibling.Len())
+	}
+	_ = sibling.Close()
+
+	// first dies mid-write of b: the line has no newline.
+	path := files(t, dir)[0]
+	_ = first.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(`{"attemptId":"` + b + `","status":"succ`)
+	_ = f.Close()
+
+	next, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if next.Len() != 2 {
+		t.Fatalf("adopted %d completions, want 2 (a, c; the torn line skipped)", next.Len())
+	}
+	if n, err := next.Flush(context.Background(), store); n != 1 || err != nil || next.Len() != 0 {
+		t.Fatalf("Flush = %d, %v; left %d", n, err, next.Len())
+	}
+	got := rows(t, store)
+	if got["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED ||
+		got["b"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("records %+v", got)
+	}
+	if fs := files(t, dir); len(fs) != 1 || fs[0] == path {
+		t.Fatalf("files after the replay: %v (the orphan %s must be gone)", fs, path)
+	}
+}
+
+// A complete but unreadable line is not guessed at: Open fails and says
+// which file and line, and the file stays for an operator.
+func TestCorruptLineFailsOpen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dead.completions.jsonl")
+	if err := os.WriteFile(path, []byte("{not json}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := journal.Open(dir, quiet)
+	if err == nil || !strings.Contains(err.Error(), "dead.completions.jsonl line 1") {
+		t.Fatalf("Open = %v, want the file and line named", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("corrupt file removed: %v", err)
+	}
+}
+
+// Run writes an added completion without waiting for its interval, and keeps
+// retrying while the store is down.
+func TestRunFlushesOnAdd(t *testing.T) {
+	store := &downStore{Store: memory.New()}
+	j, err := journal.Open("", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if j.Durable() {
+		t.Fatal("a journal without a directory is memory-only")
+	}
+	a := begin(t, store, "a")
+	store.down.Store(true)
+	if err := j.Add(a, done("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Add(a, records.Completion{}); !errors.Is(err, records.ErrInvalid) {
+		t.Fatalf("Add of an invalid completion = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	var failures atomic.Int32
+	go func() {
+		defer close(stopped)
+		j.Run(ctx, store, time.Hour, func(error) { failures.Add(1) })
+	}()
+	defer func() { cancel(); <-stopped }()
+	deadline := time.Now().Add(10 * time.Second)
+	for failures.Load() < 2 { // Run retries while the store is down
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not retry within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	store.down.Store(false)
+	for j.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("not flushed within 10s of the store's return")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if rows(t, store)["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
+		t.Fatal("record not completed")
+	}
+}

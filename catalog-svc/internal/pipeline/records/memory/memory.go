@@ -1,0 +1,150 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+)
+
+// Store keeps records in memory. The zero value is not usable; use New.
+type Store struct {
+	mu      sync.RWMutex
+	rows    []records.Record
+	byID    map[string]int
+	byTurn  map[string][]int
+	calls   map[callKey]bool
+	nextSeq int64
+}
+
+type callKey struct{ turn, call string }
+
+var _ records.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{byID: map[string]int{}, byTurn: map[string][]int{}, calls: map[callKey]bool{}}
+}
+
+// Begin implements records.Store.
+func (s *Store) Begin(ctx context.Context, r *records.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := r.Check(); err != nil {
+		return err
+	}
+	r.Sanitize()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.byID[r.AttemptID]; ok {
+		return fmt.Errorf("memory: attempt %s already recorded: %w", r.AttemptID, records.ErrInvalid)
+	}
+	key := callKey{r.TurnID, r.CallID}
+	dup := s.calls[key]
+	if dup {
+		records.MarkDuplicate(r, r.StartedAt)
+	} else {
+		r.Duplicate = false
+		r.Status = sharedosv1.OperationStatus_OPERATION_STATUS_PENDING
+		r.Code, r.Reason, r.FinishedAt = "", "", time.Time{}
+		s.calls[key] = true
+	}
+	s.nextSeq++
+	r.Sequence = s.nextSeq
+	s.rows = append(s.rows, *r)
+	idx := len(s.rows) - 1
+	s.byID[r.AttemptID] = idx
+	s.byTurn[r.TurnID] = append(s.byTurn[r.TurnID], idx)
+	if dup {
+		return records.ErrDuplicateCall
+	}
+	return nil
+}
+
+// Complete implements records.Store.
+func (s *Store) Complete(ctx context.Context, attemptID string, c records.Completion) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.Check(); err != nil {
+		return err
+	}
+	c.Sanitize()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx, ok := s.byID[attemptID]
+	if !ok {
+		return records.ErrNotFound
+	}
+	row := &s.rows[idx]
+	if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		return records.ErrCompleted
+	}
+	row.Status, row.Code, row.Reason = c.Status, c.Code, c.Reason
+	row.ResolvedTool, row.DecisionID, row.PolicyRevision = c.ResolvedTool, c.DecisionID, c.PolicyRevision
+	row.FinishedAt = c.FinishedAt
+	return nil
+}
+
+// ListOperations implements records.Store.
+func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idxs := s.byTurn[turnID]
+	out := make([]records.Record, 0, len(idxs))
+	for _, i := range idxs {
+		out = append(out, s.rows[i])
+	}
+	return out, nil
+}
+
+// Reconcile implements records.Store.
+func (s *Store) Reconcile(ctx context.Context, startedBefore time.Time) (int64, error) {
+	return s.reconcile(ctx, "", startedBefore)
+}
+
+// ReconcileInstance implements records.Store.
+func (s *Store) ReconcileInstance(ctx context.Context, instanceID string, startedBefore time.Time) (int64, error) {
+	if instanceID == "" {
+		return 0, nil
+	}
+	return s.reconcile(ctx, instanceID, startedBefore)
+}
+
+func (s *Store) reconcile(ctx context.Context, instanceID string, startedBefore time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for i := range s.rows {
+		row := &s.rows[i]
+		if instanceID != "" && row.InstanceID != instanceID {
+			continue
+		}
+		if row.Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING && row.StartedAt.Before(startedBefore) {
+			row.Status = sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED
+			row.Reason = records.InterruptedReason
+			row.FinishedAt = now
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Len returns the number of rows (all turns); tests compare it with attempts.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.rows)
+}

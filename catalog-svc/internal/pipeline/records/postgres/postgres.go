@@ -1,0 +1,171 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+)
+
+// Store is the PostgreSQL store.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ records.Store = (*Store)(nil)
+
+// New returns a store over pool; the schema must be migrated
+// (migrations.Up).
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+const insertSQL = `
+INSERT INTO catalog.operations (attempt_id, call_id, turn_id, duplicate, principal, requested_tool,
+    requested_tool_sha256, resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision,
+    status, code, reason, instance_id, harness, trace_id, started_at, finished_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+
+// Begin implements records.Store. The first attempt of a (turn, call) is
+// inserted pending; the partial unique index turns a repeat into a no-op
+// insert, after which the repeat is written as its own completed row. Both
+// statements autocommit: Begin returns only once the row is durable.
+func (s *Store) Begin(ctx context.Context, r *records.Record) error {
+	if err := r.Check(); err != nil {
+		return err
+	}
+	r.Sanitize()
+	r.Duplicate = false
+	r.Status = sharedosv1.OperationStatus_OPERATION_STATUS_PENDING
+	r.Code, r.Reason, r.FinishedAt = "", "", time.Time{}
+	err := s.pool.QueryRow(ctx, insertSQL+`
+ON CONFLICT (turn_id, call_id) WHERE NOT duplicate DO NOTHING
+RETURNING sequence`, args(r)...).Scan(&r.Sequence)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: begin operation: %w", err)
+	}
+	records.MarkDuplicate(r, r.StartedAt)
+	if err := s.pool.QueryRow(ctx, insertSQL+` RETURNING sequence`, args(r)...).Scan(&r.Sequence); err != nil {
+		return fmt.Errorf("postgres: record duplicate call: %w", err)
+	}
+	return records.ErrDuplicateCall
+}
+
+func args(r *records.Record) []any {
+	var finished *time.Time
+	if !r.FinishedAt.IsZero() {
+		finished = &r.FinishedAt
+	}
+	return []any{r.AttemptID, r.CallID, r.TurnID, r.Duplicate, r.Principal, r.RequestedTool,
+		r.RequestedToolSHA256, r.ResolvedTool, r.CatalogHash, r.ArgumentsDigest, r.DecisionID, r.PolicyRevision,
+		outcome.StatusName(r.Status), r.Code, r.Reason, r.InstanceID, r.Harness, r.TraceID, r.StartedAt, finished}
+}
+
+// Complete implements records.Store. It returns once the completion is
+// committed durably (synchronous commit, like Begin): the kernel answers a
+// call only after its record says the same (ADR 0007).
+func (s *Store) Complete(ctx context.Context, attemptID string, c records.Completion) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	c.Sanitize()
+	tag, err := s.pool.Exec(ctx, `
+UPDATE catalog.operations
+   SET status = $2, code = $3, reason = $4, resolved_tool = $5, decision_id = $6,
+       policy_revision = $7, finished_at = $8
+ WHERE attempt_id = $1 AND status = 'pending'`,
+		attemptID, outcome.StatusName(c.Status), c.Code, c.Reason, c.ResolvedTool, c.DecisionID,
+		c.PolicyRevision, c.FinishedAt)
+	affected := tag.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("postgres: complete operation: %w", err)
+	}
+	if affected == 1 {
+		return nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM catalog.operations WHERE attempt_id = $1)`,
+		attemptID).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: complete operation: %w", err)
+	}
+	if exists {
+		return records.ErrCompleted
+	}
+	return records.ErrNotFound
+}
+
+// ListOperations implements records.Store.
+func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Record, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_tool, requested_tool_sha256,
+       resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision, status, code, reason,
+       instance_id, harness, trace_id, started_at, finished_at
+  FROM catalog.operations WHERE turn_id = $1 ORDER BY sequence`, turnID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list operations: %w", err)
+	}
+	defer rows.Close()
+	var out []records.Record
+	for rows.Next() {
+		var (
+			r        records.Record
+			status   string
+			finished *time.Time
+		)
+		if err := rows.Scan(&r.Sequence, &r.AttemptID, &r.CallID, &r.TurnID, &r.Duplicate, &r.Principal,
+			&r.RequestedTool, &r.RequestedToolSHA256, &r.ResolvedTool, &r.CatalogHash, &r.ArgumentsDigest,
+			&r.DecisionID, &r.PolicyRevision, &status, &r.Code, &r.Reason, &r.InstanceID, &r.Harness,
+			&r.TraceID, &r.StartedAt, &finished); err != nil {
+			return nil, fmt.Errorf("postgres: list operations: %w", err)
+		}
+		st, ok := outcome.ParseStatus(status)
+		if !ok {
+			return nil, fmt.Errorf("postgres: list operations: unknown status %q", status)
+		}
+		r.Status = st
+		if finished != nil {
+			r.FinishedAt = *finished
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list operations: %w", err)
+	}
+	return out, nil
+}
+
+// Reconcile implements records.Store.
+func (s *Store) Reconcile(ctx context.Context, startedBefore time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE catalog.operations
+   SET status = 'interrupted', reason = $2, finished_at = now()
+ WHERE status = 'pending' AND started_at < $1`, startedBefore, records.InterruptedReason)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: reconcile operations: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ReconcileInstance implements records.Store.
+func (s *Store) ReconcileInstance(ctx context.Context, instanceID string, startedBefore time.Time) (int64, error) {
+	if instanceID == "" {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `
+UPDATE catalog.operations
+   SET status = 'interrupted', reason = $3, finished_at = now()
+ WHERE status = 'pending' AND instance_id = $1 AND started_at < $2`, instanceID, startedBefore, records.InterruptedReason)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: reconcile instance operations: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

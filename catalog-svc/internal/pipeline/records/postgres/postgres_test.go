@@ -1,0 +1,91 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sharedos/toolshare/services/platform/pgdb"
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/postgres"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/recordstest"
+	"github.com/sharedos/toolshare/catalog-svc/migrations"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgdb.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", pgdb.RedactDSN(dsn), err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func TestConformance(t *testing.T) {
+	recordstest.Run(t, func(t *testing.T) records.Store { return postgres.New(newPool(t)) })
+}
+
+// TestAppendOnlyInSQL proves the guarantee does not rest on the Go code: the
+// service role itself cannot rewrite or delete history.
+func TestAppendOnlyInSQL(t *testing.T) {
+	pool := newPool(t)
+	s := postgres.New(pool)
+	ctx := context.Background()
+	pending := recordstest.NewRecord("t1", "pending", "files.read")
+	done := recordstest.NewRecord("t1", "done", "files.read")
+	for _, r := range []*records.Record{pending, done} {
+		if err := s.Begin(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Complete(ctx, done.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+
+	refused := map[string]string{
+		"update completed":        `UPDATE catalog.operations SET status = 'failed' WHERE call_id = 'done'`,
+		"update completed reason": `UPDATE catalog.operations SET reason = 'x' WHERE call_id = 'done'`,
+		"rewrite pending tool":    `UPDATE catalog.operations SET requested_tool = 'files.write' WHERE call_id = 'pending'`,
+		"rewrite pending args":    `UPDATE catalog.operations SET arguments_digest = '00' WHERE call_id = 'pending'`,
+		"delete completed":        `DELETE FROM catalog.operations WHERE call_id = 'done'`,
+		"delete pending":          `DELETE FROM catalog.operations WHERE call_id = 'pending'`,
+		"truncate":                `TRUNCATE catalog.operations`,
+		"oversize requested tool": `INSERT INTO catalog.operations (attempt_id, call_id, turn_id, requested_tool, requested_tool_sha256, status, started_at) VALUES ('x', 'x', 't1', repeat('a', 257), '', 'pending', now())`,
+	}
+	for name, sql := range refused {
+		if _, err := pool.Exec(ctx, sql); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM catalog.operations`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows = %d (%v), want 2", n, err)
+	}
+	// Filling in the outcome of a pending row is the one permitted update.
+	if _, err := pool.Exec(ctx, `UPDATE catalog.operations SET status = 'failed', code = 'internal', finished_at = now() WHERE call_id = 'pending'`); err != nil {
+		t.Fatalf("completing a pending row refused: %v", err)
+	}
+	rows, err := s.ListOperations(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[1].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED || rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_FAILED {
+		t.Fatalf("rows = %+v", rows)
+	}
+	if !strings.HasPrefix(rows[0].CallID, "pending") {
+		t.Fatalf("order changed: %+v", rows)
+	}
+}

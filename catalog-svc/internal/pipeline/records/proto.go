@@ -1,0 +1,34 @@
+package records
+
+import (
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+func toProto(r *Record) *sharedosv1.OperationRecord {
+	p := &sharedosv1.OperationRecord{
+		Sequence:            r.Sequence,
+		CallId:              r.CallID,
+		TurnId:              r.TurnID,
+		Principal:           r.Principal,
+		RequestedTool:       r.RequestedTool,
+		RequestedToolSha256: r.RequestedToolSHA256,
+		ResolvedTool:        r.ResolvedTool,
+		CatalogHash:         r.CatalogHash,
+		ArgumentsDigest:     r.ArgumentsDigest,
+		DecisionId:          r.DecisionID,
+		PolicyRevision:      r.PolicyRevision,
+		Status:              r.Status,
+		Code:                r.Code,
+		Reason:              r.Reason,
+		TraceId:             r.TraceID,
+	}
+	if !r.StartedAt.IsZero() {
+		p.StartedAt = timestamppb.New(r.StartedAt)
+	}
+	if !r.FinishedAt.IsZero() {
+		p.FinishedAt = timestamppb.New(r.FinishedAt)
+	}
+	return p
+}

@@ -1,0 +1,257 @@
+package records
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+)
+
+// MaxToolBytes caps the escaped requested tool name as stored.
+const MaxToolBytes = 256
+
+// MaxTextBytes caps every other free-text field (ids, principal, reason).
+const MaxTextBytes = 1024
+
+// ErrDuplicateCall is returned by Begin when the turn already has a row for
+// the call id. The repeat has been recorded (denied/duplicate_call) when
+// Begin returns it.
+var ErrDuplicateCall = errors.New("oprecord: call id already used in this turn")
+
+// ErrNotFound is returned by Complete for an unknown attempt id.
+var ErrNotFound = errors.New("oprecord: no such attempt")
+
+// ErrCompleted is returned by Complete when the row is no longer pending:
+// records are append-only and a completed row is never rewritten.
+var ErrCompleted = errors.New("oprecord: attempt already completed")
+
+// Record is one attempt as stored.
+type Record struct {
+	// AttemptID is unique per row (random, 128 bits); set by NewAttemptID.
+	AttemptID string
+	// Sequence is assigned by the store on Begin; it orders a turn's rows.
+	Sequence int64
+	CallID   string
+	TurnID   string
+	// Principal from the turn's AccessContext.
+	Principal string
+	// RequestedTool is the raw name escaped and capped (see EscapeTool);
+	// RequestedToolSHA256 is over the full raw name.
+	RequestedTool       string
+	RequestedToolSHA256 string
+	// ResolvedTool is the canonical name once resolution succeeded.
+	ResolvedTool string
+	// CatalogHash is the turn's pinned catalogue hash.
+	CatalogHash string
+	// ArgumentsDigest is redact.ArgumentsDigest of the raw argument bytes.
+	ArgumentsDigest string
+	DecisionID      string
+	PolicyRevision  string
+	Status          sharedosv1.OperationStatus
+	Code            string
+	Reason          string
+	// Duplicate marks the row of a refused repeat of (TurnID, CallID).
+	Duplicate bool
+	// InstanceID names the kernel process that wrote the row.
+	InstanceID string
+	Harness    string
+	TraceID    string
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Completion is what Complete writes onto a pending row.
+type Completion struct {
+	Status         sharedosv1.OperationStatus
+	Code           string
+	Reason         string
+	ResolvedTool   string
+	DecisionID     string
+	PolicyRevision string
+	FinishedAt     time.Time
+}
+
+// Store is the operation-record role the kernel depends on.
+type Store interface {
+	// Begin durably writes r as pending (Status and Code are ignored) and
+	// sets r.Sequence. For a repeated (TurnID, CallID) it writes r as a
+	// completed denied/duplicate_call row instead and returns ErrDuplicateCall.
+	Begin(ctx context.Context, r *Record) error
+	// Complete writes the outcome onto the pending row attemptID. It fails
+	// with ErrCompleted when the row is not pending (completed or
+	// interrupted) and ErrNotFound when there is no such row.
+	Complete(ctx context.Context, attemptID string, c Completion) error
+	// ListOperations returns the rows of a turn in the order written.
+	ListOperations(ctx context.Context, turnID string) ([]Record, error)
+	// Reconcile marks interrupted every pending row started before cutoff
+	// and returns how many it marked. A row still pending after the
+	// kernel's longest possible call belongs to a process that died (or
+	// whose completion write failed).
+	Reconcile(ctx context.Context, startedBefore time.Time) (int64, error)
+	// ReconcileInstance marks interrupted the pending rows written by
+	// instanceID and started before startedBefore. A kernel whose instance
+	// id survives its own restarts (a pod name) calls it at startup with its
+	// start time: rows its previous incarnation left pending cannot still be
+	// in flight, so they need not wait for Reconcile's age cutoff.
+	ReconcileInstance(ctx context.Context, instanceID string, startedBefore time.Time) (int64, error)
+}
+
+// NewAttemptID returns a random 128-bit attempt id (32 hex digits).
+func NewAttemptID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24).
+	return hex.EncodeToString(b[:])
+}
+
+// hexSHA256 is the lowercase hex SHA-256 of b (requested_tool_sha256).
+func hexSHA256(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// EscapeTool returns the storable form of a raw requested tool name (escaped
+// and capped at MaxToolBytes) and the SHA-256 of the full raw name.
+func EscapeTool(raw string) (escaped, sha string) {
+	return Escape(raw, MaxToolBytes), hexSHA256([]byte(raw))
+}
+
+// Escape renders s with strconv.Quote's escaping (without the quotes):
+// printable UTF-8 stays as is, NUL, control characters and invalid bytes
+// become \x00-style escapes, and backslash and double quote are escaped so
+// the form is unambiguous. The result is cut at a rune boundary so it fits
+// max bytes; a cut result ends with "…" so a reader can tell.
+func Escape(s string, max int) string {
+	const ellipsis = "…"
+	if len(s) <= max && plainASCII(s) {
+		return s // the common case: nothing to escape, nothing to cut
+	}
+	var b strings.Builder
+	i := 0
+	for i < len(s) && b.Len() <= max {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString(`\x`)
+			b.WriteString(hex.EncodeToString([]byte{s[i]}))
+		} else {
+			q := strconv.Quote(s[i : i+size])
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += size
+	}
+	out := b.String()
+	if i == len(s) && len(out) <= max {
+		return out
+	}
+	cut := max - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(out[cut]) {
+		cut--
+	}
+	return out[:cut] + ellipsis
+}
+
+// plainASCII reports whether s is printable ASCII without '"' or '\\',
+// which strconv.Quote leaves unchanged.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// Sanitize prepares r for storage: every free-text field that did not come
+// through EscapeTool is made valid UTF-8 without NUL and capped, so a hostile
+// principal, reason or id can neither break the insert (PostgreSQL text
+// rejects NUL) nor bloat the table.
+func (r *Record) Sanitize() {
+	for _, f := range []*string{&r.CallID, &r.TurnID, &r.Principal, &r.ResolvedTool, &r.CatalogHash,
+		&r.ArgumentsDigest, &r.DecisionID, &r.PolicyRevision, &r.Code, &r.Reason, &r.InstanceID,
+		&r.Harness, &r.TraceID, &r.AttemptID, &r.RequestedToolSHA256} {
+		*f = sanitizeText(*f)
+	}
+	if len(r.RequestedTool) > MaxToolBytes || !utf8.ValidString(r.RequestedTool) || strings.IndexByte(r.RequestedTool, 0) >= 0 {
+		r.RequestedTool = Escape(r.RequestedTool, MaxToolBytes)
+	}
+}
+
+// Sanitize is Record.Sanitize for a completion.
+func (c *Completion) Sanitize() {
+	for _, f := range []*string{&c.Code, &c.Reason, &c.ResolvedTool, &c.DecisionID, &c.PolicyRevision} {
+		*f = sanitizeText(*f)
+	}
+}
+
+func sanitizeText(s string) string {
+	if len(s) <= MaxTextBytes && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return Escape(s, MaxTextBytes)
+}
+
+// DuplicateReason is the reason recorded (and answered) for a repeated call id.
+const DuplicateReason = "call id already used in this turn; a tool call is never run twice"
+
+// MarkDuplicate turns r into the completed row of a refused repeat.
+func MarkDuplicate(r *Record, now time.Time) {
+	r.Duplicate = true
+	r.Status = sharedosv1.OperationStatus_OPERATION_STATUS_DENIED
+	r.Code = outcome.DuplicateCall
+	r.Reason = DuplicateReason
+	r.FinishedAt = now
+}
+
+// InterruptedReason is the reason Reconcile records.
+const InterruptedReason = "the kernel stopped before this call completed; its effect is unknown"
+
+// IsTerminal reports whether s may be written by Complete.
+func IsTerminal(s sharedosv1.OperationStatus) bool {
+	switch s {
+	case sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, sharedosv1.OperationStatus_OPERATION_STATUS_DENIED,
+		sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED:
+		return true
+	}
+	return false
+}
+
+// ErrInvalid is wrapped by errors about a malformed Record or Completion.
+var ErrInvalid = errors.New("oprecord: invalid record")
+
+// Check validates the fields every row must carry.
+func (r *Record) Check() error {
+	switch {
+	case r.AttemptID == "":
+		return errors.Join(ErrInvalid, errors.New("attempt_id: required"))
+	case r.TurnID == "":
+		return errors.Join(ErrInvalid, errors.New("turn_id: required"))
+	case r.CallID == "":
+		return errors.Join(ErrInvalid, errors.New("call_id: required"))
+	case r.StartedAt.IsZero():
+		return errors.Join(ErrInvalid, errors.New("started_at: required"))
+	}
+	return nil
+}
+
+// Check validates a completion.
+func (c *Completion) Check() error {
+	if !IsTerminal(c.Status) {
+		return errors.Join(ErrInvalid, errors.New("status: must be succeeded, denied, failed or cancelled"))
+	}
+	if c.FinishedAt.IsZero() {
+		return errors.Join(ErrInvalid, errors.New("finished_at: required"))
+	}
+	return nil
+}
+
+// ToProto converts a record to its wire form.
+func (r *Record) ToProto() *sharedosv1.OperationRecord {
+	return toProto(r)
+}

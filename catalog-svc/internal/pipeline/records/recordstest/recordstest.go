@@ -1,0 +1,396 @@
+package recordstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/redact"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+)
+
+// Run runs the suite. newStore must return an empty store per call.
+func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s records.Store)
+	}{
+		{"BeginCompleteList", testBeginCompleteList},
+		{"OrderWithinTurn", testOrder},
+		{"DuplicateCallIsRecorded", testDuplicate},
+		{"ConcurrentDuplicatesOneFirst", testConcurrentDuplicates},
+		{"CompletedRowIsFinal", testCompletedFinal},
+		{"CompleteUnknown", testCompleteUnknown},
+		{"RejectsMalformed", testRejectsMalformed},
+		{"HostileTextIsStorable", testHostileText},
+		{"ReconcileMarksOnlyOldPending", testReconcile},
+		{"ReconcileInstanceMarksOnlyItsOwn", testReconcileInstance},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// NewRecord returns a pending record with every field set.
+func NewRecord(turn, call, tool string) *records.Record {
+	esc, sum := records.EscapeTool(tool)
+	return &records.Record{
+		AttemptID:           records.NewAttemptID(),
+		CallID:              call,
+		TurnID:              turn,
+		Principal:           "alice",
+		RequestedTool:       esc,
+		RequestedToolSHA256: sum,
+		CatalogHash:         strings.Repeat("c", 64),
+		ArgumentsDigest:     redact.ArgumentsDigest([]byte(`{"path":"/public/a.txt"}`)),
+		InstanceID:          "kernel-1",
+		Harness:             "test",
+		TraceID:             strings.Repeat("a", 32),
+		StartedAt:           time.Now().UTC().Truncate(time.Microsecond),
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func turn(t *testing.T) string { return "turn-" + strings.ReplaceAll(t.Name(), "/", "-") }
+
+func list(t *testing.T, s records.Store, turnID string) []records.Record {
+	t.Helper()
+	rows, err := s.ListOperations(ctx(t), turnID)
+	if err != nil {
+		t.Fatalf("ListOperations: %v", err)
+	}
+	return rows
+}
+
+func sameTime(a, b time.Time) bool { return a.Sub(b).Abs() < time.Microsecond }
+
+func testBeginCompleteList(t *testing.T, s records.Store) {
+	tid := turn(t)
+	r := NewRecord(tid, "c1", "files.read")
+	r.Status = sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED // ignored by Begin
+	if err := s.Begin(ctx(t), r); err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	if r.Sequence <= 0 {
+		t.Fatalf("Begin left Sequence %d", r.Sequence)
+	}
+	rows := list(t, s, tid)
+	if len(rows) != 1 || rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || !rows[0].FinishedAt.IsZero() {
+		t.Fatalf("after Begin: %+v", rows)
+	}
+	fin := time.Now().UTC().Truncate(time.Microsecond)
+	c := records.Completion{
+		Status: sharedosv1.OperationStatus_OPERATION_STATUS_DENIED, Code: outcome.PermissionDenied,
+		Reason: "path is private", ResolvedTool: "files.read", DecisionID: "d-1", PolicyRevision: "rev-7", FinishedAt: fin,
+	}
+	if err := s.Complete(ctx(t), r.AttemptID, c); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	rows = list(t, s, tid)
+	if len(rows) != 1 {
+		t.Fatalf("rows = %d", len(rows))
+	}
+	got := rows[0]
+	want := *r
+	want.Status, want.Code, want.Reason = c.Status, c.Code, c.Reason
+	want.ResolvedTool, want.DecisionID, want.PolicyRevision = c.ResolvedTool, c.DecisionID, c.PolicyRevision
+	if !sameTime(got.StartedAt, want.StartedAt) || !sameTime(got.FinishedAt, fin) {
+		t.Errorf("times = %v/%v, want %v/%v", got.StartedAt, got.FinishedAt, want.StartedAt, fin)
+	}
+	got.StartedAt, got.FinishedAt, want.StartedAt, want.FinishedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if got != want {
+		t.Errorf("row = %+v\nwant  %+v", got, want)
+	}
+	p := rows[0].ToProto()
+	if p.GetStatus() != c.Status || p.GetDecisionId() != "d-1" || p.GetStartedAt() == nil || p.GetFinishedAt() == nil {
+		t.Errorf("proto = %v", p)
+	}
+	if other := list(t, s, tid+"-other"); len(other) != 0 {
+		t.Errorf("another turn sees %d rows", len(other))
+	}
+}
+
+func testOrder(t *testing.T, s records.Store) {
+	tid := turn(t)
+	var last int64
+	for i := range 5 {
+		r := NewRecord(tid, fmt.Sprintf("c%d", i), "files.read")
+		if err := s.Begin(ctx(t), r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Sequence <= last {
+			t.Fatalf("sequence %d after %d", r.Sequence, last)
+		}
+		last = r.Sequence
+		// Interleave another turn: per-turn order must still hold.
+		if err := s.Begin(ctx(t), NewRecord(tid+"-x", fmt.Sprintf("c%d", i), "files.read")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := list(t, s, tid)
+	if len(rows) != 5 {
+		t.Fatalf("rows = %d", len(rows))
+	}
+	for i, r := range rows {
+		if r.CallID != fmt.Sprintf("c%d", i) {
+			t.Errorf("row %d is %s", i, r.CallID)
+		}
+	}
+}
+
+func testDuplicate(t *testing.T, s records.Store) {
+	tid := turn(t)
+	first := NewRecord(tid, "c1", "files.read")
+	if err := s.Begin(ctx(t), first); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		rep := NewRecord(tid, "c1", "files.write")
+		if err := s.Begin(ctx(t), rep); !errors.Is(err, records.ErrDuplicateCall) {
+			t.Fatalf("repeat Begin = %v, want ErrDuplicateCall", err)
+		}
+		if rep.Sequence <= first.Sequence || !rep.Duplicate {
+			t.Fatalf("repeat row not recorded: %+v", rep)
+		}
+		// The repeat row is final already.
+		err := s.Complete(ctx(t), rep.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()})
+		if !errors.Is(err, records.ErrCompleted) {
+			t.Fatalf("Complete of a duplicate row = %v, want ErrCompleted", err)
+		}
+	}
+	// The same call id in another turn is a different call.
+	if err := s.Begin(ctx(t), NewRecord(tid+"-2", "c1", "files.read")); err != nil {
+		t.Fatalf("same call id, other turn: %v", err)
+	}
+	rows := list(t, s, tid)
+	if len(rows) != 3 {
+		t.Fatalf("rows = %d, want 3 (one per attempt)", len(rows))
+	}
+	if rows[0].Duplicate || rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Errorf("first row = %+v", rows[0])
+	}
+	for _, r := range rows[1:] {
+		if !r.Duplicate || r.Status != sharedosv1.OperationStatus_OPERATION_STATUS_DENIED || r.Code != outcome.DuplicateCall ||
+			r.FinishedAt.IsZero() || r.RequestedTool != "files.write" {
+			t.Errorf("repeat row = %+v", r)
+		}
+	}
+}
+
+func testConcurrentDuplicates(t *testing.T, s records.Store) {
+	tid := turn(t)
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() { errs <- s.Begin(ctx(t), NewRecord(tid, "same", "files.read")) })
+	}
+	wg.Wait()
+	close(errs)
+	var ok, dup int
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, records.ErrDuplicateCall):
+			dup++
+		default:
+			t.Errorf("Begin: %v", err)
+		}
+	}
+	if ok != 1 || dup != n-1 {
+		t.Fatalf("first=%d duplicates=%d, want 1 and %d", ok, dup, n-1)
+	}
+	if rows := list(t, s, tid); len(rows) != n {
+		t.Fatalf("rows = %d, want %d", len(rows), n)
+	}
+}
+
+func testCompletedFinal(t *testing.T, s records.Store) {
+	tid := turn(t)
+	r := NewRecord(tid, "c1", "files.read")
+	if err := s.Begin(ctx(t), r); err != nil {
+		t.Fatal(err)
+	}
+	done := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}
+	if err := s.Complete(ctx(t), r.AttemptID, done); err != nil {
+		t.Fatal(err)
+	}
+	again := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.Internal, FinishedAt: time.Now()}
+	if err := s.Complete(ctx(t), r.AttemptID, again); !errors.Is(err, records.ErrCompleted) {
+		t.Fatalf("second Complete = %v, want ErrCompleted", err)
+	}
+	if rows := list(t, s, tid); rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
+		t.Fatalf("completed row rewritten: %+v", rows[0])
+	}
+}
+
+func testCompleteUnknown(t *testing.T, s records.Store) {
+	err := s.Complete(ctx(t), records.NewAttemptID(), records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()})
+	if !errors.Is(err, records.ErrNotFound) {
+		t.Fatalf("Complete(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func testRejectsMalformed(t *testing.T, s records.Store) {
+	tid := turn(t)
+	for name, mut := range map[string]func(r *records.Record){
+		"no attempt id": func(r *records.Record) { r.AttemptID = "" },
+		"no turn":       func(r *records.Record) { r.TurnID = "" },
+		"no call":       func(r *records.Record) { r.CallID = "" },
+		"no start":      func(r *records.Record) { r.StartedAt = time.Time{} },
+	} {
+		r := NewRecord(tid, "c-"+name, "files.read")
+		mut(r)
+		if err := s.Begin(ctx(t), r); !errors.Is(err, records.ErrInvalid) {
+			t.Errorf("%s: Begin = %v, want ErrInvalid", name, err)
+		}
+	}
+	r := NewRecord(tid, "ok", "files.read")
+	if err := s.Begin(ctx(t), r); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]records.Completion{
+		"pending":     {Status: sharedosv1.OperationStatus_OPERATION_STATUS_PENDING, FinishedAt: time.Now()},
+		"interrupted": {Status: sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED, FinishedAt: time.Now()},
+		"no finish":   {Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED},
+	} {
+		if err := s.Complete(ctx(t), r.AttemptID, c); !errors.Is(err, records.ErrInvalid) {
+			t.Errorf("%s: Complete = %v, want ErrInvalid", name, err)
+		}
+	}
+	if rows := list(t, s, tid); len(rows) != 1 {
+		t.Fatalf("malformed records were stored: %d rows", len(rows))
+	}
+}
+
+func testHostileText(t *testing.T, s records.Store) {
+	tid := turn(t)
+	hostile := []string{
+		"files\x00read",
+		"f\xffiles.read",
+		"fílés.read",
+		"files read",
+		strings.Repeat("a", 129),
+		strings.Repeat("\x00", 1000),
+		"",
+	}
+	for i, name := range hostile {
+		r := NewRecord(tid, fmt.Sprintf("c%d", i), name)
+		r.Principal = "mallory\x00"
+		if err := s.Begin(ctx(t), r); err != nil {
+			t.Fatalf("%q: Begin = %v", name, err)
+		}
+		c := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_DENIED, Code: outcome.ToolUnavailable,
+			Reason: "unknown tool " + name + "\xfe", FinishedAt: time.Now()}
+		if err := s.Complete(ctx(t), r.AttemptID, c); err != nil {
+			t.Fatalf("%q: Complete = %v", name, err)
+		}
+	}
+	rows := list(t, s, tid)
+	if len(rows) != len(hostile) {
+		t.Fatalf("rows = %d", len(rows))
+	}
+	for i, r := range rows {
+		esc, sum := records.EscapeTool(hostile[i])
+		if r.RequestedTool != esc || r.RequestedToolSHA256 != sum {
+			t.Errorf("%q stored as %q/%s, want %q/%s", hostile[i], r.RequestedTool, r.RequestedToolSHA256, esc, sum)
+		}
+		if len(r.RequestedTool) > records.MaxToolBytes || strings.ContainsRune(r.RequestedTool, 0) || strings.ContainsRune(r.Principal, 0) {
+			t.Errorf("unescaped or oversize text stored: %q / %q", r.RequestedTool, r.Principal)
+		}
+	}
+}
+
+func testReconcile(t *testing.T, s records.Store) {
+	tid := turn(t)
+	old := NewRecord(tid, "old", "files.read")
+	old.StartedAt = time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	oldDone := NewRecord(tid, "old-done", "files.read")
+	oldDone.StartedAt = old.StartedAt
+	fresh := NewRecord(tid, "fresh", "files.read")
+	for _, r := range []*records.Record{old, oldDone, fresh} {
+		if err := s.Begin(ctx(t), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Complete(ctx(t), oldDone.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Reconcile(ctx(t), time.Now().Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the old pending row qualifies: the completed one is final and the
+	// fresh one may still be in flight.
+	if n != 1 {
+		t.Fatalf("Reconcile marked %d rows, want 1", n)
+	}
+	rows := list(t, s, tid)
+	want := []sharedosv1.OperationStatus{
+		sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED,
+		sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+		sharedosv1.OperationStatus_OPERATION_STATUS_PENDING,
+	}
+	for i, r := range rows {
+		if r.Status != want[i] {
+			t.Errorf("%s: status %v, want %v", r.CallID, r.Status, want[i])
+		}
+	}
+	if rows[0].FinishedAt.IsZero() || rows[0].Reason != records.InterruptedReason {
+		t.Errorf("interrupted row = %+v", rows[0])
+	}
+	// An interrupted row is final: a late completion cannot overwrite it.
+	late := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}
+	if err := s.Complete(ctx(t), old.AttemptID, late); !errors.Is(err, records.ErrCompleted) {
+		t.Fatalf("Complete after interrupt = %v, want ErrCompleted", err)
+	}
+}
+
+func testReconcileInstance(t *testing.T, s records.Store) {
+	tid := turn(t)
+	restart := time.Now()
+	mineOld := NewRecord(tid, "mine-old", "files.read")
+	mineOld.InstanceID, mineOld.StartedAt = "pod-a", restart.Add(-time.Second).UTC()
+	mineNew := NewRecord(tid, "mine-new", "files.read")
+	mineNew.InstanceID, mineNew.StartedAt = "pod-a", restart.Add(time.Second).UTC()
+	other := NewRecord(tid, "other", "files.read")
+	other.InstanceID, other.StartedAt = "pod-b", restart.Add(-time.Second).UTC()
+	for _, r := range []*records.Record{mineOld, mineNew, other} {
+		if err := s.Begin(ctx(t), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.ReconcileInstance(ctx(t), "", restart); err != nil || n != 0 {
+		t.Fatalf("ReconcileInstance(\"\") = %d, %v; an empty id must match nothing", n, err)
+	}
+	n, err := s.ReconcileInstance(ctx(t), "pod-a", restart)
+	if err != nil || n != 1 {
+		t.Fatalf("ReconcileInstance = %d, %v, want 1", n, err)
+	}
+	want := map[string]sharedosv1.OperationStatus{
+		"mine-old": sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED,
+		"mine-new": sharedosv1.OperationStatus_OPERATION_STATUS_PENDING,
+		"other":    sharedosv1.OperationStatus_OPERATION_STATUS_PENDING,
+	}
+	for _, r := range list(t, s, tid) {
+		if r.Status != want[r.CallID] {
+			t.Errorf("%s: %v, want %v", r.CallID, r.Status, want[r.CallID])
+		}
+	}
+}

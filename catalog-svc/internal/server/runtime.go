@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+)
+
+// Runtime is the role RuntimeServer serves: the enforcement pipeline.
+type Runtime interface {
+	InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error)
+	ListOperations(ctx context.Context, req *sharedosv1.ListOperationsRequest) (*sharedosv1.ListOperationsResponse, error)
+}
+
+var _ Runtime = (*pipeline.Pipeline)(nil)
+
+// RuntimeServer implements sharedosv1.RuntimeServiceServer over the
+// pipeline; it only maps the pipeline's errors to gRPC status.
+type RuntimeServer struct {
+	sharedosv1.UnimplementedRuntimeServiceServer
+	rt Runtime
+}
+
+var _ sharedosv1.RuntimeServiceServer = (*RuntimeServer)(nil)
+
+// NewRuntimeServer returns the gRPC server over rt. Register it with
+// sharedosv1.RegisterRuntimeServiceServer.
+func NewRuntimeServer(rt Runtime) *RuntimeServer { return &RuntimeServer{rt: rt} }
+
+// InvokeTool implements sharedosv1.RuntimeServiceServer.
+func (s *RuntimeServer) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+	res, err := s.rt.InvokeTool(ctx, call)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return res, nil
+}
+
+// ListOperations implements sharedosv1.RuntimeServiceServer.
+func (s *RuntimeServer) ListOperations(ctx context.Context, req *sharedosv1.ListOperationsRequest) (*sharedosv1.ListOperationsResponse, error) {
+	resp, err := s.rt.ListOperations(ctx, req)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return resp, nil
+}

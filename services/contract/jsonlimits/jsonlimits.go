@@ -1,0 +1,51 @@
+package jsonlimits
+
+// MaxDepth bounds the nesting of arrays and objects in any JSON document
+// taken from a request, far below encoding/json's 10,000: deep nesting is a
+// cheap DoS on every later parser and on OPA's stack.
+const MaxDepth = 64
+
+// MaxArgumentsBytes bounds a tool call's arguments (and any other JSON
+// object authz-svc takes from a request).
+const MaxArgumentsBytes = 1 << 20
+
+// Scan returns the deepest nesting of objects and arrays in raw, skipping
+// string contents. It stops at the first level past limit (limit <= 0 scans
+// everything), so a hostile document costs one short scan. balanced reports
+// that the whole input was scanned and every bracket closed outside a
+// string; it says nothing else about validity (json.Valid does).
+func Scan(raw []byte, limit int) (depth int, balanced bool) {
+	d, maxD := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			d++
+			if d > maxD {
+				maxD = d
+				if limit > 0 && maxD > limit {
+					return maxD, false
+				}
+			}
+		case '}', ']':
+			d--
+			if d < 0 {
+				return maxD, false
+			}
+		}
+	}
+	return maxD, d == 0 && !inString
+}

@@ -1,0 +1,62 @@
+package redact_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/toolshare/services/contract/redact"
+)
+
+func TestArguments(t *testing.T) {
+	cases := []struct {
+		name, text, args string
+		gone             []string
+		keep             []string
+	}{
+		{"path in a reason", "role engineer may not read /private/CANARY-1234", `{"path":"/private/CANARY-1234"}`,
+			[]string{"CANARY-1234"}, []string{"role engineer may not read "}},
+		{"cleaned form of a traversal", "role engineer may not read /private/CANARY-9", `{"path":"/public/../private/CANARY-9"}`,
+			[]string{"CANARY-9"}, []string{"may not read"}},
+		{"backslashes", "may not read /private/x-secret", `{"path":"\\private\\x-secret"}`, []string{"x-secret"}, nil},
+		{"nested values", "found tok-ABCDEF in the query", `{"q":{"deep":["tok-ABCDEF"]}}`, []string{"tok-ABCDEF"}, []string{"found "}},
+		{"short values stay", "may not read /a", `{"p":"/a"}`, nil, []string{"/a"}},
+		{"no arguments", "policy says no", `{}`, nil, []string{"policy says no"}},
+		{"invalid JSON redacts nothing", "x /private/zzz", `{`, nil, []string{"/private/zzz"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := redact.Arguments(c.text, []byte(c.args))
+			for _, g := range c.gone {
+				if strings.Contains(got, g) {
+					t.Errorf("%q still contains %q", got, g)
+				}
+			}
+			for _, k := range c.keep {
+				if !strings.Contains(got, k) {
+					t.Errorf("%q lost %q", got, k)
+				}
+			}
+		})
+	}
+}
+
+func TestEqualValuesStayEqual(t *testing.T) {
+	a := redact.Arguments("read /private/a.txt", []byte(`{"path":"/private/a.txt"}`))
+	b := redact.Arguments("write /private/a.txt", []byte(`{"path":"/private/a.txt"}`))
+	if strings.TrimPrefix(a, "read ") != strings.TrimPrefix(b, "write ") {
+		t.Fatalf("%q vs %q", a, b)
+	}
+}
+
+func ExampleArguments() {
+	fmt.Println(redact.Arguments("role engineer may not read /private/a.txt", []byte(`{"path":"/private/a.txt"}`)))
+	// Output: role engineer may not read [arg sha256:d49277853e7e]
+}
+
+func TestArgumentsDigest(t *testing.T) {
+	// sha256("") is the well-known e3b0c442… value.
+	if got := redact.ArgumentsDigest(nil); got != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		t.Errorf("ArgumentsDigest(nil) = %s", got)
+	}
+}

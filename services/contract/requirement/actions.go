@@ -1,0 +1,29 @@
+package requirement
+
+// The actions a requirement may name: the one set catalog-svc accepts at
+// registration, the kernel resolves and authz-svc evaluates. A registration
+// naming any other action is refused where it enters, rather than failing
+// every call at authorization. Policies may rely on input.action being one
+// of these.
+const (
+	ActionList    = "list"
+	ActionRead    = "read"
+	ActionWrite   = "write"
+	ActionSearch  = "search"
+	ActionCall    = "call"
+	ActionExecute = "execute"
+)
+
+// Actions lists every valid action, for error messages and documentation.
+func Actions() []string {
+	return []string{ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute}
+}
+
+// IsAction reports whether a is one of Actions.
+func IsAction(a string) bool {
+	switch a {
+	case ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,95 @@
+package house_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/toolshare/services/stacktest"
+)
+
+// owners: each fact that crosses services, how a definition of it looks in
+// Go source, and the only files allowed to hold one (relative to the repo
+// root). Tests, generated code and npm packages are not searched.
+var owners = []struct {
+	fact    string
+	pattern *regexp.Regexp
+	owners  []string
+}{
+	{"the liveness health service name", regexp.MustCompile(`"liveness"`),
+		[]string{"services/platform/grpcx/health.go"}},
+	{"the google.rpc.ErrorInfo helper", regexp.MustCompile(`errdetails\.ErrorInfo\{`),
+		[]string{"services/platform/grpcx/errors.go"}},
+	{"the JSON nesting and argument size limits", regexp.MustCompile(`(?i)max\w*(depth|argumentsbytes|jsonbytes)\s*=\s*\d`),
+		[]string{"services/contract/jsonlimits/jsonlimits.go",
+			"services/contract/canonjson/canonjson.go", // registrations' canonical JSON (catalogHash spec), not requests
+			"catalog-svc/internal/catalog/schema.go"}}, // a registration's inputSchema, not requests
+	{"the sha256: digest form", regexp.MustCompile(`"sha256:"`),
+		[]string{"services/contract/redact/redact.go", "authz-svc/internal/pdp/load.go"}}, // arguments; policy revision
+	{"the action set", regexp.MustCompile(`"(list|read|write|search|call|execute)"\s*$|=\s*"execute"`),
+		[]string{"services/contract/requirement/actions.go"}},
+	{"the folded tool-name key", regexp.MustCompile(`ToLower\((toolname\.)?CollisionKey`),
+		[]string{"services/contract/toolname/toolname.go"}},
+}
+
+func TestOneOwnerPerFact(t *testing.T) {
+	root := stacktest.RepoRoot(t)
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", "bin", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") && !strings.HasSuffix(p, ".pb.go") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 100 {
+		t.Fatalf("only %d Go files under %s: wrong root?", len(files), root)
+	}
+	for _, o := range owners {
+		found := 0
+		for _, f := range files {
+			rel, _ := filepath.Rel(root, f)
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "//") || !o.pattern.MatchString(line) {
+					continue
+				}
+				if contains(o.owners, rel) {
+					found++
+					continue
+				}
+				t.Errorf("%s:%d defines %s again (its owner: %s): %s", rel, i+1, o.fact, o.owners[0], strings.TrimSpace(line))
+			}
+		}
+		if found == 0 {
+			t.Errorf("%s: no definition found in %v; update this test with the move", o.fact, o.owners)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
