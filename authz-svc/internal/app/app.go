@@ -66,28 +66,17 @@ type Config struct {
 	Metrics       http.Handler
 }
 
-// Flags is the parsed command line of `authz-svc serve`.
-type Flags struct {
-	listen      *string
-	policyDir   *string
-	evalTimeout *time.Duration
-	metrics     *string
-}
-
-// NewFlags defines the serve flags on fs. Each reads SHAREDOS_<NAME> from
-// the environment as its default.
-func NewFlags(fs *flag.FlagSet) *Flags {
-	return &Flags{
-		listen:      config.String(fs, "listen", DefaultListen, "gRPC listen address"),
-		policyDir:   config.String(fs, "policy-dir", DefaultPolicyDir, "directory of Rego policies and data (relative paths are also looked up from parent directories)"),
-		evalTimeout: config.Duration(fs, "eval-timeout", pdp.DefaultEvalTimeout, "bound on one policy evaluation"),
-		metrics:     config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)"),
+// Bind registers the serve flags on fs (each also read from
+// SHAREDOS_<NAME>) and returns the function that reads the Config once fs
+// has been parsed.
+func Bind(fs *flag.FlagSet) func() Config {
+	listen := config.String(fs, "listen", DefaultListen, "gRPC listen address")
+	policyDir := config.String(fs, "policy-dir", DefaultPolicyDir, "directory of Rego policies and data (relative paths are also looked up from parent directories)")
+	evalTimeout := config.Duration(fs, "eval-timeout", pdp.DefaultEvalTimeout, "bound on one policy evaluation")
+	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
+	return func() Config {
+		return Config{Listen: *listen, PolicyDir: *policyDir, EvalTimeout: *evalTimeout, MetricsListen: *metrics, Watch: true}
 	}
-}
-
-// Config returns the configuration the flags describe.
-func (f *Flags) Config() Config {
-	return Config{Listen: *f.listen, PolicyDir: *f.policyDir, EvalTimeout: *f.evalTimeout, MetricsListen: *f.metrics, Watch: true}
 }
 
 // Completed is a validated configuration with its policy loaded and its

@@ -69,9 +69,11 @@ type Config struct {
 	Invoker       forward.Invoker
 }
 
-// Flags defines the serve flags on fs and returns a func that copies their
-// parsed values into c.
-func (c *Config) Flags(fs *flag.FlagSet) func() {
+// Bind registers the serve flags on fs (each also read from
+// SHAREDOS_<NAME>) and returns the function that reads the Config once fs
+// has been parsed.
+func Bind(fs *flag.FlagSet) func() Config {
+	var c Config
 	listen := config.String(fs, "listen", "127.0.0.1:7403", "gRPC listen address (BridgeService, health)")
 	httpListen := config.String(fs, "http-listen", "127.0.0.1:7480", "HTTP listen address of the turn MCP endpoints")
 	publicURL := config.String(fs, "public-url", "", "base URL harnesses reach the HTTP port on (default http://<http-listen>)")
@@ -87,13 +89,43 @@ func (c *Config) Flags(fs *flag.FlagSet) func() {
 	callTimeout := config.Duration(fs, "call-timeout", 2*time.Minute, "deadline of one InvokeTool (kernel pipeline and handler)")
 	statusTTL := config.Duration(fs, "lease-cache-ttl", 500*time.Millisecond, "how long a pod reuses a lease status read: a close through another pod is seen within it (0: read every request)")
 	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
-	return func() {
+	return func() Config {
 		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
 		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate = *catalog, *kernel, *dbURL, *migrate
 		c.AllowedOrigins, c.AllowedHosts = *origins, *hosts
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
 		c.StatusCacheTTL, c.MetricsListen = *statusTTL, *metrics
+		return c
 	}
+}
+
+// Validate reports every bad value at once.
+func (c *Config) Validate() error {
+	var errs config.Errors
+	if c.Listen == "" {
+		errs.Add("listen", "must not be empty")
+	}
+	if c.HTTPListen == "" {
+		errs.Add("http-listen", "must not be empty")
+	}
+	if c.MaxBodyBytes <= 0 {
+		errs.Addf("max-body-bytes", "must be positive, got %d", c.MaxBodyBytes)
+	}
+	if c.DefaultTTL <= 0 || c.DefaultTTL > leases.MaxTTL {
+		errs.Addf("default-ttl", "must be in (0, %s], got %s", leases.MaxTTL, c.DefaultTTL)
+	}
+	if c.StatusCacheTTL < 0 || c.StatusCacheTTL > time.Second {
+		errs.Addf("lease-cache-ttl", "must be in [0, 1s] (a close must reach every pod within 1 s), got %s", c.StatusCacheTTL)
+	}
+	if c.CallTimeout < 0 {
+		errs.Addf("call-timeout", "must be positive, got %s", c.CallTimeout)
+	}
+	for _, o := range c.AllowedOrigins {
+		if u, perr := url.Parse(o); perr != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			errs.Addf("allowed-origins", "%q is not an origin (scheme://host[:port])", o)
+		}
+	}
+	return errs.Err()
 }
 
 // App is a completed, ready-to-run bridge.
@@ -124,31 +156,14 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 			a.close()
 		}
 	}()
-	if c.Listen == "" || c.HTTPListen == "" {
-		return nil, errors.New("bridge: --listen and --http-listen are required")
-	}
-	if c.MaxBodyBytes <= 0 {
-		return nil, fmt.Errorf("bridge: --max-body-bytes: must be positive, got %d", c.MaxBodyBytes)
-	}
-	if c.DefaultTTL <= 0 || c.DefaultTTL > leases.MaxTTL {
-		return nil, fmt.Errorf("bridge: --default-ttl: must be in (0, %s], got %s", leases.MaxTTL, c.DefaultTTL)
-	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = 5 * time.Second
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = 2 * time.Minute
 	}
-	if c.StatusCacheTTL < 0 || c.StatusCacheTTL > time.Second {
-		return nil, fmt.Errorf("bridge: --lease-cache-ttl: must be in [0, 1s] (a close must reach every pod within 1 s), got %s", c.StatusCacheTTL)
-	}
-	if c.CallTimeout < 0 {
-		return nil, fmt.Errorf("bridge: --call-timeout: must be positive, got %s", c.CallTimeout)
-	}
-	for _, o := range c.AllowedOrigins {
-		if u, perr := url.Parse(o); perr != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return nil, fmt.Errorf("bridge: --allowed-origins: %q is not an origin (scheme://host[:port])", o)
-		}
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 
 	a.grpcLis, err = net.Listen("tcp", c.Listen)

@@ -9,12 +9,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/sharedos/toolshare/services/stacktest"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sharedos/toolshare/services/stacktest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"

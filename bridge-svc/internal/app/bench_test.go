@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"github.com/sharedos/toolshare/services/stacktest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sharedos/toolshare/services/stacktest"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"

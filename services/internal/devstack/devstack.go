@@ -23,7 +23,9 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/internal/regfile"
+	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/runner"
 )
 
 // Config is what `sharedos-dev` runs with.
@@ -45,26 +47,41 @@ type Config struct {
 	Ready func(Demo)
 }
 
-// Bind registers the flags of Config on fs.
-func (c *Config) Bind(fs *flag.FlagSet) {
-	env := func(k, def string) string {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-		return def
+// Bind registers the flags on fs (each also read from SHAREDOS_<NAME>) and
+// returns the function that reads the Config once fs has been parsed.
+func Bind(fs *flag.FlagSet) func() Config {
+	bin := config.String(fs, "bin", "bin", "directory holding the built binaries")
+	root := config.String(fs, "root", ".", "repository root (holds deploy/)")
+	catalog := config.String(fs, "catalog-addr", "127.0.0.1:7401", "catalog-svc gRPC address")
+	authz := config.String(fs, "authz-addr", "127.0.0.1:7402", "authz-svc gRPC address")
+	bridge := config.String(fs, "bridge-addr", "127.0.0.1:7403", "bridge-svc gRPC address")
+	files := config.String(fs, "files-addr", "127.0.0.1:7404", "files provider gRPC address")
+	mcp := config.String(fs, "mcp-addr", "127.0.0.1:7480", "bridge MCP HTTP address")
+	db := config.String(fs, "database-url", "", "PostgreSQL URL; empty uses the embedded store")
+	principal := config.String(fs, "principal", "alice", "principal of the demo turn")
+	verbose := fs.Bool("v", false, "stream every service's log to stderr")
+	ready := config.String(fs, "ready-file", "", "write the demo turn as JSON to this file once ready (for scripts and tests)")
+	return func() Config {
+		return Config{Bin: *bin, Root: *root, CatalogAddr: *catalog, AuthzAddr: *authz, BridgeAddr: *bridge,
+			FilesAddr: *files, MCPAddr: *mcp, DatabaseURL: *db, Principal: *principal, Verbose: *verbose, ReadyFile: *ready}
 	}
-	fs.StringVar(&c.Bin, "bin", "bin", "directory holding the built binaries")
-	fs.StringVar(&c.Root, "root", ".", "repository root (holds deploy/)")
-	fs.StringVar(&c.CatalogAddr, "catalog-addr", env("SHAREDOS_CATALOG_ADDR", "127.0.0.1:7401"), "catalog-svc gRPC address")
-	fs.StringVar(&c.AuthzAddr, "authz-addr", env("SHAREDOS_AUTHZ_ADDR", "127.0.0.1:7402"), "authz-svc gRPC address")
-	fs.StringVar(&c.BridgeAddr, "bridge-addr", env("SHAREDOS_BRIDGE_ADDR", "127.0.0.1:7403"), "bridge-svc gRPC address")
-	fs.StringVar(&c.FilesAddr, "files-addr", env("SHAREDOS_FILES_ADDR", "127.0.0.1:7404"), "files provider gRPC address")
-	fs.StringVar(&c.MCPAddr, "mcp-addr", env("SHAREDOS_MCP_ADDR", "127.0.0.1:7480"), "bridge MCP HTTP address")
-	fs.StringVar(&c.DatabaseURL, "database-url", os.Getenv("SHAREDOS_DATABASE_URL"), "PostgreSQL URL (env SHAREDOS_DATABASE_URL); empty uses the embedded store")
-	fs.StringVar(&c.Principal, "principal", "alice", "principal of the demo turn")
-	fs.BoolVar(&c.Verbose, "v", false, "stream every service's log to stderr")
-	fs.StringVar(&c.ReadyFile, "ready-file", "", "write the demo turn as JSON to this file once ready (for scripts and tests)")
 }
+
+// Command is sharedos-dev's command line (`make run`), run by runner.Main.
+var Command = runner.Command[Config]{
+	Name: "sharedos-dev", Service: "sharedos-dev", Quiet: true,
+	Summary: "start the whole system on loopback and open a demo turn",
+	Bind:    Bind,
+	Complete: func(_ context.Context, c Config, _ runner.Env) (runner.Runnable, error) {
+		return stackRun{c}, nil
+	},
+}
+
+// stackRun is a Config ready to run: Run starts the stack and serves until
+// ctx is done.
+type stackRun struct{ cfg Config }
+
+func (s stackRun) Run(ctx context.Context) error { return Run(ctx, s.cfg, os.Stdout) }
 
 // Demo is the opened demo turn.
 type Demo struct {

@@ -3,13 +3,16 @@ package files
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -24,6 +27,30 @@ type Config struct {
 	// Root is the directory holding /public and /private.
 	Root   string
 	Logger *slog.Logger
+	// MetricsListen serves Metrics (the Prometheus handler) at /metrics
+	// when both are set.
+	MetricsListen string
+	Metrics       http.Handler
+}
+
+// Bind registers the flags on fs (each also read from SHAREDOS_<NAME>) and
+// returns the function that reads the Config once fs has been parsed.
+func Bind(fs *flag.FlagSet) func() Config {
+	listen := config.String(fs, "listen", "127.0.0.1:7404", "gRPC listen address")
+	root := config.String(fs, "root", "deploy/demo", "directory holding /public and /private")
+	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
+	return func() Config { return Config{Listen: *listen, Root: *root, MetricsListen: *metrics} }
+}
+
+// Command is files-provider's command line, run by runner.Main.
+var Command = runner.Command[Config]{
+	Name: "files-provider", Service: telemetry.ServiceFiles,
+	Summary: "serve files.read, files.search and files.write over --root",
+	Bind:    Bind,
+	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
+		c.Logger, c.Metrics = env.Logger, env.Metrics
+		return c.Complete(ctx)
+	},
 }
 
 // Validate reports every bad setting at once.
@@ -44,6 +71,9 @@ type Server struct {
 	grpc     *grpcx.Server
 	lis      net.Listener
 	logger   *slog.Logger
+	metrics  http.Handler
+	// metricsListen is Config.MetricsListen ("" or no handler: off).
+	metricsListen string
 }
 
 // Complete opens the root and the listener; nothing is served until Run.
@@ -68,7 +98,7 @@ func (c Config) Complete(_ context.Context) (*Server, error) {
 	gs := grpcx.NewServer(grpcx.ServerOptions{ServiceName: serviceName, Logger: logger})
 	sharedosv1.RegisterToolHandlerServiceServer(gs.GRPC(), p)
 	gs.SetServing(LivenessService, true)
-	return &Server{provider: p, grpc: gs, lis: lis, logger: logger}, nil
+	return &Server{provider: p, grpc: gs, lis: lis, logger: logger, metrics: c.Metrics, metricsListen: c.MetricsListen}, nil
 }
 
 // Addr is the address actually listened on (useful with port 0).
@@ -76,6 +106,13 @@ func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 
 // Run serves until ctx is done, then drains and closes the root.
 func (s *Server) Run(ctx context.Context) error {
+	if s.metrics != nil && s.metricsListen != "" {
+		_, stop, err := telemetry.ServeMetrics(s.metricsListen, s.metrics, s.logger)
+		if err != nil {
+			return errors.Join(err, s.provider.Close())
+		}
+		defer stop()
+	}
 	s.logger.InfoContext(ctx, "files provider serving", slog.String("addr", s.lis.Addr().String()))
 	err := s.grpc.Serve(ctx, s.lis)
 	return errors.Join(err, s.provider.Close())

@@ -1,0 +1,33 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/sharedos/toolshare/services/platform/runner"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+// Command is authz-svc's command line, run by runner.Main.
+var Command = runner.Command[Config]{
+	Name: "authz-svc", Service: telemetry.ServiceAuthz, Serve: "serve",
+	Summary: "serve AuthzService (Authorize, FilterTools) over the policies in --policy-dir",
+	Bind:    Bind,
+	Tune:    TuneRuntime,
+	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
+		c.Logger, c.Metrics = env.Logger, env.Metrics
+		return c.Complete(ctx)
+	},
+	Subs: []runner.Sub{{Name: "version", Usage: "print the module version, VCS revision and Go version",
+		Run: func(_ context.Context, _ []string, stdout, _ io.Writer) int {
+			fmt.Fprintln(stdout, Version())
+			return 0
+		}}},
+}
+
+// Main is the whole command line; it returns the exit code: 0 success, 1
+// failure, 2 usage error.
+func Main(args []string, stdout, stderr io.Writer) int {
+	return runner.Main(Command, args, stdout, stderr)
+}

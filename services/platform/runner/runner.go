@@ -1,0 +1,172 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+)
+
+// Env is what Main hands Complete besides the parsed Config.
+type Env struct {
+	// Logger is the process's JSON logger (telemetry.Logger).
+	Logger *slog.Logger
+	// Metrics is the Prometheus handler of the process's meter provider.
+	Metrics http.Handler
+}
+
+// Runnable is a completed binary: everything opened, nothing serving yet.
+// Run serves until ctx is done, then drains and closes.
+type Runnable interface {
+	Run(ctx context.Context) error
+}
+
+// Sub is an extra subcommand (migrate, registrations, version).
+type Sub struct {
+	Name, Usage string
+	Run         func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// Command describes one binary.
+type Command[C any] struct {
+	// Name is the binary's name; Service its OpenTelemetry service.name.
+	Name, Service string
+	// Summary is the usage line of the serving command.
+	Summary string
+	// Serve names the serving subcommand ("serve"); empty means the bare
+	// binary serves (the providers: `files-provider [flags]`).
+	Serve string
+	// Bind registers the flags on fs (each also read from SHAREDOS_<NAME>)
+	// and returns the function that reads the Config once fs is parsed.
+	Bind func(fs *flag.FlagSet) func() C
+	// Complete validates cfg (reporting every bad value at once), opens what
+	// Run needs and returns it; on error it closes what it opened.
+	Complete func(ctx context.Context, cfg C, env Env) (Runnable, error)
+	// Subs are the other subcommands.
+	Subs []Sub
+	// Tune, if set, runs before anything else when serving (e.g. GOMAXPROCS).
+	Tune func()
+	// Quiet skips printing the configuration and setting up telemetry: a
+	// developer tool whose output is read by people (sharedos-dev).
+	Quiet bool
+}
+
+// Main runs the command line args (without the program name) and returns
+// the exit code.
+func Main[C any](cmd Command[C], args []string, stdout, stderr io.Writer) int {
+	sub, rest := cmd.Serve, args
+	if cmd.Serve != "" || len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		if len(args) == 0 {
+			fmt.Fprint(stderr, cmd.usage())
+			return 2
+		}
+		sub, rest = args[0], args[1:]
+	}
+	switch sub {
+	case cmd.Serve:
+		return serve(cmd, rest, stderr)
+	case "config-reference":
+		fs := flag.NewFlagSet(cmd.flagSetName(), flag.ContinueOnError)
+		cmd.Bind(fs)
+		if err := config.Reference(stdout, fs); err != nil {
+			fmt.Fprintf(stderr, "%s config-reference: %v\n", cmd.Name, err)
+			return 1
+		}
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, cmd.usage())
+		return 0
+	}
+	for _, s := range cmd.Subs {
+		if s.Name == sub {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return s.Run(ctx, rest, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q\n%s", cmd.Name, sub, cmd.usage())
+	return 2
+}
+
+func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
+	if cmd.Tune != nil {
+		cmd.Tune()
+	}
+	fs := flag.NewFlagSet(cmd.flagSetName(), flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	get := cmd.Bind(fs)
+	if err := config.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.flagSetName(), err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := Env{Logger: telemetry.Logger(cmd.Service)}
+	if !cmd.Quiet {
+		shutdown, metrics, err := telemetry.SetupWith(ctx, cmd.Service, telemetry.SetupOptions{Prometheus: true})
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: telemetry: %v\n", cmd.Name, err)
+			return 1
+		}
+		// Exporters flush on the way out, bounded by the caller's patience
+		// rather than the (already cancelled) serve context.
+		defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
+		env.Metrics = metrics
+		_ = config.Print(stderr, fs)
+	}
+	r, err := cmd.Complete(ctx, get(), env)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.Name, err)
+		return 1
+	}
+	if err := r.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.Name, err)
+		return 1
+	}
+	return 0
+}
+
+func (cmd Command[C]) flagSetName() string {
+	if cmd.Serve == "" {
+		return cmd.Name
+	}
+	return cmd.Name + " " + cmd.Serve
+}
+
+func (cmd Command[C]) usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s COMMAND [flags]\n\ncommands:\n", cmd.Name)
+	if cmd.Serve == "" {
+		b.Reset()
+		fmt.Fprintf(&b, "usage: %s [flags] | %s COMMAND\n\ncommands:\n", cmd.Name, cmd.Name)
+	}
+	lines := [][2]string{{"config-reference", "print every flag and env variable as a markdown table"}}
+	if cmd.Serve != "" {
+		lines = append(lines, [2]string{cmd.Serve, cmd.Summary})
+	}
+	for _, s := range cmd.Subs {
+		lines = append(lines, [2]string{s.Name, s.Usage})
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i][0] < lines[j][0] })
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %-18s %s\n", l[0], l[1])
+	}
+	if cmd.Serve == "" {
+		fmt.Fprintf(&b, "\n%s [flags] %s (see -h)\n", cmd.Name, cmd.Summary)
+	}
+	return b.String()
+}

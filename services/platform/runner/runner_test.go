@@ -1,0 +1,100 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/runner"
+)
+
+type cfg struct{ Listen, Mode string }
+
+type done struct{ err error }
+
+func (d done) Run(context.Context) error { return d.err }
+
+func command(serve string, complete func(cfg) (runner.Runnable, error)) runner.Command[cfg] {
+	return runner.Command[cfg]{
+		Name: "demo", Service: "demo", Serve: serve, Summary: "serve the demo", Quiet: true,
+		Bind: func(fs *flag.FlagSet) func() cfg {
+			l := config.String(fs, "listen", "127.0.0.1:1", "address")
+			m := config.String(fs, "mode", "a", "mode")
+			return func() cfg { return cfg{*l, *m} }
+		},
+		Complete: func(_ context.Context, c cfg, env runner.Env) (runner.Runnable, error) {
+			if env.Logger == nil {
+				return nil, errors.New("no logger")
+			}
+			return complete(c)
+		},
+		Subs: []runner.Sub{{Name: "hello", Usage: "say hello", Run: func(_ context.Context, args []string, out, _ io.Writer) int {
+			_, _ = io.WriteString(out, "hello "+strings.Join(args, " "))
+			return 0
+		}}},
+	}
+}
+
+func run(cmd runner.Command[cfg], args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := runner.Main(cmd, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCommandLine(t *testing.T) {
+	var got cfg
+	ok := command("serve", func(c cfg) (runner.Runnable, error) { got = c; return done{}, nil })
+	if code, _, stderr := run(ok); code != 2 || !strings.Contains(stderr, "usage: demo") || !strings.Contains(stderr, "hello") {
+		t.Errorf("no command: %d %q", code, stderr)
+	}
+	if code, _, stderr := run(ok, "frobnicate"); code != 2 || !strings.Contains(stderr, `"frobnicate"`) {
+		t.Errorf("unknown command: %d %q", code, stderr)
+	}
+	if code, out, _ := run(ok, "config-reference"); code != 0 || !strings.Contains(out, "`SHAREDOS_LISTEN`") {
+		t.Errorf("config-reference: %d %q", code, out)
+	}
+	if code, out, _ := run(ok, "hello", "you"); code != 0 || out != "hello you" {
+		t.Errorf("sub: %d %q", code, out)
+	}
+	if code, _, _ := run(ok, "serve", "--mode", "b"); code != 0 || got != (cfg{"127.0.0.1:1", "b"}) {
+		t.Errorf("serve: %d, config %+v", code, got)
+	}
+	if code, _, stderr := run(ok, "serve", "--nope"); code != 2 || !strings.Contains(stderr, "nope") {
+		t.Errorf("bad flag: %d %q", code, stderr)
+	}
+	failing := command("serve", func(cfg) (runner.Runnable, error) { return nil, errors.New("bad --listen") })
+	if code, _, stderr := run(failing, "serve"); code != 1 || !strings.Contains(stderr, "demo: bad --listen") {
+		t.Errorf("Complete error: %d %q", code, stderr)
+	}
+	runFails := command("serve", func(cfg) (runner.Runnable, error) { return done{errors.New("lost")}, nil })
+	if code, _, stderr := run(runFails, "serve"); code != 1 || !strings.Contains(stderr, "lost") {
+		t.Errorf("Run error: %d %q", code, stderr)
+	}
+}
+
+// Every bad environment variable is reported at once, before anything runs.
+func TestEnvErrorsTogether(t *testing.T) {
+	t.Setenv("SHAREDOS_LISTEN", "")
+	cmd := runner.Command[cfg]{Name: "demo", Service: "demo", Quiet: true,
+		Bind: func(fs *flag.FlagSet) func() cfg {
+			config.Duration(fs, "a-timeout", 0, "a")
+			config.Int(fs, "b-count", 0, "b")
+			return func() cfg { return cfg{} }
+		},
+		Complete: func(context.Context, cfg, runner.Env) (runner.Runnable, error) {
+			t.Error("Complete ran with bad environment")
+			return done{}, nil
+		},
+	}
+	t.Setenv("SHAREDOS_A_TIMEOUT", "soon")
+	t.Setenv("SHAREDOS_B_COUNT", "many")
+	code, _, stderr := run(cmd)
+	if code != 2 || !strings.Contains(stderr, "SHAREDOS_A_TIMEOUT") || !strings.Contains(stderr, "SHAREDOS_B_COUNT") {
+		t.Errorf("bare serve with bad env: %d %q", code, stderr)
+	}
+}
