@@ -56,8 +56,9 @@ type Tool struct {
 type Turn struct {
 	TurnID  string
 	Context *sharedosv1.AccessContext
-	Pin     *sharedosv1.CataloguePin
-	Harness string
+	// CatalogHash is the turn's pinned catalogHash.
+	CatalogHash string
+	Harness     string
 	// Tools by canonical name.
 	Tools map[string]Tool
 	// Portable maps a published portable name ("files_read") back to the
@@ -65,22 +66,39 @@ type Turn struct {
 	Portable map[string]string
 	// aliasKeys maps CollisionKey(name) → canonical name, for diagnostics.
 	aliasKeys map[string]string
+	// pins holds, per pinned tool, the pin a call to it carries: the hash
+	// and that one tool's digest — all the kernel checks. Built once, so a
+	// call sends (and the kernel scans) one entry, not the whole catalogue.
+	pins map[string]*sharedosv1.CataloguePin
+	// unpinned is the pin of a call to a name outside the turn: no tool.
+	unpinned *sharedosv1.CataloguePin
+}
+
+// Pin is what a call to tool carries: the catalogHash and, when tool is
+// pinned, its digest.
+func (t *Turn) Pin(tool string) *sharedosv1.CataloguePin {
+	if p, ok := t.pins[tool]; ok {
+		return p
+	}
+	return t.unpinned
 }
 
 // NewTurn builds a Turn from the pinned tools.
 func NewTurn(turnID string, ctx *sharedosv1.AccessContext, catalogHash string, tools []*sharedosv1.PublishedTool,
 	digests []string, harness string, portable bool) *Turn {
 	t := &Turn{
-		TurnID: turnID, Context: ctx, Harness: harness,
-		Pin:       &sharedosv1.CataloguePin{CatalogHash: catalogHash},
+		TurnID: turnID, Context: ctx, Harness: harness, CatalogHash: catalogHash,
 		Tools:     make(map[string]Tool, len(tools)),
 		aliasKeys: make(map[string]string, len(tools)),
+		pins:      make(map[string]*sharedosv1.CataloguePin, len(tools)),
+		unpinned:  &sharedosv1.CataloguePin{CatalogHash: catalogHash},
 	}
 	if portable {
 		t.Portable = make(map[string]string, len(tools))
 	}
 	for i, pt := range tools {
-		t.Pin.Tools = append(t.Pin.Tools, &sharedosv1.PinnedTool{Name: pt.GetName(), Digest: digests[i]})
+		t.pins[pt.GetName()] = &sharedosv1.CataloguePin{CatalogHash: catalogHash,
+			Tools: []*sharedosv1.PinnedTool{{Name: pt.GetName(), Digest: digests[i]}}}
 		t.Tools[pt.GetName()] = Tool{Name: pt.GetName(), Properties: schemaProperties(pt.GetInputSchemaJson())}
 		t.aliasKeys[toolname.CollisionKey(pt.GetName())] = pt.GetName()
 		if portable {
@@ -168,7 +186,7 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 		Tool:          tool,
 		ArgumentsJson: args,
 		Context:       turn.Context,
-		Pin:           turn.Pin,
+		Pin:           turn.Pin(tool),
 		Harness:       turn.Harness,
 	})
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
@@ -203,7 +221,7 @@ func (f *Forwarder) Reject(ctx context.Context, turn *Turn, name, reason string)
 		attribute.String(telemetry.AttrTurnID, turn.TurnID))
 	res, err := f.Invoker.InvokeTool(ctx, &sharedosv1.ToolCall{
 		CallId: callID, TurnId: turn.TurnID, Tool: name, ArgumentsJson: []byte(`{}`),
-		Context: turn.Context, Pin: turn.Pin, Harness: turn.Harness, EdgeRejection: reason,
+		Context: turn.Context, Pin: turn.Pin(name), Harness: turn.Harness, EdgeRejection: reason,
 	})
 	if err != nil {
 		f.log().ErrorContext(ctx, "refused request not recorded", slog.String(telemetry.AttrCallID, callID),

@@ -66,8 +66,15 @@ func TestCallBuildsToolCall(t *testing.T) {
 	if got := string(c.GetArgumentsJson()); got != `{"path":"/public/a.txt","big":12345678901234567890}` {
 		t.Errorf("arguments = %s, want wait_for_previous stripped and the rest byte-exact", got)
 	}
-	if pin := c.GetPin(); pin.GetCatalogHash() != "h" || len(pin.GetTools()) != 2 || pin.GetTools()[1].GetDigest() != "d2" {
+	// The pin carries the hash and the called tool's digest only: all the
+	// kernel checks for this call.
+	if pin := c.GetPin(); pin.GetCatalogHash() != "h" || len(pin.GetTools()) != 1 ||
+		pin.GetTools()[0].GetName() != "files.read" || pin.GetTools()[0].GetDigest() != "d1" {
 		t.Errorf("pin = %v", pin)
+	}
+	f.Call(context.Background(), turn(false), forward.Request{Name: "nope.tool", Arguments: json.RawMessage(`{}`)})
+	if pin := inv.got.GetPin(); pin.GetCatalogHash() != "h" || len(pin.GetTools()) != 0 {
+		t.Errorf("pin of an unpinned name = %v, want the hash and no tool", pin)
 	}
 	if !strings.HasPrefix(c.GetCallId(), "c") || len(c.GetCallId()) != 27 {
 		t.Errorf("call id %q", c.GetCallId())

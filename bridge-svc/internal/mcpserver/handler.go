@@ -87,53 +87,73 @@ func NewHandler(cfg Config) *Handler {
 	return h
 }
 
-// ServeHTTP checks, in order and before touching anything of the turn: the
-// edge rules (Host, Origin, method, Content-Type, declared length), the
-// bearer, the lease (unknown, closed or expired → 404 and nothing else
-// happens), the token's binding to this turn, then the body (size cap and
-// strict JSON-RPC pre-parse), and only then hands the request to mcp-go.
+// ServeHTTP is the gate, then the router: nothing of a turn is touched
+// before the gate has let the request in.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if herr := h.cfg.Edge.Check(r); herr != nil {
-		h.refuse(w, r, herr.Status, herr.Reason)
+	turnID, ok := h.gate(w, r)
+	if !ok {
 		return
 	}
-	turnID := r.PathValue("turnId")
+	h.route(w, r, turnID)
+}
+
+// gate checks, in order: the edge rules (Host, Origin, method,
+// Content-Type, declared length), the turn id, the bearer, the lease
+// (unknown, closed or expired → 404 and nothing else happens) and the
+// token's binding to this turn. It answers every refusal itself and
+// reports whether the request may go on.
+func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, ok bool) {
+	if herr := h.cfg.Edge.Check(r); herr != nil {
+		h.refuse(w, r, herr.Status, herr.Reason)
+		return "", false
+	}
+	turnID = r.PathValue("turnId")
 	if !leases.ValidTurnID(turnID) {
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
-		return
+		return "", false
 	}
 	token, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sharedos-turn"`)
 		h.refuse(w, r, http.StatusUnauthorized, "bearer token required")
-		return
+		return "", false
 	}
 	ctx := r.Context()
 	st, err := h.status(ctx, turnID)
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
-		return
+		return "", false
 	case err != nil:
 		h.cfg.Logger.ErrorContext(ctx, "lease lookup failed", slog.String(telemetry.AttrTurnID, turnID), slog.String("error", err.Error()))
 		h.refuse(w, r, http.StatusServiceUnavailable, "lease store unavailable")
-		return
+		return "", false
 	case !st.Open():
 		h.Evict(turnID)
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
-		return
+		return "", false
 	}
 	if !leases.TokenMatches(token, st.TokenHash) {
 		// Another turn's token names a turn that is not this one: 404, as if
 		// this turn did not exist for its holder. No valid token at all: 401.
 		if _, err := h.cfg.Store.TurnByToken(ctx, leases.HashToken(token)); err == nil {
 			h.refuse(w, r, http.StatusNotFound, "turn not found")
-			return
+			return "", false
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sharedos-turn", error="invalid_token"`)
 		h.refuse(w, r, http.StatusUnauthorized, "invalid bearer token")
-		return
+		return "", false
 	}
+	return turnID, true
+}
+
+// route handles a request the gate let in: a POST's body is read under the
+// size cap and pre-parsed strictly (a protocol error is answered here), a
+// modern cancellation is absorbed, the request gets its server span, an
+// Mcp-Name/body mismatch is recorded and refused, and everything else goes
+// to the turn's mcp-go server.
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
+	ctx := r.Context()
 	if r.Method == http.MethodPost {
 		body, herr := h.cfg.Edge.ReadBody(w, r)
 		if herr != nil {
@@ -142,9 +162,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		msg, rerr := protocol.Parse(body)
 		if rerr != nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(rerr.Body())
+			writeRPCError(w, rerr)
 			return
 		}
 		if msg.Method == "notifications/cancelled" &&
@@ -158,29 +176,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-		// One server span per JSON-RPC request, continuing the caller's
-		// trace: params._meta.traceparent (SEP-414) when the message
-		// carries one, else the W3C headers. mcp-go derives the handler's
-		// context from the request's, so the InvokeTool client span nests
-		// under it.
-		version := r.Header.Get(protocol.HeaderProtocolVersion)
-		if msg.MetaProtocolVersion != "" {
-			version = msg.MetaProtocolVersion
-		}
-		sctx := extractTrace(ctx, r.Header, msg.TraceMeta)
-		sctx, span := h.tracer.Start(sctx, telemetry.MCPSpanName(msg.Method, msg.ToolName),
-			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(
-				attribute.String(telemetry.AttrTurnID, turnID),
-				attribute.String(telemetry.AttrMCPMethod, msg.Method),
-				attribute.String(telemetry.AttrMCPProtocol, version),
-			))
+		var span trace.Span
+		ctx, span = h.startSpan(ctx, r, turnID, msg)
 		defer span.End()
-		if msg.ToolName != "" {
-			span.SetAttributes(attribute.String(telemetry.AttrGenAIToolName, msg.ToolName))
-		}
-		r = r.WithContext(sctx)
-		ctx = sctx
+		r = r.WithContext(ctx)
 		if reason := protocol.NameHeaderMismatch(r.Header, msg); reason != "" {
 			// mcp-go would refuse this too, but before any hook of ours: the
 			// attempt would leave no record. Record it, then answer the
@@ -188,10 +187,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if srv, err := h.server(ctx, turnID); err == nil {
 				h.cfg.Forwarder.Reject(ctx, srv.turn, msg.ToolName, reason)
 			}
-			rerr := &protocol.RPCError{Code: protocol.CodeHeaderMismatch, Message: "header mismatch: " + reason, ID: msg.ID}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(rerr.Body())
+			writeRPCError(w, &protocol.RPCError{Code: protocol.CodeHeaderMismatch, Message: "header mismatch: " + reason, ID: msg.ID})
 			return
 		}
 	}
@@ -206,6 +202,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	srv.http.ServeHTTP(w, r)
+}
+
+// startSpan opens the request's one server span, continuing the caller's
+// trace: params._meta.traceparent (SEP-414) when the message carries one,
+// else the W3C headers. mcp-go derives the handler's context from the
+// request's, so the InvokeTool client span nests under it.
+func (h *Handler) startSpan(ctx context.Context, r *http.Request, turnID string, msg *protocol.Message) (context.Context, trace.Span) {
+	version := r.Header.Get(protocol.HeaderProtocolVersion)
+	if msg.MetaProtocolVersion != "" {
+		version = msg.MetaProtocolVersion
+	}
+	ctx, span := h.tracer.Start(extractTrace(ctx, r.Header, msg.TraceMeta), telemetry.MCPSpanName(msg.Method, msg.ToolName),
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String(telemetry.AttrTurnID, turnID),
+			attribute.String(telemetry.AttrMCPMethod, msg.Method),
+			attribute.String(telemetry.AttrMCPProtocol, version),
+		))
+	if msg.ToolName != "" {
+		span.SetAttributes(attribute.String(telemetry.AttrGenAIToolName, msg.ToolName))
+	}
+	return ctx, span
+}
+
+// writeRPCError answers a JSON-RPC protocol error with HTTP 400.
+func writeRPCError(w http.ResponseWriter, rerr *protocol.RPCError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(rerr.Body())
 }
 
 // extractTrace returns ctx carrying the remote span the request continues.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -25,11 +24,6 @@ const (
 	MetaCatalogHash = "io.sharedos/catalogHash"
 )
 
-// dispatcherName is the reserved tool every unpublished name is rewritten
-// to. It contains a space, which ToolNameSchema never admits, so it can
-// never shadow a catalogue tool; it is hidden from tools/list.
-const dispatcherName = "sharedos dispatch"
-
 // Server identity in initialize / server/discover.
 const (
 	ServerName    = "sharedos-bridge"
@@ -40,22 +34,6 @@ const (
 type turnServer struct {
 	turn *forward.Turn
 	http *server.StreamableHTTPServer
-}
-
-// callState travels in a request's context (WithHTTPContextFunc) so the
-// BeforeCallTool hook, the tool filter and the handler of one request can
-// share what the hook learned.
-type callState struct {
-	requested string
-	rewritten bool
-	jsonrpcID any
-}
-
-type callStateKey struct{}
-
-func stateFrom(ctx context.Context) *callState {
-	s, _ := ctx.Value(callStateKey{}).(*callState)
-	return s
 }
 
 // mcpTool is the MCP definition of a pinned tool: schemas verbatim (raw),
@@ -120,15 +98,9 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 	}
 	turn := forward.NewTurn(l.TurnID, l.Context, l.CatalogHash, l.Tools, digests, l.Harness.GetName(), l.PortableNames)
 
+	unknown := unknownNames{published: published}
 	handler := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		name := req.Params.Name
-		var id any
-		if st := stateFrom(ctx); st != nil {
-			id = st.jsonrpcID
-			if st.rewritten {
-				name = st.requested
-			}
-		}
+		name, id := requested(ctx, req)
 		var meta map[string]any
 		if req.Params.Meta != nil {
 			meta = req.Params.Meta.AdditionalFields
@@ -145,25 +117,11 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 	for i := range tools {
 		tools[i].Handler = handler
 	}
-	tools = append(tools, server.ServerTool{
-		Tool:    mcp.NewToolWithRawSchema(dispatcherName, "", json.RawMessage(`{"type":"object"}`)),
-		Handler: handler,
-	})
+
+	tools = append(tools, server.ServerTool{Tool: dispatcherTool(), Handler: handler})
 
 	hooks := &server.Hooks{}
-	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) {
-		st := stateFrom(ctx)
-		if st == nil {
-			return
-		}
-		st.jsonrpcID = id
-		if !published[req.Params.Name] {
-			// mcp-go would answer -32602 before any code of ours runs; the
-			// kernel must see (and record) the attempt instead.
-			st.requested, st.rewritten = req.Params.Name, true
-			req.Params.Name = dispatcherName
-		}
-	})
+	hooks.AddBeforeCallTool(unknown.beforeCall)
 	hooks.AddAfterListTools(func(_ context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		if res == nil {
 			return
@@ -181,18 +139,7 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithHooks(hooks),
-		server.WithToolFilter(func(ctx context.Context, in []mcp.Tool) []mcp.Tool {
-			if st := stateFrom(ctx); st != nil && st.rewritten {
-				return in
-			}
-			out := in[:0:0]
-			for _, t := range in {
-				if t.Name != dispatcherName {
-					out = append(out, t)
-				}
-			}
-			return out
-		}),
+		server.WithToolFilter(unknown.filter),
 	)
 	mcpSrv.AddTools(tools...)
 
@@ -204,9 +151,7 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 		// Host is checked by the edge on every socket, not only loopback.
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(logger.With(slog.String(telemetry.AttrTurnID, l.TurnID))),
-		server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
-			return context.WithValue(ctx, callStateKey{}, &callState{})
-		}),
+		server.WithHTTPContextFunc(withCallState),
 	)
 	return &turnServer{turn: turn, http: httpSrv}, nil
 }

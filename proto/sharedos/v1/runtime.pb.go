@@ -78,7 +78,8 @@ func (x *PinnedTool) GetDigest() string {
 
 // CataloguePin is the catalogue a turn's lease pinned. A call to a tool
 // outside it, or whose current definition no longer matches its digest, is
-// refused (tool_unavailable).
+// refused (tool_unavailable). A caller need send only the entry of the tool
+// it calls (the bridge does): the kernel checks that one.
 type CataloguePin struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CatalogHash   string                 `protobuf:"bytes,1,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`

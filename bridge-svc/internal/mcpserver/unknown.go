@@ -1,0 +1,94 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// The unknown-name workaround, whole. ADR 0004: a tools/call for a name the
+// turn did not publish must reach the kernel, to be refused as a result and
+// recorded. mcp-go answers such a call with JSON-RPC -32602 before any code
+// of ours runs, so a BeforeCallTool hook rewrites the name to a reserved
+// dispatcher tool and keeps the requested name in the request's context;
+// the tool handler forwards the requested name, and the tool filter hides
+// the dispatcher from tools/list.
+
+// dispatcherName is the reserved tool every unpublished name is rewritten
+// to. It contains a space, which ToolNameSchema never admits, so it can
+// never shadow a catalogue tool.
+const dispatcherName = "sharedos dispatch"
+
+// callState travels in a request's context (withCallState) so the hook, the
+// tool filter and the handler of one request share what the hook learned.
+type callState struct {
+	requested string
+	rewritten bool
+	jsonrpcID any
+}
+
+type callStateKey struct{}
+
+func stateFrom(ctx context.Context) *callState {
+	s, _ := ctx.Value(callStateKey{}).(*callState)
+	return s
+}
+
+// withCallState is the server's HTTP context func: a fresh state per request.
+func withCallState(ctx context.Context, _ *http.Request) context.Context {
+	return context.WithValue(ctx, callStateKey{}, &callState{})
+}
+
+// dispatcherTool is the hidden tool unpublished names are served by.
+func dispatcherTool() mcp.Tool {
+	return mcp.NewToolWithRawSchema(dispatcherName, "", json.RawMessage(`{"type":"object"}`))
+}
+
+// unknownNames knows the names a turn published.
+type unknownNames struct {
+	published map[string]bool
+}
+
+// beforeCall is the BeforeCallTool hook: it notes the JSON-RPC id and
+// rewrites an unpublished name to the dispatcher.
+func (u unknownNames) beforeCall(ctx context.Context, id any, req *mcp.CallToolRequest) {
+	st := stateFrom(ctx)
+	if st == nil {
+		return
+	}
+	st.jsonrpcID = id
+	if !u.published[req.Params.Name] {
+		st.requested, st.rewritten = req.Params.Name, true
+		req.Params.Name = dispatcherName
+	}
+}
+
+// filter hides the dispatcher from tools/list; a rewritten call must still
+// find it (mcp-go filters the tools it looks a call up in too).
+func (u unknownNames) filter(ctx context.Context, in []mcp.Tool) []mcp.Tool {
+	if st := stateFrom(ctx); st != nil && st.rewritten {
+		return in
+	}
+	out := in[:0:0]
+	for _, t := range in {
+		if t.Name != dispatcherName {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// requested is the name the client asked for (undoing the rewrite) and the
+// JSON-RPC id of the call.
+func requested(ctx context.Context, req mcp.CallToolRequest) (name string, jsonrpcID any) {
+	name = req.Params.Name
+	if st := stateFrom(ctx); st != nil {
+		jsonrpcID = st.jsonrpcID
+		if st.rewritten {
+			name = st.requested
+		}
+	}
+	return name, jsonrpcID
+}
