@@ -4,7 +4,7 @@ BRIDGE_CALLS ?= 5000x
 BRIDGE_OPENS ?= 1000x
 BRIDGE_COUNT ?= 3
 
-.PHONY: bench-bridge e2e-npm
+.PHONY: bench-bridge e2e-npm harness-column
 BENCH_TARGETS += bench-bridge
 
 bench-bridge: build ## bridge-svc benchmarks: full path on the real services vs plain mcp-go and a bare gRPC echo (both eras, c=1/c=16, same run); fake-kernel variants; OpenTurn 50 tools; memory per idle turn
@@ -19,3 +19,6 @@ bench-bridge: build ## bridge-svc benchmarks: full path on the real services vs 
 
 e2e-npm: npm-deps build ## the official TS SDK client and MCP conformance suite against the real stack on PostgreSQL
 	cd services && go test ./e2e/ -run TestOfficialClientsAgainstTheRealStack -count=1 -v -timeout 10m
+
+harness-column: build ## real Claude Code, Codex, Gemini CLI and Pi against a live turn (slow tier, not in CI; npm; runner: HARNESS_COLUMN)
+	scripts/harness-column.sh
