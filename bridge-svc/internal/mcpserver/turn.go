@@ -87,7 +87,11 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 	tools := make([]server.ServerTool, 0, len(l.Tools)+1)
 	published := make(map[string]bool, len(l.Tools))
 	for i, pt := range l.Tools {
-		digests[i] = projection.Digest(pt.GetCanonicalJson())
+		digests[i] = pt.GetDigest() // computed once, at registration
+		if digests[i] == "" {
+			// A lease pinned before catalog-svc sent digests.
+			digests[i] = projection.Digest(pt.GetCanonicalJson())
+		}
 		tool, err := mcpTool(pt, l.PortableNames)
 		if err != nil {
 			return nil, err

@@ -157,7 +157,7 @@ func buildEntry(rec store.Record, prev *entry, h hints) *entry {
 	default:
 		schema = newLazySchema(raw, nil)
 	}
-	pub := publishedFrom(reg, rec.Canonical)
+	pub := publishedFrom(reg, rec.Canonical, rec.Digest)
 	return &entry{
 		schema:   schema,
 		resolved: &Resolved{Registration: reg, Published: pub, Digest: rec.Digest},

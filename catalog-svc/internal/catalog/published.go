@@ -27,7 +27,7 @@ func publish(reg *sharedosv1.ToolRegistration) (*sharedosv1.PublishedTool, strin
 	if err != nil {
 		return nil, "", invalid("registration", RuleJSON, "cannot canonicalize the published projection: %v", err)
 	}
-	return pub, projection.Digest(pub.GetCanonicalJson()), nil
+	return pub, pub.GetDigest(), nil
 }
 
 // publishedFrom rebuilds the published tool from a stored registration and
@@ -36,7 +36,7 @@ func publish(reg *sharedosv1.ToolRegistration) (*sharedosv1.PublishedTool, strin
 // every valid registration (tested); prepare stores the JSON fields as
 // Publish emits them (an annotations "{}" or outputSchema "null" is stored
 // empty) so that holds.
-func publishedFrom(reg *sharedosv1.ToolRegistration, canonical []byte) *sharedosv1.PublishedTool {
+func publishedFrom(reg *sharedosv1.ToolRegistration, canonical []byte, digest string) *sharedosv1.PublishedTool {
 	pub := &sharedosv1.PublishedTool{
 		Name:             reg.GetName(),
 		Description:      reg.GetDescription(),
@@ -45,6 +45,7 @@ func publishedFrom(reg *sharedosv1.ToolRegistration, canonical []byte) *sharedos
 		AnnotationsJson:  reg.GetAnnotationsJson(),
 		Metadata:         &sharedosv1.ToolMetadata{Namespace: reg.GetMetadata().GetNamespace(), Source: reg.GetMetadata().GetSource()},
 		CanonicalJson:    canonical,
+		Digest:           digest,
 	}
 	return pub
 }

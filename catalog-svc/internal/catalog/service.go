@@ -330,7 +330,7 @@ func (s *Service) Get(ctx context.Context, name string) (*sharedosv1.ToolRegistr
 	if err != nil {
 		return nil, nil, fromStore(err, name)
 	}
-	return rec.Registration, publishedFrom(rec.Registration, rec.Canonical), nil
+	return rec.Registration, publishedFrom(rec.Registration, rec.Canonical, rec.Digest), nil
 }
 
 // Page sizes for ListRegistrations.

@@ -292,6 +292,10 @@ type PublishedTool struct {
 	// canonical_json is the RFC 8785 canonical form of this tool's projection
 	// (spec/catalog-hash.md): the exact bytes catalogHash is computed over.
 	CanonicalJson []byte `protobuf:"bytes,7,opt,name=canonical_json,json=canonicalJson,proto3" json:"canonical_json,omitempty"`
+	// digest is the lowercase hex SHA-256 of canonical_json, computed once
+	// when the tool is registered: the value a turn pins and the kernel
+	// checks a call against.
+	Digest        string `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +379,13 @@ func (x *PublishedTool) GetCanonicalJson() []byte {
 	return nil
 }
 
+func (x *PublishedTool) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
 var File_sharedos_v1_common_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_common_proto_rawDesc = "" +
@@ -392,7 +403,7 @@ const file_sharedos_v1_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"D\n" +
 	"\fToolMetadata\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
-	"\x06source\x18\x02 \x01(\tR\x06source\"\xa8\x02\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\"\xc0\x02\n" +
 	"\rPublishedTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
@@ -400,7 +411,8 @@ const file_sharedos_v1_common_proto_rawDesc = "" +
 	"\x12output_schema_json\x18\x04 \x01(\fR\x10outputSchemaJson\x12)\n" +
 	"\x10annotations_json\x18\x05 \x01(\fR\x0fannotationsJson\x125\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x19.sharedos.v1.ToolMetadataR\bmetadata\x12%\n" +
-	"\x0ecanonical_json\x18\a \x01(\fR\rcanonicalJson*}\n" +
+	"\x0ecanonical_json\x18\a \x01(\fR\rcanonicalJson\x12\x16\n" +
+	"\x06digest\x18\b \x01(\tR\x06digest*}\n" +
 	"\tToolClass\x12\x1a\n" +
 	"\x16TOOL_CLASS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_CLASS_MANAGED\x10\x01\x12\x1c\n" +

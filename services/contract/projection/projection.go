@@ -205,6 +205,7 @@ func Publish(t Tool) (*sharedosv1.PublishedTool, error) {
 		AnnotationsJson:  verbatim(t.Annotations, w.Annotations),
 		Metadata:         &sharedosv1.ToolMetadata{Namespace: t.Namespace, Source: t.Source},
 		CanonicalJson:    c,
+		Digest:           Digest(c),
 	}, nil
 }
 

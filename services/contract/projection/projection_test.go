@@ -322,6 +322,7 @@ func TestPublish(t *testing.T) {
 		Metadata:        &sharedosv1.ToolMetadata{Namespace: "github", Source: "mcp:github"},
 		CanonicalJson:   []byte(`{"description":"Search GitHub issues.","inputSchema":{"properties":{"q":{"type":"string"}},"type":"object"},"metadata":{"namespace":"github","source":"mcp:github"},"name":"github.search"}`),
 	}
+	want.Digest = projection.Digest(want.GetCanonicalJson()) // the pinned digest, computed once here
 	if pub.String() != want.String() {
 		t.Fatalf("Publish\n got %v\nwant %v", pub, want)
 	}
