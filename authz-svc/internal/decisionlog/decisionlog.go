@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
 // Result values of a record.
@@ -97,7 +99,7 @@ func (lg *Logger) Write(ctx context.Context, r Record) {
 			slog.Any("allowed_tools", r.AllowedTools))
 	} else {
 		attrs = append(attrs,
-			slog.String("tool", r.Tool),
+			slog.String(telemetry.LogTool, r.Tool),
 			slog.String("resource", r.Resource),
 			slog.String("arguments_digest", r.ArgumentsDigest))
 	}
@@ -108,10 +110,10 @@ func (lg *Logger) Write(ctx context.Context, r Record) {
 		attrs = append(attrs, slog.String("error", r.Error))
 	}
 	if r.CallID != "" {
-		attrs = append(attrs, slog.String("call_id", r.CallID))
+		attrs = append(attrs, slog.String(telemetry.LogCallID, r.CallID))
 	}
 	if r.TurnID != "" {
-		attrs = append(attrs, slog.String("turn_id", r.TurnID))
+		attrs = append(attrs, slog.String(telemetry.LogTurnID, r.TurnID))
 	}
 	lg.l.LogAttrs(ctx, slog.LevelInfo, Message, attrs...)
 }

@@ -170,14 +170,14 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 	if diag != "" {
 		span.SetAttributes(attribute.String(telemetry.AttrBridgeAliasOf, diag))
 		f.log().InfoContext(ctx, "harness alias recorded, raw name forwarded",
-			slog.String(telemetry.AttrTurnID, turn.TurnID), slog.String(telemetry.AttrCallID, callID),
-			slog.String(telemetry.AttrToolRequested, req.Name), slog.String("alias_of", diag))
+			slog.String(telemetry.LogTurnID, turn.TurnID), slog.String(telemetry.LogCallID, callID),
+			slog.String(telemetry.LogTool, req.Name), slog.String("alias_of", diag))
 	}
 	if len(stripped) > 0 {
 		span.SetAttributes(attribute.StringSlice(telemetry.AttrBridgeStrippedArgKeys, stripped))
 		f.log().InfoContext(ctx, "harness-injected argument keys stripped",
-			slog.String(telemetry.AttrTurnID, turn.TurnID), slog.String(telemetry.AttrCallID, callID),
-			slog.String(telemetry.AttrToolRequested, req.Name), slog.Any("keys", stripped))
+			slog.String(telemetry.LogTurnID, turn.TurnID), slog.String(telemetry.LogCallID, callID),
+			slog.String(telemetry.LogTool, req.Name), slog.Any("keys", stripped))
 	}
 
 	res, err := f.Invoker.InvokeTool(ctx, &sharedosv1.ToolCall{
@@ -194,7 +194,7 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 		return nil
 	}
 	if err != nil {
-		f.log().ErrorContext(ctx, "InvokeTool failed", slog.String(telemetry.AttrCallID, callID),
+		f.log().ErrorContext(ctx, "InvokeTool failed", slog.String(telemetry.LogCallID, callID),
 			slog.String("grpc.code", status.Code(err).String()))
 		res = outcome.Failed(outcome.Internal, "the SharedOS kernel could not take the call")
 		if status.Code(err) == codes.DeadlineExceeded {
@@ -224,7 +224,7 @@ func (f *Forwarder) Reject(ctx context.Context, turn *Turn, name, reason string)
 		Context: turn.Context, Pin: turn.Pin(name), Harness: turn.Harness, EdgeRejection: reason,
 	})
 	if err != nil {
-		f.log().ErrorContext(ctx, "refused request not recorded", slog.String(telemetry.AttrCallID, callID),
+		f.log().ErrorContext(ctx, "refused request not recorded", slog.String(telemetry.LogCallID, callID),
 			slog.String("grpc.code", status.Code(err).String()))
 		return
 	}
@@ -380,7 +380,7 @@ func (f *Forwarder) toMCP(ctx context.Context, res *sharedosv1.ToolResult) (*mcp
 	case sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED:
 		out, err := contentResult(res)
 		if err != nil {
-			f.log().ErrorContext(ctx, "handler content is not MCP content", slog.String(telemetry.AttrCallID, res.GetCallId()),
+			f.log().ErrorContext(ctx, "handler content is not MCP content", slog.String(telemetry.LogCallID, res.GetCallId()),
 				slog.String("error", err.Error()))
 			failed := withCall(outcome.Failed(outcome.HandlerError, "the tool answered with content that is not MCP content"), res)
 			return Refusal(failed), failed
@@ -396,7 +396,7 @@ func (f *Forwarder) toMCP(ctx context.Context, res *sharedosv1.ToolResult) (*mcp
 				out.Content = append(out.Content, own.Content...)
 				out.StructuredContent, out.RawStructuredContent = own.StructuredContent, own.RawStructuredContent
 			} else {
-				f.log().WarnContext(ctx, "tool error content is not MCP content", slog.String(telemetry.AttrCallID, res.GetCallId()),
+				f.log().WarnContext(ctx, "tool error content is not MCP content", slog.String(telemetry.LogCallID, res.GetCallId()),
 					slog.String("error", err.Error()))
 			}
 		}

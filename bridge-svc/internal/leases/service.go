@@ -144,9 +144,9 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*L
 	if err := s.cfg.Store.Create(ctx, l); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", errStore, err)
 	}
-	s.cfg.Logger.InfoContext(ctx, "turn opened", slog.String(telemetry.AttrTurnID, id),
-		slog.String(telemetry.AttrCatalogHash, l.CatalogHash), slog.Int("tools", len(l.Tools)),
-		slog.String(telemetry.AttrHarnessName, l.Harness.GetName()), slog.Time("expires_at", l.ExpiresAt))
+	s.cfg.Logger.InfoContext(ctx, "turn opened", slog.String(telemetry.LogTurnID, id),
+		slog.String(telemetry.LogCatalogHash, l.CatalogHash), slog.Int("tools", len(l.Tools)),
+		slog.String(telemetry.LogHarness, l.Harness.GetName()), slog.Time("expires_at", l.ExpiresAt))
 	return l, token, nil
 }
 
@@ -230,7 +230,7 @@ func (s *Service) CloseTurn(ctx context.Context, req *sharedosv1.CloseTurnReques
 	if s.cfg.OnClose != nil {
 		s.cfg.OnClose(req.GetTurnId())
 	}
-	s.cfg.Logger.InfoContext(ctx, "turn closed", slog.String(telemetry.AttrTurnID, req.GetTurnId()))
+	s.cfg.Logger.InfoContext(ctx, "turn closed", slog.String(telemetry.LogTurnID, req.GetTurnId()))
 	return &sharedosv1.CloseTurnResponse{}, nil
 }
 

@@ -125,7 +125,7 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
 		return "", false
 	case err != nil:
-		h.cfg.Logger.ErrorContext(ctx, "lease lookup failed", slog.String(telemetry.AttrTurnID, turnID), slog.String("error", err.Error()))
+		h.cfg.Logger.ErrorContext(ctx, "lease lookup failed", slog.String(telemetry.LogTurnID, turnID), slog.String("error", err.Error()))
 		h.refuse(w, r, http.StatusServiceUnavailable, "lease store unavailable")
 		return "", false
 	case !st.Open():
@@ -193,7 +193,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
 	}
 	srv, err := h.server(ctx, turnID)
 	if err != nil {
-		h.cfg.Logger.ErrorContext(ctx, "turn server unavailable", slog.String(telemetry.AttrTurnID, turnID), slog.String("error", err.Error()))
+		h.cfg.Logger.ErrorContext(ctx, "turn server unavailable", slog.String(telemetry.LogTurnID, turnID), slog.String("error", err.Error()))
 		if errors.Is(err, leases.ErrNotFound) {
 			h.refuse(w, r, http.StatusNotFound, "turn not found")
 			return

@@ -154,7 +154,7 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 		server.WithDisableStreaming(true),
 		// Host is checked by the edge on every socket, not only loopback.
 		server.WithDisableLocalhostProtection(true),
-		server.WithStreamableHTTPLogger(logger.With(slog.String(telemetry.AttrTurnID, l.TurnID))),
+		server.WithStreamableHTTPLogger(logger.With(slog.String(telemetry.LogTurnID, l.TurnID))),
 		server.WithHTTPContextFunc(withCallState),
 	)
 	return &turnServer{turn: turn, http: httpSrv}, nil

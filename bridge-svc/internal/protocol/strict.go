@@ -3,9 +3,10 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/sharedos/toolshare/services/contract/jsonlimits"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sharedos/toolshare/services/contract/jsonlimits"
 )
 
 // JSON-RPC error codes the pre-parse answers with.

@@ -341,7 +341,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 			return s.finish(ctx, span, start, res, ""), nil
 		}
 		s.logger.ErrorContext(ctx, "operation record not written; call refused",
-			slog.String("turn_id", rec.TurnID), slog.String("call_id", rec.CallID), slog.Any("error", err))
+			slog.String(telemetry.LogTurnID, rec.TurnID), slog.String(telemetry.LogCallID, rec.CallID), slog.Any("error", err))
 		span.SetStatus(codes.Error, "operation record not written")
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -398,12 +398,12 @@ func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedos
 		jerr := s.journal.Add(attemptID, c)
 		if jerr == nil {
 			s.logger.WarnContext(ctx, "operation record completion journaled until the store is back",
-				slog.String("attempt_id", attemptID), slog.String("status", outcome.StatusName(c.Status)),
+				slog.String(telemetry.LogAttemptID, attemptID), slog.String("status", outcome.StatusName(c.Status)),
 				slog.Any("error", err))
 			return res
 		}
 		s.logger.ErrorContext(ctx, "operation record completion could not be journaled",
-			slog.String("attempt_id", attemptID), slog.Any("error", jerr))
+			slog.String(telemetry.LogAttemptID, attemptID), slog.Any("error", jerr))
 	}
 	deadline := time.Now().Add(maxCompletionWait)
 	if d, ok := ctx.Deadline(); ok {
@@ -430,11 +430,11 @@ func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedos
 		res, c = out, completion(out, resolved, args)
 	}
 	if jerr := s.journal.Add(attemptID, c); jerr != nil {
-		s.logger.ErrorContext(ctx, "operation record completion lost", slog.String("attempt_id", attemptID),
+		s.logger.ErrorContext(ctx, "operation record completion lost", slog.String(telemetry.LogAttemptID, attemptID),
 			slog.Any("error", jerr))
 	}
 	s.logger.ErrorContext(ctx, "operation record not completed before the answer; queued until the store is back",
-		slog.String("attempt_id", attemptID), slog.String("status", outcome.StatusName(c.Status)),
+		slog.String(telemetry.LogAttemptID, attemptID), slog.String("status", outcome.StatusName(c.Status)),
 		slog.String("code", c.Code), slog.Any("error", err))
 	return res
 }
@@ -450,7 +450,7 @@ func (s *Pipeline) tryComplete(ctx context.Context, attemptID string, c records.
 	case err == nil:
 		return nil
 	case errors.Is(err, records.ErrCompleted), errors.Is(err, records.ErrNotFound), errors.Is(err, records.ErrInvalid):
-		s.logger.ErrorContext(ctx, "operation record refused its completion", slog.String("attempt_id", attemptID),
+		s.logger.ErrorContext(ctx, "operation record refused its completion", slog.String(telemetry.LogAttemptID, attemptID),
 			slog.String("status", outcome.StatusName(c.Status)), slog.Any("error", err))
 		return nil
 	default:
@@ -512,7 +512,7 @@ func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, args []by
 		if errors.Is(err, requirement.ErrArguments) {
 			return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()), name
 		}
-		s.logger.ErrorContext(ctx, "tool has an unusable requirement", slog.String("tool", name), slog.Any("error", err))
+		s.logger.ErrorContext(ctx, "tool has an unusable requirement", slog.String(telemetry.LogTool, name), slog.Any("error", err))
 		return outcome.Failed(outcome.Internal, "the tool's registration is unusable"), name
 	}
 
@@ -550,7 +550,7 @@ func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall) (*sha
 		if res := contextOutcome(ctx); res != nil {
 			return res, nil
 		}
-		s.logger.ErrorContext(ctx, "resolve tool", slog.String("tool", shown), slog.Any("error", err))
+		s.logger.ErrorContext(ctx, "resolve tool", slog.String(telemetry.LogTool, shown), slog.Any("error", err))
 		return outcome.Failed(outcome.Internal, "the tool catalogue is unavailable"), nil
 	case resolved == nil || resolved.Registration == nil:
 		return outcome.Failed(outcome.Internal, "the tool catalogue is unavailable"), nil
@@ -576,7 +576,7 @@ func (s *Pipeline) validate(ctx context.Context, resolved *catalog.Resolved, arg
 		return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error())
 	}
 	if resolved.InputSchema == nil {
-		s.logger.ErrorContext(ctx, "tool has no compiled input schema", slog.String("tool", resolved.Registration.GetName()))
+		s.logger.ErrorContext(ctx, "tool has no compiled input schema", slog.String(telemetry.LogTool, resolved.Registration.GetName()))
 		return outcome.Failed(outcome.Internal, "the tool's registration is unusable")
 	}
 	if err := validateSchema(resolved.InputSchema, args); err != nil {
@@ -646,7 +646,7 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, reg 
 	}
 	client, err := s.handlers.Client(reg.GetHandler().GetTarget())
 	if err != nil {
-		s.logger.ErrorContext(ctx, "handler client", slog.String("tool", reg.GetName()), slog.Any("error", err))
+		s.logger.ErrorContext(ctx, "handler client", slog.String(telemetry.LogTool, reg.GetName()), slog.Any("error", err))
 		return outcome.Failed(outcome.HandlerError, "the tool's provider cannot be reached")
 	}
 	timeout := s.handlerTimeout

@@ -5,6 +5,18 @@ package telemetry
 // names under "sharedos." are ours; "mcp." and "gen_ai." follow the
 // OpenTelemetry semantic conventions for MCP and GenAI tool execution.
 
+// Log keys: every service's structured logs and the decision log use these,
+// so one turn's or one call's lines join across processes by key. (Span
+// attributes have their own names below.)
+const (
+	LogTurnID      = "turn_id"
+	LogCallID      = "call_id"
+	LogAttemptID   = "attempt_id"
+	LogTool        = "tool"
+	LogCatalogHash = "catalog_hash"
+	LogHarness     = "harness"
+)
+
 // Service names (resource attribute service.name).
 const (
 	ServiceBridge  = "sharedos-bridge"

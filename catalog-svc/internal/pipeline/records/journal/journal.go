@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 )
@@ -219,10 +220,10 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 			// The write went through before (its acknowledgement was lost),
 			// or the row was reconciled first: the log says which attempt.
 			j.log.WarnContext(ctx, "journal: record was already completed; journaled completion dropped",
-				slog.String("attempt_id", it.id), slog.String("status", outcome.StatusName(it.c.Status)))
+				slog.String(telemetry.LogAttemptID, it.id), slog.String("status", outcome.StatusName(it.c.Status)))
 		case errors.Is(err, records.ErrNotFound), errors.Is(err, records.ErrInvalid):
 			j.log.ErrorContext(ctx, "journal: completion cannot be written; dropped",
-				slog.String("attempt_id", it.id), slog.Any("error", err))
+				slog.String(telemetry.LogAttemptID, it.id), slog.Any("error", err))
 		default:
 			ferr = err
 		}
