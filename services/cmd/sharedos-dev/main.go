@@ -4,8 +4,8 @@ package main
 import (
 	"os"
 
-	"github.com/sharedos/toolshare/services/internal/devstack"
 	"github.com/sharedos/toolshare/services/platform/runner"
+	"github.com/sharedos/toolshare/services/tools/devstack"
 )
 
 func main() { os.Exit(runner.Main(devstack.Command, os.Args[1:], os.Stdout, os.Stderr)) }

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/sharedos/toolshare/services/internal/ctl"
+	"github.com/sharedos/toolshare/services/tools/ctl"
 )
 
 func main() { os.Exit(ctl.Main(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -10,10 +10,10 @@ import (
 	"net"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/internal/regfile"
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/runner"
+	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
 // ServiceName is the provider's OpenTelemetry service.name.

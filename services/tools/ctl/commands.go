@@ -16,7 +16,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/requirement"
-	"github.com/sharedos/toolshare/services/internal/regfile"
+	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
 // accessFlags are the AccessContext flags shared by several commands.

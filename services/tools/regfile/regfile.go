@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
-	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"sigs.k8s.io/yaml"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
 // Registration is the file shape of one tool registration.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/internal/regfile"
+	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
 const yamlList = `

@@ -22,10 +22,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/internal/regfile"
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/runner"
+	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
 // Config is what `sharedos-dev` runs with.
