@@ -120,12 +120,16 @@ type App struct {
 
 // Complete opens everything Run needs. Nothing listens for requests until it
 // has succeeded; on error everything opened so far is closed.
-func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Handler) (a *App, err error) {
+func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Handler) (_ *App, err error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	a = &App{cfg: c, log: log, metrics: metrics}
+	if log == nil {
+		log = telemetry.Logger(ServiceName)
+	}
+	a := &App{cfg: c, log: log, metrics: metrics}
 	defer func() {
+		// a, not the named result: every error return sets that to nil.
 		if err != nil {
 			a.close()
 		}
