@@ -415,8 +415,12 @@ func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedos
 	if ctx.Err() != nil {
 		deadline = time.Now() // nobody waits for this answer: queue it now
 	}
-	for backoff := 50 * time.Millisecond; err != nil && time.Until(deadline) > backoff; backoff = min(2*backoff, time.Second) {
-		time.Sleep(backoff)
+	for backoff := 50 * time.Millisecond; err != nil && ctx.Err() == nil && time.Until(deadline) > backoff; backoff = min(2*backoff, time.Second) {
+		select {
+		case <-ctx.Done(): // the client left: queue the true outcome below
+			continue
+		case <-time.After(backoff):
+		}
 		err = s.tryComplete(ctx, attemptID, c)
 	}
 	if err == nil {
