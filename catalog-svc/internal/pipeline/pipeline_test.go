@@ -557,6 +557,35 @@ func TestCompletionPastTheDeadline(t *testing.T) {
 	}
 }
 
+// A client that leaves while its completion waits for the store ends the
+// wait: nobody reads the answer, and the record gets the true outcome once
+// the store is back (not record_unavailable, which no client was told).
+func TestCompletionClientLeaves(t *testing.T) {
+	store := memory.New()
+	fs := &failingStore{Store: store}
+	fs.failComplete.Store(true)
+	k := newKernelOnly(t, fs, "pod-a")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "l", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("answered after %s: the wait did not end with the client", d)
+	}
+	expect(t, res, denied, outcome.ToolUnavailable)
+	fs.failComplete.Store(false)
+	if _, err := k.ReconcileAtStartup(context.Background()); err != nil { // flushes the queued completion
+		t.Fatal(err)
+	}
+	recs, _ := store.ListOperations(context.Background(), "l")
+	if len(recs) != 1 || recs[0].Status != denied || recs[0].Code != outcome.ToolUnavailable || k.Journaled() != 0 {
+		t.Fatalf("record %+v (journaled %d), want the true outcome", recs, k.Journaled())
+	}
+}
+
 // A durable journal backs the answer at once during an outage and survives
 // the process: a restarted kernel writes the completion before it reconciles,
 // so the row is completed, never interrupted. A process that died with its
