@@ -1,6 +1,8 @@
-// Package runtime is the kernel: RuntimeService, the single enforcement point
-// every tool call passes through. InvokeTool runs one attempt in a fixed
-// order, and each step only runs if the one before it let the call through:
+// Package pipeline is the kernel: the enforcement pipeline behind
+// RuntimeService, the single enforcement point every tool call passes
+// through (served by server.RuntimeServer, ADR 0008). InvokeTool runs one
+// attempt in a fixed order, and each step only runs if the one before it
+// let the call through:
 //
 //  1. write the operation record, pending (nothing happens unless it is
 //     durable; a repeated call id is refused and recorded here);

@@ -1,5 +1,5 @@
 // Package store defines catalog-svc's persistence contract for tool
-// registrations (tools only; operation records live in internal/oprecord).
+// registrations (tools only; operation records live in internal/pipeline/records).
 //
 // Two backends implement Store: store/postgres (production, pgx/v5) and
 // store/memory (embedded, for `make run` and unit tests). Both are held to

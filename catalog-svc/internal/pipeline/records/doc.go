@@ -1,8 +1,8 @@
-// Package oprecord is the kernel's audit trail: one operation record per
+// Package records is the kernel's audit trail: one operation record per
 // tool-call attempt, written before anything can have an effect and
 // completed once the outcome is known.
 //
-// Invariants every Store keeps (and oprecordtest checks on each backend):
+// Invariants every Store keeps (and recordstest checks on each backend):
 //   - Begin commits a pending row before it returns; the kernel does nothing
 //     else for an attempt whose Begin failed.
 //   - Exactly one row per attempt. A repeated (turn id, call id) is refused

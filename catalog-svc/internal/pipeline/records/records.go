@@ -24,14 +24,14 @@ const MaxTextBytes = 1024
 // ErrDuplicateCall is returned by Begin when the turn already has a row for
 // the call id. The repeat has been recorded (denied/duplicate_call) when
 // Begin returns it.
-var ErrDuplicateCall = errors.New("oprecord: call id already used in this turn")
+var ErrDuplicateCall = errors.New("records: call id already used in this turn")
 
 // ErrNotFound is returned by Complete for an unknown attempt id.
-var ErrNotFound = errors.New("oprecord: no such attempt")
+var ErrNotFound = errors.New("records: no such attempt")
 
 // ErrCompleted is returned by Complete when the row is no longer pending:
 // records are append-only and a completed row is never rewritten.
-var ErrCompleted = errors.New("oprecord: attempt already completed")
+var ErrCompleted = errors.New("records: attempt already completed")
 
 // Record is one attempt as stored.
 type Record struct {
@@ -223,7 +223,7 @@ func IsTerminal(s sharedosv1.OperationStatus) bool {
 }
 
 // ErrInvalid is wrapped by errors about a malformed Record or Completion.
-var ErrInvalid = errors.New("oprecord: invalid record")
+var ErrInvalid = errors.New("records: invalid record")
 
 // Check validates the fields every row must carry.
 func (r *Record) Check() error {
