@@ -116,7 +116,7 @@ func TestAuditCompleteness(t *testing.T) {
 	wg.Wait()
 
 	// Phase 2: authz-svc dead.
-	s.authz.kill(t)
+	s.authz.Kill(t)
 	k := attemptKind{"authz dead", authzDown, "failed/authz_unavailable", call("verify.echo", `{"path":"/public/x"}`)}
 	for i := range authzDown {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -189,6 +189,6 @@ func TestAuditCompleteness(t *testing.T) {
 // dumpLogs writes every service log to dir (debugging aid on failure).
 func (s *stack) dumpLogs(dir string) {
 	for _, p := range s.procs() {
-		_ = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), []byte(p.Log.String()), 0o644)
 	}
 }

@@ -23,7 +23,7 @@ func TestFailClosedAuthzKilled(t *testing.T) {
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x","value":"warm"}`), "succeeded", "")
 	before := s.provider.handled.Load()
 
-	s.authz.kill(t)
+	s.authz.Kill(t)
 	const n = 10
 	for i := range n {
 		start := time.Now()
@@ -88,8 +88,8 @@ func TestFailClosedAuthzHung(t *testing.T) {
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 	before := s.provider.handled.Load()
 
-	s.authz.signal(t, syscall.SIGSTOP)
-	defer s.authz.signal(t, syscall.SIGCONT)
+	s.authz.Signal(t, syscall.SIGSTOP)
+	defer s.authz.Signal(t, syscall.SIGCONT)
 	const n = 8
 	var wg sync.WaitGroup
 	results := make([]callResult, n)
@@ -114,7 +114,7 @@ func TestFailClosedAuthzHung(t *testing.T) {
 	assertCounts(t, s.outcomeCounts(tr.ID), map[string]int{"succeeded/": 1, "failed/authz_unavailable": n})
 
 	// Recovery: after SIGCONT the same turn works again.
-	s.authz.signal(t, syscall.SIGCONT)
+	s.authz.Signal(t, syscall.SIGCONT)
 	deadline := time.Now().Add(10 * time.Second)
 	for !mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`).succeeded() {
 		if time.Now().After(deadline) {
@@ -147,7 +147,7 @@ func TestFailClosedCatalogKilled(t *testing.T) {
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 	before := s.provider.handled.Load()
 
-	s.catalog.kill(t)
+	s.catalog.Kill(t)
 	out, errOut, code := s.ctl("turn", "open", "--principal", "bob", "--role", "verify", "--harness", "verify")
 	if code == 0 {
 		t.Errorf("sharedosctl turn open succeeded with catalog-svc dead: %s", out)

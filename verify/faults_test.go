@@ -231,7 +231,7 @@ func TestPostgresStopUnderLoad(t *testing.T) {
 		}
 	}
 	// How many answers the journal backed (calls in flight at the stop).
-	journaled := strings.Count(s.catalog.log.String(), "operation record completion journaled")
+	journaled := strings.Count(s.catalog.Log.String(), "operation record completion journaled")
 	t.Logf("outage %s; attempts %d: succeeded %d, refused %d (503 or failed result), transport errors %d; handler ran %d; records %v; journaled completions %d; last completion %s after restart",
 		upAt.Sub(downAt).Round(time.Millisecond), len(attempts), ok, refused, transport, handledIDs, counts,
 		journaled, lastCompletion.Round(time.Millisecond))
@@ -258,7 +258,7 @@ func TestBridgeKilledMidCall(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("verify.slow never reached the handler")
 	}
-	s.bridges[0].kill(t)
+	s.bridges[0].Kill(t)
 	if c := <-done; c.succeeded() {
 		t.Errorf("the call through the killed bridge reported success: %s", c)
 	}
@@ -315,7 +315,7 @@ func TestJournaledCompletionSurvivesKernelKill(t *testing.T) {
 		t.Fatalf("%d completions in the journal after the answer, want 1", n)
 	}
 
-	s.catalog.kill(t)
+	s.catalog.Kill(t)
 	s.cluster.Start(t)
 	s.restart(s.catalog, s.addr["catalog"])
 	s.waitSettled(tr.ID, 30*time.Second)

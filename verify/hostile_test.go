@@ -175,7 +175,7 @@ func TestOversizeStreams(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	tr := s.open("alice")
 	bridge := s.bridges[0]
-	rss0 := rssKiB(t, bridge.pid())
+	rss0 := rssKiB(t, bridge.PID())
 	const size = 64 << 20
 	body := func() io.Reader {
 		head := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"verify.echo","arguments":{"path":"/public/x","value":"`
@@ -224,7 +224,7 @@ func TestOversizeStreams(t *testing.T) {
 			}
 		})
 	}
-	rss1 := rssKiB(t, bridge.pid())
+	rss1 := rssKiB(t, bridge.PID())
 	t.Logf("bridge RSS %d KiB → %d KiB", rss0, rss1)
 	if rss1-rss0 > 48<<10 {
 		t.Errorf("bridge RSS grew by %d KiB for 64 MiB bodies: not bounded by the 4 MiB cap", rss1-rss0)

@@ -73,7 +73,7 @@ func (s *stack) procs() []*proc {
 func (s *stack) usages() map[string]procUsage {
 	out := map[string]procUsage{}
 	for _, p := range s.procs() {
-		out[p.name] = usage(s.t, p.pid(), s.cluster.port)
+		out[p.Name] = usage(s.t, p.PID(), s.cluster.port)
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -122,7 +123,7 @@ func checkNoSecrets(t *testing.T, s *stack, sink *otlpSink, tr turn, canaryBeare
 	// Spans and metrics: stop the services (flushing their exporters), then
 	// search every OTLP export they sent.
 	for _, p := range s.procs() {
-		p.terminate()
+		p.Stop(syscall.SIGTERM, 10*time.Second)
 	}
 	if sink.count("/v1/traces") == 0 || sink.count("/v1/metrics") == 0 {
 		t.Errorf("OTLP sink got %d trace and %d metric exports: nothing was checked", sink.count("/v1/traces"), sink.count("/v1/metrics"))
@@ -134,13 +135,13 @@ func checkNoSecrets(t *testing.T, s *stack, sink *otlpSink, tr turn, canaryBeare
 	}
 	// Every service's log (debug level).
 	for _, p := range append([]*proc{s.authz, s.files, s.catalog}, s.bridges...) {
-		log := p.log.String()
+		log := p.Log.String()
 		if log == "" {
-			t.Errorf("%s wrote no log: nothing was checked", p.name)
+			t.Errorf("%s wrote no log: nothing was checked", p.Name)
 		}
 		for what, v := range secrets {
 			if i := strings.Index(log, v); i >= 0 {
-				t.Errorf("%s found in %s's log: …%s…", what, p.name, log[max(0, i-200):min(len(log), i+100)])
+				t.Errorf("%s found in %s's log: …%s…", what, p.Name, log[max(0, i-200):min(len(log), i+100)])
 			}
 		}
 	}

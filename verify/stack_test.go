@@ -25,157 +25,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/stacktest"
 )
 
-// repoRoot finds the directory holding go.work (verify/ is not in it, but
-// lives below it).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.work) not found")
-		}
-		dir = parent
-	}
-}
-
-// proc is one service process started from bin/.
-type proc struct {
-	name string
-	path string
-	args []string
-	env  []string
-	log  *lockedBuffer // stdout+stderr of every incarnation
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// lockedBuffer collects a process's output for later inspection (secrets
-// test) and for failure messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (p *proc) start(t testing.TB) {
-	t.Helper()
-	cmd := exec.Command(p.path, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	// Pdeathsig: a crashed test never leaves a service behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.name, err)
-	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	done := p.done
-	go func() { _ = cmd.Wait(); close(done) }()
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) running() bool {
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// signal sends sig to the process (only to the pid this test started).
-func (p *proc) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v to %s: %v", sig, p.name, err)
-	}
-	if sig == syscall.SIGSTOP {
-		p.waitStopped(t)
-	}
-}
-
-// waitStopped waits until every thread of the process is stopped: kill(2)
-// returns before a SIGSTOP has taken effect, and a request racing that
-// window would still be answered.
-func (p *proc) waitStopped(t testing.TB) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", p.cmd.Process.Pid))
-		stopped := len(tasks) > 0
-		for _, f := range tasks {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue // the thread exited
-			}
-			// state is the field after the parenthesised command name
-			if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
-				stopped = false
-				break
-			}
-		}
-		if stopped {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not stopped 10s after SIGSTOP", p.name)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// kill SIGKILLs the process and waits for it to be gone.
-func (p *proc) kill(t testing.TB) {
-	t.Helper()
-	if !p.running() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s (pid %d) still alive 10s after SIGKILL", p.name, p.pid())
-	}
-}
-
-// terminate is a graceful stop (SIGTERM, SIGKILL after 10 s).
-func (p *proc) terminate() {
-	if !p.running() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+// proc is one service process started from bin/ (services/stacktest.Proc:
+// every system test handles processes the same way).
+type proc = stacktest.Proc
 
 // stackOptions tune a stack.
 type stackOptions struct {
@@ -226,7 +81,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	if o.bridges == 0 {
 		o.bridges = 1
 	}
-	root := repoRoot(t)
+	root := stacktest.RepoRoot(t)
 	for _, b := range binaries {
 		if _, err := os.Stat(filepath.Join(root, "bin", b)); err != nil {
 			t.Fatalf("%s is not built: run `make build` (make verify does it first)", filepath.Join(root, "bin", b))
@@ -248,7 +103,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 
 	env := append([]string{"SHAREDOS_LOG_LEVEL=debug"}, o.env...)
 	newProc := func(name string, args ...string) *proc {
-		return &proc{name: name, path: filepath.Join(root, "bin", name), args: args, env: env, log: &lockedBuffer{}}
+		return &proc{Name: name, Path: filepath.Join(root, "bin", name), Args: args, Env: env, Log: &stacktest.Output{}}
 	}
 	s.authz = newProc("authz-svc", "serve", "--listen", "", "--policy-dir", policyDir, "--eval-timeout", o.evalTimeout.String())
 	s.addr["authz"] = s.launch(s.authz, "--listen")[0]
@@ -261,7 +116,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	for i := range o.bridges {
 		p := newProc("bridge-svc", "serve", "--listen", "", "--http-listen", "", "--catalog", s.addr["catalog"],
 			"--kernel", s.addr["catalog"], "--database-url", s.dsn, "--migrate", "--sweep-interval", "1s")
-		p.name = fmt.Sprintf("bridge-svc#%d", i)
+		p.Name = fmt.Sprintf("bridge-svc#%d", i)
 		b := s.launch(p, "--listen", "--http-listen")
 		s.bridges = append(s.bridges, p)
 		s.bridgeGRPC, s.bridgeHTTP = append(s.bridgeGRPC, b[0]), append(s.bridgeHTTP, b[1])
@@ -325,17 +180,17 @@ func (s *stack) stop() {
 		s.db.Close()
 	}
 	for i := len(s.bridges) - 1; i >= 0; i-- {
-		s.bridges[i].terminate()
+		s.bridges[i].Stop(syscall.SIGTERM, 10*time.Second)
 	}
 	for _, p := range []*proc{s.catalog, s.files, s.authz} {
 		if p != nil {
-			p.terminate()
+			p.Stop(syscall.SIGTERM, 10*time.Second)
 		}
 	}
 	if s.t.Failed() {
 		for _, p := range append([]*proc{s.authz, s.files, s.catalog}, s.bridges...) {
 			if p != nil {
-				s.t.Logf("---- %s log (tail) ----\n%s", p.name, tail(p.log.String(), 40))
+				s.t.Logf("---- %s log (tail) ----\n%s", p.Name, tail(p.Log.String(), 40))
 			}
 		}
 	}
@@ -375,17 +230,17 @@ func (s *stack) launch(p *proc, addrFlags ...string) []string {
 		addrs := make([]string, len(addrFlags))
 		for i, f := range addrFlags {
 			addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(s.t))
-			p.args[slicesIndex(p.args, f)+1] = addrs[i]
+			p.Args[slicesIndex(p.Args, f)+1] = addrs[i]
 		}
-		p.start(s.t)
+		p.Start(s.t)
 		err := s.serving(p, addrs[0], 60*time.Second)
 		if err == nil {
 			return addrs
 		}
-		if try < 3 && !p.running() && strings.Contains(p.log.String(), "address already in use") {
+		if try < 3 && !p.Running() && strings.Contains(p.Log.String(), "address already in use") {
 			continue
 		}
-		s.t.Fatalf("%v:\n%s", err, tail(p.log.String(), 30))
+		s.t.Fatalf("%v:\n%s", err, tail(p.Log.String(), 30))
 	}
 }
 
@@ -396,29 +251,29 @@ func (s *stack) serving(p *proc, addr string, limit time.Duration) error {
 		if st, err := health(addr, ""); err == nil && st == grpc_health_v1.HealthCheckResponse_SERVING {
 			return nil
 		}
-		if !p.running() {
-			return fmt.Errorf("%s exited before serving at %s", p.name, addr)
+		if !p.Running() {
+			return fmt.Errorf("%s exited before serving at %s", p.Name, addr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if p.running() {
-		p.kill(s.t)
+	if p.Running() {
+		p.Kill(s.t)
 	}
-	return fmt.Errorf("%s not SERVING at %s after %s", p.name, addr, limit)
+	return fmt.Errorf("%s not SERVING at %s after %s", p.Name, addr, limit)
 }
 
 // waitServing is serving that fails the test.
 func (s *stack) waitServing(p *proc, addr string, limit time.Duration) {
 	s.t.Helper()
 	if err := s.serving(p, addr, limit); err != nil {
-		s.t.Fatalf("%v:\n%s", err, tail(p.log.String(), 30))
+		s.t.Fatalf("%v:\n%s", err, tail(p.Log.String(), 30))
 	}
 }
 
 // restart starts p again with the same arguments and waits for health.
 func (s *stack) restart(p *proc, addr string) {
 	s.t.Helper()
-	p.start(s.t)
+	p.Start(s.t)
 	s.waitServing(p, addr, 60*time.Second)
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,16 +217,8 @@ func TestMakeRunStack(t *testing.T) {
 	}
 
 	// Ctrl-C stops everything and leaves no listening port behind.
-	if err := s.Cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-s.Done:
-		if err != nil {
-			t.Fatalf("sharedos-dev exit after SIGINT: %v\n%s", err, s.Out)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("sharedos-dev did not stop within 30s of SIGINT")
+	if err := s.Dev.Stop(syscall.SIGINT, 30*time.Second); err != nil {
+		t.Fatalf("sharedos-dev after SIGINT: %v\n%s", err, s.Dev.Log)
 	}
 	for name, addr := range s.Addrs {
 		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {

@@ -123,10 +123,8 @@ func TestTracePerToolCall(t *testing.T) {
 	defer func() {
 		if t.Failed() {
 			t.Logf("spans received (service: name kind × count):\n%s", summary(col.all()))
-			select {
-			case err := <-s.Done:
-				t.Logf("sharedos-dev exited during the test (%v):\n%s", err, s.Out)
-			default:
+			if !s.Dev.Running() {
+				t.Logf("sharedos-dev exited during the test (%v):\n%s", s.Dev.Err(), s.Dev.Log)
 			}
 		}
 	}()

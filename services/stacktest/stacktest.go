@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -28,11 +28,8 @@ type Stack struct {
 	// Addrs by service: catalog, authz, bridge, files, mcp.
 	Addrs map[string]string
 	Demo  Demo
-	// Out is sharedos-dev's combined output.
-	Out *Output
-	// Cmd is the sharedos-dev process; Done receives its exit once.
-	Cmd  *exec.Cmd
-	Done chan error
+	// Dev is the sharedos-dev process (its Log: the stack's combined output).
+	Dev *Proc
 }
 
 // Output is a buffer safe to read while the process writes to it.
@@ -115,28 +112,17 @@ func StartFrom(tb testing.TB, root string, extraEnv ...string) *Stack {
 	a := FreeAddrs(tb, 5)
 	s := &Stack{Root: root, Bin: bin, Addrs: map[string]string{
 		"catalog": a[0], "authz": a[1], "bridge": a[2], "files": a[3], "mcp": a[4],
-	}, Done: make(chan error, 1), Out: &Output{}}
+	}}
 	ready := filepath.Join(tb.TempDir(), "ready.json")
-	s.Cmd = exec.Command(filepath.Join(bin, "sharedos-dev"), "--bin", bin, "--root", root,
-		"--catalog-addr", a[0], "--authz-addr", a[1], "--bridge-addr", a[2], "--files-addr", a[3], "--mcp-addr", a[4],
-		"--ready-file", ready)
-	s.Cmd.Env = append(append(os.Environ(), "SHAREDOS_DATABASE_URL="), extraEnv...)
-	s.Cmd.Stdout, s.Cmd.Stderr = s.Out, s.Out
-	if err := s.Cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	go func() { s.Done <- s.Cmd.Wait() }()
+	s.Dev = &Proc{Name: "sharedos-dev", Path: filepath.Join(bin, "sharedos-dev"),
+		Args: []string{"--bin", bin, "--root", root,
+			"--catalog-addr", a[0], "--authz-addr", a[1], "--bridge-addr", a[2], "--files-addr", a[3], "--mcp-addr", a[4],
+			"--ready-file", ready},
+		Env: append([]string{"SHAREDOS_DATABASE_URL="}, extraEnv...)}
+	s.Dev.Start(tb)
 	tb.Cleanup(func() {
-		if s.Cmd.ProcessState == nil {
-			_ = s.Cmd.Process.Signal(os.Interrupt)
-			select {
-			case err := <-s.Done:
-				if err != nil {
-					tb.Logf("sharedos-dev exit after SIGINT: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				_ = s.Cmd.Process.Kill()
-			}
+		if err := s.Dev.Stop(syscall.SIGINT, 20*time.Second); err != nil {
+			tb.Logf("sharedos-dev exit after SIGINT: %v", err)
 		}
 	})
 	deadline := time.Now().Add(90 * time.Second)
@@ -148,12 +134,12 @@ func StartFrom(tb testing.TB, root string, extraEnv ...string) *Stack {
 			return s
 		}
 		select {
-		case err := <-s.Done:
-			tb.Fatalf("sharedos-dev exited before ready (%v):\n%s", err, s.Out)
+		case <-s.Dev.Done():
+			tb.Fatalf("sharedos-dev exited before ready (%v):\n%s", s.Dev.Err(), s.Dev.Log)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("stack not ready after 90s:\n%s", s.Out)
+			tb.Fatalf("stack not ready after 90s:\n%s", s.Dev.Log)
 		}
 	}
 }
