@@ -218,7 +218,7 @@ func plainServer(b *testing.B) string {
 const baselineRootEnv = "SHAREDOS_BENCH_BASELINE_ROOT"
 
 func BenchmarkToolCall(b *testing.B) {
-	echo, echoProc := startEchoProcess(b)
+	echo, echoPID := stacktest.StartEcho(b)
 	plain := plainServer(b)
 	root := stacktest.RepoRoot(b)
 	newDB := func() string { return pgtest.NewDatabase(b, func(context.Context, string) error { return nil }) }
@@ -250,7 +250,7 @@ func BenchmarkToolCall(b *testing.B) {
 		parallel bool
 	}{{"c=1", false}, {"c=16", true}} {
 		b.Run("echo-grpc-process/"+c.name, func(b *testing.B) {
-			cpu := stacktest.NewCPUMeter(echoProc.demo.PIDs)
+			cpu := stacktest.NewCPUMeter(map[string]int{"echo": echoPID})
 			defer func() { cpu.Report(b, b.N) }()
 			var lat latencies
 			runLoop(b, c.parallel, func() {

@@ -107,7 +107,7 @@ func BenchmarkInvokeToolInProcessFakeAuthz(b *testing.B) {
 // separate process, plain grpc-go on both ends). c=1 and c=16 closed-loop
 // callers; metrics p50/p99 in µs, calls/s and the 1-minute load average.
 func BenchmarkInvokeTool(b *testing.B) {
-	echo, echoProc := startEchoProcess(b)
+	echo, echoPID := stacktest.StartEcho(b)
 	stacks := []struct {
 		name string
 		dsn  func() string
@@ -132,7 +132,7 @@ func BenchmarkInvokeTool(b *testing.B) {
 	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(`{"path":"/public/a.txt"}`)}
 	for _, c := range []int{1, 16} {
 		b.Run(fmt.Sprintf("echo-grpc-process/c=%d", c), func(b *testing.B) {
-			cpu := stacktest.NewCPUMeter(echoProc.demo.PIDs)
+			cpu := stacktest.NewCPUMeter(map[string]int{"echo": echoPID})
 			defer func() { cpu.Report(b, b.N+50) }()
 			runConcurrent(b, c, func(ctx context.Context, _ int64) error {
 				_, err := echo.InvokeTool(ctx, echoCall)

@@ -149,10 +149,10 @@ func (cmd Command[C]) flagSetName() string {
 
 func (cmd Command[C]) usage() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "usage: %s COMMAND [flags]\n\ncommands:\n", cmd.Name)
 	if cmd.Serve == "" {
-		b.Reset()
 		fmt.Fprintf(&b, "usage: %s [flags] | %s COMMAND\n\ncommands:\n", cmd.Name, cmd.Name)
+	} else {
+		fmt.Fprintf(&b, "usage: %s COMMAND [flags]\n\ncommands:\n", cmd.Name)
 	}
 	lines := [][2]string{{"config-reference", "print every flag and env variable as a markdown table"}}
 	if cmd.Serve != "" {
