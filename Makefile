@@ -67,7 +67,7 @@ check-postgres: ## Check that PostgreSQL answers (tests use a real server).
 	@scripts/check-postgres.sh
 
 .PHONY: npm-deps
-npm-deps: ## Install the pinned MCP clients and conformance suite (e2e/npm, Node 22 from npm).
+npm-deps: ## Install the pinned MCP clients and conformance suite (services/systemtest/npm, Node 22 from npm).
 	@scripts/npm-deps.sh
 
 .PHONY: test
@@ -81,7 +81,7 @@ test-extra: $(TEST_EXTRA)
 
 .PHONY: docs
 docs: build ## Regenerate docs/configuration.md from the binaries' flags.
-	cd services && UPDATE_DOCS=1 $(GO) test ./e2e/ -run TestConfigurationReferenceIsCurrent -count=1
+	cd services && UPDATE_DOCS=1 $(GO) test ./systemtest/e2e/ -run TestConfigurationReferenceIsCurrent -count=1
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 20s).

@@ -18,7 +18,7 @@ bench-bridge: build ## bridge-svc benchmarks: full path on the real services vs 
 		-benchtime 1x -timeout 30m
 
 e2e-npm: npm-deps build ## the official TS SDK client and MCP conformance suite against the real stack on PostgreSQL
-	cd services && go test ./e2e/ -run TestOfficialClientsAgainstTheRealStack -count=1 -v -timeout 10m
+	cd services && go test ./systemtest/e2e/ -run TestOfficialClientsAgainstTheRealStack -count=1 -v -timeout 10m
 
 harness-column: build ## real Claude Code, Codex, Gemini CLI and Pi against a live turn (slow tier, not in CI; npm; runner: HARNESS_COLUMN)
 	scripts/harness-column.sh

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned npm test clients (official TS SDK client, the MCP
-# conformance suite, and Node 22 as an npm package) into e2e/npm/node_modules.
+# conformance suite, and Node 22 as an npm package) into services/systemtest/npm/node_modules.
 set -euo pipefail
-cd "$(dirname "$0")/../e2e/npm" 2>/dev/null || { echo "npm-deps: e2e/npm missing"; exit 1; }
+cd "$(dirname "$0")/../services/systemtest/npm" 2>/dev/null || { echo "npm-deps: services/systemtest/npm missing"; exit 1; }
 if ! command -v npm >/dev/null 2>&1; then
   echo "npm-deps: npm not found: install Node.js (any version >= 18; Node 22 itself comes from npm)" >&2
   exit 1

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/toolshare/services/stacktest"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -29,7 +29,7 @@ import (
 )
 
 // Benchmarks of the bridge path. BenchmarkToolCall is the headline: the
-// real services as separate processes (bin/sharedos-dev; `make build`
+// real services as separate processes (services/systemtest/launch; `make build`
 // first). BenchmarkToolCallFakeKernel and BenchmarkGRPCEcho use the FAKE
 // kernel (no authz, no provider hop, no records) and are kept only to
 // isolate the bridge's own cost. Run with `make bench-bridge`; p50/p90/p99
@@ -184,7 +184,7 @@ func runLoop(b *testing.B, parallel bool, one func()) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(stacktest.LoadAvg(), "load1")
+	b.ReportMetric(launch.LoadAvg(), "load1")
 }
 
 // plainServer is a bare mcp-go server with an in-process echo tool, the
@@ -203,7 +203,7 @@ func plainServer(b *testing.B) string {
 }
 
 // BenchmarkToolCall is the full path on the real services, each its own
-// process started by bin/sharedos-dev: MCP client (this process, one raw
+// process from bin/ (services/systemtest/launch): MCP client (this process, one raw
 // keep-alive HTTP JSON-RPC client for every target) → bridge-svc → kernel
 // (catalog-svc) → authz-svc (OPA, example policy) → files-provider reading
 // /public/a.txt, on the demo turn (alice/engineer) with its bearer token.
@@ -218,9 +218,9 @@ func plainServer(b *testing.B) string {
 const baselineRootEnv = "SHAREDOS_BENCH_BASELINE_ROOT"
 
 func BenchmarkToolCall(b *testing.B) {
-	echo, echoPID := stacktest.StartEcho(b)
+	echo, echoPID := launch.StartEcho(b)
 	plain := plainServer(b)
-	root := stacktest.RepoRoot(b)
+	root := launch.RepoRoot(b)
 	newDB := func() string { return pgtest.NewDatabase(b, func(context.Context, string) error { return nil }) }
 	stacks := []struct {
 		name string
@@ -250,7 +250,7 @@ func BenchmarkToolCall(b *testing.B) {
 		parallel bool
 	}{{"c=1", false}, {"c=16", true}} {
 		b.Run("echo-grpc-process/"+c.name, func(b *testing.B) {
-			cpu := stacktest.NewCPUMeter(map[string]int{"echo": echoPID})
+			cpu := launch.NewCPUMeter(map[string]int{"echo": echoPID})
 			defer func() { cpu.Report(b, b.N) }()
 			var lat latencies
 			runLoop(b, c.parallel, func() {
@@ -277,7 +277,7 @@ func BenchmarkToolCall(b *testing.B) {
 			for i, st := range stacks {
 				d := demos[i].demo
 				b.Run(st.name+"/"+e.name+"/"+c.name, func(b *testing.B) {
-					cpu := stacktest.NewCPUMeter(demos[i].demo.PIDs)
+					cpu := launch.NewCPUMeter(demos[i].demo.PIDs)
 					runCalls(b, &mcpTarget{url: d.MCPURL, token: d.Token, modern: e.modern, args: args}, "files.read", c.parallel)
 					cpu.Report(b, b.N)
 				})

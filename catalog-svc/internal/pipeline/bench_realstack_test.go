@@ -1,6 +1,6 @@
 package pipeline_test
 
-// Helpers for BenchmarkInvokeTool: the real stack (bin/sharedos-dev starting
+// Helpers for BenchmarkInvokeTool: the real stack (services/systemtest/launch starting
 // authz-svc, files-provider, catalog-svc and bridge-svc as separate
 // processes) and a bare gRPC echo server in a separate process (this test
 // binary re-executed). Nothing here runs in normal tests.
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/toolshare/services/stacktest"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -21,12 +21,12 @@ import (
 )
 
 // The echo baseline runs in a re-executed copy of this test binary.
-func init() { stacktest.ServeEchoIfChild() }
+func init() { launch.ServeEchoIfChild() }
 
-// realStack is bin/sharedos-dev and its four services on free loopback ports.
+// realStack is the make-run stack's four services on free loopback ports.
 type realStack struct {
 	catalogAddr, bridgeAddr string
-	demo                    stacktest.Demo
+	demo                    launch.Demo
 }
 
 // benchTurn opens a turn for alice/engineer through the real bridge and
@@ -68,10 +68,11 @@ func (s *realStack) kernelClient(b *testing.B) sharedosv1.RuntimeServiceClient {
 	return sharedosv1.NewRuntimeServiceClient(cc)
 }
 
-// startRealStack runs the make-run stack (services/stacktest); dsn "" is the
-// embedded store, otherwise every service keeps its state in PostgreSQL.
+// startRealStack runs the make-run stack (services/systemtest/launch); dsn
+// "" is the embedded store, otherwise every service keeps its state in
+// PostgreSQL.
 func startRealStack(b *testing.B, dsn string) *realStack {
 	b.Helper()
-	st := stacktest.Start(b, "SHAREDOS_DATABASE_URL="+dsn)
+	st := launch.Start(b, launch.Options{DatabaseURL: dsn})
 	return &realStack{catalogAddr: st.Addrs["catalog"], bridgeAddr: st.Addrs["bridge"], demo: st.Demo}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/toolshare/services/stacktest"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
@@ -96,7 +96,7 @@ func BenchmarkInvokeToolInProcessFakeAuthz(b *testing.B) {
 }
 
 // BenchmarkInvokeTool measures InvokeTool end to end on the real services,
-// each its own process started by bin/sharedos-dev (run `make build` first):
+// each its own process from bin/ (services/systemtest/launch; `make build` first):
 // client (this process) → catalog-svc kernel → authz-svc (OPA, example
 // policy) → files-provider reading /public/a.txt of deploy/demo, with the
 // operation records in the embedded store ("real-memory") or PostgreSQL
@@ -107,7 +107,7 @@ func BenchmarkInvokeToolInProcessFakeAuthz(b *testing.B) {
 // separate process, plain grpc-go on both ends). c=1 and c=16 closed-loop
 // callers; metrics p50/p99 in µs, calls/s and the 1-minute load average.
 func BenchmarkInvokeTool(b *testing.B) {
-	echo, echoPID := stacktest.StartEcho(b)
+	echo, echoPID := launch.StartEcho(b)
 	stacks := []struct {
 		name string
 		dsn  func() string
@@ -132,7 +132,7 @@ func BenchmarkInvokeTool(b *testing.B) {
 	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(`{"path":"/public/a.txt"}`)}
 	for _, c := range []int{1, 16} {
 		b.Run(fmt.Sprintf("echo-grpc-process/c=%d", c), func(b *testing.B) {
-			cpu := stacktest.NewCPUMeter(map[string]int{"echo": echoPID})
+			cpu := launch.NewCPUMeter(map[string]int{"echo": echoPID})
 			defer func() { cpu.Report(b, b.N+50) }()
 			runConcurrent(b, c, func(ctx context.Context, _ int64) error {
 				_, err := echo.InvokeTool(ctx, echoCall)
@@ -142,7 +142,7 @@ func BenchmarkInvokeTool(b *testing.B) {
 		for i, st := range stacks {
 			t := targets[i]
 			b.Run(fmt.Sprintf("%s/c=%d", st.name, c), func(b *testing.B) {
-				cpu := stacktest.NewCPUMeter(t.stack.demo.PIDs)
+				cpu := launch.NewCPUMeter(t.stack.demo.PIDs)
 				defer func() { cpu.Report(b, b.N+50) }() // runConcurrent warms up with 50 calls
 				runConcurrent(b, c, func(ctx context.Context, _ int64) error {
 					res, err := t.client.InvokeTool(ctx, &sharedosv1.ToolCall{
@@ -202,7 +202,7 @@ func runConcurrent(b *testing.B, c int, call func(ctx context.Context, i int64) 
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(stacktest.LoadAvg(), "load1")
+	b.ReportMetric(launch.LoadAvg(), "load1")
 	if err, _ := first.Load().(error); err != nil {
 		b.Fatal(err)
 	}

@@ -28,6 +28,12 @@ import (
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
+// DemoPrincipal is whom the demo turn is for unless told.
+const DemoPrincipal = "alice"
+
+// DemoRoles are the demo turn's roles.
+var DemoRoles = []string{"engineer"}
+
 // Config is what `sharedos-dev` runs with.
 type Config struct {
 	Bin         string // directory holding the built binaries
@@ -38,9 +44,17 @@ type Config struct {
 	FilesAddr   string
 	MCPAddr     string
 	DatabaseURL string // empty: embedded store
-	Principal   string
-	Roles       []string
-	Verbose     bool
+	// PolicyDir, FileRoot: authz-svc's policies and the files provider's
+	// tree; empty: deploy/policies and deploy/demo under Root.
+	PolicyDir, FileRoot string
+	// JournalDir is catalog-svc's record journal (ADR 0007); empty: none on
+	// the embedded store, the user cache dir on PostgreSQL.
+	JournalDir string
+	// Flags are extra flags per binary name, appended to its command line.
+	Flags     map[string][]string
+	Principal string
+	Roles     []string
+	Verbose   bool
 	// ReadyFile, if set, receives the demo turn as JSON once everything is up.
 	ReadyFile string
 	// Ready, if set, is called with the demo turn once everything is up.
@@ -58,7 +72,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	files := config.String(fs, "files-addr", "127.0.0.1:7404", "files provider gRPC address")
 	mcp := config.String(fs, "mcp-addr", "127.0.0.1:7480", "bridge MCP HTTP address")
 	db := config.String(fs, "database-url", "", "PostgreSQL URL; empty uses the embedded store")
-	principal := config.String(fs, "principal", "alice", "principal of the demo turn")
+	principal := config.String(fs, "principal", DemoPrincipal, "principal of the demo turn")
 	verbose := fs.Bool("v", false, "stream every service's log to stderr")
 	ready := config.String(fs, "ready-file", "", "write the demo turn as JSON to this file once ready (for scripts and tests)")
 	return func() Config {
@@ -94,6 +108,47 @@ type Demo struct {
 	PIDs map[string]int `json:"pids"`
 }
 
+// Service is one process of the stack: its binary, its command line and the
+// gRPC address its health is checked on.
+type Service struct {
+	Name string
+	Args []string
+	Addr string
+}
+
+// Services is the composition of the stack, in start order: which processes
+// `make run` starts and with which flags. The system tests' launcher
+// (services/systemtest/launch) starts the same list, so the stack under test
+// is the stack users run.
+func Services(cfg Config) []Service {
+	policyDir, fileRoot := cfg.PolicyDir, cfg.FileRoot
+	if policyDir == "" {
+		policyDir = filepath.Join(cfg.Root, "deploy", "policies")
+	}
+	if fileRoot == "" {
+		fileRoot = filepath.Join(cfg.Root, "deploy", "demo")
+	}
+	var dbArgs []string
+	if cfg.DatabaseURL != "" {
+		dbArgs = []string{"--database-url", cfg.DatabaseURL, "--migrate"}
+	}
+	catalogArgs := append([]string{"serve", "--listen", cfg.CatalogAddr, "--authz", cfg.AuthzAddr}, dbArgs...)
+	if cfg.JournalDir != "" {
+		catalogArgs = append(catalogArgs, "--record-journal-dir", cfg.JournalDir)
+	}
+	svcs := []Service{
+		{"authz-svc", []string{"serve", "--listen", cfg.AuthzAddr, "--policy-dir", policyDir}, cfg.AuthzAddr},
+		{"files-provider", []string{"--listen", cfg.FilesAddr, "--root", fileRoot}, cfg.FilesAddr},
+		{"catalog-svc", catalogArgs, cfg.CatalogAddr},
+		{"bridge-svc", append([]string{"serve", "--listen", cfg.BridgeAddr, "--http-listen", cfg.MCPAddr,
+			"--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr}, dbArgs...), cfg.BridgeAddr},
+	}
+	for i := range svcs {
+		svcs[i].Args = append(svcs[i].Args, cfg.Flags[svcs[i].Name]...)
+	}
+	return svcs
+}
+
 type proc struct {
 	name string
 	cmd  *exec.Cmd
@@ -105,7 +160,7 @@ type proc struct {
 // Run starts the stack and blocks until ctx is done or a process dies.
 func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if len(cfg.Roles) == 0 {
-		cfg.Roles = []string{"engineer"}
+		cfg.Roles = DemoRoles
 	}
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
@@ -127,31 +182,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	defer func() { _ = os.RemoveAll(logDir) }()
 
 	store := "embedded store"
-	var dbArgs []string
 	if cfg.DatabaseURL != "" {
 		store = "PostgreSQL"
-		dbArgs = []string{"--database-url", cfg.DatabaseURL, "--migrate"}
-	}
-	catalogArgs := append([]string{"serve", "--listen", cfg.CatalogAddr, "--authz", cfg.AuthzAddr}, dbArgs...)
-	if cfg.DatabaseURL != "" {
-		// Completions written while PostgreSQL is down survive a crash of
-		// the stack and are written on its next start (ADR 0007).
-		if cache, err := os.UserCacheDir(); err == nil {
-			catalogArgs = append(catalogArgs, "--record-journal-dir", filepath.Join(cache, "sharedos", "record-journal"))
+		if cfg.JournalDir == "" {
+			// Completions written while PostgreSQL is down survive a crash of
+			// the stack and are written on its next start (ADR 0007).
+			if cache, err := os.UserCacheDir(); err == nil {
+				cfg.JournalDir = filepath.Join(cache, "sharedos", "record-journal")
+			}
 		}
 	}
+	cfg.Root = root
 	fmt.Fprintf(out, "SharedOS toolshare: starting on loopback (%s)\n", store)
 
-	specs := []struct {
-		name string
-		args []string
-		addr string
-	}{
-		{"authz-svc", []string{"serve", "--listen", cfg.AuthzAddr, "--policy-dir", filepath.Join(root, "deploy", "policies")}, cfg.AuthzAddr},
-		{"files-provider", []string{"--listen", cfg.FilesAddr, "--root", filepath.Join(root, "deploy", "demo")}, cfg.FilesAddr},
-		{"catalog-svc", catalogArgs, cfg.CatalogAddr},
-		{"bridge-svc", append([]string{"serve", "--listen", cfg.BridgeAddr, "--http-listen", cfg.MCPAddr, "--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr}, dbArgs...), cfg.BridgeAddr},
-	}
+	specs := Services(cfg)
 	var procs []*proc
 	stopAll := func() {
 		for i := len(procs) - 1; i >= 0; i-- {
@@ -161,7 +205,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	defer stopAll()
 	died := make(chan *proc, len(specs))
 	for _, s := range specs {
-		p, err := start(ctx, filepath.Join(bin, s.name), s.name, s.args, logDir, cfg.Verbose, root)
+		p, err := start(ctx, filepath.Join(bin, s.Name), s.Name, s.Args, logDir, cfg.Verbose, root)
 		if err != nil {
 			return err
 		}
@@ -172,13 +216,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 				died <- p
 			}
 		}(p)
-		if err := waitHealthy(ctx, s.addr, 30*time.Second, died); err != nil {
-			return fmt.Errorf("%s did not become healthy at %s: %w\n%s", s.name, s.addr, err, tail(p.log.Name(), 20))
+		if err := waitHealthy(ctx, s.Addr, 30*time.Second, died); err != nil {
+			return fmt.Errorf("%s did not become healthy at %s: %w\n%s", s.Name, s.Addr, err, tail(p.log.Name(), 20))
 		}
-		fmt.Fprintf(out, "  %-15s serving on %s\n", s.name, s.addr)
+		fmt.Fprintf(out, "  %-15s serving on %s\n", s.Name, s.Addr)
 	}
 
-	demo, err := setup(ctx, cfg, root)
+	demo, err := Setup(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -281,9 +325,16 @@ func waitHealthy(ctx context.Context, addr string, limit time.Duration, died <-c
 	return last
 }
 
-// setup registers the example catalogue and opens the demo turn.
-func setup(ctx context.Context, cfg Config, root string) (Demo, error) {
-	regs, err := regfile.ReadDir(filepath.Join(root, "deploy", "catalog"))
+// Setup registers the example catalogue (deploy/catalog under cfg.Root) and
+// opens the demo turn.
+func Setup(ctx context.Context, cfg Config) (Demo, error) {
+	if cfg.Principal == "" {
+		cfg.Principal = DemoPrincipal
+	}
+	if len(cfg.Roles) == 0 {
+		cfg.Roles = DemoRoles
+	}
+	regs, err := regfile.ReadDir(filepath.Join(cfg.Root, "deploy", "catalog"))
 	if err != nil {
 		return Demo{}, fmt.Errorf("read example catalogue: %w", err)
 	}

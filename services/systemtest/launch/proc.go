@@ -1,4 +1,4 @@
-package stacktest
+package launch
 
 import (
 	"bytes"

@@ -1,7 +1,9 @@
 package e2e
 
 import (
-	"github.com/sharedos/toolshare/services/stacktest"
+	"syscall"
+
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	"bytes"
 	"context"
@@ -23,21 +25,21 @@ import (
 	"github.com/sharedos/toolshare/services/providers/conformance"
 )
 
-// npmDir is e2e/npm, with its locked packages installed (`make npm-deps`
+// npmDir is services/systemtest/npm, with its locked packages installed (`make npm-deps`
 // installs them; a test run alone installs them here when missing).
 func npmDir(t *testing.T, root string) string {
 	t.Helper()
-	dir := filepath.Join(root, "e2e", "npm")
+	dir := filepath.Join(root, "services", "systemtest", "npm")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "conformance")); err == nil {
 		return dir
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
-		t.Fatalf("npm not found: install Node.js (>= 18) and npm; Node 22 itself comes from e2e/npm: %v", err)
+		t.Fatalf("npm not found: install Node.js (>= 18) and npm; Node 22 itself comes from services/systemtest/npm: %v", err)
 	}
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in e2e/npm: %v\n%s", err, out)
+		t.Fatalf("npm ci in services/systemtest/npm: %v\n%s", err, out)
 	}
 	return dir
 }
@@ -74,14 +76,13 @@ type conformanceTurn struct {
 
 func startConformanceProvider(t *testing.T, s *stack) string {
 	t.Helper()
-	addr := stacktest.FreeAddrs(t, 1)[0]
-	cmd := exec.Command(filepath.Join(s.Bin, "conformance-provider"), "--listen", addr)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	addr := launch.FreeAddrs(t, 1)[0]
+	p := &launch.Proc{Name: "conformance-provider", Path: filepath.Join(s.Bin, "conformance-provider"), Args: []string{"--listen", addr}}
+	p.Start(t)
+	t.Cleanup(func() { _ = p.Stop(syscall.SIGTERM, 10*time.Second) })
+	if err := launch.Serving(p, addr, 60*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, p.Log)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
 	out, err := exec.Command(filepath.Join(s.Bin, "conformance-provider"), "registrations", addr).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func startConformanceProvider(t *testing.T, s *stack) string {
 		t.Fatal(err)
 	}
 	if _, code := s.ctl(t, "tools", "register", "-f", file); code != 0 {
-		t.Fatalf("register conformance fixtures: exit %d\n%s", code, logs.String())
+		t.Fatalf("register conformance fixtures: exit %d\n%s", code, p.Log)
 	}
 	return addr
 }
@@ -130,7 +131,7 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxyOrigin := "http://" + proxyLis.Addr().String()
-	s := startStack(t, "SHAREDOS_DATABASE_URL="+pgtest.NewDatabase(t, noMigrate), "SHAREDOS_ALLOWED_ORIGINS="+proxyOrigin)
+	s := startStack(t, launch.Options{DatabaseURL: pgtest.NewDatabase(t, noMigrate), Env: []string{"SHAREDOS_ALLOWED_ORIGINS=" + proxyOrigin}})
 	dir := npmDir(t, s.Root)
 	startConformanceProvider(t, s)
 

@@ -19,6 +19,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -72,7 +73,7 @@ func tracedStack(t *testing.T) (*stack, *otlpCollector) {
 	t.Helper()
 	col := newOTLPCollector(t)
 	dsn := pgtest.NewDatabase(t, nil) // the services run their own migrations (--migrate)
-	s := startStack(t, append(col.env(), "SHAREDOS_DATABASE_URL="+dsn)...)
+	s := startStack(t, launch.Options{DatabaseURL: dsn, Env: col.env()})
 	return s, col
 }
 
@@ -123,8 +124,10 @@ func TestTracePerToolCall(t *testing.T) {
 	defer func() {
 		if t.Failed() {
 			t.Logf("spans received (service: name kind × count):\n%s", summary(col.all()))
-			if !s.Dev.Running() {
-				t.Logf("sharedos-dev exited during the test (%v):\n%s", s.Dev.Err(), s.Dev.Log)
+			for _, p := range s.Procs() {
+				if !p.Running() {
+					t.Logf("%s exited during the test (%v)", p.Name, p.Err())
+				}
 			}
 		}
 	}()

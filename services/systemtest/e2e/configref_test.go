@@ -1,7 +1,7 @@
 package e2e
 
 import (
-	"github.com/sharedos/toolshare/services/stacktest"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	"bytes"
 	"os"
@@ -32,7 +32,7 @@ OpenTelemetry is configured by the standard ` + "`OTEL_*`" + ` variables (see do
 // TestConfigurationReferenceIsCurrent regenerates docs/configuration.md from
 // the built binaries and compares; UPDATE_DOCS=1 rewrites it instead.
 func TestConfigurationReferenceIsCurrent(t *testing.T) {
-	root := stacktest.RepoRoot(t)
+	root := launch.RepoRoot(t)
 	var doc bytes.Buffer
 	doc.WriteString(configHeader)
 	for _, r := range referenced {

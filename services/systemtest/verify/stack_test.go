@@ -1,36 +1,31 @@
+//go:build verify
+
 package verify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/stacktest"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
-// proc is one service process started from bin/ (services/stacktest.Proc:
+// proc is one service process started from bin/ (services/launch.Proc:
 // every system test handles processes the same way).
-type proc = stacktest.Proc
+type proc = launch.Proc
 
 // stackOptions tune a stack.
 type stackOptions struct {
@@ -41,11 +36,12 @@ type stackOptions struct {
 	env          []string      // extra environment for every service
 }
 
-// stack is the whole system as separate processes plus an in-process
-// counting provider (the verify.* tools).
+// stack is the whole system as separate processes (the one launcher,
+// services/systemtest/launch) plus an in-process counting provider (the
+// verify.* tools) and the private cluster its records live in.
 type stack struct {
+	*launch.Stack
 	t                      testing.TB
-	root                   string
 	cluster                *cluster
 	dsn                    string
 	fileRoot               string // files-provider root (public/, private/)
@@ -58,14 +54,10 @@ type stack struct {
 	bridgeGRPC, bridgeHTTP []string
 	provider               *provider
 	db                     *pgxpool.Pool
-	conns                  []*grpc.ClientConn
 	catalogC               sharedosv1.CatalogServiceClient
 	bridgeC                sharedosv1.BridgeServiceClient
 	runtimeC               sharedosv1.RuntimeServiceClient
 }
-
-// binaries the stack needs.
-var binaries = []string{"authz-svc", "files-provider", "catalog-svc", "bridge-svc", "sharedosctl"}
 
 func startStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
@@ -78,54 +70,31 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	if o.evalTimeout == 0 {
 		o.evalTimeout = 4 * time.Second
 	}
-	if o.bridges == 0 {
-		o.bridges = 1
-	}
-	root := stacktest.RepoRoot(t)
-	for _, b := range binaries {
-		if _, err := os.Stat(filepath.Join(root, "bin", b)); err != nil {
-			t.Fatalf("%s is not built: run `make build` (make verify does it first)", filepath.Join(root, "bin", b))
-		}
-	}
-	s := &stack{t: t, root: root, addr: map[string]string{}}
-	s.cluster = o.cluster
+	s := &stack{t: t, addr: map[string]string{}, cluster: o.cluster}
 	if s.cluster == nil {
 		s.cluster = newCluster(t)
 	}
 	s.dsn = s.cluster.NewDatabase(t, fmt.Sprintf("verify_%d", time.Now().UnixNano()))
-	t.Cleanup(s.stop)
-
 	s.provider = startProvider(t)
 	s.addr["provider"] = s.provider.addr
 	s.fileRoot = makeFileRoot(t)
 	s.journalDir = filepath.Join(t.TempDir(), "record-journal")
-	policyDir := makePolicyDir(t, root)
 
-	env := append([]string{"SHAREDOS_LOG_LEVEL=debug"}, o.env...)
-	newProc := func(name string, args ...string) *proc {
-		return &proc{Name: name, Path: filepath.Join(root, "bin", name), Args: args, Env: env, Log: &stacktest.Output{}}
-	}
-	s.authz = newProc("authz-svc", "serve", "--listen", "", "--policy-dir", policyDir, "--eval-timeout", o.evalTimeout.String())
-	s.addr["authz"] = s.launch(s.authz, "--listen")[0]
-	s.files = newProc("files-provider", "--listen", "", "--root", s.fileRoot)
-	s.addr["files"] = s.launch(s.files, "--listen")[0]
-	s.catalog = newProc("catalog-svc", "serve", "--listen", "", "--authz", s.addr["authz"],
-		"--database-url", s.dsn, "--migrate", "--authz-timeout", o.authzTimeout.String(), "--reconcile-interval", "1s",
-		"--record-journal-dir", s.journalDir)
-	s.addr["catalog"] = s.launch(s.catalog, "--listen")[0]
-	for i := range o.bridges {
-		p := newProc("bridge-svc", "serve", "--listen", "", "--http-listen", "", "--catalog", s.addr["catalog"],
-			"--kernel", s.addr["catalog"], "--database-url", s.dsn, "--migrate", "--sweep-interval", "1s")
-		p.Name = fmt.Sprintf("bridge-svc#%d", i)
-		b := s.launch(p, "--listen", "--http-listen")
-		s.bridges = append(s.bridges, p)
-		s.bridgeGRPC, s.bridgeHTTP = append(s.bridgeGRPC, b[0]), append(s.bridgeHTTP, b[1])
-	}
-
-	s.catalogC = sharedosv1.NewCatalogServiceClient(s.dial(s.addr["catalog"]))
-	s.runtimeC = sharedosv1.NewRuntimeServiceClient(s.dial(s.addr["catalog"]))
-	s.bridgeC = sharedosv1.NewBridgeServiceClient(s.dial(s.bridgeGRPC[0]))
-	s.register()
+	s.Stack = launch.Start(t, launch.Options{
+		DatabaseURL: s.dsn, PolicyDir: makePolicyDir(t, launch.RepoRoot(t)), FileRoot: s.fileRoot,
+		JournalDir: s.journalDir, Bridges: o.bridges,
+		Env: append([]string{"SHAREDOS_LOG_LEVEL=debug"}, o.env...),
+		Flags: map[string][]string{
+			"authz-svc":   {"--eval-timeout", o.evalTimeout.String()},
+			"catalog-svc": {"--authz-timeout", o.authzTimeout.String(), "--reconcile-interval", "1s"},
+			"bridge-svc":  {"--sweep-interval", "1s"},
+		},
+		Register: func(_ testing.TB, ls *launch.Stack) {
+			s.Stack = ls
+			s.adopt()
+			s.register()
+		},
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -134,16 +103,23 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		t.Fatalf("connect to the stack's database: %v", err)
 	}
 	s.db = pool
+	s.OnStop(func() {
+		httpTransport.CloseIdleConnections()
+		pool.Close()
+	})
 	return s
 }
 
-func slicesIndex(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
+// adopt takes the launched processes' handles and clients.
+func (s *stack) adopt() {
+	s.authz, s.files, s.catalog, s.bridges = s.Authz, s.Files, s.Catalog, s.Bridges
+	for _, k := range []string{"authz", "files", "catalog"} {
+		s.addr[k] = s.Addrs[k]
 	}
-	return -1
+	s.bridgeGRPC, s.bridgeHTTP = s.BridgeGRPC, s.BridgeHTTP
+	s.catalogC = sharedosv1.NewCatalogServiceClient(s.Dial(s.addr["catalog"]))
+	s.runtimeC = sharedosv1.NewRuntimeServiceClient(s.Dial(s.addr["catalog"]))
+	s.bridgeC = sharedosv1.NewBridgeServiceClient(s.Dial(s.bridgeGRPC[0]))
 }
 
 func pxpool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
@@ -155,127 +131,8 @@ func pxpool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-func (s *stack) dial(addr string) *grpc.ClientConn {
-	s.t.Helper()
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.conns = append(s.conns, c)
-	return c
-}
-
-func (s *stack) stop() {
-	start := time.Now()
-	defer func() {
-		if d := time.Since(start); d > 5*time.Second {
-			s.t.Logf("stopping the stack took %s", d)
-		}
-	}()
-	httpTransport.CloseIdleConnections()
-	for _, c := range s.conns {
-		_ = c.Close()
-	}
-	if s.db != nil {
-		s.db.Close()
-	}
-	for i := len(s.bridges) - 1; i >= 0; i-- {
-		s.bridges[i].Stop(syscall.SIGTERM, 10*time.Second)
-	}
-	for _, p := range []*proc{s.catalog, s.files, s.authz} {
-		if p != nil {
-			p.Stop(syscall.SIGTERM, 10*time.Second)
-		}
-	}
-	if s.t.Failed() {
-		for _, p := range append([]*proc{s.authz, s.files, s.catalog}, s.bridges...) {
-			if p != nil {
-				s.t.Logf("---- %s log (tail) ----\n%s", p.Name, tail(p.Log.String(), 40))
-			}
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// health asks a gRPC health service ("" = readiness, "liveness").
-func health(addr, service string) (grpc_health_v1.HealthCheckResponse_ServingStatus, error) {
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	r, err := grpc_health_v1.NewHealthClient(c).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: service})
-	if err != nil {
-		return 0, err
-	}
-	return r.GetStatus(), nil
-}
-
-// launch gives p's address flags free loopback ports, starts it and waits
-// for health on the first one. A port taken between our probe and the
-// service's bind (other stacks run in parallel fuzz workers) gets new ports,
-// up to 3 tries.
-func (s *stack) launch(p *proc, addrFlags ...string) []string {
-	s.t.Helper()
-	for try := 1; ; try++ {
-		addrs := make([]string, len(addrFlags))
-		for i, f := range addrFlags {
-			addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(s.t))
-			p.Args[slicesIndex(p.Args, f)+1] = addrs[i]
-		}
-		p.Start(s.t)
-		err := s.serving(p, addrs[0], 60*time.Second)
-		if err == nil {
-			return addrs
-		}
-		if try < 3 && !p.Running() && strings.Contains(p.Log.String(), "address already in use") {
-			continue
-		}
-		s.t.Fatalf("%v:\n%s", err, tail(p.Log.String(), 30))
-	}
-}
-
-// serving waits until addr's overall health is SERVING, or p exits.
-func (s *stack) serving(p *proc, addr string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if st, err := health(addr, ""); err == nil && st == grpc_health_v1.HealthCheckResponse_SERVING {
-			return nil
-		}
-		if !p.Running() {
-			return fmt.Errorf("%s exited before serving at %s", p.Name, addr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if p.Running() {
-		p.Kill(s.t)
-	}
-	return fmt.Errorf("%s not SERVING at %s after %s", p.Name, addr, limit)
-}
-
-// waitServing is serving that fails the test.
-func (s *stack) waitServing(p *proc, addr string, limit time.Duration) {
-	s.t.Helper()
-	if err := s.serving(p, addr, limit); err != nil {
-		s.t.Fatalf("%v:\n%s", err, tail(p.Log.String(), 30))
-	}
-}
-
 // restart starts p again with the same arguments and waits for health.
-func (s *stack) restart(p *proc, addr string) {
-	s.t.Helper()
-	p.Start(s.t)
-	s.waitServing(p, addr, 60*time.Second)
-}
+func (s *stack) restart(p *proc, addr string) { s.Restart(s.t, p, addr) }
 
 // ---- the catalogue and the policy
 
@@ -426,23 +283,10 @@ func (s *stack) closeTurn(id string) {
 	}
 }
 
-// ctl runs bin/sharedosctl against the stack: stdout, exit code.
+// ctl runs bin/sharedosctl against the stack: stdout, stderr, exit code.
 func (s *stack) ctl(args ...string) (string, string, int) {
 	s.t.Helper()
-	cmd := exec.Command(filepath.Join(s.root, "bin", "sharedosctl"), args...)
-	cmd.Env = append(os.Environ(), "SHAREDOS_CATALOG_ADDR="+s.addr["catalog"], "SHAREDOS_AUTHZ_ADDR="+s.addr["authz"],
-		"SHAREDOS_BRIDGE_ADDR="+s.bridgeGRPC[0], "SHAREDOS_FILES_ADDR="+s.addr["files"])
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.ExitCode()
-	case err != nil:
-		s.t.Fatal(err)
-	}
-	return out.String(), errb.String(), 0
+	return s.Ctl(s.t, args...)
 }
 
 // opRow is one `sharedosctl ops list` record.

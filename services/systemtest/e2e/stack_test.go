@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,40 +20,28 @@ import (
 
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
 	"github.com/sharedos/toolshare/services/contract/projection"
-	"github.com/sharedos/toolshare/services/stacktest"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
-// stack is a running `make run` stack (services/stacktest) with the
+// stack is a running stack (services/systemtest/launch) with the
 // sharedosctl helpers of these tests.
-type stack struct{ *stacktest.Stack }
+type stack struct{ *launch.Stack }
 
-// startStack starts the stack; extraEnv (KEY=VALUE) reaches every service.
-func startStack(t *testing.T, extraEnv ...string) *stack {
+// startStack starts the make-run stack composition from bin/ (embedded store
+// unless o.DatabaseURL is set).
+func startStack(t *testing.T, o launch.Options) *stack {
 	t.Helper()
-	return &stack{stacktest.Start(t, extraEnv...)}
+	return &stack{launch.Start(t, o)}
 }
 
 // ctl runs bin/sharedosctl against the stack and returns stdout and the exit code.
 func (s *stack) ctl(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(s.Bin, "sharedosctl"), args...)
-	cmd.Env = append(os.Environ(),
-		"SHAREDOS_CATALOG_ADDR="+s.Addrs["catalog"], "SHAREDOS_AUTHZ_ADDR="+s.Addrs["authz"],
-		"SHAREDOS_BRIDGE_ADDR="+s.Addrs["bridge"], "SHAREDOS_FILES_ADDR="+s.Addrs["files"])
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	stdout, stderr, code := s.Ctl(t, args...)
 	if code != 0 {
-		t.Logf("sharedosctl %s: exit %d, stderr: %s", strings.Join(args, " "), code, stderr.String())
+		t.Logf("sharedosctl %s: exit %d, stderr: %s", strings.Join(args, " "), code, stderr)
 	}
-	return stdout.String(), code
+	return stdout, code
 }
 
 func (s *stack) ctlJSON(t *testing.T, v any, args ...string) {
@@ -147,8 +133,10 @@ func call(t *testing.T, ctx context.Context, c *client.Client, tool string, args
 	return text, res.IsError
 }
 
+// TestMakeRunStack runs `make run` itself (bin/sharedos-dev): the demo
+// stack answers sharedosctl and an MCP client, and Ctrl-C leaves nothing.
 func TestMakeRunStack(t *testing.T) {
-	s := startStack(t)
+	s, dev := startMakeRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -217,8 +205,8 @@ func TestMakeRunStack(t *testing.T) {
 	}
 
 	// Ctrl-C stops everything and leaves no listening port behind.
-	if err := s.Dev.Stop(syscall.SIGINT, 30*time.Second); err != nil {
-		t.Fatalf("sharedos-dev after SIGINT: %v\n%s", err, s.Dev.Log)
+	if err := dev.Stop(syscall.SIGINT, 30*time.Second); err != nil {
+		t.Fatalf("sharedos-dev after SIGINT: %v\n%s", err, dev.Log)
 	}
 	for name, addr := range s.Addrs {
 		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -243,6 +231,47 @@ func assertNoChildren(t *testing.T, pids map[string]int) {
 		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 		if len(f) > 0 && f[0] != "Z" {
 			t.Errorf("%s (pid %d) survived Ctrl-C", name, pid)
+		}
+	}
+}
+
+// startMakeRun starts bin/sharedos-dev (what `make run` runs) on free ports
+// and waits for its demo turn; its Proc is stopped with SIGINT in cleanup.
+func startMakeRun(t *testing.T) (*stack, *launch.Proc) {
+	t.Helper()
+	root := launch.RepoRoot(t)
+	bin := filepath.Join(root, "bin")
+	a := launch.FreeAddrs(t, 5)
+	s := &stack{&launch.Stack{Root: root, Bin: bin, Addrs: map[string]string{
+		"catalog": a[0], "authz": a[1], "bridge": a[2], "files": a[3], "mcp": a[4],
+	}}}
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	dev := &launch.Proc{Name: "sharedos-dev", Path: filepath.Join(bin, "sharedos-dev"),
+		Args: []string{"--bin", bin, "--root", root,
+			"--catalog-addr", a[0], "--authz-addr", a[1], "--bridge-addr", a[2], "--files-addr", a[3], "--mcp-addr", a[4],
+			"--ready-file", ready},
+		Env: []string{"SHAREDOS_DATABASE_URL="}}
+	dev.Start(t)
+	t.Cleanup(func() {
+		if err := dev.Stop(syscall.SIGINT, 20*time.Second); err != nil {
+			t.Logf("sharedos-dev exit after SIGINT: %v", err)
+		}
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
+			if err := json.Unmarshal(b, &s.Demo); err != nil {
+				t.Fatalf("ready file: %v", err)
+			}
+			return s, dev
+		}
+		select {
+		case <-dev.Done():
+			t.Fatalf("sharedos-dev exited before ready (%v):\n%s", dev.Err(), dev.Log)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sharedos-dev not ready after 90s:\n%s", dev.Log)
 		}
 	}
 }

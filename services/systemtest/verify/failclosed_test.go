@@ -1,3 +1,5 @@
+//go:build verify
+
 package verify
 
 import (
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
 // TestFailClosedAuthzKilled: with authz-svc SIGKILLed every call of an
@@ -213,7 +217,7 @@ func assertCounts(t testing.TB, got, want map[string]int) {
 
 // healthStatus is health() that reports an error as a status string.
 func healthStatus(addr, service string) string {
-	st, err := health(addr, service)
+	st, err := launch.Health(addr, service)
 	if err != nil {
 		return "error: " + err.Error()
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
 // noMigrate leaves the fresh database empty: the services' --migrate applies
@@ -41,7 +42,7 @@ func (a attempt) run(t *testing.T, ctx context.Context, c *client.Client) {
 // authz-svc (example policy), the real files provider and PostgreSQL, and
 // checks that every attempt left exactly one record with the right outcome.
 func TestKernelOnPostgres(t *testing.T) {
-	s := startStack(t, "SHAREDOS_DATABASE_URL="+pgtest.NewDatabase(t, noMigrate))
+	s := startStack(t, launch.Options{DatabaseURL: pgtest.NewDatabase(t, noMigrate)})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := mcpClient(t, ctx, s.Demo.MCPURL, s.Demo.Token)
@@ -75,19 +76,11 @@ func TestKernelOnPostgres(t *testing.T) {
 
 	// authz-svc hung past the kernel's deadline: fail closed (failed, never
 	// succeeded or denied) and the handler does not run. (A stopped authz-svc
-	// would make sharedos-dev end the whole stack; the verify suite covers it.)
-	authzPID := s.Demo.PIDs["authz-svc"]
-	if authzPID == 0 {
-		t.Fatal("no authz-svc pid")
-	}
-	if err := syscall.Kill(authzPID, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	// is the verify suite's.)
+	s.Authz.Signal(t, syscall.SIGSTOP)
 	hung := attempt{"files.read", read("/public/a.txt"), "failed", "authz_unavailable"}
 	hung.run(t, ctx, c)
-	if err := syscall.Kill(authzPID, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	s.Authz.Signal(t, syscall.SIGCONT)
 	attempts = append(attempts, hung)
 
 	var ops []struct{ CallID, Tool, Status, Code string }

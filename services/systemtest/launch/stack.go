@@ -1,0 +1,357 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sharedos/toolshare/services/tools/devstack"
+)
+
+// Demo is the demo turn the stack opens (the one `make run` prints).
+type Demo = devstack.Demo
+
+// Options choose the stack Start runs. The zero value is the `make run`
+// stack: embedded store, deploy/policies, the deploy/demo tree, the
+// deploy/catalog catalogue and one demo turn.
+type Options struct {
+	// Root is the checkout whose bin/ and deploy/ are used (default: the
+	// repository holding the test); a benchmark runs a baseline build beside
+	// the current one.
+	Root string
+	// DatabaseURL selects PostgreSQL; empty is the embedded store.
+	DatabaseURL string
+	// PolicyDir and FileRoot replace deploy/policies and deploy/demo.
+	PolicyDir, FileRoot string
+	// JournalDir is catalog-svc's record journal (default on PostgreSQL: a
+	// directory of the test, kept across restarts of catalog-svc).
+	JournalDir string
+	// Bridges is the number of bridge-svc processes (default 1).
+	Bridges int
+	// Env (KEY=VALUE) is added to every service's environment.
+	Env []string
+	// Flags are extra flags per binary name ("catalog-svc", ...).
+	Flags map[string][]string
+	// Register, when set, registers the catalogue instead of deploy/catalog,
+	// and no demo turn is opened.
+	Register func(tb testing.TB, s *Stack)
+}
+
+// Stack is a running stack: one Proc per service.
+type Stack struct {
+	Root, Bin string
+	Authz     *Proc
+	Files     *Proc
+	Catalog   *Proc
+	Bridges   []*Proc
+	// Addrs by service: catalog, authz, files, and the first bridge's gRPC
+	// (bridge) and MCP HTTP (mcp) addresses.
+	Addrs map[string]string
+	// BridgeGRPC and BridgeHTTP are every bridge's addresses, in order.
+	BridgeGRPC, BridgeHTTP []string
+	// Demo is the demo turn (zero when Options.Register is set).
+	Demo Demo
+
+	tb   testing.TB
+	cfg  devstack.Config
+	mu   sync.Mutex
+	stop []func()
+}
+
+// Binaries the stack needs in bin/ (`make build`).
+var Binaries = []string{"sharedosctl", "catalog-svc", "authz-svc", "bridge-svc", "files-provider"}
+
+// Start starts every service of the stack from bin/ on free loopback ports,
+// as separate processes composed as devstack.Services composes `make run`,
+// waits for each to be SERVING, and registers the catalogue. The stack is
+// stopped (SIGTERM, in reverse order) in the test's cleanup, and each
+// process's log is printed when the test failed.
+func Start(tb testing.TB, o Options) *Stack {
+	tb.Helper()
+	root := o.Root
+	if root == "" {
+		root = RepoRoot(tb)
+	}
+	bin := filepath.Join(root, "bin")
+	for _, b := range Binaries {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			tb.Fatalf("%s is not built: run `make build` (make test and make verify do it first)", filepath.Join(bin, b))
+		}
+	}
+	if o.Bridges == 0 {
+		o.Bridges = 1
+	}
+	if o.DatabaseURL != "" && o.JournalDir == "" {
+		o.JournalDir = filepath.Join(tb.TempDir(), "record-journal")
+	}
+	s := &Stack{Root: root, Bin: bin, Addrs: map[string]string{}, tb: tb, cfg: devstack.Config{
+		Root: root, DatabaseURL: o.DatabaseURL, PolicyDir: o.PolicyDir, FileRoot: o.FileRoot,
+		JournalDir: o.JournalDir, Flags: o.Flags,
+	}}
+	tb.Cleanup(s.stopAll)
+
+	// Each service is started once its dependencies serve; its own address
+	// (and for a bridge its MCP address) is chosen just before it starts.
+	s.Authz = s.launch("authz-svc", "authz", o.Env, func(c *devstack.Config, a []string) { c.AuthzAddr = a[0] }, 1)[0]
+	s.Files = s.launch("files-provider", "files", o.Env, func(c *devstack.Config, a []string) { c.FilesAddr = a[0] }, 1)[0]
+	s.Catalog = s.launch("catalog-svc", "catalog", o.Env, func(c *devstack.Config, a []string) { c.CatalogAddr = a[0] }, 1)[0]
+	for i := range o.Bridges {
+		var grpcAddr, httpAddr string
+		p := s.launch("bridge-svc", "", o.Env, func(c *devstack.Config, a []string) {
+			c.BridgeAddr, c.MCPAddr = a[0], a[1]
+			grpcAddr, httpAddr = a[0], a[1]
+		}, 2)[0]
+		p.Name = fmt.Sprintf("bridge-svc#%d", i)
+		s.Bridges = append(s.Bridges, p)
+		s.BridgeGRPC, s.BridgeHTTP = append(s.BridgeGRPC, grpcAddr), append(s.BridgeHTTP, httpAddr)
+	}
+	s.Addrs["bridge"], s.Addrs["mcp"] = s.BridgeGRPC[0], s.BridgeHTTP[0]
+	s.cfg.BridgeAddr, s.cfg.MCPAddr = s.BridgeGRPC[0], s.BridgeHTTP[0]
+
+	if o.Register != nil {
+		o.Register(tb, s)
+		return s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	demo, err := devstack.Setup(ctx, s.cfg)
+	if err != nil {
+		tb.Fatalf("register the example catalogue and open the demo turn: %v", err)
+	}
+	demo.PIDs = map[string]int{}
+	for _, p := range s.Procs() {
+		demo.PIDs[strings.TrimSuffix(p.Name, "#0")] = p.PID()
+	}
+	s.Demo = demo
+	return s
+}
+
+// Procs are the stack's processes in start order.
+func (s *Stack) Procs() []*Proc {
+	return append([]*Proc{s.Authz, s.Files, s.Catalog}, s.Bridges...)
+}
+
+// launch starts the named service with n fresh loopback addresses given to
+// it by set, and waits until its first address serves. A port taken between
+// the probe and the service's bind (parallel fuzz workers start stacks too)
+// gets new ports, up to 3 tries.
+func (s *Stack) launch(name, key string, env []string, set func(*devstack.Config, []string), n int) []*Proc {
+	s.tb.Helper()
+	p := &Proc{Name: name, Path: filepath.Join(s.Bin, name), Env: env, Log: &Output{}}
+	for try := 1; ; try++ {
+		addrs := FreeAddrs(s.tb, n)
+		cfg := s.cfg
+		set(&cfg, addrs)
+		p.Args = service(cfg, name).Args
+		p.Start(s.tb)
+		err := Serving(p, addrs[0], 60*time.Second)
+		if err == nil {
+			s.cfg = cfg
+			if key != "" {
+				s.Addrs[key] = addrs[0]
+			}
+			s.mu.Lock()
+			s.stop = append(s.stop, func() { _ = p.Stop(syscall.SIGTERM, 10*time.Second) })
+			s.mu.Unlock()
+			return []*Proc{p}
+		}
+		if try < 3 && !p.Running() && strings.Contains(p.Log.String(), "address already in use") {
+			continue
+		}
+		p.Kill(s.tb)
+		s.tb.Fatalf("%v:\n%s", err, Tail(p.Log.String(), 30))
+	}
+}
+
+// service is name's entry of the composition.
+func service(cfg devstack.Config, name string) devstack.Service {
+	for _, svc := range devstack.Services(cfg) {
+		if svc.Name == name {
+			return svc
+		}
+	}
+	panic("launch: no service " + name + " in devstack.Services")
+}
+
+// Restart starts p again with the same arguments and waits until addr serves.
+func (s *Stack) Restart(tb testing.TB, p *Proc, addr string) {
+	tb.Helper()
+	p.Start(tb)
+	if err := Serving(p, addr, 60*time.Second); err != nil {
+		tb.Fatalf("%v:\n%s", err, Tail(p.Log.String(), 30))
+	}
+}
+
+// Dial is a client connection to addr, closed with the stack.
+func (s *Stack) Dial(addr string) *grpc.ClientConn {
+	s.tb.Helper()
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	s.mu.Lock()
+	s.stop = append(s.stop, func() { _ = c.Close() })
+	s.mu.Unlock()
+	return c
+}
+
+// OnStop runs f when the stack stops, before the processes are stopped.
+func (s *Stack) OnStop(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stop = append(s.stop, f)
+}
+
+// stopAll undoes Start in reverse: connections and OnStop hooks, bridges,
+// catalog, files, authz.
+func (s *Stack) stopAll() {
+	start := time.Now()
+	s.mu.Lock()
+	stops := s.stop
+	s.stop = nil
+	s.mu.Unlock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		s.tb.Logf("stopping the stack took %s", d)
+	}
+	if s.tb.Failed() {
+		for _, p := range s.Procs() {
+			if p != nil && p.Log != nil {
+				s.tb.Logf("---- %s log (tail) ----\n%s", p.Name, Tail(p.Log.String(), 40))
+			}
+		}
+	}
+}
+
+// Ctl runs bin/sharedosctl against the stack: stdout, stderr, exit code.
+func (s *Stack) Ctl(tb testing.TB, args ...string) (string, string, int) {
+	tb.Helper()
+	cmd := exec.Command(filepath.Join(s.Bin, "sharedosctl"), args...)
+	cmd.Env = append(os.Environ(),
+		"SHAREDOS_CATALOG_ADDR="+s.Addrs["catalog"], "SHAREDOS_AUTHZ_ADDR="+s.Addrs["authz"],
+		"SHAREDOS_BRIDGE_ADDR="+s.Addrs["bridge"], "SHAREDOS_FILES_ADDR="+s.Addrs["files"])
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return stdout.String(), stderr.String(), ee.ExitCode()
+	case err != nil:
+		tb.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), 0
+}
+
+// Health asks addr's gRPC health service ("" = readiness, "liveness").
+func Health(addr, service string) (grpc_health_v1.HealthCheckResponse_ServingStatus, error) {
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r, err := grpc_health_v1.NewHealthClient(c).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: service})
+	if err != nil {
+		return 0, err
+	}
+	return r.GetStatus(), nil
+}
+
+// Serving waits until addr's overall health is SERVING, or p exits, or
+// limit passes.
+func Serving(p *Proc, addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if st, err := Health(addr, ""); err == nil && st == grpc_health_v1.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if !p.Running() {
+			return fmt.Errorf("%s exited before serving at %s (%v)", p.Name, addr, p.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not SERVING at %s after %s", p.Name, addr, limit)
+}
+
+// Tail is the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Output is a buffer safe to read while the process writes to it.
+type Output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// RepoRoot is the directory holding go.work above the working directory.
+func RepoRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("repository root (go.work) not found")
+		}
+		dir = parent
+	}
+}
+
+// FreeAddrs returns n loopback addresses that were free a moment ago.
+func FreeAddrs(tb testing.TB, n int) []string {
+	tb.Helper()
+	var ls []net.Listener
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return out
+}
