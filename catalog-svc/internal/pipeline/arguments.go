@@ -22,85 +22,102 @@ const (
 	MaxArgumentsDepth = jsonlimits.MaxDepth
 )
 
-// frame is one open object or array while scanning arguments.
+// frame is one open object or array while decoding arguments.
 type frame struct {
-	object    bool
+	obj       map[string]any // the object being filled, or nil for an array
+	arr       []any
 	expectKey bool
-	keys      map[string]struct{}
+	key       string // the member whose value comes next
 }
 
-// valueDone notes that the open object's current member value is complete.
-func valueDone(stack []frame) {
-	if n := len(stack); n > 0 && stack[n-1].object {
-		stack[n-1].expectKey = true
-	}
-}
-
-// checkArguments enforces the structural rules on the raw bytes in one
-// streaming pass: valid UTF-8, a single JSON object, nesting depth at most
-// MaxArgumentsDepth, and no duplicate keys in any object (two parsers that
+// decodeArguments is the kernel's one parse of a call's arguments. In one
+// streaming pass over the raw bytes it enforces the structural rules —
+// valid UTF-8, a single JSON object, nesting depth at most
+// MaxArgumentsDepth, no duplicate keys in any object (two parsers that
 // disagree on which duplicate wins would let the policy and the handler see
-// different arguments). json.Decoder.Token does not recurse, so a hostile
-// 10^5-deep input is refused at depth 65 without stack growth.
-func checkArguments(raw []byte) error {
+// different arguments) — and builds the decoded value (numbers as
+// json.Number) that schema validation and the requirement read.
+// json.Decoder.Token does not recurse, so a hostile 10^5-deep input is
+// refused at depth 65 without stack growth. The raw bytes stay what is
+// authorized, digested and dispatched.
+func decodeArguments(raw []byte) (map[string]any, error) {
 	if len(raw) > MaxArgumentsBytes {
-		return fmt.Errorf("%d bytes; the limit is %d", len(raw), MaxArgumentsBytes)
+		return nil, fmt.Errorf("%d bytes; the limit is %d", len(raw), MaxArgumentsBytes)
 	}
 	if !utf8.Valid(raw) {
-		return errors.New("not valid UTF-8")
+		return nil, errors.New("not valid UTF-8")
 	}
 	trimmed := bytes.TrimLeft(raw, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return errors.New("not a JSON object")
+		return nil, errors.New("not a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var stack []frame
+	var stack []*frame
+	var root map[string]any
+	// done attaches a complete value to the open container; it reports
+	// whether the top-level object is complete.
+	done := func(v any) bool {
+		if len(stack) == 0 {
+			root, _ = v.(map[string]any)
+			return true
+		}
+		top := stack[len(stack)-1]
+		if top.obj != nil {
+			top.obj[top.key] = v
+			top.expectKey = true
+		} else {
+			top.arr = append(top.arr, v)
+		}
+		return false
+	}
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return errors.New("not valid JSON")
+			return nil, errors.New("not valid JSON")
 		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
-			top := &stack[n-1]
+		complete := false
+		if n := len(stack); n > 0 && stack[n-1].obj != nil && stack[n-1].expectKey {
+			top := stack[n-1]
 			if d, ok := tok.(json.Delim); ok && d == '}' {
 				stack = stack[:n-1]
-				valueDone(stack)
+				complete = done(top.obj)
 			} else {
 				key, _ := tok.(string)
-				if _, dup := top.keys[key]; dup {
-					return fmt.Errorf("the key %q appears twice in one object", truncate(key, 64))
+				if _, dup := top.obj[key]; dup {
+					return nil, fmt.Errorf("the key %q appears twice in one object", truncate(key, 64))
 				}
-				top.keys[key] = struct{}{}
-				top.expectKey = false
+				top.key, top.expectKey = key, false
 				continue
 			}
 		} else {
 			switch tok {
 			case json.Delim('{'), json.Delim('['):
 				if len(stack) >= MaxArgumentsDepth {
-					return fmt.Errorf("nested deeper than %d levels", MaxArgumentsDepth)
+					return nil, fmt.Errorf("nested deeper than %d levels", MaxArgumentsDepth)
 				}
-				f := frame{object: tok == json.Delim('{')}
-				if f.object {
-					f.expectKey = true
-					f.keys = map[string]struct{}{}
+				f := &frame{}
+				if tok == json.Delim('{') {
+					f.obj, f.expectKey = map[string]any{}, true
+				} else {
+					f.arr = []any{}
 				}
 				stack = append(stack, f)
 				continue
 			case json.Delim(']'):
+				top := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
-				valueDone(stack)
+				complete = done(top.arr)
 			default:
-				valueDone(stack)
+				complete = done(tok)
 			}
 		}
-		if len(stack) == 0 {
+		if complete {
 			// The top-level object is closed: nothing may follow it.
 			if _, err := dec.Token(); err != io.EOF {
-				return errors.New("more than one JSON value")
+				return nil, errors.New("more than one JSON value")
 			}
-			return nil
+			return root, nil
 		}
 	}
 }
@@ -115,14 +132,11 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// validateSchema validates raw against schema and returns a reason naming
-// the first failing location as a JSON pointer into the arguments.
-func validateSchema(schema *jsonschema.Schema, raw []byte) error {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return errors.New("not valid JSON")
-	}
-	err = schema.Validate(v)
+// validateSchema validates the decoded arguments against schema and
+// returns a reason naming the first failing location as a JSON pointer into
+// the arguments.
+func validateSchema(schema *jsonschema.Schema, args map[string]any) error {
+	err := schema.Validate(args)
 	if err == nil {
 		return nil
 	}

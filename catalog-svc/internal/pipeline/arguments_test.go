@@ -1,12 +1,14 @@
 package pipeline
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
 
-func TestCheckArguments(t *testing.T) {
+func TestDecodeArguments(t *testing.T) {
 	nest := func(n int) string { return strings.Repeat(`{"a":`, n-1) + `{}` + strings.Repeat(`}`, n-1) }
 	ok := []string{
 		`{}`, ` { } `, `{"a":1,"b":[1,{"a":2},{"a":3}],"c":{"a":{"b":null}}}`,
@@ -14,7 +16,7 @@ func TestCheckArguments(t *testing.T) {
 		`{"k":"\u0000"}`,
 	}
 	for _, s := range ok {
-		if err := checkArguments([]byte(s)); err != nil {
+		if _, err := decodeArguments([]byte(s)); err != nil {
 			t.Errorf("%.80s: %v", s, err)
 		}
 	}
@@ -33,29 +35,35 @@ func TestCheckArguments(t *testing.T) {
 		`{"a":"` + strings.Repeat("x", MaxArgumentsBytes) + `"}`: "limit",
 	}
 	for s, want := range bad {
-		err := checkArguments([]byte(s))
+		_, err := decodeArguments([]byte(s))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%.80s: %v, want %q", s, err, want)
 		}
 	}
 }
 
-// FuzzCheckArguments: whatever checkArguments accepts is one valid JSON
-// object that encoding/json decodes.
-func FuzzCheckArguments(f *testing.F) {
+// FuzzDecodeArguments: whatever decodeArguments accepts is one valid JSON
+// object, and its decoded value is the one encoding/json decodes.
+func FuzzDecodeArguments(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":[1,{"b":2}]}`, `{"a":1,"a":2}`, `[]`, `{"a":1}{}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if checkArguments(b) != nil {
+		got, err := decodeArguments(b)
+		if err != nil {
 			return
 		}
 		if !json.Valid(b) {
 			t.Fatalf("accepted invalid JSON %q", b)
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var want map[string]any
+		if err := dec.Decode(&want); err != nil || want == nil {
 			t.Fatalf("accepted a non-object %q", b)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoded %q as %#v, encoding/json as %#v", b, got, want)
 		}
 	})
 }

@@ -505,13 +505,14 @@ func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, args []by
 	reg := resolved.Registration
 	name := reg.GetName()
 
-	// (3) Validate the arguments.
-	if res := s.validate(ctx, resolved, args); res != nil {
+	// (3) Validate the arguments (their one parse in the kernel).
+	decoded, res := s.validate(ctx, resolved, args)
+	if res != nil {
 		return res, name
 	}
 
 	// (4) Resolve the requirement.
-	action, resource, err := requirement.Resolve(reg.GetRequirement(), args)
+	action, resource, err := requirement.ResolveValues(reg.GetRequirement(), decoded)
 	if err != nil {
 		if errors.Is(err, requirement.ErrArguments) {
 			return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()), name
@@ -573,20 +574,23 @@ func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall) (*sha
 	return nil, resolved
 }
 
-func (s *Pipeline) validate(ctx context.Context, resolved *catalog.Resolved, args []byte) *sharedosv1.ToolResult {
+// validate decodes the arguments and validates them against the tool's
+// input schema; the decoded value is what the requirement reads.
+func (s *Pipeline) validate(ctx context.Context, resolved *catalog.Resolved, args []byte) (map[string]any, *sharedosv1.ToolResult) {
 	_, span := tracer.Start(ctx, telemetry.SpanValidateArguments)
 	defer span.End()
-	if err := checkArguments(args); err != nil {
-		return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error())
+	decoded, err := decodeArguments(args)
+	if err != nil {
+		return nil, outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error())
 	}
 	if resolved.InputSchema == nil {
 		s.logger.ErrorContext(ctx, "tool has no compiled input schema", slog.String(telemetry.LogTool, resolved.Registration.GetName()))
-		return outcome.Failed(outcome.Internal, "the tool's registration is unusable")
+		return nil, outcome.Failed(outcome.Internal, "the tool's registration is unusable")
 	}
-	if err := validateSchema(resolved.InputSchema, args); err != nil {
-		return outcome.Failed(outcome.InvalidArguments, "invalid arguments "+err.Error())
+	if err := validateSchema(resolved.InputSchema, decoded); err != nil {
+		return nil, outcome.Failed(outcome.InvalidArguments, "invalid arguments "+err.Error())
 	}
-	return nil
+	return decoded, nil
 }
 
 func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, resolved *catalog.Resolved, action, resource string, args []byte) (res *sharedosv1.ToolResult, decisionID, revision string) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -51,12 +52,29 @@ func reqErr(field, rule, format string, a ...any) error {
 const MaxValueBytes = 4096
 
 // Resolve returns the action and the concrete resource req demands for a call
-// with argsJSON (a JSON object). Each {name} placeholder of req.Resource is
-// replaced by the top-level argument name, cleaned per req.PathCleaning
-// (unspecified means POSIX). String, number and boolean values are accepted;
-// numbers keep their JSON spelling. "{{" and "}}" are literal braces. An
-// empty template yields an empty resource (an action-only requirement).
+// with argsJSON (a JSON object); it is ResolveValues over the decoded
+// object, for callers that hold only the bytes (sharedosctl).
 func Resolve(req *sharedosv1.Requirement, argsJSON []byte) (action, resource string, err error) {
+	var args map[string]any
+	if parts, err := parseTemplate(req.GetResource()); err == nil && hasPlaceholder(parts) {
+		dec := json.NewDecoder(bytes.NewReader(argsJSON))
+		dec.UseNumber()
+		if err := dec.Decode(&args); err != nil || args == nil {
+			return "", "", argErr("", "object", "arguments must be a JSON object")
+		}
+	}
+	return ResolveValues(req, args)
+}
+
+// ResolveValues returns the action and the concrete resource req demands for
+// a call whose arguments decoded to args (numbers as json.Number, as
+// encoding/json's UseNumber gives them). Each {name} placeholder of
+// req.Resource is replaced by the top-level argument name, cleaned per
+// req.PathCleaning (unspecified means POSIX). String, number and boolean
+// values are accepted; numbers keep their JSON spelling. "{{" and "}}" are
+// literal braces. An empty template yields an empty resource (an
+// action-only requirement).
+func ResolveValues(req *sharedosv1.Requirement, args map[string]any) (action, resource string, err error) {
 	if req == nil {
 		return "", "", reqErr("", "required", "the tool declares no requirement")
 	}
@@ -75,12 +93,8 @@ func Resolve(req *sharedosv1.Requirement, argsJSON []byte) (action, resource str
 	if err != nil {
 		return "", "", err
 	}
-
-	var args map[string]json.RawMessage
-	if hasPlaceholder(parts) {
-		if err := json.Unmarshal(argsJSON, &args); err != nil || args == nil {
-			return "", "", argErr("", "object", "arguments must be a JSON object")
-		}
+	if hasPlaceholder(parts) && args == nil {
+		return "", "", argErr("", "object", "arguments must be a JSON object")
 	}
 	var b strings.Builder
 	for _, p := range parts {
@@ -226,27 +240,15 @@ func validArgName(s string) bool {
 // scalar renders one argument value: a string as its content, a number or
 // boolean as its JSON text. Objects, arrays and null have no single resource
 // spelling and are refused.
-func scalar(name string, raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return "", argErr(name, "type", "argument %q is empty", name)
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", argErr(name, "type", "argument %q is not a valid JSON string", name)
-		}
-		return s, nil
-	case 't', 'f':
-		return string(raw), nil
-	case 'n', '{', '[':
-		return "", argErr(name, "type", "argument %q must be a string, number or boolean", name)
+func scalar(name string, v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case json.Number:
+		return v.String(), nil
 	default:
-		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return "", argErr(name, "type", "argument %q must be a string, number or boolean", name)
-		}
-		return n.String(), nil
+		return "", argErr(name, "type", "argument %q must be a string, number or boolean", name)
 	}
 }
