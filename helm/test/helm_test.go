@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"io"
 	"os"
 	"os/exec"
@@ -93,6 +94,8 @@ func valueSets() []valueSet {
 		{name: "ha", file: "ci/ha-values.yaml"},
 		{name: "external-postgres", file: "ci/external-postgres-values.yaml"},
 		{name: "ingress", file: "ci/ingress-values.yaml"},
+		{name: "existing-tls", file: "ci/existing-tls-values.yaml"},
+		{name: "cluster-issuer", file: "ci/cluster-issuer-values.yaml"},
 	}
 }
 
@@ -133,6 +136,8 @@ type rendered struct {
 	HPAs            []*autoscalingv2.HorizontalPodAutoscaler
 	NetworkPolicies []*networkingv1.NetworkPolicy
 	Ingresses       []*networkingv1.Ingress
+	Certificates    []*certmanagerv1.Certificate
+	Issuers         []*certmanagerv1.Issuer
 	// All holds every object's metadata with its kind, in render order.
 	All []object
 }
@@ -273,8 +278,22 @@ func (r *rendered) add(tm metav1.TypeMeta, doc []byte) error {
 		}
 		r.Ingresses = append(r.Ingresses, o)
 		record(&o.ObjectMeta)
+	case "cert-manager.io/v1/Certificate":
+		o, err := strict(doc, &certmanagerv1.Certificate{})
+		if err != nil {
+			return err
+		}
+		r.Certificates = append(r.Certificates, o)
+		record(&o.ObjectMeta)
+	case "cert-manager.io/v1/Issuer":
+		o, err := strict(doc, &certmanagerv1.Issuer{})
+		if err != nil {
+			return err
+		}
+		r.Issuers = append(r.Issuers, o)
+		record(&o.ObjectMeta)
 	default:
-		return errors.New("kind not known to the test: add its k8s.io/api type to decode() before rendering it")
+		return errors.New("kind not known to the test: add its k8s.io/api (or cert-manager) type to decode() before rendering it")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package charttest
 
 import (
 	"fmt"
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"regexp"
 	"slices"
 	"strconv"
@@ -48,6 +49,93 @@ func checkInvariants(t *testing.T, r *rendered) {
 	checkIngress(t, r)
 	checkNetworkPolicies(t, r)
 	checkPolicies(t, r)
+	checkTLS(t, r)
+}
+
+// trustDomain is the host of a Certificate's first URI.
+func trustDomain(c *certmanagerv1.Certificate) string {
+	if len(c.Spec.URIs) == 0 {
+		return ""
+	}
+	host, _, _ := strings.Cut(strings.TrimPrefix(c.Spec.URIs[0], "spiffe://"), "/")
+	return host
+}
+
+// tlsRoles is the SPIFFE role each workload's identity carries.
+var tlsRoles = map[string]string{"catalog": "catalog", "authz": "authz", "bridge": "bridge", "files": "provider"}
+
+// checkTLS: every workload runs the internal plane with mutual TLS from a
+// mounted Secret, never in plaintext; with cert-manager each Secret comes
+// from a Certificate whose URI SAN is the workload's SPIFFE identity,
+// usable as server and client, signed by an issuer the release names.
+func checkTLS(t *testing.T, r *rendered) {
+	t.Helper()
+	certs := map[string]*certmanagerv1.Certificate{}
+	for _, c := range r.Certificates {
+		certs[c.Spec.SecretName] = c
+	}
+	issuers := map[string]*certmanagerv1.Issuer{}
+	for _, i := range r.Issuers {
+		issuers[i.Name] = i
+	}
+	for _, d := range r.Deployments {
+		comp := d.Spec.Template.Labels["app.kubernetes.io/component"]
+		pod := d.Spec.Template.Spec
+		secret := ""
+		for _, v := range pod.Volumes {
+			if v.Name == "tls" && v.Secret != nil {
+				secret = v.Secret.SecretName
+				if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
+					t.Errorf("Deployment %s: the TLS key must not be world-readable (defaultMode %v)", d.Name, v.Secret.DefaultMode)
+				}
+			}
+		}
+		if secret == "" {
+			t.Errorf("Deployment %s: no Secret volume named tls", d.Name)
+			continue
+		}
+		c := &pod.Containers[0]
+		mounted := false
+		for _, m := range c.VolumeMounts {
+			if m.Name == "tls" && m.MountPath == "/etc/sharedos/tls" && m.ReadOnly {
+				mounted = true
+			}
+		}
+		if !mounted {
+			t.Errorf("Deployment %s: the tls volume is not mounted read-only at /etc/sharedos/tls", d.Name)
+		}
+		for env, file := range map[string]string{"SHAREDOS_TLS_CA": "ca.crt", "SHAREDOS_TLS_CERT": "tls.crt", "SHAREDOS_TLS_KEY": "tls.key"} {
+			if got := envValue(c, env); got != "/etc/sharedos/tls/"+file {
+				t.Errorf("Deployment %s: %s = %q, want /etc/sharedos/tls/%s", d.Name, env, got, file)
+			}
+		}
+		if env(c, "SHAREDOS_INSECURE_PLAINTEXT") != nil {
+			t.Errorf("Deployment %s: the internal plane must not run in plaintext", d.Name)
+		}
+		if len(r.Certificates) == 0 {
+			continue // existing Secrets: the operator's
+		}
+		cert := certs[secret]
+		if cert == nil {
+			t.Errorf("Deployment %s: no Certificate writes its Secret %s", d.Name, secret)
+			continue
+		}
+		want := "spiffe://" + trustDomain(cert) + "/" + tlsRoles[comp] + "/" + d.Name
+		if !slices.Equal(cert.Spec.URIs, []string{want}) {
+			t.Errorf("Certificate %s: URIs %v, want [%s]", cert.Name, cert.Spec.URIs, want)
+		}
+		for _, u := range []certmanagerv1.KeyUsage{certmanagerv1.UsageServerAuth, certmanagerv1.UsageClientAuth} {
+			if !slices.Contains(cert.Spec.Usages, u) {
+				t.Errorf("Certificate %s: usages %v lack %s (mutual TLS)", cert.Name, cert.Spec.Usages, u)
+			}
+		}
+		if cert.Spec.PrivateKey == nil || cert.Spec.PrivateKey.RotationPolicy != certmanagerv1.RotationPolicyAlways {
+			t.Errorf("Certificate %s: the private key must rotate with the certificate", cert.Name)
+		}
+		if ref := cert.Spec.IssuerRef; ref.Kind == "Issuer" && issuers[ref.Name] == nil {
+			t.Errorf("Certificate %s: Issuer %s is not in the release", cert.Name, ref.Name)
+		}
+	}
 }
 
 func checkNames(t *testing.T, r *rendered) {
@@ -286,9 +374,14 @@ func checkContainerBasics(t *testing.T, name string, c *corev1.Container) {
 // readiness asks the overall service "", which does.
 func checkProbes(t *testing.T, name string, c *corev1.Container) {
 	t.Helper()
-	port := containerPort(c, "grpc")
+	// The plane's port speaks mutual TLS, which kubelet probes cannot: the
+	// probes ask the plaintext health-only listener (SHAREDOS_HEALTH_LISTEN).
+	port := containerPort(c, "health")
 	if port == 0 {
-		t.Errorf("%s: no container port named grpc", name)
+		t.Errorf("%s: no container port named health", name)
+	}
+	if got := envValue(c, "SHAREDOS_HEALTH_LISTEN"); got != fmt.Sprintf(":%d", port) {
+		t.Errorf("%s: SHAREDOS_HEALTH_LISTEN = %q, want the health port :%d", name, got, port)
 	}
 	check := func(kind string, p *corev1.Probe, wantService string) {
 		if p == nil {
@@ -300,7 +393,7 @@ func checkProbes(t *testing.T, name string, c *corev1.Container) {
 			return
 		}
 		if p.GRPC.Port != port {
-			t.Errorf("%s: %s probe port %d, want the grpc port %d", name, kind, p.GRPC.Port, port)
+			t.Errorf("%s: %s probe port %d, want the health port %d", name, kind, p.GRPC.Port, port)
 		}
 		got := ""
 		if p.GRPC.Service != nil {

@@ -53,6 +53,8 @@ func TestValuesRejected(t *testing.T) {
 		{"grace period too short", "lifecycle:\n  preStopSleepSeconds: 30\n  terminationGracePeriodSeconds: 20\n", []string{"lifecycle.terminationGracePeriodSeconds (20) must exceed lifecycle.preStopSleepSeconds (30)"}},
 		{"egress without postgres", "networkPolicy:\n  egress:\n    enabled: true\n", []string{"networkPolicy.egress.postgres.peers must list"}},
 		{"otel headers without key", "otel:\n  headersSecret:\n    name: s\n", []string{"otel.headersSecret.key is required"}},
+		{"mTLS without certificates", "tls:\n  certManager:\n    enabled: false\n", []string{"tls.existingSecrets.catalog is required when tls.certManager.enabled is false"}},
+		{"client identity of a service role", "tls:\n  certManager:\n    clientIdentities: [{name: x, role: bridge}]\n", []string{schemaError, "/tls/certManager/clientIdentities/0/role"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,6 +64,9 @@ type Config struct {
 	// when both are set.
 	MetricsListen string
 	Metrics       http.Handler
+	// Plane is the internal plane's transport (runner.Env.Plane; zero:
+	// plaintext, for in-process tests).
+	Plane grpcx.Plane
 }
 
 // Bind registers the serve flags on fs (each also read from
@@ -127,7 +130,7 @@ func (c Config) Complete(ctx context.Context) (*Completed, error) {
 	// decision paid for growing its stack again (about a third of the CPU
 	// at c=16 in the benchmark profile). Workers keep their grown stacks;
 	// RPCs beyond the pool still get their own goroutine.
-	gs := grpcx.NewServer(grpcx.ServerOptions{Logger: logger}, grpc.NumStreamWorkers(StreamWorkers))
+	gs := grpcx.NewServer(grpcx.ServerOptions{Logger: logger, Plane: c.Plane}, grpc.NumStreamWorkers(StreamWorkers))
 	sharedosv1.RegisterAuthzServiceServer(gs.GRPC(), server.New(engine, decisionlog.New(dh)))
 
 	lis := c.Listener

@@ -128,6 +128,8 @@ func start(t *testing.T, dir string, opts ...option) *harness {
 		DecisionLog:   slog.NewJSONHandler(h.decisions, nil),
 		Listener:      lis,
 		MeterProvider: mp,
+		// Reflection is off unless asked; TestHealthAndReflection asks.
+		Plane: grpcx.Plane{Reflection: true},
 	}
 	for _, o := range opts {
 		o(&cfg)

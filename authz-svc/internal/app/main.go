@@ -13,10 +13,10 @@ import (
 var Command = runner.Command[Config]{
 	Name: "authz-svc", Service: telemetry.ServiceAuthz, Serve: "serve",
 	Summary: "serve AuthzService (Authorize, FilterTools) over the policies in --policy-dir",
-	Bind:    Bind,
-	Tune:    TuneRuntime,
+	Bind:    Bind, Plane: true,
+	Tune: TuneRuntime,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
-		c.Logger, c.Metrics = env.Logger, env.Metrics
+		c.Logger, c.Metrics, c.Plane = env.Logger, env.Metrics, env.Plane
 		return c.Complete(ctx)
 	},
 	Subs: []runner.Sub{{Name: "version", Usage: "print the module version, VCS revision and Go version",

@@ -24,6 +24,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	"github.com/sharedos/toolshare/bridge-svc/migrations"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
@@ -67,6 +68,9 @@ type Config struct {
 	// Catalog and Invoker override the dialled clients (tests).
 	CatalogClient leases.CatalogLister
 	Invoker       forward.Invoker
+	// Plane is the internal plane's transport (runner.Env.Plane; zero:
+	// plaintext, for in-process tests).
+	Plane grpcx.Plane
 }
 
 // Bind registers the serve flags on fs (each also read from
@@ -211,7 +215,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 
 	catalog, invoker := c.CatalogClient, c.Invoker
 	if catalog == nil {
-		cc, derr := grpcx.Dial(c.Catalog)
+		cc, derr := grpcx.Dial(c.Catalog, c.Plane.TLS.DialOption(callers.Catalog))
 		if derr != nil {
 			return nil, fmt.Errorf("bridge: --catalog: %w", derr)
 		}
@@ -226,7 +230,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		// InvokeTool gets --call-timeout rather than grpcx's 10 s default: a
 		// tool may legitimately run longer than a metadata RPC; the client's
 		// cancellation still ends it sooner.
-		kc, derr := grpcx.Dial(target, grpcx.WithDefaultTimeout(c.CallTimeout))
+		kc, derr := grpcx.Dial(target, grpcx.WithDefaultTimeout(c.CallTimeout), c.Plane.TLS.DialOption(callers.Catalog))
 		if derr != nil {
 			return nil, fmt.Errorf("bridge: --kernel: %w", derr)
 		}
@@ -248,7 +252,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		OnClose: a.mcp.Evict, Logger: a.log, ValidateTools: mcpserver.ValidateTools,
 	})
 	// a.log already names the service; ServiceName would add it twice.
-	a.grpc = grpcx.NewServer(grpcx.ServerOptions{Logger: a.log})
+	a.grpc = grpcx.NewServer(grpcx.ServerOptions{Logger: a.log, Plane: c.Plane})
 	sharedosv1.RegisterBridgeServiceServer(a.grpc.GRPC(), svc)
 	a.grpc.SetServing(grpcx.LivenessService, true)
 

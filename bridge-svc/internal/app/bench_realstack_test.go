@@ -24,8 +24,8 @@ type realStack struct {
 // the checkout at root (this one, or a baseline build for before/after ratios in
 // one run); dsn "" is the embedded store, otherwise every service keeps its
 // state in PostgreSQL.
-func startRealStackFrom(b *testing.B, root, dsn string) *realStack {
+func startRealStackFrom(b *testing.B, root, dsn string, plaintext bool) *realStack {
 	b.Helper()
-	st := launch.Start(b, launch.Options{Root: root, DatabaseURL: dsn})
+	st := launch.Start(b, launch.Options{Root: root, DatabaseURL: dsn, Plaintext: plaintext})
 	return &realStack{catalogAddr: st.Addrs["catalog"], bridgeAddr: st.Addrs["bridge"], demo: st.Demo}
 }

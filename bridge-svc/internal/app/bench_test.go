@@ -222,26 +222,32 @@ func BenchmarkToolCall(b *testing.B) {
 	plain := plainServer(b)
 	root := launch.RepoRoot(b)
 	newDB := func() string { return pgtest.NewDatabase(b, func(context.Context, string) error { return nil }) }
+	// real-* run with mutual TLS and caller authorization on the internal
+	// plane (what users run); real-memory-plaintext is the same build with
+	// --insecure-plaintext, the cost of mTLS in the same run (issue 16).
 	stacks := []struct {
-		name string
-		root string
-		dsn  func() string
+		name  string
+		root  string
+		dsn   func() string
+		plain bool
 	}{
-		{"real-memory", root, func() string { return "" }},
-		{"real-postgres", root, newDB},
+		{"real-memory", root, func() string { return "" }, false},
+		{"real-memory-plaintext", root, func() string { return "" }, true},
+		{"real-postgres", root, newDB, false},
 	}
 	// A baseline checkout (built with `make build`) runs beside this one,
 	// so a before/after ratio comes from one run under one load.
 	if base := os.Getenv(baselineRootEnv); base != "" {
 		stacks = append(stacks, struct {
-			name string
-			root string
-			dsn  func() string
-		}{"baseline-postgres", base, newDB})
+			name  string
+			root  string
+			dsn   func() string
+			plain bool
+		}{"baseline-postgres", base, newDB, false})
 	}
 	demos := make([]*realStack, len(stacks))
 	for i, st := range stacks {
-		demos[i] = startRealStackFrom(b, st.root, st.dsn())
+		demos[i] = startRealStackFrom(b, st.root, st.dsn(), st.plain)
 	}
 	const args = `{"path":"/public/a.txt"}`
 	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(args)}

@@ -13,9 +13,9 @@ import (
 var Command = runner.Command[Config]{
 	Name: "bridge-svc", Service: telemetry.ServiceBridge, Serve: "serve",
 	Summary: "serve BridgeService (turn leases) and the turn MCP endpoints",
-	Bind:    Bind,
+	Bind:    Bind, Plane: true,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
-		c.Logger, c.Metrics = env.Logger, env.Metrics
+		c.Logger, c.Metrics, c.Plane = env.Logger, env.Metrics, env.Plane
 		return c.Complete(ctx)
 	},
 	Subs: []runner.Sub{{Name: "migrate", Usage: "apply PostgreSQL migrations (--check: exit 0 only when current)",

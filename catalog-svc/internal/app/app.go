@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
@@ -52,6 +53,9 @@ type Config struct {
 	// RecordJournalDir holds the durable journal of completions the store
 	// could not take yet (ADR 0007); empty keeps them in memory only.
 	RecordJournalDir string
+	// Plane is the internal plane's transport (runner.Env.Plane; zero:
+	// plaintext, for in-process tests).
+	Plane grpcx.Plane
 }
 
 // Bind registers the flags on fs (each also read from SHAREDOS_<NAME>) and
@@ -155,7 +159,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		a.closers = append(a.closers, func() error { a.pool.Close(); return nil })
 		tools, recs = postgres.New(a.pool, postgres.WithLogger(log)), recpostgres.New(a.pool)
 	}
-	a.authz, err = grpcx.Dial(c.AuthzAddr)
+	a.authz, err = grpcx.Dial(c.AuthzAddr, c.Plane.TLS.DialOption(callers.Authz))
 	if err != nil {
 		return nil, fmt.Errorf("dial authz-svc: %w", err)
 	}
@@ -178,8 +182,13 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		return nil, fmt.Errorf("--record-journal-dir: %w", err)
 	}
 	a.closers = append(a.closers, jr.Close)
+	// The kernel calls providers as itself and only servers with a
+	// provider identity.
+	handlers := pipeline.NewConnCache(c.Plane.TLS.DialOption(callers.Provider))
+	a.closers = append(a.closers, handlers.Close)
 	a.pipeline, err = pipeline.New(pipeline.Config{
 		Resolver: a.catalog, Records: recs, Journal: jr, Authz: authz, Logger: log,
+		Handlers:     handlers,
 		AuthzTimeout: c.AuthzTimeout, DefaultHandlerTimeout: c.DefaultHandlerTimeout, InstanceID: c.InstanceID,
 	})
 	if err != nil {
@@ -192,7 +201,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		return nil, err
 	}
 
-	a.srv = grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: log})
+	a.srv = grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: log, Plane: c.Plane})
 	sharedosv1.RegisterCatalogServiceServer(a.srv.GRPC(), server.NewCatalogServer(a.catalog, log))
 	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), server.NewRuntimeServer(a.pipeline))
 	a.lis, err = net.Listen("tcp", c.Listen)

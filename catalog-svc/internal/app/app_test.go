@@ -35,7 +35,7 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 	t.Setenv("SHAREDOS_DATABASE_URL", "")
-	code, _, stderr := run("serve", "--listen", "", "--authz-timeout", "0s", "--reconcile-interval", "-1s")
+	code, _, stderr := run("serve", "--insecure-plaintext", "--listen", "", "--authz-timeout", "0s", "--reconcile-interval", "-1s")
 	if code != 1 {
 		t.Errorf("serve with bad flags: exit %d, want 1", code)
 	}

@@ -13,8 +13,9 @@ import (
 var Command = runner.Command[Config]{
 	Name: "catalog-svc", Service: ServiceName, Serve: "serve",
 	Summary: "serve CatalogService and RuntimeService (the kernel)",
-	Bind:    Bind,
+	Bind:    Bind, Plane: true,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
+		c.Plane = env.Plane
 		return c.Complete(ctx, env.Logger, env.Metrics)
 	},
 	Subs: []runner.Sub{{Name: "migrate", Usage: "apply PostgreSQL migrations (--check: exit 0 only when current)",

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -25,6 +26,7 @@ func init() { launch.ServeEchoIfChild() }
 
 // realStack is the make-run stack's four services on free loopback ports.
 type realStack struct {
+	st                      *launch.Stack
 	catalogAddr, bridgeAddr string
 	demo                    launch.Demo
 }
@@ -34,11 +36,7 @@ type realStack struct {
 // with the SHA-256 hex of its canonical JSON, and the catalogue hash.
 func (s *realStack) benchTurn(b *testing.B) (string, *sharedosv1.AccessContext, *sharedosv1.CataloguePin) {
 	b.Helper()
-	cc, err := grpcx.Dial(s.bridgeAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cc.Close()
+	cc := s.st.Dial(s.bridgeAddr) // as the operator
 	actx := &sharedosv1.AccessContext{Principal: "alice", Roles: []string{"engineer"}}
 	lease, err := sharedosv1.NewBridgeServiceClient(cc).OpenTurn(context.Background(), &sharedosv1.OpenTurnRequest{
 		Context: actx,
@@ -58,9 +56,10 @@ func (s *realStack) benchTurn(b *testing.B) (string, *sharedosv1.AccessContext, 
 }
 
 // kernelClient dials the real kernel (catalog-svc) through grpcx, as the
-// bridge does.
+// bridge does: with a bridge identity of the stack's CA.
 func (s *realStack) kernelClient(b *testing.B) sharedosv1.RuntimeServiceClient {
-	cc, err := grpcx.Dial(s.catalogAddr)
+	creds := s.st.Credentials(b, s.st.Identity(b, "bench-bridge", callers.Bridge, "bench"))
+	cc, err := grpcx.Dial(s.catalogAddr, creds.DialOption(callers.Catalog))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,5 +73,5 @@ func (s *realStack) kernelClient(b *testing.B) sharedosv1.RuntimeServiceClient {
 func startRealStack(b *testing.B, dsn string) *realStack {
 	b.Helper()
 	st := launch.Start(b, launch.Options{DatabaseURL: dsn})
-	return &realStack{catalogAddr: st.Addrs["catalog"], bridgeAddr: st.Addrs["bridge"], demo: st.Demo}
+	return &realStack{st: st, catalogAddr: st.Addrs["catalog"], bridgeAddr: st.Addrs["bridge"], demo: st.Demo}
 }

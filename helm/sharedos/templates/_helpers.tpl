@@ -142,21 +142,21 @@ topologySpreadConstraints:
 {{- $p := .root.Values.probes }}
 startupProbe:
   grpc:
-    port: {{ .port }}
+    port: {{ include "sharedos.healthPort" . }}
     service: {{ $p.livenessService | quote }}
   periodSeconds: {{ $p.startup.periodSeconds }}
   timeoutSeconds: {{ $p.startup.timeoutSeconds }}
   failureThreshold: {{ $p.startup.failureThreshold }}
 livenessProbe:
   grpc:
-    port: {{ .port }}
+    port: {{ include "sharedos.healthPort" . }}
     service: {{ $p.livenessService | quote }}
   periodSeconds: {{ $p.liveness.periodSeconds }}
   timeoutSeconds: {{ $p.liveness.timeoutSeconds }}
   failureThreshold: {{ $p.liveness.failureThreshold }}
 readinessProbe:
   grpc:
-    port: {{ .port }}
+    port: {{ include "sharedos.healthPort" . }}
   periodSeconds: {{ $p.readiness.periodSeconds }}
   timeoutSeconds: {{ $p.readiness.timeoutSeconds }}
   failureThreshold: {{ $p.readiness.failureThreshold }}
@@ -304,6 +304,13 @@ template so a bad combination fails at render time with the field named.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if not .Values.tls.certManager.enabled }}
+{{- range $c := list "catalog" "authz" "bridge" "files" }}
+{{- if and (or (ne $c "files") $.Values.files.enabled) (not (index $.Values.tls.existingSecrets $c)) }}
+{{- fail (printf "tls.existingSecrets.%s is required when tls.certManager.enabled is false: the internal plane runs mutual TLS" $c) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
 {{- fail "ingress.host is required when ingress.enabled is true" }}
 {{- end }}
@@ -380,4 +387,60 @@ values. Returns JSON (exact bytes; a YAML round trip can drop a final newline): 
     {{- include "sharedos.containerSecurityContext" .root | nindent 4 }}
   volumeMounts:
     {{- include "sharedos.tmpVolumeMount" .root | nindent 4 }}
+{{- end }}
+
+{{/*
+Mutual TLS of the internal plane (ADR 0012). The kubelet's gRPC probes speak
+no TLS: every service also serves health alone, in plaintext, on this port.
+*/}}
+{{- define "sharedos.healthPort" -}}7410{{- end }}
+
+{{/* The SPIFFE role of a component's identity: (dict "component" c) */}}
+{{- define "sharedos.tlsRole" -}}
+{{- index (dict "catalog" "catalog" "authz" "authz" "bridge" "bridge" "files" "provider") .component }}
+{{- end }}
+
+{{/* A component's SPIFFE ID: (dict "root" $ "component" c) */}}
+{{- define "sharedos.spiffeID" -}}
+{{- printf "spiffe://%s/%s/%s" .root.Values.tls.trustDomain (include "sharedos.tlsRole" .) (include "sharedos.componentName" .) }}
+{{- end }}
+
+{{/* The Secret holding a component's tls.crt, tls.key, ca.crt: (dict "root" $ "component" c) */}}
+{{- define "sharedos.tlsSecret" -}}
+{{- if .root.Values.tls.certManager.enabled }}
+{{- printf "%s-tls" (include "sharedos.componentName" .) }}
+{{- else }}
+{{- index .root.Values.tls.existingSecrets .component }}
+{{- end }}
+{{- end }}
+
+{{- define "sharedos.tlsEnv" -}}
+- name: SHAREDOS_TLS_CA
+  value: /etc/sharedos/tls/ca.crt
+- name: SHAREDOS_TLS_CERT
+  value: /etc/sharedos/tls/tls.crt
+- name: SHAREDOS_TLS_KEY
+  value: /etc/sharedos/tls/tls.key
+- name: SHAREDOS_HEALTH_LISTEN
+  value: ":{{ include "sharedos.healthPort" . }}"
+{{- end }}
+
+{{- define "sharedos.healthContainerPort" -}}
+- name: health
+  containerPort: {{ include "sharedos.healthPort" . }}
+  protocol: TCP
+{{- end }}
+
+{{- define "sharedos.tlsVolumeMount" -}}
+- name: tls
+  mountPath: /etc/sharedos/tls
+  readOnly: true
+{{- end }}
+
+{{/* (dict "root" $ "component" c); the key is readable by the pod's fsGroup only. */}}
+{{- define "sharedos.tlsVolume" -}}
+- name: tls
+  secret:
+    secretName: {{ include "sharedos.tlsSecret" . }}
+    defaultMode: 0440
 {{- end }}

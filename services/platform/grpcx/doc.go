@@ -7,7 +7,9 @@
 //   - grpc.health.v1 with an overall ("") status and per-service statuses; every
 //     status flips to NOT_SERVING the moment shutdown starts, before draining,
 //     so Kubernetes readiness and client-side health checks stop routing here;
-//   - server reflection, so grpcurl and debugging tools work without protos;
+//   - mutual TLS 1.3 and caller authorization by the callers table when
+//     ServerOptions.TLS is set (platform/mtls; ADR 0012);
+//   - server reflection only when ServerOptions.Reflection (--reflection);
 //   - an otelgrpc stats handler that skips /grpc.health.v1.Health/* (probes
 //     would otherwise drown the traces);
 //   - unary and stream recovery interceptors: a panic becomes codes.Internal
@@ -18,8 +20,8 @@
 //     grpc-go default (5 min, no idle pings) would answer them with GOAWAY
 //     "too_many_pings".
 //
-// Client side (Dial): plaintext transport (the mesh or the pod network provides
-// transport security), an otelgrpc client stats handler (health checks filtered out), a default deadline
+// Client side (Dial): plaintext transport unless the caller passes its
+// mtls.Credentials.DialOption (every service does), an otelgrpc client stats handler (health checks filtered out), a default deadline
 // for unary calls whose context has none (gRPC sets none by default and a
 // missing deadline turns a stuck peer into a stuck caller), 64 MiB message
 // limits and retries explicitly disabled: a tool invocation must never be

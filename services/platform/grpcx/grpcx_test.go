@@ -286,7 +286,7 @@ func TestWithDefaultTimeout(t *testing.T) {
 }
 
 func TestReflectionListsServices(t *testing.T) {
-	f := start(t, grpcx.ServerOptions{})
+	f := start(t, grpcx.ServerOptions{Plane: grpcx.Plane{Reflection: true}})
 	stream, err := reflectionpb.NewServerReflectionClient(f.cc).ServerReflectionInfo(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +309,19 @@ func TestReflectionListsServices(t *testing.T) {
 		if !slices.Contains(names, want) {
 			t.Errorf("reflection lists %v, missing %s", names, want)
 		}
+	}
+}
+
+// Reflection is off unless asked for (--reflection).
+func TestReflectionOffByDefault(t *testing.T) {
+	f := start(t, grpcx.ServerOptions{})
+	stream, err := reflectionpb.NewServerReflectionClient(f.cc).ServerReflectionInfo(context.Background())
+	if err == nil {
+		_ = stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("reflection without Reflection: %v, want Unimplemented", err)
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+
+	"github.com/sharedos/toolshare/services/platform/mtls"
 )
 
 // DefaultDrainTimeout bounds GracefulStop when ServerOptions.DrainTimeout is
@@ -49,15 +51,36 @@ type ServerOptions struct {
 	// context is done before it force-stops the server; zero means
 	// DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// Plane is the internal plane's transport (zero: plaintext).
+	Plane Plane
+}
+
+// Plane is how a process takes part in the internal gRPC plane
+// (runner.Command.Plane binds it from the command line for every binary).
+type Plane struct {
+	// TLS is the transport security (mtls.Plaintext() when nil): with
+	// mutual TLS every method's caller is admitted by the callers table
+	// before its handler runs.
+	TLS *mtls.Credentials
+	// Reflection serves gRPC reflection (off by default: --reflection).
+	Reflection bool
+	// HealthListen, when set, serves grpc.health.v1 alone, in plaintext, on
+	// this address: kubelet gRPC probes speak no TLS, and health answers
+	// nothing but SERVING / NOT_SERVING.
+	HealthListen string
 }
 
 // Server is a grpc.Server wired with health, reflection, tracing, recovery
 // and keepalive enforcement. Register services on GRPC() before Serve.
 type Server struct {
-	grpc   *grpc.Server
-	health *drainingHealth
-	logger *slog.Logger
-	drain  time.Duration
+	grpc *grpc.Server
+	tls  *mtls.Credentials
+	// probe serves health alone on probeAt (Plane.HealthListen).
+	probe   *grpc.Server
+	probeAt string
+	health  *drainingHealth
+	logger  *slog.Logger
+	drain   time.Duration
 
 	mu sync.Mutex
 	// explicit holds the services whose health the owner set through
@@ -81,12 +104,20 @@ func NewServer(opts ServerOptions, extra ...grpc.ServerOption) *Server {
 		drain = DefaultDrainTimeout
 	}
 
+	unary := []grpc.UnaryServerInterceptor{recoverUnary(logger)}
+	stream := []grpc.StreamServerInterceptor{recoverStream(logger)}
+	var transport []grpc.ServerOption
+	if !opts.Plane.TLS.Plaintext() {
+		az := mtls.NewAuthorizer(logger)
+		unary, stream = append(unary, az.Unary), append(stream, az.Stream)
+		transport = opts.Plane.TLS.ServerOptions()
+	}
 	base := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
 		)),
-		grpc.ChainUnaryInterceptor(recoverUnary(logger)),
-		grpc.ChainStreamInterceptor(recoverStream(logger)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 		// Connections are recycled now and then so clients re-resolve and
 		// spread over new pods; the grace outlasts the longest tool call.
 		grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -98,14 +129,24 @@ func NewServer(opts ServerOptions, extra ...grpc.ServerOption) *Server {
 			PermitWithoutStream: true,
 		}),
 	}
-	gs := grpc.NewServer(append(base, extra...)...)
+	gs := grpc.NewServer(append(append(base, transport...), extra...)...)
 
 	hs := newDrainingHealth() // overall "" starts SERVING
 	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	if opts.Plane.Reflection {
+		reflection.Register(gs)
+	}
+	var probe *grpc.Server
+	if opts.Plane.HealthListen != "" {
+		probe = grpc.NewServer()
+		healthpb.RegisterHealthServer(probe, hs)
+	}
 
 	return &Server{
 		grpc:     gs,
+		tls:      opts.Plane.TLS,
+		probe:    probe,
+		probeAt:  opts.Plane.HealthListen,
 		health:   hs,
 		logger:   logger,
 		drain:    drain,
@@ -137,8 +178,20 @@ func (s *Server) SetServing(service string, serving bool) {
 //
 // Services registered on GRPC() whose health was never set with SetServing
 // are reported SERVING when Serve starts, so a service that has no readiness
-// condition of its own needs no health code.
+// condition of its own needs no health code. A plaintext server refuses a
+// listener that is not on loopback; Plane.HealthListen is served alongside.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	if err := s.tls.CheckListener(lis.Addr().String()); err != nil {
+		return err
+	}
+	if s.probe != nil {
+		plis, err := net.Listen("tcp", s.probeAt)
+		if err != nil {
+			return fmt.Errorf("grpcx: health listener %s: %w", s.probeAt, err)
+		}
+		go func() { _ = s.probe.Serve(plis) }()
+		defer s.probe.Stop()
+	}
 	s.markRegisteredServing()
 
 	served := make(chan error, 1)

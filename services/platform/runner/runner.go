@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -24,6 +26,10 @@ type Env struct {
 	Logger *slog.Logger
 	// Metrics is the Prometheus handler of the process's meter provider.
 	Metrics http.Handler
+	// Plane is the internal plane's transport (Command.Plane): mutual TLS
+	// from --tls-* (or plaintext with --insecure-plaintext), --reflection
+	// and --health-listen.
+	Plane grpcx.Plane
 }
 
 // Runnable is a completed binary: everything opened, nothing serving yet.
@@ -60,6 +66,10 @@ type Command[C any] struct {
 	// Quiet skips printing the configuration and setting up telemetry: a
 	// developer tool whose output is read by people (sharedos-dev).
 	Quiet bool
+	// Plane marks a process of the internal gRPC plane: the runner binds
+	// --tls-ca, --tls-cert, --tls-key, --insecure-plaintext and --reflection
+	// and hands Complete the loaded credentials (mutual TLS unless told).
+	Plane bool
 }
 
 // Main runs the command line args (without the program name) and returns
@@ -78,7 +88,7 @@ func Main[C any](cmd Command[C], args []string, stdout, stderr io.Writer) int {
 		return serve(cmd, rest, stderr)
 	case "config-reference":
 		fs := flag.NewFlagSet(cmd.flagSetName(), flag.ContinueOnError)
-		cmd.Bind(fs)
+		cmd.bind(fs)
 		if err := config.Reference(stdout, fs); err != nil {
 			fmt.Fprintf(stderr, "%s config-reference: %v\n", cmd.Name, err)
 			return 1
@@ -105,7 +115,7 @@ func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet(cmd.flagSetName(), flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	get := cmd.Bind(fs)
+	get, getTLS, plane := cmd.bind(fs)
 	if err := config.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -128,6 +138,20 @@ func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
 		env.Metrics = metrics
 		_ = config.Print(stderr, fs)
 	}
+	if cmd.Plane {
+		creds, err := mtls.Load(ctx, getTLS())
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cmd.Name, err)
+			return 1
+		}
+		defer creds.Close()
+		if creds.Plaintext() {
+			env.Logger.Warn("INSECURE: the internal gRPC plane runs in plaintext (--insecure-plaintext): every caller is trusted; loopback listeners only")
+		} else {
+			env.Logger.Info("internal gRPC plane: mutual TLS", slog.String("identity", creds.Self().String()))
+		}
+		env.Plane = grpcx.Plane{TLS: creds, Reflection: *plane.reflection, HealthListen: *plane.health}
+	}
 	r, err := cmd.Complete(ctx, get(), env)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.Name, err)
@@ -138,6 +162,24 @@ func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// planeFlags are the internal plane's flags besides TLS.
+type planeFlags struct {
+	reflection *bool
+	health     *string
+}
+
+// bind registers the command's flags and, for the internal plane, the
+// transport flags every such process shares.
+func (cmd Command[C]) bind(fs *flag.FlagSet) (get func() C, getTLS func() mtls.Config, plane planeFlags) {
+	get = cmd.Bind(fs)
+	if cmd.Plane {
+		getTLS = mtls.Bind(fs, mtls.Config{})
+		plane.reflection = config.Bool(fs, "reflection", false, "serve gRPC server reflection (to any authenticated peer)")
+		plane.health = config.String(fs, "health-listen", "", "also serve grpc.health.v1 alone, in plaintext, on this address (kubelet gRPC probes speak no TLS; empty: off)")
+	}
+	return get, getTLS, plane
 }
 
 func (cmd Command[C]) flagSetName() string {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/runner"
 )
 
@@ -96,5 +98,37 @@ func TestEnvErrorsTogether(t *testing.T) {
 	code, _, stderr := run(cmd)
 	if code != 2 || !strings.Contains(stderr, "SHAREDOS_A_TIMEOUT") || !strings.Contains(stderr, "SHAREDOS_B_COUNT") {
 		t.Errorf("bare serve with bad env: %d %q", code, stderr)
+	}
+}
+
+// A process of the internal plane runs mutual TLS unless told otherwise:
+// without --tls-* it does not start and says what is missing; with
+// --insecure-plaintext its Complete gets plaintext credentials; the plane's
+// flags are in its config reference.
+func TestPlaneNeedsTLS(t *testing.T) {
+	var plane grpcx.Plane
+	cmd := command("serve", func(cfg) (runner.Runnable, error) { return done{}, nil })
+	cmd.Plane = true
+	inner := cmd.Complete
+	cmd.Complete = func(ctx context.Context, c cfg, env runner.Env) (runner.Runnable, error) {
+		plane = env.Plane
+		return inner(ctx, c, env)
+	}
+	for _, k := range []string{"SHAREDOS_TLS_CA", "SHAREDOS_TLS_CERT", "SHAREDOS_TLS_KEY", "SHAREDOS_INSECURE_PLAINTEXT"} {
+		t.Setenv(k, "") // restored after the test
+		os.Unsetenv(k)
+	}
+	if code, _, stderr := run(cmd, "serve"); code != 1 || !strings.Contains(stderr, "--tls-ca, --tls-cert, --tls-key required") {
+		t.Errorf("no TLS: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := run(cmd, "serve", "--insecure-plaintext", "--reflection", "--health-listen", "127.0.0.1:0"); code != 0 ||
+		!plane.TLS.Plaintext() || !plane.Reflection || plane.HealthListen != "127.0.0.1:0" {
+		t.Errorf("plaintext: exit %d, plane %+v, stderr %q", code, plane, stderr)
+	}
+	code, out, _ := run(cmd, "config-reference")
+	for _, want := range []string{"`--tls-ca`", "`SHAREDOS_TLS_CERT`", "`--insecure-plaintext`", "`--reflection`", "`--health-listen`"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("config-reference lacks %s", want)
+		}
 	}
 }

@@ -15,6 +15,8 @@ const (
 	LogTool        = "tool"
 	LogCatalogHash = "catalog_hash"
 	LogHarness     = "harness"
+	LogRPCMethod   = "rpc_method"
+	LogCaller      = "caller"
 )
 
 // Service names (resource attribute service.name).
@@ -35,6 +37,9 @@ const (
 	// ScopePGDB names the pgx query tracer installed by pgdb.Open in every
 	// service's pool.
 	ScopePGDB = "github.com/sharedos/toolshare/services/platform/pgdb"
+	// ScopePlatform names what services/platform records in every process
+	// (the caller authorization of the internal plane).
+	ScopePlatform = "github.com/sharedos/toolshare/services/platform"
 )
 
 // Span names. gRPC server/client spans come from otelgrpc and are named after
@@ -121,6 +126,8 @@ const (
 	AttrDBResponseStatusCode = "db.response.status_code"
 	AttrDBBatchSize          = "db.operation.batch.size"
 	AttrErrorType            = "error.type"
+	// AttrRPCMethod is the full gRPC method of a refused internal call.
+	AttrRPCMethod = "rpc.method"
 )
 
 // DBSystemPostgreSQL is the db.system.name value of PostgreSQL client spans.
@@ -138,4 +145,6 @@ const (
 	MetricTurnsOpen = "sharedos.turns.open"
 	// MetricPolicyReloadFailures counts policy reloads that kept the previous policy.
 	MetricPolicyReloadFailures = "sharedos.policy.reload.failures"
+	// MetricCallerDenied counts internal RPCs refused by the callers table.
+	MetricCallerDenied = "sharedos.rpc.caller.denied"
 )

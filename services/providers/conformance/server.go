@@ -24,6 +24,9 @@ type Config struct {
 	// Listen is the gRPC address, e.g. 127.0.0.1:7405.
 	Listen string
 	Logger *slog.Logger
+	// Plane is the internal plane's transport (runner.Env.Plane; zero:
+	// plaintext, for in-process tests).
+	Plane grpcx.Plane
 }
 
 // Bind registers the flags on fs and returns the Config reader.
@@ -36,9 +39,9 @@ func Bind(fs *flag.FlagSet) func() Config {
 var Command = runner.Command[Config]{
 	Name: "conformance-provider", Service: ServiceName,
 	Summary: "serve the MCP conformance suite's tools-only fixtures",
-	Bind:    Bind,
+	Bind:    Bind, Plane: true,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
-		c.Logger = env.Logger
+		c.Logger, c.Plane = env.Logger, env.Plane
 		return c.Complete(ctx)
 	},
 	Subs: []runner.Sub{{Name: "registrations", Usage: "[TARGET] print the fixtures' registrations (JSON) for `sharedosctl tools register -f`",
@@ -64,7 +67,7 @@ func (c Config) Complete(_ context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
-	srv := grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: c.Logger})
+	srv := grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: c.Logger, Plane: c.Plane})
 	sharedosv1.RegisterToolHandlerServiceServer(srv.GRPC(), &Provider{})
 	srv.SetServing(grpcx.LivenessService, true)
 	return &Server{grpc: srv, lis: lis}, nil

@@ -31,6 +31,9 @@ type Config struct {
 	// when both are set.
 	MetricsListen string
 	Metrics       http.Handler
+	// Plane is the internal plane's transport (runner.Env.Plane; zero:
+	// plaintext, for in-process tests).
+	Plane grpcx.Plane
 }
 
 // Bind registers the flags on fs (each also read from SHAREDOS_<NAME>) and
@@ -46,9 +49,9 @@ func Bind(fs *flag.FlagSet) func() Config {
 var Command = runner.Command[Config]{
 	Name: "files-provider", Service: telemetry.ServiceFiles,
 	Summary: "serve files.read, files.search and files.write over --root",
-	Bind:    Bind,
+	Bind:    Bind, Plane: true,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
-		c.Logger, c.Metrics = env.Logger, env.Metrics
+		c.Logger, c.Metrics, c.Plane = env.Logger, env.Metrics, env.Plane
 		return c.Complete(ctx)
 	},
 }
@@ -95,7 +98,7 @@ func (c Config) Complete(_ context.Context) (*Server, error) {
 		_ = p.Close()
 		return nil, fmt.Errorf("files: listen on %s: %w", c.Listen, err)
 	}
-	gs := grpcx.NewServer(grpcx.ServerOptions{ServiceName: serviceName, Logger: logger})
+	gs := grpcx.NewServer(grpcx.ServerOptions{ServiceName: serviceName, Logger: logger, Plane: c.Plane})
 	sharedosv1.RegisterToolHandlerServiceServer(gs.GRPC(), p)
 	gs.SetServing(LivenessService, true)
 	return &Server{provider: p, grpc: gs, lis: lis, logger: logger, metrics: c.Metrics, metricsListen: c.MetricsListen}, nil

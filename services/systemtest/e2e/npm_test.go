@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 	"github.com/sharedos/toolshare/services/providers/conformance"
@@ -77,10 +78,12 @@ type conformanceTurn struct {
 func startConformanceProvider(t *testing.T, s *stack) string {
 	t.Helper()
 	addr := launch.FreeAddrs(t, 1)[0]
-	p := &launch.Proc{Name: "conformance-provider", Path: filepath.Join(s.Bin, "conformance-provider"), Args: []string{"--listen", addr}}
+	s.Identity(t, "conformance", callers.Provider, "conformance")
+	p := &launch.Proc{Name: "conformance-provider", Path: filepath.Join(s.Bin, "conformance-provider"),
+		Args: append([]string{"--listen", addr}, s.TLSFlags("conformance")...)}
 	p.Start(t)
 	t.Cleanup(func() { _ = p.Stop(syscall.SIGTERM, 10*time.Second) })
-	if err := launch.Serving(p, addr, 60*time.Second); err != nil {
+	if err := s.Serving(p, addr, 60*time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, p.Log)
 	}
 	out, err := exec.Command(filepath.Join(s.Bin, "conformance-provider"), "registrations", addr).Output()

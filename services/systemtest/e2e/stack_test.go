@@ -21,6 +21,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
 	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
+	"github.com/sharedos/toolshare/services/tools/devstack"
 )
 
 // stack is a running stack (services/systemtest/launch) with the
@@ -199,7 +200,10 @@ func TestMakeRunStack(t *testing.T) {
 	}
 
 	var check struct{ Decision, Reason, DecisionID, PolicyRevision string }
-	s.ctlJSON(t, &check, "authz", "check", "--principal", "alice", "--role", "engineer", "--tool", "files.read", "--args", `{"path":"/public/../private/a.txt"}`)
+	// Authorize is the kernel's to call: the check asks authz-svc with make
+	// run's catalog identity.
+	kernel := devstack.TLSFiles(s.PKIDir, "catalog")
+	s.ctlJSON(t, &check, "authz", "check", "--kernel-tls-cert", kernel.Cert, "--kernel-tls-key", kernel.Key, "--principal", "alice", "--role", "engineer", "--tool", "files.read", "--args", `{"path":"/public/../private/a.txt"}`)
 	if check.Decision != "deny" || check.DecisionID == "" || check.PolicyRevision == "" {
 		t.Fatalf("authz check of a traversal = %+v, want a deny with decision id and revision", check)
 	}
@@ -246,10 +250,11 @@ func startMakeRun(t *testing.T) (*stack, *launch.Proc) {
 		"catalog": a[0], "authz": a[1], "bridge": a[2], "files": a[3], "mcp": a[4],
 	}}}
 	ready := filepath.Join(t.TempDir(), "ready.json")
+	pkiDir := filepath.Join(t.TempDir(), "pki")
 	dev := &launch.Proc{Name: "sharedos-dev", Path: filepath.Join(bin, "sharedos-dev"),
 		Args: []string{"--bin", bin, "--root", root,
 			"--catalog-addr", a[0], "--authz-addr", a[1], "--bridge-addr", a[2], "--files-addr", a[3], "--mcp-addr", a[4],
-			"--ready-file", ready},
+			"--ready-file", ready, "--pki-dir", pkiDir},
 		Env: []string{"SHAREDOS_DATABASE_URL="}}
 	dev.Start(t)
 	t.Cleanup(func() {
@@ -263,6 +268,7 @@ func startMakeRun(t *testing.T) (*stack, *launch.Proc) {
 			if err := json.Unmarshal(b, &s.Demo); err != nil {
 				t.Fatalf("ready file: %v", err)
 			}
+			s.UsePKI(t, pkiDir)
 			return s, dev
 		}
 		select {

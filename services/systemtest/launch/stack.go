@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sharedos/toolshare/services/contract/callers"
+	"github.com/sharedos/toolshare/services/platform/mtls"
+	"github.com/sharedos/toolshare/services/platform/mtls/pki"
 	"github.com/sharedos/toolshare/services/tools/devstack"
 )
 
@@ -49,6 +51,10 @@ type Options struct {
 	// Register, when set, registers the catalogue instead of deploy/catalog,
 	// and no demo turn is opened.
 	Register func(tb testing.TB, s *Stack)
+	// Plaintext runs the internal plane without TLS (a benchmark's
+	// baseline); by default every process has its identity from a
+	// throwaway CA of the test (devstack.MakePKI), as under make run.
+	Plaintext bool
 }
 
 // Stack is a running stack: one Proc per service.
@@ -65,11 +71,16 @@ type Stack struct {
 	BridgeGRPC, BridgeHTTP []string
 	// Demo is the demo turn (zero when Options.Register is set).
 	Demo Demo
+	// PKIDir and CA are the test's local CA (nil CA in plaintext); the test
+	// issues more identities with Identity.
+	PKIDir string
+	CA     *pki.CA
 
-	tb   testing.TB
-	cfg  devstack.Config
-	mu   sync.Mutex
-	stop []func()
+	tb    testing.TB
+	creds *mtls.Credentials // the operator's: what the test's own clients use
+	cfg   devstack.Config
+	mu    sync.Mutex
+	stop  []func()
 }
 
 // Binaries the stack needs in bin/ (`make build`).
@@ -100,8 +111,18 @@ func Start(tb testing.TB, o Options) *Stack {
 	}
 	s := &Stack{Root: root, Bin: bin, Addrs: map[string]string{}, tb: tb, cfg: devstack.Config{
 		Root: root, DatabaseURL: o.DatabaseURL, PolicyDir: o.PolicyDir, FileRoot: o.FileRoot,
-		JournalDir: o.JournalDir, Flags: o.Flags,
+		JournalDir: o.JournalDir, Flags: o.Flags, Plaintext: o.Plaintext,
 	}}
+	s.creds = mtls.Plaintext()
+	if !o.Plaintext {
+		s.PKIDir = filepath.Join(tb.TempDir(), "pki")
+		ca, err := devstack.MakePKI(s.PKIDir)
+		if err != nil {
+			tb.Fatalf("local CA: %v", err)
+		}
+		s.CA, s.cfg.PKIDir = ca, s.PKIDir
+		s.creds = s.load(tb, devstack.TLSFiles(s.PKIDir, "operator"))
+	}
 	tb.Cleanup(s.stopAll)
 
 	// Each service is started once its dependencies serve; its own address
@@ -158,7 +179,7 @@ func (s *Stack) launch(name, key string, env []string, set func(*devstack.Config
 		set(&cfg, addrs)
 		p.Args = service(cfg, name).Args
 		p.Start(s.tb)
-		err := Serving(p, addrs[0], 60*time.Second)
+		err := s.Serving(p, addrs[0], 60*time.Second)
 		if err == nil {
 			s.cfg = cfg
 			if key != "" {
@@ -191,15 +212,72 @@ func service(cfg devstack.Config, name string) devstack.Service {
 func (s *Stack) Restart(tb testing.TB, p *Proc, addr string) {
 	tb.Helper()
 	p.Start(tb)
-	if err := Serving(p, addr, 60*time.Second); err != nil {
+	if err := s.Serving(p, addr, 60*time.Second); err != nil {
 		tb.Fatalf("%v:\n%s", err, Tail(p.Log.String(), 30))
 	}
 }
 
-// Dial is a client connection to addr, closed with the stack.
+// load loads credentials, closed with the stack.
+func (s *Stack) load(tb testing.TB, cfg mtls.Config) *mtls.Credentials {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := mtls.Load(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("credentials %s: %v", cfg.Cert, err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// Identity issues file.crt/file.key in the test's CA for
+// spiffe://sharedos.local/<role>/<name> and returns its mtls.Config (the
+// files exist afterwards, e.g. for a process's --tls-* flags).
+func (s *Stack) Identity(tb testing.TB, file string, role callers.Role, name string) mtls.Config {
+	tb.Helper()
+	if s.CA == nil {
+		tb.Fatal("a plaintext stack has no CA")
+	}
+	if _, _, err := s.CA.IssueFiles(s.PKIDir, file, pki.Leaf{Role: string(role), Name: name}); err != nil {
+		tb.Fatal(err)
+	}
+	return devstack.TLSFiles(s.PKIDir, file)
+}
+
+// UsePKI makes the test's own clients use the operator identity of a local
+// CA in dir that another process made (sharedos-dev's --pki-dir).
+func (s *Stack) UsePKI(tb testing.TB, dir string) {
+	tb.Helper()
+	s.tb, s.PKIDir = tb, dir
+	s.creds = s.load(tb, devstack.TLSFiles(dir, "operator"))
+}
+
+// Credentials loads an identity of the test's CA (Identity issues new ones).
+func (s *Stack) Credentials(tb testing.TB, cfg mtls.Config) *mtls.Credentials {
+	tb.Helper()
+	return s.load(tb, cfg)
+}
+
+// TLSFlags are the --tls-* flags (or --insecure-plaintext) of an identity
+// file of the test's CA, for a process the test starts itself.
+func (s *Stack) TLSFlags(file string) []string {
+	if s.PKIDir == "" {
+		return []string{"--insecure-plaintext"}
+	}
+	return devstack.TLSFlags(s.PKIDir, file)
+}
+
+// Dial is a client connection to addr as the operator, closed with the
+// stack.
 func (s *Stack) Dial(addr string) *grpc.ClientConn {
 	s.tb.Helper()
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return s.DialAs(s.creds, addr)
+}
+
+// DialAs is a client connection to addr with creds, closed with the stack.
+func (s *Stack) DialAs(creds *mtls.Credentials, addr string) *grpc.ClientConn {
+	s.tb.Helper()
+	c, err := grpc.NewClient(addr, creds.DialOption())
 	if err != nil {
 		s.tb.Fatal(err)
 	}
@@ -246,6 +324,12 @@ func (s *Stack) Ctl(tb testing.TB, args ...string) (string, string, int) {
 	cmd.Env = append(os.Environ(),
 		"SHAREDOS_CATALOG_ADDR="+s.Addrs["catalog"], "SHAREDOS_AUTHZ_ADDR="+s.Addrs["authz"],
 		"SHAREDOS_BRIDGE_ADDR="+s.Addrs["bridge"], "SHAREDOS_FILES_ADDR="+s.Addrs["files"])
+	if s.PKIDir == "" {
+		cmd.Env = append(cmd.Env, "SHAREDOS_INSECURE_PLAINTEXT=true")
+	} else {
+		c := devstack.TLSFiles(s.PKIDir, "operator")
+		cmd.Env = append(cmd.Env, "SHAREDOS_TLS_CA="+c.CA, "SHAREDOS_TLS_CERT="+c.Cert, "SHAREDOS_TLS_KEY="+c.Key)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -259,9 +343,10 @@ func (s *Stack) Ctl(tb testing.TB, args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), 0
 }
 
-// Health asks addr's gRPC health service ("" = readiness, "liveness").
-func Health(addr, service string) (grpc_health_v1.HealthCheckResponse_ServingStatus, error) {
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// Health asks addr's gRPC health service ("" = readiness, "liveness") as
+// the operator.
+func (s *Stack) Health(addr, service string) (grpc_health_v1.HealthCheckResponse_ServingStatus, error) {
+	c, err := grpc.NewClient(addr, s.creds.DialOption())
 	if err != nil {
 		return 0, err
 	}
@@ -277,10 +362,10 @@ func Health(addr, service string) (grpc_health_v1.HealthCheckResponse_ServingSta
 
 // Serving waits until addr's overall health is SERVING, or p exits, or
 // limit passes.
-func Serving(p *Proc, addr string, limit time.Duration) error {
+func (s *Stack) Serving(p *Proc, addr string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if st, err := Health(addr, ""); err == nil && st == grpc_health_v1.HealthCheckResponse_SERVING {
+		if st, err := s.Health(addr, ""); err == nil && st == grpc_health_v1.HealthCheckResponse_SERVING {
 			return nil
 		}
 		if !p.Running() {

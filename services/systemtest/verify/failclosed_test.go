@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
 // TestFailClosedAuthzKilled: with authz-svc SIGKILLed every call of an
@@ -215,9 +213,9 @@ func assertCounts(t testing.TB, got, want map[string]int) {
 	}
 }
 
-// healthStatus is health() that reports an error as a status string.
-func healthStatus(addr, service string) string {
-	st, err := launch.Health(addr, service)
+// healthStatus is the health status of addr as a string, an error included.
+func (s *stack) healthStatus(addr, service string) string {
+	st, err := s.Health(addr, service)
 	if err != nil {
 		return "error: " + err.Error()
 	}

@@ -113,13 +113,13 @@ func TestPostgresStopUnderLoad(t *testing.T) {
 
 	// Readiness must drop (followDatabase pings every second), liveness not.
 	notServingAfter := waitFor("catalog-svc readiness NOT_SERVING in the PostgreSQL outage", 8*time.Second, func() bool {
-		return healthStatus(s.addr["catalog"], "") != serving
+		return s.healthStatus(s.addr["catalog"], "") != serving
 	})
 	t.Logf("catalog-svc readiness NOT_SERVING %s after the stop", notServingAfter.Round(time.Millisecond))
-	if st := healthStatus(s.addr["catalog"], "liveness"); st != serving {
+	if st := s.healthStatus(s.addr["catalog"], "liveness"); st != serving {
 		t.Errorf("catalog-svc liveness = %s during the outage, want SERVING", st)
 	}
-	if st := healthStatus(s.bridgeGRPC[0], "liveness"); st != serving {
+	if st := s.healthStatus(s.bridgeGRPC[0], "liveness"); st != serving {
 		t.Errorf("bridge-svc liveness = %s during the outage, want SERVING", st)
 	}
 	// The outage is exercised once calls have been refused because of it
@@ -143,14 +143,14 @@ func TestPostgresStopUnderLoad(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c := callTool(ctx, tr.URL, tr.Token, "verify.echo", `{"path":"/public/x","value":"probe"}`)
 		cancel()
-		if c.succeeded() && healthStatus(s.addr["catalog"], "") == serving {
+		if c.succeeded() && s.healthStatus(s.addr["catalog"], "") == serving {
 			recovered = time.Since(upAt)
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if recovered == 0 {
-		t.Fatalf("no successful call and readiness SERVING within 10s of PostgreSQL restarting (readiness %s)", healthStatus(s.addr["catalog"], ""))
+		t.Fatalf("no successful call and readiness SERVING within 10s of PostgreSQL restarting (readiness %s)", s.healthStatus(s.addr["catalog"], ""))
 	}
 	t.Logf("recovered %s after PostgreSQL restarted", recovered.Round(time.Millisecond))
 	recoveredAt := time.Now()

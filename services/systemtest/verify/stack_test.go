@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,11 +16,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/callers"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
@@ -56,7 +59,6 @@ type stack struct {
 	db                     *pgxpool.Pool
 	catalogC               sharedosv1.CatalogServiceClient
 	bridgeC                sharedosv1.BridgeServiceClient
-	runtimeC               sharedosv1.RuntimeServiceClient
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -75,8 +77,6 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		s.cluster = newCluster(t)
 	}
 	s.dsn = s.cluster.NewDatabase(t, fmt.Sprintf("verify_%d", time.Now().UnixNano()))
-	s.provider = startProvider(t)
-	s.addr["provider"] = s.provider.addr
 	s.fileRoot = makeFileRoot(t)
 	s.journalDir = filepath.Join(t.TempDir(), "record-journal")
 
@@ -92,6 +92,10 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		Register: func(_ testing.TB, ls *launch.Stack) {
 			s.Stack = ls
 			s.adopt()
+			// The counting provider serves with a provider identity of the
+			// stack's CA, and admits only the kernel (callers table).
+			s.provider = startProvider(t, ls.Credentials(t, ls.Identity(t, "verify-provider", callers.Provider, "verify")))
+			s.addr["provider"] = s.provider.addr
 			s.register()
 		},
 	})
@@ -118,7 +122,6 @@ func (s *stack) adopt() {
 	}
 	s.bridgeGRPC, s.bridgeHTTP = s.BridgeGRPC, s.BridgeHTTP
 	s.catalogC = sharedosv1.NewCatalogServiceClient(s.Dial(s.addr["catalog"]))
-	s.runtimeC = sharedosv1.NewRuntimeServiceClient(s.Dial(s.addr["catalog"]))
 	s.bridgeC = sharedosv1.NewBridgeServiceClient(s.Dial(s.bridgeGRPC[0]))
 }
 
@@ -380,7 +383,6 @@ func (s *stack) waitSettled(turnID string, limit time.Duration) {
 type provider struct {
 	sharedosv1.UnimplementedToolHandlerServiceServer
 	addr    string
-	srv     *grpc.Server
 	handled atomic.Int64
 	started chan string // call ids of verify.slow as they start (buffered)
 
@@ -394,16 +396,19 @@ type handled struct {
 	Metadata             metadata.MD
 }
 
-func startProvider(t testing.TB) *provider {
+func startProvider(t testing.TB, creds *mtls.Credentials) *provider {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &provider{addr: lis.Addr().String(), srv: grpc.NewServer(), started: make(chan string, 1024)}
-	sharedosv1.RegisterToolHandlerServiceServer(p.srv, p)
-	go func() { _ = p.srv.Serve(lis) }()
-	t.Cleanup(p.srv.Stop)
+	srv := grpcx.NewServer(grpcx.ServerOptions{Plane: grpcx.Plane{TLS: creds}, Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	p := &provider{addr: lis.Addr().String(), started: make(chan string, 1024)}
+	sharedosv1.RegisterToolHandlerServiceServer(srv.GRPC(), p)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, lis); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 	return p
 }
 

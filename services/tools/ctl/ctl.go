@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/mtls"
+	"github.com/sharedos/toolshare/services/tools/devstack"
 )
 
 // Default addresses are those of `make run`.
@@ -41,6 +44,7 @@ type globals struct {
 	catalog, authz, bridge, files string
 	output                        string
 	timeout                       time.Duration
+	tls                           mtls.Config
 }
 
 func (g *globals) bind(fs *flag.FlagSet) {
@@ -50,6 +54,34 @@ func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.files, "files", envOr("SHAREDOS_FILES_ADDR", DefaultFiles), "files provider gRPC address checked by status (env SHAREDOS_FILES_ADDR; empty skips it)")
 	fs.StringVar(&g.output, "output", "json", "output format: json or table")
 	fs.DurationVar(&g.timeout, "timeout", 15*time.Second, "deadline for each command")
+	def := mtls.Config{}
+	if dir := findDevPKI(); dir != "" {
+		def = devstack.TLSFiles(dir, "operator")
+	}
+	fs.StringVar(&g.tls.CA, "tls-ca", envOr("SHAREDOS_TLS_CA", def.CA), "PEM trust bundle (env SHAREDOS_TLS_CA; default: make run's local CA)")
+	fs.StringVar(&g.tls.Cert, "tls-cert", envOr("SHAREDOS_TLS_CERT", def.Cert), "PEM client certificate (env SHAREDOS_TLS_CERT; default: make run's operator identity)")
+	fs.StringVar(&g.tls.Key, "tls-key", envOr("SHAREDOS_TLS_KEY", def.Key), "PEM key of --tls-cert (env SHAREDOS_TLS_KEY)")
+	fs.BoolVar(&g.tls.InsecurePlaintext, "insecure-plaintext", os.Getenv("SHAREDOS_INSECURE_PLAINTEXT") == "true", "call the internal plane without TLS (env SHAREDOS_INSECURE_PLAINTEXT)")
+}
+
+// findDevPKI is make run's local CA directory in the working directory or
+// above it ("" when there is none).
+func findDevPKI() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		p := filepath.Join(dir, devstack.PKIDir)
+		if _, err := os.Stat(filepath.Join(p, "ca.crt")); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
 
 // newFS is a subcommand flag set carrying the global flags.
@@ -72,23 +104,39 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	conns  map[string]*grpc.ClientConn
+	creds  []*mtls.Credentials
 }
 
+// conn is a connection to addr with the global identity (--tls-*).
 func (e *env) conn(addr string) (*grpc.ClientConn, error) {
-	if c, ok := e.conns[addr]; ok {
+	return e.connWith(context.Background(), addr, e.g.tls)
+}
+
+// connWith is a connection to addr with the identity of cfg.
+func (e *env) connWith(ctx context.Context, addr string, cfg mtls.Config) (*grpc.ClientConn, error) {
+	key := addr + "|" + cfg.Cert
+	if c, ok := e.conns[key]; ok {
 		return c, nil
 	}
-	c, err := grpcx.Dial(addr)
+	creds, err := mtls.Load(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.creds = append(e.creds, creds)
+	c, err := grpcx.Dial(addr, creds.DialOption())
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	e.conns[addr] = c
+	e.conns[key] = c
 	return c, nil
 }
 
 func (e *env) close() {
 	for _, c := range e.conns {
 		_ = c.Close()
+	}
+	for _, c := range e.creds {
+		c.Close()
 	}
 }
 

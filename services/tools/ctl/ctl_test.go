@@ -13,10 +13,12 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 )
 
+// run runs sharedosctl against the in-process plaintext fakes of these
+// tests (the mutual TLS of the plane is the system tests' and mtls's).
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var o, e bytes.Buffer
-	code = Main(args, &o, &e)
+	code = Main(append([]string{"--insecure-plaintext"}, args...), &o, &e)
 	return o.String(), e.String(), code
 }
 

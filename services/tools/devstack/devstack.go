@@ -22,8 +22,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
@@ -50,6 +52,11 @@ type Config struct {
 	// JournalDir is catalog-svc's record journal (ADR 0007); empty: none on
 	// the embedded store, the user cache dir on PostgreSQL.
 	JournalDir string
+	// PKIDir holds the local CA's files (MakePKI); every service runs with
+	// its identity from there. Plaintext runs the internal plane without
+	// TLS instead (benchmarks' baseline; loopback only).
+	PKIDir    string
+	Plaintext bool
 	// Flags are extra flags per binary name, appended to its command line.
 	Flags     map[string][]string
 	Principal string
@@ -75,9 +82,11 @@ func Bind(fs *flag.FlagSet) func() Config {
 	principal := config.String(fs, "principal", DemoPrincipal, "principal of the demo turn")
 	verbose := fs.Bool("v", false, "stream every service's log to stderr")
 	ready := config.String(fs, "ready-file", "", "write the demo turn as JSON to this file once ready (for scripts and tests)")
+	pkiDir := config.String(fs, "pki-dir", "", "directory of the throwaway local CA made at each start (empty: "+PKIDir+" under --root)")
 	return func() Config {
 		return Config{Bin: *bin, Root: *root, CatalogAddr: *catalog, AuthzAddr: *authz, BridgeAddr: *bridge,
-			FilesAddr: *files, MCPAddr: *mcp, DatabaseURL: *db, Principal: *principal, Verbose: *verbose, ReadyFile: *ready}
+			FilesAddr: *files, MCPAddr: *mcp, DatabaseURL: *db, Principal: *principal, Verbose: *verbose, ReadyFile: *ready,
+			PKIDir: *pkiDir}
 	}
 }
 
@@ -144,6 +153,11 @@ func Services(cfg Config) []Service {
 			"--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr}, dbArgs...), cfg.BridgeAddr},
 	}
 	for i := range svcs {
+		if cfg.Plaintext {
+			svcs[i].Args = append(svcs[i].Args, "--insecure-plaintext")
+		} else {
+			svcs[i].Args = append(svcs[i].Args, TLSFlags(cfg.PKIDir, serviceIdentity[svcs[i].Name])...)
+		}
 		svcs[i].Args = append(svcs[i].Args, cfg.Flags[svcs[i].Name]...)
 	}
 	return svcs
@@ -193,7 +207,21 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 	}
 	cfg.Root = root
-	fmt.Fprintf(out, "SharedOS toolshare: starting on loopback (%s)\n", store)
+	if !cfg.Plaintext {
+		// A throwaway CA per start: nothing to manage, nothing reused.
+		if cfg.PKIDir == "" {
+			cfg.PKIDir = filepath.Join(root, PKIDir)
+		}
+		if _, err := MakePKI(cfg.PKIDir); err != nil {
+			return fmt.Errorf("local CA in %s: %w", cfg.PKIDir, err)
+		}
+	}
+	creds, err := operatorCredentials(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer creds.Close()
+	fmt.Fprintf(out, "SharedOS toolshare: starting on loopback (%s, internal plane: %s)\n", store, plane(cfg))
 
 	specs := Services(cfg)
 	var procs []*proc
@@ -216,7 +244,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 				died <- p
 			}
 		}(p)
-		if err := waitHealthy(ctx, s.Addr, 30*time.Second, died); err != nil {
+		if err := waitHealthy(ctx, creds, s.Addr, 30*time.Second, died); err != nil {
 			return fmt.Errorf("%s did not become healthy at %s: %w\n%s", s.Name, s.Addr, err, tail(p.log.Name(), 20))
 		}
 		fmt.Fprintf(out, "  %-15s serving on %s\n", s.Name, s.Addr)
@@ -294,8 +322,8 @@ func stop(p *proc) {
 	p.log.Close()
 }
 
-func waitHealthy(ctx context.Context, addr string, limit time.Duration, died <-chan *proc) error {
-	conn, err := grpcx.Dial(addr)
+func waitHealthy(ctx context.Context, creds *mtls.Credentials, addr string, limit time.Duration, died <-chan *proc) error {
+	conn, err := grpcx.Dial(addr, creds.DialOption())
 	if err != nil {
 		return err
 	}
@@ -338,7 +366,12 @@ func Setup(ctx context.Context, cfg Config) (Demo, error) {
 	if err != nil {
 		return Demo{}, fmt.Errorf("read example catalogue: %w", err)
 	}
-	cc, err := grpcx.Dial(cfg.CatalogAddr)
+	creds, err := operatorCredentials(ctx, cfg)
+	if err != nil {
+		return Demo{}, err
+	}
+	defer creds.Close()
+	cc, err := grpcx.Dial(cfg.CatalogAddr, creds.DialOption(callers.Catalog))
 	if err != nil {
 		return Demo{}, err
 	}
@@ -360,7 +393,7 @@ func Setup(ctx context.Context, cfg Config) (Demo, error) {
 			return Demo{}, fmt.Errorf("register %s: %w", r.Name, err)
 		}
 	}
-	bc, err := grpcx.Dial(cfg.BridgeAddr)
+	bc, err := grpcx.Dial(cfg.BridgeAddr, creds.DialOption(callers.Bridge))
 	if err != nil {
 		return Demo{}, err
 	}
@@ -379,6 +412,14 @@ func Setup(ctx context.Context, cfg Config) (Demo, error) {
 		d.Tools = append(d.Tools, t.GetName())
 	}
 	return d, nil
+}
+
+// plane names the internal plane's transport for people.
+func plane(cfg Config) string {
+	if cfg.Plaintext {
+		return "PLAINTEXT"
+	}
+	return "mutual TLS, local CA in " + cfg.PKIDir
 }
 
 func printDemo(w io.Writer, cfg Config, d Demo) {

@@ -1,0 +1,81 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sharedos/toolshare/services/contract/callers"
+	"github.com/sharedos/toolshare/services/platform/mtls"
+	"github.com/sharedos/toolshare/services/platform/mtls/pki"
+)
+
+// PKIDir is where `make run` keeps its throwaway CA's files, under the
+// repository root (gitignored); sharedosctl finds its operator identity there.
+const PKIDir = ".sharedos/dev/pki"
+
+// Identity is one certificate of the local PKI: <File>.crt and <File>.key,
+// for spiffe://sharedos.local/<Role>/<Name>.
+type Identity struct {
+	File string
+	Role callers.Role
+	Name string
+}
+
+// Identities are the certificates MakePKI issues, one per process role of
+// the local stack.
+var Identities = []Identity{
+	{"operator", callers.Operator, "dev"},
+	{"host", callers.Host, "dev"},
+	{"bridge", callers.Bridge, "dev"},
+	{"catalog", callers.Catalog, "dev"},
+	{"authz", callers.Authz, "dev"},
+	{"files", callers.Provider, "files"},
+}
+
+// serviceIdentity is the certificate file each service of the stack runs with.
+var serviceIdentity = map[string]string{
+	"authz-svc": "authz", "files-provider": "files", "catalog-svc": "catalog", "bridge-svc": "bridge",
+}
+
+// MakePKI creates a throwaway CA (valid 30 days; its key never leaves
+// memory) and writes ca.crt and every Identity into dir.
+func MakePKI(dir string) (*pki.CA, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := pki.New(pki.TrustDomain, 30*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	if err := ca.WriteBundle(filepath.Join(dir, "ca.crt")); err != nil {
+		return nil, err
+	}
+	for _, id := range Identities {
+		if _, _, err := ca.IssueFiles(dir, id.File, pki.Leaf{Role: string(id.Role), Name: id.Name}); err != nil {
+			return nil, fmt.Errorf("issue %s: %w", id.File, err)
+		}
+	}
+	return ca, nil
+}
+
+// TLSFiles is the mtls.Config of identity file in dir.
+func TLSFiles(dir, file string) mtls.Config {
+	return mtls.Config{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, file+".crt"), Key: filepath.Join(dir, file+".key")}
+}
+
+// TLSFlags are the command-line flags that give a process identity file.
+func TLSFlags(dir, file string) []string {
+	c := TLSFiles(dir, file)
+	return []string{"--tls-ca", c.CA, "--tls-cert", c.Cert, "--tls-key", c.Key}
+}
+
+// operatorCredentials are what sharedos-dev itself calls the stack with.
+func operatorCredentials(ctx context.Context, cfg Config) (*mtls.Credentials, error) {
+	if cfg.Plaintext {
+		return mtls.Plaintext(), nil
+	}
+	return mtls.Load(ctx, TLSFiles(cfg.PKIDir, "operator"))
+}
