@@ -45,9 +45,12 @@ type Config struct {
 	Migrate        bool
 	AllowedOrigins []string
 	AllowedHosts   []string
-	MaxBodyBytes   int
-	DefaultTTL     time.Duration
-	SweepInterval  time.Duration
+	// HostTenants are IDENTITY=TENANT entries: the tenants each host
+	// identity may open turns for (leases.TenantPolicy).
+	HostTenants   []string
+	MaxBodyBytes  int
+	DefaultTTL    time.Duration
+	SweepInterval time.Duration
 	// CallTimeout bounds one InvokeTool (the whole kernel pipeline,
 	// handler included); every internal RPC carries a deadline.
 	CallTimeout time.Duration
@@ -87,6 +90,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use)")
 	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin are always allowed)")
 	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")
+	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries: the tenants each host identity may open turns for (* = any; operators may for any)")
 	maxBody := config.Int(fs, "max-body-bytes", protocol.DefaultMaxBodyBytes, "maximum MCP request body")
 	ttl := config.Duration(fs, "default-ttl", leases.DefaultTTL, "lease lifetime when OpenTurn gives none")
 	sweep := config.Duration(fs, "sweep-interval", 5*time.Second, "how often cached turn servers of closed/expired turns are freed")
@@ -96,7 +100,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	return func() Config {
 		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
 		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate = *catalog, *kernel, *dbURL, *migrate
-		c.AllowedOrigins, c.AllowedHosts = *origins, *hosts
+		c.AllowedOrigins, c.AllowedHosts, c.HostTenants = *origins, *hosts, *hostTenants
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
 		c.StatusCacheTTL, c.MetricsListen = *statusTTL, *metrics
 		return c
@@ -128,6 +132,9 @@ func (c *Config) Validate() error {
 		if u, perr := url.Parse(o); perr != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
 			errs.Addf("allowed-origins", "%q is not an origin (scheme://host[:port])", o)
 		}
+	}
+	if _, err := leases.ParseTenantPolicy(c.HostTenants); err != nil {
+		errs.Addf("host-tenants", "%v", err)
 	}
 	return errs.Err()
 }
@@ -247,9 +254,13 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		Logger:         a.log,
 		StatusCacheTTL: c.StatusCacheTTL,
 	})
+	tenants, err := leases.ParseTenantPolicy(c.HostTenants) // validated above
+	if err != nil {
+		return nil, err
+	}
 	svc := leases.NewService(leases.ServiceConfig{
 		Store: a.store, Catalog: catalog, PublicURL: c.PublicURL, DefaultTTL: c.DefaultTTL,
-		OnClose: a.mcp.Evict, Logger: a.log, ValidateTools: mcpserver.ValidateTools,
+		OnClose: a.mcp.Evict, Logger: a.log, ValidateTools: mcpserver.ValidateTools, Tenants: tenants,
 	})
 	// a.log already names the service; ServiceName would add it twice.
 	a.grpc = grpcx.NewServer(grpcx.ServerOptions{Logger: a.log, Plane: c.Plane})

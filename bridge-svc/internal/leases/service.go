@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -45,7 +46,9 @@ type ServiceConfig struct {
 	// ValidateTools, when set, refuses a catalogue the MCP edge could not
 	// serve (FailedPrecondition), before any lease is stored.
 	ValidateTools func([]*sharedosv1.PublishedTool) error
-	Logger        *slog.Logger
+	// Tenants binds host identities to the tenants they may open turns for.
+	Tenants TenantPolicy
+	Logger  *slog.Logger
 	// Now replaces time.Now (tests).
 	Now func() time.Time
 }
@@ -81,6 +84,13 @@ func MCPPath(turnID string) string { return "/turns/" + turnID + "/mcp" }
 func (s *Service) OpenTurn(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*sharedosv1.TurnLease, error) {
 	ctx, span := tracer.Start(ctx, telemetry.SpanOpenTurn)
 	defer span.End()
+	// The caller asserts the AccessContext only within what its identity
+	// is trusted for; a refusal stores nothing.
+	if err := s.cfg.Tenants.check(ctx, req.GetContext().GetTenant()); err != nil {
+		span.RecordError(err)
+		s.cfg.Logger.WarnContext(ctx, "OpenTurn refused", slog.String("reason", status.Convert(err).Message()))
+		return nil, err
+	}
 	lease, token, err := s.open(ctx, req)
 	if err != nil {
 		span.RecordError(err)

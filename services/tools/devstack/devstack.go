@@ -26,6 +26,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/mtls"
+	"github.com/sharedos/toolshare/services/platform/mtls/pki"
 	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
@@ -149,8 +150,10 @@ func Services(cfg Config) []Service {
 		{"authz-svc", []string{"serve", "--listen", cfg.AuthzAddr, "--policy-dir", policyDir}, cfg.AuthzAddr},
 		{"files-provider", []string{"--listen", cfg.FilesAddr, "--root", fileRoot}, cfg.FilesAddr},
 		{"catalog-svc", catalogArgs, cfg.CatalogAddr},
+		// The local host identity may open turns for any tenant.
 		{"bridge-svc", append([]string{"serve", "--listen", cfg.BridgeAddr, "--http-listen", cfg.MCPAddr,
-			"--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr}, dbArgs...), cfg.BridgeAddr},
+			"--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr,
+			"--host-tenants", "spiffe://" + pki.TrustDomain + "/host/dev=*"}, dbArgs...), cfg.BridgeAddr},
 	}
 	for i := range svcs {
 		if cfg.Plaintext {

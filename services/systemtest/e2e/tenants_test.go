@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/callers"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
+)
+
+// TestHostAssertsOnlyItsTenants: a host identity opens turns only for the
+// tenants bridge-svc --host-tenants gives it; another tenant, no tenant, or
+// a host without an entry is PermissionDenied and stores nothing; an
+// operator may open a turn for any tenant.
+func TestHostAssertsOnlyItsTenants(t *testing.T) {
+	s := startStack(t, launch.Options{Flags: map[string][]string{"bridge-svc": {"--host-tenants",
+		"spiffe://sharedos.local/host/h1=acme,spiffe://sharedos.local/host/h1=beta,spiffe://sharedos.local/host/any=*"}}})
+	as := func(file string, role callers.Role, name string) sharedosv1.BridgeServiceClient {
+		return sharedosv1.NewBridgeServiceClient(s.DialAs(s.Credentials(t, s.Identity(t, file, role, name)), s.Addrs["bridge"]))
+	}
+	h1, h2, anyHost, op := as("h1", callers.Host, "h1"), as("h2", callers.Host, "h2"), as("any", callers.Host, "any"), as("op", callers.Operator, "op")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	open := func(c sharedosv1.BridgeServiceClient, tenant string) (*sharedosv1.TurnLease, error) {
+		return c.OpenTurn(ctx, &sharedosv1.OpenTurnRequest{
+			Context: &sharedosv1.AccessContext{Principal: "alice", Tenant: tenant, Roles: []string{"admin"}},
+			Policy:  &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE},
+			Harness: &sharedosv1.HarnessIdentity{Name: "e2e", McpSupport: sharedosv1.McpSupport_MCP_SUPPORT_NATIVE},
+			Ttl:     durationpb.New(time.Minute),
+		})
+	}
+	for _, ok := range []struct {
+		name   string
+		c      sharedosv1.BridgeServiceClient
+		tenant string
+	}{{"h1 for acme", h1, "acme"}, {"h1 for beta", h1, "beta"}, {"any-tenant host", anyHost, "gamma"}, {"operator", op, "delta"}} {
+		if l, err := open(ok.c, ok.tenant); err != nil || l.GetTurnId() == "" {
+			t.Errorf("%s: %v", ok.name, err)
+		}
+	}
+	for _, bad := range []struct {
+		name   string
+		c      sharedosv1.BridgeServiceClient
+		tenant string
+		want   string
+	}{
+		{"h1 for another tenant", h1, "evil", `may not open turns for tenant "evil"`},
+		{"h1 without a tenant", h1, "", "context.tenant is required"},
+		{"a host without an entry", h2, "acme", "no tenants are configured"},
+	} {
+		l, err := open(bad.c, bad.tenant)
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), bad.want) || l != nil {
+			t.Errorf("%s: %v, want PermissionDenied (%s)", bad.name, err, bad.want)
+		}
+	}
+}
