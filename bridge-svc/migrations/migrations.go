@@ -15,6 +15,10 @@ var files embed.FS
 // concurrent migrators (several pods starting at once) on its own lock.
 var set = migrate.Set{Files: files, VersionTable: "bridge_goose_db_version", LockID: 0x5348_4152_4542_5247} // "SHAREBRG"
 
+// ServiceRole is the least-privilege role the migrations create and grant
+// (00002_service_role.sql), which bridge-svc acts as (ADR 0013).
+const ServiceRole = "sharedos_bridge"
+
 // ErrPending is returned by Check when the schema is behind the binary.
 var ErrPending = migrate.ErrPending
 

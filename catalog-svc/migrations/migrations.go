@@ -15,6 +15,10 @@ var files embed.FS
 // concurrent migrators (several pods starting at once) on its own lock.
 var set = migrate.Set{Files: files, VersionTable: "catalog_goose_db_version", LockID: 0x5348_4152_4543_4154} // "SHARECAT"
 
+// ServiceRole is the least-privilege role the migrations create and grant
+// (00004_service_role.sql), which catalog-svc acts as (ADR 0013).
+const ServiceRole = "sharedos_catalog"
+
 // ErrPending is returned by Check when the schema is behind the binary.
 var ErrPending = migrate.ErrPending
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -103,11 +104,29 @@ func TestRenderExpectations(t *testing.T) {
 
 	t.Run("external-postgres", func(t *testing.T) {
 		r := render(t, "--values", filepath.Join(chartDir(t), "ci/external-postgres-values.yaml"))
+		// Least privilege: each service pod (its init container included)
+		// holds only its own login; only the migrate Job holds the owner's.
+		dbSecret := func(c *corev1.Container) string {
+			e := env(c, "SHAREDOS_DATABASE_URL")
+			if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Key != "DATABASE_URL" {
+				t.Errorf("%s: database URL must be a DATABASE_URL secret reference, got %+v", c.Name, e)
+				return ""
+			}
+			return e.ValueFrom.SecretKeyRef.Name
+		}
 		for _, comp := range []string{"catalog", "bridge"} {
-			e := env(container(t, deployment(t, r, comp), comp), "SHAREDOS_DATABASE_URL")
-			if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
-				e.ValueFrom.SecretKeyRef.Name != "toolshare-prod-postgres" || e.ValueFrom.SecretKeyRef.Key != "DATABASE_URL" {
-				t.Errorf("%s: database URL must reference toolshare-prod-postgres/DATABASE_URL, got %+v", comp, e)
+			pod := deployment(t, r, comp).Spec.Template.Spec
+			for _, c := range append(pod.InitContainers, pod.Containers...) {
+				if got, want := dbSecret(&c), "toolshare-prod-postgres-"+comp; got != want {
+					t.Errorf("%s container %s: database URL from %s, want its own login %s", comp, c.Name, got, want)
+				}
+			}
+		}
+		for _, j := range r.Jobs {
+			for _, c := range j.Spec.Template.Spec.Containers {
+				if got := dbSecret(&c); got != "toolshare-prod-postgres" {
+					t.Errorf("job %s container %s: database URL from %s, want the owner's", j.Name, c.Name, got)
+				}
 			}
 		}
 		if !strings.Contains(container(t, deployment(t, r, "catalog"), "catalog").Image, "@sha256:") {

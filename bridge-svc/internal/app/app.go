@@ -36,12 +36,14 @@ const HealthService = "sharedos.v1.BridgeService"
 
 // Config is everything `bridge-svc serve` is configured with.
 type Config struct {
-	Listen         string
-	HTTPListen     string
-	PublicURL      string
-	Catalog        string
-	Kernel         string
-	DatabaseURL    string
+	Listen      string
+	HTTPListen  string
+	PublicURL   string
+	Catalog     string
+	Kernel      string
+	DatabaseURL string
+	// DatabaseRole is the least-privilege role the pool acts as (ADR 0013).
+	DatabaseRole   string
 	Migrate        bool
 	AllowedOrigins []string
 	AllowedHosts   []string
@@ -87,6 +89,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	catalog := config.String(fs, "catalog", "127.0.0.1:7401", "catalog-svc gRPC address (ListTools)")
 	kernel := config.String(fs, "kernel", "", "kernel (RuntimeService) gRPC address (default: --catalog)")
 	dbURL := config.String(fs, "database-url", "", "PostgreSQL DSN for leases (empty: embedded in-memory store)")
+	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): only bridge.leases; empty: the login user's own privileges")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use)")
 	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin are always allowed)")
 	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")
@@ -99,7 +102,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
 	return func() Config {
 		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
-		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate = *catalog, *kernel, *dbURL, *migrate
+		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate, c.DatabaseRole = *catalog, *kernel, *dbURL, *migrate, *dbRole
 		c.AllowedOrigins, c.AllowedHosts, c.HostTenants = *origins, *hosts, *hostTenants
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
 		c.StatusCacheTTL, c.MetricsListen = *statusTTL, *metrics
@@ -208,7 +211,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 			}
 		}
 		var pool *pgxpool.Pool
-		pool, err = pgdb.Open(ctx, c.DatabaseURL)
+		pool, err = pgdb.Open(ctx, c.DatabaseURL, pgdb.WithRole(c.DatabaseRole))
 		if err != nil {
 			return nil, fmt.Errorf("bridge: --database-url: %w", err)
 		}

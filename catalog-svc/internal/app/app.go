@@ -38,9 +38,11 @@ const ServiceName = telemetry.ServiceCatalog
 
 // Config is everything `catalog-svc serve` is configured with.
 type Config struct {
-	Listen                string
-	MetricsListen         string
-	DatabaseURL           string
+	Listen        string
+	MetricsListen string
+	DatabaseURL   string
+	// DatabaseRole is the least-privilege role the pool acts as (ADR 0013).
+	DatabaseRole          string
 	Migrate               bool
 	AuthzAddr             string
 	AuthzTimeout          time.Duration
@@ -64,6 +66,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	listen := config.String(fs, "listen", "127.0.0.1:7401", "gRPC listen address (CatalogService, RuntimeService, health)")
 	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
 	db := config.String(fs, "database-url", "", "PostgreSQL URL; empty uses the embedded in-process store")
+	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): records are append-only for it; empty: the login user's own privileges")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use; production runs `catalog-svc migrate`)")
 	authz := config.String(fs, "authz", "127.0.0.1:7402", "authz-svc gRPC address")
 	authzTimeout := config.Duration(fs, "authz-timeout", 2*time.Second, "deadline of one Authorize call")
@@ -77,7 +80,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 			id, _ = os.Hostname()
 		}
 		return Config{
-			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, AuthzAddr: *authz,
+			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, DatabaseRole: *dbRole, AuthzAddr: *authz,
 			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
 			InstanceID: id, RecordJournalDir: *journalDir,
 		}
@@ -152,7 +155,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		if err := migrations.Check(ctx, c.DatabaseURL); err != nil {
 			return nil, fmt.Errorf("%w: run `catalog-svc migrate` first", err)
 		}
-		a.pool, err = pgdb.Open(ctx, c.DatabaseURL)
+		a.pool, err = pgdb.Open(ctx, c.DatabaseURL, pgdb.WithRole(c.DatabaseRole))
 		if err != nil {
 			return nil, err
 		}

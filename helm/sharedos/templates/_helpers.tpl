@@ -227,12 +227,27 @@ strategy:
 {{- end }}
 
 {{/* The database URL, always by Secret reference. */}}
+{{/*
+The PostgreSQL URL of one user of the database: (dict "root" $ "component"
+"catalog" | "bridge" | "migrate"). The migrate Job uses the schema owner's
+(database.existingSecret); a service uses its own login when
+database.<component> names one (ADR 0013), else the owner's, and acts as its
+least-privilege role either way (--database-role).
+*/}}
 {{- define "sharedos.databaseEnv" -}}
+{{- $db := .root.Values.database }}
+{{- $name := $db.existingSecret }}
+{{- $key := $db.key }}
+{{- $own := get $db .component }}
+{{- if and $own $own.existingSecret }}
+{{- $name = $own.existingSecret }}
+{{- $key = $own.key }}
+{{- end }}
 - name: SHAREDOS_DATABASE_URL
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.database.existingSecret }}
-      key: {{ .Values.database.key }}
+      name: {{ $name }}
+      key: {{ $key }}
 {{- end }}
 
 {{/* User-supplied env of one component: (dict "values" .Values.x) */}}
@@ -275,7 +290,7 @@ migrations that image was built with.
   imagePullPolicy: {{ .root.Values.image.pullPolicy }}
   args: ["migrate", "--check"]
   env:
-    {{- include "sharedos.databaseEnv" .root | nindent 4 }}
+    {{- include "sharedos.databaseEnv" (dict "root" .root "component" .component) | nindent 4 }}
   resources:
     {{- toYaml .root.Values.migrate.resources | nindent 4 }}
   securityContext:
@@ -379,7 +394,7 @@ values. Returns JSON (exact bytes; a YAML round trip can drop a final newline): 
   imagePullPolicy: {{ .root.Values.image.pullPolicy }}
   args: ["migrate"]
   env:
-    {{- include "sharedos.databaseEnv" .root | nindent 4 }}
+    {{- include "sharedos.databaseEnv" (dict "root" .root "component" "migrate") | nindent 4 }}
     {{- include "sharedos.otelEnv" (dict "root" .root "service" (printf "%s-migrate" .service)) | nindent 4 }}
   resources:
     {{- toYaml .root.Values.migrate.resources | nindent 4 }}

@@ -37,7 +37,7 @@ var ErrInvalidDSN = errors.New("invalid PostgreSQL DSN")
 // connects and pings, so a service fails at startup rather than on its first
 // request. The caller closes the pool. Errors name the DSN with its password
 // masked and never contain the password.
-func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+func Open(ctx context.Context, dsn string, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("pgdb: %w %s: %s", ErrInvalidDSN, RedactDSN(dsn), scrub(parseReason(err), dsn))
@@ -59,6 +59,9 @@ func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	}
 	// Every service's statements become client spans in the request's trace.
 	cfg.ConnConfig.Tracer = NewTracer(WithDatabase(cfg.ConnConfig.Database))
+	for _, o := range opts {
+		o(cfg)
+	}
 
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -73,6 +76,21 @@ func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 
 // redactedError keeps the cause reachable for errors.Is/As (context
 // deadlines, *pgconn.ConnectError) while its text is scrubbed.
+// Option tunes Open.
+type Option func(*pgxpool.Config)
+
+// WithRole makes every connection of the pool act as role from its start
+// (the "role" setting of the startup packet, i.e. SET ROLE): a service runs
+// with its least-privilege role even when its login user owns the schema
+// (ADR 0013). The login user must be a member of role; empty is no change.
+func WithRole(role string) Option {
+	return func(c *pgxpool.Config) {
+		if role != "" {
+			c.ConnConfig.RuntimeParams["role"] = role
+		}
+	}
+}
+
 type redactedError struct {
 	msg string
 	err error
