@@ -20,7 +20,7 @@ type Proc struct {
 	Args []string
 	// Env is added to the test's environment.
 	Env []string
-	// Log collects stdout and stderr of every incarnation.
+	// Log collects stdout and stderr of every incarnation (a file).
 	Log *Output
 
 	cmd  *exec.Cmd
@@ -35,9 +35,13 @@ func (p *Proc) Start(tb testing.TB) {
 	if p.Log == nil {
 		p.Log = &Output{}
 	}
+	log, err := p.Log.file(tb.TempDir(), filepath.Base(p.Path))
+	if err != nil {
+		tb.Fatalf("log of %s: %v", p.Name, err)
+	}
 	cmd := exec.Command(p.Path, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
-	cmd.Stdout, cmd.Stderr = p.Log, p.Log
+	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start %s: %v", p.Name, err)

@@ -385,22 +385,38 @@ func Tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Output is a buffer safe to read while the process writes to it.
+// Output is a process's log: a file in the test's temp dir that every
+// incarnation appends to directly (no copying through this process, so a
+// benchmark's client does not pay for the services' logs), read back with
+// String.
 type Output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu sync.Mutex
+	f  *os.File
 }
 
-func (o *Output) Write(p []byte) (int, error) {
+// file opens the log in dir on first use.
+func (o *Output) file(dir, name string) (*os.File, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.buf.Write(p)
+	if o.f == nil {
+		f, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		o.f = f
+	}
+	return o.f, nil
 }
 
+// String is everything written so far.
 func (o *Output) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.buf.String()
+	if o.f == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(o.f.Name())
+	return string(b)
 }
 
 // RepoRoot is the directory holding go.work above the working directory.
