@@ -49,10 +49,16 @@ type Config struct {
 	AllowedHosts   []string
 	// HostTenants are IDENTITY=TENANT entries: the tenants each host
 	// identity may open turns for (leases.TenantPolicy).
-	HostTenants   []string
-	MaxBodyBytes  int
-	DefaultTTL    time.Duration
-	SweepInterval time.Duration
+	HostTenants []string
+	// OIDCIssuer, when set, makes OpenTurn accept end users' ID tokens
+	// (user_token) of this issuer for OIDCAudience; the claims named below
+	// become the context.
+	OIDCIssuer, OIDCAudience                            string
+	OIDCAlgorithms                                      []string
+	OIDCPrincipalClaim, OIDCTenantClaim, OIDCRolesClaim string
+	MaxBodyBytes                                        int
+	DefaultTTL                                          time.Duration
+	SweepInterval                                       time.Duration
 	// CallTimeout bounds one InvokeTool (the whole kernel pipeline,
 	// handler included); every internal RPC carries a deadline.
 	CallTimeout time.Duration
@@ -94,6 +100,12 @@ func Bind(fs *flag.FlagSet) func() Config {
 	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin are always allowed)")
 	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries: the tenants each host identity may open turns for (* = any; operators may for any)")
+	oidcIssuer := config.String(fs, "oidc-issuer", "", "OIDC issuer whose ID tokens OpenTurn accepts as user_token (discovery and JWKS from it; empty: none)")
+	oidcAudience := config.String(fs, "oidc-audience", "", "audience (client id) a user token must carry")
+	oidcAlgs := config.StringSlice(fs, "oidc-algorithms", leases.DefaultUserTokenAlgorithms, "signature algorithms a user token may use (public-key only)")
+	oidcPrincipal := config.String(fs, "oidc-principal-claim", "sub", "claim holding the principal")
+	oidcTenant := config.String(fs, "oidc-tenant-claim", "tenant", "claim holding the tenant")
+	oidcRoles := config.String(fs, "oidc-roles-claim", "roles", "claim holding the roles (a list, or one space-separated string)")
 	maxBody := config.Int(fs, "max-body-bytes", protocol.DefaultMaxBodyBytes, "maximum MCP request body")
 	ttl := config.Duration(fs, "default-ttl", leases.DefaultTTL, "lease lifetime when OpenTurn gives none")
 	sweep := config.Duration(fs, "sweep-interval", 5*time.Second, "how often cached turn servers of closed/expired turns are freed")
@@ -104,6 +116,8 @@ func Bind(fs *flag.FlagSet) func() Config {
 		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
 		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate, c.DatabaseRole = *catalog, *kernel, *dbURL, *migrate, *dbRole
 		c.AllowedOrigins, c.AllowedHosts, c.HostTenants = *origins, *hosts, *hostTenants
+		c.OIDCIssuer, c.OIDCAudience, c.OIDCAlgorithms = *oidcIssuer, *oidcAudience, *oidcAlgs
+		c.OIDCPrincipalClaim, c.OIDCTenantClaim, c.OIDCRolesClaim = *oidcPrincipal, *oidcTenant, *oidcRoles
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
 		c.StatusCacheTTL, c.MetricsListen = *statusTTL, *metrics
 		return c
@@ -139,7 +153,25 @@ func (c *Config) Validate() error {
 	if _, err := leases.ParseTenantPolicy(c.HostTenants); err != nil {
 		errs.Addf("host-tenants", "%v", err)
 	}
+	switch {
+	case c.OIDCIssuer != "" && c.OIDCAudience == "":
+		errs.Add("oidc-audience", "is required with --oidc-issuer")
+	case c.OIDCIssuer == "" && c.OIDCAudience != "":
+		errs.Add("oidc-issuer", "is required with --oidc-audience")
+	}
+	if err := leases.CheckUserTokenAlgorithms(c.OIDCAlgorithms); err != nil {
+		errs.Addf("oidc-algorithms", "%v", err)
+	}
 	return errs.Err()
+}
+
+// userTokens is the user-token verification of c (nil without an issuer).
+func (c Config) userTokens() *leases.UserTokens {
+	if c.OIDCIssuer == "" {
+		return nil
+	}
+	return &leases.UserTokens{Issuer: c.OIDCIssuer, Audience: c.OIDCAudience, Algorithms: c.OIDCAlgorithms,
+		PrincipalClaim: c.OIDCPrincipalClaim, TenantClaim: c.OIDCTenantClaim, RolesClaim: c.OIDCRolesClaim}
 }
 
 // App is a completed, ready-to-run bridge.
@@ -264,6 +296,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 	svc := leases.NewService(leases.ServiceConfig{
 		Store: a.store, Catalog: catalog, PublicURL: c.PublicURL, DefaultTTL: c.DefaultTTL,
 		OnClose: a.mcp.Evict, Logger: a.log, ValidateTools: mcpserver.ValidateTools, Tenants: tenants,
+		Users: c.userTokens(),
 	})
 	// a.log already names the service; ServiceName would add it twice.
 	a.grpc = grpcx.NewServer(grpcx.ServerOptions{Logger: a.log, Plane: c.Plane})

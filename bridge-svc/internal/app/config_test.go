@@ -31,6 +31,15 @@ func TestCompleteRefusesBadConfig(t *testing.T) {
 		{"origin with path", func(c *app.Config) { c.AllowedOrigins = []string{"https://app.example/x"} }, "--allowed-origins"},
 		{"origin without scheme", func(c *app.Config) { c.AllowedOrigins = []string{"app.example"} }, "--allowed-origins"},
 		{"public url not http", func(c *app.Config) { c.PublicURL = "ftp://x" }, "--public-url"},
+		{"host tenants without a host identity", func(c *app.Config) {
+			c.HostTenants = []string{"spiffe://sharedos.local/bridge/b=acme"}
+		}, "--host-tenants"},
+		{"host tenants without a tenant", func(c *app.Config) { c.HostTenants = []string{"spiffe://sharedos.local/host/h"} }, "--host-tenants"},
+		{"oidc audience without issuer", func(c *app.Config) { c.OIDCAudience = "x" }, "--oidc-issuer"},
+		{"oidc issuer without audience", func(c *app.Config) { c.OIDCIssuer = "https://idp.example" }, "--oidc-audience"},
+		{"oidc HMAC", func(c *app.Config) {
+			c.OIDCIssuer, c.OIDCAudience, c.OIDCAlgorithms = "https://idp.example", "x", []string{"HS256"}
+		}, "--oidc-algorithms"},
 		{"database unreachable", func(c *app.Config) {
 			c.DatabaseURL = "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1"
 		}, "--database-url"},

@@ -11,7 +11,9 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -48,7 +50,10 @@ type ServiceConfig struct {
 	ValidateTools func([]*sharedosv1.PublishedTool) error
 	// Tenants binds host identities to the tenants they may open turns for.
 	Tenants TenantPolicy
-	Logger  *slog.Logger
+	// Users verifies end users' ID tokens (OpenTurnRequest.user_token); nil:
+	// none are accepted.
+	Users  *UserTokens
+	Logger *slog.Logger
 	// Now replaces time.Now (tests).
 	Now func() time.Time
 }
@@ -84,6 +89,20 @@ func MCPPath(turnID string) string { return "/turns/" + turnID + "/mcp" }
 func (s *Service) OpenTurn(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*sharedosv1.TurnLease, error) {
 	ctx, span := tracer.Start(ctx, telemetry.SpanOpenTurn)
 	defer span.End()
+	// A user token replaces the asserted context with the verified one.
+	if raw := req.GetUserToken(); raw != "" {
+		if req.GetContext() != nil {
+			return nil, status.Error(codes.InvalidArgument, "give context or user_token, not both: with a token the context comes from its claims")
+		}
+		actx, err := s.cfg.Users.Context(ctx, raw)
+		if err != nil {
+			span.RecordError(err)
+			s.cfg.Logger.WarnContext(ctx, "OpenTurn refused", slog.String("reason", status.Convert(err).Message()))
+			return nil, err
+		}
+		req = proto.Clone(req).(*sharedosv1.OpenTurnRequest)
+		req.Context, req.UserToken = actx, ""
+	}
 	// The caller asserts the AccessContext only within what its identity
 	// is trusted for; a refusal stores nothing.
 	if err := s.cfg.Tenants.check(ctx, req.GetContext().GetTenant()); err != nil {

@@ -387,6 +387,12 @@ type OpenTurnRequest struct {
 	// portable_names publishes "files_read" for "files.read" and maps it back
 	// before the call reaches the kernel.
 	PortableNames bool `protobuf:"varint,6,opt,name=portable_names,json=portableNames,proto3" json:"portable_names,omitempty"`
+	// user_token is the end user's OIDC ID token (a JWT). When set, bridge-svc
+	// verifies it against its configured issuer (signature by the issuer's
+	// JWKS, issuer, audience, expiry, allowed algorithms) and takes principal,
+	// tenant and roles from its claims; context must then be unset. A bad token
+	// is UNAUTHENTICATED with the reason, and nothing is stored.
+	UserToken     string `protobuf:"bytes,7,opt,name=user_token,json=userToken,proto3" json:"user_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -461,6 +467,13 @@ func (x *OpenTurnRequest) GetPortableNames() bool {
 		return x.PortableNames
 	}
 	return false
+}
+
+func (x *OpenTurnRequest) GetUserToken() string {
+	if x != nil {
+		return x.UserToken
+	}
+	return ""
 }
 
 // TurnLease is returned once; the token is never stored or shown again.
@@ -792,14 +805,16 @@ const file_sharedos_v1_bridge_proto_rawDesc = "" +
 	"\fcatalog_hash\x18\x01 \x01(\tR\vcatalogHash\x126\n" +
 	"\aharness\x18\x02 \x01(\v2\x1c.sharedos.v1.HarnessIdentityR\aharness\x12%\n" +
 	"\x0edeclared_model\x18\x03 \x01(\tR\rdeclaredModel\x12/\n" +
-	"\x06policy\x18\x04 \x01(\v2\x17.sharedos.v1.ToolPolicyR\x06policy\"\xab\x02\n" +
+	"\x06policy\x18\x04 \x01(\v2\x17.sharedos.v1.ToolPolicyR\x06policy\"\xca\x02\n" +
 	"\x0fOpenTurnRequest\x124\n" +
 	"\acontext\x18\x01 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x12/\n" +
 	"\x06policy\x18\x02 \x01(\v2\x17.sharedos.v1.ToolPolicyR\x06policy\x126\n" +
 	"\aharness\x18\x03 \x01(\v2\x1c.sharedos.v1.HarnessIdentityR\aharness\x12%\n" +
 	"\x0edeclared_model\x18\x04 \x01(\tR\rdeclaredModel\x12+\n" +
 	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12%\n" +
-	"\x0eportable_names\x18\x06 \x01(\bR\rportableNames\"\xe3\x01\n" +
+	"\x0eportable_names\x18\x06 \x01(\bR\rportableNames\x12\x1d\n" +
+	"\n" +
+	"user_token\x18\a \x01(\tR\tuserToken\"\xe3\x01\n" +
 	"\tTurnLease\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x12\x17\n" +
 	"\amcp_url\x18\x02 \x01(\tR\x06mcpUrl\x12\x14\n" +

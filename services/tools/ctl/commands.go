@@ -60,7 +60,7 @@ func init() {
 		}})
 
 	var open openFlags
-	register(&command{path: "turn open", usage: "--principal P [--role R]... [--attr K=V]... [--ttl 15m] [--harness NAME] [--harness-version V] [--mcp-support native|extension] [--extension NAME] [--model NAME] [--policy FILE]",
+	register(&command{path: "turn open", usage: "(--principal P [--role R]... [--attr K=V]... | --user-token JWT) [--ttl 15m] [--harness NAME] [--harness-version V] [--mcp-support native|extension] [--extension NAME] [--model NAME] [--policy FILE]",
 		flags: open.bind,
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
 			return runTurnOpen(ctx, e, &open, args)
@@ -328,11 +328,13 @@ type openFlags struct {
 	model          string
 	policy         string
 	portable       bool
+	userToken      string
 }
 
 func (o *openFlags) bind(fs *flag.FlagSet) {
 	o.access.bind(fs)
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Minute, "lease time to live")
+	fs.StringVar(&o.userToken, "user-token", os.Getenv("SHAREDOS_USER_TOKEN"), "the end user's OIDC ID token (env SHAREDOS_USER_TOKEN): the bridge verifies it and takes the context from its claims, instead of --principal/--role")
 	fs.StringVar(&o.harness, "harness", "", "harness name (e.g. claude-code)")
 	fs.StringVar(&o.harnessVersion, "harness-version", "", "harness version")
 	fs.StringVar(&o.mcpSupport, "mcp-support", "native", "native or extension")
@@ -407,8 +409,11 @@ func runTurnOpen(ctx context.Context, e *env, o *openFlags, args []string) error
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	if o.access.principal == "" {
-		return usagef("--principal is required")
+	switch {
+	case o.userToken != "" && o.access.principal != "":
+		return usagef("give --principal or --user-token, not both")
+	case o.userToken == "" && o.access.principal == "":
+		return usagef("--principal (or --user-token) is required")
 	}
 	var support sharedosv1.McpSupport
 	switch o.mcpSupport {
@@ -427,9 +432,14 @@ func runTurnOpen(ctx context.Context, e *env, o *openFlags, args []string) error
 	if err != nil {
 		return err
 	}
+	var actx *sharedosv1.AccessContext
+	if o.userToken == "" {
+		actx = o.access.context()
+	}
 	lease, err := bc.OpenTurn(ctx, &sharedosv1.OpenTurnRequest{
-		Context: o.access.context(),
-		Policy:  policy,
+		Context:   actx,
+		UserToken: o.userToken,
+		Policy:    policy,
 		Harness: &sharedosv1.HarnessIdentity{
 			Name: o.harness, Version: o.harnessVersion, McpSupport: support, ExtensionName: o.extension,
 		},

@@ -1,0 +1,163 @@
+package leases_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// issuer is a local OIDC issuer: discovery document and JWKS over HTTP,
+// and a signing key.
+type issuer struct {
+	srv *httptest.Server
+	key *ecdsa.PrivateKey
+	kid string
+}
+
+func newIssuer(t *testing.T) *issuer {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := &issuer{key: key, kid: "k1"}
+	mux := http.NewServeMux()
+	is.srv = httptest.NewServer(mux)
+	t.Cleanup(is.srv.Close)
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"issuer": is.srv.URL, "jwks_uri": is.srv.URL + "/jwks", "id_token_signing_alg_values_supported": []string{"ES256"},
+			"authorization_endpoint": is.srv.URL + "/auth", "token_endpoint": is.srv.URL + "/token",
+		})
+	})
+	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: is.kid, Algorithm: "ES256", Use: "sig"}}})
+	})
+	return is
+}
+
+// claims are a valid token's claims for alice of tenant acme.
+func (is *issuer) claims() map[string]any {
+	return map[string]any{"iss": is.srv.URL, "aud": "sharedos-host", "sub": "alice", "tenant": "acme",
+		"roles": []string{"engineer", "oncall"}, "exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}
+}
+
+func sign(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
+	t.Helper()
+	opts := (&jose.SignerOptions{}).WithType("JWT")
+	if kid != "" {
+		opts = opts.WithHeader("kid", kid)
+	}
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(claims)
+	obj, err := s.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := obj.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestUserTokens: a valid ID token opens a turn whose context comes from
+// its claims; expired, wrong-audience, unknown-key, alg "none" and HS256
+// tokens signed with the issuer's public key are UNAUTHENTICATED with the
+// reason, and nothing is stored.
+func TestUserTokens(t *testing.T) {
+	is := newIssuer(t)
+	store := memory.New()
+	cat := &fakeCatalog{resp: &sharedosv1.ListToolsResponse{CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{{Name: "files.read", CanonicalJson: []byte(`{}`)}}}}
+	users := &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host"}
+	if err := users.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	svc := leases.NewService(leases.ServiceConfig{Store: store, Catalog: cat, PublicURL: "http://127.0.0.1:7480/", Users: users})
+	open := func(tok string) (*sharedosv1.TurnLease, error) {
+		req := validRequest()
+		req.Context, req.UserToken = nil, tok
+		return svc.OpenTurn(context.Background(), req)
+	}
+
+	l, err := open(sign(t, jose.ES256, is.key, is.kid, is.claims()))
+	if err != nil {
+		t.Fatalf("valid token: %v", err)
+	}
+	if got := cat.asked; got.GetPrincipal() != "alice" || got.GetTenant() != "acme" || !slices.Equal(got.GetRoles(), []string{"engineer", "oncall"}) {
+		t.Fatalf("the catalogue was asked for %v, want alice/acme [engineer oncall] from the claims", got)
+	}
+	lease, _, err := store.Get(context.Background(), l.GetTurnId())
+	if err != nil || lease.Context.GetPrincipal() != "alice" {
+		t.Fatalf("stored lease %+v, %v", lease, err)
+	}
+	cat.asked = nil
+
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pubDER, _ := x509.MarshalPKIXPublicKey(&is.key.PublicKey)
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+	expired, wrongAud, noSub := is.claims(), is.claims(), is.claims()
+	expired["exp"] = time.Now().Add(-time.Minute).Unix()
+	wrongAud["aud"] = "someone-else"
+	delete(noSub, "sub")
+	payload, _ := json.Marshal(is.claims())
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + base64.RawURLEncoding.EncodeToString(payload) + "."
+	bad := []struct {
+		name, token, want string
+	}{
+		{"expired", sign(t, jose.ES256, is.key, is.kid, expired), "expired"},
+		{"wrong audience", sign(t, jose.ES256, is.key, is.kid, wrongAud), "audience"},
+		{"unknown key", sign(t, jose.ES256, other, "k2", is.claims()), "signature"},
+		{"alg none", none, "none"},
+		{"HS256 with the public key", sign(t, jose.HS256, pubPEM, is.kid, is.claims()), "HS256"},
+		{"no principal", sign(t, jose.ES256, is.key, is.kid, noSub), `"sub"`},
+		{"not a JWT", "garbage", "malformed"},
+	}
+	for _, b := range bad {
+		l, err := open(b.token)
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), b.want) || l != nil {
+			t.Errorf("%s: %v, want Unauthenticated naming %q", b.name, err, b.want)
+		}
+	}
+	if cat.asked != nil {
+		t.Errorf("a refused token reached the catalogue with %v", cat.asked)
+	}
+
+	// A token and an asserted context together are refused.
+	req := validRequest()
+	req.UserToken = sign(t, jose.ES256, is.key, is.kid, is.claims())
+	if _, err := svc.OpenTurn(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("token and context: %v, want InvalidArgument", err)
+	}
+	// A bridge without an issuer accepts no token.
+	plain := leases.NewService(leases.ServiceConfig{Store: memory.New(), Catalog: cat, PublicURL: "http://x/"})
+	req.Context = nil
+	if _, err := plain.OpenTurn(context.Background(), req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "--oidc-issuer") {
+		t.Errorf("token without an issuer: %v", err)
+	}
+	if err := (&leases.UserTokens{Issuer: is.srv.URL, Audience: "a", Algorithms: []string{"HS256"}}).Validate(); err == nil {
+		t.Error("HS256 allowed by configuration")
+	}
+}
