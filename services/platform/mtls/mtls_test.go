@@ -203,6 +203,15 @@ func TestHandshakeRefusals(t *testing.T) {
 	if n := len(f.rt.calls); n != 0 {
 		t.Fatalf("%d refused connections reached the handler", n)
 	}
+	// A client whose own certificate the server accepts, but that trusts
+	// another CA, refuses the server: the chain is verified client-side too
+	// (InsecureSkipVerify only moves it into VerifyConnection).
+	mixed := f.identity(t, "mixed", callers.Bridge, "m")
+	mixed.CA = filepath.Join(other.dir, "ca.crt")
+	if err := f.invoke(t, load(t, mixed).DialOption()); status.Code(err) != codes.Unavailable ||
+		!strings.Contains(err.Error(), "server certificate") {
+		t.Errorf("client trusting another CA: %v, want the server refused", err)
+	}
 	// A client that expects another role refuses the server.
 	if err := f.invoke(t, good.DialOption(callers.Authz)); status.Code(err) != codes.Unavailable ||
 		!strings.Contains(err.Error(), "want [authz]") {

@@ -67,8 +67,9 @@ type Command[C any] struct {
 	// developer tool whose output is read by people (sharedos-dev).
 	Quiet bool
 	// Plane marks a process of the internal gRPC plane: the runner binds
-	// --tls-ca, --tls-cert, --tls-key, --insecure-plaintext and --reflection
-	// and hands Complete the loaded credentials (mutual TLS unless told).
+	// --tls-ca, --tls-cert, --tls-key, --insecure-plaintext, --reflection and
+	// --health-listen and hands Complete the loaded credentials in Env.Plane
+	// (mutual TLS unless told).
 	Plane bool
 }
 
