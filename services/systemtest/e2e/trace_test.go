@@ -192,7 +192,9 @@ func TestTracePerToolCall(t *testing.T) {
 		if len(fresh) != 1 {
 			t.Fatalf("a tools/call without traceparent made %d new traces with a bridge tools/call span, want 1", len(fresh))
 		}
-		spans := col.waitTrace([]byte(fresh[0]), traceWait, hasSpan(telemetry.ServiceCatalog, telemetry.SpanInvokeTool, -1))
+		// Wait for every span of the chain, parents included: a server span
+		// ends after its children and may come in a later export batch.
+		spans := col.waitTrace([]byte(fresh[0]), traceWait, expectedSpans(&traceCall{authorize: true, handle: true})...)
 		var roots []span
 		for _, sp := range spans {
 			if len(sp.ParentSpanId) == 0 {
@@ -210,7 +212,7 @@ func TestTracePerToolCall(t *testing.T) {
 		plain := mcpClient(t, ctx, s.Demo.MCPURL, s.Demo.Token) // no traceparent header
 		callTool(t, ctx, plain, "files.read", map[string]any{"path": "/public/a.txt"},
 			map[string]any{"traceparent": traceparent(sc)})
-		spans := col.waitTrace(traceIDBytes(sc), traceWait, isMCPCall)
+		spans := col.waitTrace(traceIDBytes(sc), traceWait, expectedSpans(&traceCall{authorize: true, handle: true})...)
 		mcpSpans := filter(spans, isMCPCall)
 		if len(mcpSpans) != 1 {
 			t.Fatalf("trace %s (from params._meta.traceparent) has %d bridge tools/call spans, want 1: the bridge does not continue _meta.traceparent\n%s",
