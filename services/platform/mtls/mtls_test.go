@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -24,6 +27,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/platform/mtls/pki"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
 // fixture is a CA in a temp dir and a grpcx server with a RuntimeService
@@ -123,6 +127,11 @@ func (f *fixture) invoke(t *testing.T, opt grpc.DialOption) error {
 }
 
 func TestCallerAuthorization(t *testing.T) {
+	// The refusal counter goes to the global meter provider.
+	reader := sdkmetric.NewManualReader()
+	prev := otel.GetMeterProvider()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	t.Cleanup(func() { otel.SetMeterProvider(prev) })
 	f := newFixture(t)
 	f.serve(t)
 	bridge := load(t, f.identity(t, "bridge", callers.Bridge, "b1"))
@@ -144,6 +153,25 @@ func TestCallerAuthorization(t *testing.T) {
 	}
 	if n := len(f.rt.calls); n != 0 {
 		t.Fatalf("%d refused calls reached the handler", n)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var denied int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == telemetry.MetricCallerDenied {
+				for _, dp := range sum.DataPoints {
+					if v, _ := dp.Attributes.Value(telemetry.AttrRPCMethod); v.AsString() == "/sharedos.v1.RuntimeService/InvokeTool" {
+						denied += dp.Value
+					}
+				}
+			}
+		}
+	}
+	if denied != 5 {
+		t.Errorf("%s counted %d refusals of InvokeTool, want 5", telemetry.MetricCallerDenied, denied)
 	}
 	// Health is open to any authenticated peer.
 	cc, err := grpc.NewClient(f.addr, load(t, f.identity(t, "op2", callers.Operator, "y")).DialOption())
