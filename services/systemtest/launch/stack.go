@@ -127,15 +127,15 @@ func Start(tb testing.TB, o Options) *Stack {
 
 	// Each service is started once its dependencies serve; its own address
 	// (and for a bridge its MCP address) is chosen just before it starts.
-	s.Authz = s.launch("authz-svc", "authz", o.Env, func(c *devstack.Config, a []string) { c.AuthzAddr = a[0] }, 1)[0]
-	s.Files = s.launch("files-provider", "files", o.Env, func(c *devstack.Config, a []string) { c.FilesAddr = a[0] }, 1)[0]
-	s.Catalog = s.launch("catalog-svc", "catalog", o.Env, func(c *devstack.Config, a []string) { c.CatalogAddr = a[0] }, 1)[0]
+	s.Authz = s.launch("authz-svc", "authz", o.Env, func(c *devstack.Config, a []string) { c.AuthzAddr = a[0] }, 1)
+	s.Files = s.launch("files-provider", "files", o.Env, func(c *devstack.Config, a []string) { c.FilesAddr = a[0] }, 1)
+	s.Catalog = s.launch("catalog-svc", "catalog", o.Env, func(c *devstack.Config, a []string) { c.CatalogAddr = a[0] }, 1)
 	for i := range o.Bridges {
 		var grpcAddr, httpAddr string
 		p := s.launch("bridge-svc", "", o.Env, func(c *devstack.Config, a []string) {
 			c.BridgeAddr, c.MCPAddr = a[0], a[1]
 			grpcAddr, httpAddr = a[0], a[1]
-		}, 2)[0]
+		}, 2)
 		p.Name = fmt.Sprintf("bridge-svc#%d", i)
 		s.Bridges = append(s.Bridges, p)
 		s.BridgeGRPC, s.BridgeHTTP = append(s.BridgeGRPC, grpcAddr), append(s.BridgeHTTP, httpAddr)
@@ -170,7 +170,7 @@ func (s *Stack) Procs() []*Proc {
 // it by set, and waits until its first address serves. A port taken between
 // the probe and the service's bind (parallel fuzz workers start stacks too)
 // gets new ports, up to 3 tries.
-func (s *Stack) launch(name, key string, env []string, set func(*devstack.Config, []string), n int) []*Proc {
+func (s *Stack) launch(name, key string, env []string, set func(*devstack.Config, []string), n int) *Proc {
 	s.tb.Helper()
 	p := &Proc{Name: name, Path: filepath.Join(s.Bin, name), Env: env, Log: &Output{}}
 	for try := 1; ; try++ {
@@ -188,7 +188,7 @@ func (s *Stack) launch(name, key string, env []string, set func(*devstack.Config
 			s.mu.Lock()
 			s.stop = append(s.stop, func() { _ = p.Stop(syscall.SIGTERM, 10*time.Second) })
 			s.mu.Unlock()
-			return []*Proc{p}
+			return p
 		}
 		if try < 3 && !p.Running() && strings.Contains(p.Log.String(), "address already in use") {
 			continue
