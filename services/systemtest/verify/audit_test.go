@@ -118,14 +118,14 @@ func TestAuditCompleteness(t *testing.T) {
 	wg.Wait()
 
 	// Phase 2: authz-svc dead.
-	s.authz.Kill(t)
+	s.Authz.Kill(t)
 	k := attemptKind{"authz dead", authzDown, "failed/authz_unavailable", call("verify.echo", `{"path":"/public/x"}`)}
 	for i := range authzDown {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		report(k, k.run(ctx, i))
 		cancel()
 	}
-	s.restart(s.authz, s.addr["authz"])
+	s.restart(s.Authz, s.Addrs["authz"])
 	s.waitAuthzReachable(30 * time.Second)
 
 	// Phase 3: the client gives up while the handler runs.

@@ -25,7 +25,7 @@ func TestFailClosedAuthzKilled(t *testing.T) {
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x","value":"warm"}`), "succeeded", "")
 	before := s.provider.handled.Load()
 
-	s.authz.Kill(t)
+	s.Authz.Kill(t)
 	const n = 10
 	for i := range n {
 		start := time.Now()
@@ -62,7 +62,7 @@ func TestFailClosedAuthzKilled(t *testing.T) {
 
 	// Recovery: authz-svc restarted, the same turn succeeds again; every
 	// probe on the way is one more record, none lost.
-	s.restart(s.authz, s.addr["authz"])
+	s.restart(s.Authz, s.Addrs["authz"])
 	start, probes := time.Now(), 0
 	for {
 		probes++
@@ -90,8 +90,8 @@ func TestFailClosedAuthzHung(t *testing.T) {
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 	before := s.provider.handled.Load()
 
-	s.authz.Signal(t, syscall.SIGSTOP)
-	defer s.authz.Signal(t, syscall.SIGCONT)
+	s.Authz.Signal(t, syscall.SIGSTOP)
+	defer s.Authz.Signal(t, syscall.SIGCONT)
 	const n = 8
 	var wg sync.WaitGroup
 	results := make([]callResult, n)
@@ -116,7 +116,7 @@ func TestFailClosedAuthzHung(t *testing.T) {
 	assertCounts(t, s.outcomeCounts(tr.ID), map[string]int{"succeeded/": 1, "failed/authz_unavailable": n})
 
 	// Recovery: after SIGCONT the same turn works again.
-	s.authz.Signal(t, syscall.SIGCONT)
+	s.Authz.Signal(t, syscall.SIGCONT)
 	deadline := time.Now().Add(10 * time.Second)
 	for !mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`).succeeded() {
 		if time.Now().After(deadline) {
@@ -149,7 +149,7 @@ func TestFailClosedCatalogKilled(t *testing.T) {
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 	before := s.provider.handled.Load()
 
-	s.catalog.Kill(t)
+	s.Catalog.Kill(t)
 	out, errOut, code := s.ctl("turn", "open", "--principal", "bob", "--role", "verify", "--harness", "verify")
 	if code == 0 {
 		t.Errorf("sharedosctl turn open succeeded with catalog-svc dead: %s", out)
@@ -180,7 +180,7 @@ func TestFailClosedCatalogKilled(t *testing.T) {
 	// The kernel was never reached: nothing recorded for these attempts.
 	assertCounts(t, s.outcomeCounts(tr.ID), map[string]int{"succeeded/": 1})
 
-	s.restart(s.catalog, s.addr["catalog"])
+	s.restart(s.Catalog, s.Addrs["catalog"])
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -113,13 +113,13 @@ func TestPostgresStopUnderLoad(t *testing.T) {
 
 	// Readiness must drop (followDatabase pings every second), liveness not.
 	notServingAfter := waitFor("catalog-svc readiness NOT_SERVING in the PostgreSQL outage", 8*time.Second, func() bool {
-		return s.healthStatus(s.addr["catalog"], "") != serving
+		return s.healthStatus(s.Addrs["catalog"], "") != serving
 	})
 	t.Logf("catalog-svc readiness NOT_SERVING %s after the stop", notServingAfter.Round(time.Millisecond))
-	if st := s.healthStatus(s.addr["catalog"], "liveness"); st != serving {
+	if st := s.healthStatus(s.Addrs["catalog"], "liveness"); st != serving {
 		t.Errorf("catalog-svc liveness = %s during the outage, want SERVING", st)
 	}
-	if st := s.healthStatus(s.bridgeGRPC[0], "liveness"); st != serving {
+	if st := s.healthStatus(s.BridgeGRPC[0], "liveness"); st != serving {
 		t.Errorf("bridge-svc liveness = %s during the outage, want SERVING", st)
 	}
 	// The outage is exercised once calls have been refused because of it
@@ -143,14 +143,14 @@ func TestPostgresStopUnderLoad(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c := callTool(ctx, tr.URL, tr.Token, "verify.echo", `{"path":"/public/x","value":"probe"}`)
 		cancel()
-		if c.succeeded() && s.healthStatus(s.addr["catalog"], "") == serving {
+		if c.succeeded() && s.healthStatus(s.Addrs["catalog"], "") == serving {
 			recovered = time.Since(upAt)
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if recovered == 0 {
-		t.Fatalf("no successful call and readiness SERVING within 10s of PostgreSQL restarting (readiness %s)", s.healthStatus(s.addr["catalog"], ""))
+		t.Fatalf("no successful call and readiness SERVING within 10s of PostgreSQL restarting (readiness %s)", s.healthStatus(s.Addrs["catalog"], ""))
 	}
 	t.Logf("recovered %s after PostgreSQL restarted", recovered.Round(time.Millisecond))
 	recoveredAt := time.Now()
@@ -233,7 +233,7 @@ func TestPostgresStopUnderLoad(t *testing.T) {
 		}
 	}
 	// How many answers the journal backed (calls in flight at the stop).
-	journaled := strings.Count(s.catalog.Log.String(), "operation record completion journaled")
+	journaled := strings.Count(s.Catalog.Log.String(), "operation record completion journaled")
 	t.Logf("outage %s; attempts %d: succeeded %d, refused %d (503 or failed result), transport errors %d; handler ran %d; records %v; journaled completions %d; last completion %s after restart",
 		upAt.Sub(downAt).Round(time.Millisecond), len(attempts), ok, refused, transport, handledIDs, counts,
 		journaled, lastCompletion.Round(time.Millisecond))
@@ -260,7 +260,7 @@ func TestBridgeKilledMidCall(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("verify.slow never reached the handler")
 	}
-	s.bridges[0].Kill(t)
+	s.Bridges[0].Kill(t)
 	if c := <-done; c.succeeded() {
 		t.Errorf("the call through the killed bridge reported success: %s", c)
 	}
@@ -276,13 +276,13 @@ func TestBridgeKilledMidCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Host = s.bridgeHTTP[1]
+	u.Host = s.BridgeHTTP[1]
 	other := turn{ID: tr.ID, URL: u.String(), Token: tr.Token}
 	expectOutcome(t, mustCall(t, other, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 	if n := s.rowCount(tr.ID); n != 2 {
 		t.Errorf("%d records after the call through bridge #1, want 2", n)
 	}
-	if !strings.Contains(other.URL, s.bridgeHTTP[1]) {
+	if !strings.Contains(other.URL, s.BridgeHTTP[1]) {
 		t.Fatalf("second bridge URL %s", other.URL)
 	}
 }
@@ -317,9 +317,9 @@ func TestJournaledCompletionSurvivesKernelKill(t *testing.T) {
 		t.Fatalf("%d completions in the journal after the answer, want 1", n)
 	}
 
-	s.catalog.Kill(t)
+	s.Catalog.Kill(t)
 	s.cluster.Start(t)
-	s.restart(s.catalog, s.addr["catalog"])
+	s.restart(s.Catalog, s.Addrs["catalog"])
 	s.waitSettled(tr.ID, 30*time.Second)
 
 	var st string

@@ -176,7 +176,7 @@ func TestHeaderMismatchRecorded(t *testing.T) {
 func TestOversizeStreams(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	tr := s.open("alice")
-	bridge := s.bridges[0]
+	bridge := s.Bridges[0]
 	rss0 := rssKiB(t, bridge.PID())
 	const size = 64 << 20
 	body := func() io.Reader {
@@ -210,7 +210,7 @@ func TestOversizeStreams(t *testing.T) {
 	})
 	for _, cl := range []int{64, size} {
 		t.Run(fmt.Sprintf("Content-Length %d with a 64 MiB body", cl), func(t *testing.T) {
-			status, d := rawPost(t, s.bridgeHTTP[0], tr, cl, body())
+			status, d := rawPost(t, s.BridgeHTTP[0], tr, cl, body())
 			t.Logf("status line %q after %s", status, d)
 			if d > 15*time.Second {
 				t.Errorf("took %s", d)

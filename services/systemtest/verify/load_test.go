@@ -69,7 +69,7 @@ func usage(t testing.TB, pid, dbPort int) procUsage {
 }
 
 func (s *stack) procs() []*proc {
-	return append([]*proc{s.authz, s.files, s.catalog}, s.bridges...)
+	return append([]*proc{s.Authz, s.Files, s.Catalog}, s.Bridges...)
 }
 
 func (s *stack) usages() map[string]procUsage {
@@ -119,30 +119,14 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[i]
 }
 
-// turnIDs as a SQL array literal parameter.
+// countFor is outcomeCounts over several turns.
 func (s *stack) countFor(turns []turn) map[string]int {
 	s.t.Helper()
 	ids := make([]string, len(turns))
 	for i, tr := range turns {
 		ids[i] = tr.ID
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rows, err := s.db.Query(ctx, `SELECT status, code, count(*) FROM catalog.operations WHERE turn_id = ANY($1) GROUP BY 1, 2`, ids)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var st, code string
-		var n int
-		if err := rows.Scan(&st, &code, &n); err != nil {
-			s.t.Fatal(err)
-		}
-		out[st+"/"+code] = n
-	}
-	return out
+	return s.countOutcomes(`SELECT status, code, count(*) FROM catalog.operations WHERE turn_id = ANY($1) GROUP BY 1, 2`, ids)
 }
 
 // warmBaseline runs a concurrent burst first, so every lazily built

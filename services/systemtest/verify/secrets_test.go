@@ -136,7 +136,7 @@ func checkNoSecrets(t *testing.T, s *stack, sink *otlpSink, tr turn, canaryBeare
 		}
 	}
 	// Every service's log (debug level).
-	for _, p := range append([]*proc{s.authz, s.files, s.catalog}, s.bridges...) {
+	for _, p := range append([]*proc{s.Authz, s.Files, s.Catalog}, s.Bridges...) {
 		log := p.Log.String()
 		if log == "" {
 			t.Errorf("%s wrote no log: nothing was checked", p.Name)

@@ -44,21 +44,15 @@ type stackOptions struct {
 // verify.* tools) and the private cluster its records live in.
 type stack struct {
 	*launch.Stack
-	t                      testing.TB
-	cluster                *cluster
-	dsn                    string
-	fileRoot               string // files-provider root (public/, private/)
-	journalDir             string // catalog-svc --record-journal-dir (kept across its restarts)
-	authz                  *proc
-	files                  *proc
-	catalog                *proc
-	bridges                []*proc
-	addr                   map[string]string // authz, files, catalog, provider; bridge gRPC/HTTP are per bridge
-	bridgeGRPC, bridgeHTTP []string
-	provider               *provider
-	db                     *pgxpool.Pool
-	catalogC               sharedosv1.CatalogServiceClient
-	bridgeC                sharedosv1.BridgeServiceClient
+	t          testing.TB
+	cluster    *cluster
+	dsn        string
+	fileRoot   string // files-provider root (public/, private/)
+	journalDir string // catalog-svc --record-journal-dir (kept across its restarts)
+	provider   *provider
+	db         *pgxpool.Pool
+	catalogC   sharedosv1.CatalogServiceClient
+	bridgeC    sharedosv1.BridgeServiceClient
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -72,7 +66,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	if o.evalTimeout == 0 {
 		o.evalTimeout = 4 * time.Second
 	}
-	s := &stack{t: t, addr: map[string]string{}, cluster: o.cluster}
+	s := &stack{t: t, cluster: o.cluster}
 	if s.cluster == nil {
 		s.cluster = newCluster(t)
 	}
@@ -91,11 +85,11 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		},
 		Register: func(_ testing.TB, ls *launch.Stack) {
 			s.Stack = ls
-			s.adopt()
+			s.catalogC = sharedosv1.NewCatalogServiceClient(s.Dial(s.Addrs["catalog"]))
+			s.bridgeC = sharedosv1.NewBridgeServiceClient(s.Dial(s.BridgeGRPC[0]))
 			// The counting provider serves with a provider identity of the
 			// stack's CA, and admits only the kernel (callers table).
 			s.provider = startProvider(t, ls.Credentials(t, ls.Identity(t, "verify-provider", callers.Provider, "verify")))
-			s.addr["provider"] = s.provider.addr
 			s.register()
 		},
 	})
@@ -112,17 +106,6 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		pool.Close()
 	})
 	return s
-}
-
-// adopt takes the launched processes' handles and clients.
-func (s *stack) adopt() {
-	s.authz, s.files, s.catalog, s.bridges = s.Authz, s.Files, s.Catalog, s.Bridges
-	for _, k := range []string{"authz", "files", "catalog"} {
-		s.addr[k] = s.Addrs[k]
-	}
-	s.bridgeGRPC, s.bridgeHTTP = s.BridgeGRPC, s.BridgeHTTP
-	s.catalogC = sharedosv1.NewCatalogServiceClient(s.Dial(s.addr["catalog"]))
-	s.bridgeC = sharedosv1.NewBridgeServiceClient(s.Dial(s.bridgeGRPC[0]))
 }
 
 func pxpool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
@@ -159,12 +142,12 @@ func (s *stack) register() {
 		}
 	}
 	regs := []*sharedosv1.ToolRegistration{
-		reg("files.read", "files", s.addr["files"], "read", obj(path, "path")),
-		reg("files.write", "files", s.addr["files"], "write", obj(path+`,"content":{"type":"string","maxLength":1048576}`, "path", "content")),
-		reg("verify.echo", "verify", s.addr["provider"], "read", obj(path+`,"value":{"type":"string"}`, "path")),
-		reg("verify.slow", "verify", s.addr["provider"], "read", obj(path+`,"ms":{"type":"integer","minimum":0,"maximum":20000}`, "path", "ms")),
-		reg("verify.boom", "verify", s.addr["provider"], "read", obj(path, "path")),
-		reg("verify.sleepy", "verify", s.addr["provider"], "read", obj(path+`,"ms":{"type":"integer","minimum":0,"maximum":20000}`, "path", "ms")),
+		reg("files.read", "files", s.Addrs["files"], "read", obj(path, "path")),
+		reg("files.write", "files", s.Addrs["files"], "write", obj(path+`,"content":{"type":"string","maxLength":1048576}`, "path", "content")),
+		reg("verify.echo", "verify", s.provider.addr, "read", obj(path+`,"value":{"type":"string"}`, "path")),
+		reg("verify.slow", "verify", s.provider.addr, "read", obj(path+`,"ms":{"type":"integer","minimum":0,"maximum":20000}`, "path", "ms")),
+		reg("verify.boom", "verify", s.provider.addr, "read", obj(path, "path")),
+		reg("verify.sleepy", "verify", s.provider.addr, "read", obj(path+`,"ms":{"type":"integer","minimum":0,"maximum":20000}`, "path", "ms")),
 	}
 	// verify.sleepy: a handler deadline short enough to hit (failed/timeout).
 	regs[len(regs)-1].Handler.Timeout = durationpb.New(300 * time.Millisecond)
@@ -315,10 +298,17 @@ func (s *stack) ops(turnID string) []opRow {
 // turnID is "") on the private cluster.
 func (s *stack) outcomeCounts(turnID string) map[string]int {
 	s.t.Helper()
+	return s.countOutcomes(`SELECT status, code, count(*) FROM catalog.operations
+		WHERE $1 = '' OR turn_id = $1 GROUP BY status, code`, turnID)
+}
+
+// countOutcomes runs a (status, code, count) query on the private cluster
+// and returns the counts by "status/code".
+func (s *stack) countOutcomes(query string, args ...any) map[string]int {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rows, err := s.db.Query(ctx, `SELECT status, code, count(*) FROM catalog.operations
-		WHERE $1 = '' OR turn_id = $1 GROUP BY status, code`, turnID)
+	rows, err := s.db.Query(ctx, query, args...)
 	if err != nil {
 		s.t.Fatalf("count operations: %v", err)
 	}
