@@ -16,8 +16,6 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/requirement"
-	"github.com/sharedos/toolshare/services/platform/mtls"
-	"github.com/sharedos/toolshare/services/tools/devstack"
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
@@ -560,12 +558,8 @@ type checkFlags struct {
 // authz-svc as the kernel would, with a catalog identity: make run's by
 // default. The tool is read from catalog-svc as the operator.
 func (c *checkFlags) bind(fs *flag.FlagSet) {
-	var def mtls.Config
-	if dir := findDevPKI(); dir != "" {
-		def = devstack.TLSFiles(dir, "catalog")
-	}
-	fs.StringVar(&c.kernelCert, "kernel-tls-cert", envOr("SHAREDOS_KERNEL_TLS_CERT", def.Cert), "PEM certificate of a catalog (kernel) identity to ask authz-svc with (env SHAREDOS_KERNEL_TLS_CERT; default: make run's)")
-	fs.StringVar(&c.kernelKey, "kernel-tls-key", envOr("SHAREDOS_KERNEL_TLS_KEY", def.Key), "PEM key of --kernel-tls-cert (env SHAREDOS_KERNEL_TLS_KEY)")
+	fs.StringVar(&c.kernelCert, "kernel-tls-cert", os.Getenv("SHAREDOS_KERNEL_TLS_CERT"), "PEM certificate of a catalog (kernel) identity to ask authz-svc with (env SHAREDOS_KERNEL_TLS_CERT; default: make run's)")
+	fs.StringVar(&c.kernelKey, "kernel-tls-key", os.Getenv("SHAREDOS_KERNEL_TLS_KEY"), "PEM key of --kernel-tls-cert (env SHAREDOS_KERNEL_TLS_KEY)")
 	c.access.bind(fs)
 	fs.StringVar(&c.tool, "tool", "", "registered tool name")
 	fs.StringVar(&c.action, "action", "", "action (default: the tool's requirement action)")
@@ -609,8 +603,10 @@ func runAuthzCheck(ctx context.Context, e *env, c *checkFlags, args []string) er
 	if c.action != "" {
 		action = c.action
 	}
-	kernel := e.g.tls
-	kernel.Cert, kernel.Key = c.kernelCert, c.kernelKey
+	kernel := e.g.identity("catalog")
+	if c.kernelCert != "" || c.kernelKey != "" {
+		kernel.Cert, kernel.Key = c.kernelCert, c.kernelKey
+	}
 	ac, err := e.connWith(ctx, e.g.authz, kernel)
 	if err != nil {
 		return err

@@ -54,14 +54,24 @@ func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.files, "files", envOr("SHAREDOS_FILES_ADDR", DefaultFiles), "files provider gRPC address checked by status (env SHAREDOS_FILES_ADDR; empty skips it)")
 	fs.StringVar(&g.output, "output", "json", "output format: json or table")
 	fs.DurationVar(&g.timeout, "timeout", 15*time.Second, "deadline for each command")
-	def := mtls.Config{}
-	if dir := findDevPKI(); dir != "" {
-		def = devstack.TLSFiles(dir, "operator")
-	}
-	fs.StringVar(&g.tls.CA, "tls-ca", envOr("SHAREDOS_TLS_CA", def.CA), "PEM trust bundle (env SHAREDOS_TLS_CA; default: make run's local CA)")
-	fs.StringVar(&g.tls.Cert, "tls-cert", envOr("SHAREDOS_TLS_CERT", def.Cert), "PEM client certificate (env SHAREDOS_TLS_CERT; default: make run's operator identity)")
-	fs.StringVar(&g.tls.Key, "tls-key", envOr("SHAREDOS_TLS_KEY", def.Key), "PEM key of --tls-cert (env SHAREDOS_TLS_KEY)")
+	fs.StringVar(&g.tls.CA, "tls-ca", os.Getenv("SHAREDOS_TLS_CA"), "PEM trust bundle (env SHAREDOS_TLS_CA; default: make run's local CA)")
+	fs.StringVar(&g.tls.Cert, "tls-cert", os.Getenv("SHAREDOS_TLS_CERT"), "PEM client certificate (env SHAREDOS_TLS_CERT; default: make run's operator identity)")
+	fs.StringVar(&g.tls.Key, "tls-key", os.Getenv("SHAREDOS_TLS_KEY"), "PEM key of --tls-cert (env SHAREDOS_TLS_KEY)")
 	fs.BoolVar(&g.tls.InsecurePlaintext, "insecure-plaintext", os.Getenv("SHAREDOS_INSECURE_PLAINTEXT") == "true", "call the internal plane without TLS (env SHAREDOS_INSECURE_PLAINTEXT)")
+}
+
+// identity is the TLS configuration a command calls with: the flags, or —
+// when they name no files and plaintext was not asked for — make run's
+// local identity file (operator by default) found above the working
+// directory.
+func (g *globals) identity(file string) mtls.Config {
+	c := g.tls
+	if !c.InsecurePlaintext && c.CA == "" && c.Cert == "" && c.Key == "" {
+		if dir := findDevPKI(); dir != "" {
+			return devstack.TLSFiles(dir, file)
+		}
+	}
+	return c
 }
 
 // findDevPKI is make run's local CA directory in the working directory or
@@ -104,12 +114,12 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	conns  map[string]*grpc.ClientConn
-	creds  []*mtls.Credentials
+	creds  map[mtls.Config]*mtls.Credentials // one per identity, shared by its connections
 }
 
 // conn is a connection to addr with the global identity (--tls-*).
 func (e *env) conn(addr string) (*grpc.ClientConn, error) {
-	return e.connWith(context.Background(), addr, e.g.tls)
+	return e.connWith(context.Background(), addr, e.g.identity("operator"))
 }
 
 // connWith is a connection to addr with the identity of cfg.
@@ -118,11 +128,14 @@ func (e *env) connWith(ctx context.Context, addr string, cfg mtls.Config) (*grpc
 	if c, ok := e.conns[key]; ok {
 		return c, nil
 	}
-	creds, err := mtls.Load(ctx, cfg)
-	if err != nil {
-		return nil, err
+	creds, ok := e.creds[cfg]
+	if !ok {
+		var err error
+		if creds, err = mtls.Load(ctx, cfg); err != nil {
+			return nil, err
+		}
+		e.creds[cfg] = creds
 	}
-	e.creds = append(e.creds, creds)
 	c, err := grpcx.Dial(addr, creds.DialOption())
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -202,7 +215,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sharedosctl: --output must be json or table, not %q\n", sub.output)
 		return 2
 	}
-	e := &env{g: &sub, stdout: stdout, stderr: stderr, conns: map[string]*grpc.ClientConn{}}
+	e := &env{g: &sub, stdout: stdout, stderr: stderr, conns: map[string]*grpc.ClientConn{}, creds: map[mtls.Config]*mtls.Credentials{}}
 	defer e.close()
 	ctx, cancel := context.WithTimeout(context.Background(), sub.timeout)
 	defer cancel()

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sharedos/toolshare/services/tools/devstack"
 )
 
 // run runs sharedosctl against the in-process plaintext fakes of these
@@ -78,6 +82,17 @@ func TestStatus(t *testing.T) {
 	}
 	deadAddr := dead.Addr().String()
 	dead.Close()
+
+	// make run's local CA above the working directory is only a default:
+	// --insecure-plaintext still calls in plaintext.
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, devstack.PKIDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, devstack.PKIDir, "ca.crt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
 
 	ok := lis.Addr().String()
 	stdout, _, code := run(t, "--catalog", ok, "--authz", ok, "--bridge", ok, "--files", ok, "--timeout", "5s", "status")
