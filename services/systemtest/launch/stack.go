@@ -149,7 +149,7 @@ func Start(tb testing.TB, o Options) *Stack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	demo, err := devstack.Setup(ctx, s.cfg)
+	demo, err := devstack.Setup(ctx, s.cfg, s.creds)
 	if err != nil {
 		tb.Fatalf("register the example catalogue and open the demo turn: %v", err)
 	}

@@ -253,7 +253,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		fmt.Fprintf(out, "  %-15s serving on %s\n", s.Name, s.Addr)
 	}
 
-	demo, err := Setup(ctx, cfg)
+	demo, err := Setup(ctx, cfg, creds)
 	if err != nil {
 		return err
 	}
@@ -357,8 +357,8 @@ func waitHealthy(ctx context.Context, creds *mtls.Credentials, addr string, limi
 }
 
 // Setup registers the example catalogue (deploy/catalog under cfg.Root) and
-// opens the demo turn.
-func Setup(ctx context.Context, cfg Config) (Demo, error) {
+// opens the demo turn, calling as creds (an operator identity).
+func Setup(ctx context.Context, cfg Config, creds *mtls.Credentials) (Demo, error) {
 	if cfg.Principal == "" {
 		cfg.Principal = DemoPrincipal
 	}
@@ -369,11 +369,6 @@ func Setup(ctx context.Context, cfg Config) (Demo, error) {
 	if err != nil {
 		return Demo{}, fmt.Errorf("read example catalogue: %w", err)
 	}
-	creds, err := operatorCredentials(ctx, cfg)
-	if err != nil {
-		return Demo{}, err
-	}
-	defer creds.Close()
 	cc, err := grpcx.Dial(cfg.CatalogAddr, creds.DialOption(callers.Catalog))
 	if err != nil {
 		return Demo{}, err
