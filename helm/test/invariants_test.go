@@ -2,12 +2,13 @@ package charttest
 
 import (
 	"fmt"
-	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,72 @@ func checkInvariants(t *testing.T, r *rendered) {
 	checkNetworkPolicies(t, r)
 	checkPolicies(t, r)
 	checkTLS(t, r)
+	checkGrantKey(t, r)
+}
+
+// checkGrantKey: every kernel replica reads the same turn-grant signing key
+// (ADR 0015) from a Secret mounted read-only, never world-readable; with
+// cert-manager the chart's Certificate writes it as an Ed25519 key that is
+// kept across renewals (grants of open turns stay valid).
+func checkGrantKey(t *testing.T, r *rendered) {
+	t.Helper()
+	d := deployment(t, r, "catalog")
+	pod := d.Spec.Template.Spec
+	c := container(t, d, "catalog")
+	if got := envValue(c, "SHAREDOS_GRANT_KEY"); got != "/etc/sharedos/grants/current/tls.key" {
+		t.Errorf("catalog: SHAREDOS_GRANT_KEY = %q", got)
+	}
+	secrets := map[string]string{} // mount path → Secret
+	for _, v := range pod.Volumes {
+		if v.Secret == nil || !strings.HasPrefix(v.Name, "grant-key") {
+			continue
+		}
+		if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
+			t.Errorf("catalog: grant key volume %s is world-readable", v.Name)
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == v.Name {
+				if !m.ReadOnly {
+					t.Errorf("catalog: grant key volume %s is mounted writable", v.Name)
+				}
+				secrets[m.MountPath] = v.Secret.SecretName
+			}
+		}
+	}
+	current := secrets["/etc/sharedos/grants/current"]
+	if current == "" {
+		t.Fatal("catalog: no grant key Secret mounted at /etc/sharedos/grants/current")
+	}
+	var retired []string
+	for _, f := range strings.Split(envValue(c, "SHAREDOS_GRANT_RETIRED_KEYS"), ",") {
+		if f == "" {
+			continue
+		}
+		dir := strings.TrimSuffix(f, "/tls.key")
+		if secrets[dir] == "" {
+			t.Errorf("catalog: retired grant key %s is not a mounted Secret", f)
+		}
+		retired = append(retired, secrets[dir])
+	}
+	if len(secrets) != 1+len(retired) {
+		t.Errorf("catalog: grant key mounts %v, env names %d retired", secrets, len(retired))
+	}
+	if len(r.Certificates) == 0 {
+		return // the operator's Secrets
+	}
+	var cert *certmanagerv1.Certificate
+	for _, c := range r.Certificates {
+		if c.Spec.SecretName == current {
+			cert = c
+		}
+	}
+	if cert == nil {
+		t.Fatalf("no Certificate writes the grant key Secret %s", current)
+	}
+	if pk := cert.Spec.PrivateKey; pk == nil || pk.Algorithm != certmanagerv1.Ed25519KeyAlgorithm ||
+		pk.Encoding != certmanagerv1.PKCS8 || pk.RotationPolicy != certmanagerv1.RotationPolicyNever {
+		t.Errorf("grant key Certificate %s: private key %+v, want Ed25519, PKCS8, never rotated on renewal", cert.Name, cert.Spec.PrivateKey)
+	}
 }
 
 // trustDomain is the host of a Certificate's first URI.

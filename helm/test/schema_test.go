@@ -54,6 +54,9 @@ func TestValuesRejected(t *testing.T) {
 		{"egress without postgres", "networkPolicy:\n  egress:\n    enabled: true\n", []string{"networkPolicy.egress.postgres.peers must list"}},
 		{"otel headers without key", "otel:\n  headersSecret:\n    name: s\n", []string{"otel.headersSecret.key is required"}},
 		{"mTLS without certificates", "tls:\n  certManager:\n    enabled: false\n", []string{"tls.existingSecrets.catalog is required when tls.certManager.enabled is false"}},
+		{"grants without a key", "tls:\n  certManager:\n    enabled: false\n  existingSecrets: {catalog: c, authz: a, bridge: b, files: f}\n",
+			[]string{"catalog.grants.existingSecret is required when tls.certManager.enabled is false"}},
+		{"grant secret name", "catalog:\n  grants:\n    retiredSecrets: [\"Not_A_Name\"]\n", []string{schemaError, "/catalog/grants/retiredSecrets/0"}},
 		{"client identity of a service role", "tls:\n  certManager:\n    clientIdentities: [{name: x, role: bridge}]\n", []string{schemaError, "/tls/certManager/clientIdentities/0/role"}},
 	}
 	for _, tc := range cases {

@@ -76,9 +76,8 @@ type Config struct {
 
 	// Logger; nil means telemetry.Logger(ServiceBridge).
 	Logger *slog.Logger
-	// Catalog and Invoker override the dialled clients (tests).
-	CatalogClient leases.CatalogLister
-	Invoker       forward.Invoker
+	// Invoker overrides the dialled kernel for tool calls (tests).
+	Invoker forward.Invoker
 	// Plane is the internal plane's transport (runner.Env.Plane; zero:
 	// plaintext, for in-process tests).
 	Plane grpcx.Plane
@@ -92,7 +91,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	listen := config.String(fs, "listen", "127.0.0.1:7403", "gRPC listen address (BridgeService, health)")
 	httpListen := config.String(fs, "http-listen", "127.0.0.1:7480", "HTTP listen address of the turn MCP endpoints")
 	publicURL := config.String(fs, "public-url", "", "base URL harnesses reach the HTTP port on (default http://<http-listen>)")
-	catalog := config.String(fs, "catalog", "127.0.0.1:7401", "catalog-svc gRPC address (ListTools)")
+	catalog := config.String(fs, "catalog", "127.0.0.1:7401", "catalog-svc gRPC address: the kernel that grants, revokes and runs each turn's calls")
 	kernel := config.String(fs, "kernel", "", "kernel (RuntimeService) gRPC address (default: --catalog)")
 	dbURL := config.String(fs, "database-url", "", "PostgreSQL DSN for leases (empty: embedded in-memory store)")
 	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): only bridge.leases; empty: the login user's own privileges")
@@ -255,29 +254,23 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		a.store, a.pinger = ps, ps
 	}
 
-	catalog, invoker := c.CatalogClient, c.Invoker
-	if catalog == nil {
-		cc, derr := grpcx.Dial(c.Catalog, c.Plane.TLS.DialOption(callers.Catalog))
-		if derr != nil {
-			return nil, fmt.Errorf("bridge: --catalog: %w", derr)
-		}
-		a.closers = append(a.closers, func() { _ = cc.Close() })
-		catalog = sharedosv1.NewCatalogServiceClient(cc)
+	target := c.Kernel
+	if target == "" {
+		target = c.Catalog
 	}
-	if invoker == nil {
-		target := c.Kernel
-		if target == "" {
-			target = c.Catalog
-		}
-		// InvokeTool gets --call-timeout rather than grpcx's 10 s default: a
-		// tool may legitimately run longer than a metadata RPC; the client's
-		// cancellation still ends it sooner.
-		kc, derr := grpcx.Dial(target, grpcx.WithDefaultTimeout(c.CallTimeout), c.Plane.TLS.DialOption(callers.Catalog))
-		if derr != nil {
-			return nil, fmt.Errorf("bridge: --kernel: %w", derr)
-		}
-		a.closers = append(a.closers, func() { _ = kc.Close() })
-		invoker = sharedosv1.NewRuntimeServiceClient(kc)
+	// InvokeTool gets --call-timeout rather than grpcx's 10 s default: a
+	// tool may legitimately run longer than a metadata RPC; the client's
+	// cancellation still ends it sooner. GrantTurn and RevokeTurn carry
+	// their own request's deadline.
+	kc, err := grpcx.Dial(target, grpcx.WithDefaultTimeout(c.CallTimeout), c.Plane.TLS.DialOption(callers.Catalog))
+	if err != nil {
+		return nil, fmt.Errorf("bridge: --kernel: %w", err)
+	}
+	a.closers = append(a.closers, func() { _ = kc.Close() })
+	kernel := sharedosv1.NewRuntimeServiceClient(kc)
+	var invoker forward.Invoker = kernel
+	if c.Invoker != nil {
+		invoker = c.Invoker
 	}
 
 	a.mcp = mcpserver.NewHandler(mcpserver.Config{
@@ -294,7 +287,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		return nil, err
 	}
 	svc := leases.NewService(leases.ServiceConfig{
-		Store: a.store, Catalog: catalog, PublicURL: c.PublicURL, DefaultTTL: c.DefaultTTL,
+		Store: a.store, Kernel: kernel, PublicURL: c.PublicURL, DefaultTTL: c.DefaultTTL,
 		OnClose: a.mcp.Evict, Logger: a.log, ValidateTools: mcpserver.ValidateTools, Tenants: tenants,
 		Users: c.userTokens(),
 	})

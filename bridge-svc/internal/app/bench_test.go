@@ -237,13 +237,20 @@ func BenchmarkToolCall(b *testing.B) {
 	}
 	// A baseline checkout (built with `make build`) runs beside this one,
 	// so a before/after ratio comes from one run under one load.
+	// SHAREDOS_BENCH_BASELINE_STACK=memory-plaintext runs it on the
+	// embedded store without TLS instead (the cost of mTLS and grants
+	// against a build that had neither).
 	if base := os.Getenv(baselineRootEnv); base != "" {
+		name, dsn, plain := "baseline-postgres", newDB, false
+		if os.Getenv("SHAREDOS_BENCH_BASELINE_STACK") == "memory-plaintext" {
+			name, dsn, plain = "baseline-memory-plaintext", func() string { return "" }, true
+		}
 		stacks = append(stacks, struct {
 			name  string
 			root  string
 			dsn   func() string
 			plain bool
-		}{"baseline-postgres", base, newDB, false})
+		}{name, base, dsn, plain})
 	}
 	demos := make([]*realStack, len(stacks))
 	for i, st := range stacks {

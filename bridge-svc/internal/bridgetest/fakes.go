@@ -115,13 +115,18 @@ type Dispatch func(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.
 // files.read of /public/... succeeds, any other path is denied
 // (permission_denied); slow.wait blocks until cancelled or released; notes.append
 // succeeds echoing its arguments; a name outside the turn's pin is denied
-// tool_unavailable.
+// tool_unavailable, and a call without a grant it issued (or of a revoked
+// turn) invalid_grant. GrantTurn pins the FakeCatalog ServeFakes gives it;
+// its grants are opaque ids, not signatures.
 type FakeKernel struct {
 	sharedosv1.UnimplementedRuntimeServiceServer
 	Dispatch Dispatch
 
-	mu    sync.Mutex
-	calls []*sharedosv1.ToolCall
+	mu      sync.Mutex
+	catalog *FakeCatalog
+	grants  map[string]*FakeGrant
+	revoked []string
+	calls   []*sharedosv1.ToolCall
 	// Started receives the call id of each slow.wait when it starts;
 	// Cancelled when its context ends.
 	Started   chan string
@@ -133,6 +138,65 @@ type FakeKernel struct {
 // NewFakeKernel returns a FakeKernel.
 func NewFakeKernel() *FakeKernel {
 	return &FakeKernel{Started: make(chan string, 16), Cancelled: make(chan string, 16), Release: make(chan struct{})}
+}
+
+// FakeGrant is what a fake grant stands for.
+type FakeGrant struct {
+	TurnID  string
+	Context *sharedosv1.AccessContext
+	Tools   map[string]bool
+}
+
+// GrantTurn implements sharedosv1.RuntimeServiceServer.
+func (k *FakeKernel) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnRequest) (*sharedosv1.GrantTurnResponse, error) {
+	if req.GetTurnId() == "" || req.GetContext().GetPrincipal() == "" || req.GetExpiresAt() == nil {
+		return nil, status.Error(codes.InvalidArgument, "turn_id, context.principal and expires_at are required")
+	}
+	k.mu.Lock()
+	cat := k.catalog
+	k.mu.Unlock()
+	if cat == nil {
+		return nil, status.Error(codes.FailedPrecondition, "fake kernel has no catalogue")
+	}
+	listing, err := cat.ListTools(ctx, &sharedosv1.ListToolsRequest{Context: req.GetContext()})
+	if err != nil {
+		return nil, err
+	}
+	g := &FakeGrant{TurnID: req.GetTurnId(), Context: proto.Clone(req.GetContext()).(*sharedosv1.AccessContext), Tools: map[string]bool{}}
+	for _, t := range listing.GetTools() {
+		g.Tools[t.GetName()] = true
+	}
+	id := "fake-grant:" + req.GetTurnId()
+	k.mu.Lock()
+	if k.grants == nil {
+		k.grants = map[string]*FakeGrant{}
+	}
+	k.grants[id] = g
+	k.mu.Unlock()
+	return &sharedosv1.GrantTurnResponse{Grant: id, CatalogHash: listing.GetCatalogHash(), Tools: listing.GetTools()}, nil
+}
+
+// RevokeTurn implements sharedosv1.RuntimeServiceServer.
+func (k *FakeKernel) RevokeTurn(_ context.Context, req *sharedosv1.RevokeTurnRequest) (*sharedosv1.RevokeTurnResponse, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.grants, "fake-grant:"+req.GetTurnId())
+	k.revoked = append(k.revoked, req.GetTurnId())
+	return &sharedosv1.RevokeTurnResponse{}, nil
+}
+
+// Grant returns what a grant the fake issued stands for (nil if none).
+func (k *FakeKernel) Grant(grant string) *FakeGrant {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.grants[grant]
+}
+
+// Revoked returns the turns revoked so far, in order.
+func (k *FakeKernel) Revoked() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.revoked)
 }
 
 // Calls returns a copy of every ToolCall received so far.
@@ -154,13 +218,13 @@ func (k *FakeKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) 
 	if call.GetCallId() == "" || call.GetTurnId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "call_id and turn_id are required")
 	}
-	pinned := false
-	for _, p := range call.GetPin().GetTools() {
-		if p.GetName() == call.GetTool() {
-			pinned = true
-		}
+	k.mu.Lock()
+	grant := k.grants[call.GetGrant()]
+	k.mu.Unlock()
+	if grant == nil || grant.TurnID != call.GetTurnId() {
+		return withID(outcome.Denied(outcome.InvalidGrant, "the call carries no valid grant of this turn"), call), nil
 	}
-	if !pinned {
+	if !grant.Tools[call.GetTool()] {
 		return withID(outcome.Denied(outcome.ToolUnavailable, "tool "+quote(call.GetTool())+" is not in this turn's catalogue"), call), nil
 	}
 	if k.Dispatch != nil {
@@ -177,7 +241,7 @@ func (k *FakeKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) 
 			return withID(outcome.Failed(outcome.InvalidArguments, "path: required string"), call), nil
 		}
 		if !strings.HasPrefix(args.Path, "/public/") {
-			r := outcome.Denied(outcome.PermissionDenied, call.GetContext().GetPrincipal()+" may not read "+args.Path)
+			r := outcome.Denied(outcome.PermissionDenied, grant.Context.GetPrincipal()+" may not read "+args.Path)
 			r.DecisionId = "d-" + call.GetCallId()
 			return withID(r, call), nil
 		}
@@ -231,6 +295,9 @@ func ServeFakes(t testing.TB, catalog *FakeCatalog, kernel *FakeKernel) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kernel.mu.Lock()
+	kernel.catalog = catalog
+	kernel.mu.Unlock()
 	s := grpc.NewServer()
 	sharedosv1.RegisterCatalogServiceServer(s, catalog)
 	sharedosv1.RegisterRuntimeServiceServer(s, kernel)

@@ -54,8 +54,10 @@ type Tool struct {
 
 // Turn is what forwarding needs from a lease; built once per cached server.
 type Turn struct {
-	TurnID  string
-	Context *sharedosv1.AccessContext
+	TurnID string
+	// Grant is the turn's grant from the kernel (ADR 0015), sent with every
+	// call: the kernel takes the context and the pin from it alone.
+	Grant string
 	// CatalogHash is the turn's pinned catalogHash.
 	CatalogHash string
 	Harness     string
@@ -66,39 +68,19 @@ type Turn struct {
 	Portable map[string]string
 	// aliasKeys maps CollisionKey(name) → canonical name, for diagnostics.
 	aliasKeys map[string]string
-	// pins holds, per pinned tool, the pin a call to it carries: the hash
-	// and that one tool's digest — all the kernel checks. Built once, so a
-	// call sends (and the kernel scans) one entry, not the whole catalogue.
-	pins map[string]*sharedosv1.CataloguePin
-	// unpinned is the pin of a call to a name outside the turn: no tool.
-	unpinned *sharedosv1.CataloguePin
-}
-
-// Pin is what a call to tool carries: the catalogHash and, when tool is
-// pinned, its digest.
-func (t *Turn) Pin(tool string) *sharedosv1.CataloguePin {
-	if p, ok := t.pins[tool]; ok {
-		return p
-	}
-	return t.unpinned
 }
 
 // NewTurn builds a Turn from the pinned tools.
-func NewTurn(turnID string, ctx *sharedosv1.AccessContext, catalogHash string, tools []*sharedosv1.PublishedTool,
-	digests []string, harness string, portable bool) *Turn {
+func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedTool, harness string, portable bool) *Turn {
 	t := &Turn{
-		TurnID: turnID, Context: ctx, Harness: harness, CatalogHash: catalogHash,
+		TurnID: turnID, Grant: grant, Harness: harness, CatalogHash: catalogHash,
 		Tools:     make(map[string]Tool, len(tools)),
 		aliasKeys: make(map[string]string, len(tools)),
-		pins:      make(map[string]*sharedosv1.CataloguePin, len(tools)),
-		unpinned:  &sharedosv1.CataloguePin{CatalogHash: catalogHash},
 	}
 	if portable {
 		t.Portable = make(map[string]string, len(tools))
 	}
-	for i, pt := range tools {
-		t.pins[pt.GetName()] = &sharedosv1.CataloguePin{CatalogHash: catalogHash,
-			Tools: []*sharedosv1.PinnedTool{{Name: pt.GetName(), Digest: digests[i]}}}
+	for _, pt := range tools {
 		t.Tools[pt.GetName()] = Tool{Name: pt.GetName(), Properties: schemaProperties(pt.GetInputSchemaJson())}
 		t.aliasKeys[toolname.CollisionKey(pt.GetName())] = pt.GetName()
 		if portable {
@@ -185,8 +167,7 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 		TurnId:        turn.TurnID,
 		Tool:          tool,
 		ArgumentsJson: args,
-		Context:       turn.Context,
-		Pin:           turn.Pin(tool),
+		Grant:         turn.Grant,
 		Harness:       turn.Harness,
 	})
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
@@ -221,7 +202,7 @@ func (f *Forwarder) Reject(ctx context.Context, turn *Turn, name, reason string)
 		attribute.String(telemetry.AttrTurnID, turn.TurnID))
 	res, err := f.Invoker.InvokeTool(ctx, &sharedosv1.ToolCall{
 		CallId: callID, TurnId: turn.TurnID, Tool: name, ArgumentsJson: []byte(`{}`),
-		Context: turn.Context, Pin: turn.Pin(name), Harness: turn.Harness, EdgeRejection: reason,
+		Grant: turn.Grant, Harness: turn.Harness, EdgeRejection: reason,
 	})
 	if err != nil {
 		f.log().ErrorContext(ctx, "refused request not recorded", slog.String(telemetry.LogCallID, callID),

@@ -40,7 +40,7 @@ func turn(portable bool) *forward.Turn {
 		{Name: "files.read", InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
 		{Name: "notes.append", InputSchemaJson: []byte(`{"type":"object","properties":{"wait_for_previous":{"type":"boolean"}}}`)},
 	}
-	return forward.NewTurn("t1", &sharedosv1.AccessContext{Principal: "alice"}, "h", tools, []string{"d1", "d2"}, "gemini", portable)
+	return forward.NewTurn("t1", "grant-of-t1", "h", tools, "gemini", portable)
 }
 
 func text(r *mcp.CallToolResult) string {
@@ -60,21 +60,17 @@ func TestCallBuildsToolCall(t *testing.T) {
 	args := `{"path":"/public/a.txt",  "wait_for_previous":true,"big":12345678901234567890}`
 	res := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(args), JSONRPCID: 7})
 	c := inv.got
-	if c.GetTool() != "files.read" || c.GetTurnId() != "t1" || c.GetHarness() != "gemini" || c.GetContext().GetPrincipal() != "alice" {
+	if c.GetTool() != "files.read" || c.GetTurnId() != "t1" || c.GetHarness() != "gemini" || c.GetGrant() != "grant-of-t1" {
 		t.Errorf("ToolCall = %v", c)
 	}
 	if got := string(c.GetArgumentsJson()); got != `{"path":"/public/a.txt","big":12345678901234567890}` {
 		t.Errorf("arguments = %s, want wait_for_previous stripped and the rest byte-exact", got)
 	}
-	// The pin carries the hash and the called tool's digest only: all the
-	// kernel checks for this call.
-	if pin := c.GetPin(); pin.GetCatalogHash() != "h" || len(pin.GetTools()) != 1 ||
-		pin.GetTools()[0].GetName() != "files.read" || pin.GetTools()[0].GetDigest() != "d1" {
-		t.Errorf("pin = %v", pin)
-	}
+	// A name outside the turn goes to the kernel too, with the same grant:
+	// the kernel refuses it by the grant's pin and records it.
 	f.Call(context.Background(), turn(false), forward.Request{Name: "nope.tool", Arguments: json.RawMessage(`{}`)})
-	if pin := inv.got.GetPin(); pin.GetCatalogHash() != "h" || len(pin.GetTools()) != 0 {
-		t.Errorf("pin of an unpinned name = %v, want the hash and no tool", pin)
+	if inv.got.GetTool() != "nope.tool" || inv.got.GetGrant() != "grant-of-t1" {
+		t.Errorf("ToolCall of an unpinned name = %v", inv.got)
 	}
 	if !strings.HasPrefix(c.GetCallId(), "c") || len(c.GetCallId()) != 27 {
 		t.Errorf("call id %q", c.GetCallId())

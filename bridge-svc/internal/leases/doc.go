@@ -2,6 +2,6 @@
 // catalogue and SystemIdentity), the secret that opens its MCP endpoint, and
 // whether it is still open. The Store role interface has two implementations
 // (memory and postgres) held to one conformance suite (storetest); Service
-// implements sharedosv1.BridgeServiceServer on top of a Store and a
-// CatalogLister.
+// implements sharedosv1.BridgeServiceServer on top of a Store and the
+// Kernel, which grants each turn at OpenTurn and revokes it at CloseTurn.
 package leases

@@ -20,7 +20,10 @@ const (
 	ReasonCatalogUnavailable = "CATALOG_UNAVAILABLE"
 	ReasonStoreUnavailable   = "STORE_UNAVAILABLE"
 	ReasonCatalogUnservable  = "CATALOG_UNSERVABLE"
-	ReasonInternal           = "INTERNAL"
+	// ReasonRevocationUnconfirmed: CloseTurn could not confirm that the
+	// kernel revoked the turn; the lease stays open, and a retry is safe.
+	ReasonRevocationUnconfirmed = "REVOCATION_UNCONFIRMED"
+	ReasonInternal              = "INTERNAL"
 )
 
 // FieldError is a bad input: the field it concerns and the rule it broke.
@@ -34,7 +37,7 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Rule }
 func fieldError(field, rule string) error { return &FieldError{Field: field, Rule: rule} }
 
 var (
-	errCatalog = errors.New("leases: catalog ListTools failed")
+	errCatalog = errors.New("leases: kernel GrantTurn failed")
 	errStore   = errors.New("leases: lease store failed")
 	// errUnservable wraps a catalogue tool the MCP edge cannot publish.
 	errUnservable = errors.New("leases: catalogue cannot be served over MCP")

@@ -27,8 +27,11 @@ type Lease struct {
 	// Tools is the pinned snapshot, sorted by name, canonical_json included.
 	Tools         []*sharedosv1.PublishedTool
 	PortableNames bool
-	OpenedAt      time.Time
-	ExpiresAt     time.Time
+	// Grant is the kernel's signed turn grant (ADR 0015): context, pin and
+	// expiry, sent with every call of the turn.
+	Grant     string
+	OpenedAt  time.Time
+	ExpiresAt time.Time
 	// ClosedAt is zero while the lease has not been closed.
 	ClosedAt time.Time
 }

@@ -22,11 +22,17 @@ import (
 
 var tracer = otel.Tracer(telemetry.ScopeBridge)
 
-// CatalogLister is the one catalog-svc call the bridge makes;
-// sharedosv1.CatalogServiceClient satisfies it.
-type CatalogLister interface {
-	ListTools(ctx context.Context, in *sharedosv1.ListToolsRequest, opts ...grpc.CallOption) (*sharedosv1.ListToolsResponse, error)
+// Kernel is what leases ask of the kernel: a turn's grant at OpenTurn and
+// its revocation at CloseTurn (ADR 0015); sharedosv1.RuntimeServiceClient
+// satisfies it.
+type Kernel interface {
+	GrantTurn(ctx context.Context, in *sharedosv1.GrantTurnRequest, opts ...grpc.CallOption) (*sharedosv1.GrantTurnResponse, error)
+	RevokeTurn(ctx context.Context, in *sharedosv1.RevokeTurnRequest, opts ...grpc.CallOption) (*sharedosv1.RevokeTurnResponse, error)
 }
+
+// RevokeTimeout bounds CloseTurn's wait for the kernel to revoke the turn
+// (which includes the turn's calls in flight ending).
+const RevokeTimeout = 10 * time.Second
 
 // Defaults for lease lifetimes.
 const (
@@ -36,8 +42,8 @@ const (
 
 // ServiceConfig configures a Service.
 type ServiceConfig struct {
-	Store   Store
-	Catalog CatalogLister
+	Store  Store
+	Kernel Kernel
 	// PublicURL is the base the harness reaches the bridge's HTTP port on,
 	// e.g. "http://127.0.0.1:7480"; mcp_url is PublicURL + /turns/{id}/mcp.
 	PublicURL  string
@@ -139,7 +145,16 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*L
 	if err != nil {
 		return nil, "", err
 	}
-	cat, err := s.cfg.Catalog.ListTools(ctx, &sharedosv1.ListToolsRequest{Context: req.GetContext()})
+	id, err := NewTurnID()
+	if err != nil {
+		return nil, "", fmt.Errorf("leases: turn id: %w", err)
+	}
+	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
+	// The kernel pins the context's catalogue and signs the turn's grant
+	// over it; the lease keeps both.
+	cat, err := s.cfg.Kernel.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{
+		TurnId: id, Context: req.GetContext(), ExpiresAt: timestamppb.New(now.Add(ttl)),
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", errCatalog, err)
 	}
@@ -148,15 +163,10 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*L
 			return nil, "", fmt.Errorf("%w: %w", errUnservable, err)
 		}
 	}
-	id, err := NewTurnID()
-	if err != nil {
-		return nil, "", fmt.Errorf("leases: turn id: %w", err)
-	}
 	token, hash, err := NewToken()
 	if err != nil {
 		return nil, "", fmt.Errorf("leases: token: %w", err)
 	}
-	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
 	l := &Lease{
 		TurnID:        id,
 		TokenHash:     hash,
@@ -167,6 +177,7 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*L
 		CatalogHash:   cat.GetCatalogHash(),
 		Tools:         cat.GetTools(),
 		PortableNames: req.GetPortableNames(),
+		Grant:         cat.GetGrant(),
 		OpenedAt:      now,
 		ExpiresAt:     now.Add(ttl),
 	}
@@ -244,8 +255,10 @@ func validateOpen(req *sharedosv1.OpenTurnRequest, defTTL time.Duration) (time.D
 	return ttl, nil
 }
 
-// CloseTurn closes the lease on every pod: the store is the only truth each
-// request consults (ADR 0005).
+// CloseTurn closes the turn: the kernel revokes its grant (so no handler of
+// the turn starts on any kernel after CloseTurn returns, and calls in flight
+// are cancelled), then the lease is closed on every pod: the store is the
+// only truth each request consults (ADR 0005). A repeat is harmless.
 func (s *Service) CloseTurn(ctx context.Context, req *sharedosv1.CloseTurnRequest) (*sharedosv1.CloseTurnResponse, error) {
 	ctx, span := tracer.Start(ctx, telemetry.SpanCloseTurn)
 	defer span.End()
@@ -253,13 +266,27 @@ func (s *Service) CloseTurn(ctx context.Context, req *sharedosv1.CloseTurnReques
 	if req.GetTurnId() == "" {
 		return nil, toStatus(fieldError("turn_id", "required"))
 	}
+	if _, err := s.cfg.Store.Status(ctx, req.GetTurnId()); err != nil {
+		return nil, toStatus(storeErr(err))
+	}
+	rctx, cancel := context.WithTimeout(ctx, RevokeTimeout)
+	revoked, err := s.cfg.Kernel.RevokeTurn(rctx, &sharedosv1.RevokeTurnRequest{TurnId: req.GetTurnId()})
+	cancel()
+	if err != nil {
+		span.RecordError(err)
+		s.cfg.Logger.WarnContext(ctx, "CloseTurn: the kernel did not confirm the revocation", slog.String(telemetry.LogTurnID, req.GetTurnId()),
+			slog.String("error", err.Error()))
+		return nil, withInfo(codes.Unavailable, "the kernel could not confirm the turn's revocation; the turn stays open: retry CloseTurn",
+			ReasonRevocationUnconfirmed, nil)
+	}
 	if err := s.cfg.Store.Close(ctx, req.GetTurnId()); err != nil {
 		return nil, toStatus(storeErr(err))
 	}
 	if s.cfg.OnClose != nil {
 		s.cfg.OnClose(req.GetTurnId())
 	}
-	s.cfg.Logger.InfoContext(ctx, "turn closed", slog.String(telemetry.LogTurnID, req.GetTurnId()))
+	s.cfg.Logger.InfoContext(ctx, "turn closed", slog.String(telemetry.LogTurnID, req.GetTurnId()),
+		slog.Int("cancelled", int(revoked.GetCancelled())))
 	return &sharedosv1.CloseTurnResponse{}, nil
 }
 

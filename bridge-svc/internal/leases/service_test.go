@@ -18,15 +18,26 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
-type fakeCatalog struct {
-	resp  *sharedosv1.ListToolsResponse
-	err   error
-	asked *sharedosv1.AccessContext
+// fakeKernel grants every turn the catalogue in resp.
+type fakeKernel struct {
+	resp      *sharedosv1.GrantTurnResponse
+	err       error
+	asked     *sharedosv1.GrantTurnRequest
+	revoked   []string
+	revokeErr error
 }
 
-func (f *fakeCatalog) ListTools(_ context.Context, in *sharedosv1.ListToolsRequest, _ ...grpc.CallOption) (*sharedosv1.ListToolsResponse, error) {
-	f.asked = in.GetContext()
+func (f *fakeKernel) GrantTurn(_ context.Context, in *sharedosv1.GrantTurnRequest, _ ...grpc.CallOption) (*sharedosv1.GrantTurnResponse, error) {
+	f.asked = in
 	return f.resp, f.err
+}
+
+func (f *fakeKernel) RevokeTurn(_ context.Context, in *sharedosv1.RevokeTurnRequest, _ ...grpc.CallOption) (*sharedosv1.RevokeTurnResponse, error) {
+	if f.revokeErr != nil {
+		return nil, f.revokeErr
+	}
+	f.revoked = append(f.revoked, in.GetTurnId())
+	return &sharedosv1.RevokeTurnResponse{}, nil
 }
 
 func validRequest() *sharedosv1.OpenTurnRequest {
@@ -42,15 +53,15 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func newService(t *testing.T) (*leases.Service, *fakeCatalog, *clock, *[]string) {
+func newService(t *testing.T) (*leases.Service, *fakeKernel, *clock, *[]string) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
-	cat := &fakeCatalog{resp: &sharedosv1.ListToolsResponse{CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{
+	cat := &fakeKernel{resp: &sharedosv1.GrantTurnResponse{Grant: "signed-grant", CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{
 		{Name: "files.read", CanonicalJson: []byte(`{}`)},
 	}}}
 	var closed []string
 	svc := leases.NewService(leases.ServiceConfig{
-		Store: memory.New(memory.WithClock(clk.now)), Catalog: cat, PublicURL: "http://127.0.0.1:7480/",
+		Store: memory.New(memory.WithClock(clk.now)), Kernel: cat, PublicURL: "http://127.0.0.1:7480/",
 		Now: clk.now, OnClose: func(id string) { closed = append(closed, id) },
 	})
 	return svc, cat, clk, &closed
@@ -120,8 +131,9 @@ func TestOpenGetCloseExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(cat.asked, req.GetContext()) {
-		t.Errorf("catalog asked for %v, want the turn's context", cat.asked)
+	if !proto.Equal(cat.asked.GetContext(), req.GetContext()) || cat.asked.GetTurnId() != lease.GetTurnId() ||
+		!cat.asked.GetExpiresAt().AsTime().Equal(lease.GetExpiresAt().AsTime()) {
+		t.Errorf("kernel asked for %v, want the turn's id, context and expiry", cat.asked)
 	}
 	if !leases.ValidTurnID(lease.GetTurnId()) || len(lease.GetToken()) != 43 {
 		t.Errorf("turn id %q / token %q malformed", lease.GetTurnId(), lease.GetToken())
@@ -157,8 +169,22 @@ func TestOpenGetCloseExpire(t *testing.T) {
 	if second.GetTurnId() == lease.GetTurnId() || second.GetToken() == lease.GetToken() {
 		t.Errorf("ids or tokens repeat")
 	}
+	// The kernel cannot confirm the revocation: the lease stays open and
+	// the host is told to retry.
+	cat.revokeErr = status.Error(codes.Unavailable, "kernel down")
+	_, err = svc.CloseTurn(ctx, &sharedosv1.CloseTurnRequest{TurnId: second.GetTurnId()})
+	if st := status.Convert(err); st.Code() != codes.Unavailable || errorInfo(st).GetReason() != leases.ReasonRevocationUnconfirmed {
+		t.Fatalf("CloseTurn with the kernel down = %v", err)
+	}
+	if got, _ := svc.GetTurn(ctx, &sharedosv1.GetTurnRequest{TurnId: second.GetTurnId()}); got.GetState() != sharedosv1.TurnState_TURN_STATE_OPEN || len(*closed) != 0 {
+		t.Fatalf("an unconfirmed revocation closed the lease: %v", got)
+	}
+	cat.revokeErr = nil
 	if _, err := svc.CloseTurn(ctx, &sharedosv1.CloseTurnRequest{TurnId: second.GetTurnId()}); err != nil {
 		t.Fatal(err)
+	}
+	if len(cat.revoked) != 1 || cat.revoked[0] != second.GetTurnId() {
+		t.Errorf("kernel revoked %v, want the closed turn", cat.revoked)
 	}
 	got, _ = svc.GetTurn(ctx, &sharedosv1.GetTurnRequest{TurnId: second.GetTurnId()})
 	if got.GetState() != sharedosv1.TurnState_TURN_STATE_CLOSED || got.GetClosedAt() == nil {

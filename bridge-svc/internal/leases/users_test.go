@@ -90,12 +90,12 @@ func sign(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims
 func TestUserTokens(t *testing.T) {
 	is := newIssuer(t)
 	store := memory.New()
-	cat := &fakeCatalog{resp: &sharedosv1.ListToolsResponse{CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{{Name: "files.read", CanonicalJson: []byte(`{}`)}}}}
+	cat := &fakeKernel{resp: &sharedosv1.GrantTurnResponse{CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{{Name: "files.read", CanonicalJson: []byte(`{}`)}}}}
 	users := &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host"}
 	if err := users.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	svc := leases.NewService(leases.ServiceConfig{Store: store, Catalog: cat, PublicURL: "http://127.0.0.1:7480/", Users: users})
+	svc := leases.NewService(leases.ServiceConfig{Store: store, Kernel: cat, PublicURL: "http://127.0.0.1:7480/", Users: users})
 	open := func(tok string) (*sharedosv1.TurnLease, error) {
 		req := validRequest()
 		req.Context, req.UserToken = nil, tok
@@ -106,7 +106,7 @@ func TestUserTokens(t *testing.T) {
 	if err != nil {
 		t.Fatalf("valid token: %v", err)
 	}
-	if got := cat.asked; got.GetPrincipal() != "alice" || got.GetTenant() != "acme" || !slices.Equal(got.GetRoles(), []string{"engineer", "oncall"}) {
+	if got := cat.asked.GetContext(); got.GetPrincipal() != "alice" || got.GetTenant() != "acme" || !slices.Equal(got.GetRoles(), []string{"engineer", "oncall"}) {
 		t.Fatalf("the catalogue was asked for %v, want alice/acme [engineer oncall] from the claims", got)
 	}
 	lease, _, err := store.Get(context.Background(), l.GetTurnId())
@@ -152,7 +152,7 @@ func TestUserTokens(t *testing.T) {
 		t.Errorf("token and context: %v, want InvalidArgument", err)
 	}
 	// A bridge without an issuer accepts no token.
-	plain := leases.NewService(leases.ServiceConfig{Store: memory.New(), Catalog: cat, PublicURL: "http://x/"})
+	plain := leases.NewService(leases.ServiceConfig{Store: memory.New(), Kernel: cat, PublicURL: "http://x/"})
 	req.Context = nil
 	if _, err := plain.OpenTurn(context.Background(), req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "--oidc-issuer") {
 		t.Errorf("token without an issuer: %v", err)

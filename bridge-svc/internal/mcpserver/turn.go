@@ -12,7 +12,6 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -83,15 +82,9 @@ func ValidateTools(tools []*sharedosv1.PublishedTool) error {
 
 // newTurnServer builds the MCP server of lease l.
 func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger) (*turnServer, error) {
-	digests := make([]string, len(l.Tools))
 	tools := make([]server.ServerTool, 0, len(l.Tools)+1)
 	published := make(map[string]bool, len(l.Tools))
-	for i, pt := range l.Tools {
-		digests[i] = pt.GetDigest() // computed once, at registration
-		if digests[i] == "" {
-			// A lease pinned before catalog-svc sent digests.
-			digests[i] = projection.Digest(pt.GetCanonicalJson())
-		}
+	for _, pt := range l.Tools {
 		tool, err := mcpTool(pt, l.PortableNames)
 		if err != nil {
 			return nil, err
@@ -100,7 +93,7 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 		published[name] = true
 		tools = append(tools, server.ServerTool{Tool: tool})
 	}
-	turn := forward.NewTurn(l.TurnID, l.Context, l.CatalogHash, l.Tools, digests, l.Harness.GetName(), l.PortableNames)
+	turn := forward.NewTurn(l.TurnID, l.Grant, l.CatalogHash, l.Tools, l.Harness.GetName(), l.PortableNames)
 
 	unknown := unknownNames{published: published}
 	handler := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

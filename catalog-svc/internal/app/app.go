@@ -22,6 +22,7 @@ import (
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
 	recmemory "github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
@@ -55,6 +56,12 @@ type Config struct {
 	// RecordJournalDir holds the durable journal of completions the store
 	// could not take yet (ADR 0007); empty keeps them in memory only.
 	RecordJournalDir string
+	// GrantKey is the PEM Ed25519 private key turn grants are signed with
+	// (ADR 0015); every replica holds the same. Empty: a key generated at
+	// start that lives only in this process.
+	GrantKey string
+	// GrantRetiredKeys verify grants signed before a key rotation.
+	GrantRetiredKeys []string
 	// Plane is the internal plane's transport (runner.Env.Plane; zero:
 	// plaintext, for in-process tests).
 	Plane grpcx.Plane
@@ -73,6 +80,8 @@ func Bind(fs *flag.FlagSet) func() Config {
 	handlerTimeout := config.Duration(fs, "handler-timeout", 30*time.Second, "Handle deadline for tools that set no timeout")
 	reconcile := config.Duration(fs, "reconcile-interval", time.Minute, "how often pending records of dead calls are marked interrupted")
 	instance := config.String(fs, "instance-id", "", "name stamped on operation records (empty: the host name, i.e. the pod name on Kubernetes)")
+	grantKey := config.String(fs, "grant-key", "", "PEM file of the Ed25519 private key turn grants are signed with, the same on every replica (empty: a key generated at start; grants then end with this process and other replicas refuse them)")
+	grantRetired := config.StringSlice(fs, "grant-retired-keys", nil, "comma-separated PEM files of keys that signed grants before a rotation: still verified, never used to sign")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
 	return func() Config {
 		id := *instance
@@ -82,7 +91,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 		return Config{
 			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, DatabaseRole: *dbRole, AuthzAddr: *authz,
 			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
-			InstanceID: id, RecordJournalDir: *journalDir,
+			InstanceID: id, RecordJournalDir: *journalDir, GrantKey: *grantKey, GrantRetiredKeys: *grantRetired,
 		}
 	}
 }
@@ -104,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReconcileInterval <= 0 {
 		errs.Add("reconcile-interval", "must be positive")
+	}
+	if c.GrantKey == "" && len(c.GrantRetiredKeys) > 0 {
+		errs.Add("grant-retired-keys", "needs --grant-key (the key that signs now)")
 	}
 	if c.Migrate && c.DatabaseURL == "" {
 		errs.Add("migrate", "needs --database-url (the embedded store has no migrations)")
@@ -189,8 +201,12 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	// provider identity.
 	handlers := pipeline.NewConnCache(c.Plane.TLS.DialOption(callers.Provider))
 	a.closers = append(a.closers, handlers.Close)
+	keys, err := c.grantKeys(log)
+	if err != nil {
+		return nil, err
+	}
 	a.pipeline, err = pipeline.New(pipeline.Config{
-		Resolver: a.catalog, Records: recs, Journal: jr, Authz: authz, Logger: log,
+		Resolver: a.catalog, Catalogue: a.catalog, Grants: keys, Records: recs, Journal: jr, Authz: authz, Logger: log,
 		Handlers:     handlers,
 		AuthzTimeout: c.AuthzTimeout, DefaultHandlerTimeout: c.DefaultHandlerTimeout, InstanceID: c.InstanceID,
 	})
@@ -214,6 +230,20 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	return a, nil
 }
 
+// grantKeys loads the grant keys, or makes a process-local one.
+func (c Config) grantKeys(log *slog.Logger) (*grants.Keys, error) {
+	if c.GrantKey == "" {
+		log.Warn("no --grant-key: turn grants are signed with a key generated now; they end with this process, and another replica refuses them")
+		return grants.Generate()
+	}
+	keys, err := grants.Load(c.GrantKey, c.GrantRetiredKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("--grant-key: %w", err)
+	}
+	log.Info("turn grants signed with key " + keys.KeyID())
+	return keys, nil
+}
+
 // Addr is the address the gRPC server listens on.
 func (a *App) Addr() string { return a.lis.Addr().String() }
 
@@ -226,6 +256,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	go a.pipeline.RunReconciler(ctx, a.cfg.ReconcileInterval)
 	go a.pipeline.RunJournal(ctx)
+	go a.pipeline.RunRevocationWatch(ctx)
 	if a.metrics != nil && a.cfg.MetricsListen != "" {
 		_, stop, err := telemetry.ServeMetrics(a.cfg.MetricsListen, a.metrics, a.log)
 		if err != nil {

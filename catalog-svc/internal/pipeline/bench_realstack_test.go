@@ -7,15 +7,14 @@ package pipeline_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
-
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
@@ -31,28 +30,20 @@ type realStack struct {
 	demo                    launch.Demo
 }
 
-// benchTurn opens a turn for alice/engineer through the real bridge and
-// returns its context and the pin the bridge would send: every leased tool
-// with the SHA-256 hex of its canonical JSON, and the catalogue hash.
-func (s *realStack) benchTurn(b *testing.B) (string, *sharedosv1.AccessContext, *sharedosv1.CataloguePin) {
+// benchTurn grants a turn for alice/engineer as the bridge does at
+// OpenTurn (GrantTurn, with a bridge identity) and returns its id and grant.
+func (s *realStack) benchTurn(b *testing.B, kernel sharedosv1.RuntimeServiceClient) (string, string) {
 	b.Helper()
-	cc := s.st.Dial(s.bridgeAddr) // as the operator
-	actx := &sharedosv1.AccessContext{Principal: "alice", Roles: []string{"engineer"}}
-	lease, err := sharedosv1.NewBridgeServiceClient(cc).OpenTurn(context.Background(), &sharedosv1.OpenTurnRequest{
-		Context: actx,
-		Policy:  &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE},
-		Harness: &sharedosv1.HarnessIdentity{Name: "bench", McpSupport: sharedosv1.McpSupport_MCP_SUPPORT_NATIVE},
-		Ttl:     durationpb.New(time.Hour),
+	turn := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	resp, err := kernel.GrantTurn(context.Background(), &sharedosv1.GrantTurnRequest{
+		TurnId:    turn,
+		Context:   &sharedosv1.AccessContext{Principal: "alice", Roles: []string{"engineer"}},
+		ExpiresAt: timestamppb.New(time.Now().Add(time.Hour)),
 	})
 	if err != nil {
-		b.Fatalf("OpenTurn: %v", err)
+		b.Fatalf("GrantTurn: %v", err)
 	}
-	pin := &sharedosv1.CataloguePin{CatalogHash: lease.GetCatalogHash()}
-	for _, t := range lease.GetTools() {
-		sum := sha256.Sum256(t.GetCanonicalJson())
-		pin.Tools = append(pin.Tools, &sharedosv1.PinnedTool{Name: t.GetName(), Digest: hex.EncodeToString(sum[:])})
-	}
-	return lease.GetTurnId(), actx, pin
+	return turn, resp.GetGrant()
 }
 
 // kernelClient dials the real kernel (catalog-svc) through grpcx, as the

@@ -78,12 +78,11 @@ func BenchmarkInvokeToolInProcessFakeAuthz(b *testing.B) {
 		})
 		for _, st := range stores {
 			b.Run(fmt.Sprintf("fakeauthz-inproc-%s/c=%d", st.name, c), func(b *testing.B) {
-				client, pin := benchKernel(b, st.open(b))
+				client, grant := benchKernel(b, st.open(b))
 				runConcurrent(b, c, func(ctx context.Context, i int64) error {
 					res, err := client.InvokeTool(ctx, &sharedosv1.ToolCall{
 						CallId: fmt.Sprintf("c%d", i), TurnId: "bench", Tool: "files.read",
-						ArgumentsJson: []byte(`{"path":"/public/a.txt"}`),
-						Context:       &sharedosv1.AccessContext{Principal: "alice"}, Pin: pin,
+						ArgumentsJson: []byte(`{"path":"/public/a.txt"}`), Grant: grant,
 					})
 					if err == nil && res.GetStatus() != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
 						err = fmt.Errorf("outcome %v %s", res.GetStatus(), res.GetReason())
@@ -100,9 +99,9 @@ func BenchmarkInvokeToolInProcessFakeAuthz(b *testing.B) {
 // client (this process) → catalog-svc kernel → authz-svc (OPA, example
 // policy) → files-provider reading /public/a.txt of deploy/demo, with the
 // operation records in the embedded store ("real-memory") or PostgreSQL
-// ("real-postgres", every service on its own fresh database). The pin is
-// the one the bridge sends: a turn opened through the real bridge for
-// alice/engineer, every leased tool with the SHA-256 of its canonical JSON.
+// ("real-postgres", every service on its own fresh database). The grant is
+// the one the bridge sends: GrantTurn for alice/engineer, as OpenTurn asks
+// for it, so every call verifies the grant and checks the revocation.
 // In the same run: a bare gRPC echo (InvokeTool answered at once by a
 // separate process, plain grpc-go on both ends). c=1 and c=16 closed-loop
 // callers; metrics p50/p99 in µs, calls/s and the 1-minute load average.
@@ -119,14 +118,14 @@ func BenchmarkInvokeTool(b *testing.B) {
 		stack  *realStack
 		client sharedosv1.RuntimeServiceClient
 		turn   string
-		actx   *sharedosv1.AccessContext
-		pin    *sharedosv1.CataloguePin
+		grant  string
 	}
 	targets := make([]target, len(stacks))
 	for i, st := range stacks {
 		s := startRealStack(b, st.dsn())
-		turn, actx, pin := s.benchTurn(b)
-		targets[i] = target{stack: s, client: s.kernelClient(b), turn: turn, actx: actx, pin: pin}
+		client := s.kernelClient(b)
+		turn, grant := s.benchTurn(b, client)
+		targets[i] = target{stack: s, client: client, turn: turn, grant: grant}
 	}
 	var seq atomic.Int64 // call ids are unique per turn across every round
 	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(`{"path":"/public/a.txt"}`)}
@@ -147,7 +146,7 @@ func BenchmarkInvokeTool(b *testing.B) {
 				runConcurrent(b, c, func(ctx context.Context, _ int64) error {
 					res, err := t.client.InvokeTool(ctx, &sharedosv1.ToolCall{
 						CallId: fmt.Sprintf("bench-%d", seq.Add(1)), TurnId: t.turn, Tool: "files.read",
-						ArgumentsJson: []byte(`{"path":"/public/a.txt"}`), Context: t.actx, Pin: t.pin, Harness: "bench",
+						ArgumentsJson: []byte(`{"path":"/public/a.txt"}`), Grant: t.grant, Harness: "bench",
 					})
 					if err == nil && res.GetStatus() != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
 						err = fmt.Errorf("outcome %v %s %s", res.GetStatus(), res.GetCode(), res.GetReason())
@@ -213,7 +212,7 @@ func runConcurrent(b *testing.B, c int, call func(ctx context.Context, i int64) 
 	}
 }
 
-func benchKernel(b *testing.B, store records.Store) (sharedosv1.RuntimeServiceClient, *sharedosv1.CataloguePin) {
+func benchKernel(b *testing.B, store records.Store) (sharedosv1.RuntimeServiceClient, string) {
 	b.Helper()
 	fp, err := files.New(fixtureRoot(b))
 	if err != nil {
@@ -229,7 +228,7 @@ func benchKernel(b *testing.B, store records.Store) (sharedosv1.RuntimeServiceCl
 	b.Cleanup(func() { authzCC.Close() })
 	res := &fakeResolver{tools: map[string]*catalog.Resolved{}}
 	res.add(b, "files.read", pathSchema, "read", "file:{path}", handlerAddr, sharedosv1.ToolClass_TOOL_CLASS_MANAGED, 0)
-	k, err := pipeline.New(pipeline.Config{Resolver: res, Records: store, Authz: sharedosv1.NewAuthzServiceClient(authzCC), Logger: quiet})
+	k, err := pipeline.New(pipeline.Config{Resolver: res, Records: store, Authz: sharedosv1.NewAuthzServiceClient(authzCC), Grants: testKeys, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -240,5 +239,5 @@ func benchKernel(b *testing.B, store records.Store) (sharedosv1.RuntimeServiceCl
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cc.Close() })
-	return sharedosv1.NewRuntimeServiceClient(cc), res.pin()
+	return sharedosv1.NewRuntimeServiceClient(cc), grantFor(b, "bench", res.pin())
 }

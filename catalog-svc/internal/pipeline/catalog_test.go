@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
@@ -21,7 +22,7 @@ import (
 func TestWithRealCatalogue(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		ctx := context.Background()
-		cat, err := catalog.New(catalog.Config{Store: storememory.New(), Logger: quiet})
+		cat, err := catalog.New(catalog.Config{Store: storememory.New(), Filter: h.authzClient, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,14 +48,18 @@ func TestWithRealCatalogue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pin := &sharedosv1.CataloguePin{CatalogHash: listing.CatalogHash}
-		for _, p := range listing.Tools {
-			pin.Tools = append(pin.Tools, &sharedosv1.PinnedTool{Name: p.GetName(), Digest: projection.Digest(p.GetCanonicalJson())})
-		}
 		k := newKernelWith(t, h, cat)
+		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "cat", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil {
+			t.Fatalf("GrantTurn: %v", err)
+		}
+		if granted.GetCatalogHash() != listing.CatalogHash || len(granted.GetTools()) != 1 ||
+			granted.GetTools()[0].GetDigest() != projection.Digest(granted.GetTools()[0].GetCanonicalJson()) {
+			t.Fatalf("GrantTurn pinned %v", granted)
+		}
 		invoke := func(args string) *sharedosv1.ToolResult {
 			c := h.newCall("cat", "files.read", args)
-			c.Pin = pin
+			c.Grant = granted.GetGrant()
 			res, err := k.InvokeTool(ctx, c)
 			if err != nil {
 				t.Fatal(err)

@@ -2,10 +2,15 @@
 // RuntimeService, the single enforcement point every tool call passes
 // through (served by server.RuntimeServer, ADR 0008). InvokeTool runs one
 // attempt in a fixed order, and each step only runs if the one before it
-// let the call through:
+// let the call through. The turn's AccessContext and pinned catalogue come
+// only from the call's turn grant, which the kernel signed at GrantTurn
+// (grants, ADR 0015); a missing, forged, altered, expired or other turn's
+// grant is denied/invalid_grant, recorded, and nothing else runs.
 //
 //  1. write the operation record, pending (nothing happens unless it is
-//     durable; a repeated call id is refused and recorded here);
+//     durable; a repeated call id is refused and recorded here); from here
+//     on the call reads whether its turn was revoked (RevokeTurn), and a
+//     revocation cancels it;
 //  2. resolve the raw requested name within the turn's pinned catalogue
 //     (unknown, malformed, deregistered, outside the pin, drifted or not
 //     managed → denied/tool_unavailable);
@@ -16,8 +21,9 @@
 //  5. Authorize with a deadline (deny → denied/permission_denied;
 //     unreachable or deadline → failed/authz_unavailable; any other error →
 //     failed/authz_error; never an allow);
-//  6. only on allow, call the provider with the per-tool timeout and the
-//     byte-identical argument bytes that were authorized;
+//  6. only on allow, and if the turn was not revoked (denied/invalid_grant),
+//     call the provider with the per-tool timeout and the byte-identical
+//     argument bytes that were authorized;
 //  7. complete the record durably, then answer (ADR 0007).
 //
 // Every attempt, refusals included, is answered with a ToolResult; a gRPC

@@ -49,15 +49,21 @@ var ErrRecordsUnreadable = &Error{codes.Unavailable, "OPERATION_RECORD_UNAVAILAB
 // checkIDs refuses a ToolCall without usable call and turn ids: without them
 // the attempt cannot be keyed, deduplicated or listed.
 func checkIDs(call *sharedosv1.ToolCall) error {
-	for _, f := range []struct{ name, v string }{{"call_id", call.GetCallId()}, {"turn_id", call.GetTurnId()}} {
-		switch {
-		case f.v == "":
-			return invalid(f.name, "is required")
-		case len(f.v) > MaxIDBytes:
-			return invalid(f.name, "must be at most 256 bytes")
-		case !utf8.ValidString(f.v) || containsControl(f.v):
-			return invalid(f.name, "must be printable UTF-8 without control characters")
-		}
+	if err := checkID("call_id", call.GetCallId()); err != nil {
+		return err
+	}
+	return checkID("turn_id", call.GetTurnId())
+}
+
+// checkID refuses an unusable call or turn id.
+func checkID(field, v string) error {
+	switch {
+	case v == "":
+		return invalid(field, "is required")
+	case len(v) > MaxIDBytes:
+		return invalid(field, "must be at most 256 bytes")
+	case !utf8.ValidString(v) || containsControl(v):
+		return invalid(field, "must be printable UTF-8 without control characters")
 	}
 	return nil
 }

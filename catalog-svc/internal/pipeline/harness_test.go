@@ -28,6 +28,7 @@ import (
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/postgres"
@@ -100,14 +101,44 @@ func (f *fakeResolver) add(t testing.TB, name, schema, action, resource, target 
 	}
 }
 
-func (f *fakeResolver) pin() *sharedosv1.CataloguePin {
+// pin is every tool's name → digest, as a grant of the whole catalogue.
+func (f *fakeResolver) pin() map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := &sharedosv1.CataloguePin{CatalogHash: strings.Repeat("ab", 32)}
+	p := map[string]string{}
 	for name, r := range f.tools {
-		p.Tools = append(p.Tools, &sharedosv1.PinnedTool{Name: name, Digest: r.Digest})
+		p[name] = r.Digest
 	}
 	return p
+}
+
+// ---- grants ----
+
+// testKeys signs every test kernel's grants.
+var testKeys = func() *grants.Keys {
+	k, err := grants.Generate()
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+var testHash = strings.Repeat("ab", 32)
+
+// alice is the context the harness's grants carry.
+func alice() *sharedosv1.AccessContext {
+	return &sharedosv1.AccessContext{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}}
+}
+
+// grantFor is a grant of turn for alice over pin, valid for an hour.
+func grantFor(t testing.TB, turn string, pin map[string]string) string {
+	t.Helper()
+	g, err := testKeys.Issue(grants.Grant{TurnID: turn, Context: alice(), CatalogHash: testHash, Tools: pin,
+		ExpiresAt: time.Now().Add(time.Hour)}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 // ---- authz ----
@@ -123,6 +154,15 @@ type fakeAuthz struct {
 	mu      sync.Mutex
 	last    *sharedosv1.AuthorizeRequest
 	seen    []string // resources, in order
+}
+
+// FilterTools shows every tool: the tests of visibility are authz-svc's.
+func (a *fakeAuthz) FilterTools(_ context.Context, req *sharedosv1.FilterToolsRequest) (*sharedosv1.FilterToolsResponse, error) {
+	resp := &sharedosv1.FilterToolsResponse{}
+	for _, t := range req.GetTools() {
+		resp.AllowedTools = append(resp.AllowedTools, t.GetName())
+	}
+	return resp, nil
 }
 
 func (a *fakeAuthz) Authorize(ctx context.Context, req *sharedosv1.AuthorizeRequest) (*sharedosv1.AuthorizeResponse, error) {
@@ -365,8 +405,9 @@ func newHarness(t *testing.T, store records.Store, rows func() int, opts options
 // newKernelWith builds a kernel over h's store and authz with resolver.
 func newKernelWith(t *testing.T, h *harness, resolver pipeline.ToolResolver) *pipeline.Pipeline {
 	t.Helper()
+	lister, _ := resolver.(pipeline.CatalogueLister)
 	k, err := pipeline.New(pipeline.Config{
-		Resolver: resolver, Records: h.store, Authz: h.authzClient,
+		Resolver: resolver, Catalogue: lister, Records: h.store, Authz: h.authzClient, Grants: testKeys,
 		AuthzTimeout: h.authzTimeout, InstanceID: "test-kernel", Logger: quiet,
 	})
 	if err != nil {
@@ -411,8 +452,7 @@ func (h *harness) newCall(turn, tool, args string) *sharedosv1.ToolCall {
 	h.mu.Unlock()
 	return &sharedosv1.ToolCall{
 		CallId: "call-" + itoa(id), TurnId: turn, Tool: tool, ArgumentsJson: []byte(args),
-		Context: &sharedosv1.AccessContext{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}},
-		Pin:     h.resolver.pin(), Harness: "test",
+		Grant: grantFor(h.t, turn, h.resolver.pin()), Harness: "test",
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
 )
@@ -57,7 +58,12 @@ type ToolResolver interface {
 // Config wires the kernel.
 type Config struct {
 	Resolver ToolResolver
-	Records  records.Store
+	// Catalogue is what GrantTurn pins; nil: this kernel grants no turns.
+	Catalogue CatalogueLister
+	// Grants signs and verifies turn grants; nil: a key that lives only in
+	// this process (grants die with it, and other replicas refuse them).
+	Grants  *grants.Keys
+	Records records.Store
 	// Journal keeps completions the store cannot take yet (ADR 0007); nil
 	// means a memory-only journal owned by the Pipeline.
 	Journal *journal.Journal
@@ -84,6 +90,9 @@ type Config struct {
 // server.RuntimeServer, which maps its errors).
 type Pipeline struct {
 	resolver       ToolResolver
+	catalogue      CatalogueLister
+	grants         *grants.Keys
+	inflight       flights
 	records        records.Store
 	journal        *journal.Journal
 	ownedJournal   bool
@@ -118,11 +127,14 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.AuthzTimeout < 0 || cfg.DefaultHandlerTimeout < 0 || cfg.MaxHandlerTimeout < 0 {
 		errs = append(errs, errors.New("runtime: timeouts must not be negative"))
 	}
-	if err := errors.Join(errs...); err != nil {
+	err := errors.Join(errs...)
+	if err != nil {
 		return nil, err
 	}
 	s := &Pipeline{
 		resolver:       cfg.Resolver,
+		catalogue:      cfg.Catalogue,
+		grants:         cfg.Grants,
 		records:        cfg.Records,
 		journal:        cfg.Journal,
 		authz:          cfg.Authz,
@@ -148,11 +160,15 @@ func New(cfg Config) (*Pipeline, error) {
 		s.journal, _ = journal.Open("", s.logger) // memory-only never fails
 		s.ownedJournal = true
 	}
+	if s.grants == nil {
+		if s.grants, err = grants.Generate(); err != nil {
+			return nil, err
+		}
+	}
 	if s.instanceID == "" {
 		s.instanceID = records.NewAttemptID()[:16]
 	}
 	meter := otel.Meter(telemetry.ScopeCatalog)
-	var err error
 	if s.calls, err = meter.Int64Counter(telemetry.MetricToolCallCount,
 		metric.WithDescription("Tool calls by outcome status and code.")); err != nil {
 		return nil, fmt.Errorf("runtime: metric: %w", err)
@@ -277,6 +293,9 @@ func (s *Pipeline) RunReconciler(ctx context.Context, interval time.Duration) {
 		if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "reconcile operation records", slog.Any("error", err))
 		}
+		if _, err := s.records.ForgetRevocations(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "forget expired turn revocations", slog.Any("error", err))
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -297,11 +316,18 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	}
 	start := time.Now()
 	escaped, toolSHA := records.EscapeTool(call.GetTool())
+	// The turn's context and pin come from its grant alone. A refused
+	// grant is still recorded (under the turn the call named), and nothing
+	// else runs.
+	grant, grantErr := s.grants.Verify(call.GetGrant(), call.GetTurnId(), start)
+	if grant == nil {
+		grant = &grants.Grant{}
+	}
 	ctx, span := tracer.Start(ctx, telemetry.SpanInvokeTool, trace.WithAttributes(
 		attribute.String(telemetry.AttrTurnID, call.GetTurnId()),
 		attribute.String(telemetry.AttrCallID, call.GetCallId()),
 		attribute.String(telemetry.AttrToolRequested, escaped),
-		attribute.String(telemetry.AttrCatalogHash, call.GetPin().GetCatalogHash()),
+		attribute.String(telemetry.AttrCatalogHash, grant.CatalogHash),
 		attribute.String(telemetry.AttrHarnessName, records.Escape(call.GetHarness(), 128)),
 	))
 	defer span.End()
@@ -319,10 +345,10 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		AttemptID:           records.NewAttemptID(),
 		CallID:              call.GetCallId(),
 		TurnID:              call.GetTurnId(),
-		Principal:           call.GetContext().GetPrincipal(),
+		Principal:           grant.Context.GetPrincipal(),
 		RequestedTool:       escaped,
 		RequestedToolSHA256: toolSHA,
-		CatalogHash:         call.GetPin().GetCatalogHash(),
+		CatalogHash:         grant.CatalogHash,
 		ArgumentsDigest:     redact.ArgumentsDigest(args),
 		InstanceID:          s.instanceID,
 		Harness:             call.GetHarness(),
@@ -351,11 +377,22 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 
 	var res *sharedosv1.ToolResult
 	var resolved string
-	if rej := call.GetEdgeRejection(); rej != "" {
+	var refused *grants.Refusal
+	switch {
+	case errors.As(grantErr, &refused):
+		s.logger.WarnContext(ctx, "call refused: invalid turn grant", slog.String(telemetry.LogTurnID, rec.TurnID),
+			slog.String(telemetry.LogCallID, rec.CallID), slog.String("reason", refused.Reason))
+		res = outcome.Denied(outcome.InvalidGrant, refused.Reason)
+	case call.GetEdgeRejection() != "":
 		// Refused at the MCP edge as a protocol error: recorded, never run.
-		res = outcome.Failed(outcome.InvalidRequest, truncate(rej, 512))
-	} else {
-		res, resolved = s.run(ctx, call, args)
+		res = outcome.Failed(outcome.InvalidRequest, truncate(call.GetEdgeRejection(), 512))
+	default:
+		// From here on a revocation of the turn cancels the call.
+		cctx, cancel := context.WithCancelCause(ctx)
+		done := s.inflight.add(call.GetTurnId(), cancel)
+		res, resolved = s.run(cctx, call, grant, args)
+		done()
+		cancel(nil)
 	}
 	res.CallId = call.GetCallId()
 
@@ -493,14 +530,51 @@ func (s *Pipeline) finish(ctx context.Context, span trace.Span, start time.Time,
 
 // run is steps 2–6. It returns the result and the resolved tool name ("" if
 // resolution failed).
-func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, args []byte) (*sharedosv1.ToolResult, string) {
+//
+// Whether the turn was revoked is read from the store once the pending row
+// is durable, alongside steps 2–5, and decides before anything is
+// dispatched: a revocation that committed before this call's row is always
+// seen here, and one that commits later waits for this call to end (and
+// cancels it).
+func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (*sharedosv1.ToolResult, string) {
+	revoked := make(chan *sharedosv1.ToolResult, 1)
+	go func() { revoked <- s.checkRevoked(ctx, call.GetTurnId()) }()
+	res, name, dispatch := s.prepare(ctx, call, grant, args)
+	if r := <-revoked; r != nil {
+		return r, name
+	}
+	if res != nil {
+		return res, name
+	}
+	return dispatch(), name
+}
+
+// checkRevoked is nil while the turn may run calls.
+func (s *Pipeline) checkRevoked(ctx context.Context, turn string) *sharedosv1.ToolResult {
+	revoked, err := s.records.TurnRevoked(ctx, turn)
+	switch {
+	case err != nil:
+		if res := contextOutcome(ctx); res != nil {
+			return res
+		}
+		s.logger.ErrorContext(ctx, "turn revocation unreadable; call refused", slog.String(telemetry.LogTurnID, turn),
+			slog.Any("error", err))
+		return outcome.Failed(outcome.Internal, "whether the turn is still open could not be read; the call was not run")
+	case revoked:
+		return outcome.Denied(outcome.InvalidGrant, "the turn was closed")
+	}
+	return nil
+}
+
+// prepare is steps 2–5: a refusal, or the dispatch to run on allow.
+func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (*sharedosv1.ToolResult, string, func() *sharedosv1.ToolResult) {
 	if res := contextOutcome(ctx); res != nil {
-		return res, ""
+		return res, "", nil
 	}
 	// (2) Resolve within the pin.
-	res, resolved := s.resolve(ctx, call)
+	res, resolved := s.resolve(ctx, call, grant)
 	if res != nil {
-		return res, ""
+		return res, "", nil
 	}
 	reg := resolved.Registration
 	name := reg.GetName()
@@ -508,43 +582,39 @@ func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, args []by
 	// (3) Validate the arguments (their one parse in the kernel).
 	decoded, res := s.validate(ctx, resolved, args)
 	if res != nil {
-		return res, name
+		return res, name, nil
 	}
 
 	// (4) Resolve the requirement.
 	action, resource, err := requirement.ResolveValues(reg.GetRequirement(), decoded)
 	if err != nil {
 		if errors.Is(err, requirement.ErrArguments) {
-			return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()), name
+			return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()), name, nil
 		}
 		s.logger.ErrorContext(ctx, "tool has an unusable requirement", slog.String(telemetry.LogTool, name), slog.Any("error", err))
-		return outcome.Failed(outcome.Internal, "the tool's registration is unusable"), name
+		return outcome.Failed(outcome.Internal, "the tool's registration is unusable"), name, nil
 	}
 
 	// (5) Authorize.
-	res, decisionID, revision := s.authorize(ctx, call, resolved, action, resource, args)
+	res, decisionID, revision := s.authorize(ctx, call, grant.Context, resolved, action, resource, args)
 	if res != nil {
 		res.DecisionId, res.PolicyRevision = decisionID, revision
-		return res, name
+		return res, name, nil
 	}
 
 	// (6) Dispatch, only on allow.
-	res = s.dispatch(ctx, call, reg, args, decisionID)
-	res.DecisionId, res.PolicyRevision = decisionID, revision
-	return res, name
+	return nil, name, func() *sharedosv1.ToolResult {
+		res := s.dispatch(ctx, call, grant.Context, reg, args, decisionID)
+		res.DecisionId, res.PolicyRevision = decisionID, revision
+		return res
+	}
 }
 
-func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, *catalog.Resolved) {
+func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant) (*sharedosv1.ToolResult, *catalog.Resolved) {
 	raw := call.GetTool()
 	shown := records.Escape(raw, 80)
-	var pinned *sharedosv1.PinnedTool
-	for _, p := range call.GetPin().GetTools() {
-		if p.GetName() == raw {
-			pinned = p
-			break
-		}
-	}
-	if pinned == nil {
+	pinned, ok := grant.Tools[raw]
+	if !ok {
 		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q is not in this turn's catalogue", shown)), nil
 	}
 	resolved, err := s.resolver.Resolve(ctx, raw)
@@ -560,7 +630,7 @@ func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall) (*sha
 	case resolved == nil || resolved.Registration == nil:
 		return outcome.Failed(outcome.Internal, "the tool catalogue is unavailable"), nil
 	}
-	if resolved.Digest != pinned.GetDigest() {
+	if resolved.Digest != pinned {
 		return outcome.Denied(outcome.ToolUnavailable,
 			fmt.Sprintf("tool %q changed since this turn started; open a new turn to use it", shown)), nil
 	}
@@ -593,7 +663,7 @@ func (s *Pipeline) validate(ctx context.Context, resolved *catalog.Resolved, arg
 	return decoded, nil
 }
 
-func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, resolved *catalog.Resolved, action, resource string, args []byte) (res *sharedosv1.ToolResult, decisionID, revision string) {
+func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, resolved *catalog.Resolved, action, resource string, args []byte) (res *sharedosv1.ToolResult, decisionID, revision string) {
 	reg := resolved.Registration
 	actx, cancel := context.WithTimeout(ctx, s.authzTimeout)
 	defer cancel()
@@ -602,7 +672,7 @@ func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, res
 	))
 	defer span.End()
 	resp, err := s.authz.Authorize(actx, &sharedosv1.AuthorizeRequest{
-		Context: call.GetContext(),
+		Context: access,
 		Tool: &sharedosv1.ToolFacts{
 			Name:            reg.GetName(),
 			Namespace:       reg.GetMetadata().GetNamespace(),
@@ -648,7 +718,7 @@ func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, res
 	}
 }
 
-func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, reg *sharedosv1.ToolRegistration, args []byte, decisionID string) *sharedosv1.ToolResult {
+func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, reg *sharedosv1.ToolRegistration, args []byte, decisionID string) *sharedosv1.ToolResult {
 	if res := contextOutcome(ctx); res != nil {
 		return res
 	}
@@ -673,7 +743,7 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, reg 
 		TurnId:        call.GetTurnId(),
 		Tool:          reg.GetName(),
 		ArgumentsJson: args, // the very bytes that were authorized
-		Context:       call.GetContext(),
+		Context:       access,
 		DecisionId:    decisionID,
 	})
 	if err != nil {
@@ -714,6 +784,9 @@ func contextOutcome(ctx context.Context) *sharedosv1.ToolResult {
 	case context.DeadlineExceeded:
 		return outcome.Failed(outcome.Timeout, "the call ran out of time before it completed")
 	default:
+		if errors.Is(context.Cause(ctx), errTurnClosed) {
+			return outcome.CancelledResult("the turn was closed")
+		}
 		return outcome.CancelledResult("the client cancelled the call")
 	}
 }

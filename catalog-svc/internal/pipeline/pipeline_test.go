@@ -154,32 +154,26 @@ func TestOutsidePinDriftDeregisteredUnmanaged(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		// Outside the pin: registered, but the turn was not given it.
 		c := h.newCall("p", "files.write", `{"path":"/public/x","content":"x"}`)
-		var kept []*sharedosv1.PinnedTool
-		for _, p := range c.Pin.Tools {
-			if p.Name != "files.write" {
-				kept = append(kept, p)
-			}
-		}
-		c.Pin.Tools = kept
+		kept := h.resolver.pin()
+		delete(kept, "files.write")
+		c.Grant = grantFor(t, "p", kept)
 		res, err := h.invoke(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		expect(t, res, denied, outcome.ToolUnavailable)
 
-		// No pin at all: nothing is callable.
+		// An empty pin: nothing is callable.
 		c = h.newCall("p", "files.read", `{"path":"/public/a.txt"}`)
-		c.Pin = nil
+		c.Grant = grantFor(t, "p", nil)
 		res, _ = h.invoke(context.Background(), c)
 		expect(t, res, denied, outcome.ToolUnavailable)
 
 		// Drift: the definition changed after the turn pinned it.
 		c = h.newCall("p", "files.read", `{"path":"/public/a.txt"}`)
-		for _, p := range c.Pin.Tools {
-			if p.Name == "files.read" {
-				p.Digest = strings.Repeat("0", 64)
-			}
-		}
+		drifted := h.resolver.pin()
+		drifted["files.read"] = strings.Repeat("0", 64)
+		c.Grant = grantFor(t, "p", drifted)
 		res, _ = h.invoke(context.Background(), c)
 		expect(t, res, denied, outcome.ToolUnavailable)
 		if !strings.Contains(res.GetReason(), "changed") {
@@ -482,7 +476,7 @@ func TestCompletionWaitsForTheStore(t *testing.T) {
 			fs := &failingStore{Store: store}
 			fs.failNext.Store(3)
 			k := newKernelOnly(t, fs, "pod-a")
-			res, err := k.InvokeTool(context.Background(), &sharedosv1.ToolCall{CallId: "c1", TurnId: "w", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+			res, err := k.InvokeTool(context.Background(), &sharedosv1.ToolCall{CallId: "c1", TurnId: "w", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "w", nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -511,7 +505,7 @@ func TestCompletionPastTheDeadline(t *testing.T) {
 			k := newKernelOnly(t, fs, "pod-a")
 			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 			defer cancel()
-			res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "d", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+			res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "d", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "d", nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -568,7 +562,7 @@ func TestCompletionClientLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
-	res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "l", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+	res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "l", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "l", nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +598,7 @@ func TestCompletionJournaledAcrossRestart(t *testing.T) {
 			fs := &failingStore{Store: store}
 			fs.failComplete.Store(true)
 			k := newKernelJournaled(t, fs, "pod-a", jr)
-			res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "j", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+			res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "j", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "j", nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -618,7 +612,7 @@ func TestCompletionJournaledAcrossRestart(t *testing.T) {
 			kb := newKernelOnly(t, fb, "pod-b")
 			bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
-			lost, _ := kb.InvokeTool(bctx, &sharedosv1.ToolCall{CallId: "c2", TurnId: "j", Tool: "nope", ArgumentsJson: []byte(`{}`)})
+			lost, _ := kb.InvokeTool(bctx, &sharedosv1.ToolCall{CallId: "c2", TurnId: "j", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "j", nil)})
 			expect(t, lost, failed, outcome.RecordUnavailable)
 			// pod-a "crashes" (its files closed, the journal left on disk).
 			_ = jr.Close()
@@ -690,7 +684,7 @@ func newKernelJournaled(t *testing.T, store records.Store, instance string, jr *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	k, err := pipeline.New(pipeline.Config{Resolver: &fakeResolver{}, Records: store, Authz: sharedosv1.NewAuthzServiceClient(cc),
+	k, err := pipeline.New(pipeline.Config{Resolver: &fakeResolver{}, Records: store, Authz: sharedosv1.NewAuthzServiceClient(cc), Grants: testKeys,
 		Logger: quiet, InstanceID: instance, Journal: jr})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 type Runtime interface {
 	InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error)
 	ListOperations(ctx context.Context, req *sharedosv1.ListOperationsRequest) (*sharedosv1.ListOperationsResponse, error)
+	GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnRequest) (*sharedosv1.GrantTurnResponse, error)
+	RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnRequest) (*sharedosv1.RevokeTurnResponse, error)
 }
 
 var _ Runtime = (*pipeline.Pipeline)(nil)
@@ -41,6 +43,24 @@ func (s *RuntimeServer) InvokeTool(ctx context.Context, call *sharedosv1.ToolCal
 // ListOperations implements sharedosv1.RuntimeServiceServer.
 func (s *RuntimeServer) ListOperations(ctx context.Context, req *sharedosv1.ListOperationsRequest) (*sharedosv1.ListOperationsResponse, error) {
 	resp, err := s.rt.ListOperations(ctx, req)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return resp, nil
+}
+
+// GrantTurn implements sharedosv1.RuntimeServiceServer.
+func (s *RuntimeServer) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnRequest) (*sharedosv1.GrantTurnResponse, error) {
+	resp, err := s.rt.GrantTurn(ctx, req)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return resp, nil
+}
+
+// RevokeTurn implements sharedosv1.RuntimeServiceServer.
+func (s *RuntimeServer) RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnRequest) (*sharedosv1.RevokeTurnResponse, error) {
+	resp, err := s.rt.RevokeTurn(ctx, req)
 	if err != nil {
 		return nil, ToStatus(err)
 	}

@@ -326,6 +326,9 @@ template so a bad combination fails at render time with the field named.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and (not .Values.tls.certManager.enabled) (not .Values.catalog.grants.existingSecret) }}
+{{- fail "catalog.grants.existingSecret is required when tls.certManager.enabled is false: every kernel replica signs turn grants with the same key" }}
+{{- end }}
 {{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
 {{- fail "ingress.host is required when ingress.enabled is true" }}
 {{- end }}
@@ -453,6 +456,14 @@ no TLS: every service also serves health alone, in plaintext, on this port.
 {{- end }}
 
 {{/* (dict "root" $ "component" c); the key is readable by the pod's fsGroup only. */}}
+{{/*
+The Secret holding the kernel's turn-grant signing key (tls.key): the
+operator's, or the one the chart's grant-signer Certificate writes.
+*/}}
+{{- define "sharedos.grantSecret" -}}
+{{- .Values.catalog.grants.existingSecret | default (printf "%s-grant-signer" (include "sharedos.fullname" .)) }}
+{{- end }}
+
 {{- define "sharedos.tlsVolume" -}}
 - name: tls
   secret:

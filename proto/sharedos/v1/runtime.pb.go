@@ -22,30 +22,33 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// PinnedTool is one entry of the catalogue a turn was given.
-type PinnedTool struct {
+type GrantTurnRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// digest is lowercase hex SHA-256 of the tool's canonical_json.
-	Digest        string `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	// turn_id is the turn the grant is for (the bridge mints it).
+	TurnId string `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	// context is the verified AccessContext the turn runs under.
+	Context *AccessContext `protobuf:"bytes,2,opt,name=context,proto3" json:"context,omitempty"`
+	// expires_at is when the turn's lease ends; the grant expires then. At
+	// most 24 hours ahead.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *PinnedTool) Reset() {
-	*x = PinnedTool{}
+func (x *GrantTurnRequest) Reset() {
+	*x = GrantTurnRequest{}
 	mi := &file_sharedos_v1_runtime_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *PinnedTool) String() string {
+func (x *GrantTurnRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*PinnedTool) ProtoMessage() {}
+func (*GrantTurnRequest) ProtoMessage() {}
 
-func (x *PinnedTool) ProtoReflect() protoreflect.Message {
+func (x *GrantTurnRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_sharedos_v1_runtime_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -57,51 +60,59 @@ func (x *PinnedTool) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use PinnedTool.ProtoReflect.Descriptor instead.
-func (*PinnedTool) Descriptor() ([]byte, []int) {
+// Deprecated: Use GrantTurnRequest.ProtoReflect.Descriptor instead.
+func (*GrantTurnRequest) Descriptor() ([]byte, []int) {
 	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *PinnedTool) GetName() string {
+func (x *GrantTurnRequest) GetTurnId() string {
 	if x != nil {
-		return x.Name
+		return x.TurnId
 	}
 	return ""
 }
 
-func (x *PinnedTool) GetDigest() string {
+func (x *GrantTurnRequest) GetContext() *AccessContext {
 	if x != nil {
-		return x.Digest
+		return x.Context
 	}
-	return ""
+	return nil
 }
 
-// CataloguePin is the catalogue a turn's lease pinned. A call to a tool
-// outside it, or whose current definition no longer matches its digest, is
-// refused (tool_unavailable). A caller need send only the entry of the tool
-// it calls (the bridge does): the kernel checks that one.
-type CataloguePin struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CatalogHash   string                 `protobuf:"bytes,1,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
-	Tools         []*PinnedTool          `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+func (x *GrantTurnRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+type GrantTurnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// grant is the signed turn grant (a compact JWS): turn id, context,
+	// catalogHash and the pinned tools' digests, expiry. Opaque to its
+	// holder; sent with every ToolCall of the turn.
+	Grant string `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	// catalog_hash and tools are the catalogue the grant pins, sorted by name.
+	CatalogHash   string           `protobuf:"bytes,2,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
+	Tools         []*PublishedTool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CataloguePin) Reset() {
-	*x = CataloguePin{}
+func (x *GrantTurnResponse) Reset() {
+	*x = GrantTurnResponse{}
 	mi := &file_sharedos_v1_runtime_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CataloguePin) String() string {
+func (x *GrantTurnResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CataloguePin) ProtoMessage() {}
+func (*GrantTurnResponse) ProtoMessage() {}
 
-func (x *CataloguePin) ProtoReflect() protoreflect.Message {
+func (x *GrantTurnResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_sharedos_v1_runtime_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -113,23 +124,119 @@ func (x *CataloguePin) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CataloguePin.ProtoReflect.Descriptor instead.
-func (*CataloguePin) Descriptor() ([]byte, []int) {
+// Deprecated: Use GrantTurnResponse.ProtoReflect.Descriptor instead.
+func (*GrantTurnResponse) Descriptor() ([]byte, []int) {
 	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *CataloguePin) GetCatalogHash() string {
+func (x *GrantTurnResponse) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
+}
+
+func (x *GrantTurnResponse) GetCatalogHash() string {
 	if x != nil {
 		return x.CatalogHash
 	}
 	return ""
 }
 
-func (x *CataloguePin) GetTools() []*PinnedTool {
+func (x *GrantTurnResponse) GetTools() []*PublishedTool {
 	if x != nil {
 		return x.Tools
 	}
 	return nil
+}
+
+type RevokeTurnRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TurnId        string                 `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTurnRequest) Reset() {
+	*x = RevokeTurnRequest{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTurnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTurnRequest) ProtoMessage() {}
+
+func (x *RevokeTurnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTurnRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTurnRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RevokeTurnRequest) GetTurnId() string {
+	if x != nil {
+		return x.TurnId
+	}
+	return ""
+}
+
+type RevokeTurnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cancelled counts the calls of the turn this revocation cancelled.
+	Cancelled     int32 `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTurnResponse) Reset() {
+	*x = RevokeTurnResponse{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTurnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTurnResponse) ProtoMessage() {}
+
+func (x *RevokeTurnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTurnResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTurnResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RevokeTurnResponse) GetCancelled() int32 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
 }
 
 // ToolCall is one tools/call as the kernel receives it.
@@ -143,9 +250,7 @@ type ToolCall struct {
 	// the kernel to be refused and recorded.
 	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
 	// arguments_json is the arguments object exactly as the client sent it.
-	ArgumentsJson []byte         `protobuf:"bytes,4,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
-	Context       *AccessContext `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
-	Pin           *CataloguePin  `protobuf:"bytes,6,opt,name=pin,proto3" json:"pin,omitempty"`
+	ArgumentsJson []byte `protobuf:"bytes,4,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// harness names the harness for records and traces; never authority.
 	Harness string `protobuf:"bytes,7,opt,name=harness,proto3" json:"harness,omitempty"`
 	// edge_rejection is set by the bridge when it refused the request as a
@@ -155,13 +260,21 @@ type ToolCall struct {
 	// attempt on a known turn leaves a record, even one that never became a
 	// call.
 	EdgeRejection string `protobuf:"bytes,8,opt,name=edge_rejection,json=edgeRejection,proto3" json:"edge_rejection,omitempty"`
+	// grant is the turn's grant from GrantTurn. The kernel verifies it (its
+	// own signature, not expired, this turn, not revoked) and takes the
+	// AccessContext and the pinned catalogue from it alone: a call to a tool
+	// outside the pin, or whose definition no longer matches its pinned
+	// digest, is refused (tool_unavailable); a missing, forged, altered,
+	// expired, revoked or other-turn grant is refused (invalid_grant). Both
+	// are recorded.
+	Grant         string `protobuf:"bytes,9,opt,name=grant,proto3" json:"grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[2]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -173,7 +286,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[2]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -186,7 +299,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{2}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -217,20 +330,6 @@ func (x *ToolCall) GetArgumentsJson() []byte {
 	return nil
 }
 
-func (x *ToolCall) GetContext() *AccessContext {
-	if x != nil {
-		return x.Context
-	}
-	return nil
-}
-
-func (x *ToolCall) GetPin() *CataloguePin {
-	if x != nil {
-		return x.Pin
-	}
-	return nil
-}
-
 func (x *ToolCall) GetHarness() string {
 	if x != nil {
 		return x.Harness
@@ -245,14 +344,21 @@ func (x *ToolCall) GetEdgeRejection() string {
 	return ""
 }
 
+func (x *ToolCall) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
+}
+
 // ToolResult is the kernel's answer. status is terminal: SUCCEEDED, DENIED,
 // FAILED or CANCELLED.
 type ToolResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Status OperationStatus        `protobuf:"varint,2,opt,name=status,proto3,enum=sharedos.v1.OperationStatus" json:"status,omitempty"`
-	// code: "" on success; permission_denied, tool_unavailable, duplicate_call
-	// (denied); invalid_arguments, invalid_request, handler_error, timeout,
+	// code: "" on success; permission_denied, tool_unavailable, duplicate_call,
+	// invalid_grant (denied); invalid_arguments, invalid_request, handler_error, timeout,
 	// authz_unavailable, authz_error, internal (failed); cancelled.
 	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	// reason is safe to show a model.
@@ -271,7 +377,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[3]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +389,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[3]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +402,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{3}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -391,7 +497,7 @@ type OperationRecord struct {
 
 func (x *OperationRecord) Reset() {
 	*x = OperationRecord{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[4]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +509,7 @@ func (x *OperationRecord) String() string {
 func (*OperationRecord) ProtoMessage() {}
 
 func (x *OperationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[4]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +522,7 @@ func (x *OperationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
 func (*OperationRecord) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{4}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OperationRecord) GetSequence() int64 {
@@ -547,7 +653,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[5]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +665,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[5]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +678,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{5}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListOperationsRequest) GetTurnId() string {
@@ -591,7 +697,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[6]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +709,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[6]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +722,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{6}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*OperationRecord {
@@ -630,23 +736,28 @@ var File_sharedos_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\n" +
-	"\x19sharedos/v1/runtime.proto\x12\vsharedos.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\"8\n" +
+	"\x19sharedos/v1/runtime.proto\x12\vsharedos.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\"\x9c\x01\n" +
+	"\x10GrantTurnRequest\x12\x17\n" +
+	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x124\n" +
+	"\acontext\x18\x02 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x129\n" +
 	"\n" +
-	"PinnedTool\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06digest\x18\x02 \x01(\tR\x06digest\"`\n" +
-	"\fCataloguePin\x12!\n" +
-	"\fcatalog_hash\x18\x01 \x01(\tR\vcatalogHash\x12-\n" +
-	"\x05tools\x18\x02 \x03(\v2\x17.sharedos.v1.PinnedToolR\x05tools\"\x9b\x02\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"~\n" +
+	"\x11GrantTurnResponse\x12\x14\n" +
+	"\x05grant\x18\x01 \x01(\tR\x05grant\x12!\n" +
+	"\fcatalog_hash\x18\x02 \x01(\tR\vcatalogHash\x120\n" +
+	"\x05tools\x18\x03 \x03(\v2\x1a.sharedos.v1.PublishedToolR\x05tools\",\n" +
+	"\x11RevokeTurnRequest\x12\x17\n" +
+	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"2\n" +
+	"\x12RevokeTurnResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\xe8\x01\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x12%\n" +
-	"\x0earguments_json\x18\x04 \x01(\fR\rargumentsJson\x124\n" +
-	"\acontext\x18\x05 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x12+\n" +
-	"\x03pin\x18\x06 \x01(\v2\x19.sharedos.v1.CataloguePinR\x03pin\x12\x18\n" +
+	"\x0earguments_json\x18\x04 \x01(\fR\rargumentsJson\x12\x18\n" +
 	"\aharness\x18\a \x01(\tR\aharness\x12%\n" +
-	"\x0eedge_rejection\x18\b \x01(\tR\redgeRejection\"\xd6\x02\n" +
+	"\x0eedge_rejection\x18\b \x01(\tR\redgeRejection\x12\x14\n" +
+	"\x05grant\x18\t \x01(\tR\x05grantJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"\xd6\x02\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x124\n" +
@@ -686,11 +797,14 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x16ListOperationsResponse\x12<\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x1c.sharedos.v1.OperationRecordR\n" +
-	"operations2\xa9\x01\n" +
+	"operations2\xc4\x02\n" +
 	"\x0eRuntimeService\x12<\n" +
 	"\n" +
 	"InvokeTool\x12\x15.sharedos.v1.ToolCall\x1a\x17.sharedos.v1.ToolResult\x12Y\n" +
-	"\x0eListOperations\x12\".sharedos.v1.ListOperationsRequest\x1a#.sharedos.v1.ListOperationsResponseB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
+	"\x0eListOperations\x12\".sharedos.v1.ListOperationsRequest\x1a#.sharedos.v1.ListOperationsResponse\x12J\n" +
+	"\tGrantTurn\x12\x1d.sharedos.v1.GrantTurnRequest\x1a\x1e.sharedos.v1.GrantTurnResponse\x12M\n" +
+	"\n" +
+	"RevokeTurn\x12\x1e.sharedos.v1.RevokeTurnRequest\x1a\x1f.sharedos.v1.RevokeTurnResponseB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
 
 var (
 	file_sharedos_v1_runtime_proto_rawDescOnce sync.Once
@@ -704,34 +818,41 @@ func file_sharedos_v1_runtime_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_runtime_proto_rawDescData
 }
 
-var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_sharedos_v1_runtime_proto_goTypes = []any{
-	(*PinnedTool)(nil),             // 0: sharedos.v1.PinnedTool
-	(*CataloguePin)(nil),           // 1: sharedos.v1.CataloguePin
-	(*ToolCall)(nil),               // 2: sharedos.v1.ToolCall
-	(*ToolResult)(nil),             // 3: sharedos.v1.ToolResult
-	(*OperationRecord)(nil),        // 4: sharedos.v1.OperationRecord
-	(*ListOperationsRequest)(nil),  // 5: sharedos.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil), // 6: sharedos.v1.ListOperationsResponse
-	(*AccessContext)(nil),          // 7: sharedos.v1.AccessContext
-	(OperationStatus)(0),           // 8: sharedos.v1.OperationStatus
-	(*timestamppb.Timestamp)(nil),  // 9: google.protobuf.Timestamp
+	(*GrantTurnRequest)(nil),       // 0: sharedos.v1.GrantTurnRequest
+	(*GrantTurnResponse)(nil),      // 1: sharedos.v1.GrantTurnResponse
+	(*RevokeTurnRequest)(nil),      // 2: sharedos.v1.RevokeTurnRequest
+	(*RevokeTurnResponse)(nil),     // 3: sharedos.v1.RevokeTurnResponse
+	(*ToolCall)(nil),               // 4: sharedos.v1.ToolCall
+	(*ToolResult)(nil),             // 5: sharedos.v1.ToolResult
+	(*OperationRecord)(nil),        // 6: sharedos.v1.OperationRecord
+	(*ListOperationsRequest)(nil),  // 7: sharedos.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil), // 8: sharedos.v1.ListOperationsResponse
+	(*AccessContext)(nil),          // 9: sharedos.v1.AccessContext
+	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
+	(*PublishedTool)(nil),          // 11: sharedos.v1.PublishedTool
+	(OperationStatus)(0),           // 12: sharedos.v1.OperationStatus
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
-	0,  // 0: sharedos.v1.CataloguePin.tools:type_name -> sharedos.v1.PinnedTool
-	7,  // 1: sharedos.v1.ToolCall.context:type_name -> sharedos.v1.AccessContext
-	1,  // 2: sharedos.v1.ToolCall.pin:type_name -> sharedos.v1.CataloguePin
-	8,  // 3: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
-	8,  // 4: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	9,  // 5: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 6: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
-	4,  // 7: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	2,  // 8: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	5,  // 9: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	3,  // 10: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	6,  // 11: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
+	9,  // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	10, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
+	12, // 3: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	12, // 4: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	10, // 5: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	10, // 6: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	6,  // 7: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	4,  // 8: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	7,  // 9: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	0,  // 10: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	2,  // 11: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	5,  // 12: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	8,  // 13: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	1,  // 14: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	3,  // 15: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -749,7 +870,7 @@ func file_sharedos_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_runtime_proto_rawDesc), len(file_sharedos_v1_runtime_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

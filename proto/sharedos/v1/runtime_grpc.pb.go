@@ -21,6 +21,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	RuntimeService_InvokeTool_FullMethodName     = "/sharedos.v1.RuntimeService/InvokeTool"
 	RuntimeService_ListOperations_FullMethodName = "/sharedos.v1.RuntimeService/ListOperations"
+	RuntimeService_GrantTurn_FullMethodName      = "/sharedos.v1.RuntimeService/GrantTurn"
+	RuntimeService_RevokeTurn_FullMethodName     = "/sharedos.v1.RuntimeService/RevokeTurn"
 )
 
 // RuntimeServiceClient is the client API for RuntimeService service.
@@ -36,6 +38,16 @@ type RuntimeServiceClient interface {
 	InvokeTool(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (*ToolResult, error)
 	// ListOperations returns a turn's operation records in the order written.
 	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
+	// GrantTurn pins the catalogue an AccessContext may see and signs it as
+	// the turn's grant (ADR 0015). The caller (the bridge, at OpenTurn) has
+	// verified the context; from then on the kernel takes the turn's context
+	// and pin only from the grant, never from a call.
+	GrantTurn(ctx context.Context, in *GrantTurnRequest, opts ...grpc.CallOption) (*GrantTurnResponse, error)
+	// RevokeTurn voids a turn's grant on every kernel (the bridge, at
+	// CloseTurn). It returns once the revocation is durable and every call of
+	// the turn still in flight on any kernel has ended (those are cancelled):
+	// after it returns no handler of the turn starts. Idempotent.
+	RevokeTurn(ctx context.Context, in *RevokeTurnRequest, opts ...grpc.CallOption) (*RevokeTurnResponse, error)
 }
 
 type runtimeServiceClient struct {
@@ -66,6 +78,26 @@ func (c *runtimeServiceClient) ListOperations(ctx context.Context, in *ListOpera
 	return out, nil
 }
 
+func (c *runtimeServiceClient) GrantTurn(ctx context.Context, in *GrantTurnRequest, opts ...grpc.CallOption) (*GrantTurnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantTurnResponse)
+	err := c.cc.Invoke(ctx, RuntimeService_GrantTurn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runtimeServiceClient) RevokeTurn(ctx context.Context, in *RevokeTurnRequest, opts ...grpc.CallOption) (*RevokeTurnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeTurnResponse)
+	err := c.cc.Invoke(ctx, RuntimeService_RevokeTurn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RuntimeServiceServer is the server API for RuntimeService service.
 // All implementations must embed UnimplementedRuntimeServiceServer
 // for forward compatibility.
@@ -79,6 +111,16 @@ type RuntimeServiceServer interface {
 	InvokeTool(context.Context, *ToolCall) (*ToolResult, error)
 	// ListOperations returns a turn's operation records in the order written.
 	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
+	// GrantTurn pins the catalogue an AccessContext may see and signs it as
+	// the turn's grant (ADR 0015). The caller (the bridge, at OpenTurn) has
+	// verified the context; from then on the kernel takes the turn's context
+	// and pin only from the grant, never from a call.
+	GrantTurn(context.Context, *GrantTurnRequest) (*GrantTurnResponse, error)
+	// RevokeTurn voids a turn's grant on every kernel (the bridge, at
+	// CloseTurn). It returns once the revocation is durable and every call of
+	// the turn still in flight on any kernel has ended (those are cancelled):
+	// after it returns no handler of the turn starts. Idempotent.
+	RevokeTurn(context.Context, *RevokeTurnRequest) (*RevokeTurnResponse, error)
 	mustEmbedUnimplementedRuntimeServiceServer()
 }
 
@@ -94,6 +136,12 @@ func (UnimplementedRuntimeServiceServer) InvokeTool(context.Context, *ToolCall) 
 }
 func (UnimplementedRuntimeServiceServer) ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListOperations not implemented")
+}
+func (UnimplementedRuntimeServiceServer) GrantTurn(context.Context, *GrantTurnRequest) (*GrantTurnResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GrantTurn not implemented")
+}
+func (UnimplementedRuntimeServiceServer) RevokeTurn(context.Context, *RevokeTurnRequest) (*RevokeTurnResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RevokeTurn not implemented")
 }
 func (UnimplementedRuntimeServiceServer) mustEmbedUnimplementedRuntimeServiceServer() {}
 func (UnimplementedRuntimeServiceServer) testEmbeddedByValue()                        {}
@@ -152,6 +200,42 @@ func _RuntimeService_ListOperations_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RuntimeService_GrantTurn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GrantTurnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).GrantTurn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_GrantTurn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).GrantTurn(ctx, req.(*GrantTurnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RuntimeService_RevokeTurn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeTurnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).RevokeTurn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_RevokeTurn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).RevokeTurn(ctx, req.(*RevokeTurnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RuntimeService_ServiceDesc is the grpc.ServiceDesc for RuntimeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -166,6 +250,14 @@ var RuntimeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOperations",
 			Handler:    _RuntimeService_ListOperations_Handler,
+		},
+		{
+			MethodName: "GrantTurn",
+			Handler:    _RuntimeService_GrantTurn_Handler,
+		},
+		{
+			MethodName: "RevokeTurn",
+			Handler:    _RuntimeService_RevokeTurn_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -30,6 +30,8 @@ func Known(r Role) bool { return slices.Contains(Roles, r) }
 var table = map[string][]Role{
 	"/sharedos.v1.RuntimeService/InvokeTool":     {Bridge},
 	"/sharedos.v1.RuntimeService/ListOperations": {Operator, Host},
+	"/sharedos.v1.RuntimeService/GrantTurn":      {Bridge},
+	"/sharedos.v1.RuntimeService/RevokeTurn":     {Bridge},
 
 	"/sharedos.v1.CatalogService/ListTools":         {Bridge, Operator},
 	"/sharedos.v1.CatalogService/RegisterTool":      {Operator},

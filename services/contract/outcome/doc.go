@@ -2,8 +2,8 @@
 // for the kernel (which decides) and the bridge (which tells a harness).
 //
 // Every tools/call ends in one of four statuses. succeeded is the handler's
-// answer. denied (permission_denied, tool_unavailable, duplicate_call) is a
-// correct answer of "no". failed (invalid_arguments, invalid_request,
+// answer. denied (permission_denied, tool_unavailable, duplicate_call,
+// invalid_grant) is a correct answer of "no". failed (invalid_arguments, invalid_request,
 // handler_error, timeout, authz_unavailable, authz_error, internal) means the
 // call could not be carried out. cancelled means the client gave up; nothing more is sent.
 //

@@ -14,6 +14,10 @@ const (
 	// DuplicateCall refuses a callId already used in the same turn: InvokeTool
 	// is not idempotent, so a repeat is never run twice.
 	DuplicateCall = "duplicate_call"
+	// InvalidGrant refuses a call whose turn grant is missing, forged,
+	// altered, expired, revoked (the turn was closed) or another turn's:
+	// nothing ran (ADR 0015).
+	InvalidGrant = "invalid_grant"
 )
 
 // Codes of failed outcomes.
@@ -70,7 +74,7 @@ func ParseStatus(name string) (sharedosv1.OperationStatus, bool) {
 	return sharedosv1.OperationStatus_OPERATION_STATUS_UNSPECIFIED, false
 }
 
-var deniedCodes = map[string]bool{PermissionDenied: true, ToolUnavailable: true, DuplicateCall: true}
+var deniedCodes = map[string]bool{PermissionDenied: true, ToolUnavailable: true, DuplicateCall: true, InvalidGrant: true}
 
 var failedCodes = map[string]bool{
 	InvalidArguments: true, InvalidRequest: true, HandlerError: true, Timeout: true,

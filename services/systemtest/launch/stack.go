@@ -121,7 +121,14 @@ func Start(tb testing.TB, o Options) *Stack {
 			tb.Fatalf("local CA: %v", err)
 		}
 		s.CA, s.cfg.PKIDir = ca, s.PKIDir
+		s.cfg.GrantKey = filepath.Join(s.PKIDir, devstack.GrantKeyFile)
 		s.creds = s.load(tb, devstack.TLSFiles(s.PKIDir, "operator"))
+	} else {
+		// A kernel restarted by the test must still accept its turns.
+		s.cfg.GrantKey = filepath.Join(tb.TempDir(), devstack.GrantKeyFile)
+		if err := pki.WriteSigningKey(s.cfg.GrantKey); err != nil {
+			tb.Fatalf("grant key: %v", err)
+		}
 	}
 	tb.Cleanup(s.stopAll)
 

@@ -58,6 +58,9 @@ type Config struct {
 	// TLS instead (benchmarks' baseline; loopback only).
 	PKIDir    string
 	Plaintext bool
+	// GrantKey is catalog-svc's turn-grant signing key (MakePKI writes one
+	// as GrantKeyFile); empty: a key catalog-svc makes at each start.
+	GrantKey string
 	// Flags are extra flags per binary name, appended to its command line.
 	Flags     map[string][]string
 	Principal string
@@ -146,6 +149,9 @@ func Services(cfg Config) []Service {
 	if cfg.JournalDir != "" {
 		catalogArgs = append(catalogArgs, "--record-journal-dir", cfg.JournalDir)
 	}
+	if cfg.GrantKey != "" {
+		catalogArgs = append(catalogArgs, "--grant-key", cfg.GrantKey)
+	}
 	svcs := []Service{
 		{"authz-svc", []string{"serve", "--listen", cfg.AuthzAddr, "--policy-dir", policyDir}, cfg.AuthzAddr},
 		{"files-provider", []string{"--listen", cfg.FilesAddr, "--root", fileRoot}, cfg.FilesAddr},
@@ -218,6 +224,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if _, err := MakePKI(cfg.PKIDir); err != nil {
 			return fmt.Errorf("local CA in %s: %w", cfg.PKIDir, err)
 		}
+		cfg.GrantKey = filepath.Join(cfg.PKIDir, GrantKeyFile)
 	}
 	creds, err := operatorCredentials(ctx, cfg)
 	if err != nil {

@@ -35,13 +35,17 @@ var Identities = []Identity{
 	{"files", callers.Provider, "files"},
 }
 
+// GrantKeyFile is the kernel's turn-grant signing key MakePKI writes.
+const GrantKeyFile = "grant.key"
+
 // serviceIdentity is the certificate file each service of the stack runs with.
 var serviceIdentity = map[string]string{
 	"authz-svc": "authz", "files-provider": "files", "catalog-svc": "catalog", "bridge-svc": "bridge",
 }
 
 // MakePKI creates a throwaway CA (valid 30 days; its key never leaves
-// memory) and writes ca.crt and every Identity into dir.
+// memory) and writes ca.crt, every Identity and the kernel's grant signing
+// key (GrantKeyFile) into dir.
 func MakePKI(dir string) (*pki.CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -57,6 +61,9 @@ func MakePKI(dir string) (*pki.CA, error) {
 		if _, _, err := ca.IssueFiles(dir, id.File, pki.Leaf{Role: string(id.Role), Name: id.Name}); err != nil {
 			return nil, fmt.Errorf("issue %s: %w", id.File, err)
 		}
+	}
+	if err := pki.WriteSigningKey(filepath.Join(dir, GrantKeyFile)); err != nil {
+		return nil, fmt.Errorf("grant key: %w", err)
 	}
 	return ca, nil
 }

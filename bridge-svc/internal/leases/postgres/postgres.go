@@ -60,10 +60,10 @@ func (s *Store) Create(ctx context.Context, l *leases.Lease) error {
 	}
 	_, err = s.pool.Exec(ctx, `
 		INSERT INTO bridge.leases (turn_id, token_sha256, context, policy, harness, declared_model,
-			catalog_hash, catalogue, portable_names, opened_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			catalog_hash, catalogue, portable_names, grant_token, opened_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		l.TurnID, l.TokenHash[:], ctxJSON, policyJSON, harnessJSON, l.DeclaredModel,
-		l.CatalogHash, catalogue, l.PortableNames, l.OpenedAt, l.ExpiresAt)
+		l.CatalogHash, catalogue, l.PortableNames, l.Grant, l.OpenedAt, l.ExpiresAt)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
@@ -93,10 +93,10 @@ func (s *Store) Get(ctx context.Context, turnID string) (*leases.Lease, leases.S
 	)
 	err := s.pool.QueryRow(ctx, `
 		SELECT turn_id, token_sha256, context, policy, harness, declared_model, catalog_hash,
-			catalogue, portable_names, opened_at, expires_at, closed_at, expires_at <= now(), now()
+			catalogue, portable_names, grant_token, opened_at, expires_at, closed_at, expires_at <= now(), now()
 		FROM bridge.leases WHERE turn_id = $1`, turnID).Scan(
 		&l.TurnID, &hash, &ctxJSON, &policyJSON, &hJSON, &l.DeclaredModel, &l.CatalogHash,
-		&catalogue, &l.PortableNames, &l.OpenedAt, &l.ExpiresAt, &closedAt, &st.Expired, &st.StoreNow)
+		&catalogue, &l.PortableNames, &l.Grant, &l.OpenedAt, &l.ExpiresAt, &closedAt, &st.Expired, &st.StoreNow)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, leases.Status{}, leases.ErrNotFound
 	}

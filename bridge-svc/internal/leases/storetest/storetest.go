@@ -63,6 +63,7 @@ func Sample(t *testing.T, opened, expires time.Time) *leases.Lease {
 			CanonicalJson:    []byte(`{"name":"files.read"}`),
 		}},
 		PortableNames: true,
+		Grant:         "eyJhbGciOiJFZERTQSJ9.eyJ0aWQiOiJ0In0.c2ln",
 		OpenedAt:      opened.UTC().Truncate(time.Microsecond),
 		ExpiresAt:     expires.UTC().Truncate(time.Microsecond),
 	}
@@ -80,7 +81,7 @@ func testRoundTrip(t *testing.T, s leases.Store) {
 		t.Fatalf("Get: %v", err)
 	}
 	if got.TurnID != want.TurnID || got.TokenHash != want.TokenHash || got.DeclaredModel != want.DeclaredModel ||
-		got.CatalogHash != want.CatalogHash || got.PortableNames != want.PortableNames ||
+		got.CatalogHash != want.CatalogHash || got.PortableNames != want.PortableNames || got.Grant != want.Grant ||
 		!got.OpenedAt.Equal(want.OpenedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) || !got.ClosedAt.IsZero() {
 		t.Errorf("Get = %+v, want %+v", got, want)
 	}

@@ -102,6 +102,30 @@ type Store interface {
 	// start time: rows its previous incarnation left pending cannot still be
 	// in flight, so they need not wait for Reconcile's age cutoff.
 	ReconcileInstance(ctx context.Context, instanceID string, startedBefore time.Time) (int64, error)
+
+	Revocations
+}
+
+// Revocations is where kernels learn which turns were closed (ADR 0015).
+// A revocation is durable and seen by every kernel on the same store.
+type Revocations interface {
+	// RevokeTurn durably voids turnID's grant until until (idempotent; a
+	// repeat keeps the later until) and announces it to every watcher.
+	RevokeTurn(ctx context.Context, turnID string, until time.Time) error
+	// TurnRevoked reports whether turnID's grant is revoked. It reads what
+	// is committed: a revocation that committed before the call's pending
+	// row did is always seen.
+	TurnRevoked(ctx context.Context, turnID string) (bool, error)
+	// PendingInTurn counts turnID's pending rows.
+	PendingInTurn(ctx context.Context, turnID string) (int, error)
+	// WatchRevocations calls listening once it hears every revocation
+	// committed from then on, then f with each turn any kernel revokes,
+	// until ctx is done (nil) or the watch fails. A store only one process
+	// uses returns nil at once: that process's own revocations need no news.
+	WatchRevocations(ctx context.Context, listening func(), f func(turnID string)) error
+	// ForgetRevocations deletes revocations whose until is before cutoff:
+	// no grant they void can still be valid.
+	ForgetRevocations(ctx context.Context, cutoff time.Time) (int64, error)
 }
 
 // NewAttemptID returns a random 128-bit attempt id (32 hex digits).

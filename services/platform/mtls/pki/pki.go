@@ -1,11 +1,13 @@
 // Package pki makes throwaway certificate authorities and SPIFFE-identity
 // certificates with the standard library (crypto/x509, ECDSA P-256): the
-// local CA of `make run` and of the system tests. It is not a production
+// local CA of `make run` and of the system tests, and the kernel's grant
+// signing key beside it (WriteSigningKey). It is not a production
 // CA; production certificates come from cert-manager or the operator.
 package pki
 
 import (
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
@@ -135,6 +137,20 @@ func (ca *CA) IssueFiles(dir, file string, l Leaf) (certPath, keyPath string, er
 		return "", "", err
 	}
 	return certPath, keyPath, nil
+}
+
+// WriteSigningKey writes a fresh Ed25519 private key to path as PEM PKCS #8
+// (0600): the turn-grant key catalog-svc's --grant-key reads (ADR 0015).
+func WriteSigningKey(path string) error {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
 }
 
 func writeAtomic(path string, b []byte, mode os.FileMode) (err error) {

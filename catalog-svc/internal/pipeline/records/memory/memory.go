@@ -18,6 +18,7 @@ type Store struct {
 	byID    map[string]int
 	byTurn  map[string][]int
 	calls   map[callKey]bool
+	revoked map[string]time.Time
 	nextSeq int64
 }
 
@@ -27,7 +28,7 @@ var _ records.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{byID: map[string]int{}, byTurn: map[string][]int{}, calls: map[callKey]bool{}}
+	return &Store{byID: map[string]int{}, byTurn: map[string][]int{}, calls: map[callKey]bool{}, revoked: map[string]time.Time{}}
 }
 
 // Begin implements records.Store.
@@ -147,4 +148,64 @@ func (s *Store) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.rows)
+}
+
+// RevokeTurn implements records.Store.
+func (s *Store) RevokeTurn(ctx context.Context, turnID string, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if until.After(s.revoked[turnID]) {
+		s.revoked[turnID] = until
+	}
+	return nil
+}
+
+// TurnRevoked implements records.Store.
+func (s *Store) TurnRevoked(ctx context.Context, turnID string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.revoked[turnID]
+	return ok, nil
+}
+
+// PendingInTurn implements records.Store.
+func (s *Store) PendingInTurn(ctx context.Context, turnID string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, i := range s.byTurn[turnID] {
+		if s.rows[i].Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// WatchRevocations implements records.Store: one process uses this store.
+func (s *Store) WatchRevocations(context.Context, func(), func(string)) error { return nil }
+
+// ForgetRevocations implements records.Store.
+func (s *Store) ForgetRevocations(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for id, until := range s.revoked {
+		if until.Before(cutoff) {
+			delete(s.revoked, id)
+			n++
+		}
+	}
+	return n, nil
 }

@@ -169,3 +169,74 @@ UPDATE catalog.operations
 	}
 	return tag.RowsAffected(), nil
 }
+
+// revocationChannel is the NOTIFY channel revocations are announced on.
+const revocationChannel = "sharedos_turn_revoked"
+
+// RevokeTurn implements records.Store: the row and the announcement commit
+// together.
+func (s *Store) RevokeTurn(ctx context.Context, turnID string, until time.Time) error {
+	if _, err := s.pool.Exec(ctx, `
+WITH r AS (
+    INSERT INTO catalog.revoked_turns (turn_id, until) VALUES ($1, $2)
+    ON CONFLICT (turn_id) DO UPDATE SET until = GREATEST(catalog.revoked_turns.until, EXCLUDED.until)
+)
+SELECT pg_notify('`+revocationChannel+`', $1)`, turnID, until); err != nil {
+		return fmt.Errorf("postgres: revoke turn: %w", err)
+	}
+	return nil
+}
+
+// TurnRevoked implements records.Store.
+func (s *Store) TurnRevoked(ctx context.Context, turnID string) (bool, error) {
+	var revoked bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM catalog.revoked_turns WHERE turn_id = $1)`,
+		turnID).Scan(&revoked); err != nil {
+		return false, fmt.Errorf("postgres: turn revoked: %w", err)
+	}
+	return revoked, nil
+}
+
+// PendingInTurn implements records.Store.
+func (s *Store) PendingInTurn(ctx context.Context, turnID string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM catalog.operations WHERE turn_id = $1 AND status = 'pending'`,
+		turnID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: pending in turn: %w", err)
+	}
+	return n, nil
+}
+
+// WatchRevocations implements records.Store with LISTEN on a connection of
+// its own, closed (not returned to the pool) when the watch ends.
+func (s *Store) WatchRevocations(ctx context.Context, listening func(), f func(turnID string)) error {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: watch revocations: %w", err)
+	}
+	conn := pc.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the watch has ended either way
+	if _, err := conn.Exec(ctx, "LISTEN "+revocationChannel); err != nil {
+		return fmt.Errorf("postgres: watch revocations: %w", err)
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("postgres: watch revocations: %w", err)
+		}
+		f(n.Payload)
+	}
+}
+
+// ForgetRevocations implements records.Store.
+func (s *Store) ForgetRevocations(ctx context.Context, cutoff time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM catalog.revoked_turns WHERE until < $1`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: forget revocations: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

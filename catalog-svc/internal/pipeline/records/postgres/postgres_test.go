@@ -89,3 +89,46 @@ func TestAppendOnlyInSQL(t *testing.T) {
 		t.Fatalf("order changed: %+v", rows)
 	}
 }
+
+// TestRevocationsReachEveryKernel: a revocation committed through one pool
+// (one kernel) is announced to a watcher on another.
+func TestRevocationsReachEveryKernel(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stores [2]*postgres.Store
+	for i := range stores {
+		pool, err := pgdb.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		stores[i] = postgres.New(pool)
+	}
+	listening, heard := make(chan struct{}), make(chan string, 1)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- stores[0].WatchRevocations(wctx, func() { close(listening) }, func(turn string) { heard <- turn })
+	}()
+	select {
+	case <-listening:
+	case err := <-done:
+		t.Fatalf("watch ended before listening: %v", err)
+	}
+	if err := stores[1].RevokeTurn(ctx, "t-closed", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case turn := <-heard:
+		if turn != "t-closed" {
+			t.Errorf("heard %q, want t-closed", turn)
+		}
+	case <-ctx.Done():
+		t.Fatal("the other kernel never heard of the revocation")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("watch ended with %v after its context, want nil", err)
+	}
+}

@@ -32,6 +32,8 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"HostileTextIsStorable", testHostileText},
 		{"ReconcileMarksOnlyOldPending", testReconcile},
 		{"ReconcileInstanceMarksOnlyItsOwn", testReconcileInstance},
+		{"RevocationsAreDurableAndForgottenLate", testRevocations},
+		{"PendingInTurnCountsOnlyPending", testPendingInTurn},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -392,5 +394,57 @@ func testReconcileInstance(t *testing.T, s records.Store) {
 		if r.Status != want[r.CallID] {
 			t.Errorf("%s: %v, want %v", r.CallID, r.Status, want[r.CallID])
 		}
+	}
+}
+
+func testRevocations(t *testing.T, s records.Store) {
+	now := time.Now().UTC()
+	if got, err := s.TurnRevoked(ctx(t), "t-open"); err != nil || got {
+		t.Fatalf("TurnRevoked(never revoked) = %v, %v", got, err)
+	}
+	for _, until := range []time.Time{now.Add(time.Hour), now.Add(-time.Hour)} { // a repeat keeps the later until
+		if err := s.RevokeTurn(ctx(t), "t-closed", until); err != nil {
+			t.Fatalf("RevokeTurn: %v", err)
+		}
+	}
+	if err := s.RevokeTurn(ctx(t), "t-old", now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, turn := range []string{"t-closed", "t-old"} {
+		if got, err := s.TurnRevoked(ctx(t), turn); err != nil || !got {
+			t.Fatalf("TurnRevoked(%s) = %v, %v, want true", turn, got, err)
+		}
+	}
+	n, err := s.ForgetRevocations(ctx(t), now)
+	if err != nil || n != 1 {
+		t.Fatalf("ForgetRevocations = %d, %v, want 1 (only t-old is past its until)", n, err)
+	}
+	if got, _ := s.TurnRevoked(ctx(t), "t-closed"); !got {
+		t.Error("a revocation was forgotten before its until")
+	}
+	if got, _ := s.TurnRevoked(ctx(t), "t-old"); got {
+		t.Error("a revocation past its until was kept")
+	}
+}
+
+func testPendingInTurn(t *testing.T, s records.Store) {
+	for i, call := range []string{"c1", "c2", "c3"} {
+		r := NewRecord("t-p", call, "files.read")
+		if err := s.Begin(ctx(t), r); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := s.Complete(ctx(t), r.AttemptID, records.Completion{
+				Status: sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED, Code: outcome.Cancelled, FinishedAt: time.Now().UTC(),
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Begin(ctx(t), NewRecord("t-other", "c1", "files.read")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PendingInTurn(ctx(t), "t-p"); err != nil || n != 2 {
+		t.Fatalf("PendingInTurn = %d, %v, want 2", n, err)
 	}
 }

@@ -1,0 +1,280 @@
+package grants
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// MaxLifetime bounds a grant: no turn lives longer (the bridge's MaxTTL).
+const MaxLifetime = 24 * time.Hour
+
+// issuer is both the issuer and the audience: the kernel signs grants for
+// itself.
+const issuer = "sharedos-kernel"
+
+// clockSkew is how far another replica's clock may be ahead when it issued
+// a grant (iat); expiry is checked exactly.
+const clockSkew = 30 * time.Second
+
+// cacheSize bounds the memo of verified grants; when full it starts over.
+const cacheSize = 8192
+
+// Grant is what a turn grant says.
+type Grant struct {
+	TurnID      string
+	Context     *sharedosv1.AccessContext
+	CatalogHash string
+	// Tools maps each pinned tool's name to its digest.
+	Tools     map[string]string
+	ExpiresAt time.Time
+}
+
+// Refusal says why a grant was refused; its text is safe to show a model.
+type Refusal struct{ Reason string }
+
+func (r *Refusal) Error() string { return "grants: " + r.Reason }
+
+func refuse(reason string) error { return &Refusal{Reason: reason} }
+
+// Refusals.
+var (
+	ErrMissing  = refuse("the call carries no turn grant")
+	ErrForged   = refuse("the turn grant is not one this kernel signed")
+	ErrExpired  = refuse("the turn grant has expired")
+	ErrMismatch = refuse("the turn grant belongs to another turn")
+)
+
+// Keys signs grants with one key and verifies them with it and any retired
+// keys.
+type Keys struct {
+	kid    string
+	signer jose.Signer
+	verify map[string]ed25519.PublicKey
+
+	mu       sync.RWMutex
+	verified map[string]*Grant
+}
+
+// New returns Keys signing with key and also verifying with retired.
+func New(key ed25519.PrivateKey, retired ...ed25519.PublicKey) (*Keys, error) {
+	pub, ok := key.Public().(ed25519.PublicKey)
+	if !ok || len(key) != ed25519.PrivateKeySize {
+		return nil, errors.New("grants: not an Ed25519 private key")
+	}
+	kid := KeyID(pub)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader(jose.HeaderKey("kid"), kid))
+	if err != nil {
+		return nil, fmt.Errorf("grants: signer: %w", err)
+	}
+	k := &Keys{kid: kid, signer: signer, verify: map[string]ed25519.PublicKey{kid: pub}, verified: map[string]*Grant{}}
+	for _, p := range retired {
+		k.verify[KeyID(p)] = p
+	}
+	return k, nil
+}
+
+// Generate returns Keys with a fresh key that lives only in this process.
+func Generate() (*Keys, error) {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("grants: generate key: %w", err)
+	}
+	return New(key)
+}
+
+// Load reads the signing key (a PEM PKCS #8 Ed25519 private key) and the
+// retired keys (private or public PEM keys) from files.
+func Load(keyFile string, retiredFiles ...string) (*Keys, error) {
+	key, err := readKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	priv, ok := key.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("grants: %s: not an Ed25519 private key", keyFile)
+	}
+	var retired []ed25519.PublicKey
+	for _, f := range retiredFiles {
+		k, err := readKey(f)
+		if err != nil {
+			return nil, err
+		}
+		switch k := k.(type) {
+		case ed25519.PrivateKey:
+			retired = append(retired, k.Public().(ed25519.PublicKey))
+		case ed25519.PublicKey:
+			retired = append(retired, k)
+		default:
+			return nil, fmt.Errorf("grants: %s: not an Ed25519 key", f)
+		}
+	}
+	return New(priv, retired...)
+}
+
+func readKey(file string) (crypto.PublicKey, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("grants: %w", err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, fmt.Errorf("grants: %s: no PEM block", file)
+	}
+	switch block.Type {
+	case "PRIVATE KEY":
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("grants: %s: %w", file, err)
+		}
+		return k, nil
+	case "PUBLIC KEY":
+		k, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("grants: %s: %w", file, err)
+		}
+		return k, nil
+	default:
+		return nil, fmt.Errorf("grants: %s: PEM block %q is not a PRIVATE KEY or PUBLIC KEY", file, block.Type)
+	}
+}
+
+// KeyID names a key: the unpadded base64url SHA-256 of its public key, cut
+// to 16 characters.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return base64.RawURLEncoding.EncodeToString(sum[:])[:16]
+}
+
+// KeyID is the id of the signing key.
+func (k *Keys) KeyID() string { return k.kid }
+
+// PublicKey is the signing key's public half.
+func (k *Keys) PublicKey() ed25519.PublicKey { return k.verify[k.kid] }
+
+type claims struct {
+	TurnID      string            `json:"tid"`
+	Context     accessContext     `json:"ctx"`
+	CatalogHash string            `json:"cat"`
+	Tools       map[string]string `json:"pin"`
+}
+
+type accessContext struct {
+	Principal  string            `json:"principal"`
+	Tenant     string            `json:"tenant,omitempty"`
+	Roles      []string          `json:"roles,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// Issue signs g; now is its issue time.
+func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
+	switch {
+	case g.TurnID == "":
+		return "", errors.New("grants: a grant needs a turn id")
+	case g.Context.GetPrincipal() == "":
+		return "", errors.New("grants: a grant needs a principal")
+	case !g.ExpiresAt.After(now):
+		return "", errors.New("grants: a grant must expire in the future")
+	case g.ExpiresAt.After(now.Add(MaxLifetime)):
+		return "", fmt.Errorf("grants: a grant lives at most %s", MaxLifetime)
+	}
+	std := jwt.Claims{
+		Issuer: issuer, Audience: jwt.Audience{issuer}, Subject: g.Context.GetPrincipal(),
+		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(g.ExpiresAt),
+	}
+	c := claims{
+		TurnID: g.TurnID, CatalogHash: g.CatalogHash, Tools: g.Tools,
+		Context: accessContext{
+			Principal: g.Context.GetPrincipal(), Tenant: g.Context.GetTenant(),
+			Roles: g.Context.GetRoles(), Attributes: g.Context.GetAttributes(),
+		},
+	}
+	if c.Tools == nil {
+		c.Tools = map[string]string{}
+	}
+	tok, err := jwt.Signed(k.signer).Claims(std).Claims(c).Serialize()
+	if err != nil {
+		return "", fmt.Errorf("grants: sign: %w", err)
+	}
+	return tok, nil
+}
+
+// Verify checks that token is a grant these keys signed, for turnID, not
+// expired at now, and returns what it says. A refusal is a *Refusal.
+// The returned Grant is shared: do not modify it.
+func (k *Keys) Verify(token, turnID string, now time.Time) (*Grant, error) {
+	if token == "" {
+		return nil, ErrMissing
+	}
+	k.mu.RLock()
+	g, ok := k.verified[token]
+	k.mu.RUnlock()
+	if !ok {
+		var err error
+		if g, err = k.verifySignature(token, now); err != nil {
+			return nil, err
+		}
+		k.mu.Lock()
+		if len(k.verified) >= cacheSize {
+			clear(k.verified)
+		}
+		k.verified[token] = g
+		k.mu.Unlock()
+	}
+	if !now.Before(g.ExpiresAt) {
+		return nil, ErrExpired
+	}
+	if g.TurnID != turnID {
+		return nil, ErrMismatch
+	}
+	return g, nil
+}
+
+func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil || len(tok.Headers) != 1 {
+		return nil, ErrForged
+	}
+	pub, ok := k.verify[tok.Headers[0].KeyID]
+	if !ok {
+		return nil, ErrForged
+	}
+	var std jwt.Claims
+	var c claims
+	if err := tok.Claims(pub, &std, &c); err != nil {
+		return nil, ErrForged
+	}
+	if std.Expiry == nil || c.TurnID == "" || c.Context.Principal == "" {
+		return nil, ErrForged
+	}
+	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience{issuer}, Time: now}, clockSkew); err != nil {
+		if errors.Is(err, jwt.ErrExpired) {
+			return nil, ErrExpired
+		}
+		return nil, ErrForged
+	}
+	return &Grant{
+		TurnID: c.TurnID, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: std.Expiry.Time(),
+		Context: &sharedosv1.AccessContext{
+			Principal: c.Context.Principal, Tenant: c.Context.Tenant,
+			Roles: slices.Clone(c.Context.Roles), Attributes: maps.Clone(c.Context.Attributes),
+		},
+	}, nil
+}

@@ -1,0 +1,174 @@
+package grants_test
+
+import (
+	"encoding/base64"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/mtls/pki"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
+)
+
+var now = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
+func grant() grants.Grant {
+	return grants.Grant{
+		TurnID:      "turn-1",
+		Context:     &sharedosv1.AccessContext{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}, Attributes: map[string]string{"dept": "eng"}},
+		CatalogHash: strings.Repeat("c", 64),
+		Tools:       map[string]string{"files.read": strings.Repeat("d", 64)},
+		ExpiresAt:   now.Add(time.Hour),
+	}
+}
+
+func mustKeys(t *testing.T) *grants.Keys {
+	t.Helper()
+	k, err := grants.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestIssueVerifyRoundTrip(t *testing.T) {
+	k := mustKeys(t)
+	tok, err := k.Issue(grant(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second answer comes from the memo
+		g, err := k.Verify(tok, "turn-1", now.Add(time.Minute))
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		want := grant()
+		if g.TurnID != want.TurnID || g.CatalogHash != want.CatalogHash || g.Tools["files.read"] != want.Tools["files.read"] ||
+			g.Context.GetPrincipal() != "alice" || g.Context.GetTenant() != "acme" || g.Context.GetRoles()[0] != "engineer" ||
+			g.Context.GetAttributes()["dept"] != "eng" || !g.ExpiresAt.Equal(want.ExpiresAt) {
+			t.Fatalf("Verify = %+v", g)
+		}
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	k := mustKeys(t)
+	tok, err := k.Issue(grant(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(tok, ".")
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	altered := strings.Join([]string{parts[0],
+		base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(payload), `"alice"`, `"admin"`, 1))), parts[2]}, ".")
+
+	other := mustKeys(t)
+	forged, _ := other.Issue(grant(), now)
+
+	// The same claims with alg "none": never accepted.
+	noneTok := parts[0][:0] + base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","kid":"`+k.KeyID()+`"}`)) + "." + parts[1] + "."
+
+	// HS256 keyed with the public key's bytes (the classic confusion).
+	hs, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte(k.PublicKey())},
+		(&jose.SignerOptions{}).WithHeader(jose.HeaderKey("kid"), k.KeyID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	confused, err := jwt.Signed(hs).Claims(map[string]any{"tid": "turn-1", "iss": "sharedos-kernel", "aud": "sharedos-kernel",
+		"exp": now.Add(time.Hour).Unix(), "ctx": map[string]any{"principal": "admin"}}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name, token, turn string
+		at                time.Time
+		want              error
+	}{
+		{"missing", "", "turn-1", now, grants.ErrMissing},
+		{"altered", altered, "turn-1", now, grants.ErrForged},
+		{"forged by another key", forged, "turn-1", now, grants.ErrForged},
+		{"alg none", noneTok, "turn-1", now, grants.ErrForged},
+		{"HS256 with the public key", confused, "turn-1", now, grants.ErrForged},
+		{"not a JWS", "garbage", "turn-1", now, grants.ErrForged},
+		{"expired", tok, "turn-1", now.Add(time.Hour), grants.ErrExpired},
+		{"other turn", tok, "turn-2", now, grants.ErrMismatch},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := k.Verify(tc.token, tc.turn, tc.at)
+			if !errors.Is(err, tc.want) || g != nil {
+				t.Fatalf("Verify = %v, %v; want %v", g, err, tc.want)
+			}
+			var r *grants.Refusal
+			if !errors.As(err, &r) || r.Reason == "" {
+				t.Fatalf("%v is not a Refusal with a reason", err)
+			}
+		})
+	}
+	// A memoised grant still expires.
+	if _, err := k.Verify(tok, "turn-1", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Verify(tok, "turn-1", now.Add(2*time.Hour)); !errors.Is(err, grants.ErrExpired) {
+		t.Fatalf("memoised grant after expiry: %v", err)
+	}
+}
+
+func TestIssueRefusesUnboundedGrants(t *testing.T) {
+	k := mustKeys(t)
+	for name, mutate := range map[string]func(*grants.Grant){
+		"no turn":      func(g *grants.Grant) { g.TurnID = "" },
+		"no principal": func(g *grants.Grant) { g.Context = &sharedosv1.AccessContext{} },
+		"past":         func(g *grants.Grant) { g.ExpiresAt = now },
+		"too long":     func(g *grants.Grant) { g.ExpiresAt = now.Add(grants.MaxLifetime + time.Second) },
+	} {
+		g := grant()
+		mutate(&g)
+		if _, err := k.Issue(g, now); err == nil {
+			t.Errorf("%s: Issue accepted %+v", name, g)
+		}
+	}
+}
+
+func TestRotation(t *testing.T) {
+	dir := t.TempDir()
+	oldFile, newFile := filepath.Join(dir, "old.key"), filepath.Join(dir, "new.key")
+	for _, f := range []string{oldFile, newFile} {
+		if err := pki.WriteSigningKey(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := grants.Load(oldFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := before.Issue(grant(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := grants.Load(newFile, oldFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.KeyID() == before.KeyID() {
+		t.Fatal("two keys share an id")
+	}
+	if _, err := after.Verify(tok, "turn-1", now); err != nil {
+		t.Fatalf("a grant of the retired key after rotation: %v", err)
+	}
+	fresh, _ := after.Issue(grant(), now)
+	if _, err := before.Verify(fresh, "turn-1", now); !errors.Is(err, grants.ErrForged) {
+		t.Fatalf("a kernel without the new key accepted its grant: %v", err)
+	}
+	if _, err := grants.Load(filepath.Join(dir, "missing.key")); err == nil {
+		t.Fatal("Load of a missing file succeeded")
+	}
+}

@@ -1,0 +1,221 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
+)
+
+// CatalogueLister is the per-context catalogue GrantTurn pins;
+// *catalog.Service implements it.
+type CatalogueLister interface {
+	ListTools(ctx context.Context, actx *sharedosv1.AccessContext) (catalog.Listing, error)
+}
+
+// errTurnClosed is the cancellation cause of a call whose turn was revoked.
+var errTurnClosed = errors.New("the turn was closed")
+
+// ErrRevocationUnfinished: RevokeTurn wrote the revocation but calls of the
+// turn were still running when its deadline came; retrying is safe.
+var ErrRevocationUnfinished = &Error{codes.Unavailable, "REVOCATION_UNFINISHED",
+	"the turn is revoked, but some of its calls were still ending when the deadline came; retry"}
+
+// ErrRevocationUnavailable: the turn's revocation could not be written or
+// read.
+var ErrRevocationUnavailable = &Error{codes.Unavailable, "REVOCATION_UNAVAILABLE",
+	"the turn's revocation could not be written or read"}
+
+// ErrTurnClosed: GrantTurn for a turn that was revoked.
+var ErrTurnClosed = &Error{codes.FailedPrecondition, "TURN_CLOSED", "the turn was closed; its id is never granted again"}
+
+// GrantTurn pins the catalogue req.context may see and signs the turn's
+// grant over it (ADR 0015).
+func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnRequest) (*sharedosv1.GrantTurnResponse, error) {
+	now := time.Now()
+	if err := checkID("turn_id", req.GetTurnId()); err != nil {
+		return nil, err
+	}
+	if req.GetContext().GetPrincipal() == "" {
+		return nil, invalid("context.principal", "is required: a turn runs for a principal")
+	}
+	exp := req.GetExpiresAt()
+	switch {
+	case exp == nil || exp.CheckValid() != nil:
+		return nil, invalid("expires_at", "is required and must be a valid time")
+	case !exp.AsTime().After(now):
+		return nil, invalid("expires_at", "must be in the future")
+	case exp.AsTime().After(now.Add(grants.MaxLifetime)):
+		return nil, invalid("expires_at", fmt.Sprintf("must be at most %s ahead", grants.MaxLifetime))
+	}
+	if s.catalogue == nil {
+		return nil, &Error{codes.FailedPrecondition, "NO_CATALOGUE", "this kernel has no catalogue to grant"}
+	}
+	// A closed turn stays closed: its id is never granted again.
+	switch revoked, err := s.records.TurnRevoked(ctx, req.GetTurnId()); {
+	case err != nil:
+		s.logger.ErrorContext(ctx, "turn revocation unreadable; grant refused", slog.Any("error", err))
+		return nil, ErrRevocationUnavailable
+	case revoked:
+		return nil, ErrTurnClosed
+	}
+	listing, err := s.catalogue.ListTools(ctx, req.GetContext())
+	if err != nil {
+		return nil, err
+	}
+	pin := make(map[string]string, len(listing.Tools))
+	for _, t := range listing.Tools {
+		pin[t.GetName()] = t.GetDigest()
+	}
+	grant, err := s.grants.Issue(grants.Grant{
+		TurnID: req.GetTurnId(), Context: req.GetContext(), CatalogHash: listing.CatalogHash, Tools: pin,
+		ExpiresAt: exp.AsTime(),
+	}, now)
+	if err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "turn granted", slog.String(telemetry.LogTurnID, req.GetTurnId()),
+		slog.String(telemetry.LogCatalogHash, listing.CatalogHash), slog.Int("tools", len(pin)),
+		slog.String("grant_key_id", s.grants.KeyID()))
+	return &sharedosv1.GrantTurnResponse{Grant: grant, CatalogHash: listing.CatalogHash, Tools: listing.Tools}, nil
+}
+
+// RevokeTurn voids the turn's grant on every kernel, cancels its calls in
+// flight here (other kernels hear of it from the store) and returns once no
+// call of the turn is pending anywhere: after it returns, no handler of the
+// turn starts. It is idempotent.
+func (s *Pipeline) RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnRequest) (*sharedosv1.RevokeTurnResponse, error) {
+	turn := req.GetTurnId()
+	if err := checkID("turn_id", turn); err != nil {
+		return nil, err
+	}
+	if err := s.records.RevokeTurn(ctx, turn, time.Now().Add(grants.MaxLifetime)); err != nil {
+		s.logger.ErrorContext(ctx, "revoke turn", slog.String(telemetry.LogTurnID, turn), slog.Any("error", err))
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, ErrRevocationUnavailable
+	}
+	cancelled := s.inflight.cancel(turn)
+	// A call that passed its revocation check before the revocation
+	// committed is pending; wait for every such call, on any kernel, to end.
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		n, err := s.records.PendingInTurn(ctx, turn)
+		if err == nil && n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			s.logger.WarnContext(ctx, "turn revoked; calls still ending at the deadline",
+				slog.String(telemetry.LogTurnID, turn), slog.Int("pending", n), slog.Any("error", err))
+			return nil, ErrRevocationUnfinished
+		case <-time.After(backoff):
+		}
+		cancelled += s.inflight.cancel(turn)
+	}
+	s.logger.InfoContext(ctx, "turn revoked", slog.String(telemetry.LogTurnID, turn), slog.Int("cancelled", cancelled))
+	return &sharedosv1.RevokeTurnResponse{Cancelled: int32(min(cancelled, 1<<31-1))}, nil
+}
+
+// RunRevocationWatch cancels this kernel's calls of every turn another
+// kernel revokes, until ctx is done. After each (re)connection it also
+// checks the turns of the calls in flight, so a revocation made while it was
+// not listening still cancels them.
+func (s *Pipeline) RunRevocationWatch(ctx context.Context) {
+	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+		err := s.records.WatchRevocations(ctx, func() { s.sweepRevoked(ctx) }, func(turn string) {
+			if n := s.inflight.cancel(turn); n > 0 {
+				s.logger.InfoContext(ctx, "calls of a revoked turn cancelled", slog.String(telemetry.LogTurnID, turn),
+					slog.Int("cancelled", n))
+			}
+		})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		s.logger.WarnContext(ctx, "revocation watch lost; reconnecting", slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (s *Pipeline) sweepRevoked(ctx context.Context) {
+	for _, turn := range s.inflight.turns() {
+		if revoked, err := s.records.TurnRevoked(ctx, turn); err == nil && revoked {
+			s.inflight.cancel(turn)
+		}
+	}
+}
+
+// flights is the registry of calls in flight in this process, by turn.
+type flights struct {
+	mu     sync.Mutex
+	byTurn map[string]map[*flight]struct{}
+}
+
+type flight struct {
+	cancel    context.CancelCauseFunc
+	cancelled bool
+}
+
+// add registers a call of turn; the returned function removes it.
+func (f *flights) add(turn string, cancel context.CancelCauseFunc) func() {
+	fl := &flight{cancel: cancel}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byTurn == nil {
+		f.byTurn = map[string]map[*flight]struct{}{}
+	}
+	set := f.byTurn[turn]
+	if set == nil {
+		set = map[*flight]struct{}{}
+		f.byTurn[turn] = set
+	}
+	set[fl] = struct{}{}
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(set, fl)
+		if len(f.byTurn[turn]) == 0 {
+			delete(f.byTurn, turn)
+		}
+	}
+}
+
+// cancel cancels every call of turn in flight here and returns how many it
+// had not cancelled before.
+func (f *flights) cancel(turn string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for fl := range f.byTurn[turn] {
+		if !fl.cancelled {
+			fl.cancelled = true
+			fl.cancel(errTurnClosed)
+			n++
+		}
+	}
+	return n
+}
+
+func (f *flights) turns() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.byTurn))
+	for t := range f.byTurn {
+		out = append(out, t)
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
+	"github.com/sharedos/toolshare/catalog-svc/internal/server"
+)
+
+// TestInvalidGrantsAreRefusedAndRecorded: the kernel takes a call's context
+// and pin from its grant alone; every grant it did not sign for this turn,
+// or that has expired, is refused — and the attempt is recorded, with no
+// principal (nothing the caller asserted is written as fact).
+func TestInvalidGrantsAreRefusedAndRecorded(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		good := grantFor(t, "g", h.resolver.pin())
+		parts := strings.Split(good, ".")
+		payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+		altered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(
+			[]byte(strings.Replace(string(payload), `"engineer"`, `"admin"`, 1))) + "." + parts[2]
+		other, err := grants.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged, _ := other.Issue(grants.Grant{TurnID: "g", Context: &sharedosv1.AccessContext{Principal: "mallory", Roles: []string{"admin"}},
+			Tools: h.resolver.pin(), ExpiresAt: time.Now().Add(time.Hour)}, time.Now())
+		expired, _ := testKeys.Issue(grants.Grant{TurnID: "g", Context: alice(), Tools: h.resolver.pin(),
+			ExpiresAt: time.Now().Add(-time.Minute)}, time.Now().Add(-time.Hour))
+		for name, grant := range map[string]string{
+			"missing": "", "forged": forged, "altered": altered, "expired": expired,
+			"other turn": grantFor(t, "another-turn", h.resolver.pin()),
+		} {
+			c := h.newCall("g", "files.read", `{"path":"/private/a.txt"}`)
+			c.Grant = grant
+			res, err := h.invoke(context.Background(), c)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			expect(t, res, denied, outcome.InvalidGrant)
+		}
+		if n := h.handler.calls.Load(); n != 0 {
+			t.Fatalf("a handler ran %d times for refused grants", n)
+		}
+		if n := h.authz.calls.Load(); n != 0 {
+			t.Fatalf("authz was asked %d times for refused grants", n)
+		}
+		rows := h.records("g")
+		if len(rows) != 5 {
+			t.Fatalf("%d records for 5 refused attempts", len(rows))
+		}
+		for _, r := range rows {
+			if r.Status != denied || r.Code != outcome.InvalidGrant || r.Principal != "" || r.Reason == "" {
+				t.Errorf("record = %+v", r)
+			}
+		}
+	})
+}
+
+// TestRevokeTurn: a call in flight when its turn is revoked is cancelled
+// and recorded cancelled; RevokeTurn returns only after it ended; a call
+// after it is refused invalid_grant and recorded, and nothing starts.
+func TestRevokeTurn(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		type answer struct {
+			res *sharedosv1.ToolResult
+			err error
+		}
+		inflight := make(chan answer, 1)
+		go func() {
+			res, err := h.invoke(ctx, h.newCall("r", "test.sleep", `{}`))
+			inflight <- answer{res, err}
+		}()
+		wait(t, h.handler.started, "handler start")
+		resp, err := h.kernel.RevokeTurn(ctx, &sharedosv1.RevokeTurnRequest{TurnId: "r"})
+		if err != nil {
+			t.Fatalf("RevokeTurn: %v", err)
+		}
+		if resp.GetCancelled() != 1 {
+			t.Errorf("RevokeTurn cancelled %d calls, want 1", resp.GetCancelled())
+		}
+		// RevokeTurn has returned: the in-flight call's record is final.
+		rows := h.records("r")
+		if len(rows) != 1 || rows[0].Status != cancelled || rows[0].Reason != "the turn was closed" {
+			t.Fatalf("records at RevokeTurn's return = %+v", rows)
+		}
+		a := wait(t, inflight, "the in-flight answer")
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		expect(t, a.res, cancelled, outcome.Cancelled)
+
+		before := h.handler.calls.Load()
+		res := h.call("r", "files.read", `{"path":"/public/a.txt"}`)
+		expect(t, res, denied, outcome.InvalidGrant)
+		if res.GetReason() != "the turn was closed" {
+			t.Errorf("reason %q", res.GetReason())
+		}
+		if h.handler.calls.Load() != before {
+			t.Fatal("a handler started after RevokeTurn returned")
+		}
+		// Idempotent, and other turns go on.
+		if resp, err := h.kernel.RevokeTurn(ctx, &sharedosv1.RevokeTurnRequest{TurnId: "r"}); err != nil || resp.GetCancelled() != 0 {
+			t.Fatalf("second RevokeTurn = %v, %v", resp, err)
+		}
+		expect(t, h.call("other", "files.read", `{"path":"/public/a.txt"}`), succeeded, "")
+		// A closed turn's id is never granted again.
+		_, err = server.NewRuntimeServer(h.kernel).GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "r", Context: alice(),
+			ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		if status.Code(err) != codes.FailedPrecondition {
+			t.Errorf("GrantTurn of a closed turn = %v, want FailedPrecondition", err)
+		}
+	})
+}
+
+func TestGrantTurnRefusesBadRequests(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		rpc := server.NewRuntimeServer(h.kernel)
+		future := timestamppb.New(time.Now().Add(time.Hour))
+		for name, req := range map[string]*sharedosv1.GrantTurnRequest{
+			"no turn":      {Context: alice(), ExpiresAt: future},
+			"no principal": {TurnId: "t", Context: &sharedosv1.AccessContext{}, ExpiresAt: future},
+			"no expiry":    {TurnId: "t", Context: alice()},
+			"past":         {TurnId: "t", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(-time.Second))},
+			"too long":     {TurnId: "t", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(25 * time.Hour))},
+		} {
+			if _, err := rpc.GrantTurn(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("%s: GrantTurn = %v, want InvalidArgument", name, err)
+			}
+		}
+		if _, err := rpc.RevokeTurn(context.Background(), &sharedosv1.RevokeTurnRequest{}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("RevokeTurn without a turn = %v", err)
+		}
+	})
+}
