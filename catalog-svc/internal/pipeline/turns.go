@@ -55,7 +55,7 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 		return nil, invalid("expires_at", "is required and must be a valid time")
 	case !exp.AsTime().After(now):
 		return nil, invalid("expires_at", "must be in the future")
-	case exp.AsTime().After(now.Add(grants.MaxLifetime)):
+	case exp.AsTime().After(now.Add(grants.MaxLifetime + grants.ClockSkew)):
 		return nil, invalid("expires_at", fmt.Sprintf("must be at most %s ahead", grants.MaxLifetime))
 	}
 	if s.catalogue == nil {
@@ -99,7 +99,7 @@ func (s *Pipeline) RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnReq
 	if err := checkID("turn_id", turn); err != nil {
 		return nil, err
 	}
-	if err := s.records.RevokeTurn(ctx, turn, time.Now().Add(grants.MaxLifetime)); err != nil {
+	if err := s.records.RevokeTurn(ctx, turn, time.Now().Add(grants.MaxLifetime+grants.ClockSkew)); err != nil {
 		s.logger.ErrorContext(ctx, "revoke turn", slog.String(telemetry.LogTurnID, turn), slog.Any("error", err))
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

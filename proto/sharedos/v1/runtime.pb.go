@@ -196,7 +196,8 @@ func (x *RevokeTurnRequest) GetTurnId() string {
 
 type RevokeTurnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// cancelled counts the calls of the turn this revocation cancelled.
+	// cancelled counts the calls of the turn this revocation cancelled on the
+	// kernel that answered (the others cancel theirs when they hear of it).
 	Cancelled     int32 `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -46,7 +46,9 @@ type RuntimeServiceClient interface {
 	// RevokeTurn voids a turn's grant on every kernel (the bridge, at
 	// CloseTurn). It returns once the revocation is durable and every call of
 	// the turn still in flight on any kernel has ended (those are cancelled):
-	// after it returns no handler of the turn starts. Idempotent.
+	// after it returns no handler of the turn starts. A pending record of a
+	// kernel that died mid-call holds it until that record is reconciled;
+	// UNAVAILABLE then, and a retry is safe. Idempotent.
 	RevokeTurn(ctx context.Context, in *RevokeTurnRequest, opts ...grpc.CallOption) (*RevokeTurnResponse, error)
 }
 
@@ -119,7 +121,9 @@ type RuntimeServiceServer interface {
 	// RevokeTurn voids a turn's grant on every kernel (the bridge, at
 	// CloseTurn). It returns once the revocation is durable and every call of
 	// the turn still in flight on any kernel has ended (those are cancelled):
-	// after it returns no handler of the turn starts. Idempotent.
+	// after it returns no handler of the turn starts. A pending record of a
+	// kernel that died mid-call holds it until that record is reconciled;
+	// UNAVAILABLE then, and a retry is safe. Idempotent.
 	RevokeTurn(context.Context, *RevokeTurnRequest) (*RevokeTurnResponse, error)
 	mustEmbedUnimplementedRuntimeServiceServer()
 }

@@ -28,8 +28,9 @@ const warmCalls = 64
 type procUsage struct{ fds, listeners, db int }
 
 // maxDBConns bounds one process's database connections: one pgdb pool of
-// at most 10, plus catalog-svc's dedicated LISTEN connection (store watch).
-const maxDBConns = 11
+// at most 10, plus catalog-svc's two dedicated LISTEN connections (the
+// catalogue feed, and turn revocations: ADR 0015).
+const maxDBConns = 12
 
 func usage(t testing.TB, pid, dbPort int) procUsage {
 	t.Helper()

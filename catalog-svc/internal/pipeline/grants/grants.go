@@ -23,15 +23,17 @@ import (
 )
 
 // MaxLifetime bounds a grant: no turn lives longer (the bridge's MaxTTL).
+// Issue allows ClockSkew on top, for a bridge whose clock is ahead.
 const MaxLifetime = 24 * time.Hour
 
 // issuer is both the issuer and the audience: the kernel signs grants for
 // itself.
 const issuer = "sharedos-kernel"
 
-// clockSkew is how far another replica's clock may be ahead when it issued
-// a grant (iat); expiry is checked exactly.
-const clockSkew = 30 * time.Second
+// ClockSkew is how far another clock may be ahead: a replica's that issued
+// a grant (iat), a bridge's that set its expiry. Expiry itself is checked
+// exactly.
+const ClockSkew = 30 * time.Second
 
 // cacheSize bounds the memo of verified grants; when full it starts over.
 const cacheSize = 8192
@@ -192,7 +194,7 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 		return "", errors.New("grants: a grant needs a principal")
 	case !g.ExpiresAt.After(now):
 		return "", errors.New("grants: a grant must expire in the future")
-	case g.ExpiresAt.After(now.Add(MaxLifetime)):
+	case g.ExpiresAt.After(now.Add(MaxLifetime + ClockSkew)):
 		return "", fmt.Errorf("grants: a grant lives at most %s", MaxLifetime)
 	}
 	std := jwt.Claims{
@@ -264,7 +266,7 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 	if std.Expiry == nil || c.TurnID == "" || c.Context.Principal == "" {
 		return nil, ErrForged
 	}
-	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience{issuer}, Time: now}, clockSkew); err != nil {
+	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience{issuer}, Time: now}, ClockSkew); err != nil {
 		if errors.Is(err, jwt.ErrExpired) {
 			return nil, ErrExpired
 		}
