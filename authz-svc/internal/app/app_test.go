@@ -216,7 +216,10 @@ func TestBadInputIsRefusedBeforeEvaluation(t *testing.T) {
 		field string
 		rule  string
 	}{
-		{"unknown action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "delete" }, "action", "must be one of list, read, write, search, call, execute"},
+		{"unknown action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "delete" }, "action", "must be one of read, write, search, call, execute"},
+		// list is FilterTools' action: a call authorized by a policy's list
+		// rule would skip every resource check (issue 17, item 3).
+		{"list is not a call's action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "list" }, "action", `must be one of read, write, search, call, execute, got "list"`},
 		{"empty action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "" }, "action", "must be one of"},
 		{"missing context", func(r *sharedosv1.AuthorizeRequest) { r.Context = nil }, "context", "is required"},
 		{"empty principal", func(r *sharedosv1.AuthorizeRequest) { r.Context = &sharedosv1.AccessContext{Roles: []string{"admin"}} }, "context.principal", "must not be empty"},

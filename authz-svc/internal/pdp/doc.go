@@ -34,7 +34,8 @@
 //	{
 //	  "context":   {"principal": string, "tenant": string, "roles": [string], "attributes": {string: string}},
 //	  "tool":      {"name": string, "namespace": string, "class": string, "annotations": object, "source": string},
-//	  "action":    one of requirement.Actions ("list", "read", "write", "search", "call", "execute"),
+//	  "action":    one of requirement.Actions ("list", "read", "write", "search", "call", "execute");
+//	               never "list" for Authorize (requirement.IsCallAction),
 //	  "resource":  string, e.g. "file:/public/a.txt" ("" when the action has none),
 //	  "arguments": object, the call's arguments exactly as the client sent them
 //	}

@@ -28,8 +28,9 @@ const (
 	// MaxFilterTools bounds one FilterTools call; the catalogue is paged
 	// well below this.
 	MaxFilterTools = 10_000
-	// MaxResourceBytes bounds the resource string.
-	MaxResourceBytes = 4096
+	// MaxResourceBytes bounds the resource string (the kernel refuses a
+	// longer one before asking).
+	MaxResourceBytes = requirement.MaxResourceBytes
 	// MaxContextStringBytes bounds principal, tenant, each role and each
 	// attribute key and value.
 	MaxContextStringBytes = 1024
@@ -215,8 +216,10 @@ func authorizeRequest(in *sharedosv1.AuthorizeRequest) (pdp.Request, error) {
 	if err != nil {
 		return pdp.Request{}, err
 	}
-	if !requirement.IsAction(in.GetAction()) {
-		return pdp.Request{}, invalid("action", "must be one of %s, got %q", strings.Join(requirement.Actions(), ", "), clip(in.GetAction()))
+	if !requirement.IsCallAction(in.GetAction()) {
+		// list is for FilterTools only: a call is never authorized by a
+		// policy's list rule, which may allow before any resource check.
+		return pdp.Request{}, invalid("action", "must be one of %s, got %q", strings.Join(requirement.CallActions(), ", "), clip(in.GetAction()))
 	}
 	if len(in.GetResource()) > MaxResourceBytes {
 		return pdp.Request{}, invalid("resource", "must be at most %d bytes", MaxResourceBytes)

@@ -79,12 +79,18 @@ func (l *lazySchema) get() (*jsonschema.Schema, error) {
 
 func (e *entry) name() string { return e.hash.Name }
 
-// snapshot is an immutable view of the published catalogue. Writers build a
-// new one and swap it atomically; readers never lock.
+// snapshot is an immutable view of the catalogue. Writers build a new one
+// and swap it atomically; readers never lock.
 type snapshot struct {
-	entries []*entry // ascending by name
-	facts   []*sharedosv1.ToolFacts
+	entries []*entry       // every registered tool, ascending by name
 	byName  map[string]int // name → index into entries
+	// listed are the tools ListTools publishes: managed ones only (a
+	// harness-local or external-direct tool is never SharedOS's to serve,
+	// and every call of it would be refused), ascending by name; facts and
+	// listedByName index them.
+	listed       []*entry
+	facts        []*sharedosv1.ToolFacts
+	listedByName map[string]int
 
 	allOnce sync.Once
 	allHash string
@@ -93,13 +99,17 @@ type snapshot struct {
 func newSnapshot(entries []*entry) *snapshot {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name() < entries[j].name() })
 	s := &snapshot{
-		entries: entries,
-		facts:   make([]*sharedosv1.ToolFacts, len(entries)),
-		byName:  make(map[string]int, len(entries)),
+		entries:      entries,
+		byName:       make(map[string]int, len(entries)),
+		listedByName: make(map[string]int, len(entries)),
 	}
 	for i, e := range entries {
-		s.facts[i] = e.facts
 		s.byName[e.name()] = i
+		if e.resolved.Registration.GetClass() == sharedosv1.ToolClass_TOOL_CLASS_MANAGED {
+			s.listedByName[e.name()] = len(s.listed)
+			s.listed = append(s.listed, e)
+			s.facts = append(s.facts, e.facts)
+		}
 	}
 	return s
 }
@@ -127,11 +137,11 @@ func (s *snapshot) withChange(name string, e *entry) *snapshot {
 	return newSnapshot(entries)
 }
 
-// hashAll is the catalogHash of every published tool, computed on first use.
+// hashAll is the catalogHash of every listed tool, computed on first use.
 func (s *snapshot) hashAll() string {
 	s.allOnce.Do(func() {
-		hs := make([]cataloghash.Entry, len(s.entries))
-		for i, e := range s.entries {
+		hs := make([]cataloghash.Entry, len(s.listed))
+		for i, e := range s.listed {
 			hs[i] = e.hash
 		}
 		s.allHash = cataloghash.SumSorted(hs)

@@ -382,8 +382,9 @@ type Listing struct {
 	CatalogHash string
 }
 
-// ListTools returns the tools actx may see, sorted by name, and their
-// catalogHash. Visibility is decided by authz-svc in one FilterTools call
+// ListTools returns the managed tools actx may see, sorted by name, and
+// their catalogHash (a harness-local or external-direct registration is
+// never published). Visibility is decided by authz-svc in one FilterTools call
 // for the whole catalogue; if that call fails, ListTools fails with
 // ErrAuthzUnavailable and returns no tools. A nil actx is the admin
 // listing: every published tool.
@@ -393,13 +394,13 @@ func (s *Service) ListTools(ctx context.Context, actx *sharedosv1.AccessContext)
 		return Listing{}, ErrNotReady
 	}
 	if actx == nil {
-		tools := make([]*sharedosv1.PublishedTool, len(snap.entries))
-		for i, e := range snap.entries {
+		tools := make([]*sharedosv1.PublishedTool, len(snap.listed))
+		for i, e := range snap.listed {
 			tools[i] = e.resolved.Published
 		}
 		return Listing{Tools: tools, CatalogHash: snap.hashAll()}, nil
 	}
-	if len(snap.entries) == 0 {
+	if len(snap.listed) == 0 {
 		return Listing{Tools: []*sharedosv1.PublishedTool{}, CatalogHash: cataloghash.SumSorted(nil)}, nil
 	}
 	if s.filter == nil {
@@ -427,11 +428,11 @@ func selectVisible(snap *snapshot, allowed []string) []*entry {
 	out := make([]*entry, 0, len(allowed))
 	j := 0
 	for _, name := range allowed {
-		for j < len(snap.entries) && snap.entries[j].name() < name {
+		for j < len(snap.listed) && snap.listed[j].name() < name {
 			j++
 		}
-		if j < len(snap.entries) && snap.entries[j].name() == name {
-			out = append(out, snap.entries[j])
+		if j < len(snap.listed) && snap.listed[j].name() == name {
+			out = append(out, snap.listed[j])
 			j++
 			continue
 		}
@@ -443,16 +444,16 @@ func selectVisible(snap *snapshot, allowed []string) []*entry {
 }
 
 func selectVisibleSlow(snap *snapshot, allowed []string) []*entry {
-	idx := make([]bool, len(snap.entries))
+	idx := make([]bool, len(snap.listed))
 	for _, name := range allowed {
-		if i, ok := snap.byName[name]; ok {
+		if i, ok := snap.listedByName[name]; ok {
 			idx[i] = true
 		}
 	}
 	out := make([]*entry, 0, len(allowed))
 	for i, ok := range idx {
 		if ok {
-			out = append(out, snap.entries[i])
+			out = append(out, snap.listed[i])
 		}
 	}
 	return out

@@ -443,3 +443,46 @@ func FuzzResolve(f *testing.F) {
 		}
 	})
 }
+
+// TestOnlyManagedToolsAreListed: a harness-local or external-direct
+// registration is never published (ListTools, with or without a context, and
+// the catalogHash leave it out), while Resolve still finds it so the kernel
+// can refuse a call to it by name (issue 17, item 4).
+func TestOnlyManagedToolsAreListed(t *testing.T) {
+	var asked []string
+	svc := newService(t, nil, filterFunc(func(in *sharedosv1.FilterToolsRequest) []string {
+		asked = asked[:0]
+		for _, f := range in.GetTools() {
+			asked = append(asked, f.GetName())
+		}
+		return asked
+	}))
+	registerAll(t, svc, "files.read")
+	local := reg("patch")
+	local.Metadata.Namespace, local.Class, local.Requirement, local.Handler = "", sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, nil, nil
+	direct := reg("jira.create")
+	direct.Metadata.Namespace, direct.Class, direct.Requirement, direct.Handler = "jira", sharedosv1.ToolClass_TOOL_CLASS_EXTERNAL_DIRECT, nil, nil
+	for _, r := range []*sharedosv1.ToolRegistration{local, direct} {
+		if _, _, err := svc.Register(testCtx(t), r); err != nil {
+			t.Fatalf("Register(%s): %v", r.GetName(), err)
+		}
+	}
+	managedOnly, _ := svc.ListTools(testCtx(t), nil)
+	for _, actx := range []*sharedosv1.AccessContext{nil, {Principal: "alice", Roles: []string{"engineer"}}} {
+		l, err := svc.ListTools(testCtx(t), actx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Tools) != 1 || l.Tools[0].GetName() != "files.read" || l.CatalogHash != managedOnly.CatalogHash {
+			t.Errorf("ListTools(%v) = %v", actx, l.Tools)
+		}
+	}
+	if len(asked) != 1 || asked[0] != "files.read" {
+		t.Errorf("FilterTools was asked about %v, want the managed tool only", asked)
+	}
+	for _, name := range []string{"patch", "jira.create"} {
+		if r, err := svc.Resolve(testCtx(t), name); err != nil || r.Registration.GetName() != name {
+			t.Errorf("Resolve(%s) = %v, %v: the kernel must still find it to refuse it", name, r, err)
+		}
+	}
+}

@@ -96,9 +96,13 @@ func validateAuthority(reg *sharedosv1.ToolRegistration, input *parsedSchema) er
 	if err := toolname.ValidateIdentifierField("requirement.action", req.GetAction()); err != nil {
 		return identifierError(err)
 	}
-	if !requirement.IsAction(req.GetAction()) {
+	if req.GetAction() == requirement.ActionList {
+		return invalid("requirement.action", RuleAction, "%q is reserved for catalogue filtering; a call needs one of %s",
+			req.GetAction(), strings.Join(requirement.CallActions(), ", "))
+	}
+	if !requirement.IsCallAction(req.GetAction()) {
 		// The set authz-svc evaluates: any other action fails every call.
-		return invalid("requirement.action", RuleAction, "%q is not one of %s", req.GetAction(), strings.Join(requirement.Actions(), ", "))
+		return invalid("requirement.action", RuleAction, "%q is not one of %s", req.GetAction(), strings.Join(requirement.CallActions(), ", "))
 	}
 	if _, ok := sharedosv1.PathCleaning_name[int32(req.GetPathCleaning())]; !ok {
 		return invalid("requirement.path_cleaning", RuleTemplate, "unknown value %d", req.GetPathCleaning())

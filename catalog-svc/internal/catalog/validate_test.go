@@ -114,7 +114,10 @@ func TestRegisterRejects(t *testing.T) {
 		{"source control char", func(r *sharedosv1.ToolRegistration) { r.Metadata.Source = "x\x1b" }, "metadata.source", catalog.RulePoisoning, ""},
 		{"managed without action", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "" }, "requirement.action", catalog.RuleRequired, ""},
 		{"managed without requirement", func(r *sharedosv1.ToolRegistration) { r.Requirement = nil }, "requirement.action", catalog.RuleRequired, ""},
-		{"action authz does not know", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "delete" }, "requirement.action", catalog.RuleAction, "list, read, write, search, call, execute"},
+		{"action authz does not know", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "delete" }, "requirement.action", catalog.RuleAction, "read, write, search, call, execute"},
+		// list is reserved for catalogue filtering: the shipped policy allows
+		// it before any resource check (issue 17, item 3).
+		{"action list", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "list" }, "requirement.action", catalog.RuleAction, "reserved for catalogue filtering"},
 		{"placeholder not a property", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{file}" }, "requirement.resource", catalog.RuleTemplate, "{file}"},
 		{"nested placeholder not top-level", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"opts":{"type":"object","properties":{"path":{}}}}}`)

@@ -221,6 +221,9 @@ func TestSchemaViolations(t *testing.T) {
 			{"files.read", "{\"path\":\"/public/\xff.txt\"}", "UTF-8"},
 			{"files.read", `{"path":"/public/a.txt","x":` + deep + `}`, "nested deeper"},
 			{"files.read", `{"path":"/public/a.txt\u0000.png"}`, "NUL"},
+			// Within the schema's 4,096 bytes, but "file:" + path is over
+			// the resource cap authz-svc enforces (issue 17, item 6).
+			{"files.read", `{"path":"/public/` + strings.Repeat("a", 4096-len("/public/")) + `"}`, "longer than 4096 bytes"},
 		}
 		for i, c := range cases {
 			turn := "s" + itoa(i)

@@ -19,6 +19,15 @@ func Actions() []string {
 	return []string{ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute}
 }
 
+// IsCallAction reports whether a tool's calls may need a: every action but
+// list, which is reserved for catalogue filtering (FilterTools). A call is
+// never authorized by the list rule of a policy, which may allow list
+// before any resource check.
+func IsCallAction(a string) bool { return a != ActionList && IsAction(a) }
+
+// CallActions lists the actions IsCallAction accepts.
+func CallActions() []string { return Actions()[1:] }
+
 // IsAction reports whether a is one of Actions.
 func IsAction(a string) bool {
 	switch a {

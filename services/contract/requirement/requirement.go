@@ -51,6 +51,11 @@ func reqErr(field, rule, format string, a ...any) error {
 // identifier any policy should be asked about.
 const MaxValueBytes = 4096
 
+// MaxResourceBytes caps a resolved resource: authz-svc refuses a longer one,
+// so the kernel refuses it first, as the arguments' fault
+// (failed/invalid_arguments), never as the policy's.
+const MaxResourceBytes = 4096
+
 // Resolve returns the action and the concrete resource req demands for a call
 // with argsJSON (a JSON object); it is ResolveValues over the decoded
 // object, for callers that hold only the bytes (sharedosctl).
@@ -120,6 +125,9 @@ func ResolveValues(req *sharedosv1.Requirement, args map[string]any) (action, re
 			v = CleanPOSIX(v)
 		}
 		b.WriteString(v)
+	}
+	if b.Len() > MaxResourceBytes {
+		return "", "", argErr("", "max_length", "the resource these arguments name is longer than %d bytes", MaxResourceBytes)
 	}
 	return req.GetAction(), b.String(), nil
 }

@@ -73,6 +73,9 @@ func TestResolveArgumentErrors(t *testing.T) {
 		{`{"path":["/public"]}`, "arguments.path", "type"},
 		{`{"path":"/public/a\u0000.txt"}`, "arguments.path", "no_nul"},
 		{`{"path":"` + strings.Repeat("a", requirement.MaxValueBytes+1) + `"}`, "arguments.path", "max_length"},
+		// Within the value cap, but the resource ("file:" + the path) is over
+		// authz-svc's cap: the arguments' fault, not the policy's.
+		{`{"path":"/public/` + strings.Repeat("a", requirement.MaxValueBytes-len("/public/")) + `"}`, "arguments.", "max_length"},
 		{`[1]`, "arguments.", "object"},
 		{`null`, "arguments.", "object"},
 		{`not json`, "arguments.", "object"},
