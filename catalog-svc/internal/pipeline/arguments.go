@@ -28,6 +28,36 @@ type frame struct {
 	arr       []any
 	expectKey bool
 	key       string // the member whose value comes next
+	// folded maps each key's case fold to the key, made at the object's
+	// second key (most objects have one).
+	folded map[string]string
+}
+
+// foldKey is s under simple Unicode case folding, the equivalence
+// strings.EqualFold (and encoding/json's field matching) uses: "PATH",
+// "Path" and "pAtH" — and "K" with the Kelvin sign — fold alike.
+func foldKey(s string) string { return strings.ToLower(strings.ToUpper(s)) }
+
+// checkFolded refuses key when another key of the object folds alike: a
+// case-insensitive decoder in a provider could read the one the policy
+// never saw.
+func (f *frame) checkFolded(key string) error {
+	if f.folded == nil {
+		if len(f.obj) == 0 {
+			return nil
+		}
+		f.folded = make(map[string]string, 4)
+		for k := range f.obj {
+			f.folded[foldKey(k)] = k
+		}
+	}
+	fk := foldKey(key)
+	if other, ok := f.folded[fk]; ok {
+		return fmt.Errorf("the keys %q and %q differ only in case; one object may hold only one of them",
+			truncate(other, 64), truncate(key, 64))
+	}
+	f.folded[fk] = key
+	return nil
 }
 
 // decodeArguments is the kernel's one parse of a call's arguments. In one
@@ -35,7 +65,9 @@ type frame struct {
 // valid UTF-8, a single JSON object, nesting depth at most
 // MaxArgumentsDepth, no duplicate keys in any object (two parsers that
 // disagree on which duplicate wins would let the policy and the handler see
-// different arguments) — and builds the decoded value (numbers as
+// different arguments), and no two keys of one object equal under case
+// folding (a case-insensitive decoder in a provider would pick one the
+// requirement and the policy never saw) — and builds the decoded value (numbers as
 // json.Number) that schema validation and the requirement read.
 // json.Decoder.Token does not recurse, so a hostile 10^5-deep input is
 // refused at depth 65 without stack growth. The raw bytes stay what is
@@ -86,6 +118,9 @@ func decodeArguments(raw []byte) (map[string]any, error) {
 				key, _ := tok.(string)
 				if _, dup := top.obj[key]; dup {
 					return nil, fmt.Errorf("the key %q appears twice in one object", truncate(key, 64))
+				}
+				if err := top.checkFolded(key); err != nil {
+					return nil, err
 				}
 				top.key, top.expectKey = key, false
 				continue

@@ -13,7 +13,7 @@ func TestDecodeArguments(t *testing.T) {
 	ok := []string{
 		`{}`, ` { } `, `{"a":1,"b":[1,{"a":2},{"a":3}],"c":{"a":{"b":null}}}`,
 		`{"a":[[],[[]]],"b":"x"}`, nest(MaxArgumentsDepth), `{"a":{"x":1},"b":{"x":1}}`,
-		`{"k":"\u0000"}`,
+		`{"k":"\u0000"}`, `{"a":{"A":1},"b":{"a":1}}`, // folded-equal keys in different objects
 	}
 	for _, s := range ok {
 		if _, err := decodeArguments([]byte(s)); err != nil {
@@ -33,6 +33,13 @@ func TestDecodeArguments(t *testing.T) {
 		`{"a":1`:                     "not valid JSON",
 		"{\"a\":\"\xc3\x28\"}":       "UTF-8",
 		`{"a":"` + strings.Repeat("x", MaxArgumentsBytes) + `"}`: "limit",
+		// Keys equal under case folding, at any level (issue 17, item 1):
+		// Go's struct decoding in a provider matches them alike.
+		`{"path":"/public/a.txt","PATH":"/private/secret.txt"}`: `"path" and "PATH" differ only in case`,
+		`{"x":{"Path":1,"pAtH":2}}`:                             "differ only in case",
+		`{"x":[{"id":1,"ID":2}]}`:                               "differ only in case",
+		"{\"k\":1,\"\u212a\":2}":                                "differ only in case", // the Kelvin sign
+		"{\"s\":1,\"\u017f\":2}":                                "differ only in case", // long s
 	}
 	for s, want := range bad {
 		_, err := decodeArguments([]byte(s))

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"reflect"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -96,9 +97,21 @@ func textResult(text string, isError bool) *sharedosv1.HandleResponse {
 	return &sharedosv1.HandleResponse{ContentJson: b, IsError: isError}
 }
 
-// decode parses args strictly: one JSON object, no unknown keys, nothing
+// decode parses args strictly: one JSON object, every key exactly one of
+// v's json field names (encoding/json alone would also match "PATH" or
+// "Path" to "path": a key the policy never saw), no unknown keys, nothing
 // after it. The provider does not rely on the kernel's schema validation.
 func decode(args []byte, v any) error {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(args, &keys); err != nil {
+		return fmt.Errorf("invalid arguments: %w", err)
+	}
+	fields := jsonFields(v)
+	for k := range keys {
+		if !fields[k] {
+			return fmt.Errorf("invalid arguments: unknown key %q (keys match exactly)", k)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -108,6 +121,19 @@ func decode(args []byte, v any) error {
 		return errors.New("invalid arguments: trailing data after the object")
 	}
 	return nil
+}
+
+// jsonFields are the json names of the fields of the struct v points to.
+func jsonFields(v any) map[string]bool {
+	t := reflect.TypeOf(v).Elem()
+	out := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // target is one cleaned, checked path inside the root.

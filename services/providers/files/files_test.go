@@ -125,6 +125,12 @@ func TestContract(t *testing.T) {
 		{Name: "missing path", Tool: files.ToolRead, Args: `{}`, WantError: true, WantText: "path is required"},
 		{Name: "unknown key", Tool: files.ToolRead, Args: `{"path":"/public/a.txt","mode":"x"}`, WantError: true},
 		{Name: "wrong type", Tool: files.ToolRead, Args: `{"path":7}`, WantError: true},
+		// Keys match exactly (issue 17, item 1): encoding/json alone reads
+		// "PATH" into path, a key the policy never saw.
+		{Name: "case-folded key", Tool: files.ToolRead, Args: `{"PATH":"/private/secret.txt"}`, WantError: true, WantText: `unknown key "PATH"`, NotText: "SECRET"},
+		{Name: "case-folded key smuggled beside the real one", Tool: files.ToolRead, Args: `{"path":"/public/a.txt","Path":"/private/secret.txt"}`, WantError: true, NotText: "SECRET"},
+		{Name: "Kelvin-sign key", Tool: files.ToolSearch, Args: "{\"query\":\"kiwi\",\"path\":\"/public\",\"limit\":1,\"\u212aey\":1}", WantError: true},
+		{Name: "case-folded write key", Tool: files.ToolWrite, Args: `{"PATH":"/private/a.txt","content":"x"}`, WantError: true, WantText: "unknown key"},
 		{Name: "search public", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public"}`, WantText: "/public/sub/b.txt:2: kiwi two", NotText: "PRIVATE"},
 		{Name: "search skips links", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public"}`, NotText: "SECRET"},
 		{Name: "search limit", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public","limit":1}`, WantText: "stopped at 1"},

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
 // hostileCase is one request at a live turn endpoint.
@@ -319,4 +321,49 @@ func checkHandledMatchRecords(t *testing.T, s *stack, turnID string) {
 			t.Errorf("call %s: recorded arguments digest %s, handler got bytes with digest %s", h.CallID, digest, d)
 		}
 	}
+}
+
+// TestCaseFoldedKeysNeverReachAProvider (issue 17, item 1): with files.read
+// re-registered WITHOUT additionalProperties:false, an argument key that
+// differs from the authorized one only in case ({"path": public, "PATH":
+// private}) would be read by the files provider's case-insensitive decoding.
+// The kernel refuses it as failed/invalid_arguments, recorded; the provider
+// never runs and the private file never appears. (The files provider itself
+// also refuses a key that is not exactly its own: its unit tests.)
+func TestCaseFoldedKeysNeverReachAProvider(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := s.catalogC.GetTool(ctx, &sharedosv1.GetToolRequest{Name: "files.read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := got.GetRegistration()
+	reg.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","minLength":1,"maxLength":4096}},"required":["path"]}`)
+	if _, err := s.catalogC.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: reg}); err != nil {
+		t.Fatalf("re-register files.read without additionalProperties: %v", err)
+	}
+	tr := s.open("alice")
+	for _, args := range []string{
+		`{"path":"/public/a.txt","PATH":"/private/secret.txt"}`,
+		`{"PATH":"/private/secret.txt","path":"/public/a.txt"}`,
+		`{"path":"/public/a.txt","Path":"/private/secret.txt"}`,
+	} {
+		c := mustCall(t, tr, "files.read", args)
+		expectOutcome(t, c, "failed", "invalid_arguments")
+		if strings.Contains(string(c.resp.body), privateCanary) {
+			t.Fatalf("%s: the private file came back", args)
+		}
+	}
+	rows := s.ops(tr.ID)
+	if len(rows) != 3 {
+		t.Fatalf("%d records for 3 attempts", len(rows))
+	}
+	for _, r := range rows {
+		if r.Status != "failed" || r.Code != "invalid_arguments" || !strings.Contains(r.Reason, "differ only in case") {
+			t.Errorf("record %+v", r)
+		}
+	}
+	// The same turn still reads what the policy allows.
+	expectOutcome(t, mustCall(t, tr, "files.read", `{"path":"/public/a.txt"}`), "succeeded", "")
 }
