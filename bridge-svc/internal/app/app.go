@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -96,7 +97,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	dbURL := config.String(fs, "database-url", "", "PostgreSQL DSN for leases (empty: embedded in-memory store)")
 	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): only bridge.leases; empty: the login user's own privileges")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use)")
-	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin are always allowed)")
+	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin, and from the bridge's own origin — the public URL's, and the loopback names with its port on a loopback listener — are always allowed)")
 	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries: the tenants each host identity may open turns for (* = any; operators may for any)")
 	oidcIssuer := config.String(fs, "oidc-issuer", "", "OIDC issuer whose ID tokens OpenTurn accepts as user_token (discovery and JWKS from it; empty: none)")
@@ -277,7 +278,8 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		Store:     a.store,
 		Forwarder: &forward.Forwarder{Invoker: invoker, Logger: a.log},
 		Edge: protocol.NewEdge(protocol.EdgeConfig{
-			AllowedOrigins: c.AllowedOrigins, AllowedHosts: hosts, MaxBodyBytes: int64(c.MaxBodyBytes),
+			AllowedOrigins: append(slices.Clone(c.AllowedOrigins), protocol.OwnOrigins(pu, a.httpLis.Addr())...),
+			AllowedHosts:   hosts, MaxBodyBytes: int64(c.MaxBodyBytes),
 		}),
 		Logger:         a.log,
 		StatusCacheTTL: c.StatusCacheTTL,

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -93,9 +94,12 @@ func TestEdgeSecurity(t *testing.T) {
 		t.Fatalf("kernel saw %v, want only the Mcp-Name mismatch, as a record-only rejection", calls)
 	}
 
-	// The same request passes with an allowed or absent Origin: the rules
-	// above refused for the reason named, not for something else.
-	for _, origin := range []string{"", bridgetest.AllowedOrigin} {
+	// The same request passes with an allowed or absent Origin, and with the
+	// bridge's own loopback origin (issue 17, item 11): the rules above
+	// refused for the reason named, not for something else.
+	_, port, _ := net.SplitHostPort(f.bridge.App.HTTPAddr())
+	own := "http://localhost:" + port
+	for _, origin := range []string{"", bridgetest.AllowedOrigin, own} {
 		h := map[string]string{}
 		if origin != "" {
 			h["Origin"] = origin
@@ -105,8 +109,8 @@ func TestEdgeSecurity(t *testing.T) {
 			t.Errorf("origin %q: %d %s", origin, resp.status, resp.body)
 		}
 	}
-	if n := len(f.kernel.Calls()); n != 3 {
-		t.Errorf("kernel saw %d calls, want 3 (the recorded rejection and the two passing requests)", n)
+	if n := len(f.kernel.Calls()); n != 4 {
+		t.Errorf("kernel saw %d calls, want 4 (the recorded rejection and the three passing requests)", n)
 	}
 }
 

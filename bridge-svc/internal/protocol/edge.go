@@ -31,6 +31,21 @@ type EdgeConfig struct {
 // DefaultAllowedHosts are the loopback names.
 var DefaultAllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
 
+// OwnOrigins are the bridge's own origins, always allowed: the public URL's,
+// and when the endpoint listens on loopback, the loopback names with its
+// port (a page of the server's own origin is no cross-site request; the
+// MCP conformance suite's DNS-rebinding scenario sends exactly this).
+func OwnOrigins(publicURL *url.URL, listen net.Addr) []string {
+	out := []string{publicURL.Scheme + "://" + publicURL.Host}
+	if tcp, ok := listen.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		port := strconv.Itoa(tcp.Port)
+		for _, h := range DefaultAllowedHosts {
+			out = append(out, "http://"+net.JoinHostPort(h, port))
+		}
+	}
+	return out
+}
+
 // Edge applies the checks that need no lease: run before any lease lookup.
 type Edge struct {
 	origins map[string]bool

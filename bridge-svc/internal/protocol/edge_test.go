@@ -1,8 +1,10 @@
 package protocol_test
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -73,5 +75,35 @@ func TestIsModern(t *testing.T) {
 		if protocol.IsModern(v) != want {
 			t.Errorf("IsModern(%q) != %v", v, want)
 		}
+	}
+}
+
+// TestOwnOrigins (issue 17, item 11): the bridge's own origin is always
+// allowed — its public URL's, and on a loopback listener the loopback names
+// with its port — while other ports and hosts stay foreign.
+func TestOwnOrigins(t *testing.T) {
+	pub, _ := url.Parse("http://127.0.0.1:7480/")
+	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7480}
+	e := protocol.NewEdge(protocol.EdgeConfig{AllowedOrigins: protocol.OwnOrigins(pub, loop), AllowedHosts: protocol.DefaultAllowedHosts})
+	for origin, want := range map[string]int{
+		"http://localhost:7480": 0, "http://127.0.0.1:7480": 0, "http://[::1]:7480": 0, "HTTP://LOCALHOST:7480": 0,
+		"http://localhost:7481": 403, "https://localhost:7480": 403, "http://evil.example:7480": 403, "null": 403,
+	} {
+		r := httptest.NewRequest("POST", "http://x/turns/t/mcp", strings.NewReader("{}"))
+		r.Host = "localhost:7480"
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Origin", origin)
+		got := 0
+		if err := e.Check(r); err != nil {
+			got = err.Status
+		}
+		if got != want {
+			t.Errorf("Origin %s: %d, want %d", origin, got, want)
+		}
+	}
+	// Behind a public URL on a pod IP only that origin is the bridge's own.
+	pub, _ = url.Parse("https://tools.example.com")
+	if got := protocol.OwnOrigins(pub, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 7480}); len(got) != 1 || got[0] != "https://tools.example.com" {
+		t.Errorf("OwnOrigins on a pod IP = %v", got)
 	}
 }
