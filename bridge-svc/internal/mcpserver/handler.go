@@ -55,6 +55,9 @@ type Handler struct {
 	mu       sync.Mutex
 	turns    map[string]*entry
 	statuses map[string]cachedStatus
+	// evictions counts Evict calls: a status read that an eviction
+	// overtook is not cached (it may predate the close it evicted for).
+	evictions uint64
 }
 
 type cachedStatus struct {
@@ -285,12 +288,17 @@ func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, err
 			return st, nil
 		}
 	}
+	h.mu.Lock()
+	gen := h.evictions
+	h.mu.Unlock()
 	st, err := h.cfg.Store.Status(ctx, turnID)
 	if err != nil || h.cfg.StatusCacheTTL <= 0 || !st.Open() {
 		return st, err
 	}
 	h.mu.Lock()
-	h.statuses[turnID] = cachedStatus{st: st, fetched: now, skew: st.StoreNow.Sub(now)}
+	if h.evictions == gen {
+		h.statuses[turnID] = cachedStatus{st: st, fetched: now, skew: st.StoreNow.Sub(now)}
+	}
 	h.mu.Unlock()
 	return st, nil
 }
@@ -334,6 +342,7 @@ func (h *Handler) Evict(turnID string) {
 	h.mu.Lock()
 	delete(h.turns, turnID)
 	delete(h.statuses, turnID)
+	h.evictions++
 	h.mu.Unlock()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,68 @@ func TestStatusCacheExpiryOnStoreClock(t *testing.T) {
 	b.pod.t = b.pod.t.Add(time.Second) // store clock now at expires_at; pod clock 2 s before it
 	if st := b.list(l, tok); st != http.StatusNotFound {
 		t.Errorf("expired by the store's clock: %d, want 404", st)
+	}
+}
+
+// gatedStore holds Status answers until released: a read that started
+// before a close and returns after it.
+type gatedStore struct {
+	*memory.Store
+	read, release chan struct{}
+}
+
+func (g *gatedStore) Status(ctx context.Context, turnID string) (leases.Status, error) {
+	st, err := g.Store.Status(ctx, turnID)
+	g.read <- struct{}{}
+	<-g.release
+	return st, err
+}
+
+// TestEvictWinsOverAnOlderStatusRead (issue 17, item 9): a status read that
+// started before CloseTurn and returns after its Evict must not put the
+// closed turn back in this pod's cache as open.
+func TestEvictWinsOverAnOlderStatusRead(t *testing.T) {
+	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	g := &gatedStore{Store: memory.New(memory.WithClock(pod.now)), read: make(chan struct{}), release: make(chan struct{})}
+	h := mcpserver.NewHandler(mcpserver.Config{
+		Store: g, Forwarder: &forward.Forwarder{},
+		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+		StatusCacheTTL: time.Hour, Now: pod.now,
+	})
+	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
+	token, hash, err := leases.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.TokenHash = hash
+	ctx := context.Background()
+	if err := g.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(l.TurnID), strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+		req.SetPathValue("turnId", l.TurnID)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/list")
+		w := httptest.NewRecorder()
+		mux := http.NewServeMux()
+		mux.Handle(mcpserver.Pattern, h)
+		mux.ServeHTTP(w, req)
+		done <- w.Code
+	}()
+	<-g.read // the status read has seen the turn open
+	if err := g.Close(ctx, l.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	h.Evict(l.TurnID) // CloseTurn's hook on this pod
+	close(g.release)
+	<-done
+	if slices.Contains(h.Cached(), l.TurnID) {
+		t.Fatalf("the closed turn is cached again after its Evict: %v", h.Cached())
 	}
 }
