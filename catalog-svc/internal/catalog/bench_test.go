@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,14 +54,35 @@ func corpus(n int) []*sharedosv1.ToolRegistration {
 	return out
 }
 
-// fixedFilter returns a precomputed answer, so the benchmark measures
-// catalog-svc's own work, not the fake policy's.
+// fixedFilter returns precomputed answers, one per FilterTools page (by the
+// page's first tool), so the benchmark measures catalog-svc's own work, not
+// the fake policy's.
 type fixedFilter struct {
-	resp *sharedosv1.FilterToolsResponse
+	byFirst map[string]*sharedosv1.FilterToolsResponse
 }
 
-func (f fixedFilter) FilterTools(context.Context, *sharedosv1.FilterToolsRequest, ...grpc.CallOption) (*sharedosv1.FilterToolsResponse, error) {
-	return f.resp, nil
+// newFixedFilter answers each catalog.DefaultFilterPage page of names (all
+// the catalogue's, sorted) with the allowed ones in it.
+func newFixedFilter(names []string, allowed map[string]bool) fixedFilter {
+	names = slices.Sorted(slices.Values(names))
+	f := fixedFilter{byFirst: map[string]*sharedosv1.FilterToolsResponse{}}
+	for start := 0; start < len(names); start += catalog.DefaultFilterPage {
+		resp := &sharedosv1.FilterToolsResponse{}
+		for _, n := range names[start:min(start+catalog.DefaultFilterPage, len(names))] {
+			if allowed[n] {
+				resp.AllowedTools = append(resp.AllowedTools, n)
+			}
+		}
+		f.byFirst[names[start]] = resp
+	}
+	return f
+}
+
+func (f fixedFilter) FilterTools(_ context.Context, in *sharedosv1.FilterToolsRequest, _ ...grpc.CallOption) (*sharedosv1.FilterToolsResponse, error) {
+	if len(in.GetTools()) == 0 {
+		return &sharedosv1.FilterToolsResponse{}, nil
+	}
+	return f.byFirst[in.GetTools()[0].GetName()], nil
 }
 
 // threadCPU is the CPU time the calling OS thread has used. The box these
@@ -98,13 +120,14 @@ func benchService(b *testing.B, n int) *catalog.Service {
 		return s.(*catalog.Service)
 	}
 	regs := corpus(n)
-	var allowed []string
+	names, allowed := make([]string, len(regs)), map[string]bool{}
 	for i, r := range regs {
+		names[i] = r.GetName()
 		if i%5 != 4 {
-			allowed = append(allowed, r.GetName())
+			allowed[r.GetName()] = true
 		}
 	}
-	svc, err := catalog.New(catalog.Config{Store: memoryStore(), Filter: fixedFilter{&sharedosv1.FilterToolsResponse{AllowedTools: allowed}}})
+	svc, err := catalog.New(catalog.Config{Store: memoryStore(), Filter: newFixedFilter(names, allowed)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +144,7 @@ func benchService(b *testing.B, n int) *catalog.Service {
 
 func BenchmarkListTools(b *testing.B) {
 	actx := &sharedosv1.AccessContext{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}}
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 50000} {
 		svc := benchService(b, n)
 		b.Run(fmt.Sprintf("n=%d/visible=80pct/compute", n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -16,6 +16,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
@@ -37,15 +38,23 @@ type Config struct {
 	// only where ListTools is never called with a context (tests, tools);
 	// then such calls fail with ErrAuthzUnavailable.
 	Filter ToolFilter
+	// FilterPage bounds the tools of one FilterTools call (default
+	// DefaultFilterPage): a larger catalogue is asked about in pages.
+	FilterPage int
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
+
+// DefaultFilterPage is the tools per FilterTools call, well below the
+// 10,000 authz-svc accepts.
+const DefaultFilterPage = 5000
 
 // Service is the catalogue: registration (write-through to the store), and
 // the cache of published tools every read is served from.
 type Service struct {
 	store  store.Store
 	filter ToolFilter
+	page   int
 	log    *slog.Logger
 
 	snap atomic.Pointer[snapshot]
@@ -69,7 +78,11 @@ func New(cfg Config) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{store: cfg.Store, filter: cfg.Filter, log: log}, nil
+	page := cfg.FilterPage
+	if page <= 0 {
+		page = DefaultFilterPage
+	}
+	return &Service{store: cfg.Store, filter: cfg.Filter, page: page, log: log}, nil
 }
 
 // Start subscribes to the store's change feed, loads the cache and keeps it
@@ -406,11 +419,23 @@ func (s *Service) ListTools(ctx context.Context, actx *sharedosv1.AccessContext)
 	if s.filter == nil {
 		return Listing{}, fmt.Errorf("%w: no filter configured", ErrAuthzUnavailable)
 	}
-	resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{Context: actx, Tools: snap.facts, Action: "list"})
-	if err != nil {
-		return Listing{}, fmt.Errorf("%w: %w", ErrAuthzUnavailable, err)
+	// One FilterTools call per page of the (name-ordered) catalogue: the
+	// answers concatenate in name order. Any failed page fails the listing.
+	var allowed []string
+	for start := 0; start < len(snap.facts); start += s.page {
+		resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{
+			Context: actx, Tools: snap.facts[start:min(start+s.page, len(snap.facts))], Action: requirement.ActionList,
+		})
+		if err != nil {
+			return Listing{}, fmt.Errorf("%w: %w", ErrAuthzUnavailable, err)
+		}
+		if allowed == nil {
+			allowed = resp.GetAllowedTools()
+		} else {
+			allowed = append(allowed, resp.GetAllowedTools()...)
+		}
 	}
-	visible := selectVisible(snap, resp.GetAllowedTools())
+	visible := selectVisible(snap, allowed)
 	tools := make([]*sharedosv1.PublishedTool, len(visible))
 	hs := make([]cataloghash.Entry, len(visible))
 	for i, e := range visible {

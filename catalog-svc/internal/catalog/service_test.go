@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -484,5 +485,57 @@ func TestOnlyManagedToolsAreListed(t *testing.T) {
 		if r, err := svc.Resolve(testCtx(t), name); err != nil || r.Registration.GetName() != name {
 			t.Errorf("Resolve(%s) = %v, %v: the kernel must still find it to refuse it", name, r, err)
 		}
+	}
+}
+
+// TestListToolsPagesFilterTools (issue 17, item 5): a catalogue larger than
+// one FilterTools page is asked about page by page (authz-svc caps one call
+// at 10,000 tools), and the answers join into one name-ordered listing.
+func TestListToolsPagesFilterTools(t *testing.T) {
+	var sizes []int
+	var mu sync.Mutex
+	f := filterFunc(func(in *sharedosv1.FilterToolsRequest) []string {
+		mu.Lock()
+		sizes = append(sizes, len(in.GetTools()))
+		mu.Unlock()
+		var out []string
+		for i, tl := range in.GetTools() {
+			if i%2 == 0 { // every other tool of each page
+				out = append(out, tl.GetName())
+			}
+		}
+		return out
+	})
+	svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: f, FilterPage: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	var regs []*sharedosv1.ToolRegistration
+	for i := range 12 {
+		r := reg(fmt.Sprintf("page.t%02d", i))
+		r.Metadata.Namespace = "page"
+		regs = append(regs, r)
+	}
+	if _, err := svc.RegisterBatch(testCtx(t), regs); err != nil {
+		t.Fatal(err)
+	}
+	l, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sizes, []int{5, 5, 2}) {
+		t.Errorf("FilterTools pages = %v, want [5 5 2]", sizes)
+	}
+	var names []string
+	for _, tl := range l.Tools {
+		names = append(names, tl.GetName())
+	}
+	want := []string{"page.t00", "page.t02", "page.t04", "page.t05", "page.t07", "page.t09", "page.t10"}
+	if !slices.Equal(names, want) {
+		t.Errorf("listing = %v, want %v", names, want)
 	}
 }
