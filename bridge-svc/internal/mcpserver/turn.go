@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/mcptool"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -45,27 +45,14 @@ func mcpTool(pt *sharedosv1.PublishedTool, portable bool) (mcp.Tool, error) {
 	if portable {
 		name = forward.PortableName(name)
 	}
-	input := json.RawMessage(pt.GetInputSchemaJson())
-	if len(input) == 0 {
-		input = json.RawMessage(`{"type":"object"}`)
-	}
-	tool := mcp.NewToolWithRawSchema(name, pt.GetDescription(), input)
-	if out := pt.GetOutputSchemaJson(); len(out) > 0 {
-		tool.RawOutputSchema = json.RawMessage(out)
-	}
-	if a := pt.GetAnnotationsJson(); len(a) > 0 {
-		if err := json.Unmarshal(a, &tool.Annotations); err != nil {
-			return tool, fmt.Errorf("tool %s: annotations: %w", pt.GetName(), err)
-		}
+	tool, err := mcptool.Build(pt, name) // what the catalogue checked at registration
+	if err != nil {
+		return tool, fmt.Errorf("tool %s: %w", pt.GetName(), err)
 	}
 	tool.Meta = &mcp.Meta{AdditionalFields: map[string]any{MetaToolMetadata: map[string]any{
 		"namespace": pt.GetMetadata().GetNamespace(),
 		"source":    pt.GetMetadata().GetSource(),
 	}}}
-	if err := mcp.ValidateParamHeaderAnnotations(&tool); err != nil {
-		// AddTools would panic on it.
-		return tool, fmt.Errorf("tool %s: %w", pt.GetName(), err)
-	}
 	return tool, nil
 }
 

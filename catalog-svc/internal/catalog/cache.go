@@ -9,6 +9,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/mcptool"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
@@ -30,6 +31,9 @@ type entry struct {
 	resolved *Resolved
 	facts    *sharedosv1.ToolFacts
 	hash     cataloghash.Entry
+	// unservable says why the bridge could not serve the tool over MCP (a
+	// registration from before the catalogue checked it): never listed.
+	unservable error
 
 	// The input schema is compiled on first Resolve (or handed over by the
 	// write path that just compiled it), not when the cache is built: a
@@ -86,8 +90,8 @@ type snapshot struct {
 	byName  map[string]int // name → index into entries
 	// listed are the tools ListTools publishes: managed ones only (a
 	// harness-local or external-direct tool is never SharedOS's to serve,
-	// and every call of it would be refused), ascending by name; facts and
-	// listedByName index them.
+	// and every call of it would be refused) that the bridge can serve over
+	// MCP, ascending by name; facts and listedByName index them.
 	listed       []*entry
 	facts        []*sharedosv1.ToolFacts
 	listedByName map[string]int
@@ -105,7 +109,7 @@ func newSnapshot(entries []*entry) *snapshot {
 	}
 	for i, e := range entries {
 		s.byName[e.name()] = i
-		if e.resolved.Registration.GetClass() == sharedosv1.ToolClass_TOOL_CLASS_MANAGED {
+		if e.resolved.Registration.GetClass() == sharedosv1.ToolClass_TOOL_CLASS_MANAGED && e.unservable == nil {
 			s.listedByName[e.name()] = len(s.listed)
 			s.listed = append(s.listed, e)
 			s.facts = append(s.facts, e.facts)
@@ -168,9 +172,16 @@ func buildEntry(rec store.Record, prev *entry, h hints) *entry {
 		schema = newLazySchema(raw, nil)
 	}
 	pub := publishedFrom(reg, rec.Canonical, rec.Digest)
+	var unservable error
+	if prev != nil && bytes.Equal(prev.hash.Canonical, rec.Canonical) {
+		unservable = prev.unservable
+	} else {
+		unservable = mcptool.Check(pub)
+	}
 	return &entry{
-		schema:   schema,
-		resolved: &Resolved{Registration: reg, Published: pub, Digest: rec.Digest},
+		unservable: unservable,
+		schema:     schema,
+		resolved:   &Resolved{Registration: reg, Published: pub, Digest: rec.Digest},
 		facts: &sharedosv1.ToolFacts{
 			Name:            reg.GetName(),
 			Namespace:       reg.GetMetadata().GetNamespace(),

@@ -45,6 +45,9 @@ const (
 	RuleTimeout         = "timeout_range"
 	RuleIdentifier      = "IdentifierSchema"
 	RuleUniqueInBatch   = "unique_in_batch"
+	// RuleMCPServable: the bridge could not serve the tool over MCP
+	// (annotations of the wrong MCP types, a bad x-mcp-header).
+	RuleMCPServable = "mcp_servable"
 )
 
 // ValidationError names the field and the rule a registration broke. It is

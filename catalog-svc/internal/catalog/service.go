@@ -16,8 +16,10 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/mcptool"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
@@ -177,9 +179,19 @@ func (s *Service) reloadAll(ctx context.Context, h hints) error {
 			old, _ = prev.lookup(rec.Name())
 		}
 		entries[i] = buildEntry(rec, old, h)
+		if e := entries[i]; e.unservable != nil && (old == nil || old.unservable == nil) {
+			s.reportUnservable(ctx, e)
+		}
 	}
 	s.snap.Store(newSnapshot(entries))
 	return nil
+}
+
+// reportUnservable says that a stored tool is left out of every turn (it was
+// registered before the catalogue checked what the bridge can serve).
+func (s *Service) reportUnservable(ctx context.Context, e *entry) {
+	s.log.WarnContext(ctx, "tool left out of every turn: the bridge cannot serve it over MCP; update or deregister it",
+		slog.String(telemetry.LogTool, e.name()), slog.String("reason", e.unservable.Error()))
 }
 
 // refresh re-reads one tool from the store and applies it to the cache.
@@ -201,7 +213,11 @@ func (s *Service) refresh(ctx context.Context, name string, h hints) error {
 		return fmt.Errorf("catalog: refresh %q: %w", name, err)
 	}
 	old, _ := cur.lookup(name)
-	s.snap.Store(cur.withChange(name, buildEntry(rec, old, h)))
+	e := buildEntry(rec, old, h)
+	if e.unservable != nil && (old == nil || old.unservable == nil) {
+		s.reportUnservable(ctx, e)
+	}
+	s.snap.Store(cur.withChange(name, e))
 	return nil
 }
 
@@ -495,6 +511,15 @@ func (s *Service) prepare(reg *sharedosv1.ToolRegistration) (store.Record, *shar
 	pub, digest, err := publish(clean)
 	if err != nil {
 		return store.Record{}, nil, nil, err
+	}
+	// Whatever the bridge cannot serve is refused here, where it enters,
+	// not at every OpenTurn of a context that can see it.
+	if err := mcptool.Check(pub); err != nil {
+		var me *mcptool.Error
+		if errors.As(err, &me) {
+			return store.Record{}, nil, nil, invalid(me.Field, RuleMCPServable, "%s", me.Detail)
+		}
+		return store.Record{}, nil, nil, invalid("registration", RuleMCPServable, "%v", err)
 	}
 	// Store what is published: a value the projection omits is stored absent.
 	clean.OutputSchemaJson, clean.AnnotationsJson = pub.GetOutputSchemaJson(), pub.GetAnnotationsJson()

@@ -19,6 +19,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/projection"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/storetest"
 )
@@ -537,5 +538,39 @@ func TestListToolsPagesFilterTools(t *testing.T) {
 	want := []string{"page.t00", "page.t02", "page.t04", "page.t05", "page.t07", "page.t09", "page.t10"}
 	if !slices.Equal(names, want) {
 		t.Errorf("listing = %v, want %v", names, want)
+	}
+}
+
+// TestUnservableStoredToolIsLeftOut (issue 17, item 2): a tool stored before
+// the catalogue checked what the bridge can serve ({"readOnlyHint":"yes"})
+// is left out of every listing — it no longer fails every OpenTurn of a
+// context that can see it — and the rest of the catalogue is listed.
+func TestUnservableStoredToolIsLeftOut(t *testing.T) {
+	st := memory.New()
+	svc := newService(t, st, filterFunc(func(in *sharedosv1.FilterToolsRequest) []string {
+		var out []string
+		for _, f := range in.GetTools() {
+			out = append(out, f.GetName())
+		}
+		return out
+	}))
+	registerAll(t, svc, "files.read")
+	bad := reg("files.peek")
+	bad.AnnotationsJson = []byte(`{"readOnlyHint":"yes"}`)
+	pub, err := projection.Publish(projection.Tool{Name: bad.GetName(), Description: bad.GetDescription(),
+		InputSchema: bad.GetInputSchemaJson(), Annotations: bad.GetAnnotationsJson(), Namespace: "files", Source: "provider:files"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Straight into the store, as an older catalog-svc could have written it.
+	if _, err := st.Create(testCtx(t), store.Record{Registration: bad, Canonical: pub.GetCanonicalJson(), Digest: pub.GetDigest()}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stored tool in the cache", func() bool { _, err := svc.Resolve(testCtx(t), "files.peek"); return err == nil })
+	for _, actx := range []*sharedosv1.AccessContext{nil, {Principal: "alice", Roles: []string{"engineer"}}} {
+		l, err := svc.ListTools(testCtx(t), actx)
+		if err != nil || len(l.Tools) != 1 || l.Tools[0].GetName() != "files.read" {
+			t.Errorf("ListTools(%v) = %v, %v; want files.read alone", actx, l.Tools, err)
+		}
 	}
 }

@@ -118,6 +118,13 @@ func TestRegisterRejects(t *testing.T) {
 		// list is reserved for catalogue filtering: the shipped policy allows
 		// it before any resource check (issue 17, item 3).
 		{"action list", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "list" }, "requirement.action", catalog.RuleAction, "reserved for catalogue filtering"},
+		// What the bridge could not serve is refused where it enters, not at
+		// every OpenTurn (issue 17, item 2).
+		{"readOnlyHint a string", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = []byte(`{"readOnlyHint":"yes"}`) }, "annotations", catalog.RuleMCPServable, "readOnlyHint"},
+		{"title a number", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = []byte(`{"title":7}`) }, "annotations", catalog.RuleMCPServable, ""},
+		{"x-mcp-header on an object", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"object","x-mcp-header":"Path"}}}`)
+		}, "inputSchema", catalog.RuleMCPServable, ""},
 		{"placeholder not a property", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{file}" }, "requirement.resource", catalog.RuleTemplate, "{file}"},
 		{"nested placeholder not top-level", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"opts":{"type":"object","properties":{"path":{}}}}}`)
