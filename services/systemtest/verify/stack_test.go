@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -425,6 +426,12 @@ func (p *provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*
 			return nil, ctx.Err()
 		case <-time.After(time.Duration(min(args.MS, 20000)) * time.Millisecond):
 		}
+	}
+	if v, ok := strings.CutPrefix(args.Value, "echo:"); ok {
+		// The answer carries the caller's own mark: a response routed to
+		// the wrong caller shows (TestSameRequestIDsAcrossTurns).
+		b, _ := json.Marshal([]map[string]string{{"type": "text", "text": "echo " + v}})
+		return &sharedosv1.HandleResponse{ContentJson: b}, nil
 	}
 	if args.Value == "fail" {
 		return &sharedosv1.HandleResponse{ContentJson: []byte(`[{"type":"text","text":"verify: asked to fail"}]`), IsError: true}, nil
