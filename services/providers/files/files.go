@@ -46,6 +46,7 @@ const (
 type Provider struct {
 	sharedosv1.UnimplementedToolHandlerServiceServer
 	root *os.Root
+	dir  *os.File // the root directory, for openat2 (openBeneath)
 }
 
 var _ sharedosv1.ToolHandlerServiceServer = (*Provider)(nil)
@@ -56,11 +57,16 @@ func New(dir string) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("files: open root %q: %w", dir, err)
 	}
-	return &Provider{root: r}, nil
+	d, err := os.Open(dir)
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("files: open root %q: %w", dir, err)
+	}
+	return &Provider{root: r, dir: d}, nil
 }
 
 // Close releases the root.
-func (p *Provider) Close() error { return p.root.Close() }
+func (p *Provider) Close() error { return errors.Join(p.root.Close(), p.dir.Close()) }
 
 // Handle implements sharedosv1.ToolHandlerServiceServer.
 func (p *Provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
@@ -192,8 +198,13 @@ func describe(display string, err error) error {
 	}
 }
 
+// openRead opens t for reading. O_NONBLOCK makes a FIFO (or a device) open
+// at once instead of blocking the call; the caller refuses anything but a
+// regular file from the returned FileInfo (fstat of the opened file, not
+// of the name). A regular file with more than one hard link is refused:
+// its other name may lie where the policy allows nothing.
 func (p *Provider) openRead(t target) (*os.File, fs.FileInfo, error) {
-	f, err := p.root.OpenFile(t.rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := p.openBeneath(t.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, describe(t.display, err)
 	}
@@ -202,7 +213,17 @@ func (p *Provider) openRead(t target) (*os.File, fs.FileInfo, error) {
 		f.Close()
 		return nil, nil, describe(t.display, err)
 	}
+	if fi.Mode().IsRegular() && hardLinked(fi) {
+		f.Close()
+		return nil, nil, fmt.Errorf("refused: %s has other hard links; it is not read", t.display)
+	}
 	return f, fi, nil
+}
+
+// hardLinked reports whether the file fi describes has more than one name.
+func hardLinked(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && uint64(st.Nlink) > 1
 }
 
 func (p *Provider) read(args []byte) (string, error) {
@@ -364,12 +385,34 @@ func (p *Provider) write(args []byte) (string, error) {
 	if t.rel == "." {
 		return "", fmt.Errorf("is a directory: %s", t.display)
 	}
-	f, err := p.root.OpenFile(t.rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	// No O_TRUNC at open: the file is checked first (fstat of what was
+	// opened). O_NONBLOCK refuses a FIFO without a reader (ENXIO) instead of
+	// blocking the call.
+	f, err := p.openBeneath(t.rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
-		if errors.Is(err, syscall.EISDIR) {
+		switch {
+		case errors.Is(err, syscall.EISDIR):
 			return "", fmt.Errorf("is a directory: %s", t.display)
+		case errors.Is(err, syscall.ENXIO):
+			return "", fmt.Errorf("not a regular file: %s", t.display)
 		}
 		return "", describe(t.display, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", describe(t.display, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file: %s", t.display)
+	}
+	if hardLinked(fi) {
+		// Another name of the same file may lie where the policy would
+		// never allow a write.
+		return "", fmt.Errorf("refused: %s has other hard links; it is not written", t.display)
+	}
+	if err := f.Truncate(0); err != nil {
+		return "", fmt.Errorf("write failed: %s", t.display)
 	}
 	n, werr := f.WriteString(*a.Content)
 	cerr := f.Close()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,6 +53,10 @@ func fixture(t *testing.T) string {
 	must(os.Symlink("a.txt", filepath.Join(root, "public/inside-link")))
 	must(os.Symlink("../../outside.txt", filepath.Join(root, "public/escape")))
 	must(os.Symlink("/etc/passwd", filepath.Join(root, "public/abs-escape")))
+	// A FIFO blocks open(2) until a writer comes; a hard link is another
+	// name of a private file (issue 17, item 18).
+	must(syscall.Mkfifo(filepath.Join(root, "public/fifo"), 0o644))
+	must(os.Link(filepath.Join(root, "private/secret.txt"), filepath.Join(root, "public/hardlink.txt")))
 	return root
 }
 
@@ -146,6 +151,10 @@ func TestContract(t *testing.T) {
 		{Name: "write directory", Tool: files.ToolWrite, Args: `{"path":"/public","content":"x"}`, WantError: true, WantText: "is a directory"},
 		{Name: "write root", Tool: files.ToolWrite, Args: `{"path":"/","content":"x"}`, WantError: true},
 		{Name: "write missing content", Tool: files.ToolWrite, Args: `{"path":"/public/y.txt"}`, WantError: true, WantText: "content is required"},
+		{Name: "read a FIFO refused at once", Tool: files.ToolRead, Args: `{"path":"/public/fifo"}`, WantError: true, WantText: "not a regular file"},
+		{Name: "write a FIFO refused at once", Tool: files.ToolWrite, Args: `{"path":"/public/fifo","content":"x"}`, WantError: true, WantText: "not a regular file"},
+		{Name: "read through a hard link refused", Tool: files.ToolRead, Args: `{"path":"/public/hardlink.txt"}`, WantError: true, WantText: "hard links", NotText: "SECRET"},
+		{Name: "write through a hard link refused", Tool: files.ToolWrite, Args: `{"path":"/public/hardlink.txt","content":"clobbered"}`, WantError: true, WantText: "hard links"},
 	})
 }
 
@@ -169,6 +178,10 @@ func TestWriteThenReadAndLinksUntouched(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(root, "private/a.txt"))
 	if err != nil || !bytes.Contains(b, []byte("PRIVATE-A")) {
 		t.Fatalf("write through a link reached /private: %q %v", b, err)
+	}
+	handle(files.ToolWrite, `{"path":"/public/hardlink.txt","content":"clobbered"}`)
+	if b, err := os.ReadFile(filepath.Join(root, "private/secret.txt")); err != nil || string(b) != "SECRET kiwi\n" {
+		t.Fatalf("write through a hard link changed /private/secret.txt: %q %v", b, err)
 	}
 }
 

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package files
+
+import (
+	"os"
+	"syscall"
+)
+
+// openBeneath opens rel through os.Root, which confines to the root (the
+// Linux build also refuses in-root symbolic links at open time, openat2).
+func (p *Provider) openBeneath(rel string, flag int, perm os.FileMode) (*os.File, error) {
+	return p.root.OpenFile(rel, flag|syscall.O_NOFOLLOW, perm)
+}
