@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -79,14 +81,14 @@ func Bind(fs *flag.FlagSet) func() Config {
 	authzTimeout := config.Duration(fs, "authz-timeout", 2*time.Second, "deadline of one Authorize call")
 	handlerTimeout := config.Duration(fs, "handler-timeout", 30*time.Second, "Handle deadline for tools that set no timeout")
 	reconcile := config.Duration(fs, "reconcile-interval", time.Minute, "how often pending records of dead calls are marked interrupted")
-	instance := config.String(fs, "instance-id", "", "name stamped on operation records (empty: the host name, i.e. the pod name on Kubernetes)")
+	instance := config.String(fs, "instance-id", "", "name stamped on operation records, unique among live kernels (empty: the host name and a random suffix, unique per process; a kernel finds the ids of those that stopped on its --record-journal-dir)")
 	grantKey := config.String(fs, "grant-key", "", "PEM file of the Ed25519 private key turn grants are signed with, the same on every replica (empty: a key generated at start; grants then end with this process and other replicas refuse them)")
 	grantRetired := config.StringSlice(fs, "grant-retired-keys", nil, "comma-separated PEM files of keys that signed grants before a rotation: still verified, never used to sign")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
 	return func() Config {
 		id := *instance
 		if id == "" {
-			id, _ = os.Hostname()
+			id = defaultInstanceID()
 		}
 		return Config{
 			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, DatabaseRole: *dbRole, AuthzAddr: *authz,
@@ -94,6 +96,16 @@ func Bind(fs *flag.FlagSet) func() Config {
 			InstanceID: id, RecordJournalDir: *journalDir, GrantKey: *grantKey, GrantRetiredKeys: *grantRetired,
 		}
 	}
+}
+
+// defaultInstanceID is the host name (the pod name on Kubernetes) and a
+// random suffix: unique per process, so two kernels on one host never take
+// each other's live pending records for their own predecessor's.
+func defaultInstanceID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
 }
 
 // Validate reports every bad value at once.
@@ -197,6 +209,13 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		return nil, fmt.Errorf("--record-journal-dir: %w", err)
 	}
 	a.closers = append(a.closers, jr.Close)
+	var instances *journal.Instance
+	if c.RecordJournalDir != "" {
+		if instances, err = journal.ClaimInstance(c.RecordJournalDir, c.InstanceID); err != nil {
+			return nil, fmt.Errorf("--record-journal-dir: %w", err)
+		}
+		a.closers = append(a.closers, instances.Close)
+	}
 	// The kernel calls providers as itself and only servers with a
 	// provider identity.
 	handlers := pipeline.NewConnCache(c.Plane.TLS.DialOption(callers.Provider))
@@ -209,6 +228,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		Resolver: a.catalog, Catalogue: a.catalog, Grants: keys, Records: recs, Journal: jr, Authz: authz, Logger: log,
 		Handlers:     handlers,
 		AuthzTimeout: c.AuthzTimeout, DefaultHandlerTimeout: c.DefaultHandlerTimeout, InstanceID: c.InstanceID,
+		Instances: instances,
 	})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,5 +64,30 @@ func TestRecordJournalDirMustBeUsable(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "--record-journal-dir") {
 		t.Errorf("error %q does not name --record-journal-dir", err)
+	}
+}
+
+// TestDefaultInstanceIDIsPerProcess (issue 17, item 16): without
+// --instance-id every process gets its own id — the host name and a random
+// suffix — so two kernels on one host never share one.
+func TestDefaultInstanceIDIsPerProcess(t *testing.T) {
+	host, _ := os.Hostname()
+	seen := map[string]bool{}
+	for range 20 {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		read := app.Bind(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		id := read().InstanceID
+		if !strings.HasPrefix(id, host+"-") || len(id) != len(host)+9 || seen[id] {
+			t.Fatalf("default instance id %q: want %s-<8 hex>, unique", id, host)
+		}
+		seen[id] = true
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	read := app.Bind(fs)
+	if err := fs.Parse([]string{"--instance-id", "catalog-0"}); err != nil || read().InstanceID != "catalog-0" {
+		t.Fatalf("an explicit --instance-id is kept: %v %q", err, read().InstanceID)
 	}
 }

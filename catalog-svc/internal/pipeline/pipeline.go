@@ -84,6 +84,11 @@ type Config struct {
 	// the same slot (the pod name), ReconcileAtStartup can close the rows a
 	// crashed predecessor left pending at once. Default: a random id.
 	InstanceID string
+	// Instances holds the claims of the kernels that stopped on the same
+	// record journal directory (journal.ClaimInstance): ReconcileAtStartup
+	// marks their pending rows interrupted at once, then forgets them. Nil:
+	// only the age cutoff (and a stable InstanceID) close them.
+	Instances *journal.Instance
 }
 
 // Pipeline is the enforcement pipeline behind RuntimeService (served by
@@ -104,6 +109,7 @@ type Pipeline struct {
 	handlerTimeout time.Duration
 	maxHandler     time.Duration
 	instanceID     string
+	instances      *journal.Instance
 	started        time.Time
 	// storeFailedAt is the UnixNano of the last failed record write.
 	storeFailedAt atomic.Int64
@@ -144,6 +150,7 @@ func New(cfg Config) (*Pipeline, error) {
 		handlerTimeout: orDefault(cfg.DefaultHandlerTimeout, DefaultHandlerTimeout),
 		maxHandler:     orDefault(cfg.MaxHandlerTimeout, DefaultMaxHandlerTimeout),
 		instanceID:     cfg.InstanceID,
+		instances:      cfg.Instances,
 		started:        time.Now(),
 	}
 	if s.handlerTimeout > s.maxHandler {
@@ -280,6 +287,24 @@ func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
 	if n > 0 {
 		s.logger.WarnContext(ctx, "operation records of the previous run marked interrupted",
 			slog.String("instance_id", s.instanceID), slog.Int64("count", n))
+	}
+	// Kernels that stopped on this journal directory: their claim's lock
+	// was free, so none of their calls can still be in flight.
+	if s.instances != nil {
+		for _, dead := range s.instances.Dead() {
+			d, err := s.records.ReconcileInstance(ctx, dead, s.started)
+			if err != nil {
+				return n, fmt.Errorf("runtime: reconcile instance %s: %w", dead, err)
+			}
+			if d > 0 {
+				s.logger.WarnContext(ctx, "operation records of a stopped kernel marked interrupted",
+					slog.String("instance_id", dead), slog.Int64("count", d))
+			}
+			n += d
+			if err := s.instances.Forget(dead); err != nil {
+				s.logger.WarnContext(ctx, "stopped kernel's claim not removed", slog.String("instance_id", dead), slog.Any("error", err))
+			}
+		}
 	}
 	m, err := s.Reconcile(ctx)
 	return n + m, err

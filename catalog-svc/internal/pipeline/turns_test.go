@@ -14,7 +14,11 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 )
 
@@ -143,4 +147,60 @@ func TestGrantTurnRefusesBadRequests(t *testing.T) {
 			t.Errorf("RevokeTurn without a turn = %v", err)
 		}
 	})
+}
+
+// TestStartupReconcilesOnlyStoppedKernels (issue 17, item 16): two kernels
+// on one host no longer mark each other's live calls interrupted. A kernel
+// starting on a journal directory marks interrupted the pending rows of
+// the kernels whose claim there it could take (they stopped), never those
+// of a kernel still holding its claim.
+func TestStartupReconcilesOnlyStoppedKernels(t *testing.T) {
+	store := memory.New()
+	ctx := context.Background()
+	for _, inst := range []string{"host-dead", "host-live"} {
+		r := &records.Record{AttemptID: records.NewAttemptID(), CallID: "c-" + inst, TurnID: "t", InstanceID: inst, StartedAt: time.Now().UTC()}
+		if err := store.Begin(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	live, err := journal.ClaimInstance(dir, "host-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	dead, err := journal.ClaimInstance(dir, "host-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Close(); err != nil { // the process stopped
+		t.Fatal(err)
+	}
+	mine, err := journal.ClaimInstance(dir, "host-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	k, err := pipeline.New(pipeline.Config{Resolver: &fakeResolver{}, Records: store, Authz: sharedosv1.NewAuthzServiceClient(nil),
+		Grants: testKeys, Logger: quiet, InstanceID: "host-new", Instances: mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	if n, err := k.ReconcileAtStartup(ctx); err != nil || n != 1 {
+		t.Fatalf("ReconcileAtStartup = %d, %v; want the stopped kernel's one row", n, err)
+	}
+	rows, _ := store.ListOperations(ctx, "t")
+	for _, r := range rows {
+		want := sharedosv1.OperationStatus_OPERATION_STATUS_PENDING
+		if r.InstanceID == "host-dead" {
+			want = sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED
+		}
+		if r.Status != want {
+			t.Errorf("row of %s is %v, want %v", r.InstanceID, r.Status, want)
+		}
+	}
+	if len(mine.Dead()) != 0 {
+		t.Errorf("the reconciled kernel's claim is kept: %v", mine.Dead())
+	}
 }

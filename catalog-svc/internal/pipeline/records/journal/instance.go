@@ -1,0 +1,103 @@
+package journal
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+const instanceSuffix = ".instance"
+
+// Instance is this kernel's claim on its instance id in a journal
+// directory: <hex id>.instance, flock(2)ed for as long as the process
+// runs. A claim file whose lock can be taken belongs to a kernel that
+// stopped: its pending operation records cannot still be in flight, so
+// they may be marked interrupted at once (ReconcileAtStartup), and it can
+// never belong to a live sibling — two kernels on one host no longer mark
+// each other's calls interrupted.
+type Instance struct {
+	dir  string
+	own  *os.File
+	dead map[string]*os.File // id → its claim file, locked by us
+}
+
+// ClaimInstance claims id in dir (created 0700) and takes the claims of
+// every stopped kernel found there.
+func ClaimInstance(dir, id string) (*Instance, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	inst := &Instance{dir: dir, dead: map[string]*os.File{}}
+	own, err := os.OpenFile(filepath.Join(dir, hex.EncodeToString([]byte(id))+instanceSuffix), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: claim instance: %w", err)
+	}
+	if err := syscall.Flock(int(own.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = own.Close()
+		return nil, fmt.Errorf("journal: instance id %q is held by a running kernel: %w", id, err)
+	}
+	inst.own = own
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		_ = inst.Close()
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), instanceSuffix)
+		if !ok || e.IsDir() {
+			continue
+		}
+		raw, err := hex.DecodeString(name)
+		if err != nil || string(raw) == id {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, e.Name()), os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			_ = f.Close() // a live kernel holds it
+			continue
+		}
+		inst.dead[string(raw)] = f
+	}
+	return inst, nil
+}
+
+// Dead are the instance ids of stopped kernels whose claims this one holds.
+func (i *Instance) Dead() []string {
+	out := make([]string, 0, len(i.dead))
+	for id := range i.dead {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Forget removes a stopped kernel's claim once its records are reconciled.
+func (i *Instance) Forget(id string) error {
+	f, ok := i.dead[id]
+	if !ok {
+		return nil
+	}
+	delete(i.dead, id)
+	err := os.Remove(f.Name())
+	return errors.Join(err, f.Close())
+}
+
+// Close releases every claim this process holds; its own file stays, for
+// its successor to find.
+func (i *Instance) Close() error {
+	var errs []error
+	for id, f := range i.dead {
+		errs = append(errs, f.Close())
+		delete(i.dead, id)
+	}
+	if i.own != nil {
+		errs = append(errs, i.own.Close())
+	}
+	return errors.Join(errs...)
+}
