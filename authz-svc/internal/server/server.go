@@ -103,7 +103,9 @@ func (s *Server) Authorize(ctx context.Context, in *sharedosv1.AuthorizeRequest)
 		TurnID:          in.GetTurnId(),
 	}
 	finish(ctx, &rec, start, err, d)
+	// An evaluation error may quote the input too (invariant 11).
 	rec.Reason = redact.Arguments(rec.Reason, in.GetArgumentsJson())
+	rec.Error = redact.Arguments(rec.Error, in.GetArgumentsJson())
 	s.log.Write(ctx, rec)
 	s.observe(ctx, &rec)
 	annotate(ctx, id, rev, req.Action, err == nil && d.Allow)

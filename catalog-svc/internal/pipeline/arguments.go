@@ -167,17 +167,20 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// validateSchema validates the decoded arguments against schema and
-// returns a reason naming the first failing location as a JSON pointer into
-// the arguments.
-func validateSchema(schema *jsonschema.Schema, args map[string]any) error {
+// validateSchema validates the decoded arguments against schema. On a
+// violation it returns the reason a model reads — the first failing
+// location as a JSON pointer into the arguments and the validator's
+// message, which may quote the value in any rendering (4.1×10⁰⁹) — and the
+// reason the record keeps: the location and the failing keyword, no value
+// (invariant 11).
+func validateSchema(schema *jsonschema.Schema, args map[string]any) (answer, record string, ok bool) {
 	err := schema.Validate(args)
 	if err == nil {
-		return nil
+		return "", "", true
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return errors.New("could not be validated")
+		return "could not be validated", "could not be validated", false
 	}
 	leaf := ve
 	for len(leaf.Causes) > 0 {
@@ -194,5 +197,12 @@ func validateSchema(schema *jsonschema.Schema, args map[string]any) error {
 	if out := leaf.BasicOutput(); out != nil && out.Error != nil {
 		msg = out.Error.String()
 	}
-	return fmt.Errorf("at %s: %s", truncate(loc, 200), truncate(msg, 300))
+	keyword := "the input schema"
+	if leaf.ErrorKind != nil {
+		if kp := leaf.ErrorKind.KeywordPath(); len(kp) > 0 {
+			keyword = strings.Join(kp, "/")
+		}
+	}
+	loc = truncate(loc, 200)
+	return fmt.Sprintf("at %s: %s", loc, msg), fmt.Sprintf("at %s: the value does not satisfy %s", loc, keyword), false
 }

@@ -332,6 +332,10 @@ func (s *Pipeline) RunReconciler(ctx context.Context, interval time.Duration) {
 // MaxIDBytes bounds call and turn ids.
 const MaxIDBytes = 256
 
+// maxAnswerReasonBytes cuts the reason a model reads (a schema error can
+// quote a long argument value); the record redacts the whole text first.
+const maxAnswerReasonBytes = 600
+
 // InvokeTool runs one attempt through the pipeline. A ToolResult answers
 // every attempt that could be taken; an error (*FieldError, *Error or a
 // context error) means it could not be taken at all.
@@ -401,7 +405,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	}
 
 	var res *sharedosv1.ToolResult
-	var resolved string
+	var resolved, recordReason string
 	var refused *grants.Refusal
 	switch {
 	case errors.As(grantErr, &refused):
@@ -415,23 +419,29 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		// From here on a revocation of the turn cancels the call.
 		cctx, cancel := context.WithCancelCause(ctx)
 		done := s.inflight.add(call.GetTurnId(), cancel)
-		res, resolved = s.run(cctx, call, grant, args)
+		res, resolved, recordReason = s.run(cctx, call, grant, args)
 		done()
 		cancel(nil)
 	}
 	res.CallId = call.GetCallId()
 
 	// (7) Complete the record; the answer leaves only once it is backed.
-	res = s.complete(ctx, rec.AttemptID, res, resolved, args)
+	// The record redacts the whole reason; the model's copy is cut after.
+	res = s.complete(ctx, rec.AttemptID, res, resolved, recordReason, args)
+	res.Reason = truncate(res.GetReason(), maxAnswerReasonBytes)
 	return s.finish(ctx, span, start, res, resolved), nil
 }
 
-// completion is what the record of res says. The model gets the whole
-// reason; the record gets it with argument values replaced by digests
-// (invariant 11).
-func completion(res *sharedosv1.ToolResult, resolved string, args []byte) records.Completion {
+// completion is what the record of res says: recordReason when the step
+// that refused wrote one for the record (a schema violation, without the
+// value), else the model's reason — either with argument values replaced
+// by digests (invariant 11).
+func completion(res *sharedosv1.ToolResult, resolved, recordReason string, args []byte) records.Completion {
+	if recordReason == "" {
+		recordReason = res.GetReason()
+	}
 	return records.Completion{
-		Status: res.GetStatus(), Code: res.GetCode(), Reason: redact.Arguments(res.GetReason(), args), ResolvedTool: resolved,
+		Status: res.GetStatus(), Code: res.GetCode(), Reason: redact.Arguments(recordReason, args), ResolvedTool: resolved,
 		DecisionID: res.GetDecisionId(), PolicyRevision: res.GetPolicyRevision(), FinishedAt: time.Now().UTC(),
 	}
 }
@@ -450,8 +460,8 @@ func completion(res *sharedosv1.ToolResult, resolved string, args []byte) record
 //
 // Completions are written on a context the client cannot cancel: a call
 // the client abandoned is recorded all the same.
-func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedosv1.ToolResult, resolved string, args []byte) *sharedosv1.ToolResult {
-	c := completion(res, resolved, args)
+func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedosv1.ToolResult, resolved, recordReason string, args []byte) *sharedosv1.ToolResult {
+	c := completion(res, resolved, recordReason, args)
 	err := s.tryComplete(ctx, attemptID, c)
 	if err == nil {
 		return res
@@ -493,7 +503,7 @@ func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedos
 			"the call ended %s, but its operation record could not be written in time; the effect may have happened",
 			describe(res)))
 		out.CallId, out.DecisionId, out.PolicyRevision = res.GetCallId(), res.GetDecisionId(), res.GetPolicyRevision()
-		res, c = out, completion(out, resolved, args)
+		res, c = out, completion(out, resolved, "", args)
 	}
 	if jerr := s.journal.Add(attemptID, c); jerr != nil {
 		s.logger.ErrorContext(ctx, "operation record completion lost", slog.String(telemetry.LogAttemptID, attemptID),
@@ -561,17 +571,17 @@ func (s *Pipeline) finish(ctx context.Context, span trace.Span, start time.Time,
 // dispatched: a revocation that committed before this call's row is always
 // seen here, and one that commits later waits for this call to end (and
 // cancels it).
-func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (*sharedosv1.ToolResult, string) {
+func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (_ *sharedosv1.ToolResult, resolved, recordReason string) {
 	revoked := make(chan *sharedosv1.ToolResult, 1)
 	go func() { revoked <- s.checkRevoked(ctx, call.GetTurnId()) }()
-	res, name, dispatch := s.prepare(ctx, call, grant, args)
+	res, name, dispatch, recordReason := s.prepare(ctx, call, grant, args)
 	if r := <-revoked; r != nil {
-		return r, name
+		return r, name, ""
 	}
 	if res != nil {
-		return res, name
+		return res, name, recordReason
 	}
-	return dispatch(), name
+	return dispatch(), name, ""
 }
 
 // checkRevoked is nil while the turn may run calls.
@@ -592,39 +602,39 @@ func (s *Pipeline) checkRevoked(ctx context.Context, turn string) *sharedosv1.To
 }
 
 // prepare is steps 2–5: a refusal, or the dispatch to run on allow.
-func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (*sharedosv1.ToolResult, string, func() *sharedosv1.ToolResult) {
+func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (*sharedosv1.ToolResult, string, func() *sharedosv1.ToolResult, string) {
 	if res := contextOutcome(ctx); res != nil {
-		return res, "", nil
+		return res, "", nil, ""
 	}
 	// (2) Resolve within the pin.
 	res, resolved := s.resolve(ctx, call, grant)
 	if res != nil {
-		return res, "", nil
+		return res, "", nil, ""
 	}
 	reg := resolved.Registration
 	name := reg.GetName()
 
 	// (3) Validate the arguments (their one parse in the kernel).
-	decoded, res := s.validate(ctx, resolved, args)
+	decoded, res, recordReason := s.validate(ctx, resolved, args)
 	if res != nil {
-		return res, name, nil
+		return res, name, nil, recordReason
 	}
 
 	// (4) Resolve the requirement.
 	action, resource, err := requirement.ResolveValues(reg.GetRequirement(), decoded)
 	if err != nil {
 		if errors.Is(err, requirement.ErrArguments) {
-			return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()), name, nil
+			return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()), name, nil, ""
 		}
 		s.logger.ErrorContext(ctx, "tool has an unusable requirement", slog.String(telemetry.LogTool, name), slog.Any("error", err))
-		return outcome.Failed(outcome.Internal, "the tool's registration is unusable"), name, nil
+		return outcome.Failed(outcome.Internal, "the tool's registration is unusable"), name, nil, ""
 	}
 
 	// (5) Authorize.
 	res, decisionID, revision := s.authorize(ctx, call, grant.Context, resolved, action, resource, args)
 	if res != nil {
 		res.DecisionId, res.PolicyRevision = decisionID, revision
-		return res, name, nil
+		return res, name, nil, ""
 	}
 
 	// (6) Dispatch, only on allow.
@@ -632,7 +642,7 @@ func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant
 		res := s.dispatch(ctx, call, grant.Context, reg, args, decisionID)
 		res.DecisionId, res.PolicyRevision = decisionID, revision
 		return res
-	}
+	}, ""
 }
 
 func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant) (*sharedosv1.ToolResult, *catalog.Resolved) {
@@ -671,21 +681,23 @@ func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall, grant
 
 // validate decodes the arguments and validates them against the tool's
 // input schema; the decoded value is what the requirement reads.
-func (s *Pipeline) validate(ctx context.Context, resolved *catalog.Resolved, args []byte) (map[string]any, *sharedosv1.ToolResult) {
+// A schema violation's reason differs for the record (recordReason: no
+// value in any rendering) and the model.
+func (s *Pipeline) validate(ctx context.Context, resolved *catalog.Resolved, args []byte) (_ map[string]any, _ *sharedosv1.ToolResult, recordReason string) {
 	_, span := tracer.Start(ctx, telemetry.SpanValidateArguments)
 	defer span.End()
 	decoded, err := decodeArguments(args)
 	if err != nil {
-		return nil, outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error())
+		return nil, outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()), ""
 	}
 	if resolved.InputSchema == nil {
 		s.logger.ErrorContext(ctx, "tool has no compiled input schema", slog.String(telemetry.LogTool, resolved.Registration.GetName()))
-		return nil, outcome.Failed(outcome.Internal, "the tool's registration is unusable")
+		return nil, outcome.Failed(outcome.Internal, "the tool's registration is unusable"), ""
 	}
-	if err := validateSchema(resolved.InputSchema, decoded); err != nil {
-		return nil, outcome.Failed(outcome.InvalidArguments, "invalid arguments "+err.Error())
+	if answer, record, ok := validateSchema(resolved.InputSchema, decoded); !ok {
+		return nil, outcome.Failed(outcome.InvalidArguments, "invalid arguments "+answer), "invalid arguments " + record
 	}
-	return decoded, nil
+	return decoded, nil, ""
 }
 
 func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, resolved *catalog.Resolved, action, resource string, args []byte) (res *sharedosv1.ToolResult, decisionID, revision string) {

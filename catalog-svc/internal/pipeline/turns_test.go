@@ -204,3 +204,32 @@ func TestStartupReconcilesOnlyStoppedKernels(t *testing.T) {
 		t.Errorf("the reconciled kernel's claim is kept: %v", mine.Dead())
 	}
 }
+
+// TestRecordsNeverQuoteArgumentValues (issue 17, item 17): a schema error
+// quoting a long value (pattern, cut for the model at 600 bytes), a number
+// (rendered 4.111222333×10⁰⁹ by the validator) or a short string leaves
+// the record with the location and the failing keyword only; the model
+// still reads the validator's message.
+func TestRecordsNeverQuoteArgumentValues(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		h.resolver.add(t, "test.pattern", `{"type":"object","properties":{"code":{"type":"string","pattern":"^[0-9]+$"},"n":{"type":"integer","maximum":100},"s":{"type":"string","minLength":3}}}`,
+			"read", "file:/public/x", "127.0.0.1:1", sharedosv1.ToolClass_TOOL_CLASS_MANAGED, 0)
+		long := "SECRET-" + strings.Repeat("x", 1000)
+		for i, args := range []string{`{"code":"` + long + `"}`, `{"n":4111222333}`, `{"s":"q7"}`} {
+			res := h.call("red"+itoa(i), "test.pattern", args)
+			expect(t, res, failed, outcome.InvalidArguments)
+			if len(res.GetReason()) > 600+len("…") || !strings.Contains(res.GetReason(), "at /") {
+				t.Errorf("the model's reason (%d bytes): %.80s", len(res.GetReason()), res.GetReason())
+			}
+			r := h.records("red" + itoa(i))[0]
+			for _, v := range []string{"SECRET-xxxx", "4111222333", "4.111222333", "q7"} {
+				if strings.Contains(r.Reason, v) {
+					t.Errorf("%s: the record's reason quotes %q: %s", args[:min(20, len(args))], v, r.Reason)
+				}
+			}
+			if !strings.Contains(r.Reason, "does not satisfy") {
+				t.Errorf("%s: record reason %q names no keyword", args[:min(20, len(args))], r.Reason)
+			}
+		}
+	})
+}

@@ -7,17 +7,23 @@ import (
 	"encoding/json"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
-// MinLen is the shortest string value replaced: shorter ones ("a", "ok")
-// would also match ordinary words of the text and carry little.
+// MinLen is the shortest string value replaced wherever it occurs; shorter
+// strings, numbers and booleans ("ab", 4111222333, true) are replaced only
+// where they stand as a whole token (no letter or digit on either side), so
+// they do not eat into ordinary words of the text.
 const MinLen = 4
 
-// Arguments returns text with every occurrence of a string value of the JSON
-// arguments — and of its cleaned-path form, which is how values reach
-// resources — replaced by "[arg sha256:<12 hex>]". Invalid JSON redacts
-// nothing but is not an error: the text then quotes no parsed value.
+// Arguments returns text with every occurrence of a value of the JSON
+// arguments — strings and their cleaned-path form, which is how values
+// reach resources, and numbers and booleans — replaced by
+// "[arg sha256:<12 hex>]". Invalid JSON redacts nothing but is not an
+// error: the text then quotes no parsed value.
 func Arguments(text string, argsJSON []byte) string {
 	if text == "" || len(argsJSON) == 0 {
 		return text
@@ -28,32 +34,77 @@ func Arguments(text string, argsJSON []byte) string {
 	if err := dec.Decode(&v); err != nil {
 		return text
 	}
-	seen := map[string]bool{}
-	collect(v, func(s string) {
-		for _, form := range []string{s, cleaned(s)} {
-			if len(form) >= MinLen {
+	seen, tokens := map[string]bool{}, map[string]bool{}
+	collect(v, func(s string, str bool) {
+		forms := []string{s}
+		if str {
+			forms = append(forms, cleaned(s))
+		}
+		for _, form := range forms {
+			switch {
+			case str && len(form) >= MinLen:
 				seen[form] = true
+			case form != "":
+				tokens[form] = true
 			}
 		}
 	})
-	values := make([]string, 0, len(seen))
-	for s := range seen {
+	for _, s := range longestFirst(seen) {
+		if strings.Contains(text, s) {
+			text = strings.ReplaceAll(text, s, Digest(s))
+		}
+	}
+	for _, s := range longestFirst(tokens) {
+		text = replaceTokens(text, s)
+	}
+	return text
+}
+
+// longestFirst orders values so that none is half-replaced by a shorter
+// one it contains.
+func longestFirst(set map[string]bool) []string {
+	values := make([]string, 0, len(set))
+	for s := range set {
 		values = append(values, s)
 	}
-	// Longest first, so a value is not half-replaced by a shorter one
-	// it contains.
 	sort.Slice(values, func(i, j int) bool {
 		if len(values[i]) != len(values[j]) {
 			return len(values[i]) > len(values[j])
 		}
 		return values[i] < values[j]
 	})
-	for _, s := range values {
-		if strings.Contains(text, s) {
-			text = strings.ReplaceAll(text, s, Digest(s))
+	return values
+}
+
+// replaceTokens replaces s in text where no letter or digit touches it.
+func replaceTokens(text, s string) string {
+	var b strings.Builder
+	for rest := text; ; {
+		i := strings.Index(rest, s)
+		if i < 0 {
+			if b.Len() == 0 {
+				return text
+			}
+			b.WriteString(rest)
+			return b.String()
 		}
+		before, _ := utf8.DecodeLastRuneInString(rest[:i])
+		if i == 0 && b.Len() > 0 {
+			before, _ = utf8.DecodeLastRuneInString(b.String())
+		}
+		after, _ := utf8.DecodeRuneInString(rest[i+len(s):])
+		b.WriteString(rest[:i])
+		if wordRune(before) || wordRune(after) {
+			b.WriteString(s)
+		} else {
+			b.WriteString(Digest(s))
+		}
+		rest = rest[i+len(s):]
 	}
-	return text
+}
+
+func wordRune(r rune) bool {
+	return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r))
 }
 
 // ArgumentsDigest is "sha256:<lowercase hex>" of the raw argument bytes: the
@@ -74,10 +125,16 @@ func cleaned(s string) string {
 	return path.Clean("/" + strings.ReplaceAll(s, `\`, "/"))
 }
 
-func collect(v any, f func(string)) {
+// collect calls f with every scalar of v: strings (str true), and numbers
+// and booleans as their JSON text.
+func collect(v any, f func(s string, str bool)) {
 	switch x := v.(type) {
 	case string:
-		f(x)
+		f(x, true)
+	case json.Number:
+		f(x.String(), false)
+	case bool:
+		f(strconv.FormatBool(x), false)
 	case map[string]any:
 		for _, e := range x {
 			collect(e, f)

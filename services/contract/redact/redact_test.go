@@ -20,7 +20,14 @@ func TestArguments(t *testing.T) {
 			[]string{"CANARY-9"}, []string{"may not read"}},
 		{"backslashes", "may not read /private/x-secret", `{"path":"\\private\\x-secret"}`, []string{"x-secret"}, nil},
 		{"nested values", "found tok-ABCDEF in the query", `{"q":{"deep":["tok-ABCDEF"]}}`, []string{"tok-ABCDEF"}, []string{"found "}},
-		{"short values stay", "may not read /a", `{"p":"/a"}`, nil, []string{"/a"}},
+		// Short strings, numbers and booleans: as whole tokens only
+		// (issue 17, item 17: "limit": 4111222333 reached a record).
+		{"short value as a token", "may not read /a", `{"p":"/a"}`, []string{"/a"}, []string{"may not read "}},
+		{"short value inside a word stays", "a path was given", `{"p":"a"}`, nil, []string{"path", "was"}},
+		{"number", "at /limit: maximum: got 4111222333, want 100", `{"limit":4111222333}`, []string{"4111222333"}, []string{"want 100", "/limit"}},
+		{"number inside a longer one stays", "got 24111222333", `{"limit":4111222333}`, nil, []string{"24111222333"}},
+		{"boolean", "flag true is not allowed", `{"f":true}`, []string{" true "}, []string{"flag ", " is not allowed"}},
+		{"short quoted", "value 'ab' does not match", `{"x":"ab"}`, []string{"'ab'"}, []string{"value '", "' does not match"}},
 		{"no arguments", "policy says no", `{}`, nil, []string{"policy says no"}},
 		{"invalid JSON redacts nothing", "x /private/zzz", `{`, nil, []string{"/private/zzz"}},
 	}
