@@ -40,6 +40,11 @@ type Config struct {
 	// made through this pod at once; expiry is always judged on the store's
 	// clock. Zero reads the store on every request.
 	StatusCacheTTL time.Duration
+	// FailureRate and FailureBurst are the refused requests a source
+	// address may cause per second before its requests are refused without
+	// a lease lookup (defaults DefaultFailureRate, DefaultFailureBurst).
+	FailureRate  float64
+	FailureBurst int
 	// Now replaces time.Now (tests).
 	Now func() time.Time
 	// TracerProvider replaces the global one (tests).
@@ -49,8 +54,9 @@ type Config struct {
 // Handler serves every turn's MCP endpoint and caches one turnServer per
 // open turn seen by this pod.
 type Handler struct {
-	cfg    Config
-	tracer trace.Tracer
+	cfg      Config
+	tracer   trace.Tracer
+	failures *failures
 
 	mu       sync.Mutex
 	turns    map[string]*entry
@@ -83,7 +89,8 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus)}
+	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus),
+		failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
 	if cfg.TracerProvider != nil {
 		h.tracer = cfg.TracerProvider.Tracer(telemetry.ScopeBridge)
 	}
@@ -122,9 +129,17 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 		return "", false
 	}
 	ctx := r.Context()
+	src := source(r)
+	limited := h.failures.exhausted(src)
+	if limited && !h.statusCached(turnID) {
+		w.Header().Set("Retry-After", "1")
+		h.refuse(w, r, http.StatusTooManyRequests, "too many refused requests from this address")
+		return "", false
+	}
 	st, err := h.status(ctx, turnID)
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
+		h.failures.spend(src)
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
 		return "", false
 	case err != nil:
@@ -132,16 +147,21 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 		h.refuse(w, r, http.StatusServiceUnavailable, "lease store unavailable")
 		return "", false
 	case !st.Open():
+		h.failures.spend(src)
 		h.Evict(turnID)
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
 		return "", false
 	}
 	if !leases.TokenMatches(token, st.TokenHash) {
+		h.failures.spend(src)
 		// Another turn's token names a turn that is not this one: 404, as if
 		// this turn did not exist for its holder. No valid token at all: 401.
-		if _, err := h.cfg.Store.TurnByToken(ctx, leases.HashToken(token)); err == nil {
-			h.refuse(w, r, http.StatusNotFound, "turn not found")
-			return "", false
+		// A source past its refusal budget is not worth the second lookup.
+		if !limited {
+			if _, err := h.cfg.Store.TurnByToken(ctx, leases.HashToken(token)); err == nil {
+				h.refuse(w, r, http.StatusNotFound, "turn not found")
+				return "", false
+			}
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sharedos-turn", error="invalid_token"`)
 		h.refuse(w, r, http.StatusUnauthorized, "invalid bearer token")
@@ -269,6 +289,18 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, rea
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, strconv.Itoa(status)+" "+reason+"\n")
+}
+
+// statusCached reports whether turnID's status is in this pod's cache and
+// still fresh.
+func (h *Handler) statusCached(turnID string) bool {
+	if h.cfg.StatusCacheTTL <= 0 {
+		return false
+	}
+	h.mu.Lock()
+	c, ok := h.statuses[turnID]
+	h.mu.Unlock()
+	return ok && h.cfg.Now().Sub(c.fetched) < h.cfg.StatusCacheTTL
 }
 
 // status returns the lease's status, from this pod's cache when the last

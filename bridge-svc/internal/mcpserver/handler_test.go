@@ -2,10 +2,13 @@ package mcpserver_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,5 +257,80 @@ func TestEvictWinsOverAnOlderStatusRead(t *testing.T) {
 	<-done
 	if slices.Contains(h.Cached(), l.TurnID) {
 		t.Fatalf("the closed turn is cached again after its Evict: %v", h.Cached())
+	}
+}
+
+// countingStore counts the store reads a request costs.
+type countingStore struct {
+	*memory.Store
+	reads atomic.Int64
+}
+
+func (c *countingStore) Status(ctx context.Context, id string) (leases.Status, error) {
+	c.reads.Add(1)
+	return c.Store.Status(ctx, id)
+}
+
+func (c *countingStore) TurnByToken(ctx context.Context, h [sha256.Size]byte) (string, error) {
+	c.reads.Add(1)
+	return c.Store.TurnByToken(ctx, h)
+}
+
+// TestRefusalsAreCheap (issue 17, item 12): a source that keeps sending
+// made-up tokens spends its refusal budget and is then refused without any
+// store read (429 for an uncached turn, 401 without the second lookup on a
+// cached one), while the right token on a cached turn still passes.
+func TestRefusalsAreCheap(t *testing.T) {
+	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	st := &countingStore{Store: memory.New(memory.WithClock(pod.now))}
+	h := mcpserver.NewHandler(mcpserver.Config{
+		Store: st, Forwarder: &forward.Forwarder{},
+		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+		StatusCacheTTL: time.Hour, Now: pod.now, FailureRate: 0.0001, FailureBurst: 5, // no refill during the test
+	})
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, h)
+	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
+	token, hash, _ := leases.NewToken()
+	l.TokenHash = hash
+	if err := st.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	call := func(turnID, tok string) int {
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID), strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+		req.RemoteAddr = "192.0.2.7:5555"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/list")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		return w.Code
+	}
+	if code := call(l.TurnID, token); code != 200 { // caches the turn's status
+		t.Fatalf("the right token: %d", code)
+	}
+	unknown := "taaaaaaaaaaaaaaaaaaaaaaaaaa"
+	for i := range 5 { // the budget: each costs its lookups
+		if code := call(unknown, fmt.Sprintf("made-up-%d", i)); code != http.StatusNotFound {
+			t.Fatalf("refusal %d within the budget: %d", i, code)
+		}
+	}
+	before := st.reads.Load()
+	for i := range 100 {
+		if code := call(unknown, fmt.Sprintf("flood-%d", i)); code != http.StatusTooManyRequests {
+			t.Fatalf("flood request %d: %d, want 429", i, code)
+		}
+		if code := call(l.TurnID, fmt.Sprintf("flood-%d", i)); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token on a cached turn: %d, want 401", code)
+		}
+	}
+	if n := st.reads.Load() - before; n != 0 {
+		t.Fatalf("200 refused requests past the budget cost %d store reads", n)
+	}
+	if code := call(l.TurnID, token); code != 200 {
+		t.Fatalf("the right token during the flood: %d", code)
 	}
 }

@@ -19,6 +19,9 @@ type Store struct {
 
 	mu     sync.RWMutex
 	leases map[string]*leases.Lease
+	// byToken indexes leases by token hash: a request's token is looked up
+	// in constant time, never by a scan (issue 17, item 12).
+	byToken map[[sha256.Size]byte]string
 }
 
 var _ leases.Store = (*Store)(nil)
@@ -31,7 +34,7 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{now: time.Now, leases: make(map[string]*leases.Lease)}
+	s := &Store{now: time.Now, leases: make(map[string]*leases.Lease), byToken: make(map[[sha256.Size]byte]string)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -46,6 +49,7 @@ func (s *Store) Create(_ context.Context, l *leases.Lease) error {
 		return leases.ErrExists
 	}
 	s.leases[l.TurnID] = clone(l)
+	s.byToken[l.TokenHash] = l.TurnID
 	return nil
 }
 
@@ -100,10 +104,8 @@ func (s *Store) Close(_ context.Context, turnID string) error {
 func (s *Store) TurnByToken(_ context.Context, hash [sha256.Size]byte) (string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for id, l := range s.leases {
-		if l.TokenHash == hash {
-			return id, nil
-		}
+	if id, ok := s.byToken[hash]; ok {
+		return id, nil
 	}
 	return "", leases.ErrNotFound
 }
