@@ -44,10 +44,12 @@ type Config struct {
 	Kernel      string
 	DatabaseURL string
 	// DatabaseRole is the least-privilege role the pool acts as (ADR 0013).
-	DatabaseRole   string
-	Migrate        bool
-	AllowedOrigins []string
-	AllowedHosts   []string
+	DatabaseRole string
+	// DatabaseMaxConns bounds the pool (0: pgdb.DefaultMaxConns).
+	DatabaseMaxConns int
+	Migrate          bool
+	AllowedOrigins   []string
+	AllowedHosts     []string
 	// HostTenants are IDENTITY=TENANT entries: the tenants each host
 	// identity may open turns for (leases.TenantPolicy).
 	HostTenants []string
@@ -95,6 +97,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	catalog := config.String(fs, "catalog", "127.0.0.1:7401", "catalog-svc gRPC address: the kernel that grants, revokes and runs each turn's calls")
 	kernel := config.String(fs, "kernel", "", "kernel (RuntimeService) gRPC address (default: --catalog)")
 	dbURL := config.String(fs, "database-url", "", "PostgreSQL DSN for leases (empty: embedded in-memory store)")
+	dbMax := config.Int(fs, "database-max-conns", pgdb.DefaultMaxConns, "PostgreSQL pool size (a pool_max_conns in --database-url wins)")
 	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): only bridge.leases; empty: the login user's own privileges")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use)")
 	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin, and from the bridge's own origin — the public URL's, and the loopback names with its port on a loopback listener — are always allowed)")
@@ -115,6 +118,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	return func() Config {
 		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
 		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate, c.DatabaseRole = *catalog, *kernel, *dbURL, *migrate, *dbRole
+		c.DatabaseMaxConns = *dbMax
 		c.AllowedOrigins, c.AllowedHosts, c.HostTenants = *origins, *hosts, *hostTenants
 		c.OIDCIssuer, c.OIDCAudience, c.OIDCAlgorithms = *oidcIssuer, *oidcAudience, *oidcAlgs
 		c.OIDCPrincipalClaim, c.OIDCTenantClaim, c.OIDCRolesClaim = *oidcPrincipal, *oidcTenant, *oidcRoles
@@ -129,6 +133,9 @@ func (c *Config) Validate() error {
 	var errs config.Errors
 	if c.Listen == "" {
 		errs.Add("listen", "must not be empty")
+	}
+	if c.DatabaseMaxConns < 0 {
+		errs.Add("database-max-conns", "must be positive")
 	}
 	if c.HTTPListen == "" {
 		errs.Add("http-listen", "must not be empty")
@@ -243,7 +250,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 			}
 		}
 		var pool *pgxpool.Pool
-		pool, err = pgdb.Open(ctx, c.DatabaseURL, pgdb.WithRole(c.DatabaseRole))
+		pool, err = pgdb.Open(ctx, c.DatabaseURL, pgdb.WithRole(c.DatabaseRole), pgdb.WithMaxConns(c.DatabaseMaxConns))
 		if err != nil {
 			return nil, fmt.Errorf("bridge: --database-url: %w", err)
 		}

@@ -45,7 +45,10 @@ type Config struct {
 	MetricsListen string
 	DatabaseURL   string
 	// DatabaseRole is the least-privilege role the pool acts as (ADR 0013).
-	DatabaseRole          string
+	DatabaseRole string
+	// DatabaseMaxConns bounds the pool; the process holds up to two more
+	// (the catalogue feed's and the revocation watch's LISTEN connections).
+	DatabaseMaxConns      int
 	Migrate               bool
 	AuthzAddr             string
 	AuthzTimeout          time.Duration
@@ -76,6 +79,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
 	db := config.String(fs, "database-url", "", "PostgreSQL URL; empty uses the embedded in-process store")
 	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): records are append-only for it; empty: the login user's own privileges")
+	dbMax := config.Int(fs, "database-max-conns", pgdb.DefaultMaxConns, "PostgreSQL pool size (a pool_max_conns in --database-url wins); the process holds up to two LISTEN connections more")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use; production runs `catalog-svc migrate`)")
 	authz := config.String(fs, "authz", "127.0.0.1:7402", "authz-svc gRPC address")
 	authzTimeout := config.Duration(fs, "authz-timeout", 2*time.Second, "deadline of one Authorize call")
@@ -91,7 +95,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 			id = defaultInstanceID()
 		}
 		return Config{
-			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, DatabaseRole: *dbRole, AuthzAddr: *authz,
+			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, DatabaseRole: *dbRole, DatabaseMaxConns: *dbMax, AuthzAddr: *authz,
 			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
 			InstanceID: id, RecordJournalDir: *journalDir, GrantKey: *grantKey, GrantRetiredKeys: *grantRetired,
 		}
@@ -122,6 +126,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultHandlerTimeout <= 0 {
 		errs.Add("handler-timeout", "must be positive")
+	}
+	if c.DatabaseMaxConns < 0 {
+		errs.Add("database-max-conns", "must be positive")
 	}
 	if c.ReconcileInterval <= 0 {
 		errs.Add("reconcile-interval", "must be positive")
@@ -179,7 +186,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		if err := migrations.Check(ctx, c.DatabaseURL); err != nil {
 			return nil, fmt.Errorf("%w: run `catalog-svc migrate` first", err)
 		}
-		a.pool, err = pgdb.Open(ctx, c.DatabaseURL, pgdb.WithRole(c.DatabaseRole))
+		a.pool, err = pgdb.Open(ctx, c.DatabaseURL, pgdb.WithRole(c.DatabaseRole), pgdb.WithMaxConns(c.DatabaseMaxConns))
 		if err != nil {
 			return nil, err
 		}

@@ -248,6 +248,10 @@ least-privilege role either way (--database-role).
     secretKeyRef:
       name: {{ $name }}
       key: {{ $key }}
+{{- if and $own $own.maxConns }}
+- name: SHAREDOS_DATABASE_MAX_CONNS
+  value: {{ $own.maxConns | quote }}
+{{- end }}
 {{- end }}
 
 {{/* User-supplied env of one component: (dict "values" .Values.x) */}}
@@ -325,6 +329,17 @@ template so a bad combination fails at render time with the field named.
 {{- fail (printf "tls.existingSecrets.%s is required when tls.certManager.enabled is false: the internal plane runs mutual TLS" $c) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- $db := .Values.database }}
+{{- $surge := 0 }}
+{{- if kindIs "float64" .Values.rollingUpdate.maxSurge }}{{ $surge = int .Values.rollingUpdate.maxSurge }}{{ else }}{{ $surge = 1 }}{{ end }}
+{{- $bridgePods := int .Values.bridge.replicas }}
+{{- if .Values.bridge.hpa.enabled }}{{ $bridgePods = int .Values.bridge.hpa.maxReplicas }}{{ end }}
+{{- $need := add (mul (add $bridgePods $surge) (int $db.bridge.maxConns)) (mul (add (int .Values.catalog.replicas) $surge) (add (int $db.catalog.maxConns) 2)) }}
+{{- $pg := .Values.postgres }}
+{{- $have := sub (int $pg.maxConnections) (int $pg.reservedConnections) }}
+{{- if gt (int $need) (int $have) }}
+{{- fail (printf "database connection budget exceeded: bridge %d pods × %d + catalog %d pods × (%d + 2 LISTEN) = %d connections at maximum scale (surge included), but postgres.maxConnections %d − postgres.reservedConnections %d leaves %d; lower database.*.maxConns or the replica ceilings, or raise max_connections (and postgres.maxConnections)" (add $bridgePods $surge) (int $db.bridge.maxConns) (add (int .Values.catalog.replicas) $surge) (int $db.catalog.maxConns) (int $need) (int $pg.maxConnections) (int $pg.reservedConnections) (int $have)) }}
 {{- end }}
 {{- if and (not .Values.tls.certManager.enabled) (not .Values.catalog.grants.existingSecret) }}
 {{- fail "catalog.grants.existingSecret is required when tls.certManager.enabled is false: every kernel replica signs turn grants with the same key" }}

@@ -42,6 +42,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*pgxpool.Pool, error
 	if err != nil {
 		return nil, fmt.Errorf("pgdb: %w %s: %s", ErrInvalidDSN, RedactDSN(dsn), scrub(parseReason(err), dsn))
 	}
+	dsnMax := cfg.MaxConns
 	if !hasSetting(dsn, "pool_max_conns") {
 		cfg.MaxConns = DefaultMaxConns
 	}
@@ -62,6 +63,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*pgxpool.Pool, error
 	for _, o := range opts {
 		o(cfg)
 	}
+	if hasSetting(dsn, "pool_max_conns") {
+		cfg.MaxConns = dsnMax // the operator's DSN is the last word
+	}
 
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -78,6 +82,16 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*pgxpool.Pool, error
 // deadlines, *pgconn.ConnectError) while its text is scrubbed.
 // Option tunes Open.
 type Option func(*pgxpool.Config)
+
+// WithMaxConns bounds the pool at n connections (n > 0); a pool_max_conns
+// in the DSN still wins (Open).
+func WithMaxConns(n int) Option {
+	return func(c *pgxpool.Config) {
+		if n > 0 {
+			c.MaxConns = int32(min(n, 1<<20))
+		}
+	}
+}
 
 // WithRole makes every connection of the pool act as role from its start
 // (the "role" setting of the startup packet, i.e. SET ROLE): a service runs

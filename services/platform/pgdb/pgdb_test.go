@@ -54,6 +54,25 @@ func TestOpenKeepsDSNSettings(t *testing.T) {
 	}
 }
 
+// TestWithMaxConns (issue 17, item 14): the pool size comes from the
+// service's flag, and an operator's pool_max_conns in the DSN still wins.
+func TestWithMaxConns(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, nil)
+	for _, c := range []struct {
+		dsn  string
+		want int32
+	}{{dsn, 4}, {dsn + "&pool_max_conns=3", 3}} {
+		pool, err := pgdb.Open(context.Background(), c.dsn, pgdb.WithMaxConns(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pool.Config().MaxConns; got != c.want {
+			t.Errorf("%s: MaxConns = %d, want %d", pgdb.RedactDSN(c.dsn), got, c.want)
+		}
+		pool.Close()
+	}
+}
+
 func unusedPort(t *testing.T) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
