@@ -45,6 +45,10 @@ const (
 	RuleTimeout         = "timeout_range"
 	RuleIdentifier      = "IdentifierSchema"
 	RuleUniqueInBatch   = "unique_in_batch"
+	// RuleClosedArguments: a requirement that names arguments needs an
+	// inputSchema that lists every key (additionalProperties false), or
+	// requirement.open_arguments.
+	RuleClosedArguments = "closed_arguments"
 	// RuleMCPServable: the bridge could not serve the tool over MCP
 	// (annotations of the wrong MCP types, a bad x-mcp-header).
 	RuleMCPServable = "mcp_servable"

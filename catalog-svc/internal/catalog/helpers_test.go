@@ -24,7 +24,7 @@ func reg(name string) *sharedosv1.ToolRegistration {
 	return &sharedosv1.ToolRegistration{
 		Name:             name,
 		Description:      "Reads a file.\n\tIndented line.",
-		InputSchemaJson:  []byte(`{"type": "object", "properties": {"path": {"type": "string", "description": "absolute path"}}, "required": ["path"]}`),
+		InputSchemaJson:  []byte(`{"type": "object", "properties": {"path": {"type": "string", "description": "absolute path"}}, "required": ["path"], "additionalProperties": false}`),
 		OutputSchemaJson: []byte(`{"type":"object","properties":{"text":{"type":"string"}}}`),
 		AnnotationsJson:  []byte(`{"title":"Read file","readOnlyHint":true}`),
 		Metadata:         &sharedosv1.ToolMetadata{Namespace: ns, Source: "provider:" + ns},

@@ -37,6 +37,8 @@ type parsedSchema struct {
 	compiled *jsonschema.Schema
 	// topProps are the names under the top-level "properties".
 	topProps map[string]bool
+	// closed: the top level sets "additionalProperties": false.
+	closed bool
 }
 
 // errNoNetwork is what the loader returns for every URL: a tool schema must
@@ -92,6 +94,9 @@ func compileSchema(field string, raw []byte) (*parsedSchema, error) {
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
 	}
 	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}}
+	if ap, ok := obj["additionalProperties"].(bool); ok && !ap {
+		ps.closed = true
+	}
 	if props, ok := obj["properties"].(map[string]any); ok {
 		for k := range props {
 			ps.topProps[k] = true

@@ -110,6 +110,10 @@ func validateAuthority(reg *sharedosv1.ToolRegistration, input *parsedSchema) er
 	if err := checkTemplate(req.GetResource(), input); err != nil {
 		return err
 	}
+	if names, _ := requirement.Placeholders(req.GetResource()); len(names) > 0 && !input.closed && !req.GetOpenArguments() {
+		return invalid("inputSchema.additionalProperties", RuleClosedArguments,
+			"must be false when requirement.resource names arguments ({%s}): a key the schema does not list is one the policy never saw; set requirement.open_arguments to accept such keys", names[0])
+	}
 	if reg.GetHandler().GetTarget() == "" {
 		return invalid("handler.target", RuleRequired, "a managed tool needs the gRPC address of its ToolHandlerService")
 	}

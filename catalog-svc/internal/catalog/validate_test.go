@@ -120,10 +120,15 @@ func TestRegisterRejects(t *testing.T) {
 		{"action list", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "list" }, "requirement.action", catalog.RuleAction, "reserved for catalogue filtering"},
 		// What the bridge could not serve is refused where it enters, not at
 		// every OpenTurn (issue 17, item 2).
+		// A requirement naming arguments needs every key listed (issue 17,
+		// item 1): a case-folded or unlisted key is one the policy never saw.
+		{"open schema under a placeholder", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)
+		}, "inputSchema.additionalProperties", catalog.RuleClosedArguments, "requirement.open_arguments"},
 		{"readOnlyHint a string", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = []byte(`{"readOnlyHint":"yes"}`) }, "annotations", catalog.RuleMCPServable, "readOnlyHint"},
 		{"title a number", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = []byte(`{"title":7}`) }, "annotations", catalog.RuleMCPServable, ""},
 		{"x-mcp-header on an object", func(r *sharedosv1.ToolRegistration) {
-			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"object","x-mcp-header":"Path"}}}`)
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"object","x-mcp-header":"Path"}},"additionalProperties":false}`)
 		}, "inputSchema", catalog.RuleMCPServable, ""},
 		{"placeholder not a property", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{file}" }, "requirement.resource", catalog.RuleTemplate, "{file}"},
 		{"nested placeholder not top-level", func(r *sharedosv1.ToolRegistration) {
@@ -178,19 +183,27 @@ func TestRegisterAccepts(t *testing.T) {
 		{"as is", func(r *sharedosv1.ToolRegistration) {}},
 		{"newline and tab in description", func(r *sharedosv1.ToolRegistration) { r.Description = "a\n\tb — café 日本 😀" }},
 		{"local refs", func(r *sharedosv1.ToolRegistration) {
-			r.InputSchemaJson = []byte(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"p":{"type":"string"}},"properties":{"path":{"$ref":"#/$defs/p"}}}`)
+			r.InputSchemaJson = []byte(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"p":{"type":"string"}},"properties":{"path":{"$ref":"#/$defs/p"}},"additionalProperties":false}`)
 		}},
 		{"no output schema", func(r *sharedosv1.ToolRegistration) { r.OutputSchemaJson = nil }},
 		{"no annotations", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = nil }},
 		{"data keywords may hold any strings", func(r *sharedosv1.ToolRegistration) {
-			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"const":{"$ref":"https://x.example"}}}}`)
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"const":{"$ref":"https://x.example"}}},"additionalProperties":false}`)
 		}},
 		{"depth at the cap", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(nested(28))
 			r.Requirement.Resource = "file:{x}"
+			r.Requirement.OpenArguments = true // nested() leaves the top level open
 		}},
 		{"escaped braces in the template", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "file:{{literal}}{path}" }},
 		{"action-only requirement", func(r *sharedosv1.ToolRegistration) { r.Requirement.Resource = "" }},
+		{"open schema without placeholders", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson, r.Requirement.Resource = []byte(`{"type":"object","properties":{"q":{"type":"string"}}}`), "search:all"
+		}},
+		{"open schema opted out", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)
+			r.Requirement.OpenArguments = true
+		}},
 		{"managed unqualified without namespace", func(r *sharedosv1.ToolRegistration) {
 			r.Name, r.Metadata.Namespace, r.Requirement.Resource = "test_simple_text", "", ""
 		}},

@@ -122,7 +122,7 @@ func registration(name string) *sharedosv1.ToolRegistration {
 	return &sharedosv1.ToolRegistration{
 		Name:            name,
 		Description:     "Reads a file.",
-		InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`),
+		InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}},"additionalProperties":false}`),
 		Metadata:        &sharedosv1.ToolMetadata{Namespace: strings.Split(name, ".")[0], Source: "builtin"},
 		Class:           sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
 		Requirement:     &sharedosv1.Requirement{Action: "read", Resource: "file:{path}"},

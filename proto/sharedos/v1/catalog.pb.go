@@ -87,7 +87,14 @@ type Requirement struct {
 	// resource is a template whose {arg} placeholders name top-level arguments.
 	Resource string `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
 	// path_cleaning applies to every placeholder value.
-	PathCleaning  PathCleaning `protobuf:"varint,3,opt,name=path_cleaning,json=pathCleaning,proto3,enum=sharedos.v1.PathCleaning" json:"path_cleaning,omitempty"`
+	PathCleaning PathCleaning `protobuf:"varint,3,opt,name=path_cleaning,json=pathCleaning,proto3,enum=sharedos.v1.PathCleaning" json:"path_cleaning,omitempty"`
+	// open_arguments declares that the tool takes argument keys its
+	// inputSchema does not list although resource names arguments. Without
+	// it such a tool's inputSchema must set "additionalProperties": false at
+	// the top level: a key the schema does not list is one the requirement
+	// and the policy never saw. The kernel refuses keys equal under case
+	// folding either way.
+	OpenArguments bool `protobuf:"varint,4,opt,name=open_arguments,json=openArguments,proto3" json:"open_arguments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -141,6 +148,13 @@ func (x *Requirement) GetPathCleaning() PathCleaning {
 		return x.PathCleaning
 	}
 	return PathCleaning_PATH_CLEANING_UNSPECIFIED
+}
+
+func (x *Requirement) GetOpenArguments() bool {
+	if x != nil {
+		return x.OpenArguments
+	}
+	return false
 }
 
 // HandlerRef says which ToolHandlerService serves the tool.
@@ -1016,11 +1030,12 @@ var File_sharedos_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x19sharedos/v1/catalog.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\"\x81\x01\n" +
+	"\x19sharedos/v1/catalog.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\"\xa8\x01\n" +
 	"\vRequirement\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12>\n" +
-	"\rpath_cleaning\x18\x03 \x01(\x0e2\x19.sharedos.v1.PathCleaningR\fpathCleaning\"Y\n" +
+	"\rpath_cleaning\x18\x03 \x01(\x0e2\x19.sharedos.v1.PathCleaningR\fpathCleaning\x12%\n" +
+	"\x0eopen_arguments\x18\x04 \x01(\bR\ropenArguments\"Y\n" +
 	"\n" +
 	"HandlerRef\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x123\n" +

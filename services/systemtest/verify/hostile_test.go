@@ -324,7 +324,8 @@ func checkHandledMatchRecords(t *testing.T, s *stack, turnID string) {
 }
 
 // TestCaseFoldedKeysNeverReachAProvider (issue 17, item 1): with files.read
-// re-registered WITHOUT additionalProperties:false, an argument key that
+// re-registered WITHOUT additionalProperties:false (registration refuses
+// that unless requirement.open_arguments says so), an argument key that
 // differs from the authorized one only in case ({"path": public, "PATH":
 // private}) would be read by the files provider's case-insensitive decoding.
 // The kernel refuses it as failed/invalid_arguments, recorded; the provider
@@ -340,6 +341,7 @@ func TestCaseFoldedKeysNeverReachAProvider(t *testing.T) {
 	}
 	reg := got.GetRegistration()
 	reg.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","minLength":1,"maxLength":4096}},"required":["path"]}`)
+	reg.Requirement.OpenArguments = true // the opt-out registration requires for it
 	if _, err := s.catalogC.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: reg}); err != nil {
 		t.Fatalf("re-register files.read without additionalProperties: %v", err)
 	}

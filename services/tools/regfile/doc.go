@@ -4,7 +4,7 @@
 //
 // The keys are a contract: name, description, inputSchema, outputSchema,
 // annotations, metadata (namespace, source), class (default managed),
-// requirement (action, resource), handler (target, timeout). An unknown key,
+// requirement (action, resource, openArguments), handler (target, timeout). An unknown key,
 // at any level, is an error naming it. JSON files keep their schema bytes
 // verbatim; YAML files are converted to JSON (key order becomes sorted).
 package regfile

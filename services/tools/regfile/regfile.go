@@ -41,6 +41,9 @@ type Metadata struct {
 type Requirement struct {
 	Action   string `json:"action"`
 	Resource string `json:"resource,omitempty"`
+	// OpenArguments: the tool takes argument keys its inputSchema does not
+	// list although resource names arguments (requirement.open_arguments).
+	OpenArguments bool `json:"openArguments,omitempty"`
 }
 
 // Handler names the ToolHandlerService serving the tool.
@@ -178,8 +181,9 @@ func (r Registration) ToProto() (*sharedosv1.ToolRegistration, error) {
 	}
 	if r.Requirement != nil {
 		out.Requirement = &sharedosv1.Requirement{
-			Action:   r.Requirement.Action,
-			Resource: r.Requirement.Resource,
+			Action:        r.Requirement.Action,
+			Resource:      r.Requirement.Resource,
+			OpenArguments: r.Requirement.OpenArguments,
 			// Resource templates clean path-valued arguments by default
 			// (docs/adr/0006-requirements.md): a file can't opt out of it.
 			PathCleaning: sharedosv1.PathCleaning_PATH_CLEANING_POSIX,
@@ -212,7 +216,7 @@ func FromProto(p *sharedosv1.ToolRegistration) Registration {
 		r.Metadata = &Metadata{Namespace: m.GetNamespace(), Source: m.GetSource()}
 	}
 	if q := p.GetRequirement(); q != nil {
-		r.Requirement = &Requirement{Action: q.GetAction(), Resource: q.GetResource()}
+		r.Requirement = &Requirement{Action: q.GetAction(), Resource: q.GetResource(), OpenArguments: q.GetOpenArguments()}
 	}
 	if h := p.GetHandler(); h != nil {
 		r.Handler = &Handler{Target: h.GetTarget()}

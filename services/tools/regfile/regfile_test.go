@@ -95,3 +95,19 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("round trip lost data: %+v", back)
 	}
 }
+
+// TestOpenArguments: requirement.openArguments reaches the registration and
+// comes back (issue 17, item 1's opt-out).
+func TestOpenArguments(t *testing.T) {
+	regs, err := regfile.Parse([]byte(`{"name":"x.y","inputSchema":{"type":"object"},"requirement":{"action":"read","resource":"file:{p}","openArguments":true},"handler":{"target":"127.0.0.1:1"}}`), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := regs[0].ToProto()
+	if err != nil || !p.GetRequirement().GetOpenArguments() {
+		t.Fatalf("ToProto = %v, %v; want open_arguments", p.GetRequirement(), err)
+	}
+	if back := regfile.FromProto(p); !back.Requirement.OpenArguments {
+		t.Fatalf("FromProto lost openArguments: %+v", back.Requirement)
+	}
+}
