@@ -233,21 +233,7 @@ func TestEvictWinsOverAnOlderStatusRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan int, 1)
-	go func() {
-		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(l.TurnID), strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-		req.SetPathValue("turnId", l.TurnID)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/list")
-		w := httptest.NewRecorder()
-		mux := http.NewServeMux()
-		mux.Handle(mcpserver.Pattern, h)
-		mux.ServeHTTP(w, req)
-		done <- w.Code
-	}()
+	go func() { done <- serveList(h, l.TurnID, token) }()
 	<-g.read // the status read has seen the turn open
 	if err := g.Close(ctx, l.TurnID); err != nil {
 		t.Fatal(err)
@@ -288,27 +274,13 @@ func TestRefusalsAreCheap(t *testing.T) {
 		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
 		StatusCacheTTL: time.Hour, Now: pod.now, FailureRate: 0.0001, FailureBurst: 5, // no refill during the test
 	})
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, h)
 	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
 	token, hash, _ := leases.NewToken()
 	l.TokenHash = hash
 	if err := st.Create(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
-	call := func(turnID, tok string) int {
-		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID), strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-		req.RemoteAddr = "192.0.2.7:5555"
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/list")
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, req)
-		return w.Code
-	}
+	call := func(turnID, tok string) int { return serveList(h, turnID, tok) }
 	if code := call(l.TurnID, token); code != 200 { // caches the turn's status
 		t.Fatalf("the right token: %d", code)
 	}
@@ -333,4 +305,22 @@ func TestRefusalsAreCheap(t *testing.T) {
 	if code := call(l.TurnID, token); code != 200 {
 		t.Fatalf("the right token during the flood: %d", code)
 	}
+}
+
+// serveList serves one modern tools/list for turnID with token through h,
+// from one fixed source address, and returns the status.
+func serveList(h *mcpserver.Handler, turnID, token string) int {
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID), strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.RemoteAddr = "192.0.2.7:5555"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/list")
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, h)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	return w.Code
 }
