@@ -165,6 +165,7 @@ func TestProbePolicyContract(t *testing.T) {
 		{"conflicting results are an error", call("probe.conflict", `{}`), codes.Internal, false, ""},
 		{"timeout is an error", call("probe.slow", `{}`), codes.DeadlineExceeded, false, ""},
 		{"big integer keeps its digits", call("probe.bignum", `{"n":12345678901234567890}`), codes.OK, true, "exact"},
+		{"an error quoting an argument", call("probe.quote", `{"v":"canary-quote-5150"}`), codes.Internal, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,6 +182,13 @@ func TestProbePolicyContract(t *testing.T) {
 				rec := h.decisions.record(t, info.GetMetadata()["decision_id"])
 				if rec == nil || rec["result"] != "error" || rec["error"] == "" {
 					t.Errorf("decision record = %v, want result error with the cause", rec)
+				}
+				// Invariant 11 (issue 17, item 17): an error that quotes an
+				// argument is logged with the value as a digest.
+				if e := fmt.Sprint(rec["error"]); strings.Contains(e, "canary-quote-5150") {
+					t.Errorf("decision record error quotes the argument: %s", e)
+				} else if tt.name == "an error quoting an argument" && !strings.Contains(e, "[arg sha256:") {
+					t.Errorf("decision record error %q: want the quoted value as a digest", e)
 				}
 				return
 			}

@@ -44,3 +44,7 @@ decision := {"allow": true, "reason": "slow"} if {
 }
 
 # Anything else (probe.undefined) leaves decision undefined: a deny.
+
+# An evaluation error that quotes an argument value (to_number of a word):
+# the decision log must show the value only as a digest.
+decision := {"allow": to_number(input.arguments.v) > 0, "reason": "number"} if input.tool.name == "probe.quote"
