@@ -40,6 +40,9 @@ type Config struct {
 	// made through this pod at once; expiry is always judged on the store's
 	// clock. Zero reads the store on every request.
 	StatusCacheTTL time.Duration
+	// LeaseTimeout bounds one lease read (default DefaultLeaseTimeout): a
+	// hung store answers 503 within it instead of holding the request.
+	LeaseTimeout time.Duration
 	// FailureRate and FailureBurst are the refused requests a source
 	// address may cause per second before its requests are refused without
 	// a lease lookup (defaults DefaultFailureRate, DefaultFailureBurst).
@@ -50,6 +53,9 @@ type Config struct {
 	// TracerProvider replaces the global one (tests).
 	TracerProvider trace.TracerProvider
 }
+
+// DefaultLeaseTimeout bounds one lease read.
+const DefaultLeaseTimeout = 3 * time.Second
 
 // Handler serves every turn's MCP endpoint and caches one turnServer per
 // open turn seen by this pod.
@@ -88,6 +94,9 @@ func NewHandler(cfg Config) *Handler {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.LeaseTimeout <= 0 {
+		cfg.LeaseTimeout = DefaultLeaseTimeout
 	}
 	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus),
 		failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
@@ -158,7 +167,10 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 		// this turn did not exist for its holder. No valid token at all: 401.
 		// A source past its refusal budget is not worth the second lookup.
 		if !limited {
-			if _, err := h.cfg.Store.TurnByToken(ctx, leases.HashToken(token)); err == nil {
+			lctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseTimeout)
+			_, err := h.cfg.Store.TurnByToken(lctx, leases.HashToken(token))
+			cancel()
+			if err == nil {
 				h.refuse(w, r, http.StatusNotFound, "turn not found")
 				return "", false
 			}
@@ -323,7 +335,9 @@ func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, err
 	h.mu.Lock()
 	gen := h.evictions
 	h.mu.Unlock()
-	st, err := h.cfg.Store.Status(ctx, turnID)
+	lctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseTimeout)
+	st, err := h.cfg.Store.Status(lctx, turnID)
+	cancel()
 	if err != nil || h.cfg.StatusCacheTTL <= 0 || !st.Open() {
 		return st, err
 	}
@@ -345,7 +359,12 @@ func (h *Handler) server(ctx context.Context, turnID string) (*turnServer, error
 	}
 	h.mu.Unlock()
 	e.once.Do(func() {
-		l, st, err := h.cfg.Store.Get(context.WithoutCancel(ctx), turnID)
+		// Not the first request's own context (its client may leave while
+		// the others of the turn wait here), but bounded: a hung store
+		// fails the build within LeaseTimeout, and the next request retries.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.LeaseTimeout)
+		defer cancel()
+		l, st, err := h.cfg.Store.Get(lctx, turnID)
 		if err != nil {
 			e.err = err
 			return

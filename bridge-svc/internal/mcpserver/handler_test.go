@@ -324,3 +324,59 @@ func serveList(h *mcpserver.Handler, turnID, token string) int {
 	mux.ServeHTTP(w, req)
 	return w.Code
 }
+
+// hungStore answers nothing until the caller's context ends, like a
+// SIGSTOPped PostgreSQL; then it works again once released.
+type hungStore struct {
+	*memory.Store
+	hung atomic.Bool
+}
+
+func (s *hungStore) wait(ctx context.Context) error {
+	if !s.hung.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *hungStore) Status(ctx context.Context, id string) (leases.Status, error) {
+	if err := s.wait(ctx); err != nil {
+		return leases.Status{}, err
+	}
+	return s.Store.Status(ctx, id)
+}
+
+func (s *hungStore) Get(ctx context.Context, id string) (*leases.Lease, leases.Status, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, leases.Status{}, err
+	}
+	return s.Store.Get(ctx, id)
+}
+
+// TestHungStoreIsA503 (issue 17, item 13): with the lease store hung, a
+// request is answered 503 once LeaseTimeout has passed — it is not held
+// for as long as the store hangs — and the turn works again once the store
+// answers.
+func TestHungStoreIsA503(t *testing.T) {
+	st := &hungStore{Store: memory.New()}
+	h := mcpserver.NewHandler(mcpserver.Config{
+		Store: st, Forwarder: &forward.Forwarder{},
+		Edge:         protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+		LeaseTimeout: 50 * time.Millisecond,
+	})
+	l := storetest.Sample(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	token, hash, _ := leases.NewToken()
+	l.TokenHash = hash
+	if err := st.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	st.hung.Store(true)
+	if code := serveList(h, l.TurnID, token); code != http.StatusServiceUnavailable {
+		t.Fatalf("hung store: %d, want 503", code)
+	}
+	st.hung.Store(false)
+	if code := serveList(h, l.TurnID, token); code != 200 {
+		t.Fatalf("after the store answers again: %d, want 200", code)
+	}
+}

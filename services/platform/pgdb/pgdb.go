@@ -28,6 +28,10 @@ const (
 	DefaultMaxConnLifetime = 30 * time.Minute
 	// DefaultMaxConnIdleTime returns idle connections to the server.
 	DefaultMaxConnIdleTime = 5 * time.Minute
+	// DefaultStatementTimeout is every statement's server-side bound
+	// (statement_timeout): no request waits on a stuck query for longer.
+	// The services' statements are single-row reads and writes.
+	DefaultStatementTimeout = 15 * time.Second
 )
 
 // ErrInvalidDSN reports a DSN that does not parse.
@@ -54,6 +58,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*pgxpool.Pool, error
 	}
 	if !hasSetting(dsn, "pool_max_conn_idle_time") {
 		cfg.MaxConnIdleTime = DefaultMaxConnIdleTime
+	}
+	if !hasSetting(dsn, "statement_timeout") {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(DefaultStatementTimeout.Milliseconds())
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout

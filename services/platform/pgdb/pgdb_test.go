@@ -37,6 +37,11 @@ func TestOpenAppliesDefaults(t *testing.T) {
 	if cfg.ConnConfig.ConnectTimeout != pgdb.DefaultConnectTimeout {
 		t.Errorf("ConnectTimeout = %v, want %v", cfg.ConnConfig.ConnectTimeout, pgdb.DefaultConnectTimeout)
 	}
+	// Issue 17, item 13: no statement waits on a stuck server unbounded.
+	var st string
+	if err := pool.QueryRow(context.Background(), "SHOW statement_timeout").Scan(&st); err != nil || st != "15s" {
+		t.Errorf("statement_timeout = %q, %v; want 15s", st, err)
+	}
 }
 
 func TestOpenKeepsDSNSettings(t *testing.T) {
