@@ -303,16 +303,23 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, rea
 	_, _ = io.WriteString(w, strconv.Itoa(status)+" "+reason+"\n")
 }
 
-// statusCached reports whether turnID's status is in this pod's cache and
-// still fresh.
-func (h *Handler) statusCached(turnID string) bool {
+// cached returns turnID's status from this pod's cache while it is younger
+// than StatusCacheTTL.
+func (h *Handler) cached(turnID string, now time.Time) (cachedStatus, bool) {
 	if h.cfg.StatusCacheTTL <= 0 {
-		return false
+		return cachedStatus{}, false
 	}
 	h.mu.Lock()
 	c, ok := h.statuses[turnID]
 	h.mu.Unlock()
-	return ok && h.cfg.Now().Sub(c.fetched) < h.cfg.StatusCacheTTL
+	return c, ok && now.Sub(c.fetched) < h.cfg.StatusCacheTTL
+}
+
+// statusCached reports whether turnID's status is in this pod's cache and
+// still fresh.
+func (h *Handler) statusCached(turnID string) bool {
+	_, ok := h.cached(turnID, h.cfg.Now())
+	return ok
 }
 
 // status returns the lease's status, from this pod's cache when the last
@@ -320,17 +327,12 @@ func (h *Handler) statusCached(turnID string) bool {
 // stream of random ids must not grow memory).
 func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, error) {
 	now := h.cfg.Now()
-	if h.cfg.StatusCacheTTL > 0 {
-		h.mu.Lock()
-		c, ok := h.statuses[turnID]
-		h.mu.Unlock()
-		if ok && now.Sub(c.fetched) < h.cfg.StatusCacheTTL {
-			st := c.st
-			if !now.Add(c.skew).Before(st.ExpiresAt) {
-				st.Expired = true
-			}
-			return st, nil
+	if c, ok := h.cached(turnID, now); ok {
+		st := c.st
+		if !now.Add(c.skew).Before(st.ExpiresAt) {
+			st.Expired = true
 		}
+		return st, nil
 	}
 	h.mu.Lock()
 	gen := h.evictions

@@ -179,17 +179,19 @@ func (s *Service) reloadAll(ctx context.Context, h hints) error {
 			old, _ = prev.lookup(rec.Name())
 		}
 		entries[i] = buildEntry(rec, old, h)
-		if e := entries[i]; e.unservable != nil && (old == nil || old.unservable == nil) {
-			s.reportUnservable(ctx, e)
-		}
+		s.reportUnservable(ctx, entries[i], old)
 	}
 	s.snap.Store(newSnapshot(entries))
 	return nil
 }
 
 // reportUnservable says that a stored tool is left out of every turn (it was
-// registered before the catalogue checked what the bridge can serve).
-func (s *Service) reportUnservable(ctx context.Context, e *entry) {
+// registered before the catalogue checked what the bridge can serve), once:
+// when e is unservable and its predecessor old was not.
+func (s *Service) reportUnservable(ctx context.Context, e, old *entry) {
+	if e.unservable == nil || (old != nil && old.unservable != nil) {
+		return
+	}
 	s.log.WarnContext(ctx, "tool left out of every turn: the bridge cannot serve it over MCP; update or deregister it",
 		slog.String(telemetry.LogTool, e.name()), slog.String("reason", e.unservable.Error()))
 }
@@ -214,9 +216,7 @@ func (s *Service) refresh(ctx context.Context, name string, h hints) error {
 	}
 	old, _ := cur.lookup(name)
 	e := buildEntry(rec, old, h)
-	if e.unservable != nil && (old == nil || old.unservable == nil) {
-		s.reportUnservable(ctx, e)
-	}
+	s.reportUnservable(ctx, e, old)
 	s.snap.Store(cur.withChange(name, e))
 	return nil
 }

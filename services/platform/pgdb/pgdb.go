@@ -46,8 +46,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*pgxpool.Pool, error
 	if err != nil {
 		return nil, fmt.Errorf("pgdb: %w %s: %s", ErrInvalidDSN, RedactDSN(dsn), scrub(parseReason(err), dsn))
 	}
-	dsnMax := cfg.MaxConns
-	if !hasSetting(dsn, "pool_max_conns") {
+	dsnMax, dsnSetsMax := cfg.MaxConns, hasSetting(dsn, "pool_max_conns")
+	if !dsnSetsMax {
 		cfg.MaxConns = DefaultMaxConns
 	}
 	if !hasSetting(dsn, "pool_health_check_period") {
@@ -70,7 +70,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*pgxpool.Pool, error
 	for _, o := range opts {
 		o(cfg)
 	}
-	if hasSetting(dsn, "pool_max_conns") {
+	if dsnSetsMax {
 		cfg.MaxConns = dsnMax // the operator's DSN is the last word
 	}
 
