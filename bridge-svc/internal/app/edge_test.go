@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -16,8 +17,10 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
-// TestEdgeSecurity: every rule the edge enforces, each one touching nothing
-// (the fake kernel sees zero calls from any refused request).
+// TestEdgeSecurity: every rule the edge enforces. A request refused before
+// its turn is known touches nothing; a tools/call refused on a live turn
+// reaches the kernel only as a record-only rejection (issue 17 item 7:
+// before, none of the parse refusals left a record).
 func TestEdgeSecurity(t *testing.T) {
 	f := &fixture{catalog: &bridgetest.FakeCatalog{}, kernel: bridgetest.NewFakeKernel()}
 	f.catalog.SetTools(bridgetest.DefaultTools())
@@ -41,6 +44,7 @@ func TestEdgeSecurity(t *testing.T) {
 		status int
 		code   int // JSON-RPC error code, when the answer is one
 	}{
+		// Refused before the turn is known: nothing reaches the kernel.
 		{"no bearer", rawReq{url: a.GetMcpUrl(), body: call, modern: true}, 401, 0},
 		{"wrong bearer", rawReq{url: a.GetMcpUrl(), token: "not-the-token", body: call, modern: true}, 401, 0},
 		{"basic auth", rawReq{url: a.GetMcpUrl(), body: call, modern: true, headers: map[string]string{"Authorization": "Basic " + a.GetToken()}}, 401, 0},
@@ -53,6 +57,7 @@ func TestEdgeSecurity(t *testing.T) {
 		{"null origin", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Origin": "null"}}, 403, 0},
 		{"rebinding host", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Host": "evil.example"}}, 403, 0},
 		{"text/plain simple request", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Content-Type": "text/plain"}}, 415, 0},
+		// Refused on a live turn: recorded, never run.
 		{"body over the cap", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: modernCall(1, "files.read", `{"path":"`+strings.Repeat("x", 4096)+`"}`), modern: true}, 413, 0},
 		{"null id", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"id":1`, `"id":null`, 1), modern: true}, 400, -32600},
 		{"missing id on tools/call", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"id":1,`, ``, 1), modern: true}, 400, -32600},
@@ -69,8 +74,23 @@ func TestEdgeSecurity(t *testing.T) {
 		{"Mcp-Name mismatch", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Mcp-Name": "admin.delete"}}, 400, -32020},
 		{"PUT", rawReq{method: http.MethodPut, url: a.GetMcpUrl(), token: a.GetToken(), body: call}, 405, 0},
 	}
+	// A batch is refused whole and not recorded: it is no one attempt.
+	recorded := map[string]bool{"body over the cap": true, "null id": true, "missing id on tools/call": true, "object id": true,
+		"jsonrpc 1.0": true, "truncated JSON": true, "invalid UTF-8": true, "case-folded Method": true, "long-s paramſ": true,
+		"duplicate name": true, "Kelvin-sign nameK": true, "deep nesting": true, "Mcp-Name mismatch": true}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			before := len(f.kernel.Calls())
+			defer func() {
+				calls := f.kernel.Calls()[before:]
+				switch {
+				case !recorded[tc.name] && len(calls) != 0:
+					t.Errorf("kernel saw %v, want nothing", calls)
+				case recorded[tc.name] && (len(calls) != 1 || calls[0].GetEdgeRejection() == "" ||
+					!strings.HasPrefix(calls[0].GetTool(), "files")):
+					t.Errorf("kernel saw %v, want one record-only rejection of files.read", calls)
+				}
+			}()
 			resp := do(t, tc.req)
 			if resp.status != tc.status {
 				t.Fatalf("status = %d (%s), want %d", resp.status, resp.body, tc.status)
@@ -85,14 +105,10 @@ func TestEdgeSecurity(t *testing.T) {
 			}
 		})
 	}
-	// Refused requests never reach the kernel as calls. The one exception is
-	// a record: the Mcp-Name mismatch names a tool on a known turn, so the
-	// attempt is recorded (edge_rejection set: the kernel runs nothing).
-	calls := f.kernel.Calls()
-	if len(calls) != 1 || calls[0].GetEdgeRejection() == "" || calls[0].GetTool() != "files.read" ||
-		!strings.Contains(calls[0].GetEdgeRejection(), `"admin.delete"`) {
-		t.Fatalf("kernel saw %v, want only the Mcp-Name mismatch, as a record-only rejection", calls)
+	if c := f.kernel.Calls(); !strings.Contains(c[len(c)-1].GetEdgeRejection(), `"admin.delete"`) {
+		t.Errorf("the Mcp-Name mismatch was recorded as %q, want both names", c[len(c)-1].GetEdgeRejection())
 	}
+	rejections := len(f.kernel.Calls())
 
 	// The same request passes with an allowed or absent Origin, and with the
 	// bridge's own loopback origin (issue 17, item 11): the rules above
@@ -109,8 +125,8 @@ func TestEdgeSecurity(t *testing.T) {
 			t.Errorf("origin %q: %d %s", origin, resp.status, resp.body)
 		}
 	}
-	if n := len(f.kernel.Calls()); n != 4 {
-		t.Errorf("kernel saw %d calls, want 4 (the recorded rejection and the three passing requests)", n)
+	if n := len(f.kernel.Calls()) - rejections; n != 3 {
+		t.Errorf("kernel saw %d calls, want the three passing requests", n)
 	}
 }
 
@@ -165,7 +181,8 @@ func TestModernCancelNotificationIgnored(t *testing.T) {
 	lease := f.bridge.Open(t)
 	done := make(chan rawResp, 1)
 	go func() {
-		done <- doNoT(lease.GetMcpUrl(), lease.GetToken(), modernCall(88, "slow.wait", `{}`))
+		resp, _ := send(rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: modernCall(88, "slow.wait", `{}`), modern: true})
+		done <- resp
 	}()
 	waitFor(t, f.kernel.Started, "slow.wait start")
 	cancelNote := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":88,"reason":"x",` + modernMeta + `}}`
@@ -180,39 +197,36 @@ func TestModernCancelNotificationIgnored(t *testing.T) {
 	}
 }
 
-// doNoT is do without a *testing.T, for use off the test goroutine.
-func doNoT(url, token, body string) rawResp {
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	var m struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
+// TestLegacyCancelSendsNothing: a 2025-era notifications/cancelled ends the
+// call (the kernel sees its context cancelled) and nothing more is sent for
+// the cancelled request: its POST ends as an empty event stream, never a
+// JSON-RPC error (issue 17 item 10; failed before the fix with -32603
+// "context canceled").
+func TestLegacyCancelSendsNothing(t *testing.T) {
+	f := newFixture(t)
+	lease := f.bridge.Open(t)
+	init := do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: legacyInit})
+	sid := init.header.Get("Mcp-Session-Id")
+	if init.status != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", init.status, init.body)
 	}
-	_ = json.Unmarshal([]byte(body), &m)
-	req.Header.Set("Mcp-Method", m.Method)
-	if m.Params.Name != "" {
-		req.Header.Set("Mcp-Name", m.Params.Name)
+	session := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	done := make(chan rawResp, 1)
+	go func() {
+		resp, _ := send(rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), headers: session,
+			body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow.wait","arguments":{}}}`})
+		done <- resp
+	}()
+	waitFor(t, f.kernel.Started, "slow.wait start")
+	cancelNote := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`
+	if resp := do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: cancelNote, headers: session}); resp.status != http.StatusAccepted {
+		t.Fatalf("cancel notification: %d %s", resp.status, resp.body)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return rawResp{}
+	waitFor(t, f.kernel.Cancelled, "slow.wait cancelled")
+	got := <-done
+	if got.status != http.StatusOK || got.header.Get("Content-Type") != "text/event-stream" || len(bytes.TrimSpace(got.body)) != 0 {
+		t.Errorf("cancelled request answered %d %q %q, want an empty event stream", got.status, got.header.Get("Content-Type"), got.body)
 	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return rawResp{status: resp.StatusCode, header: resp.Header, body: []byte(b.String())}
 }
 
 // TestLegacySessionBoundToTurn: a session id minted for turn A is refused
@@ -240,5 +254,52 @@ func TestLegacySessionBoundToTurn(t *testing.T) {
 	// GET (standalone stream) is not offered; DELETE is accepted.
 	if g := do(t, rawReq{method: http.MethodGet, url: a.GetMcpUrl(), token: a.GetToken(), headers: map[string]string{"Mcp-Session-Id": sid}}); g.status != http.StatusMethodNotAllowed {
 		t.Errorf("GET = %d, want 405", g.status)
+	}
+}
+
+// TestMCPGoRefusalsRecorded (issue 17 item 7): the 2026-era header checks
+// mcp-go makes before any hook of ours — Mcp-Method ≠ body method, header
+// version ≠ _meta version, client capabilities missing, an Mcp-Param-*
+// header ≠ its argument — and a legacy call on a forged session are each
+// answered as mcp-go answers them and recorded as a record-only rejection
+// (nothing runs), with no quoted header value in the record.
+func TestMCPGoRefusalsRecorded(t *testing.T) {
+	f := &fixture{catalog: &bridgetest.FakeCatalog{}, kernel: bridgetest.NewFakeKernel()}
+	f.catalog.SetTools(append(bridgetest.DefaultTools(), bridgetest.Tool("geo.lookup", "Look up a region.",
+		`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"additionalProperties":false}`, "", "")))
+	addr := bridgetest.ServeFakes(t, f.catalog, f.kernel)
+	f.bridge = bridgetest.Start(t, addr, "")
+	tr := f.bridge.Open(t)
+	call := modernCall(1, "files.read", `{"path":"/public/a.txt"}`)
+	noCaps := strings.Replace(call, `"io.modelcontextprotocol/clientCapabilities":{},`, ``, 1)
+	legacy := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`
+	for _, tc := range []struct {
+		name string
+		req  rawReq
+	}{
+		{"Mcp-Method is not the body's method", rawReq{body: call, modern: true, headers: map[string]string{"Mcp-Method": "tools/list"}}},
+		{"header version is not the _meta version", rawReq{body: call, modern: true, headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"}}},
+		{"client capabilities missing", rawReq{body: noCaps, modern: true}},
+		{"Mcp-Param header is not the argument", rawReq{body: modernCall(1, "geo.lookup", `{"region":"eu-west-secret"}`), modern: true,
+			headers: map[string]string{"Mcp-Param-Region": "us-east-secret"}}},
+		{"legacy call on a forged session", rawReq{body: legacy, headers: map[string]string{"Mcp-Session-Id": "mcp-s1-forged.forged", "Mcp-Protocol-Version": "2025-11-25"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.url, tc.req.token = tr.GetMcpUrl(), tr.GetToken()
+			before := len(f.kernel.Calls())
+			resp := do(t, tc.req)
+			code, _ := resp.rpcError()
+			if resp.status < 400 && code == 0 {
+				t.Fatalf("answered %d %s, want a refusal", resp.status, resp.body)
+			}
+			calls := f.kernel.Calls()[before:]
+			if len(calls) != 1 || !strings.HasPrefix(calls[0].GetEdgeRejection(), "refused by the MCP server") {
+				t.Fatalf("kernel saw %v, want one record-only rejection", calls)
+			}
+			if r := calls[0].GetEdgeRejection(); strings.Contains(r, "secret") {
+				t.Errorf("the record's reason quotes a header value: %q", r)
+			}
+			t.Logf("%d %s → recorded %q", resp.status, bytes.TrimSpace(resp.body), calls[0].GetEdgeRejection())
+		})
 	}
 }

@@ -45,12 +45,21 @@ func (r rawResp) rpcError() (int, string) {
 
 func do(t *testing.T, q rawReq) rawResp {
 	t.Helper()
+	resp, err := send(q)
+	if err != nil {
+		t.Fatalf("%s %s: %v", q.method, q.url, err)
+	}
+	return resp
+}
+
+// send is do without a *testing.T, for use off the test goroutine.
+func send(q rawReq) (rawResp, error) {
 	if q.method == "" {
 		q.method = http.MethodPost
 	}
 	req, err := http.NewRequest(q.method, q.url, strings.NewReader(q.body))
 	if err != nil {
-		t.Fatal(err)
+		return rawResp{}, err
 	}
 	if q.method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
@@ -82,11 +91,11 @@ func do(t *testing.T, q rawReq) rawResp {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", q.method, q.url, err)
+		return rawResp{}, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return rawResp{status: resp.StatusCode, header: resp.Header, body: b}
+	b, err := io.ReadAll(resp.Body)
+	return rawResp{status: resp.StatusCode, header: resp.Header, body: b}, err
 }
 
 // modernMeta is the _meta every 2026-07-28 request carries.

@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,10 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
@@ -48,6 +49,11 @@ type Config struct {
 	// a lease lookup (defaults DefaultFailureRate, DefaultFailureBurst).
 	FailureRate  float64
 	FailureBurst int
+	// InitializeRate and InitializeBurst are the initialize requests one
+	// turn may make per second on this pod before they are refused 429
+	// (defaults DefaultInitializeRate, DefaultInitializeBurst).
+	InitializeRate  float64
+	InitializeBurst int
 	// Now replaces time.Now (tests).
 	Now func() time.Time
 	// TracerProvider replaces the global one (tests).
@@ -56,6 +62,12 @@ type Config struct {
 
 // DefaultLeaseTimeout bounds one lease read.
 const DefaultLeaseTimeout = 3 * time.Second
+
+// Defaults of the initialize budget per turn and pod.
+const (
+	DefaultInitializeRate  = 10
+	DefaultInitializeBurst = 100
+)
 
 // Handler serves every turn's MCP endpoint and caches one turnServer per
 // open turn seen by this pod.
@@ -97,6 +109,12 @@ func NewHandler(cfg Config) *Handler {
 	}
 	if cfg.LeaseTimeout <= 0 {
 		cfg.LeaseTimeout = DefaultLeaseTimeout
+	}
+	if cfg.InitializeRate <= 0 {
+		cfg.InitializeRate = DefaultInitializeRate
+	}
+	if cfg.InitializeBurst <= 0 {
+		cfg.InitializeBurst = DefaultInitializeBurst
 	}
 	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus),
 		failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
@@ -186,17 +204,23 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 // size cap and pre-parsed strictly (a protocol error is answered here), a
 // modern cancellation is absorbed, the request gets its server span, an
 // Mcp-Name/body mismatch is recorded and refused, and everything else goes
-// to the turn's mcp-go server.
+// to the turn's mcp-go server with the body already read.
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
 	ctx := r.Context()
+	var body []byte
+	var msg *protocol.Message
 	if r.Method == http.MethodPost {
-		body, herr := h.cfg.Edge.ReadBody(w, r)
+		var herr *protocol.HTTPError
+		body, herr = h.cfg.Edge.ReadBody(w, r)
 		if herr != nil {
+			h.recordRefused(ctx, turnID, r.Header, body, herr.Reason)
 			h.refuse(w, r, herr.Status, herr.Reason)
 			return
 		}
-		msg, rerr := protocol.Parse(body)
+		var rerr *protocol.RPCError
+		msg, rerr = protocol.Parse(body)
 		if rerr != nil {
+			h.recordRefused(ctx, turnID, r.Header, body, rerr.Message)
 			writeRPCError(w, rerr)
 			return
 		}
@@ -209,19 +233,14 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
 		var span trace.Span
 		ctx, span = h.startSpan(ctx, r, turnID, msg)
 		defer span.End()
-		r = r.WithContext(ctx)
 		if reason := protocol.NameHeaderMismatch(r.Header, msg); reason != "" {
-			// mcp-go would refuse this too, but before any hook of ours: the
-			// attempt would leave no record. Record it, then answer the
-			// protocol error a 2026-07-28 server owes (400, -32020).
-			if srv, err := h.server(ctx, turnID); err == nil {
-				h.cfg.Forwarder.Reject(ctx, srv.turn, msg.ToolName, reason)
-			}
+			// mcp-go would refuse this too, but with a message that quotes
+			// neither name: refuse it here, recorded, with the protocol error
+			// a 2026-07-28 server owes (400, -32020).
+			h.reject(ctx, turnID, msg.ToolName, reason)
 			writeRPCError(w, &protocol.RPCError{Code: protocol.CodeHeaderMismatch, Message: "header mismatch: " + reason, ID: msg.ID})
 			return
 		}
@@ -236,7 +255,46 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
 		h.refuse(w, r, http.StatusServiceUnavailable, "turn unavailable")
 		return
 	}
-	srv.http.ServeHTTP(w, r)
+	if msg != nil && msg.Method == "initialize" && !srv.initialize.Allow() {
+		w.Header().Set("Retry-After", "1")
+		h.refuse(w, r, http.StatusTooManyRequests, "too many initialize requests on this turn")
+		return
+	}
+	call := msg != nil && msg.Method == "tools/call"
+	ctx, st := withCallState(ctx)
+	resp := newResponse(w, st, call)
+	srv.http.Handle(resp, &server.HTTPRequest{
+		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Context: ctx,
+	})
+	switch {
+	case resp.held:
+		// mcp-go refused the call before its handler: recorded all the
+		// same, then answered as mcp-go answered.
+		h.cfg.Forwarder.Reject(ctx, srv.turn, msg.ToolName, resp.refusal())
+		resp.release()
+	case msg != nil && msg.Method == "initialize":
+		srv.forget(ctx, w.Header().Get(server.HeaderKeySessionID))
+	}
+}
+
+// recordRefused records a request the edge refused while reading or
+// parsing it, when it claims to be a tools/call (protocol.Sniff): every
+// attempt on an authenticated turn leaves a record, failed/invalid_request,
+// and nothing runs. Anything else (a notification, a list, an unreadable
+// body) is only answered.
+func (h *Handler) recordRefused(ctx context.Context, turnID string, header http.Header, body []byte, reason string) {
+	method, name := protocol.Sniff(header, body)
+	if method != "tools/call" {
+		return
+	}
+	h.reject(ctx, turnID, name, reason)
+}
+
+// reject records a refused tools/call of turnID under the name it asked for.
+func (h *Handler) reject(ctx context.Context, turnID, name, reason string) {
+	if srv, err := h.server(ctx, turnID); err == nil {
+		h.cfg.Forwarder.Reject(ctx, srv.turn, name, reason)
+	}
 }
 
 // startSpan opens the request's one server span, continuing the caller's
@@ -375,7 +433,8 @@ func (h *Handler) server(ctx context.Context, turnID string) (*turnServer, error
 			e.err = leases.ErrNotFound
 			return
 		}
-		e.srv, e.err = newTurnServer(l, h.cfg.Forwarder, h.cfg.Logger)
+		e.srv, e.err = newTurnServer(l, h.cfg.Forwarder, h.cfg.Logger,
+			rate.NewLimiter(rate.Limit(h.cfg.InitializeRate), h.cfg.InitializeBurst))
 		e.built.Store(e.err == nil)
 	})
 	if e.err != nil {

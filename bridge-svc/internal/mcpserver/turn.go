@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"golang.org/x/time/rate"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
@@ -33,6 +35,27 @@ const (
 type turnServer struct {
 	turn *forward.Turn
 	http *server.StreamableHTTPServer
+	// initialize is the turn's budget of 2025-era initialize requests on
+	// this pod: a harness initializes a few times per turn, a flood is
+	// refused 429 before mcp-go does any work for it.
+	initialize *rate.Limiter
+}
+
+// forget drops the 2025-era session an initialize just registered on this
+// pod, through mcp-go's own termination path (a DELETE of the session that
+// nobody sees): sessions are stateless here — any pod checks an id from the
+// lease alone and serves it with a per-request session — so keeping one
+// would only hold memory until the turn closes (issue 17 item 8: 10 KiB per
+// initialize, 249 MB for 20,000).
+func (t *turnServer) forget(ctx context.Context, sessionID string) {
+	if sessionID == "" {
+		return
+	}
+	t.http.Handle(&discard{}, &server.HTTPRequest{
+		Method:  http.MethodDelete,
+		Header:  http.Header{server.HeaderKeySessionID: {sessionID}},
+		Context: context.WithoutCancel(ctx),
+	})
 }
 
 // mcpTool is the MCP definition of a pinned tool: schemas verbatim (raw),
@@ -68,7 +91,7 @@ func ValidateTools(tools []*sharedosv1.PublishedTool) error {
 }
 
 // newTurnServer builds the MCP server of lease l.
-func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger) (*turnServer, error) {
+func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger, initialize *rate.Limiter) (*turnServer, error) {
 	tools := make([]server.ServerTool, 0, len(l.Tools)+1)
 	published := make(map[string]bool, len(l.Tools))
 	for _, pt := range l.Tools {
@@ -85,6 +108,9 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 	unknown := unknownNames{published: published}
 	handler := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		name, id := requested(ctx, req)
+		if st := stateFrom(ctx); st != nil {
+			st.handled.Store(true)
+		}
 		var meta map[string]any
 		if req.Params.Meta != nil {
 			meta = req.Params.Meta.AdditionalFields
@@ -93,8 +119,11 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 			Name: name, Arguments: req.Params.RawArguments, JSONRPCID: id, Meta: meta,
 		})
 		if res == nil {
-			// Cancelled: the client closed the request, nothing reaches it.
-			return nil, context.Cause(ctx)
+			// Cancelled: nothing more is sent for the request (response).
+			if st := stateFrom(ctx); st != nil {
+				st.cancelled.Store(true)
+			}
+			return nil, errCancelled
 		}
 		return res, nil
 	}
@@ -135,7 +164,6 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger)
 		// Host is checked by the edge on every socket, not only loopback.
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(logger.With(slog.String(telemetry.LogTurnID, l.TurnID))),
-		server.WithHTTPContextFunc(withCallState),
 	)
-	return &turnServer{turn: turn, http: httpSrv}, nil
+	return &turnServer{turn: turn, http: httpSrv, initialize: initialize}, nil
 }

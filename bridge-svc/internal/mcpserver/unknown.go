@@ -3,7 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"net/http"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -22,11 +22,18 @@ import (
 const dispatcherName = "sharedos dispatch"
 
 // callState travels in a request's context (withCallState) so the hook, the
-// tool filter and the handler of one request share what the hook learned.
+// tool filter, the handler and the response writer of one request share
+// what each learned.
 type callState struct {
 	requested string
 	rewritten bool
 	jsonrpcID any
+	// handled is set once the tool handler runs: the call is then recorded
+	// by the kernel; a tools/call mcp-go refused before is recorded by route.
+	handled atomic.Bool
+	// cancelled is set by the handler of a call that was cancelled: nothing
+	// more is sent for the request (response).
+	cancelled atomic.Bool
 }
 
 type callStateKey struct{}
@@ -36,9 +43,10 @@ func stateFrom(ctx context.Context) *callState {
 	return s
 }
 
-// withCallState is the server's HTTP context func: a fresh state per request.
-func withCallState(ctx context.Context, _ *http.Request) context.Context {
-	return context.WithValue(ctx, callStateKey{}, &callState{})
+// withCallState returns ctx carrying a fresh state for one request.
+func withCallState(ctx context.Context) (context.Context, *callState) {
+	st := &callState{}
+	return context.WithValue(ctx, callStateKey{}, st), st
 }
 
 // dispatcherTool is the hidden tool unpublished names are served by.

@@ -17,7 +17,7 @@ func TestUnknownNamesReachTheHandler(t *testing.T) {
 		// Calling the dispatcher by its own name is just another unpublished
 		// name: forwarded as asked and refused by the kernel.
 		{"sharedos dispatch", true}} {
-		ctx := withCallState(context.Background(), nil)
+		ctx, _ := withCallState(context.Background())
 		req := mcp.CallToolRequest{}
 		req.Params.Name = c.name
 		u.beforeCall(ctx, 7, &req)
@@ -34,7 +34,8 @@ func TestUnknownNamesReachTheHandler(t *testing.T) {
 		}
 	}
 	// tools/list (no call in the request): the dispatcher is hidden.
-	if got := u.filter(withCallState(context.Background(), nil), tools); len(got) != 1 || got[0].Name != "files.read" {
+	listCtx, _ := withCallState(context.Background())
+	if got := u.filter(listCtx, tools); len(got) != 1 || got[0].Name != "files.read" {
 		t.Errorf("tools/list shows %v", got)
 	}
 }

@@ -79,7 +79,9 @@ type HTTPError struct {
 
 func (e *HTTPError) Error() string { return strconv.Itoa(e.Status) + " " + e.Reason }
 
-// Check validates Host, Origin, method and Content-Type.
+// Check validates Host, Origin, method and Content-Type. The body's size is
+// ReadBody's, after the turn is known: a refused oversize attempt on a live
+// turn is recorded.
 func (e *Edge) Check(r *http.Request) *HTTPError {
 	if !e.hostAllowed(r.Host) {
 		return &HTTPError{http.StatusForbidden, "host not allowed"}
@@ -95,9 +97,6 @@ func (e *Edge) Check(r *http.Request) *HTTPError {
 		if err != nil || mt != "application/json" {
 			// A browser "simple request" (text/plain) must never execute.
 			return &HTTPError{http.StatusUnsupportedMediaType, "Content-Type must be application/json"}
-		}
-		if r.ContentLength > e.maxBody {
-			return &HTTPError{http.StatusRequestEntityTooLarge, "request body too large"}
 		}
 	case http.MethodGet, http.MethodDelete:
 	default:
@@ -115,16 +114,26 @@ func (e *Edge) hostAllowed(hostport string) bool {
 	return host != "" && e.hosts[host]
 }
 
-// ReadBody reads a POST body under the cap; a longer body (whatever its
-// Content-Length said) is a 413.
+// sniffPrefix is what ReadBody reads of a body whose declared length is
+// over the cap, for the refusal's record (Sniff).
+const sniffPrefix = 1024
+
+// ReadBody reads a POST body under the cap; a longer body is a 413, and one
+// whose Content-Length is over the cap is refused after its first
+// sniffPrefix bytes. With an error, the bytes read come back too, for the
+// record of the refused attempt only (Sniff), never to be served.
 func (e *Edge) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *HTTPError) {
+	if r.ContentLength > e.maxBody {
+		prefix, _ := io.ReadAll(io.LimitReader(r.Body, sniffPrefix))
+		return prefix, &HTTPError{http.StatusRequestEntityTooLarge, "request body too large"}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.maxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, &HTTPError{http.StatusRequestEntityTooLarge, "request body too large"}
+			return body, &HTTPError{http.StatusRequestEntityTooLarge, "request body too large"}
 		}
-		return nil, &HTTPError{http.StatusBadRequest, "could not read request body"}
+		return body, &HTTPError{http.StatusBadRequest, "could not read request body"}
 	}
 	return body, nil
 }

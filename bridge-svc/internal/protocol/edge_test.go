@@ -42,7 +42,8 @@ func TestEdgeCheck(t *testing.T) {
 		{"json with charset", req("POST", "localhost", map[string]string{"Content-Type": "application/json; charset=utf-8"}, "{}"), 0},
 		{"text/plain", req("POST", "localhost", map[string]string{"Content-Type": "text/plain"}, "{}"), 415},
 		{"no content type", req("POST", "localhost", map[string]string{"Content-Type": ""}, "{}"), 415},
-		{"declared length over cap", req("POST", "localhost", nil, strings.Repeat("x", 11)), 413},
+		// The body's size is ReadBody's, once the turn is known.
+		{"declared length over cap", req("POST", "localhost", nil, strings.Repeat("x", 11)), 0},
 		{"GET passes to mcp-go", req("GET", "localhost", nil, ""), 0},
 		{"PATCH", req("PATCH", "localhost", nil, ""), 405},
 	}
@@ -63,6 +64,11 @@ func TestEdgeCheck(t *testing.T) {
 	r.ContentLength = -1
 	if _, err := e.ReadBody(httptest.NewRecorder(), r); err == nil || err.Status != 413 {
 		t.Errorf("ReadBody over cap = %v, want 413", err)
+	}
+	// A declared length over the cap is refused after a prefix at most.
+	r = req("POST", "localhost", nil, strings.Repeat("x", 11))
+	if b, err := e.ReadBody(httptest.NewRecorder(), r); err == nil || err.Status != 413 || len(b) > 11 {
+		t.Errorf("ReadBody of a declared length over the cap = %q, %v, want 413", b, err)
 	}
 	r = req("POST", "localhost", nil, "{}")
 	if b, err := e.ReadBody(httptest.NewRecorder(), r); err != nil || string(b) != "{}" {

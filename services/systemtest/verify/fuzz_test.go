@@ -59,9 +59,10 @@ func FuzzMCPEdge(f *testing.F) {
 }
 
 // FuzzToolCall sends well-formed 2026-era tools/calls with arbitrary tool
-// names and argument bytes: never a 5xx; whenever the answer is a result,
-// exactly one record exists for it, its requested-name digest is the
-// SHA-256 of the name sent, and anything dispatched is what was recorded.
+// names and argument bytes: never a 5xx; every answer — a result or a
+// protocol error — has exactly one record; for a result its requested-name
+// digest is the SHA-256 of the name sent, and anything dispatched is what
+// was recorded.
 func FuzzToolCall(f *testing.F) {
 	s, tr := fuzzStack(f)
 	for _, seed := range []struct{ name, args string }{
@@ -97,15 +98,17 @@ func FuzzToolCall(f *testing.F) {
 			t.Fatalf("HTTP %d %s", resp.status, truncate(string(resp.body), 300))
 		}
 		msg, ok := resp.rpc()
+		s.waitSettled(tr.ID, 10*time.Second)
+		if n := s.rowCount(tr.ID) - before; n != 1 {
+			t.Fatalf("an answer (%d %s) and %d new records, want 1", resp.status, truncate(string(resp.body), 200), n)
+		}
 		if !ok || msg.Result == nil {
+			// A protocol error is an attempt too (issue 17 item 7): recorded,
+			// never run.
 			if n := len(s.provider.snapshot()); n != handled {
 				t.Fatalf("a protocol error (%s) but the handler ran", truncate(string(resp.body), 200))
 			}
 			return
-		}
-		s.waitSettled(tr.ID, 10*time.Second)
-		if n := s.rowCount(tr.ID) - before; n != 1 {
-			t.Fatalf("a result (%s) and %d new records, want 1", truncate(string(resp.body), 200), n)
 		}
 		sum := sha256.Sum256([]byte(sent))
 		var recorded string

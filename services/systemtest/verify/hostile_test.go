@@ -15,6 +15,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +30,7 @@ type hostileCase struct {
 	status  int    // exact HTTP status; 0: anything below 500
 	code    int    // JSON-RPC error code when the answer is one
 	records int    // records the attempt must leave on the turn
-	outcome string // "status/code" of the result when records == 1 ("" = don't care, but never succeeded)
+	outcome string // "status/code" of the record when records == 1 ("" = don't care, but never succeeded)
 }
 
 func hostileCases(tr turn) []hostileCase {
@@ -43,34 +45,33 @@ func hostileCases(tr turn) []hostileCase {
 	}
 	return []hostileCase{
 		{"empty body", m(""), 400, -32700, 0, ""},
-		{"truncated JSON", m(call[:len(call)-3]), 400, -32700, 0, ""},
+		{"truncated JSON", m(call[:len(call)-3]), 400, -32700, 1, "failed/invalid_request"},
 		{"batch array", m("[" + call + "]"), 400, -32600, 0, ""},
-		{"jsonrpc 1.0", m(strings.Replace(call, `"2.0"`, `"1.0"`, 1)), 400, -32600, 0, ""},
-		{"null id", m(strings.Replace(call, `"id":1`, `"id":null`, 1)), 400, -32600, 0, ""},
-		{"absent id", m(strings.Replace(call, `"id":1,`, ``, 1)), 400, -32600, 0, ""},
-		{"object id", m(strings.Replace(call, `"id":1`, `"id":{"a":1}`, 1)), 400, -32600, 0, ""},
+		{"jsonrpc 1.0", m(strings.Replace(call, `"2.0"`, `"1.0"`, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"null id", m(strings.Replace(call, `"id":1`, `"id":null`, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"absent id", m(strings.Replace(call, `"id":1,`, ``, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"object id", m(strings.Replace(call, `"id":1`, `"id":{"a":1}`, 1)), 400, -32600, 1, "failed/invalid_request"},
 		{"response sent by a client", m(`{"jsonrpc":"2.0","id":5,"result":{}}`), 0, 0, 0, ""},
 		{"error response sent by a client", m(`{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"x"}}`), 0, 0, 0, ""},
-		{"case-folded Method", m(strings.Replace(call, `"method"`, `"Method"`, 1)), 400, -32600, 0, ""},
-		{"long-s paramſ", m(strings.Replace(call, `"params"`, `"paramſ"`, 1)), 400, -32600, 0, ""},
-		{"duplicate name, allowed first", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","name":"verify.boom"`, 1)), 400, -32600, 0, ""},
-		{"duplicate name, allowed last", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.boom","name":"verify.echo"`, 1)), 400, -32600, 0, ""},
-		{"escaped duplicate n\\u0061me", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","n\u0061me":"verify.boom"`, 1)), 400, -32600, 0, ""},
-		{"Kelvin-sign key", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","\u212aey":1,"key":2`, 1)), 400, -32600, 0, ""},
+		{"case-folded Method", m(strings.Replace(call, `"method"`, `"Method"`, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"long-s paramſ", m(strings.Replace(call, `"params"`, `"paramſ"`, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"duplicate name, allowed first", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","name":"verify.boom"`, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"duplicate name, allowed last", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.boom","name":"verify.echo"`, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"escaped duplicate n\\u0061me", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","n\u0061me":"verify.boom"`, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"Kelvin-sign key", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","\u212aey":1,"key":2`, 1)), 400, -32600, 1, "failed/invalid_request"},
 		{"duplicate arguments key", m(modernCall(1, "verify.echo", `{"path":"/private/a.txt","path":"/public/x"}`)), 0, 0, 1, ""},
-		{"invalid UTF-8 in name", m(strings.Replace(call, "verify.echo", "verify\xff.echo", 1)), 400, -32700, 0, ""},
-		{"invalid UTF-8 in arguments", m(modernCall(1, "verify.echo", "{\"path\":\"/public/\xc3\x28\"}")), 400, -32700, 0, ""},
+		{"invalid UTF-8 in name", m(strings.Replace(call, "verify.echo", "verify\xff.echo", 1)), 400, -32700, 1, "failed/invalid_request"},
+		{"invalid UTF-8 in arguments", m(modernCall(1, "verify.echo", "{\"path\":\"/public/\xc3\x28\"}")), 400, -32700, 1, "failed/invalid_request"},
 		{"NUL in an argument", m(modernCall(1, "verify.echo", `{"path":"/public/x","value":"a\u0000b"}`)), 200, 0, 1, ""},
 		{"NUL in a path argument", m(modernCall(1, "verify.echo", `{"path":"/public/x\u0000/../../private/a.txt"}`)), 200, 0, 1, ""},
 		{"NUL in the tool name", h(modernCall(1, "verify.echo\u0000", `{"path":"/public/x"}`), map[string]string{"Mcp-Name": b64Name("verify.echo\x00")}), 200, 0, 1, "denied/tool_unavailable"},
-		{"5 MiB arguments", m(modernCall(1, "verify.echo", big)), 413, 0, 0, ""},
-		{"100-deep nesting", m(modernCall(1, "verify.echo", strings.Repeat("[", 100)+strings.Repeat("]", 100))), 400, -32600, 0, ""},
+		{"5 MiB arguments", m(modernCall(1, "verify.echo", big)), 413, 0, 1, "failed/invalid_request"},
+		{"100-deep nesting", m(modernCall(1, "verify.echo", strings.Repeat("[", 100)+strings.Repeat("]", 100))), 400, -32600, 1, "failed/invalid_request"},
 		// Valid JSON beyond MaxDepth is an invalid request (-32600), not a
 		// parse error, however deep it goes.
-		{"10^5-deep nesting", m(modernCall(1, "verify.echo", deep)), 400, -32600, 0, ""},
-		{"Mcp-Method missing", h(call, map[string]string{"Mcp-Method": ""}), 400, -32020, 0, ""},
-		// Refused as a protocol error, and recorded: the turn is known.
-		{"bad base64 Mcp-Name", h(call, map[string]string{"Mcp-Name": "=?base64?!!notbase64?="}), 400, -32020, 1, ""},
+		{"10^5-deep nesting", m(modernCall(1, "verify.echo", deep)), 400, -32600, 1, "failed/invalid_request"},
+		{"Mcp-Method missing", h(call, map[string]string{"Mcp-Method": ""}), 400, -32020, 1, "failed/invalid_request"},
+		{"bad base64 Mcp-Name", h(call, map[string]string{"Mcp-Name": "=?base64?!!notbase64?="}), 400, -32020, 1, "failed/invalid_request"},
 		{"text/plain cross-site POST", h(call, map[string]string{"Content-Type": "text/plain"}), 415, 0, 0, ""},
 		{"form cross-site POST", h(call, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), 415, 0, 0, ""},
 		{"bad Origin", h(call, map[string]string{"Origin": "https://evil.example"}), 403, 0, 0, ""},
@@ -128,7 +129,7 @@ func TestHostileInput(t *testing.T) {
 			if ok && msg.Result != nil && !msg.Result.IsError && tc.outcome != "" {
 				t.Errorf("succeeded, want %s: %s", tc.outcome, truncate(string(resp.body), 300))
 			}
-			if tc.outcome != "" {
+			if tc.outcome != "" && ok && msg.Result != nil {
 				if got := msg.outcome(); got.Status+"/"+got.Code != tc.outcome {
 					t.Errorf("outcome %s/%s, want %s (%s)", got.Status, got.Code, tc.outcome, truncate(string(resp.body), 300))
 				}
@@ -139,6 +140,11 @@ func TestHostileInput(t *testing.T) {
 			s.waitSettled(tr.ID, 10*time.Second)
 			if got := s.rowCount(tr.ID) - before; got != tc.records {
 				t.Errorf("%d records, want %d", got, tc.records)
+			} else if got == 1 && tc.outcome != "" {
+				rows := s.ops(tr.ID)
+				if r := rows[len(rows)-1]; r.Status+"/"+r.Code != tc.outcome {
+					t.Errorf("recorded %s/%s (%q), want %s", r.Status, r.Code, r.Reason, tc.outcome)
+				}
 			}
 		})
 		wantTotal += tc.records
@@ -174,7 +180,7 @@ func TestHeaderMismatchRecorded(t *testing.T) {
 
 // TestOversizeStreams: 64 MiB bodies — chunked, a lying Content-Length, and
 // an honest huge Content-Length — are cut off in bounded time and memory,
-// record nothing, and leave the bridge serving.
+// are each recorded as a refused attempt, and leave the bridge serving.
 func TestOversizeStreams(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	tr := s.open("alice")
@@ -233,8 +239,14 @@ func TestOversizeStreams(t *testing.T) {
 	if rss1-rss0 > 48<<10 {
 		t.Errorf("bridge RSS grew by %d KiB for 64 MiB bodies: not bounded by the 4 MiB cap", rss1-rss0)
 	}
-	if n := s.rowCount(tr.ID); n != 0 {
-		t.Errorf("%d records from oversize bodies", n)
+	// Each is a tools/call on a live turn (its first bytes say so): each is
+	// recorded, failed/invalid_request, and nothing runs (issue 17 item 7).
+	s.waitSettled(tr.ID, 10*time.Second)
+	if got := s.outcomeCounts(tr.ID); got["failed/invalid_request"] != 3 || len(got) != 1 {
+		t.Errorf("records from oversize bodies: %v, want 3 failed/invalid_request", got)
+	}
+	if n := s.provider.handled.Load(); n != 0 {
+		t.Errorf("handler ran %d times", n)
 	}
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 }
@@ -368,4 +380,67 @@ func TestCaseFoldedKeysNeverReachAProvider(t *testing.T) {
 	}
 	// The same turn still reads what the policy allows.
 	expectOutcome(t, mustCall(t, tr, "files.read", `{"path":"/public/a.txt"}`), "succeeded", "")
+}
+
+// TestInitializeFlood (issue 17, item 8): 100,000 2025-era initializes on
+// one turn — 16 at a time on kept-alive connections — leave the bridge's
+// RSS bounded (it grew ≈10 KiB per initialize before sessions were
+// forgotten and initialize was budgeted per turn), every one past the
+// turn's budget is a 429, and the turn still serves a new session.
+func TestInitializeFlood(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	tr := s.open("alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	legacySession(ctx, t, tr, "2025-11-25")
+	rss0 := rssKiB(t, s.Bridges[0].PID())
+	const total, workers = 100_000, 16
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"flood","version":"0"}}}`
+	var next, ok, limited, other atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= total && ctx.Err() == nil {
+				switch r := send(ctx, rawReq{url: tr.URL, token: tr.Token, body: body}); r.status {
+				case http.StatusOK:
+					ok.Add(1)
+				case http.StatusTooManyRequests:
+					limited.Add(1)
+				default:
+					if other.Add(1) <= 3 {
+						t.Errorf("initialize answered %d %v %s", r.status, r.err, r.body)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	rss1 := rssKiB(t, s.Bridges[0].PID())
+	t.Logf("%d initializes in %s (%.0f/s): %d served, %d refused 429, %d other; bridge RSS %d KiB → %d KiB",
+		total, d.Round(time.Millisecond), total/d.Seconds(), ok.Load(), limited.Load(), other.Load(), rss0, rss1)
+	if ok.Load()+limited.Load() != total {
+		t.Fatalf("only %d of %d initializes were answered 200 or 429", ok.Load()+limited.Load(), total)
+	}
+	if limited.Load() == 0 {
+		t.Errorf("no initialize was refused: the per-turn budget is not applied")
+	}
+	if rss1-rss0 > 32<<10 {
+		t.Errorf("bridge RSS grew by %d KiB over %d initializes: not bounded", rss1-rss0, total)
+	}
+	httpTransport.CloseIdleConnections()
+	// The budget refills: the turn still opens a session and serves a call.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := send(ctx, rawReq{url: tr.URL, token: tr.Token, body: body})
+		if r.status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no initialize served 10 s after the flood: %d %s", r.status, r.body)
+		}
+		time.Sleep(100 * time.Millisecond) // the budget refills 10 per second
+	}
+	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 }

@@ -1,0 +1,169 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// errCancelled is what a tool handler returns for a cancelled call; the
+// response writer makes sure it never reaches the client.
+var errCancelled = errors.New("call cancelled")
+
+// response is the writer mcp-go answers one request on. Once the request's
+// call was cancelled — by the client's notifications/cancelled (2025 eras)
+// or by the kernel (the turn closed) — nothing more is sent for it (MCP:
+// the receiver of a cancellation does not respond; ARCHITECTURE.md's
+// outcome table): a request's POST must be answered with JSON or an event
+// stream, so it becomes an event stream that ends without an event, and
+// whatever mcp-go writes after is dropped. A client that closed the
+// request is not written to by mcp-go at all.
+//
+// A tools/call that mcp-go answers before its tool handler ran is a
+// refusal (a header check, the session, the params): that answer is held
+// until route has recorded the attempt (refusal, release), so no client
+// ever sees an answer its record does not back yet.
+type response struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	st      *callState
+	call    bool
+
+	wroteHeader bool
+	silenced    bool
+	status      int
+	held        bool
+	body        []byte
+}
+
+var _ server.HTTPResponseWriter = (*response)(nil)
+
+func newResponse(w http.ResponseWriter, st *callState, call bool) *response {
+	f, _ := w.(http.Flusher)
+	return &response{w: w, flusher: f, st: st, call: call}
+}
+
+// silent reports whether the request's answer is dropped, switching the
+// response to an empty event stream the first time.
+func (r *response) silent() bool {
+	if r.silenced {
+		return true
+	}
+	if r.st == nil || !r.st.cancelled.Load() {
+		return false
+	}
+	r.silenced = true
+	if !r.wroteHeader {
+		h := r.w.Header()
+		h.Del(server.HeaderKeySessionID)
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		r.w.WriteHeader(http.StatusOK)
+		r.wroteHeader = true
+	}
+	return true
+}
+
+// Header implements server.HTTPResponseWriter.
+func (r *response) Header() http.Header { return r.w.Header() }
+
+// WriteHeader implements server.HTTPResponseWriter.
+func (r *response) WriteHeader(status int) {
+	if r.silent() || r.wroteHeader {
+		return
+	}
+	r.wroteHeader, r.status = true, status
+	if r.call && !r.st.handled.Load() {
+		r.held = true
+		return
+	}
+	r.w.WriteHeader(status)
+}
+
+// Write implements server.HTTPResponseWriter.
+func (r *response) Write(p []byte) (int, error) {
+	if r.silent() {
+		return len(p), nil
+	}
+	if !r.wroteHeader {
+		r.WriteHeader(http.StatusOK)
+	}
+	if r.held {
+		r.body = append(r.body, p...)
+		return len(p), nil
+	}
+	return r.w.Write(p)
+}
+
+// release sends a held answer.
+func (r *response) release() {
+	if r.held {
+		r.held = false
+		r.w.WriteHeader(r.status)
+		_, _ = r.w.Write(r.body)
+	}
+}
+
+// refusal says why mcp-go refused the request, from what it answered: the
+// JSON-RPC error's code and message (in a JSON body or an event), else the
+// HTTP status and its text. Quoted parts of the message are dropped: mcp-go
+// quotes header values there, and an Mcp-Param-* header carries an
+// argument, which a record holds only as a digest (invariant 11).
+func (r *response) refusal() string {
+	body := bytes.TrimSpace(r.body)
+	if i := bytes.Index(body, []byte("data: ")); i >= 0 {
+		body = body[i+len("data: "):]
+	}
+	var m struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if dec.Decode(&m) == nil && m.Error != nil {
+		return fmt.Sprintf("refused by the MCP server (JSON-RPC %d): %s", m.Error.Code, unquote(m.Error.Message))
+	}
+	if len(body) > 512 {
+		body = body[:512]
+	}
+	return fmt.Sprintf("refused by the MCP server (HTTP %d): %s", r.status, unquote(strings.ToValidUTF8(string(body), "\uFFFD")))
+}
+
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// unquote replaces each double-quoted part of s by "…".
+func unquote(s string) string {
+	return quoted.ReplaceAllLiteralString(strings.TrimSpace(s), `"…"`)
+}
+
+// Flush implements server.HTTPResponseWriter.
+func (r *response) Flush() {
+	if r.flusher != nil && !r.held {
+		r.flusher.Flush()
+	}
+}
+
+// CanStream implements server.HTTPResponseWriter.
+func (r *response) CanStream() bool { return r.flusher != nil }
+
+// discard is the writer of a request the bridge makes of its own turn
+// server (forgetting a session): nobody reads the answer.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header {
+	if d.h == nil {
+		d.h = http.Header{}
+	}
+	return d.h
+}
+func (*discard) WriteHeader(int)             {}
+func (*discard) Write(p []byte) (int, error) { return len(p), nil }
+func (*discard) Flush()                      {}
+func (*discard) CanStream() bool             { return false }

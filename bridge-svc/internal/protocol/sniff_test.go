@@ -1,0 +1,37 @@
+package protocol_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+)
+
+func TestSniff(t *testing.T) {
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"name":"x","method":"y"},"name":"files.read","arguments":{"name":"z"}}}`
+	for _, c := range []struct {
+		name, body   string
+		header       http.Header
+		method, tool string
+	}{
+		{"whole call", call, nil, "tools/call", "files.read"},
+		{"truncated", call[:len(call)-20], nil, "tools/call", "files.read"},
+		{"cut before the name", call[:60], nil, "tools/call", ""},
+		{"invalid UTF-8", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files` + "\xff" + `.read"}}`, nil, "tools/call", "files\ufffd.read"},
+		{"duplicate name: the first", `{"method":"tools/call","params":{"name":"a","name":"b"}}`, nil, "tools/call", "a"},
+		{"nested method is not the method", `{"params":{"x":{"method":"tools/call"}},"id":1}`, nil, "", ""},
+		{"array", `[` + call + `]`, nil, "", ""},
+		{"not JSON", `hello`, nil, "", ""},
+		{"headers first", `{}`, http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"=?base64?ZmlsZXMucmVhZA==?="}}, "tools/call", "files.read"},
+		{"body name wins over the header", call, http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"other"}}, "tools/call", "files.read"},
+	} {
+		h := c.header
+		if h == nil {
+			h = http.Header{}
+		}
+		m, n := protocol.Sniff(h, []byte(c.body))
+		if m != c.method || n != c.tool {
+			t.Errorf("%s: Sniff = %q, %q; want %q, %q", c.name, m, n, c.method, c.tool)
+		}
+	}
+}
