@@ -35,6 +35,10 @@ import (
 // HealthService is the gRPC health name of the bridge's own service.
 const HealthService = "sharedos.v1.BridgeService"
 
+// DefaultLeaseRetention is --lease-retention's default: a closed or expired
+// lease is kept a week (GetTurn still answers for it), then deleted.
+const DefaultLeaseRetention = 7 * 24 * time.Hour
+
 // Config is everything `bridge-svc serve` is configured with.
 type Config struct {
 	Listen      string
@@ -62,6 +66,9 @@ type Config struct {
 	MaxBodyBytes                                        int
 	DefaultTTL                                          time.Duration
 	SweepInterval                                       time.Duration
+	// LeaseRetention is how long a closed or expired lease is kept before
+	// the sweeper deletes it (at most hourly); 0 keeps every lease.
+	LeaseRetention time.Duration
 	// CallTimeout bounds one InvokeTool (the whole kernel pipeline,
 	// handler included); every internal RPC carries a deadline.
 	CallTimeout time.Duration
@@ -112,6 +119,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	maxBody := config.Int(fs, "max-body-bytes", protocol.DefaultMaxBodyBytes, "maximum MCP request body")
 	ttl := config.Duration(fs, "default-ttl", leases.DefaultTTL, "lease lifetime when OpenTurn gives none")
 	sweep := config.Duration(fs, "sweep-interval", 5*time.Second, "how often cached turn servers of closed/expired turns are freed")
+	retention := config.Duration(fs, "lease-retention", DefaultLeaseRetention, "how long a closed or expired lease is kept before it is deleted (checked hourly, or every retention/24 if sooner; 0: never deleted)")
 	callTimeout := config.Duration(fs, "call-timeout", 2*time.Minute, "deadline of one InvokeTool (kernel pipeline and handler)")
 	statusTTL := config.Duration(fs, "lease-cache-ttl", 500*time.Millisecond, "how long a pod reuses a lease status read: a close through another pod is seen within it (0: read every request)")
 	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
@@ -123,7 +131,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 		c.OIDCIssuer, c.OIDCAudience, c.OIDCAlgorithms = *oidcIssuer, *oidcAudience, *oidcAlgs
 		c.OIDCPrincipalClaim, c.OIDCTenantClaim, c.OIDCRolesClaim = *oidcPrincipal, *oidcTenant, *oidcRoles
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
-		c.StatusCacheTTL, c.MetricsListen = *statusTTL, *metrics
+		c.StatusCacheTTL, c.MetricsListen, c.LeaseRetention = *statusTTL, *metrics, *retention
 		return c
 	}
 }
@@ -151,6 +159,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CallTimeout < 0 {
 		errs.Addf("call-timeout", "must be positive, got %s", c.CallTimeout)
+	}
+	if c.LeaseRetention < 0 {
+		errs.Addf("lease-retention", "must not be negative (0 keeps every lease), got %s", c.LeaseRetention)
 	}
 	for _, o := range c.AllowedOrigins {
 		if u, perr := url.Parse(o); perr != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
@@ -191,6 +202,8 @@ type App struct {
 	http    *http.Server
 	mcp     *mcpserver.Handler
 	store   leases.Store
+	// purge is the sweeper's retention step.
+	purge *leasePurge
 	// metricsAddr is the bound --metrics-listen address ("" when off).
 	metricsAddr string
 	pinger      leases.Pinger
@@ -261,6 +274,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		ps := postgres.New(pool)
 		a.store, a.pinger = ps, ps
 	}
+	a.purge = newLeasePurge(a.store, c.LeaseRetention, c.SweepInterval, a.log)
 
 	target := c.Kernel
 	if target == "" {
@@ -399,8 +413,9 @@ func (a *App) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// loop frees cached turn servers of closed or expired turns and keeps the
-// readiness status in step with the store.
+// loop frees cached turn servers of closed or expired turns, purges leases
+// past --lease-retention (at most hourly) and keeps the readiness status in
+// step with the store.
 func (a *App) loop(ctx context.Context) {
 	t := time.NewTicker(a.cfg.SweepInterval)
 	defer t.Stop()
@@ -413,6 +428,7 @@ func (a *App) loop(ctx context.Context) {
 			if err := a.mcp.Sweep(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("sweep failed", slog.String("error", err.Error()))
 			}
+			a.purge.step(ctx)
 			a.ready(ctx)
 		}
 	}

@@ -28,6 +28,7 @@ func TestCompleteRefusesBadConfig(t *testing.T) {
 		{"bad http listen", func(c *app.Config) { c.HTTPListen = "nope:-1" }, "--http-listen"},
 		{"zero body cap", func(c *app.Config) { c.MaxBodyBytes = 0 }, "--max-body-bytes"},
 		{"ttl over max", func(c *app.Config) { c.DefaultTTL = 48 * time.Hour }, "--default-ttl"},
+		{"negative lease retention", func(c *app.Config) { c.LeaseRetention = -time.Hour }, "--lease-retention"},
 		{"origin with path", func(c *app.Config) { c.AllowedOrigins = []string{"https://app.example/x"} }, "--allowed-origins"},
 		{"origin without scheme", func(c *app.Config) { c.AllowedOrigins = []string{"app.example"} }, "--allowed-origins"},
 		{"public url not http", func(c *app.Config) { c.PublicURL = "ftp://x" }, "--public-url"},

@@ -92,6 +92,12 @@ type Store interface {
 	// Inactive returns the ids among turnIDs that are closed, expired or
 	// unknown, so a pod can drop what it cached for them.
 	Inactive(ctx context.Context, turnIDs []string) ([]string, error)
+	// PurgeInactive deletes the leases closed earlier than before, or
+	// expired with an expiry earlier than before, and returns how many it
+	// deleted. Expiry is judged on the store's clock, as Status judges it:
+	// a lease the store still holds open is never deleted, whatever cutoff
+	// a pod whose clock runs ahead passes.
+	PurgeInactive(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Ping is implemented by stores that depend on an external server; readiness

@@ -14,6 +14,8 @@ type Runtime interface {
 	ListOperations(ctx context.Context, req *sharedosv1.ListOperationsRequest) (*sharedosv1.ListOperationsResponse, error)
 	GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnRequest) (*sharedosv1.GrantTurnResponse, error)
 	RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnRequest) (*sharedosv1.RevokeTurnResponse, error)
+	ExportOperations(ctx context.Context, req *sharedosv1.ExportOperationsRequest) (*sharedosv1.ExportOperationsResponse, error)
+	RecordExport(ctx context.Context, req *sharedosv1.RecordExportRequest) (*sharedosv1.RecordExportResponse, error)
 }
 
 var _ Runtime = (*pipeline.Pipeline)(nil)
@@ -61,6 +63,24 @@ func (s *RuntimeServer) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurn
 // RevokeTurn implements sharedosv1.RuntimeServiceServer.
 func (s *RuntimeServer) RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnRequest) (*sharedosv1.RevokeTurnResponse, error) {
 	resp, err := s.rt.RevokeTurn(ctx, req)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return resp, nil
+}
+
+// ExportOperations implements sharedosv1.RuntimeServiceServer.
+func (s *RuntimeServer) ExportOperations(ctx context.Context, req *sharedosv1.ExportOperationsRequest) (*sharedosv1.ExportOperationsResponse, error) {
+	resp, err := s.rt.ExportOperations(ctx, req)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return resp, nil
+}
+
+// RecordExport implements sharedosv1.RuntimeServiceServer.
+func (s *RuntimeServer) RecordExport(ctx context.Context, req *sharedosv1.RecordExportRequest) (*sharedosv1.RecordExportResponse, error) {
+	resp, err := s.rt.RecordExport(ctx, req)
 	if err != nil {
 		return nil, ToStatus(err)
 	}

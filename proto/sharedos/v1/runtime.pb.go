@@ -733,6 +733,261 @@ func (x *ListOperationsResponse) GetOperations() []*OperationRecord {
 	return nil
 }
 
+type ExportOperationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// since starts a new export at the first record started at or after it.
+	Since *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	// after_sequence continues an export after this sequence (a previous
+	// page's next_after_sequence); since is then ignored.
+	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	// page_size is the most records a page holds (default 1000, at most 5000).
+	PageSize      int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportOperationsRequest) Reset() {
+	*x = ExportOperationsRequest{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportOperationsRequest) ProtoMessage() {}
+
+func (x *ExportOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportOperationsRequest.ProtoReflect.Descriptor instead.
+func (*ExportOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ExportOperationsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ExportOperationsRequest) GetAfterSequence() int64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+func (x *ExportOperationsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ExportOperationsResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Operations []*OperationRecord     `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	// from_sequence is the sequence the export covers from, exclusive (the
+	// request's after_sequence, or just before the first record since).
+	FromSequence int64 `protobuf:"varint,2,opt,name=from_sequence,json=fromSequence,proto3" json:"from_sequence,omitempty"`
+	// next_after_sequence is the last sequence this page covers; pass it
+	// back as after_sequence for the next page.
+	NextAfterSequence int64 `protobuf:"varint,3,opt,name=next_after_sequence,json=nextAfterSequence,proto3" json:"next_after_sequence,omitempty"`
+	// done is set when no finished record follows this page yet (the end of
+	// the table, or a pending record).
+	Done          bool `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportOperationsResponse) Reset() {
+	*x = ExportOperationsResponse{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportOperationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportOperationsResponse) ProtoMessage() {}
+
+func (x *ExportOperationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportOperationsResponse.ProtoReflect.Descriptor instead.
+func (*ExportOperationsResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ExportOperationsResponse) GetOperations() []*OperationRecord {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *ExportOperationsResponse) GetFromSequence() int64 {
+	if x != nil {
+		return x.FromSequence
+	}
+	return 0
+}
+
+func (x *ExportOperationsResponse) GetNextAfterSequence() int64 {
+	if x != nil {
+		return x.NextAfterSequence
+	}
+	return 0
+}
+
+func (x *ExportOperationsResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+type RecordExportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// after_sequence (exclusive) and through_sequence (inclusive) bound the
+	// archived records.
+	AfterSequence   int64 `protobuf:"varint,1,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	ThroughSequence int64 `protobuf:"varint,2,opt,name=through_sequence,json=throughSequence,proto3" json:"through_sequence,omitempty"`
+	// rows is the number of records the archive holds.
+	Rows int64 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	// sha256 is the hex digest of the archive as written.
+	Sha256        string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordExportRequest) Reset() {
+	*x = RecordExportRequest{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordExportRequest) ProtoMessage() {}
+
+func (x *RecordExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordExportRequest.ProtoReflect.Descriptor instead.
+func (*RecordExportRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RecordExportRequest) GetAfterSequence() int64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+func (x *RecordExportRequest) GetThroughSequence() int64 {
+	if x != nil {
+		return x.ThroughSequence
+	}
+	return 0
+}
+
+func (x *RecordExportRequest) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *RecordExportRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type RecordExportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// export_id names the ledger entry.
+	ExportId      int64 `protobuf:"varint,1,opt,name=export_id,json=exportId,proto3" json:"export_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordExportResponse) Reset() {
+	*x = RecordExportResponse{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordExportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordExportResponse) ProtoMessage() {}
+
+func (x *RecordExportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordExportResponse.ProtoReflect.Descriptor instead.
+func (*RecordExportResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RecordExportResponse) GetExportId() int64 {
+	if x != nil {
+		return x.ExportId
+	}
+	return 0
+}
+
 var File_sharedos_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_runtime_proto_rawDesc = "" +
@@ -798,14 +1053,34 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x16ListOperationsResponse\x12<\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x1c.sharedos.v1.OperationRecordR\n" +
-	"operations2\xc4\x02\n" +
+	"operations\"\x8f\x01\n" +
+	"\x17ExportOperationsRequest\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12%\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\"\xc1\x01\n" +
+	"\x18ExportOperationsResponse\x12<\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x1c.sharedos.v1.OperationRecordR\n" +
+	"operations\x12#\n" +
+	"\rfrom_sequence\x18\x02 \x01(\x03R\ffromSequence\x12.\n" +
+	"\x13next_after_sequence\x18\x03 \x01(\x03R\x11nextAfterSequence\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"\x93\x01\n" +
+	"\x13RecordExportRequest\x12%\n" +
+	"\x0eafter_sequence\x18\x01 \x01(\x03R\rafterSequence\x12)\n" +
+	"\x10through_sequence\x18\x02 \x01(\x03R\x0fthroughSequence\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x16\n" +
+	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"3\n" +
+	"\x14RecordExportResponse\x12\x1b\n" +
+	"\texport_id\x18\x01 \x01(\x03R\bexportId2\xfa\x03\n" +
 	"\x0eRuntimeService\x12<\n" +
 	"\n" +
 	"InvokeTool\x12\x15.sharedos.v1.ToolCall\x1a\x17.sharedos.v1.ToolResult\x12Y\n" +
 	"\x0eListOperations\x12\".sharedos.v1.ListOperationsRequest\x1a#.sharedos.v1.ListOperationsResponse\x12J\n" +
 	"\tGrantTurn\x12\x1d.sharedos.v1.GrantTurnRequest\x1a\x1e.sharedos.v1.GrantTurnResponse\x12M\n" +
 	"\n" +
-	"RevokeTurn\x12\x1e.sharedos.v1.RevokeTurnRequest\x1a\x1f.sharedos.v1.RevokeTurnResponseB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
+	"RevokeTurn\x12\x1e.sharedos.v1.RevokeTurnRequest\x1a\x1f.sharedos.v1.RevokeTurnResponse\x12_\n" +
+	"\x10ExportOperations\x12$.sharedos.v1.ExportOperationsRequest\x1a%.sharedos.v1.ExportOperationsResponse\x12S\n" +
+	"\fRecordExport\x12 .sharedos.v1.RecordExportRequest\x1a!.sharedos.v1.RecordExportResponseB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
 
 var (
 	file_sharedos_v1_runtime_proto_rawDescOnce sync.Once
@@ -819,44 +1094,54 @@ func file_sharedos_v1_runtime_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_runtime_proto_rawDescData
 }
 
-var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_sharedos_v1_runtime_proto_goTypes = []any{
-	(*GrantTurnRequest)(nil),       // 0: sharedos.v1.GrantTurnRequest
-	(*GrantTurnResponse)(nil),      // 1: sharedos.v1.GrantTurnResponse
-	(*RevokeTurnRequest)(nil),      // 2: sharedos.v1.RevokeTurnRequest
-	(*RevokeTurnResponse)(nil),     // 3: sharedos.v1.RevokeTurnResponse
-	(*ToolCall)(nil),               // 4: sharedos.v1.ToolCall
-	(*ToolResult)(nil),             // 5: sharedos.v1.ToolResult
-	(*OperationRecord)(nil),        // 6: sharedos.v1.OperationRecord
-	(*ListOperationsRequest)(nil),  // 7: sharedos.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil), // 8: sharedos.v1.ListOperationsResponse
-	(*AccessContext)(nil),          // 9: sharedos.v1.AccessContext
-	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
-	(*PublishedTool)(nil),          // 11: sharedos.v1.PublishedTool
-	(OperationStatus)(0),           // 12: sharedos.v1.OperationStatus
+	(*GrantTurnRequest)(nil),         // 0: sharedos.v1.GrantTurnRequest
+	(*GrantTurnResponse)(nil),        // 1: sharedos.v1.GrantTurnResponse
+	(*RevokeTurnRequest)(nil),        // 2: sharedos.v1.RevokeTurnRequest
+	(*RevokeTurnResponse)(nil),       // 3: sharedos.v1.RevokeTurnResponse
+	(*ToolCall)(nil),                 // 4: sharedos.v1.ToolCall
+	(*ToolResult)(nil),               // 5: sharedos.v1.ToolResult
+	(*OperationRecord)(nil),          // 6: sharedos.v1.OperationRecord
+	(*ListOperationsRequest)(nil),    // 7: sharedos.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),   // 8: sharedos.v1.ListOperationsResponse
+	(*ExportOperationsRequest)(nil),  // 9: sharedos.v1.ExportOperationsRequest
+	(*ExportOperationsResponse)(nil), // 10: sharedos.v1.ExportOperationsResponse
+	(*RecordExportRequest)(nil),      // 11: sharedos.v1.RecordExportRequest
+	(*RecordExportResponse)(nil),     // 12: sharedos.v1.RecordExportResponse
+	(*AccessContext)(nil),            // 13: sharedos.v1.AccessContext
+	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
+	(*PublishedTool)(nil),            // 15: sharedos.v1.PublishedTool
+	(OperationStatus)(0),             // 16: sharedos.v1.OperationStatus
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
-	9,  // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
-	10, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
-	12, // 3: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
-	12, // 4: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	10, // 5: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	10, // 6: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	13, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	14, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
+	16, // 3: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	16, // 4: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	14, // 5: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	14, // 6: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
 	6,  // 7: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	4,  // 8: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	7,  // 9: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	0,  // 10: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
-	2,  // 11: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
-	5,  // 12: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	8,  // 13: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	1,  // 14: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
-	3,  // 15: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	14, // 8: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
+	6,  // 9: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	4,  // 10: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	7,  // 11: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	0,  // 12: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	2,  // 13: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	9,  // 14: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
+	11, // 15: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
+	5,  // 16: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	8,  // 17: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	1,  // 18: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	3,  // 19: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	10, // 20: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
+	12, // 21: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_runtime_proto_init() }
@@ -871,7 +1156,7 @@ func file_sharedos_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_runtime_proto_rawDesc), len(file_sharedos_v1_runtime_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RuntimeService_InvokeTool_FullMethodName     = "/sharedos.v1.RuntimeService/InvokeTool"
-	RuntimeService_ListOperations_FullMethodName = "/sharedos.v1.RuntimeService/ListOperations"
-	RuntimeService_GrantTurn_FullMethodName      = "/sharedos.v1.RuntimeService/GrantTurn"
-	RuntimeService_RevokeTurn_FullMethodName     = "/sharedos.v1.RuntimeService/RevokeTurn"
+	RuntimeService_InvokeTool_FullMethodName       = "/sharedos.v1.RuntimeService/InvokeTool"
+	RuntimeService_ListOperations_FullMethodName   = "/sharedos.v1.RuntimeService/ListOperations"
+	RuntimeService_GrantTurn_FullMethodName        = "/sharedos.v1.RuntimeService/GrantTurn"
+	RuntimeService_RevokeTurn_FullMethodName       = "/sharedos.v1.RuntimeService/RevokeTurn"
+	RuntimeService_ExportOperations_FullMethodName = "/sharedos.v1.RuntimeService/ExportOperations"
+	RuntimeService_RecordExport_FullMethodName     = "/sharedos.v1.RuntimeService/RecordExport"
 )
 
 // RuntimeServiceClient is the client API for RuntimeService service.
@@ -50,6 +52,19 @@ type RuntimeServiceClient interface {
 	// kernel that died mid-call holds it until that record is reconciled;
 	// UNAVAILABLE then, and a retry is safe. Idempotent.
 	RevokeTurn(ctx context.Context, in *RevokeTurnRequest, opts ...grpc.CallOption) (*RevokeTurnResponse, error)
+	// ExportOperations returns finished operation records of every turn in
+	// sequence order, one page at a time, for archiving (operators). A page
+	// ends before the first pending record: an export never skips a record
+	// that is still being written.
+	ExportOperations(ctx context.Context, in *ExportOperationsRequest, opts ...grpc.CallOption) (*ExportOperationsResponse, error)
+	// RecordExport notes in the export ledger that the records in
+	// (after_sequence, through_sequence] are archived. It is refused
+	// (FAILED_PRECONDITION) unless exactly `rows` finished records and no
+	// pending one are in that range: the ledger never covers a record the
+	// archive does not hold. Records are deleted only by the owner's
+	// catalog.purge_exported_operations, and only within a recorded export
+	// (docs/retention.md).
+	RecordExport(ctx context.Context, in *RecordExportRequest, opts ...grpc.CallOption) (*RecordExportResponse, error)
 }
 
 type runtimeServiceClient struct {
@@ -100,6 +115,26 @@ func (c *runtimeServiceClient) RevokeTurn(ctx context.Context, in *RevokeTurnReq
 	return out, nil
 }
 
+func (c *runtimeServiceClient) ExportOperations(ctx context.Context, in *ExportOperationsRequest, opts ...grpc.CallOption) (*ExportOperationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExportOperationsResponse)
+	err := c.cc.Invoke(ctx, RuntimeService_ExportOperations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runtimeServiceClient) RecordExport(ctx context.Context, in *RecordExportRequest, opts ...grpc.CallOption) (*RecordExportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordExportResponse)
+	err := c.cc.Invoke(ctx, RuntimeService_RecordExport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RuntimeServiceServer is the server API for RuntimeService service.
 // All implementations must embed UnimplementedRuntimeServiceServer
 // for forward compatibility.
@@ -125,6 +160,19 @@ type RuntimeServiceServer interface {
 	// kernel that died mid-call holds it until that record is reconciled;
 	// UNAVAILABLE then, and a retry is safe. Idempotent.
 	RevokeTurn(context.Context, *RevokeTurnRequest) (*RevokeTurnResponse, error)
+	// ExportOperations returns finished operation records of every turn in
+	// sequence order, one page at a time, for archiving (operators). A page
+	// ends before the first pending record: an export never skips a record
+	// that is still being written.
+	ExportOperations(context.Context, *ExportOperationsRequest) (*ExportOperationsResponse, error)
+	// RecordExport notes in the export ledger that the records in
+	// (after_sequence, through_sequence] are archived. It is refused
+	// (FAILED_PRECONDITION) unless exactly `rows` finished records and no
+	// pending one are in that range: the ledger never covers a record the
+	// archive does not hold. Records are deleted only by the owner's
+	// catalog.purge_exported_operations, and only within a recorded export
+	// (docs/retention.md).
+	RecordExport(context.Context, *RecordExportRequest) (*RecordExportResponse, error)
 	mustEmbedUnimplementedRuntimeServiceServer()
 }
 
@@ -146,6 +194,12 @@ func (UnimplementedRuntimeServiceServer) GrantTurn(context.Context, *GrantTurnRe
 }
 func (UnimplementedRuntimeServiceServer) RevokeTurn(context.Context, *RevokeTurnRequest) (*RevokeTurnResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RevokeTurn not implemented")
+}
+func (UnimplementedRuntimeServiceServer) ExportOperations(context.Context, *ExportOperationsRequest) (*ExportOperationsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ExportOperations not implemented")
+}
+func (UnimplementedRuntimeServiceServer) RecordExport(context.Context, *RecordExportRequest) (*RecordExportResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RecordExport not implemented")
 }
 func (UnimplementedRuntimeServiceServer) mustEmbedUnimplementedRuntimeServiceServer() {}
 func (UnimplementedRuntimeServiceServer) testEmbeddedByValue()                        {}
@@ -240,6 +294,42 @@ func _RuntimeService_RevokeTurn_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RuntimeService_ExportOperations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportOperationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).ExportOperations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_ExportOperations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).ExportOperations(ctx, req.(*ExportOperationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RuntimeService_RecordExport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordExportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).RecordExport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_RecordExport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).RecordExport(ctx, req.(*RecordExportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RuntimeService_ServiceDesc is the grpc.ServiceDesc for RuntimeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -262,6 +352,14 @@ var RuntimeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeTurn",
 			Handler:    _RuntimeService_RevokeTurn_Handler,
+		},
+		{
+			MethodName: "ExportOperations",
+			Handler:    _RuntimeService_ExportOperations_Handler,
+		},
+		{
+			MethodName: "RecordExport",
+			Handler:    _RuntimeService_RecordExport_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

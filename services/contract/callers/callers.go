@@ -28,10 +28,12 @@ func Known(r Role) bool { return slices.Contains(Roles, r) }
 
 // table: full gRPC method name → the roles that may call it.
 var table = map[string][]Role{
-	"/sharedos.v1.RuntimeService/InvokeTool":     {Bridge},
-	"/sharedos.v1.RuntimeService/ListOperations": {Operator, Host},
-	"/sharedos.v1.RuntimeService/GrantTurn":      {Bridge},
-	"/sharedos.v1.RuntimeService/RevokeTurn":     {Bridge},
+	"/sharedos.v1.RuntimeService/InvokeTool":       {Bridge},
+	"/sharedos.v1.RuntimeService/ListOperations":   {Operator, Host},
+	"/sharedos.v1.RuntimeService/GrantTurn":        {Bridge},
+	"/sharedos.v1.RuntimeService/RevokeTurn":       {Bridge},
+	"/sharedos.v1.RuntimeService/ExportOperations": {Operator},
+	"/sharedos.v1.RuntimeService/RecordExport":     {Operator},
 
 	"/sharedos.v1.CatalogService/ListTools":         {Bridge, Operator},
 	"/sharedos.v1.CatalogService/RegisterTool":      {Operator},

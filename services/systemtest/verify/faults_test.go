@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -354,4 +355,70 @@ func journaledLines(t testing.TB, dir string) int {
 		n += bytes.Count(b, []byte("\n"))
 	}
 	return n
+}
+
+// TestPostgresHung (issue 17, item 13): every process of PostgreSQL
+// SIGSTOPped — a hung database, its sockets open. A call on an open turn is
+// answered failed: within the bridge's call deadline (5 s here) and its
+// handler never runs; the first request of a turn this pod has not cached
+// is a 503 within the lease read deadline (3 s); nothing waits for ever.
+// After SIGCONT both turns serve again.
+func TestPostgresHung(t *testing.T) {
+	const callTimeout = 5 * time.Second
+	s := startStack(t, stackOptions{env: []string{"SHAREDOS_CALL_TIMEOUT=" + callTimeout.String()}})
+	cached, cold := s.open("alice"), s.open("bob")
+	expectOutcome(t, mustCall(t, cached, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
+	handled := s.provider.handled.Load()
+
+	s.cluster.Signal(t, syscall.SIGSTOP)
+	stopped := true
+	defer func() {
+		if stopped {
+			s.cluster.Signal(t, syscall.SIGCONT)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	start := time.Now()
+	c := callTool(ctx, cached.URL, cached.Token, "verify.echo", `{"path":"/public/x"}`)
+	d := time.Since(start)
+	t.Logf("call on the cached turn: %s after %s", c, d.Round(time.Millisecond))
+	if c.resp.err != nil || c.succeeded() || c.msg.Result == nil || !c.msg.Result.IsError || c.outcome.Status != "failed" {
+		t.Errorf("call during the hang = %s, want a failed: result", c)
+	}
+	if d > callTimeout+3*time.Second {
+		t.Errorf("answered after %s, want within the %s call deadline (+3 s)", d, callTimeout)
+	}
+
+	start = time.Now()
+	r := send(ctx, rawReq{url: cold.URL, token: cold.Token, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`, modern: true})
+	d = time.Since(start)
+	t.Logf("first request of an uncached turn: HTTP %d after %s", r.status, d.Round(time.Millisecond))
+	if r.err != nil || r.status != 503 {
+		t.Errorf("uncached turn during the hang = %d %v, want 503", r.status, r.err)
+	}
+	if d > 3*time.Second+2*time.Second {
+		t.Errorf("answered after %s, want within the 3 s lease read deadline (+2 s)", d)
+	}
+	if n := s.provider.handled.Load(); n != handled {
+		t.Errorf("a handler ran %d times while the database was hung", n-handled)
+	}
+
+	s.cluster.Signal(t, syscall.SIGCONT)
+	stopped = false
+	start = time.Now()
+	for {
+		c := callTool(ctx, cached.URL, cached.Token, "verify.echo", `{"path":"/public/x"}`)
+		r := send(ctx, rawReq{url: cold.URL, token: cold.Token, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`, modern: true})
+		if c.succeeded() && r.status == 200 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("not recovered after SIGCONT: call %s, list %d", c, r.status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("recovered %s after SIGCONT", time.Since(start).Round(time.Millisecond))
+	s.waitSettled(cached.ID, 10*time.Second)
 }

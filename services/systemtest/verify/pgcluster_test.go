@@ -149,3 +149,39 @@ func (c *cluster) NewDatabase(t testing.TB, name string) string {
 	}
 	return c.DSN(name)
 }
+
+// Signal sends sig to every process of the cluster: the postmaster (its pid
+// is the first line of postmaster.pid) and each of its children, so SIGSTOP
+// hangs the whole server — open connections included — as a frozen VM or
+// a stalled disk would, without closing a socket.
+func (c *cluster) Signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(c.data, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	pm, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("postmaster.pid: %q", line)
+	}
+	pids := []int{pm}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		fields := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pm) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && err != syscall.ESRCH {
+			t.Fatalf("kill %d %s: %v", pid, sig, err)
+		}
+	}
+}

@@ -1,17 +1,23 @@
 package ctl
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
@@ -71,6 +77,13 @@ func init() {
 		flags: func(fs *flag.FlagSet) { fs.StringVar(&turn, "turn", "", "turn id") },
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
 			return runOpsList(ctx, e, turn, args)
+		}})
+
+	var export exportFlags
+	register(&command{path: "ops export", usage: "--since TIME|DURATION [--out FILE] [--page-size N]",
+		flags: export.bind,
+		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
+			return runOpsExport(ctx, e, &export, args)
 		}})
 
 	var check checkFlags
@@ -525,23 +538,171 @@ func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
 	out := make([]OperationJSON, 0, len(resp.GetOperations()))
 	rows := make([][]string, 0, len(resp.GetOperations()))
 	for _, r := range resp.GetOperations() {
-		o := OperationJSON{
-			Sequence: r.GetSequence(), CallID: r.GetCallId(), TurnID: r.GetTurnId(), Principal: r.GetPrincipal(),
-			Tool: r.GetRequestedTool(), ToolSHA256: r.GetRequestedToolSha256(), ResolvedTool: r.GetResolvedTool(),
-			CatalogHash: r.GetCatalogHash(), ArgumentsDigest: r.GetArgumentsDigest(), Status: outcome.StatusName(r.GetStatus()),
-			Code: r.GetCode(), Reason: r.GetReason(), DecisionID: r.GetDecisionId(), PolicyRevision: r.GetPolicyRevision(),
-			TraceID: r.GetTraceId(),
-		}
-		if r.GetStartedAt() != nil {
-			o.StartedAt = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339Nano)
-		}
-		if r.GetFinishedAt() != nil {
-			o.FinishedAt = r.GetFinishedAt().AsTime().UTC().Format(time.RFC3339Nano)
-		}
+		o := operationJSON(r)
 		out = append(out, o)
 		rows = append(rows, []string{fmt.Sprint(o.Sequence), o.CallID, o.Tool, o.Status, o.Code, o.Reason})
 	}
 	return e.emit(out, []string{"SEQ", "CALL", "TOOL", "STATUS", "CODE", "REASON"}, rows)
+}
+
+func operationJSON(r *sharedosv1.OperationRecord) OperationJSON {
+	o := OperationJSON{
+		Sequence: r.GetSequence(), CallID: r.GetCallId(), TurnID: r.GetTurnId(), Principal: r.GetPrincipal(),
+		Tool: r.GetRequestedTool(), ToolSHA256: r.GetRequestedToolSha256(), ResolvedTool: r.GetResolvedTool(),
+		CatalogHash: r.GetCatalogHash(), ArgumentsDigest: r.GetArgumentsDigest(), Status: outcome.StatusName(r.GetStatus()),
+		Code: r.GetCode(), Reason: r.GetReason(), DecisionID: r.GetDecisionId(), PolicyRevision: r.GetPolicyRevision(),
+		TraceID: r.GetTraceId(),
+	}
+	if r.GetStartedAt() != nil {
+		o.StartedAt = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339Nano)
+	}
+	if r.GetFinishedAt() != nil {
+		o.FinishedAt = r.GetFinishedAt().AsTime().UTC().Format(time.RFC3339Nano)
+	}
+	return o
+}
+
+type exportFlags struct {
+	since    string
+	out      string
+	pageSize int
+}
+
+func (f *exportFlags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.since, "since", "", "export records started at or after this time (RFC 3339) or this long ago (a duration, e.g. 24h)")
+	fs.StringVar(&f.out, "out", "", "archive file to write (JSON lines) and note in the export ledger; without it the records go to stdout and nothing is noted")
+	fs.IntVar(&f.pageSize, "page-size", 1000, "records per ExportOperations page (at most 5000)")
+}
+
+// ExportJSON is what `ops export --out` prints once the archive is written
+// and noted in the ledger.
+type ExportJSON struct {
+	File            string `json:"file"`
+	Rows            int64  `json:"rows"`
+	AfterSequence   int64  `json:"afterSequence"`
+	ThroughSequence int64  `json:"throughSequence"`
+	SHA256          string `json:"sha256"`
+	ExportID        int64  `json:"exportId"`
+}
+
+// runOpsExport pages through ExportOperations, writes every record as one
+// JSON line, and — with --out — makes the file durable (written under a
+// temporary name, fsynced, renamed, the directory fsynced) before it asks
+// the kernel to note it in the export ledger: a record is never noted as
+// archived unless it is on disk. The export ends before the first pending
+// record; the next export continues from there with --since.
+func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	since, err := parseSince(f.since, time.Now())
+	if err != nil {
+		return err
+	}
+	c, err := e.conn(e.g.catalog)
+	if err != nil {
+		return err
+	}
+	rt := sharedosv1.NewRuntimeServiceClient(c)
+	w, finish, err := exportWriter(e, f.out)
+	if err != nil {
+		return err
+	}
+	sum := sha256.New()
+	bw := bufio.NewWriter(io.MultiWriter(w, sum))
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	req := &sharedosv1.ExportOperationsRequest{Since: timestamppb.New(since), PageSize: int32(min(f.pageSize, 1<<30))}
+	var from, through, rows int64
+	for first := true; ; first = false {
+		resp, err := rt.ExportOperations(ctx, req)
+		if err != nil {
+			finish(false)
+			return errors.New(describe(err))
+		}
+		if first {
+			from = resp.GetFromSequence()
+		}
+		for _, r := range resp.GetOperations() {
+			if err := enc.Encode(operationJSON(r)); err != nil {
+				finish(false)
+				return err
+			}
+			rows++
+		}
+		through = resp.GetNextAfterSequence()
+		if resp.GetDone() {
+			break
+		}
+		req = &sharedosv1.ExportOperationsRequest{AfterSequence: through, PageSize: req.GetPageSize()}
+	}
+	if err := bw.Flush(); err != nil {
+		finish(false)
+		return err
+	}
+	if f.out == "" {
+		return nil
+	}
+	if !finish(true) {
+		return fmt.Errorf("ops export: %s could not be made durable; nothing was noted", f.out)
+	}
+	out := ExportJSON{File: f.out, Rows: rows, AfterSequence: from, ThroughSequence: through, SHA256: hex.EncodeToString(sum.Sum(nil))}
+	resp, err := rt.RecordExport(ctx, &sharedosv1.RecordExportRequest{
+		AfterSequence: from, ThroughSequence: through, Rows: rows, Sha256: out.SHA256,
+	})
+	if err != nil {
+		return fmt.Errorf("ops export: %s is written but not noted in the export ledger: %s", f.out, describe(err))
+	}
+	out.ExportID = resp.GetExportId()
+	return e.emit(out, nil, nil)
+}
+
+// parseSince reads --since: an RFC 3339 time, or a duration before now.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, usagef("--since TIME|DURATION is required")
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, usagef("--since %q is neither an RFC 3339 time nor a non-negative duration", v)
+}
+
+// exportWriter is where the records go: stdout, or a temporary file beside
+// path that finish(true) fsyncs and renames to path (and finish(false)
+// removes). finish reports whether the file is durable at path.
+func exportWriter(e *env, path string) (io.Writer, func(ok bool) bool, error) {
+	if path == "" {
+		return e.stdout, func(bool) bool { return true }, nil
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return nil, nil, fmt.Errorf("ops export: %s exists; an archive is never overwritten", path)
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".partial-*")
+	if err != nil {
+		return nil, nil, fmt.Errorf("ops export: %w", err)
+	}
+	finish := func(ok bool) bool {
+		defer func() { _ = os.Remove(tmp.Name()) }() // path holds its own link once made
+		if !ok {
+			_ = tmp.Close()
+			return false
+		}
+		if tmp.Sync() != nil || tmp.Close() != nil || os.Link(tmp.Name(), path) != nil {
+			return false
+		}
+		d, err := os.Open(dir)
+		if err != nil {
+			return false
+		}
+		defer d.Close()
+		return d.Sync() == nil
+	}
+	return tmp, finish, nil
 }
 
 // ---- authz

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -38,6 +39,8 @@ func TestMissingRequiredFlags(t *testing.T) {
 		{"tools", "register"},
 		{"turn", "open"},
 		{"ops", "list"},
+		{"ops", "export"},
+		{"ops", "export", "--since", "yesterday"},
 		{"authz", "check", "--principal", "alice"},
 		{"tools", "get"},
 		{"tools", "list", "--role", "engineer"},
@@ -127,5 +130,23 @@ func TestFieldRowsKeepOrderAndNest(t *testing.T) {
 	got := fmt.Sprint(h, rows)
 	if got != `[FIELD VALUE] [[b x] [a {"n":1}] [c [1,2]]]` {
 		t.Fatalf("got %s", got)
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"2026-11-30T08:00:00Z": time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+		"24h":                  now.Add(-24 * time.Hour),
+		"0s":                   now,
+	} {
+		if got, err := parseSince(in, now); err != nil || !got.Equal(want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1h", "last week"} {
+		if _, err := parseSince(in, now); err == nil {
+			t.Errorf("parseSince(%q) accepted", in)
+		}
 	}
 }

@@ -124,6 +124,23 @@ func (s *Store) Inactive(_ context.Context, turnIDs []string) ([]string, error) 
 	return out, nil
 }
 
+// PurgeInactive implements leases.Store.
+func (s *Store) PurgeInactive(_ context.Context, before time.Time) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for id, l := range s.leases {
+		closed := !l.ClosedAt.IsZero() && l.ClosedAt.Before(before)
+		expired := s.status(l).Expired && l.ExpiresAt.Before(before)
+		if closed || expired {
+			delete(s.leases, id)
+			delete(s.byToken, l.TokenHash)
+			n++
+		}
+	}
+	return n, nil
+}
+
 func clone(l *leases.Lease) *leases.Lease {
 	c := *l
 	c.Context = proto.Clone(l.Context).(*sharedosv1.AccessContext)

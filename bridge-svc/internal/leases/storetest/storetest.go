@@ -25,6 +25,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("ExpiredByStoreClock", func(t *testing.T) { testExpired(t, newStore(t)) })
 	t.Run("Inactive", func(t *testing.T) { testInactive(t, newStore(t)) })
 	t.Run("TurnByToken", func(t *testing.T) { testTurnByToken(t, newStore(t)) })
+	t.Run("PurgeInactive", func(t *testing.T) { testPurgeInactive(t, newStore(t)) })
 }
 
 // Sample returns a lease with every field set, expiring at expires.
@@ -223,5 +224,67 @@ func testTurnByToken(t *testing.T, s leases.Store) {
 	}
 	if _, err := s.TurnByToken(ctx, leases.HashToken("not-a-token")); !errors.Is(err, leases.ErrNotFound) {
 		t.Errorf("TurnByToken(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func testPurgeInactive(t *testing.T, s leases.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	open := Sample(t, now, now.Add(time.Hour))
+	// Open on the store's clock although its expiry is before the second
+	// cutoff below: only an expired lease goes for its expiry.
+	openShort := Sample(t, now, now.Add(10*time.Minute))
+	closed := Sample(t, now, now.Add(time.Hour))
+	expiredOld := Sample(t, now.Add(-3*time.Hour), now.Add(-2*time.Hour))
+	expiredRecent := Sample(t, now.Add(-time.Hour), now.Add(-30*time.Minute))
+	for _, l := range []*leases.Lease{open, openShort, closed, expiredOld, expiredRecent} {
+		if err := s.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(ctx, closed.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	kept := func(want ...*leases.Lease) {
+		t.Helper()
+		for _, l := range want {
+			if _, err := s.Status(ctx, l.TurnID); err != nil {
+				t.Errorf("Status(%s) after purge = %v, want kept", l.TurnID, err)
+			}
+		}
+	}
+	gone := func(want ...*leases.Lease) {
+		t.Helper()
+		for _, l := range want {
+			if _, err := s.Status(ctx, l.TurnID); !errors.Is(err, leases.ErrNotFound) {
+				t.Errorf("Status(%s) after purge = %v, want ErrNotFound", l.TurnID, err)
+			}
+			if _, err := s.TurnByToken(ctx, l.TokenHash); !errors.Is(err, leases.ErrNotFound) {
+				t.Errorf("TurnByToken(%s) after purge = %v, want ErrNotFound", l.TurnID, err)
+			}
+		}
+	}
+
+	// An hour's retention: only the lease expired two hours ago goes; the
+	// one closed just now and the one expired half an hour ago stay.
+	n, err := s.PurgeInactive(ctx, now.Add(-time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("PurgeInactive(now-1h) = %d, %v, want 1", n, err)
+	}
+	gone(expiredOld)
+	kept(open, openShort, closed, expiredRecent)
+
+	// Close stamps the store's clock, so "closed long ago" is a cutoff
+	// after the close: the closed and the expired lease go, both open
+	// ones stay (openShort expires before the cutoff but has not expired).
+	n, err = s.PurgeInactive(ctx, now.Add(30*time.Minute))
+	if err != nil || n != 2 {
+		t.Fatalf("PurgeInactive(now+30m) = %d, %v, want 2", n, err)
+	}
+	gone(closed, expiredRecent)
+	kept(open, openShort)
+
+	if n, err := s.PurgeInactive(ctx, now.Add(30*time.Minute)); err != nil || n != 0 {
+		t.Errorf("repeated PurgeInactive = %d, %v, want 0", n, err)
 	}
 }

@@ -104,6 +104,34 @@ type Store interface {
 	ReconcileInstance(ctx context.Context, instanceID string, startedBefore time.Time) (int64, error)
 
 	Revocations
+	Exports
+}
+
+// ErrExportMismatch is returned by RecordExport when the range does not
+// hold exactly the exported records (a record still pending, or one that
+// committed into the range after it was read): export again.
+var ErrExportMismatch = errors.New("records: the range does not hold exactly the exported records")
+
+// Export is one archive of records: those in (After, Through], Rows of
+// them, written to a file whose SHA-256 is SHA256 (hex).
+type Export struct {
+	After, Through, Rows int64
+	SHA256               string
+}
+
+// Exports is how records are archived (docs/retention.md): read out in
+// sequence order, the archive then noted in a ledger, and only records of
+// a noted archive may ever be deleted (by the owner's purge function).
+type Exports interface {
+	// ExportPage returns up to limit records in sequence order after
+	// after — or, when after is 0, from the first record started at or
+	// after since — pending ones included (the caller stops before them),
+	// and the sequence the page starts after.
+	ExportPage(ctx context.Context, since time.Time, after int64, limit int) (from int64, rows []Record, err error)
+	// RecordExport notes e in the export ledger and returns its id, or
+	// ErrExportMismatch unless (e.After, e.Through] holds exactly e.Rows
+	// finished records and no pending one.
+	RecordExport(ctx context.Context, e Export) (int64, error)
 }
 
 // Revocations is where kernels learn which turns were closed (ADR 0015).

@@ -19,6 +19,7 @@ type Store struct {
 	byTurn  map[string][]int
 	calls   map[callKey]bool
 	revoked map[string]time.Time
+	exports []records.Export
 	nextSeq int64
 }
 
@@ -208,4 +209,54 @@ func (s *Store) ForgetRevocations(ctx context.Context, cutoff time.Time) (int64,
 		}
 	}
 	return n, nil
+}
+
+// ExportPage implements records.Store. Rows are kept in sequence order and
+// sequence n is rows[n-1].
+func (s *Store) ExportPage(ctx context.Context, since time.Time, after int64, limit int) (int64, []records.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	from := after
+	if after == 0 {
+		from = int64(len(s.rows))
+		for i := range s.rows {
+			if !s.rows[i].StartedAt.Before(since) {
+				from = s.rows[i].Sequence - 1
+				break
+			}
+		}
+	}
+	end := min(int64(len(s.rows)), max(from, 0)+int64(limit))
+	if from >= end {
+		return from, nil, nil
+	}
+	return from, append([]records.Record(nil), s.rows[from:end]...), nil
+}
+
+// RecordExport implements records.Store.
+func (s *Store) RecordExport(ctx context.Context, e records.Export) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for i := range s.rows {
+		r := &s.rows[i]
+		if r.Sequence <= e.After || r.Sequence > e.Through {
+			continue
+		}
+		if r.Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+			return 0, records.ErrExportMismatch
+		}
+		n++
+	}
+	if n != e.Rows {
+		return 0, records.ErrExportMismatch
+	}
+	s.exports = append(s.exports, e)
+	return int64(len(s.exports)), nil
 }

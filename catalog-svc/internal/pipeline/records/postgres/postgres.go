@@ -103,16 +103,27 @@ UPDATE catalog.operations
 	return records.ErrNotFound
 }
 
+// recordColumns are the columns scanRecords reads, in its order.
+const recordColumns = `sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_tool, requested_tool_sha256,
+       resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision, status, code, reason,
+       instance_id, harness, trace_id, started_at, finished_at`
+
 // ListOperations implements records.Store.
 func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Record, error) {
-	rows, err := s.pool.Query(ctx, `
-SELECT sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_tool, requested_tool_sha256,
-       resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision, status, code, reason,
-       instance_id, harness, trace_id, started_at, finished_at
+	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+`
   FROM catalog.operations WHERE turn_id = $1 ORDER BY sequence`, turnID)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list operations: %w", err)
 	}
+	out, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list operations: %w", err)
+	}
+	return out, nil
+}
+
+// scanRecords reads rows of recordColumns and closes rows.
+func scanRecords(rows pgx.Rows) ([]records.Record, error) {
 	defer rows.Close()
 	var out []records.Record
 	for rows.Next() {
@@ -125,11 +136,11 @@ SELECT sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_t
 			&r.RequestedTool, &r.RequestedToolSHA256, &r.ResolvedTool, &r.CatalogHash, &r.ArgumentsDigest,
 			&r.DecisionID, &r.PolicyRevision, &status, &r.Code, &r.Reason, &r.InstanceID, &r.Harness,
 			&r.TraceID, &r.StartedAt, &finished); err != nil {
-			return nil, fmt.Errorf("postgres: list operations: %w", err)
+			return nil, err
 		}
 		st, ok := outcome.ParseStatus(status)
 		if !ok {
-			return nil, fmt.Errorf("postgres: list operations: unknown status %q", status)
+			return nil, fmt.Errorf("unknown status %q", status)
 		}
 		r.Status = st
 		if finished != nil {
@@ -137,10 +148,51 @@ SELECT sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_t
 		}
 		out = append(out, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: list operations: %w", err)
+	return out, rows.Err()
+}
+
+// ExportPage implements records.Store.
+func (s *Store) ExportPage(ctx context.Context, since time.Time, after int64, limit int) (int64, []records.Record, error) {
+	from := after
+	if after == 0 {
+		if err := s.pool.QueryRow(ctx, `
+SELECT COALESCE((SELECT min(sequence) - 1 FROM catalog.operations WHERE started_at >= $1),
+                (SELECT max(sequence) FROM catalog.operations), 0)`, since).Scan(&from); err != nil {
+			return 0, nil, fmt.Errorf("postgres: export operations: %w", err)
+		}
 	}
-	return out, nil
+	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+`
+  FROM catalog.operations WHERE sequence > $1 ORDER BY sequence LIMIT $2`, from, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("postgres: export operations: %w", err)
+	}
+	out, err := scanRecords(rows)
+	if err != nil {
+		return 0, nil, fmt.Errorf("postgres: export operations: %w", err)
+	}
+	return from, out, nil
+}
+
+// RecordExport implements records.Store: the range is counted and the
+// ledger row written in one statement.
+func (s *Store) RecordExport(ctx context.Context, e records.Export) (int64, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, `
+WITH r AS (
+    SELECT count(*) FILTER (WHERE status <> 'pending') AS finished,
+           count(*) FILTER (WHERE status = 'pending') AS pending
+      FROM catalog.operations WHERE sequence > $1 AND sequence <= $2
+)
+INSERT INTO catalog.operation_exports (after_sequence, through_sequence, rows, sha256)
+SELECT $1, $2, $3, $4 FROM r WHERE r.finished = $3 AND r.pending = 0
+RETURNING id`, e.After, e.Through, e.Rows, e.SHA256).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, records.ErrExportMismatch
+	case err != nil:
+		return 0, fmt.Errorf("postgres: record export: %w", err)
+	}
+	return id, nil
 }
 
 // Reconcile implements records.Store.

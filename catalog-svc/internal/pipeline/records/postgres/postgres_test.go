@@ -132,3 +132,72 @@ func TestRevocationsReachEveryKernel(t *testing.T) {
 		t.Errorf("watch ended with %v after its context, want nil", err)
 	}
 }
+
+// TestPurgeOnlyExported: catalog.purge_exported_operations deletes exactly
+// the records of a noted archive that still matches the table; no record
+// outside one can be deleted, and the service role cannot purge at all.
+func TestPurgeOnlyExported(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	owner, err := pgdb.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(owner.Close)
+	service, err := pgdb.Open(ctx, dsn, pgdb.WithRole(migrations.ServiceRole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(service.Close)
+	s := postgres.New(service)
+	var rs []*records.Record
+	for i := range 4 {
+		r := recordstest.NewRecord("t1", strings.Repeat("c", i+1), "files.read")
+		if err := s.Begin(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			if err := s.Complete(ctx, r.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rs = append(rs, r)
+	}
+	base := rs[0].Sequence - 1
+	if _, err := s.RecordExport(ctx, records.Export{After: base, Through: rs[1].Sequence, Rows: 2, SHA256: strings.Repeat("0", 64)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := service.Exec(ctx, `SELECT catalog.purge_exported_operations(now())`); err == nil {
+		t.Error("the service role ran the purge")
+	}
+	if _, err := owner.Exec(ctx, `DELETE FROM catalog.operations WHERE sequence = $1`, rs[2].Sequence); err == nil {
+		t.Error("the owner deleted a record outside any export")
+	}
+	var n int64
+	if err := owner.QueryRow(ctx, `SELECT catalog.purge_exported_operations(now() - interval '1 hour')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("purge of records finished before an hour ago = %d, %v; want 0", n, err)
+	}
+	if err := owner.QueryRow(ctx, `SELECT catalog.purge_exported_operations(now() + interval '1 hour')`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("purge = %d, %v; want the 2 exported records", n, err)
+	}
+	var left []int64
+	rows, err := owner.Query(ctx, `SELECT sequence FROM catalog.operations ORDER BY sequence`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var q int64
+		_ = rows.Scan(&q)
+		left = append(left, q)
+	}
+	if rows.Close(); len(left) != 2 || left[0] != rs[2].Sequence || left[1] != rs[3].Sequence {
+		t.Fatalf("left %v, want the unexported %d and %d", left, rs[2].Sequence, rs[3].Sequence)
+	}
+	if err := owner.QueryRow(ctx, `SELECT catalog.purge_exported_operations(now() + interval '1 hour')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("a second purge = %d, %v; want 0", n, err)
+	}
+	if _, err := owner.Exec(ctx, `TRUNCATE catalog.operations`); err == nil {
+		t.Error("TRUNCATE accepted")
+	}
+}

@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"ReconcileInstanceMarksOnlyItsOwn", testReconcileInstance},
 		{"RevocationsAreDurableAndForgottenLate", testRevocations},
 		{"PendingInTurnCountsOnlyPending", testPendingInTurn},
+		{"ExportPagesAndLedger", testExport},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -446,5 +447,71 @@ func testPendingInTurn(t *testing.T, s records.Store) {
 	}
 	if n, err := s.PendingInTurn(ctx(t), "t-p"); err != nil || n != 2 {
 		t.Fatalf("PendingInTurn = %d, %v, want 2", n, err)
+	}
+}
+
+// testExport: pages run in sequence order from the first record since a
+// time or after a sequence, pending records included (the pipeline stops
+// before them); the ledger takes an archive only when its range holds
+// exactly its rows, none pending.
+func testExport(t *testing.T, s records.Store) {
+	c := ctx(t)
+	tr := turn(t)
+	var rs []*records.Record
+	for i := range 5 {
+		r := NewRecord(tr, fmt.Sprintf("call-%d", i), "files.read")
+		r.StartedAt = r.StartedAt.Add(time.Duration(i) * time.Second)
+		if err := s.Begin(c, r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	complete := func(r *records.Record) {
+		t.Helper()
+		if err := s.Complete(c, r.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete(rs[0])
+	complete(rs[1])
+	complete(rs[3])
+	complete(rs[4])
+	seqs := func(rows []records.Record) []int64 {
+		out := make([]int64, len(rows))
+		for i := range rows {
+			out[i] = rows[i].Sequence
+		}
+		return out
+	}
+	from, rows, err := s.ExportPage(c, time.Time{}, 0, 10)
+	if err != nil || from != rs[0].Sequence-1 || len(rows) != 5 || rows[2].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("ExportPage from the start = %d %v %v", from, seqs(rows), err)
+	}
+	if from, rows, err := s.ExportPage(c, rs[3].StartedAt, 0, 10); err != nil || from != rs[3].Sequence-1 || len(rows) != 2 {
+		t.Fatalf("ExportPage since the fourth record = %d %v %v", from, seqs(rows), err)
+	}
+	if _, rows, err := s.ExportPage(c, time.Time{}, rs[1].Sequence, 2); err != nil || len(rows) != 2 || rows[0].Sequence != rs[2].Sequence {
+		t.Fatalf("ExportPage after the second record = %v %v", seqs(rows), err)
+	}
+	if from, rows, err := s.ExportPage(c, rs[4].StartedAt.Add(time.Hour), 0, 10); err != nil || len(rows) != 0 || from < rs[4].Sequence {
+		t.Fatalf("ExportPage since after the last record = %d %v %v", from, seqs(rows), err)
+	}
+	sum := strings.Repeat("ab", 32)
+	base := rs[0].Sequence - 1
+	if _, err := s.RecordExport(c, records.Export{After: base, Through: rs[1].Sequence, Rows: 2, SHA256: sum}); err != nil {
+		t.Fatalf("RecordExport of two finished records: %v", err)
+	}
+	for name, e := range map[string]records.Export{
+		"a range with a pending record": {After: base, Through: rs[3].Sequence, Rows: 3, SHA256: sum},
+		"too few rows":                  {After: rs[2].Sequence, Through: rs[4].Sequence, Rows: 1, SHA256: sum},
+		"too many rows":                 {After: rs[2].Sequence, Through: rs[4].Sequence, Rows: 3, SHA256: sum},
+	} {
+		if _, err := s.RecordExport(c, e); !errors.Is(err, records.ErrExportMismatch) {
+			t.Errorf("RecordExport of %s = %v, want ErrExportMismatch", name, err)
+		}
+	}
+	complete(rs[2])
+	if _, err := s.RecordExport(c, records.Export{After: base, Through: rs[4].Sequence, Rows: 5, SHA256: sum}); err != nil {
+		t.Fatalf("RecordExport once all are finished: %v", err)
 	}
 }
