@@ -397,6 +397,17 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		}
 		s.logger.ErrorContext(ctx, "operation record not written; call refused",
 			slog.String(telemetry.LogTurnID, rec.TurnID), slog.String(telemetry.LogCallID, rec.CallID), slog.Any("error", err))
+		if errors.Is(err, records.ErrInDoubt) {
+			// The pending row may still appear (a hung store that resumes
+			// runs the insert it had read): it is completed as what it
+			// was, a refusal, once the store answers (issue 17 item 13).
+			c := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.RecordUnavailable,
+				Reason: "the operation record could not be written in time; the call was not run", FinishedAt: time.Now().UTC()}
+			if jerr := s.journal.Add(rec.AttemptID, c); jerr != nil {
+				s.logger.ErrorContext(ctx, "refusal of a record in doubt not journaled", slog.String(telemetry.LogAttemptID, rec.AttemptID),
+					slog.Any("error", jerr))
+			}
+		}
 		span.SetStatus(codes.Error, "operation record not written")
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

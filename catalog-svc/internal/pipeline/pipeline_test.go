@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -797,4 +798,59 @@ func TestNoGoroutineLeft(t *testing.T) {
 		expect(t, res, cancelled, outcome.Cancelled)
 		wait(t, h.handler.ended, "handler end")
 	})
+}
+
+// inDoubtStore's Begin reports ErrInDoubt: after writing the row (written:
+// a hung server resumed and ran the insert) or without (it never arrived).
+type inDoubtStore struct {
+	records.Store
+	written bool
+}
+
+func (s *inDoubtStore) Begin(ctx context.Context, r *records.Record) error {
+	if s.written {
+		if err := s.Store.Begin(ctx, r); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: no answer from the store", records.ErrInDoubt)
+}
+
+// TestRecordInDoubtCompletedAsRefused (issue 17 item 13): a Begin whose
+// insert may still take effect refuses the call (nothing runs), and the row,
+// if it appears, is completed failed/record_unavailable from the journal —
+// never left pending for the reconciler to call interrupted.
+func TestRecordInDoubtCompletedAsRefused(t *testing.T) {
+	for _, written := range []bool{true, false} {
+		t.Run(fmt.Sprintf("written=%v", written), func(t *testing.T) {
+			forEachStore(t, options{wrapStore: func(s records.Store) records.Store { return &inDoubtStore{Store: s, written: written} }},
+				func(t *testing.T, h *harness) {
+					_, err := h.invoke(context.Background(), h.newCall("r", "files.write", `{"path":"/public/x.txt","content":"x"}`))
+					if status.Code(err) != codes.Unavailable {
+						t.Fatalf("err = %v, want Unavailable", err)
+					}
+					if h.authz.calls.Load() != 0 || h.handler.calls.Load() != 0 {
+						t.Fatal("something ran without a record")
+					}
+					h.kernel.DrainJournal(context.Background())
+					if n := h.kernel.Journaled(); n != 0 {
+						t.Fatalf("%d completions left in the journal", n)
+					}
+					rows := h.records("r")
+					switch {
+					case !written && len(rows) != 0:
+						t.Fatalf("rows %+v, want none", rows)
+					case written && (len(rows) != 1 || rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_FAILED ||
+						rows[0].Code != outcome.RecordUnavailable):
+						t.Fatalf("rows %+v, want one failed/record_unavailable", rows)
+					case written:
+						// The refused call has its row after all: the harness's
+						// "nothing lost" check counts it as an attempt.
+						h.mu.Lock()
+						h.attempts["r"]++
+						h.mu.Unlock()
+					}
+				})
+		})
+	}
 }

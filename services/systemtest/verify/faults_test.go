@@ -392,7 +392,7 @@ func TestPostgresHung(t *testing.T) {
 	}
 
 	start = time.Now()
-	r := send(ctx, rawReq{url: cold.URL, token: cold.Token, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`, modern: true})
+	r := send(ctx, rawReq{url: cold.URL, token: cold.Token, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`, modern: true})
 	d = time.Since(start)
 	t.Logf("first request of an uncached turn: HTTP %d after %s", r.status, d.Round(time.Millisecond))
 	if r.err != nil || r.status != 503 {
@@ -410,7 +410,7 @@ func TestPostgresHung(t *testing.T) {
 	start = time.Now()
 	for {
 		c := callTool(ctx, cached.URL, cached.Token, "verify.echo", `{"path":"/public/x"}`)
-		r := send(ctx, rawReq{url: cold.URL, token: cold.Token, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`, modern: true})
+		r := send(ctx, rawReq{url: cold.URL, token: cold.Token, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`, modern: true})
 		if c.succeeded() && r.status == 200 {
 			break
 		}
@@ -420,5 +420,16 @@ func TestPostgresHung(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("recovered %s after SIGCONT", time.Since(start).Round(time.Millisecond))
+	// The refused call's insert may have run when the server resumed (it
+	// had read it): then its record says what happened — failed, not run —
+	// from the kernel's journal, never pending or interrupted.
 	s.waitSettled(cached.ID, 10*time.Second)
+	got := s.outcomeCounts(cached.ID)
+	t.Logf("records of the cached turn: %v", got)
+	for k, n := range got {
+		if k != "succeeded/" && (k != "failed/record_unavailable" || n > 1) {
+			t.Errorf("records %v: want only successes and at most one failed/record_unavailable", got)
+			break
+		}
+	}
 }

@@ -26,6 +26,13 @@ const MaxTextBytes = 1024
 // Begin returns it.
 var ErrDuplicateCall = errors.New("records: call id already used in this turn")
 
+// ErrInDoubt wraps a Begin error after which the row may still be written:
+// the insert reached the store and no answer came back (a hung server that
+// resumes runs what it had read). The call is refused all the same; the
+// kernel journals a refused completion for the row, which completes it if
+// it ever appears (and is dropped if not).
+var ErrInDoubt = errors.New("records: the write may still take effect")
+
 // ErrNotFound is returned by Complete for an unknown attempt id.
 var ErrNotFound = errors.New("records: no such attempt")
 

@@ -221,7 +221,12 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 			// or the row was reconciled first: the log says which attempt.
 			j.log.WarnContext(ctx, "journal: record was already completed; journaled completion dropped",
 				slog.String(telemetry.LogAttemptID, it.id), slog.String("status", outcome.StatusName(it.c.Status)))
-		case errors.Is(err, records.ErrNotFound), errors.Is(err, records.ErrInvalid):
+		case errors.Is(err, records.ErrNotFound):
+			// A refusal journaled for a record whose write was in doubt
+			// (records.ErrInDoubt): the write never took effect.
+			j.log.WarnContext(ctx, "journal: no such record (its write never took effect); completion dropped",
+				slog.String(telemetry.LogAttemptID, it.id), slog.String("status", outcome.StatusName(it.c.Status)))
+		case errors.Is(err, records.ErrInvalid):
 			j.log.ErrorContext(ctx, "journal: completion cannot be written; dropped",
 				slog.String(telemetry.LogAttemptID, it.id), slog.Any("error", err))
 		default:

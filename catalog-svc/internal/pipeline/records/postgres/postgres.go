@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -51,7 +52,7 @@ RETURNING sequence`, args(r)...).Scan(&r.Sequence)
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: begin operation: %w", err)
+		return fmt.Errorf("postgres: begin operation: %w", inDoubt(err))
 	}
 	records.MarkDuplicate(r, r.StartedAt)
 	if err := s.pool.QueryRow(ctx, insertSQL+` RETURNING sequence`, args(r)...).Scan(&r.Sequence); err != nil {
@@ -68,6 +69,17 @@ func args(r *records.Record) []any {
 	return []any{r.AttemptID, r.CallID, r.TurnID, r.Duplicate, r.Principal, r.RequestedTool,
 		r.RequestedToolSHA256, r.ResolvedTool, r.CatalogHash, r.ArgumentsDigest, r.DecisionID, r.PolicyRevision,
 		outcome.StatusName(r.Status), r.Code, r.Reason, r.InstanceID, r.Harness, r.TraceID, r.StartedAt, finished}
+}
+
+// inDoubt marks err records.ErrInDoubt when the insert may have reached the
+// server without an answer coming back: not an error the server answered
+// (it rolled the statement back), and not one before anything was sent.
+func inDoubt(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) || pgconn.SafeToRetry(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", records.ErrInDoubt, err)
 }
 
 // Complete implements records.Store. It returns once the completion is
