@@ -169,6 +169,9 @@ func TestRenderExpectations(t *testing.T) {
 		if got := envValue(c, "SHAREDOS_PUBLIC_URL"); got != "https://tools.example.com" {
 			t.Errorf("bridge public URL behind a TLS Ingress = %q", got)
 		}
+		if got := envValue(c, "SHAREDOS_TRUSTED_PROXIES"); got != "10.42.0.0/16" {
+			t.Errorf("SHAREDOS_TRUSTED_PROXIES = %q", got)
+		}
 		if got := envValue(c, "SHAREDOS_ALLOWED_ORIGINS"); got != "https://console.example.com" {
 			t.Errorf("SHAREDOS_ALLOWED_ORIGINS = %q", got)
 		}

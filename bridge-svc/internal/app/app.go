@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"time"
@@ -54,6 +55,9 @@ type Config struct {
 	Migrate          bool
 	AllowedOrigins   []string
 	AllowedHosts     []string
+	// TrustedProxies are CIDRs of peers (an Ingress, a load balancer) whose
+	// X-Forwarded-For names the client the refusal budget is kept for.
+	TrustedProxies []string
 	// HostTenants are IDENTITY=TENANT entries: the tenants each host
 	// identity may open turns for (leases.TenantPolicy).
 	HostTenants []string
@@ -109,6 +113,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use)")
 	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin, and from the bridge's own origin — the public URL's, and the loopback names with its port on a loopback listener — are always allowed)")
 	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")
+	trusted := config.StringSlice(fs, "trusted-proxies", nil, "comma-separated CIDRs of proxies (an Ingress) whose X-Forwarded-For names the client each refusal budget is kept for (default: none; the peer address is the client)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries: the tenants each host identity may open turns for (* = any; operators may for any)")
 	oidcIssuer := config.String(fs, "oidc-issuer", "", "OIDC issuer whose ID tokens OpenTurn accepts as user_token (discovery and JWKS from it; empty: none)")
 	oidcAudience := config.String(fs, "oidc-audience", "", "audience (client id) a user token must carry")
@@ -127,7 +132,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
 		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate, c.DatabaseRole = *catalog, *kernel, *dbURL, *migrate, *dbRole
 		c.DatabaseMaxConns = *dbMax
-		c.AllowedOrigins, c.AllowedHosts, c.HostTenants = *origins, *hosts, *hostTenants
+		c.AllowedOrigins, c.AllowedHosts, c.HostTenants, c.TrustedProxies = *origins, *hosts, *hostTenants, *trusted
 		c.OIDCIssuer, c.OIDCAudience, c.OIDCAlgorithms = *oidcIssuer, *oidcAudience, *oidcAlgs
 		c.OIDCPrincipalClaim, c.OIDCTenantClaim, c.OIDCRolesClaim = *oidcPrincipal, *oidcTenant, *oidcRoles
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
@@ -167,6 +172,9 @@ func (c *Config) Validate() error {
 		if u, perr := url.Parse(o); perr != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
 			errs.Addf("allowed-origins", "%q is not an origin (scheme://host[:port])", o)
 		}
+	}
+	if _, err := parsePrefixes(c.TrustedProxies); err != nil {
+		errs.Addf("trusted-proxies", "%v", err)
 	}
 	if _, err := leases.ParseTenantPolicy(c.HostTenants); err != nil {
 		errs.Addf("host-tenants", "%v", err)
@@ -295,6 +303,10 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		invoker = c.Invoker
 	}
 
+	proxies, err := parsePrefixes(c.TrustedProxies) // validated above
+	if err != nil {
+		return nil, err
+	}
 	a.mcp = mcpserver.NewHandler(mcpserver.Config{
 		Store:     a.store,
 		Forwarder: &forward.Forwarder{Invoker: invoker, Logger: a.log},
@@ -303,6 +315,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 			AllowedHosts:   hosts, MaxBodyBytes: int64(c.MaxBodyBytes),
 		}),
 		Logger:         a.log,
+		TrustedProxies: proxies,
 		StatusCacheTTL: c.StatusCacheTTL,
 	})
 	tenants, err := leases.ParseTenantPolicy(c.HostTenants) // validated above
@@ -458,3 +471,20 @@ func (a *App) close() {
 // CachedTurns lists the turns whose MCP server this pod holds (tests,
 // diagnostics).
 func (a *App) CachedTurns() []string { return a.mcp.Cached() }
+
+// parsePrefixes parses --trusted-proxies: CIDRs, or single addresses.
+func parsePrefixes(vs []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(vs))
+	for _, v := range vs {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is neither a CIDR nor an address", v)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}

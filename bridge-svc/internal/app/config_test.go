@@ -31,6 +31,7 @@ func TestCompleteRefusesBadConfig(t *testing.T) {
 		{"negative lease retention", func(c *app.Config) { c.LeaseRetention = -time.Hour }, "--lease-retention"},
 		{"origin with path", func(c *app.Config) { c.AllowedOrigins = []string{"https://app.example/x"} }, "--allowed-origins"},
 		{"origin without scheme", func(c *app.Config) { c.AllowedOrigins = []string{"app.example"} }, "--allowed-origins"},
+		{"trusted proxy not a CIDR", func(c *app.Config) { c.TrustedProxies = []string{"10.0.0.0/33"} }, "--trusted-proxies"},
 		{"public url not http", func(c *app.Config) { c.PublicURL = "ftp://x" }, "--public-url"},
 		{"host tenants without a host identity", func(c *app.Config) {
 			c.HostTenants = []string{"spiffe://sharedos.local/bridge/b=acme"}

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 
 	"golang.org/x/time/rate"
@@ -18,12 +20,13 @@ const (
 )
 
 // failures is the budget of refused requests (no or a wrong token, an
-// unknown or closed turn) per source address. Once a source has spent it,
-// its requests are refused without a lease lookup — 429 when the turn's
-// status is not in this pod's cache, and a wrong token is 401 without the
-// second lookup that tells another turn's token from none — so a flood of
-// made-up tokens costs no database query (issue 17, item 12). Requests
-// with the right token on a cached turn are never limited.
+// unknown or closed turn) per source address, and of wrong tokens per turn.
+// Once a source has spent its budget, its requests are refused without a
+// lease lookup — 429 when the turn's status is not in this pod's cache —
+// and once a source or a turn has, a wrong token is 401 without the second
+// lookup that tells another turn's token from none: a flood of made-up
+// tokens costs no database query (issue 17, item 12). Requests with the
+// right token on a cached turn are never limited.
 type failures struct {
 	limit rate.Limit
 	burst int
@@ -42,11 +45,50 @@ func newFailures(perSecond float64, burst int) *failures {
 	return &failures{limit: rate.Limit(perSecond), burst: burst, src: map[string]*rate.Limiter{}}
 }
 
-func source(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+// turnKey is the budget key of a turn (source keys are addresses).
+func turnKey(turnID string) string { return "turn " + turnID }
+
+// source is the address a request came from: the peer, or — when the peer
+// is a trusted proxy — the nearest address in X-Forwarded-For that is not
+// one (each proxy appends the address it received from). Behind an Ingress
+// every request's peer is the Ingress; without trusting it, one client's
+// refusals would spend everyone's budget.
+func source(r *http.Request, trusted []netip.Prefix) string {
+	host := r.RemoteAddr
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		host = h
+	}
+	if !isTrusted(host, trusted) {
 		return host
 	}
-	return r.RemoteAddr
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		if _, err := netip.ParseAddr(hop); err != nil {
+			return host // a malformed chain: the proxy is the source
+		}
+		if !isTrusted(hop, trusted) {
+			return hop
+		}
+	}
+	return host
+}
+
+func isTrusted(addr string, trusted []netip.Prefix) bool {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *failures) limiter(src string) *rate.Limiter {

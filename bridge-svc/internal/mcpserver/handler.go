@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,14 @@ type Config struct {
 	// a lease lookup (defaults DefaultFailureRate, DefaultFailureBurst).
 	FailureRate  float64
 	FailureBurst int
+	// TrustedProxies are the peers whose X-Forwarded-For names the source
+	// address the refusal budget is kept for (an Ingress, a load balancer).
+	TrustedProxies []netip.Prefix
+	// NegativeCacheTTL lets a pod answer 404 for a turn id it found unknown,
+	// closed or expired this recently without reading the store again
+	// (default DefaultNegativeCacheTTL, negative: off; a turn that is gone
+	// stays gone).
+	NegativeCacheTTL time.Duration
 	// InitializeRate and InitializeBurst are the initialize requests one
 	// turn may make per second on this pod before they are refused 429
 	// (defaults DefaultInitializeRate, DefaultInitializeBurst).
@@ -62,6 +71,13 @@ type Config struct {
 
 // DefaultLeaseTimeout bounds one lease read.
 const DefaultLeaseTimeout = 3 * time.Second
+
+// DefaultNegativeCacheTTL is how long a pod remembers a turn id it found
+// unknown, closed or expired.
+const DefaultNegativeCacheTTL = time.Second
+
+// maxNegative bounds the negative cache; past it the cache starts over.
+const maxNegative = 10_000
 
 // Defaults of the initialize budget per turn and pod.
 const (
@@ -79,6 +95,9 @@ type Handler struct {
 	mu       sync.Mutex
 	turns    map[string]*entry
 	statuses map[string]cachedStatus
+	// negative holds when this pod last found a turn id unknown, closed or
+	// expired (the status, or ErrNotFound as a zero status).
+	negative map[string]negativeStatus
 	// evictions counts Evict calls: a status read that an eviction
 	// overtook is not cached (it may predate the close it evicted for).
 	evictions uint64
@@ -89,6 +108,12 @@ type cachedStatus struct {
 	// fetched is this pod's clock at the read; skew = store clock - pod clock.
 	fetched time.Time
 	skew    time.Duration
+}
+
+type negativeStatus struct {
+	st      leases.Status
+	unknown bool
+	fetched time.Time
 }
 
 type entry struct {
@@ -116,8 +141,11 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.InitializeBurst <= 0 {
 		cfg.InitializeBurst = DefaultInitializeBurst
 	}
+	if cfg.NegativeCacheTTL == 0 {
+		cfg.NegativeCacheTTL = DefaultNegativeCacheTTL
+	}
 	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus),
-		failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
+		negative: make(map[string]negativeStatus), failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
 	if cfg.TracerProvider != nil {
 		h.tracer = cfg.TracerProvider.Tracer(telemetry.ScopeBridge)
 	}
@@ -156,7 +184,7 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 		return "", false
 	}
 	ctx := r.Context()
-	src := source(r)
+	src := source(r, h.cfg.TrustedProxies)
 	limited := h.failures.exhausted(src)
 	if limited && !h.statusCached(turnID) {
 		w.Header().Set("Retry-After", "1")
@@ -180,11 +208,14 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 		return "", false
 	}
 	if !leases.TokenMatches(token, st.TokenHash) {
+		turnLimited := h.failures.exhausted(turnKey(turnID))
 		h.failures.spend(src)
+		h.failures.spend(turnKey(turnID))
 		// Another turn's token names a turn that is not this one: 404, as if
 		// this turn did not exist for its holder. No valid token at all: 401.
-		// A source past its refusal budget is not worth the second lookup.
-		if !limited {
+		// A source or a turn past its refusal budget is not worth the second
+		// lookup.
+		if !limited && !turnLimited {
 			lctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseTimeout)
 			_, err := h.cfg.Store.TurnByToken(lctx, leases.HashToken(token))
 			cancel()
@@ -381,8 +412,9 @@ func (h *Handler) statusCached(turnID string) bool {
 }
 
 // status returns the lease's status, from this pod's cache when the last
-// read is younger than StatusCacheTTL. Unknown turns are never cached (a
-// stream of random ids must not grow memory).
+// read is younger than StatusCacheTTL, or — for a turn id found unknown,
+// closed or expired — younger than NegativeCacheTTL (a bounded cache: a
+// stream of random ids cannot grow memory past maxNegative entries).
 func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, error) {
 	now := h.cfg.Now()
 	if c, ok := h.cached(turnID, now); ok {
@@ -394,10 +426,20 @@ func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, err
 	}
 	h.mu.Lock()
 	gen := h.evictions
+	if n, ok := h.negative[turnID]; ok && h.cfg.NegativeCacheTTL > 0 && now.Sub(n.fetched) < h.cfg.NegativeCacheTTL {
+		h.mu.Unlock()
+		if n.unknown {
+			return leases.Status{}, leases.ErrNotFound
+		}
+		return n.st, nil
+	}
 	h.mu.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseTimeout)
 	st, err := h.cfg.Store.Status(lctx, turnID)
 	cancel()
+	if (err == nil && !st.Open()) || errors.Is(err, leases.ErrNotFound) {
+		h.remember(turnID, negativeStatus{st: st, unknown: err != nil, fetched: now})
+	}
 	if err != nil || h.cfg.StatusCacheTTL <= 0 || !st.Open() {
 		return st, err
 	}
@@ -407,6 +449,19 @@ func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, err
 	}
 	h.mu.Unlock()
 	return st, nil
+}
+
+// remember puts a turn id found gone into the bounded negative cache.
+func (h *Handler) remember(turnID string, n negativeStatus) {
+	if h.cfg.NegativeCacheTTL <= 0 {
+		return
+	}
+	h.mu.Lock()
+	if len(h.negative) >= maxNegative {
+		clear(h.negative)
+	}
+	h.negative[turnID] = n
+	h.mu.Unlock()
 }
 
 // server returns the turn's cached server, building it from the lease once.

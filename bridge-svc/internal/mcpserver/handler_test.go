@@ -380,3 +380,102 @@ func TestHungStoreIsA503(t *testing.T) {
 		t.Fatalf("after the store answers again: %d, want 200", code)
 	}
 }
+
+// TestWrongTokensBudgetedPerTurn (issue 17, item 12): wrong tokens on one
+// turn from many sources spend the turn's budget too; past it they are 401
+// without the second lookup, and the right token still passes.
+func TestWrongTokensBudgetedPerTurn(t *testing.T) {
+	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	st := &countingStore{Store: memory.New(memory.WithClock(pod.now))}
+	h := mcpserver.NewHandler(mcpserver.Config{
+		Store: st, Forwarder: &forward.Forwarder{},
+		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+		StatusCacheTTL: time.Hour, Now: pod.now, FailureRate: 0.0001, FailureBurst: 5,
+	})
+	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
+	token, hash, _ := leases.NewToken()
+	l.TokenHash = hash
+	if err := st.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if code := serveListFrom(h, "192.0.2.1:1", l.TurnID, token); code != 200 {
+		t.Fatalf("the right token: %d", code)
+	}
+	reads := func(f func()) int64 { before := st.reads.Load(); f(); return st.reads.Load() - before }
+	within := reads(func() {
+		for i := range 5 {
+			if code := serveListFrom(h, fmt.Sprintf("192.0.2.%d:1", 10+i), l.TurnID, "wrong"); code != http.StatusUnauthorized {
+				t.Fatalf("wrong token %d: %d", i, code)
+			}
+		}
+	})
+	past := reads(func() {
+		for i := range 50 {
+			if code := serveListFrom(h, fmt.Sprintf("198.51.100.%d:1", i), l.TurnID, "wrong"); code != http.StatusUnauthorized {
+				t.Fatalf("wrong token past the turn's budget %d: %d", i, code)
+			}
+		}
+	})
+	if within != 5 || past != 0 {
+		t.Fatalf("store reads: %d within the turn's budget (want 5 second lookups), %d past it (want 0)", within, past)
+	}
+	if code := serveListFrom(h, "203.0.113.1:1", l.TurnID, token); code != 200 {
+		t.Fatalf("the right token after the flood: %d", code)
+	}
+}
+
+// TestGoneTurnsCachedBriefly: a turn id found unknown or closed is answered
+// 404 from the pod's negative cache for NegativeCacheTTL, then read again.
+func TestGoneTurnsCachedBriefly(t *testing.T) {
+	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	st := &countingStore{Store: memory.New(memory.WithClock(pod.now))}
+	h := mcpserver.NewHandler(mcpserver.Config{
+		Store: st, Forwarder: &forward.Forwarder{},
+		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+		StatusCacheTTL: time.Hour, NegativeCacheTTL: time.Second, Now: pod.now, FailureRate: 1e6, FailureBurst: 1e6,
+	})
+	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
+	token, hash, _ := leases.NewToken()
+	l.TokenHash = hash
+	if err := st.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(context.Background(), l.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"taaaaaaaaaaaaaaaaaaaaaaaaaa", l.TurnID} {
+		n := func() int64 {
+			before := st.reads.Load()
+			for range 10 {
+				if code := serveList(h, id, token); code != http.StatusNotFound {
+					t.Fatalf("%s: %d, want 404", id, code)
+				}
+			}
+			return st.reads.Load() - before
+		}
+		if got := n(); got != 1 {
+			t.Errorf("%s: 10 requests cost %d status reads, want 1", id, got)
+		}
+		pod.t = pod.t.Add(2 * time.Second)
+		if got := n(); got != 1 {
+			t.Errorf("%s after the TTL: 10 requests cost %d status reads, want 1", id, got)
+		}
+	}
+}
+
+// serveListFrom is serveList from the source address peer.
+func serveListFrom(h *mcpserver.Handler, peer, turnID, token string) int {
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID), strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.RemoteAddr = peer
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/list")
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, h)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	return w.Code
+}
