@@ -310,19 +310,7 @@ func TestRefusalsAreCheap(t *testing.T) {
 // serveList serves one modern tools/list for turnID with token through h,
 // from one fixed source address, and returns the status.
 func serveList(h *mcpserver.Handler, turnID, token string) int {
-	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID), strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-	req.RemoteAddr = "192.0.2.7:5555"
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/list")
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, h)
-	w := httptest.NewRecorder()
-	mux.ServeHTTP(w, req)
-	return w.Code
+	return serveListFrom(h, "192.0.2.7:5555", turnID, token)
 }
 
 // hungStore answers nothing until the caller's context ends, like a
