@@ -16,6 +16,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require golang.org/x/time v0.15.0 // indirect
+
 require (
 	github.com/go-jose/go-jose/v4 v4.1.4
 	github.com/jackc/pgpassfile v1.0.0 // indirect

@@ -303,3 +303,62 @@ func TestMCPGoRefusalsRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressBothEras (the MCP surface, item 2): a tools/call with a
+// progress token is sent as InvokeToolStream and its client receives the
+// kernel's reports as notifications/progress for that token on the
+// request's own stream, in order, before the result; one without a token is
+// a plain InvokeTool.
+func TestProgressBothEras(t *testing.T) {
+	f := newFixture(t)
+	f.kernel.Progress = []float64{0, 50, 100}
+	tr := f.bridge.Open(t)
+	init := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyInit})
+	legacy := map[string]string{"Mcp-Session-Id": init.header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
+	for _, c := range []struct {
+		name string
+		req  rawReq
+	}{
+		{"2026-07-28", rawReq{modern: true, body: `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"},` +
+			`"_meta":{"progressToken":"tok-5","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}}}`}},
+		{"2025-11-25", rawReq{headers: legacy, body: `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"},"_meta":{"progressToken":"tok-5"}}}`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.req.url, c.req.token = tr.GetMcpUrl(), tr.GetToken()
+			streamed := f.kernel.Streamed()
+			resp := do(t, c.req)
+			var events []map[string]any
+			for _, line := range strings.Split(string(resp.body), "\n") {
+				if data, ok := strings.CutPrefix(line, "data: "); ok {
+					var m map[string]any
+					if err := json.Unmarshal([]byte(data), &m); err != nil {
+						t.Fatalf("event %q: %v", data, err)
+					}
+					events = append(events, m)
+				}
+			}
+			if resp.status != 200 || len(events) != 4 {
+				t.Fatalf("answer %d %s, want 3 progress events and the result", resp.status, resp.body)
+			}
+			for i, want := range []float64{0, 50, 100} {
+				params, _ := events[i]["params"].(map[string]any)
+				if events[i]["method"] != "notifications/progress" || params["progressToken"] != "tok-5" || params["progress"] != want || params["total"] != 100.0 {
+					t.Errorf("event %d = %v, want progress %v of 100 for tok-5", i, events[i], want)
+				}
+			}
+			if _, ok := events[3]["result"]; !ok || !strings.Contains(string(resp.body), "contents of /public/a.txt") {
+				t.Errorf("last event %v, want the result", events[3])
+			}
+			if f.kernel.Streamed() != streamed+1 {
+				t.Errorf("the call did not go as InvokeToolStream")
+			}
+		})
+	}
+	streamed := f.kernel.Streamed()
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), modern: true, body: modernCall(9, "files.read", `{"path":"/public/a.txt"}`)}); r.status != 200 || strings.Contains(string(r.body), "notifications/progress") {
+		t.Fatalf("a call without a token: %d %s", r.status, r.body)
+	}
+	if f.kernel.Streamed() != streamed {
+		t.Errorf("a call without a progress token went as InvokeToolStream")
+	}
+}

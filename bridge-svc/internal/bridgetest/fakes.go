@@ -127,12 +127,16 @@ type FakeKernel struct {
 	grants  map[string]*FakeGrant
 	revoked []string
 	calls   []*sharedosv1.ToolCall
+	// streamed counts InvokeToolStream calls.
+	streamed int
 	// Started receives the call id of each slow.wait when it starts;
 	// Cancelled when its context ends.
 	Started   chan string
 	Cancelled chan string
 	// Release ends one running slow.wait with a success result.
 	Release chan struct{}
+	// Progress are the reports InvokeToolStream sends before each result.
+	Progress []float64
 }
 
 // NewFakeKernel returns a FakeKernel.
@@ -270,6 +274,31 @@ func (k *FakeKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) 
 		}
 	}
 	return withID(outcome.Failed(outcome.Internal, "fake kernel has no handler for "+call.GetTool()), call), nil
+}
+
+// InvokeToolStream implements sharedosv1.RuntimeServiceServer: Progress,
+// then InvokeTool's answer.
+func (k *FakeKernel) InvokeToolStream(call *sharedosv1.ToolCall, stream grpc.ServerStreamingServer[sharedosv1.ToolEvent]) error {
+	k.mu.Lock()
+	k.streamed++
+	k.mu.Unlock()
+	for _, p := range k.Progress {
+		if err := stream.Send(&sharedosv1.ToolEvent{Event: &sharedosv1.ToolEvent_Progress{Progress: &sharedosv1.Progress{Progress: p, Total: 100, Message: "working"}}}); err != nil {
+			return err
+		}
+	}
+	res, err := k.InvokeTool(stream.Context(), call)
+	if err != nil {
+		return err
+	}
+	return stream.Send(&sharedosv1.ToolEvent{Event: &sharedosv1.ToolEvent_Result{Result: res}})
+}
+
+// Streamed is how many calls came as InvokeToolStream.
+func (k *FakeKernel) Streamed() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.streamed
 }
 
 func withID(r *sharedosv1.ToolResult, call *sharedosv1.ToolCall) *sharedosv1.ToolResult {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 
@@ -28,6 +29,13 @@ import (
 // Invoker is the kernel call; sharedosv1.RuntimeServiceClient satisfies it.
 type Invoker interface {
 	InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, opts ...grpc.CallOption) (*sharedosv1.ToolResult, error)
+}
+
+// StreamInvoker is an Invoker that can also relay a call's progress
+// (RuntimeService.InvokeToolStream); the kernel client is one.
+type StreamInvoker interface {
+	Invoker
+	InvokeToolStream(ctx context.Context, in *sharedosv1.ToolCall, opts ...grpc.CallOption) (grpc.ServerStreamingClient[sharedosv1.ToolEvent], error)
 }
 
 // HarnessInjectedKeys are argument keys harnesses add on their own. They are
@@ -118,6 +126,10 @@ type Request struct {
 	// JSONRPCID and Meta are recorded as diagnostics only.
 	JSONRPCID any
 	Meta      map[string]any
+	// Progress, when set, receives the call's progress reports as the
+	// kernel relays them, all before Call returns (the client sent a
+	// progress token).
+	Progress func(*sharedosv1.Progress)
 }
 
 // Forwarder sends calls to the kernel.
@@ -162,14 +174,14 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 			slog.String(telemetry.LogTool, req.Name), slog.Any("keys", stripped))
 	}
 
-	res, err := f.Invoker.InvokeTool(ctx, &sharedosv1.ToolCall{
+	res, err := f.invoke(ctx, &sharedosv1.ToolCall{
 		CallId:        callID,
 		TurnId:        turn.TurnID,
 		Tool:          tool,
 		ArgumentsJson: args,
 		Grant:         turn.Grant,
 		Harness:       turn.Harness,
-	})
+	}, req.Progress)
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
 		// Cancellation is not a result: the client closed the request.
 		return nil
@@ -189,6 +201,37 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 	out, res := f.toMCP(ctx, res)
 	recordOutcome(span, res)
 	return out // nil when the kernel says cancelled: no result, like a client cancellation
+}
+
+// errNoResult: the kernel's stream ended without a result.
+var errNoResult = status.Error(codes.Internal, "the kernel's stream ended without a result")
+
+// invoke sends call to the kernel: as InvokeToolStream, relaying progress,
+// when progress is wanted and the invoker can stream; else InvokeTool.
+func (f *Forwarder) invoke(ctx context.Context, call *sharedosv1.ToolCall, progress func(*sharedosv1.Progress)) (*sharedosv1.ToolResult, error) {
+	si, ok := f.Invoker.(StreamInvoker)
+	if progress == nil || !ok {
+		return f.Invoker.InvokeTool(ctx, call)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := si.InvokeToolStream(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		ev, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, errNoResult
+		case err != nil:
+			return nil, err
+		case ev.GetResult() != nil:
+			return ev.GetResult(), nil
+		case ev.GetProgress() != nil:
+			progress(ev.GetProgress())
+		}
+	}
 }
 
 // Reject records an attempt the bridge refused as a protocol error before

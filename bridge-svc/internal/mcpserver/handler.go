@@ -294,6 +294,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
 	call := msg != nil && msg.Method == "tools/call"
 	ctx, st := withCallState(ctx)
 	resp := newResponse(w, st, call)
+	st.resp = resp
 	srv.http.Handle(resp, &server.HTTPRequest{
 		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Context: ctx,
 	})

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -29,11 +30,22 @@ var errCancelled = errors.New("call cancelled")
 // refusal (a header check, the session, the params): that answer is held
 // until route has recorded the attempt (refusal, release), so no client
 // ever sees an answer its record does not back yet.
+//
+// Progress of a running call is written by the bridge itself (event): the
+// response becomes an event stream and mcp-go's answer, written as JSON,
+// is sent as that stream's last event.
 type response struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
 	st      *callState
 	call    bool
+
+	mu sync.Mutex
+	// events: the bridge turned the response into an event stream; its own
+	// (mcp-go's) answer is framed as one more event.
+	events bool
+	// mcpEvents: mcp-go itself answers as an event stream.
+	mcpEvents bool
 
 	wroteHeader bool
 	silenced    bool
@@ -49,8 +61,8 @@ func newResponse(w http.ResponseWriter, st *callState, call bool) *response {
 	return &response{w: w, flusher: f, st: st, call: call}
 }
 
-// silent reports whether the request's answer is dropped, switching the
-// response to an empty event stream the first time.
+// silent reports (with r.mu held) whether the answer is dropped, switching
+// the response to an empty event stream the first time.
 func (r *response) silent() bool {
 	if r.silenced {
 		return true
@@ -70,14 +82,47 @@ func (r *response) silent() bool {
 	return true
 }
 
+// event writes msg, one JSON-RPC message about the request (a progress
+// notification), on the request's own stream ahead of its answer; false
+// when nothing more may be sent (cancelled, or the answer has begun).
+func (r *response) event(msg []byte) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.silent() || r.mcpEvents || (r.wroteHeader && !r.events) {
+		return false
+	}
+	if !r.wroteHeader {
+		h := r.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		r.w.WriteHeader(http.StatusOK)
+		r.wroteHeader, r.status, r.events = true, http.StatusOK, true
+	}
+	if _, err := r.w.Write(sseEvent(msg)); err != nil {
+		return false
+	}
+	r.Flush()
+	return true
+}
+
+func sseEvent(msg []byte) []byte {
+	b := make([]byte, 0, len(msg)+24)
+	b = append(b, "event: message\ndata: "...)
+	b = append(b, bytes.TrimSpace(msg)...)
+	return append(b, "\n\n"...)
+}
+
 // Header implements server.HTTPResponseWriter.
 func (r *response) Header() http.Header { return r.w.Header() }
 
 // WriteHeader implements server.HTTPResponseWriter.
 func (r *response) WriteHeader(status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.silent() || r.wroteHeader {
 		return
 	}
+	r.mcpEvents = strings.HasPrefix(r.w.Header().Get("Content-Type"), "text/event-stream")
 	r.wroteHeader, r.status = true, status
 	if r.call && !r.st.handled.Load() {
 		r.held = true
@@ -88,10 +133,20 @@ func (r *response) WriteHeader(status int) {
 
 // Write implements server.HTTPResponseWriter.
 func (r *response) Write(p []byte) (int, error) {
-	if r.silent() {
+	r.mu.Lock()
+	silent, events, wrote := r.silent(), r.events, r.wroteHeader
+	r.mu.Unlock()
+	if silent {
 		return len(p), nil
 	}
-	if !r.wroteHeader {
+	if events {
+		// mcp-go's JSON answer (one Write per message) after our events.
+		if _, err := r.w.Write(sseEvent(p)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	if !wrote {
 		r.WriteHeader(http.StatusOK)
 	}
 	if r.held {

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -39,6 +40,30 @@ type turnServer struct {
 	// this pod: a harness initializes a few times per turn, a flood is
 	// refused 429 before mcp-go does any work for it.
 	initialize *rate.Limiter
+}
+
+// progressNotifier sends each progress report of a call to its client as
+// notifications/progress for token, on the request's own response stream,
+// ahead of the result (response.event). The kernel has already
+// rate-limited them.
+func progressNotifier(ctx context.Context, token mcp.ProgressToken) func(*sharedosv1.Progress) {
+	st := stateFrom(ctx)
+	return func(p *sharedosv1.Progress) {
+		if st == nil || st.resp == nil || ctx.Err() != nil {
+			return
+		}
+		params := map[string]any{"progressToken": token, "progress": p.GetProgress()}
+		if p.GetTotal() > 0 {
+			params["total"] = p.GetTotal()
+		}
+		if p.GetMessage() != "" {
+			params["message"] = p.GetMessage()
+		}
+		msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+		if err == nil {
+			st.resp.event(msg)
+		}
+	}
 }
 
 // forget drops the 2025-era session an initialize just registered on this
@@ -115,9 +140,11 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		if req.Params.Meta != nil {
 			meta = req.Params.Meta.AdditionalFields
 		}
-		res := fwd.Call(ctx, turn, forward.Request{
-			Name: name, Arguments: req.Params.RawArguments, JSONRPCID: id, Meta: meta,
-		})
+		fr := forward.Request{Name: name, Arguments: req.Params.RawArguments, JSONRPCID: id, Meta: meta}
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			fr.Progress = progressNotifier(ctx, req.Params.Meta.ProgressToken)
+		}
+		res := fwd.Call(ctx, turn, fr)
 		if res == nil {
 			// Cancelled: nothing more is sent for the request (response).
 			if st := stateFrom(ctx); st != nil {

@@ -34,6 +34,8 @@ type callState struct {
 	// cancelled is set by the handler of a call that was cancelled: nothing
 	// more is sent for the request (response).
 	cancelled atomic.Bool
+	// resp is the request's response writer (progress events go to it).
+	resp *response
 }
 
 type callStateKey struct{}

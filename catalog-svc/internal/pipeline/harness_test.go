@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -213,6 +214,31 @@ type countingHandler struct {
 	started  chan struct{}
 	ended    chan error
 	answer   *sharedosv1.HandleResponse // overrides the answer when set
+	// progress, when set, makes Invoke (contract v2) report these values
+	// before its result; unset, Invoke is UNIMPLEMENTED (a v1 provider).
+	progress []float64
+	invokes  atomic.Int64
+}
+
+func (h *countingHandler) Invoke(req *sharedosv1.HandleRequest, stream grpc.ServerStreamingServer[sharedosv1.HandleEvent]) error {
+	h.mu.Lock()
+	progress := h.progress
+	h.mu.Unlock()
+	if progress == nil {
+		return status.Error(codes.Unimplemented, "a v1 provider")
+	}
+	h.invokes.Add(1)
+	for _, v := range progress {
+		ev := &sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Progress{Progress: &sharedosv1.Progress{Progress: v, Total: 100, Message: "step"}}}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	resp, err := h.Handle(stream.Context(), req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(&sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Result{Result: resp}})
 }
 
 func (h *countingHandler) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,15 +96,18 @@ type Config struct {
 // Pipeline is the enforcement pipeline behind RuntimeService (served by
 // server.RuntimeServer, which maps its errors).
 type Pipeline struct {
-	resolver       ToolResolver
-	catalogue      CatalogueLister
-	grants         *grants.Keys
-	inflight       flights
-	records        records.Store
-	journal        *journal.Journal
-	ownedJournal   bool
-	authz          sharedosv1.AuthzServiceClient
-	handlers       HandlerClients
+	resolver     ToolResolver
+	catalogue    CatalogueLister
+	grants       *grants.Keys
+	inflight     flights
+	records      records.Store
+	journal      *journal.Journal
+	ownedJournal bool
+	authz        sharedosv1.AuthzServiceClient
+	handlers     HandlerClients
+	// unary holds the handler targets that answered Invoke UNIMPLEMENTED,
+	// with when (contract v1 providers): Handle only, for unaryRetry.
+	unary          sync.Map
 	ownedHandlers  *ConnCache
 	logger         *slog.Logger
 	authzTimeout   time.Duration
@@ -473,6 +478,7 @@ func completion(res *sharedosv1.ToolResult, resolved, recordReason string, args 
 // the client abandoned is recorded all the same.
 func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedosv1.ToolResult, resolved, recordReason string, args []byte) *sharedosv1.ToolResult {
 	c := completion(res, resolved, recordReason, args)
+	c.ProgressCount = progressCount(ctx)
 	err := s.tryComplete(ctx, attemptID, c)
 	if err == nil {
 		return res
@@ -515,6 +521,7 @@ func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedos
 			describe(res)))
 		out.CallId, out.DecisionId, out.PolicyRevision = res.GetCallId(), res.GetDecisionId(), res.GetPolicyRevision()
 		res, c = out, completion(out, resolved, "", args)
+		c.ProgressCount = progressCount(ctx)
 	}
 	if jerr := s.journal.Add(attemptID, c); jerr != nil {
 		s.logger.ErrorContext(ctx, "operation record completion lost", slog.String(telemetry.LogAttemptID, attemptID),
@@ -786,14 +793,15 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 		attribute.String(telemetry.AttrGenAIOperation, telemetry.SpanExecuteTool),
 	))
 	defer span.End()
-	resp, err := client.Handle(hctx, &sharedosv1.HandleRequest{
+	req := &sharedosv1.HandleRequest{
 		CallId:        call.GetCallId(),
 		TurnId:        call.GetTurnId(),
 		Tool:          reg.GetName(),
 		ArgumentsJson: args, // the very bytes that were authorized
 		Context:       access,
 		DecisionId:    decisionID,
-	})
+	}
+	resp, err := s.handle(hctx, client, reg.GetHandler().GetTarget(), req)
 	if err != nil {
 		span.SetStatus(codes.Error, status.Code(err).String())
 		if res := contextOutcome(ctx); res != nil {
@@ -820,6 +828,53 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 		Status:                sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
 		ContentJson:           content,
 		StructuredContentJson: resp.GetStructuredContentJson(),
+	}
+}
+
+// handle runs the handler: as Invoke when the call asked for progress and
+// the target is not known to be a v1 provider, falling back to Handle when
+// Invoke is UNIMPLEMENTED (answered before anything ran); else Handle.
+func (s *Pipeline) handle(ctx context.Context, client sharedosv1.ToolHandlerServiceClient, target string, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
+	p := progressFrom(ctx)
+	if p == nil {
+		return client.Handle(ctx, req)
+	}
+	defer p.end()
+	if at, ok := s.unary.Load(target); !ok || time.Since(at.(time.Time)) > unaryRetry {
+		resp, err := invoke(ctx, client, req, p)
+		if status.Code(err) != grpccodes.Unimplemented {
+			return resp, err
+		}
+		s.unary.Store(target, time.Now())
+	}
+	return client.Handle(ctx, req)
+}
+
+// errNoResult: an Invoke stream ended without its result.
+var errNoResult = status.Error(grpccodes.Internal, "the provider's stream ended without a result")
+
+// invoke reads an Invoke stream: progress to p, up to the one result.
+func invoke(ctx context.Context, client sharedosv1.ToolHandlerServiceClient, req *sharedosv1.HandleRequest, p *progress) (*sharedosv1.HandleResponse, error) {
+	ctx, cancel := context.WithCancel(ctx) // ends the stream once the result is in
+	defer cancel()
+	stream, err := client.Invoke(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil, errNoResult
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r := ev.GetResult(); r != nil {
+			return r, nil
+		}
+		if pr := ev.GetProgress(); pr != nil {
+			p.report(pr)
+		}
 	}
 }
 

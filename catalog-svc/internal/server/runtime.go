@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	"google.golang.org/grpc"
+
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
@@ -85,4 +87,19 @@ func (s *RuntimeServer) RecordExport(ctx context.Context, req *sharedosv1.Record
 		return nil, ToStatus(err)
 	}
 	return resp, nil
+}
+
+// InvokeToolStream implements sharedosv1.RuntimeServiceServer: InvokeTool
+// with the handler's progress sent ahead of the one result.
+func (s *RuntimeServer) InvokeToolStream(call *sharedosv1.ToolCall, stream grpc.ServerStreamingServer[sharedosv1.ToolEvent]) error {
+	ctx := pipeline.WithProgress(stream.Context(), func(p *sharedosv1.Progress) {
+		// A failed send means the bridge is gone; the call's context ends
+		// with the stream, and the result is not sent either.
+		_ = stream.Send(&sharedosv1.ToolEvent{Event: &sharedosv1.ToolEvent_Progress{Progress: p}})
+	})
+	res, err := s.rt.InvokeTool(ctx, call)
+	if err != nil {
+		return ToStatus(err)
+	}
+	return stream.Send(&sharedosv1.ToolEvent{Event: &sharedosv1.ToolEvent_Result{Result: res}})
 }

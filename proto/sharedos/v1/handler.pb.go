@@ -21,6 +21,151 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Progress is how far a running call has come (MCP notifications/progress):
+// progress increases with every report; total, when known, is where it ends.
+type Progress struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Progress float64                `protobuf:"fixed64,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	Total    float64                `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	// message is a short human-readable status (at most 1 KiB is kept).
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_sharedos_v1_handler_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_handler_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Progress) GetProgress() float64 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *Progress) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type HandleEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*HandleEvent_Progress
+	//	*HandleEvent_Result
+	Event         isHandleEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleEvent) Reset() {
+	*x = HandleEvent{}
+	mi := &file_sharedos_v1_handler_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleEvent) ProtoMessage() {}
+
+func (x *HandleEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_handler_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleEvent.ProtoReflect.Descriptor instead.
+func (*HandleEvent) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *HandleEvent) GetEvent() isHandleEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *HandleEvent) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Event.(*HandleEvent_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *HandleEvent) GetResult() *HandleResponse {
+	if x != nil {
+		if x, ok := x.Event.(*HandleEvent_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isHandleEvent_Event interface {
+	isHandleEvent_Event()
+}
+
+type HandleEvent_Progress struct {
+	Progress *Progress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type HandleEvent_Result struct {
+	Result *HandleResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*HandleEvent_Progress) isHandleEvent_Event() {}
+
+func (*HandleEvent_Result) isHandleEvent_Event() {}
+
 type HandleRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -37,7 +182,7 @@ type HandleRequest struct {
 
 func (x *HandleRequest) Reset() {
 	*x = HandleRequest{}
-	mi := &file_sharedos_v1_handler_proto_msgTypes[0]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +194,7 @@ func (x *HandleRequest) String() string {
 func (*HandleRequest) ProtoMessage() {}
 
 func (x *HandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_handler_proto_msgTypes[0]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +207,7 @@ func (x *HandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleRequest.ProtoReflect.Descriptor instead.
 func (*HandleRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{0}
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *HandleRequest) GetCallId() string {
@@ -121,7 +266,7 @@ type HandleResponse struct {
 
 func (x *HandleResponse) Reset() {
 	*x = HandleResponse{}
-	mi := &file_sharedos_v1_handler_proto_msgTypes[1]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -133,7 +278,7 @@ func (x *HandleResponse) String() string {
 func (*HandleResponse) ProtoMessage() {}
 
 func (x *HandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_handler_proto_msgTypes[1]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -146,7 +291,7 @@ func (x *HandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleResponse.ProtoReflect.Descriptor instead.
 func (*HandleResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{1}
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HandleResponse) GetContentJson() []byte {
@@ -174,7 +319,15 @@ var File_sharedos_v1_handler_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_handler_proto_rawDesc = "" +
 	"\n" +
-	"\x19sharedos/v1/handler.proto\x12\vsharedos.v1\x1a\x18sharedos/v1/common.proto\"\xd3\x01\n" +
+	"\x19sharedos/v1/handler.proto\x12\vsharedos.v1\x1a\x18sharedos/v1/common.proto\"V\n" +
+	"\bProgress\x12\x1a\n" +
+	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x82\x01\n" +
+	"\vHandleEvent\x123\n" +
+	"\bprogress\x18\x01 \x01(\v2\x15.sharedos.v1.ProgressH\x00R\bprogress\x125\n" +
+	"\x06result\x18\x02 \x01(\v2\x1b.sharedos.v1.HandleResponseH\x00R\x06resultB\a\n" +
+	"\x05event\"\xd3\x01\n" +
 	"\rHandleRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -186,9 +339,10 @@ const file_sharedos_v1_handler_proto_rawDesc = "" +
 	"\x0eHandleResponse\x12!\n" +
 	"\fcontent_json\x18\x01 \x01(\fR\vcontentJson\x126\n" +
 	"\x17structured_content_json\x18\x02 \x01(\fR\x15structuredContentJson\x12\x19\n" +
-	"\bis_error\x18\x03 \x01(\bR\aisError2W\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError2\x99\x01\n" +
 	"\x12ToolHandlerService\x12A\n" +
-	"\x06Handle\x12\x1a.sharedos.v1.HandleRequest\x1a\x1b.sharedos.v1.HandleResponseB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
+	"\x06Handle\x12\x1a.sharedos.v1.HandleRequest\x1a\x1b.sharedos.v1.HandleResponse\x12@\n" +
+	"\x06Invoke\x12\x1a.sharedos.v1.HandleRequest\x1a\x18.sharedos.v1.HandleEvent0\x01B<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
 
 var (
 	file_sharedos_v1_handler_proto_rawDescOnce sync.Once
@@ -202,21 +356,27 @@ func file_sharedos_v1_handler_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_handler_proto_rawDescData
 }
 
-var file_sharedos_v1_handler_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_sharedos_v1_handler_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_sharedos_v1_handler_proto_goTypes = []any{
-	(*HandleRequest)(nil),  // 0: sharedos.v1.HandleRequest
-	(*HandleResponse)(nil), // 1: sharedos.v1.HandleResponse
-	(*AccessContext)(nil),  // 2: sharedos.v1.AccessContext
+	(*Progress)(nil),       // 0: sharedos.v1.Progress
+	(*HandleEvent)(nil),    // 1: sharedos.v1.HandleEvent
+	(*HandleRequest)(nil),  // 2: sharedos.v1.HandleRequest
+	(*HandleResponse)(nil), // 3: sharedos.v1.HandleResponse
+	(*AccessContext)(nil),  // 4: sharedos.v1.AccessContext
 }
 var file_sharedos_v1_handler_proto_depIdxs = []int32{
-	2, // 0: sharedos.v1.HandleRequest.context:type_name -> sharedos.v1.AccessContext
-	0, // 1: sharedos.v1.ToolHandlerService.Handle:input_type -> sharedos.v1.HandleRequest
-	1, // 2: sharedos.v1.ToolHandlerService.Handle:output_type -> sharedos.v1.HandleResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0, // 0: sharedos.v1.HandleEvent.progress:type_name -> sharedos.v1.Progress
+	3, // 1: sharedos.v1.HandleEvent.result:type_name -> sharedos.v1.HandleResponse
+	4, // 2: sharedos.v1.HandleRequest.context:type_name -> sharedos.v1.AccessContext
+	2, // 3: sharedos.v1.ToolHandlerService.Handle:input_type -> sharedos.v1.HandleRequest
+	2, // 4: sharedos.v1.ToolHandlerService.Invoke:input_type -> sharedos.v1.HandleRequest
+	3, // 5: sharedos.v1.ToolHandlerService.Handle:output_type -> sharedos.v1.HandleResponse
+	1, // 6: sharedos.v1.ToolHandlerService.Invoke:output_type -> sharedos.v1.HandleEvent
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_handler_proto_init() }
@@ -225,13 +385,17 @@ func file_sharedos_v1_handler_proto_init() {
 		return
 	}
 	file_sharedos_v1_common_proto_init()
+	file_sharedos_v1_handler_proto_msgTypes[1].OneofWrappers = []any{
+		(*HandleEvent_Progress)(nil),
+		(*HandleEvent_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_handler_proto_rawDesc), len(file_sharedos_v1_handler_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

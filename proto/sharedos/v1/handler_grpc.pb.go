@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ToolHandlerService_Handle_FullMethodName = "/sharedos.v1.ToolHandlerService/Handle"
+	ToolHandlerService_Invoke_FullMethodName = "/sharedos.v1.ToolHandlerService/Invoke"
 )
 
 // ToolHandlerServiceClient is the client API for ToolHandlerService service.
@@ -28,8 +29,19 @@ const (
 //
 // ToolHandlerService is implemented by tool providers. Only the kernel calls
 // it, and only after an allow decision on exactly these arguments.
+//
+// Contract versions:
+//
+//	v1 — Handle: one request, one answer. Every provider implements it.
+//	v2 — Invoke (optional): the same call as a stream that may report
+//	     progress before its one result. The kernel uses it only when the
+//	     harness asked for progress, and falls back to Handle when the
+//	     provider answers UNIMPLEMENTED (before anything ran).
 type ToolHandlerServiceClient interface {
 	Handle(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*HandleResponse, error)
+	// Invoke streams zero or more progress events, then exactly one result,
+	// then ends. Nothing may follow the result.
+	Invoke(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HandleEvent], error)
 }
 
 type toolHandlerServiceClient struct {
@@ -50,14 +62,44 @@ func (c *toolHandlerServiceClient) Handle(ctx context.Context, in *HandleRequest
 	return out, nil
 }
 
+func (c *toolHandlerServiceClient) Invoke(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HandleEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ToolHandlerService_ServiceDesc.Streams[0], ToolHandlerService_Invoke_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HandleRequest, HandleEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolHandlerService_InvokeClient = grpc.ServerStreamingClient[HandleEvent]
+
 // ToolHandlerServiceServer is the server API for ToolHandlerService service.
 // All implementations must embed UnimplementedToolHandlerServiceServer
 // for forward compatibility.
 //
 // ToolHandlerService is implemented by tool providers. Only the kernel calls
 // it, and only after an allow decision on exactly these arguments.
+//
+// Contract versions:
+//
+//	v1 — Handle: one request, one answer. Every provider implements it.
+//	v2 — Invoke (optional): the same call as a stream that may report
+//	     progress before its one result. The kernel uses it only when the
+//	     harness asked for progress, and falls back to Handle when the
+//	     provider answers UNIMPLEMENTED (before anything ran).
 type ToolHandlerServiceServer interface {
 	Handle(context.Context, *HandleRequest) (*HandleResponse, error)
+	// Invoke streams zero or more progress events, then exactly one result,
+	// then ends. Nothing may follow the result.
+	Invoke(*HandleRequest, grpc.ServerStreamingServer[HandleEvent]) error
 	mustEmbedUnimplementedToolHandlerServiceServer()
 }
 
@@ -70,6 +112,9 @@ type UnimplementedToolHandlerServiceServer struct{}
 
 func (UnimplementedToolHandlerServiceServer) Handle(context.Context, *HandleRequest) (*HandleResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Handle not implemented")
+}
+func (UnimplementedToolHandlerServiceServer) Invoke(*HandleRequest, grpc.ServerStreamingServer[HandleEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method Invoke not implemented")
 }
 func (UnimplementedToolHandlerServiceServer) mustEmbedUnimplementedToolHandlerServiceServer() {}
 func (UnimplementedToolHandlerServiceServer) testEmbeddedByValue()                            {}
@@ -110,6 +155,17 @@ func _ToolHandlerService_Handle_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ToolHandlerService_Invoke_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(HandleRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ToolHandlerServiceServer).Invoke(m, &grpc.GenericServerStream[HandleRequest, HandleEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolHandlerService_InvokeServer = grpc.ServerStreamingServer[HandleEvent]
+
 // ToolHandlerService_ServiceDesc is the grpc.ServiceDesc for ToolHandlerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -122,6 +178,12 @@ var ToolHandlerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ToolHandlerService_Handle_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Invoke",
+			Handler:       _ToolHandlerService_Invoke_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "sharedos/v1/handler.proto",
 }

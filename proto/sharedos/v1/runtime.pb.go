@@ -492,8 +492,10 @@ type OperationRecord struct {
 	StartedAt           *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	FinishedAt          *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	TraceId             string                 `protobuf:"bytes,17,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// progress_count is how many progress reports the kernel passed on.
+	ProgressCount int32 `protobuf:"varint,18,opt,name=progress_count,json=progressCount,proto3" json:"progress_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OperationRecord) Reset() {
@@ -645,6 +647,95 @@ func (x *OperationRecord) GetTraceId() string {
 	return ""
 }
 
+func (x *OperationRecord) GetProgressCount() int32 {
+	if x != nil {
+		return x.ProgressCount
+	}
+	return 0
+}
+
+type ToolEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ToolEvent_Progress
+	//	*ToolEvent_Result
+	Event         isToolEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolEvent) Reset() {
+	*x = ToolEvent{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolEvent) ProtoMessage() {}
+
+func (x *ToolEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
+func (*ToolEvent) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ToolEvent) GetEvent() isToolEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ToolEvent) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Event.(*ToolEvent_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *ToolEvent) GetResult() *ToolResult {
+	if x != nil {
+		if x, ok := x.Event.(*ToolEvent_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isToolEvent_Event interface {
+	isToolEvent_Event()
+}
+
+type ToolEvent_Progress struct {
+	Progress *Progress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type ToolEvent_Result struct {
+	Result *ToolResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*ToolEvent_Progress) isToolEvent_Event() {}
+
+func (*ToolEvent_Result) isToolEvent_Event() {}
+
 type ListOperationsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TurnId        string                 `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
@@ -654,7 +745,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +757,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +770,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{7}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListOperationsRequest) GetTurnId() string {
@@ -698,7 +789,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +801,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +814,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{8}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*OperationRecord {
@@ -748,7 +839,7 @@ type ExportOperationsRequest struct {
 
 func (x *ExportOperationsRequest) Reset() {
 	*x = ExportOperationsRequest{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +851,7 @@ func (x *ExportOperationsRequest) String() string {
 func (*ExportOperationsRequest) ProtoMessage() {}
 
 func (x *ExportOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +864,7 @@ func (x *ExportOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ExportOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{9}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExportOperationsRequest) GetSince() *timestamppb.Timestamp {
@@ -815,7 +906,7 @@ type ExportOperationsResponse struct {
 
 func (x *ExportOperationsResponse) Reset() {
 	*x = ExportOperationsResponse{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +918,7 @@ func (x *ExportOperationsResponse) String() string {
 func (*ExportOperationsResponse) ProtoMessage() {}
 
 func (x *ExportOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +931,7 @@ func (x *ExportOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ExportOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{10}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExportOperationsResponse) GetOperations() []*OperationRecord {
@@ -887,7 +978,7 @@ type RecordExportRequest struct {
 
 func (x *RecordExportRequest) Reset() {
 	*x = RecordExportRequest{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +990,7 @@ func (x *RecordExportRequest) String() string {
 func (*RecordExportRequest) ProtoMessage() {}
 
 func (x *RecordExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1003,7 @@ func (x *RecordExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordExportRequest.ProtoReflect.Descriptor instead.
 func (*RecordExportRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{11}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RecordExportRequest) GetAfterSequence() int64 {
@@ -953,7 +1044,7 @@ type RecordExportResponse struct {
 
 func (x *RecordExportResponse) Reset() {
 	*x = RecordExportResponse{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1056,7 @@ func (x *RecordExportResponse) String() string {
 func (*RecordExportResponse) ProtoMessage() {}
 
 func (x *RecordExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1069,7 @@ func (x *RecordExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordExportResponse.ProtoReflect.Descriptor instead.
 func (*RecordExportResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{12}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecordExportResponse) GetExportId() int64 {
@@ -992,7 +1083,7 @@ var File_sharedos_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\n" +
-	"\x19sharedos/v1/runtime.proto\x12\vsharedos.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\"\x9c\x01\n" +
+	"\x19sharedos/v1/runtime.proto\x12\vsharedos.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\x1a\x19sharedos/v1/handler.proto\"\x9c\x01\n" +
 	"\x10GrantTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x124\n" +
 	"\acontext\x18\x02 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x129\n" +
@@ -1025,7 +1116,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\vdecision_id\x18\a \x01(\tR\n" +
 	"decisionId\x12'\n" +
 	"\x0fpolicy_revision\x18\b \x01(\tR\x0epolicyRevision\x12(\n" +
-	"\x10handler_is_error\x18\t \x01(\bR\x0ehandlerIsError\"\x8a\x05\n" +
+	"\x10handler_is_error\x18\t \x01(\bR\x0ehandlerIsError\"\xb1\x05\n" +
 	"\x0fOperationRecord\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x17\n" +
@@ -1047,7 +1138,12 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"started_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x19\n" +
-	"\btrace_id\x18\x11 \x01(\tR\atraceId\"0\n" +
+	"\btrace_id\x18\x11 \x01(\tR\atraceId\x12%\n" +
+	"\x0eprogress_count\x18\x12 \x01(\x05R\rprogressCount\"|\n" +
+	"\tToolEvent\x123\n" +
+	"\bprogress\x18\x01 \x01(\v2\x15.sharedos.v1.ProgressH\x00R\bprogress\x121\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.sharedos.v1.ToolResultH\x00R\x06resultB\a\n" +
+	"\x05event\"0\n" +
 	"\x15ListOperationsRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"V\n" +
 	"\x16ListOperationsResponse\x12<\n" +
@@ -1071,10 +1167,11 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x16\n" +
 	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"3\n" +
 	"\x14RecordExportResponse\x12\x1b\n" +
-	"\texport_id\x18\x01 \x01(\x03R\bexportId2\xfa\x03\n" +
+	"\texport_id\x18\x01 \x01(\x03R\bexportId2\xbf\x04\n" +
 	"\x0eRuntimeService\x12<\n" +
 	"\n" +
-	"InvokeTool\x12\x15.sharedos.v1.ToolCall\x1a\x17.sharedos.v1.ToolResult\x12Y\n" +
+	"InvokeTool\x12\x15.sharedos.v1.ToolCall\x1a\x17.sharedos.v1.ToolResult\x12C\n" +
+	"\x10InvokeToolStream\x12\x15.sharedos.v1.ToolCall\x1a\x16.sharedos.v1.ToolEvent0\x01\x12Y\n" +
 	"\x0eListOperations\x12\".sharedos.v1.ListOperationsRequest\x1a#.sharedos.v1.ListOperationsResponse\x12J\n" +
 	"\tGrantTurn\x12\x1d.sharedos.v1.GrantTurnRequest\x1a\x1e.sharedos.v1.GrantTurnResponse\x12M\n" +
 	"\n" +
@@ -1094,7 +1191,7 @@ func file_sharedos_v1_runtime_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_runtime_proto_rawDescData
 }
 
-var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(*GrantTurnRequest)(nil),         // 0: sharedos.v1.GrantTurnRequest
 	(*GrantTurnResponse)(nil),        // 1: sharedos.v1.GrantTurnResponse
@@ -1103,45 +1200,51 @@ var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(*ToolCall)(nil),                 // 4: sharedos.v1.ToolCall
 	(*ToolResult)(nil),               // 5: sharedos.v1.ToolResult
 	(*OperationRecord)(nil),          // 6: sharedos.v1.OperationRecord
-	(*ListOperationsRequest)(nil),    // 7: sharedos.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),   // 8: sharedos.v1.ListOperationsResponse
-	(*ExportOperationsRequest)(nil),  // 9: sharedos.v1.ExportOperationsRequest
-	(*ExportOperationsResponse)(nil), // 10: sharedos.v1.ExportOperationsResponse
-	(*RecordExportRequest)(nil),      // 11: sharedos.v1.RecordExportRequest
-	(*RecordExportResponse)(nil),     // 12: sharedos.v1.RecordExportResponse
-	(*AccessContext)(nil),            // 13: sharedos.v1.AccessContext
-	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
-	(*PublishedTool)(nil),            // 15: sharedos.v1.PublishedTool
-	(OperationStatus)(0),             // 16: sharedos.v1.OperationStatus
+	(*ToolEvent)(nil),                // 7: sharedos.v1.ToolEvent
+	(*ListOperationsRequest)(nil),    // 8: sharedos.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),   // 9: sharedos.v1.ListOperationsResponse
+	(*ExportOperationsRequest)(nil),  // 10: sharedos.v1.ExportOperationsRequest
+	(*ExportOperationsResponse)(nil), // 11: sharedos.v1.ExportOperationsResponse
+	(*RecordExportRequest)(nil),      // 12: sharedos.v1.RecordExportRequest
+	(*RecordExportResponse)(nil),     // 13: sharedos.v1.RecordExportResponse
+	(*AccessContext)(nil),            // 14: sharedos.v1.AccessContext
+	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
+	(*PublishedTool)(nil),            // 16: sharedos.v1.PublishedTool
+	(OperationStatus)(0),             // 17: sharedos.v1.OperationStatus
+	(*Progress)(nil),                 // 18: sharedos.v1.Progress
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
-	13, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
-	14, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
-	16, // 3: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
-	16, // 4: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	14, // 5: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	14, // 6: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
-	6,  // 7: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	14, // 8: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
-	6,  // 9: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	4,  // 10: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	7,  // 11: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	0,  // 12: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
-	2,  // 13: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
-	9,  // 14: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
-	11, // 15: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
-	5,  // 16: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	8,  // 17: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	1,  // 18: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
-	3,  // 19: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
-	10, // 20: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
-	12, // 21: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	14, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	15, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
+	17, // 3: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	17, // 4: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	15, // 5: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	15, // 6: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	18, // 7: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
+	5,  // 8: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
+	6,  // 9: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	15, // 10: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
+	6,  // 11: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	4,  // 12: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	4,  // 13: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
+	8,  // 14: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	0,  // 15: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	2,  // 16: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	10, // 17: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
+	12, // 18: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
+	5,  // 19: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	7,  // 20: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
+	9,  // 21: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	1,  // 22: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	3,  // 23: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	11, // 24: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
+	13, // 25: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_runtime_proto_init() }
@@ -1150,13 +1253,18 @@ func file_sharedos_v1_runtime_proto_init() {
 		return
 	}
 	file_sharedos_v1_common_proto_init()
+	file_sharedos_v1_handler_proto_init()
+	file_sharedos_v1_runtime_proto_msgTypes[7].OneofWrappers = []any{
+		(*ToolEvent_Progress)(nil),
+		(*ToolEvent_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_runtime_proto_rawDesc), len(file_sharedos_v1_runtime_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	RuntimeService_InvokeTool_FullMethodName       = "/sharedos.v1.RuntimeService/InvokeTool"
+	RuntimeService_InvokeToolStream_FullMethodName = "/sharedos.v1.RuntimeService/InvokeToolStream"
 	RuntimeService_ListOperations_FullMethodName   = "/sharedos.v1.RuntimeService/ListOperations"
 	RuntimeService_GrantTurn_FullMethodName        = "/sharedos.v1.RuntimeService/GrantTurn"
 	RuntimeService_RevokeTurn_FullMethodName       = "/sharedos.v1.RuntimeService/RevokeTurn"
@@ -38,6 +39,11 @@ type RuntimeServiceClient interface {
 	// InvokeTool answers every attempt with a ToolResult, refusals included: a
 	// gRPC error means only that the call could not be taken at all.
 	InvokeTool(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (*ToolResult, error)
+	// InvokeToolStream is InvokeTool for a harness that asked for progress:
+	// progress events of the running handler (rate-limited by the kernel,
+	// none after the result), then exactly one result event. The record and
+	// every refusal are exactly InvokeTool's.
+	InvokeToolStream(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ToolEvent], error)
 	// ListOperations returns a turn's operation records in the order written.
 	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
 	// GrantTurn pins the catalogue an AccessContext may see and signs it as
@@ -84,6 +90,25 @@ func (c *runtimeServiceClient) InvokeTool(ctx context.Context, in *ToolCall, opt
 	}
 	return out, nil
 }
+
+func (c *runtimeServiceClient) InvokeToolStream(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ToolEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RuntimeService_ServiceDesc.Streams[0], RuntimeService_InvokeToolStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ToolCall, ToolEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RuntimeService_InvokeToolStreamClient = grpc.ServerStreamingClient[ToolEvent]
 
 func (c *runtimeServiceClient) ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -146,6 +171,11 @@ type RuntimeServiceServer interface {
 	// InvokeTool answers every attempt with a ToolResult, refusals included: a
 	// gRPC error means only that the call could not be taken at all.
 	InvokeTool(context.Context, *ToolCall) (*ToolResult, error)
+	// InvokeToolStream is InvokeTool for a harness that asked for progress:
+	// progress events of the running handler (rate-limited by the kernel,
+	// none after the result), then exactly one result event. The record and
+	// every refusal are exactly InvokeTool's.
+	InvokeToolStream(*ToolCall, grpc.ServerStreamingServer[ToolEvent]) error
 	// ListOperations returns a turn's operation records in the order written.
 	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
 	// GrantTurn pins the catalogue an AccessContext may see and signs it as
@@ -185,6 +215,9 @@ type UnimplementedRuntimeServiceServer struct{}
 
 func (UnimplementedRuntimeServiceServer) InvokeTool(context.Context, *ToolCall) (*ToolResult, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method InvokeTool not implemented")
+}
+func (UnimplementedRuntimeServiceServer) InvokeToolStream(*ToolCall, grpc.ServerStreamingServer[ToolEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method InvokeToolStream not implemented")
 }
 func (UnimplementedRuntimeServiceServer) ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListOperations not implemented")
@@ -239,6 +272,17 @@ func _RuntimeService_InvokeTool_Handler(srv interface{}, ctx context.Context, de
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _RuntimeService_InvokeToolStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ToolCall)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RuntimeServiceServer).InvokeToolStream(m, &grpc.GenericServerStream[ToolCall, ToolEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RuntimeService_InvokeToolStreamServer = grpc.ServerStreamingServer[ToolEvent]
 
 func _RuntimeService_ListOperations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListOperationsRequest)
@@ -362,6 +406,12 @@ var RuntimeService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RuntimeService_RecordExport_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "InvokeToolStream",
+			Handler:       _RuntimeService_InvokeToolStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "sharedos/v1/runtime.proto",
 }

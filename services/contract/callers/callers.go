@@ -29,6 +29,7 @@ func Known(r Role) bool { return slices.Contains(Roles, r) }
 // table: full gRPC method name → the roles that may call it.
 var table = map[string][]Role{
 	"/sharedos.v1.RuntimeService/InvokeTool":       {Bridge},
+	"/sharedos.v1.RuntimeService/InvokeToolStream": {Bridge},
 	"/sharedos.v1.RuntimeService/ListOperations":   {Operator, Host},
 	"/sharedos.v1.RuntimeService/GrantTurn":        {Bridge},
 	"/sharedos.v1.RuntimeService/RevokeTurn":       {Bridge},
@@ -51,6 +52,7 @@ var table = map[string][]Role{
 	"/sharedos.v1.AuthzService/FilterTools": {Catalog},
 
 	"/sharedos.v1.ToolHandlerService/Handle": {Catalog},
+	"/sharedos.v1.ToolHandlerService/Invoke": {Catalog},
 }
 
 // Open methods need an authenticated peer of any role, or none at all:

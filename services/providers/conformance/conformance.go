@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -21,7 +23,15 @@ const (
 	ToolMixedContent     = "test_multiple_content_types"
 	ToolError            = "test_error_handling"
 	ToolJSONSchema202012 = "json_schema_2020_12_tool"
+	ToolWithProgress     = "test_tool_with_progress"
 )
+
+// progressSteps are what ToolWithProgress reports, ProgressInterval apart
+// (the suite: 0, 50 and 100 of 100, ~50 ms apart).
+var progressSteps = []float64{0, 50, 100}
+
+// ProgressInterval is the pause between ToolWithProgress's steps.
+const ProgressInterval = 50 * time.Millisecond
 
 // Source is the metadata source of every fixture tool.
 const Source = "provider:conformance"
@@ -67,6 +77,8 @@ var fixtures = []fixture{
 		[]map[string]any{{"type": "text", "text": "This tool intentionally returns an error for testing"}}, true},
 	{ToolJSONSchema202012, "Tool with JSON Schema 2020-12 features", jsonSchema202012,
 		[]map[string]any{{"type": "text", "text": "JSON Schema 2020-12 tool called"}}, false},
+	{ToolWithProgress, "Reports progress 0, 50 and 100 of 100, then answers.", emptyObject,
+		[]map[string]any{{"type": "text", "text": "Progress test completed."}}, false},
 }
 
 // Tool is one fixture tool's published fields.
@@ -123,8 +135,57 @@ type Provider struct {
 
 var _ sharedosv1.ToolHandlerServiceServer = (*Provider)(nil)
 
-// Handle implements sharedosv1.ToolHandlerServiceServer.
-func (p *Provider) Handle(_ context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
+// Invoke implements sharedosv1.ToolHandlerServiceServer (contract v2):
+// ToolWithProgress reports its steps before its result; every other
+// fixture answers as Handle does.
+func (p *Provider) Invoke(req *sharedosv1.HandleRequest, stream grpc.ServerStreamingServer[sharedosv1.HandleEvent]) error {
+	ctx := stream.Context()
+	if req.GetTool() == ToolWithProgress {
+		for i, v := range progressSteps {
+			if i > 0 {
+				if err := pause(ctx); err != nil {
+					return err
+				}
+			}
+			ev := &sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Progress{Progress: &sharedosv1.Progress{Progress: v, Total: 100}}}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		}
+	}
+	resp, err := p.answer(req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(&sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Result{Result: resp}})
+}
+
+func pause(ctx context.Context) error {
+	t := time.NewTimer(ProgressInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Handle implements sharedosv1.ToolHandlerServiceServer. Without a progress
+// request ToolWithProgress still takes its steps' time.
+func (p *Provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
+	if req.GetTool() == ToolWithProgress {
+		for range len(progressSteps) - 1 {
+			if err := pause(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p.answer(req)
+}
+
+// answer is a fixture's result.
+func (p *Provider) answer(req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
 	args := bytes.TrimSpace(req.GetArgumentsJson())
 	if len(args) == 0 || args[0] != '{' || !json.Valid(args) {
 		return nil, status.Error(codes.InvalidArgument, "conformance: arguments must be one JSON object")

@@ -1,7 +1,11 @@
 package conformance_test
 
 import (
+	"context"
+	"errors"
+	"io"
 	"net"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -35,13 +39,62 @@ func TestProviderContract(t *testing.T) {
 		{Name: "mixed", Tool: conformance.ToolMixedContent, Args: `{}`, WantText: "Multiple content types"},
 		{Name: "error", Tool: conformance.ToolError, Args: `{}`, WantError: true, WantText: "intentionally returns an error"},
 		{Name: "json schema 2020-12", Tool: conformance.ToolJSONSchema202012, Args: `{"name":"x"}`},
+		{Name: "progress, called unary", Tool: conformance.ToolWithProgress, Args: `{}`, WantText: "Progress test completed"},
 	})
+}
+
+// TestInvokeStreamsProgress: Invoke (contract v2) reports the progress
+// fixture's three steps in order, then its one result, then ends; any other
+// fixture is just its result.
+func TestInvokeStreamsProgress(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	sharedosv1.RegisterToolHandlerServiceServer(s, &conformance.Provider{})
+	go func() { _ = s.Serve(lis) }()
+	defer s.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := sharedosv1.NewToolHandlerServiceClient(cc)
+	for tool, want := range map[string][]float64{conformance.ToolWithProgress: {0, 50, 100}, conformance.ToolSimpleText: nil} {
+		stream, err := client.Invoke(context.Background(), &sharedosv1.HandleRequest{CallId: "c", TurnId: "t", Tool: tool, ArgumentsJson: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []float64
+		var result *sharedosv1.HandleResponse
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tool, err)
+			}
+			switch {
+			case result != nil:
+				t.Fatalf("%s: an event after the result: %v", tool, ev)
+			case ev.GetProgress() != nil:
+				got = append(got, ev.GetProgress().GetProgress())
+			default:
+				result = ev.GetResult()
+			}
+		}
+		if !slices.Equal(got, want) || result == nil || result.GetIsError() {
+			t.Errorf("%s: progress %v then %v, want %v then a result", tool, got, result, want)
+		}
+	}
 }
 
 func TestToolsArePublishable(t *testing.T) {
 	tools := conformance.Tools()
-	if len(tools) != 7 {
-		t.Fatalf("%d fixtures, want 7", len(tools))
+	if len(tools) != 8 {
+		t.Fatalf("%d fixtures, want 8", len(tools))
 	}
 	for i, tool := range tools {
 		if err := toolname.Validate(tool.Name); err != nil {

@@ -205,14 +205,21 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			t.Fatalf("conformance suite: %v (a failure outside expected-failures.yml, or a stale entry)", err)
 		}
 		// Every fixture call went through the kernel and was recorded.
-		var ops []struct{ Tool, Status, Code string }
+		var ops []struct {
+			Tool, Status, Code string
+			ProgressCount      int
+		}
 		s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
 		seen := map[string]bool{}
 		for _, o := range ops {
 			seen[o.Tool] = true
+			// The suite's progress call: its record keeps the count.
+			if o.Tool == conformance.ToolWithProgress && o.Status == "succeeded" && o.ProgressCount != 3 {
+				t.Errorf("%s record: progress count %d, want 3", o.Tool, o.ProgressCount)
+			}
 		}
 		for _, name := range []string{conformance.ToolSimpleText, conformance.ToolError, conformance.ToolImage,
-			conformance.ToolAudio, conformance.ToolEmbeddedResource, conformance.ToolMixedContent} {
+			conformance.ToolAudio, conformance.ToolEmbeddedResource, conformance.ToolMixedContent, conformance.ToolWithProgress} {
 			if !seen[name] {
 				t.Errorf("fixture %s has no operation record: it did not go through the kernel", name)
 			}

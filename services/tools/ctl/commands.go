@@ -518,6 +518,7 @@ type OperationJSON struct {
 	StartedAt       string `json:"startedAt,omitempty"`
 	FinishedAt      string `json:"finishedAt,omitempty"`
 	TraceID         string `json:"traceId,omitempty"`
+	ProgressCount   int32  `json:"progressCount,omitempty"`
 }
 
 func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
@@ -551,7 +552,7 @@ func operationJSON(r *sharedosv1.OperationRecord) OperationJSON {
 		Tool: r.GetRequestedTool(), ToolSHA256: r.GetRequestedToolSha256(), ResolvedTool: r.GetResolvedTool(),
 		CatalogHash: r.GetCatalogHash(), ArgumentsDigest: r.GetArgumentsDigest(), Status: outcome.StatusName(r.GetStatus()),
 		Code: r.GetCode(), Reason: r.GetReason(), DecisionID: r.GetDecisionId(), PolicyRevision: r.GetPolicyRevision(),
-		TraceID: r.GetTraceId(),
+		TraceID: r.GetTraceId(), ProgressCount: r.GetProgressCount(),
 	}
 	if r.GetStartedAt() != nil {
 		o.StartedAt = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339Nano)

@@ -23,6 +23,7 @@ func toProto(r *Record) *sharedosv1.OperationRecord {
 		Code:                r.Code,
 		Reason:              r.Reason,
 		TraceId:             r.TraceID,
+		ProgressCount:       r.ProgressCount,
 	}
 	if !r.StartedAt.IsZero() {
 		p.StartedAt = timestamppb.New(r.StartedAt)

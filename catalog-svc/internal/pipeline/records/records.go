@@ -73,6 +73,8 @@ type Record struct {
 	TraceID    string
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// ProgressCount is how many progress reports the kernel passed on.
+	ProgressCount int32
 }
 
 // Completion is what Complete writes onto a pending row.
@@ -84,6 +86,7 @@ type Completion struct {
 	DecisionID     string
 	PolicyRevision string
 	FinishedAt     time.Time
+	ProgressCount  int32
 }
 
 // Store is the operation-record role the kernel depends on.
@@ -306,6 +309,9 @@ func (c *Completion) Check() error {
 	}
 	if c.FinishedAt.IsZero() {
 		return errors.Join(ErrInvalid, errors.New("finished_at: required"))
+	}
+	if c.ProgressCount < 0 {
+		return errors.Join(ErrInvalid, errors.New("progress_count: must not be negative"))
 	}
 	return nil
 }

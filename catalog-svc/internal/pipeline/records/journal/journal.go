@@ -36,17 +36,19 @@ type entry struct {
 	DecisionID     string    `json:"decisionId,omitempty"`
 	PolicyRevision string    `json:"policyRevision,omitempty"`
 	FinishedAt     time.Time `json:"finishedAt"`
+	ProgressCount  int32     `json:"progressCount,omitempty"`
 }
 
 func toEntry(attemptID string, c records.Completion) entry {
 	return entry{AttemptID: attemptID, Status: outcome.StatusName(c.Status), Code: c.Code, Reason: c.Reason,
-		ResolvedTool: c.ResolvedTool, DecisionID: c.DecisionID, PolicyRevision: c.PolicyRevision, FinishedAt: c.FinishedAt}
+		ResolvedTool: c.ResolvedTool, DecisionID: c.DecisionID, PolicyRevision: c.PolicyRevision, FinishedAt: c.FinishedAt,
+		ProgressCount: c.ProgressCount}
 }
 
 func (e entry) completion() (records.Completion, error) {
 	st, ok := outcome.ParseStatus(e.Status)
 	c := records.Completion{Status: st, Code: e.Code, Reason: e.Reason, ResolvedTool: e.ResolvedTool,
-		DecisionID: e.DecisionID, PolicyRevision: e.PolicyRevision, FinishedAt: e.FinishedAt}
+		DecisionID: e.DecisionID, PolicyRevision: e.PolicyRevision, FinishedAt: e.FinishedAt, ProgressCount: e.ProgressCount}
 	if !ok || e.AttemptID == "" {
 		return c, fmt.Errorf("journal: entry for attempt %q has status %q", e.AttemptID, e.Status)
 	}

@@ -89,7 +89,7 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 	}
 	row.Status, row.Code, row.Reason = c.Status, c.Code, c.Reason
 	row.ResolvedTool, row.DecisionID, row.PolicyRevision = c.ResolvedTool, c.DecisionID, c.PolicyRevision
-	row.FinishedAt = c.FinishedAt
+	row.FinishedAt, row.ProgressCount = c.FinishedAt, c.ProgressCount
 	return nil
 }
 

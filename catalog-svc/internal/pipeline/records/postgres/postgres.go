@@ -93,10 +93,10 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 	tag, err := s.pool.Exec(ctx, `
 UPDATE catalog.operations
    SET status = $2, code = $3, reason = $4, resolved_tool = $5, decision_id = $6,
-       policy_revision = $7, finished_at = $8
+       policy_revision = $7, finished_at = $8, progress_count = $9
  WHERE attempt_id = $1 AND status = 'pending'`,
 		attemptID, outcome.StatusName(c.Status), c.Code, c.Reason, c.ResolvedTool, c.DecisionID,
-		c.PolicyRevision, c.FinishedAt)
+		c.PolicyRevision, c.FinishedAt, c.ProgressCount)
 	affected := tag.RowsAffected()
 	if err != nil {
 		return fmt.Errorf("postgres: complete operation: %w", err)
@@ -118,7 +118,7 @@ UPDATE catalog.operations
 // recordColumns are the columns scanRecords reads, in its order.
 const recordColumns = `sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_tool, requested_tool_sha256,
        resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision, status, code, reason,
-       instance_id, harness, trace_id, started_at, finished_at`
+       instance_id, harness, trace_id, started_at, finished_at, progress_count`
 
 // ListOperations implements records.Store.
 func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Record, error) {
@@ -147,7 +147,7 @@ func scanRecords(rows pgx.Rows) ([]records.Record, error) {
 		if err := rows.Scan(&r.Sequence, &r.AttemptID, &r.CallID, &r.TurnID, &r.Duplicate, &r.Principal,
 			&r.RequestedTool, &r.RequestedToolSHA256, &r.ResolvedTool, &r.CatalogHash, &r.ArgumentsDigest,
 			&r.DecisionID, &r.PolicyRevision, &status, &r.Code, &r.Reason, &r.InstanceID, &r.Harness,
-			&r.TraceID, &r.StartedAt, &finished); err != nil {
+			&r.TraceID, &r.StartedAt, &finished, &r.ProgressCount); err != nil {
 			return nil, err
 		}
 		st, ok := outcome.ParseStatus(status)

@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"RevocationsAreDurableAndForgottenLate", testRevocations},
 		{"PendingInTurnCountsOnlyPending", testPendingInTurn},
 		{"ExportPagesAndLedger", testExport},
+		{"ProgressCountKept", testProgressCount},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -513,5 +514,21 @@ func testExport(t *testing.T, s records.Store) {
 	complete(rs[2])
 	if _, err := s.RecordExport(c, records.Export{After: base, Through: rs[4].Sequence, Rows: 5, SHA256: sum}); err != nil {
 		t.Fatalf("RecordExport once all are finished: %v", err)
+	}
+}
+
+// testProgressCount: the completion's progress count is kept with the row.
+func testProgressCount(t *testing.T, s records.Store) {
+	c := ctx(t)
+	r := NewRecord(turn(t), "call-1", "files.read")
+	if err := s.Begin(c, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(c, r.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+		FinishedAt: time.Now(), ProgressCount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if rows := list(t, s, r.TurnID); len(rows) != 1 || rows[0].ProgressCount != 3 || rows[0].ToProto().GetProgressCount() != 3 {
+		t.Fatalf("rows %+v, want progress count 3", rows)
 	}
 }
