@@ -73,6 +73,9 @@ func TestEdgeSecurity(t *testing.T) {
 		{"deep nesting", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: modernCall(1, "files.read", strings.Repeat("[", 100)+strings.Repeat("]", 100)), modern: true}, 400, -32600},
 		{"Mcp-Name mismatch", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call, modern: true, headers: map[string]string{"Mcp-Name": "admin.delete"}}, 400, -32020},
 		{"PUT", rawReq{method: http.MethodPut, url: a.GetMcpUrl(), token: a.GetToken(), body: call}, 405, 0},
+		// Not a tools/call: refused, nothing recorded.
+		{"subscriptions/listen", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), modern: true,
+			body: `{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`}, 404, -32601},
 	}
 	// A batch is refused whole and not recorded: it is no one attempt.
 	recorded := map[string]bool{"body over the cap": true, "null id": true, "missing id on tools/call": true, "object id": true,

@@ -264,6 +264,14 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
+		if msg.Method == "subscriptions/listen" {
+			// A turn's catalogue is pinned for its lifetime: there is no list
+			// change to announce (the standalone GET stream is off for the
+			// same reason). Refused here, the same way every time.
+			writeRPCErrorStatus(w, http.StatusNotFound, &protocol.RPCError{Code: protocol.CodeMethodNotFound,
+				Message: "method not found: subscriptions/listen (a turn's catalogue is pinned; nothing changes to listen for)", ID: msg.ID})
+			return
+		}
 		var span trace.Span
 		ctx, span = h.startSpan(ctx, r, turnID, msg)
 		defer span.End()
@@ -353,8 +361,13 @@ func (h *Handler) startSpan(ctx context.Context, r *http.Request, turnID string,
 
 // writeRPCError answers a JSON-RPC protocol error with HTTP 400.
 func writeRPCError(w http.ResponseWriter, rerr *protocol.RPCError) {
+	writeRPCErrorStatus(w, http.StatusBadRequest, rerr)
+}
+
+// writeRPCErrorStatus answers a JSON-RPC protocol error with status.
+func writeRPCErrorStatus(w http.ResponseWriter, status int, rerr *protocol.RPCError) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
+	w.WriteHeader(status)
 	_, _ = w.Write(rerr.Body())
 }
 

@@ -13,6 +13,7 @@ import (
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
 )
 
 // MaxDepth bounds the nesting of a message (arrays and objects), far below

@@ -24,6 +24,7 @@ const (
 	ToolError            = "test_error_handling"
 	ToolJSONSchema202012 = "json_schema_2020_12_tool"
 	ToolWithProgress     = "test_tool_with_progress"
+	ToolCustomHeader     = "test_custom_header"
 )
 
 // progressSteps are what ToolWithProgress reports, ProgressInterval apart
@@ -44,9 +45,14 @@ const (
 
 const emptyObject = `{"type":"object","properties":{},"additionalProperties":false}`
 
-// jsonSchema202012 is the suite's SEP-1613 schema: $schema, $defs and
+// jsonSchema202012 is the suite's SEP-1613 / SEP-2106 schema, exactly:
+// $schema, $defs with an $anchor, allOf/anyOf, if/then/else and
 // additionalProperties must survive publication verbatim.
-const jsonSchema202012 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"}},"additionalProperties":false}`
+const jsonSchema202012 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},"phone":{"type":"string"},"email":{"type":"string"}},"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],"if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}`
+
+// customHeaderSchema mirrors its string argument in an Mcp-Param-Region
+// header (SEP-2243): the suite checks the server validates it.
+const customHeaderSchema = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"],"additionalProperties":false}`
 
 type fixture struct {
 	name, description, input string
@@ -79,6 +85,8 @@ var fixtures = []fixture{
 		[]map[string]any{{"type": "text", "text": "JSON Schema 2020-12 tool called"}}, false},
 	{ToolWithProgress, "Reports progress 0, 50 and 100 of 100, then answers.", emptyObject,
 		[]map[string]any{{"type": "text", "text": "Progress test completed."}}, false},
+	{ToolCustomHeader, "Takes a region that travels in the Mcp-Param-Region header too.", customHeaderSchema,
+		[]map[string]any{{"type": "text", "text": "Custom header tool called."}}, false},
 }
 
 // Tool is one fixture tool's published fields.

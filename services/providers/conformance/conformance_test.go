@@ -38,7 +38,8 @@ func TestProviderContract(t *testing.T) {
 		{Name: "embedded resource", Tool: conformance.ToolEmbeddedResource, Args: `{}`},
 		{Name: "mixed", Tool: conformance.ToolMixedContent, Args: `{}`, WantText: "Multiple content types"},
 		{Name: "error", Tool: conformance.ToolError, Args: `{}`, WantError: true, WantText: "intentionally returns an error"},
-		{Name: "json schema 2020-12", Tool: conformance.ToolJSONSchema202012, Args: `{"name":"x"}`},
+		{Name: "json schema 2020-12", Tool: conformance.ToolJSONSchema202012, Args: `{"name":"x","email":"x@example.com"}`},
+		{Name: "custom header", Tool: conformance.ToolCustomHeader, Args: `{"region":"eu"}`, WantText: "Custom header tool called"},
 		{Name: "progress, called unary", Tool: conformance.ToolWithProgress, Args: `{}`, WantText: "Progress test completed"},
 	})
 }
@@ -93,8 +94,8 @@ func TestInvokeStreamsProgress(t *testing.T) {
 
 func TestToolsArePublishable(t *testing.T) {
 	tools := conformance.Tools()
-	if len(tools) != 8 {
-		t.Fatalf("%d fixtures, want 8", len(tools))
+	if len(tools) != 9 {
+		t.Fatalf("%d fixtures, want 9", len(tools))
 	}
 	for i, tool := range tools {
 		if err := toolname.Validate(tool.Name); err != nil {

@@ -198,11 +198,17 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 		go func() { _ = srv.Serve(proxyLis) }()
 		t.Cleanup(func() { _ = srv.Close() })
 
-		out, err := runNode(t, dir, "conformance", "server", "--url", proxyOrigin+"/mcp", "--suite", "all",
-			"--expected-failures", filepath.Join(dir, "expected-failures.yml"), "-o", t.TempDir())
-		t.Logf("conformance output:\n%s", out)
-		if err != nil {
-			t.Fatalf("conformance suite: %v (a failure outside expected-failures.yml, or a stale entry)", err)
+		// The requirement sets of both eras, each frozen at its release.
+		for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+			out, err := runNode(t, dir, "conformance", "server", "--url", proxyOrigin+"/mcp", "--requirements", rev,
+				"--expected-failures", filepath.Join(dir, "expected-failures.yml"), "-o", t.TempDir())
+			t.Logf("conformance --requirements %s output:\n%s", rev, out)
+			if err != nil {
+				t.Errorf("conformance suite, requirements %s: %v (a failure outside expected-failures.yml, or a stale entry)", rev, err)
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
 		}
 		// Every fixture call went through the kernel and was recorded.
 		var ops []struct {
