@@ -365,3 +365,33 @@ func TestProgressBothEras(t *testing.T) {
 		t.Errorf("a call without a progress token went as InvokeToolStream")
 	}
 }
+
+// TestCancelStopsProgress: a 2025-era call that reports progress and is
+// then cancelled ends its stream with at most the report that came before
+// the cancel (it may still be in flight when the cancel lands) and nothing
+// more — no result, no error.
+func TestCancelStopsProgress(t *testing.T) {
+	f := newFixture(t)
+	f.kernel.Progress = []float64{10}
+	tr := f.bridge.Open(t)
+	init := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyInit})
+	session := map[string]string{"Mcp-Session-Id": init.header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
+	done := make(chan rawResp, 1)
+	go func() {
+		resp, _ := send(rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: session,
+			body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow.wait","arguments":{},"_meta":{"progressToken":7}}}`})
+		done <- resp
+	}()
+	waitFor(t, f.kernel.Started, "slow.wait start")
+	cancelNote := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`
+	if resp := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: cancelNote, headers: session}); resp.status != http.StatusAccepted {
+		t.Fatalf("cancel notification: %d %s", resp.status, resp.body)
+	}
+	waitFor(t, f.kernel.Cancelled, "slow.wait cancelled")
+	got := <-done
+	body := string(got.body)
+	if got.status != http.StatusOK || strings.Count(body, "notifications/progress") > 1 ||
+		strings.Contains(body, `"result"`) || strings.Contains(body, `"error"`) {
+		t.Errorf("cancelled call with progress answered %d %q, want at most its one report and nothing more", got.status, body)
+	}
+}
