@@ -17,7 +17,9 @@ import (
 	"github.com/sharedos/toolshare/services/providers/providertest"
 )
 
-func TestProviderContract(t *testing.T) {
+// serve runs the provider on a loopback port and returns a client of it.
+func serve(t *testing.T) sharedosv1.ToolHandlerServiceClient {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -25,13 +27,17 @@ func TestProviderContract(t *testing.T) {
 	s := grpc.NewServer()
 	sharedosv1.RegisterToolHandlerServiceServer(s, &conformance.Provider{})
 	go func() { _ = s.Serve(lis) }()
-	defer s.Stop()
+	t.Cleanup(s.Stop)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
-	providertest.Run(t, sharedosv1.NewToolHandlerServiceClient(cc), []providertest.Case{
+	t.Cleanup(func() { cc.Close() })
+	return sharedosv1.NewToolHandlerServiceClient(cc)
+}
+
+func TestProviderContract(t *testing.T) {
+	providertest.Run(t, serve(t), []providertest.Case{
 		{Name: "simple text", Tool: conformance.ToolSimpleText, Args: `{}`, WantText: "simple text response"},
 		{Name: "image", Tool: conformance.ToolImage, Args: `{}`},
 		{Name: "audio", Tool: conformance.ToolAudio, Args: `{}`},
@@ -48,20 +54,7 @@ func TestProviderContract(t *testing.T) {
 // fixture's three steps in order, then its one result, then ends; any other
 // fixture is just its result.
 func TestInvokeStreamsProgress(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	sharedosv1.RegisterToolHandlerServiceServer(s, &conformance.Provider{})
-	go func() { _ = s.Serve(lis) }()
-	defer s.Stop()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	client := sharedosv1.NewToolHandlerServiceClient(cc)
+	client := serve(t)
 	for tool, want := range map[string][]float64{conformance.ToolWithProgress: {0, 50, 100}, conformance.ToolSimpleText: nil} {
 		stream, err := client.Invoke(context.Background(), &sharedosv1.HandleRequest{CallId: "c", TurnId: "t", Tool: tool, ArgumentsJson: []byte(`{}`)})
 		if err != nil {
