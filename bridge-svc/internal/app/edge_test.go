@@ -395,3 +395,30 @@ func TestCancelStopsProgress(t *testing.T) {
 		t.Errorf("cancelled call with progress answered %d %q, want at most its one report and nothing more", got.status, body)
 	}
 }
+
+// TestTerminatedSessionIs404: a 2025-era session ended with DELETE is
+// answered 404 from then on (the conformance suite's
+// server-session-terminated-returns-404); another session of the turn goes
+// on; a forged id cannot be ended.
+func TestTerminatedSessionIs404(t *testing.T) {
+	f := newFixture(t)
+	tr := f.bridge.Open(t)
+	open := func() map[string]string {
+		init := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyInit})
+		return map[string]string{"Mcp-Session-Id": init.header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
+	}
+	ended, other := open(), open()
+	if r := do(t, rawReq{method: http.MethodDelete, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: ended}); r.status != 200 {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyList(2), headers: ended}); r.status != http.StatusNotFound {
+		t.Errorf("the ended session: %d %s, want 404", r.status, r.body)
+	}
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyList(3), headers: other}); r.status != 200 {
+		t.Errorf("another session of the turn: %d %s", r.status, r.body)
+	}
+	forged := map[string]string{"Mcp-Session-Id": "mcp-s1-forged.forged", "Mcp-Protocol-Version": "2025-11-25"}
+	if r := do(t, rawReq{method: http.MethodDelete, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: forged}); r.status != http.StatusNotFound {
+		t.Errorf("DELETE of a forged session: %d, want 404", r.status)
+	}
+}

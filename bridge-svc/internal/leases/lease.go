@@ -8,6 +8,7 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,7 +50,23 @@ type Status struct {
 	// StoreNow is the store's clock at the read; a pod caching the status
 	// uses it to judge expiry later on the store's clock, not its own.
 	StoreNow time.Time
+	// TerminatedSessions are the 2025-era session ids a client ended with
+	// DELETE: every pod answers them 404 from then on.
+	TerminatedSessions []string
 }
+
+// Terminated reports whether session was ended with DELETE.
+func (s Status) Terminated(session string) bool {
+	return slices.Contains(s.TerminatedSessions, session)
+}
+
+// MaxTerminatedSessions bounds the sessions one lease remembers as ended; a
+// DELETE past it is refused (ErrTooManySessions) and the session stays
+// usable until the turn ends.
+const MaxTerminatedSessions = 256
+
+// ErrTooManySessions is TerminateSession's answer past MaxTerminatedSessions.
+var ErrTooManySessions = errors.New("leases: too many terminated sessions on this turn")
 
 // Open reports whether the lease can still serve requests.
 func (s Status) Open() bool { return s.ClosedAt.IsZero() && !s.Expired }
@@ -80,6 +97,9 @@ type Store interface {
 	Create(ctx context.Context, l *Lease) error
 	// Get returns the full lease and its status.
 	Get(ctx context.Context, turnID string) (*Lease, Status, error)
+	// TerminateSession notes that session of turnID was ended (idempotent);
+	// ErrNotFound for an unknown turn, ErrTooManySessions past the bound.
+	TerminateSession(ctx context.Context, turnID, session string) error
 	// Status returns the per-request view of a lease.
 	Status(ctx context.Context, turnID string) (Status, error)
 	// Close marks the lease closed at the store's clock. Closing a closed

@@ -155,11 +155,11 @@ func NewHandler(cfg Config) *Handler {
 // ServeHTTP is the gate, then the router: nothing of a turn is touched
 // before the gate has let the request in.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	turnID, ok := h.gate(w, r)
+	turnID, st, ok := h.gate(w, r)
 	if !ok {
 		return
 	}
-	h.route(w, r, turnID)
+	h.route(w, r, turnID, st)
 }
 
 // gate checks, in order: the edge rules (Host, Origin, method,
@@ -167,21 +167,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (unknown, closed or expired → 404 and nothing else happens) and the
 // token's binding to this turn. It answers every refusal itself and
 // reports whether the request may go on.
-func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, ok bool) {
+func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, _ leases.Status, ok bool) {
 	if herr := h.cfg.Edge.Check(r); herr != nil {
 		h.refuse(w, r, herr.Status, herr.Reason)
-		return "", false
+		return "", leases.Status{}, false
 	}
 	turnID = r.PathValue("turnId")
 	if !leases.ValidTurnID(turnID) {
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
-		return "", false
+		return "", leases.Status{}, false
 	}
 	token, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sharedos-turn"`)
 		h.refuse(w, r, http.StatusUnauthorized, "bearer token required")
-		return "", false
+		return "", leases.Status{}, false
 	}
 	ctx := r.Context()
 	src := source(r, h.cfg.TrustedProxies)
@@ -189,23 +189,23 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 	if limited && !h.statusCached(turnID) {
 		w.Header().Set("Retry-After", "1")
 		h.refuse(w, r, http.StatusTooManyRequests, "too many refused requests from this address")
-		return "", false
+		return "", leases.Status{}, false
 	}
 	st, err := h.status(ctx, turnID)
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
 		h.failures.spend(src)
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
-		return "", false
+		return "", leases.Status{}, false
 	case err != nil:
 		h.cfg.Logger.ErrorContext(ctx, "lease lookup failed", slog.String(telemetry.LogTurnID, turnID), slog.String("error", err.Error()))
 		h.refuse(w, r, http.StatusServiceUnavailable, "lease store unavailable")
-		return "", false
+		return "", leases.Status{}, false
 	case !st.Open():
 		h.failures.spend(src)
 		h.Evict(turnID)
 		h.refuse(w, r, http.StatusNotFound, "turn not found")
-		return "", false
+		return "", leases.Status{}, false
 	}
 	if !leases.TokenMatches(token, st.TokenHash) {
 		turnLimited := h.failures.exhausted(turnKey(turnID))
@@ -221,14 +221,14 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 			cancel()
 			if err == nil {
 				h.refuse(w, r, http.StatusNotFound, "turn not found")
-				return "", false
+				return "", leases.Status{}, false
 			}
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sharedos-turn", error="invalid_token"`)
 		h.refuse(w, r, http.StatusUnauthorized, "invalid bearer token")
-		return "", false
+		return "", leases.Status{}, false
 	}
-	return turnID, true
+	return turnID, st, true
 }
 
 // route handles a request the gate let in: a POST's body is read under the
@@ -236,8 +236,18 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, o
 // modern cancellation is absorbed, the request gets its server span, an
 // Mcp-Name/body mismatch is recorded and refused, and everything else goes
 // to the turn's mcp-go server with the body already read.
-func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, lease leases.Status) {
 	ctx := r.Context()
+	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) {
+		if lease.Terminated(sid) {
+			h.refuse(w, r, http.StatusNotFound, "session terminated")
+			return
+		}
+		if r.Method == http.MethodDelete {
+			h.terminate(w, r, turnID, sid)
+			return
+		}
+	}
 	var body []byte
 	var msg *protocol.Message
 	if r.Method == http.MethodPost {
@@ -315,6 +325,42 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string) {
 	case msg != nil && msg.Method == "initialize":
 		srv.forget(ctx, w.Header().Get(server.HeaderKeySessionID))
 	}
+}
+
+// terminate ends a 2025-era session on every pod (ADR 0005, amended): the
+// lease remembers it, this pod forgets its cached status at once, other
+// pods within the status cache TTL.
+func (h *Handler) terminate(w http.ResponseWriter, r *http.Request, turnID, sid string) {
+	ctx := r.Context()
+	srv, err := h.server(ctx, turnID)
+	if err != nil {
+		h.refuse(w, r, http.StatusServiceUnavailable, "turn unavailable")
+		return
+	}
+	if _, err := srv.sessions.Validate(sid); err != nil {
+		h.refuse(w, r, http.StatusNotFound, "invalid session id")
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseTimeout)
+	err = h.cfg.Store.TerminateSession(lctx, turnID, sid)
+	cancel()
+	switch {
+	case errors.Is(err, leases.ErrTooManySessions):
+		h.refuse(w, r, http.StatusMethodNotAllowed, "no more sessions can be ended on this turn")
+		return
+	case errors.Is(err, leases.ErrNotFound):
+		h.refuse(w, r, http.StatusNotFound, "turn not found")
+		return
+	case err != nil:
+		h.cfg.Logger.ErrorContext(ctx, "session termination not stored", slog.String(telemetry.LogTurnID, turnID), slog.String("error", err.Error()))
+		h.refuse(w, r, http.StatusServiceUnavailable, "lease store unavailable")
+		return
+	}
+	h.mu.Lock()
+	delete(h.statuses, turnID)
+	h.evictions++ // a status read in flight predates the termination
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
 }
 
 // recordRefused records a request the edge refused while reading or

@@ -36,6 +36,8 @@ const (
 type turnServer struct {
 	turn *forward.Turn
 	http *server.StreamableHTTPServer
+	// sessions checks the turn's 2025-era session ids.
+	sessions *sessionIDs
 	// initialize is the turn's budget of 2025-era initialize requests on
 	// this pod: a harness initializes a few times per turn, a flood is
 	// refused 429 before mcp-go does any work for it.
@@ -183,8 +185,9 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 	)
 	mcpSrv.AddTools(tools...)
 
+	sessions := &sessionIDs{turnID: l.TurnID, key: l.TokenHash[:]}
 	httpSrv := server.NewStreamableHTTPServer(mcpSrv,
-		server.WithSessionIdManager(&sessionIDs{turnID: l.TurnID, key: l.TokenHash[:]}),
+		server.WithSessionIdManager(sessions),
 		// The standalone GET stream has nothing to carry for a fixed
 		// per-turn catalogue; every CLI measured tolerates 405.
 		server.WithDisableStreaming(true),
@@ -192,5 +195,5 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(logger.With(slog.String(telemetry.LogTurnID, l.TurnID))),
 	)
-	return &turnServer{turn: turn, http: httpSrv, initialize: initialize}, nil
+	return &turnServer{turn: turn, http: httpSrv, sessions: sessions, initialize: initialize}, nil
 }

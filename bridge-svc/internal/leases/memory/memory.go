@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"crypto/sha256"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,8 @@ type Store struct {
 	// byToken indexes leases by token hash: a request's token is looked up
 	// in constant time, never by a scan (issue 17, item 12).
 	byToken map[[sha256.Size]byte]string
+	// terminated holds each lease's ended sessions.
+	terminated map[string][]string
 }
 
 var _ leases.Store = (*Store)(nil)
@@ -83,7 +86,30 @@ func (s *Store) status(l *leases.Lease) leases.Status {
 		ClosedAt:  l.ClosedAt,
 		Expired:   !now.Before(l.ExpiresAt),
 		StoreNow:  now,
+
+		TerminatedSessions: slices.Clone(s.terminated[l.TurnID]),
 	}
+}
+
+// TerminateSession implements leases.Store.
+func (s *Store) TerminateSession(_ context.Context, turnID, session string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.leases[turnID]; !ok {
+		return leases.ErrNotFound
+	}
+	ended := s.terminated[turnID]
+	switch {
+	case slices.Contains(ended, session):
+		return nil
+	case len(ended) >= leases.MaxTerminatedSessions:
+		return leases.ErrTooManySessions
+	}
+	if s.terminated == nil {
+		s.terminated = map[string][]string{}
+	}
+	s.terminated[turnID] = append(ended, session)
+	return nil
 }
 
 // Close implements leases.Store.
@@ -135,6 +161,7 @@ func (s *Store) PurgeInactive(_ context.Context, before time.Time) (int64, error
 		if closed || expired {
 			delete(s.leases, id)
 			delete(s.byToken, l.TokenHash)
+			delete(s.terminated, id)
 			n++
 		}
 	}

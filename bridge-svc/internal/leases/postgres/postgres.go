@@ -142,8 +142,8 @@ func (s *Store) Status(ctx context.Context, turnID string) (leases.Status, error
 		closedAt *time.Time
 	)
 	err := s.pool.QueryRow(ctx, `
-		SELECT token_sha256, expires_at, closed_at, expires_at <= now(), now()
-		FROM bridge.leases WHERE turn_id = $1`, turnID).Scan(&hash, &st.ExpiresAt, &closedAt, &st.Expired, &st.StoreNow)
+		SELECT token_sha256, expires_at, closed_at, expires_at <= now(), now(), terminated_sessions
+		FROM bridge.leases WHERE turn_id = $1`, turnID).Scan(&hash, &st.ExpiresAt, &closedAt, &st.Expired, &st.StoreNow, &st.TerminatedSessions)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return leases.Status{}, leases.ErrNotFound
 	}
@@ -156,6 +156,29 @@ func (s *Store) Status(ctx context.Context, turnID string) (leases.Status, error
 		st.ClosedAt = utc(*closedAt)
 	}
 	return st, nil
+}
+
+// TerminateSession implements leases.Store: one statement appends the
+// session unless it is there already or the bound is reached.
+func (s *Store) TerminateSession(ctx context.Context, turnID, session string) error {
+	var state string
+	err := s.pool.QueryRow(ctx, `
+		WITH l AS (SELECT terminated_sessions FROM bridge.leases WHERE turn_id = $1 FOR UPDATE),
+		     u AS (UPDATE bridge.leases SET terminated_sessions = array_append(terminated_sessions, $2)
+		            WHERE turn_id = $1 AND NOT ($2 = ANY(terminated_sessions)) AND cardinality(terminated_sessions) < $3
+		            RETURNING 1)
+		SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM l) THEN 'unknown'
+		            WHEN EXISTS (SELECT 1 FROM u) OR (SELECT $2 = ANY(terminated_sessions) FROM l) THEN 'ok'
+		            ELSE 'full' END`, turnID, session, leases.MaxTerminatedSessions).Scan(&state)
+	switch {
+	case err != nil:
+		return fmt.Errorf("leases/postgres: terminate session: %w", err)
+	case state == "unknown":
+		return leases.ErrNotFound
+	case state == "full":
+		return leases.ErrTooManySessions
+	}
+	return nil
 }
 
 // Close implements leases.Store.

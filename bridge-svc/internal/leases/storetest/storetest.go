@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -26,6 +27,41 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("Inactive", func(t *testing.T) { testInactive(t, newStore(t)) })
 	t.Run("TurnByToken", func(t *testing.T) { testTurnByToken(t, newStore(t)) })
 	t.Run("PurgeInactive", func(t *testing.T) { testPurgeInactive(t, newStore(t)) })
+	t.Run("TerminateSession", func(t *testing.T) { testTerminateSession(t, newStore(t)) })
+}
+
+// testTerminateSession: an ended session is in every later status, once;
+// an unknown turn is ErrNotFound; the bound is kept.
+func testTerminateSession(t *testing.T, s leases.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	l := Sample(t, now, now.Add(time.Hour))
+	if err := s.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := s.TerminateSession(ctx, l.TurnID, "mcp-s1-a.b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.Status(ctx, l.TurnID)
+	if err != nil || !st.Terminated("mcp-s1-a.b") || st.Terminated("mcp-s1-c.d") || len(st.TerminatedSessions) != 1 {
+		t.Fatalf("status %+v, %v: want exactly the one ended session", st, err)
+	}
+	if err := s.TerminateSession(ctx, "tunknownunknownunknownunkno", "x"); !errors.Is(err, leases.ErrNotFound) {
+		t.Errorf("unknown turn: %v, want ErrNotFound", err)
+	}
+	for i := 1; i < leases.MaxTerminatedSessions; i++ {
+		if err := s.TerminateSession(ctx, l.TurnID, fmt.Sprintf("s-%d", i)); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+	}
+	if err := s.TerminateSession(ctx, l.TurnID, "one-too-many"); !errors.Is(err, leases.ErrTooManySessions) {
+		t.Errorf("past the bound: %v, want ErrTooManySessions", err)
+	}
+	if err := s.TerminateSession(ctx, l.TurnID, "s-1"); err != nil {
+		t.Errorf("a repeat at the bound: %v, want nil (idempotent)", err)
+	}
 }
 
 // Sample returns a lease with every field set, expiring at expires.
