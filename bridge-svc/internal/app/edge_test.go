@@ -414,6 +414,14 @@ func TestTerminatedSessionIs404(t *testing.T) {
 	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyList(2), headers: ended}); r.status != http.StatusNotFound {
 		t.Errorf("the ended session: %d %s, want 404", r.status, r.body)
 	}
+	before := len(f.kernel.Calls())
+	call := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: call, headers: ended}); r.status != http.StatusNotFound {
+		t.Errorf("a call on the ended session: %d %s, want 404", r.status, r.body)
+	}
+	if calls := f.kernel.Calls()[before:]; len(calls) != 1 || calls[0].GetEdgeRejection() == "" || calls[0].GetTool() != "files.read" {
+		t.Errorf("kernel saw %v, want one record-only rejection", calls)
+	}
 	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyList(3), headers: other}); r.status != 200 {
 		t.Errorf("another session of the turn: %d %s", r.status, r.body)
 	}

@@ -240,6 +240,11 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 	ctx := r.Context()
 	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) {
 		if lease.Terminated(sid) {
+			if r.Method == http.MethodPost {
+				// A tools/call on it is an attempt all the same: recorded.
+				body, _ := h.cfg.Edge.ReadBody(w, r)
+				h.recordRefused(ctx, turnID, r.Header, body, "the session was ended with DELETE")
+			}
 			h.refuse(w, r, http.StatusNotFound, "session terminated")
 			return
 		}
