@@ -309,7 +309,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 	}
 	a.mcp = mcpserver.NewHandler(mcpserver.Config{
 		Store:     a.store,
-		Forwarder: &forward.Forwarder{Invoker: invoker, Logger: a.log},
+		Forwarder: &forward.Forwarder{Invoker: invoker, Logger: a.log, StreamTimeout: c.CallTimeout},
 		Edge: protocol.NewEdge(protocol.EdgeConfig{
 			AllowedOrigins: append(slices.Clone(c.AllowedOrigins), protocol.OwnOrigins(pu, a.httpLis.Addr())...),
 			AllowedHosts:   hosts, MaxBodyBytes: int64(c.MaxBodyBytes),

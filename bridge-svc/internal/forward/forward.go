@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -136,6 +137,10 @@ type Request struct {
 type Forwarder struct {
 	Invoker Invoker
 	Logger  *slog.Logger
+	// StreamTimeout bounds an InvokeToolStream as the kernel connection's
+	// default deadline bounds a unary InvokeTool (streams get none of
+	// their own); zero: unbounded.
+	StreamTimeout time.Duration
 }
 
 // Call forwards req for turn and returns the MCP result, or nil when the
@@ -214,6 +219,9 @@ func (f *Forwarder) invoke(ctx context.Context, call *sharedosv1.ToolCall, progr
 		return f.Invoker.InvokeTool(ctx, call)
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	if f.StreamTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, f.StreamTimeout)
+	}
 	defer cancel()
 	stream, err := si.InvokeToolStream(ctx, call)
 	if err != nil {

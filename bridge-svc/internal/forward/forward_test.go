@@ -3,8 +3,10 @@ package forward_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	otelcodes "go.opentelemetry.io/otel/codes"
@@ -186,5 +188,34 @@ func checkSpanOutcome(t *testing.T, sp sdktrace.ReadOnlySpan, code string, cance
 	wantError := code != "" && code != outcome.PermissionDenied
 	if got := sp.Status().Code == otelcodes.Error; got != wantError {
 		t.Errorf("span status %v (%s=%s), want Error=%v", sp.Status(), telemetry.AttrOutcomeStatus, attrs[telemetry.AttrOutcomeStatus], wantError)
+	}
+}
+
+// hangingStream is a StreamInvoker whose streams never answer: a hung
+// kernel.
+type hangingStream struct{ stubInvoker }
+
+func (h *hangingStream) InvokeToolStream(ctx context.Context, _ *sharedosv1.ToolCall, _ ...grpc.CallOption) (grpc.ServerStreamingClient[sharedosv1.ToolEvent], error) {
+	return hungClient{ctx: ctx}, nil
+}
+
+type hungClient struct {
+	grpc.ClientStream
+	ctx context.Context
+}
+
+func (c hungClient) Recv() (*sharedosv1.ToolEvent, error) {
+	<-c.ctx.Done()
+	return nil, status.FromContextError(c.ctx.Err()).Err()
+}
+
+// TestStreamHasTheCallDeadline: a call with progress is bounded by
+// StreamTimeout as a unary one is by the connection's default deadline:
+// a hung kernel is failed/timeout, never a wait for ever.
+func TestStreamHasTheCallDeadline(t *testing.T) {
+	f := &forward.Forwarder{Invoker: &hangingStream{}, StreamTimeout: 50 * time.Millisecond}
+	res := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Progress: func(*sharedosv1.Progress) {}})
+	if res == nil || !res.IsError || !strings.Contains(fmt.Sprint(res.Content), "timeout") {
+		t.Fatalf("result %+v, want failed: timeout", res)
 	}
 }
