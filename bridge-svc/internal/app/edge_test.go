@@ -208,12 +208,7 @@ func TestModernCancelNotificationIgnored(t *testing.T) {
 func TestLegacyCancelSendsNothing(t *testing.T) {
 	f := newFixture(t)
 	lease := f.bridge.Open(t)
-	init := do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: legacyInit})
-	sid := init.header.Get("Mcp-Session-Id")
-	if init.status != 200 || sid == "" {
-		t.Fatalf("initialize: %d %s", init.status, init.body)
-	}
-	session := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	session := legacySession(t, lease)
 	done := make(chan rawResp, 1)
 	go func() {
 		resp, _ := send(rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), headers: session,
@@ -316,8 +311,7 @@ func TestProgressBothEras(t *testing.T) {
 	f := newFixture(t)
 	f.kernel.Progress = []float64{0, 50, 100}
 	tr := f.bridge.Open(t)
-	init := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyInit})
-	legacy := map[string]string{"Mcp-Session-Id": init.header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
+	legacy := legacySession(t, tr)
 	for _, c := range []struct {
 		name string
 		req  rawReq
@@ -374,8 +368,7 @@ func TestCancelStopsProgress(t *testing.T) {
 	f := newFixture(t)
 	f.kernel.Progress = []float64{10}
 	tr := f.bridge.Open(t)
-	init := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyInit})
-	session := map[string]string{"Mcp-Session-Id": init.header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
+	session := legacySession(t, tr)
 	done := make(chan rawResp, 1)
 	go func() {
 		resp, _ := send(rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: session,
@@ -403,11 +396,7 @@ func TestCancelStopsProgress(t *testing.T) {
 func TestTerminatedSessionIs404(t *testing.T) {
 	f := newFixture(t)
 	tr := f.bridge.Open(t)
-	open := func() map[string]string {
-		init := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyInit})
-		return map[string]string{"Mcp-Session-Id": init.header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
-	}
-	ended, other := open(), open()
+	ended, other := legacySession(t, tr), legacySession(t, tr)
 	if r := do(t, rawReq{method: http.MethodDelete, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: ended}); r.status != 200 {
 		t.Fatalf("DELETE: %d %s", r.status, r.body)
 	}
@@ -429,4 +418,16 @@ func TestTerminatedSessionIs404(t *testing.T) {
 	if r := do(t, rawReq{method: http.MethodDelete, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: forged}); r.status != http.StatusNotFound {
 		t.Errorf("DELETE of a forged session: %d, want 404", r.status)
 	}
+}
+
+// legacySession initializes a 2025-11-25 session on lease's turn and
+// returns the headers its later requests carry.
+func legacySession(t *testing.T, lease *sharedosv1.TurnLease) map[string]string {
+	t.Helper()
+	init := do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: legacyInit})
+	sid := init.header.Get("Mcp-Session-Id")
+	if init.status != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", init.status, init.body)
+	}
+	return map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
 }

@@ -362,8 +362,7 @@ func (h *Handler) terminate(w http.ResponseWriter, r *http.Request, turnID, sid 
 		return
 	}
 	h.mu.Lock()
-	delete(h.statuses, turnID)
-	h.evictions++ // a status read in flight predates the termination
+	h.dropStatusLocked(turnID) // the cached status predates the termination
 	h.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 }
@@ -573,9 +572,16 @@ func (h *Handler) server(ctx context.Context, turnID string) (*turnServer, error
 func (h *Handler) Evict(turnID string) {
 	h.mu.Lock()
 	delete(h.turns, turnID)
+	h.dropStatusLocked(turnID)
+	h.mu.Unlock()
+}
+
+// dropStatusLocked (h.mu held) forgets turnID's cached status; the
+// eviction counter keeps a status read already in flight from caching what
+// it read before.
+func (h *Handler) dropStatusLocked(turnID string) {
 	delete(h.statuses, turnID)
 	h.evictions++
-	h.mu.Unlock()
 }
 
 // Cached returns the ids of the turns this pod holds a server or a

@@ -453,17 +453,25 @@ func TestGoneTurnsCachedBriefly(t *testing.T) {
 
 // serveListFrom is serveList from the source address peer.
 func serveListFrom(h *mcpserver.Handler, peer, turnID, token string) int {
-	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID), strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, h)
+	return postFrom(mux, peer, turnID, token,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}).Code
+}
+
+// postFrom serves one MCP POST of body for turnID with token, from the
+// source address peer, through h (a mux the Handler is mounted on).
+func postFrom(h http.Handler, peer, turnID, token, body string, headers map[string]string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID), strings.NewReader(body))
 	req.RemoteAddr = peer
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/list")
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, h)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	w := httptest.NewRecorder()
-	mux.ServeHTTP(w, req)
-	return w.Code
+	h.ServeHTTP(w, req)
+	return w
 }

@@ -40,16 +40,7 @@ func sessionTurn(t *testing.T, cfg mcpserver.Config) (http.Handler, *leases.Leas
 }
 
 func post(h http.Handler, turnID, token, body string, headers map[string]string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID), strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, req)
-	return w
+	return postFrom(h, "192.0.2.1:1234", turnID, token, body, headers)
 }
 
 func heapInUse() uint64 {

@@ -135,7 +135,8 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 	unknown := unknownNames{published: published}
 	handler := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		name, id := requested(ctx, req)
-		if st := stateFrom(ctx); st != nil {
+		st := stateFrom(ctx)
+		if st != nil {
 			st.handled.Store(true)
 		}
 		var meta map[string]any
@@ -149,7 +150,7 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		res := fwd.Call(ctx, turn, fr)
 		if res == nil {
 			// Cancelled: nothing more is sent for the request (response).
-			if st := stateFrom(ctx); st != nil {
+			if st != nil {
 				st.cancelled.Store(true)
 			}
 			return nil, errCancelled

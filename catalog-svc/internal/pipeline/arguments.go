@@ -161,10 +161,18 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	return cutAtRune(s, n) + "…"
+}
+
+// cutAtRune cuts s to at most n bytes, on a rune boundary.
+func cutAtRune(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + "…"
+	return s[:n]
 }
 
 // validateSchema validates the decoded arguments against schema. On a

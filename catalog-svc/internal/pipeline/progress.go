@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 
@@ -73,7 +72,7 @@ func (p *progress) report(r *sharedosv1.Progress) {
 		return
 	}
 	p.seen, p.last = true, r.GetProgress()
-	out := &sharedosv1.Progress{Progress: r.GetProgress(), Total: r.GetTotal(), Message: cutUTF8(r.GetMessage(), MaxProgressMessage)}
+	out := &sharedosv1.Progress{Progress: r.GetProgress(), Total: r.GetTotal(), Message: cutAtRune(r.GetMessage(), MaxProgressMessage)}
 	p.count.Add(1)
 	p.sink(out)
 }
@@ -83,16 +82,4 @@ func (p *progress) end() {
 	p.mu.Lock()
 	p.done = true
 	p.mu.Unlock()
-}
-
-// cutUTF8 cuts s to at most n bytes on a rune boundary.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }
