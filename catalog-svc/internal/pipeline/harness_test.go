@@ -218,6 +218,11 @@ type countingHandler struct {
 	// before its result; unset, Invoke is UNIMPLEMENTED (a v1 provider).
 	progress []float64
 	invokes  atomic.Int64
+	// ask, when set, may answer a request first (contract v3 rounds);
+	// nil from it lets the request through.
+	ask func(*sharedosv1.HandleRequest) *sharedosv1.HandleResponse
+	// asked holds the requests ask saw.
+	asked []*sharedosv1.HandleRequest
 }
 
 func (h *countingHandler) Invoke(req *sharedosv1.HandleRequest, stream grpc.ServerStreamingServer[sharedosv1.HandleEvent]) error {
@@ -245,10 +250,18 @@ func (h *countingHandler) Handle(ctx context.Context, req *sharedosv1.HandleRequ
 	h.calls.Add(1)
 	h.mu.Lock()
 	h.lastArgs = append([]byte(nil), req.GetArgumentsJson()...)
-	answer := h.answer
+	answer, ask := h.answer, h.ask
+	if ask != nil {
+		h.asked = append(h.asked, req)
+	}
 	h.mu.Unlock()
 	if answer != nil {
 		return answer, nil
+	}
+	if ask != nil {
+		if resp := ask(req); resp != nil {
+			return resp, nil
+		}
 	}
 	if req.GetTool() == "test.sleep" || req.GetTool() == "test.quick_timeout" {
 		h.started <- struct{}{}

@@ -86,6 +86,9 @@ type Config struct {
 	// the same slot (the pod name), ReconcileAtStartup can close the rows a
 	// crashed predecessor left pending at once. Default: a random id.
 	InstanceID string
+	// InputWait is how long an attempt waits for the client's input after
+	// its tool asked for it (default DefaultInputWait).
+	InputWait time.Duration
 	// Instances holds the claims of the kernels that stopped on the same
 	// record journal directory (journal.ClaimInstance): ReconcileAtStartup
 	// marks their pending rows interrupted at once, then forgets them. Nil:
@@ -113,6 +116,7 @@ type Pipeline struct {
 	authzTimeout   time.Duration
 	handlerTimeout time.Duration
 	maxHandler     time.Duration
+	inputWait      time.Duration
 	instanceID     string
 	instances      *journal.Instance
 	started        time.Time
@@ -135,7 +139,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Authz == nil {
 		errs = append(errs, errors.New("runtime: Config.Authz is required"))
 	}
-	if cfg.AuthzTimeout < 0 || cfg.DefaultHandlerTimeout < 0 || cfg.MaxHandlerTimeout < 0 {
+	if cfg.AuthzTimeout < 0 || cfg.DefaultHandlerTimeout < 0 || cfg.MaxHandlerTimeout < 0 || cfg.InputWait < 0 {
 		errs = append(errs, errors.New("runtime: timeouts must not be negative"))
 	}
 	err := errors.Join(errs...)
@@ -154,6 +158,7 @@ func New(cfg Config) (*Pipeline, error) {
 		authzTimeout:   orDefault(cfg.AuthzTimeout, DefaultAuthzTimeout),
 		handlerTimeout: orDefault(cfg.DefaultHandlerTimeout, DefaultHandlerTimeout),
 		maxHandler:     orDefault(cfg.MaxHandlerTimeout, DefaultMaxHandlerTimeout),
+		inputWait:      orDefault(cfg.InputWait, DefaultInputWait),
 		instanceID:     cfg.InstanceID,
 		instances:      cfg.Instances,
 		started:        time.Now(),
@@ -315,13 +320,18 @@ func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
 	return n + m, err
 }
 
-// RunReconciler calls Reconcile now and then every interval until ctx is done.
+// RunReconciler calls Reconcile (and ends waits for input that ran out,
+// forgets expired revocations) now and then every interval until ctx is
+// done.
 func (s *Pipeline) RunReconciler(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "reconcile operation records", slog.Any("error", err))
+		}
+		if _, err := s.ExpireWaiting(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "expire waits for input", slog.Any("error", err))
 		}
 		if _, err := s.records.ForgetRevocations(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "forget expired turn revocations", slog.Any("error", err))
@@ -391,7 +401,24 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		rec.TraceID = sc.TraceID().String()
 	}
-	if err := s.records.Begin(ctx, rec); err != nil {
+	closedRound := false
+	var err error
+	if call.GetResume() != nil {
+		// A resumed call is the attempt it resumes: its record, not a new one.
+		err = s.resume(ctx, call, rec)
+		if errors.Is(err, records.ErrNotWaiting) {
+			closedRound = true
+			err = s.records.Begin(ctx, rec) // refused below, on a record of its own
+		} else if err != nil {
+			// The resumption may have taken effect: the refusal is journaled
+			// for the attempt, as for an insert in doubt.
+			rec.AttemptID = call.GetResume().GetAttemptId()
+			err = fmt.Errorf("%w: %w", records.ErrInDoubt, err)
+		}
+	} else {
+		err = s.records.Begin(ctx, rec)
+	}
+	if err != nil {
 		if !errors.Is(err, records.ErrDuplicateCall) {
 			s.storeFailed()
 		}
@@ -431,6 +458,10 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	case call.GetEdgeRejection() != "":
 		// Refused at the MCP edge as a protocol error: recorded, never run.
 		res = outcome.Failed(outcome.InvalidRequest, truncate(call.GetEdgeRejection(), 512))
+	case closedRound:
+		res = outcome.Failed(outcome.InvalidRequest, roundClosedReason)
+	case checkInputResponses(call.GetInputResponsesJson()) != "":
+		res = outcome.Failed(outcome.InvalidRequest, checkInputResponses(call.GetInputResponsesJson()))
 	default:
 		// From here on a revocation of the turn cancels the call.
 		cctx, cancel := context.WithCancelCause(ctx)
@@ -443,7 +474,12 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 
 	// (7) Complete the record; the answer leaves only once it is backed.
 	// The record redacts the whole reason; the model's copy is cut after.
-	res = s.complete(ctx, rec.AttemptID, res, resolved, recordReason, args)
+	// A tool that needs the client's input first leaves it waiting instead.
+	if res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED {
+		res = s.park(ctx, rec.AttemptID, call, res, resolved, args)
+	} else {
+		res = s.complete(ctx, rec.AttemptID, res, resolved, recordReason, args)
+	}
 	res.Reason = truncate(res.GetReason(), maxAnswerReasonBytes)
 	return s.finish(ctx, span, start, res, resolved), nil
 }
@@ -800,6 +836,13 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 		ArgumentsJson: args, // the very bytes that were authorized
 		Context:       access,
 		DecisionId:    decisionID,
+		// v3: the round and the client's answers, passed on as they came.
+		Round:              call.GetResume().GetRound(),
+		RequestState:       call.GetResume().GetRequestState(),
+		InputResponsesJson: call.GetInputResponsesJson(),
+	}
+	if call.GetInputRounds() {
+		req.InputMethods = call.GetInputMethods()
 	}
 	resp, err := s.handle(hctx, client, reg.GetHandler().GetTarget(), req)
 	if err != nil {
@@ -811,6 +854,9 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the tool did not answer within %s", timeout))
 		}
 		return outcome.Failed(outcome.HandlerError, fmt.Sprintf("the tool's provider failed (%s)", status.Code(err)))
+	}
+	if in := resp.GetInputRequired(); in != nil {
+		return inputRequired(call, in)
 	}
 	content := resp.GetContentJson()
 	if len(bytes.TrimSpace(content)) == 0 {

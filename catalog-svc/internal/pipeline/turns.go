@@ -110,7 +110,13 @@ func (s *Pipeline) RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnReq
 	// A call that passed its revocation check before the revocation
 	// committed is pending; wait for every such call, on any kernel, to end.
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
-		n, err := s.records.PendingInTurn(ctx, turn)
+		// An attempt waiting for the client's input is in no kernel's hands:
+		// it ends here, cancelled (and none can start waiting now).
+		_, err := s.records.CloseWaiting(ctx, turn)
+		n := 0
+		if err == nil {
+			n, err = s.records.PendingInTurn(ctx, turn)
+		}
 		if err == nil && n == 0 {
 			break
 		}

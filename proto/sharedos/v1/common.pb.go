@@ -94,6 +94,9 @@ const (
 	OperationStatus_OPERATION_STATUS_CANCELLED OperationStatus = 5
 	// A pending record found after a restart: the process died mid-call.
 	OperationStatus_OPERATION_STATUS_INTERRUPTED OperationStatus = 6
+	// An answer, not a record status: the tool needs the client's input
+	// first (ToolResult.input); the record stays pending, waiting.
+	OperationStatus_OPERATION_STATUS_INPUT_REQUIRED OperationStatus = 7
 )
 
 // Enum value maps for OperationStatus.
@@ -106,15 +109,17 @@ var (
 		4: "OPERATION_STATUS_FAILED",
 		5: "OPERATION_STATUS_CANCELLED",
 		6: "OPERATION_STATUS_INTERRUPTED",
+		7: "OPERATION_STATUS_INPUT_REQUIRED",
 	}
 	OperationStatus_value = map[string]int32{
-		"OPERATION_STATUS_UNSPECIFIED": 0,
-		"OPERATION_STATUS_PENDING":     1,
-		"OPERATION_STATUS_SUCCEEDED":   2,
-		"OPERATION_STATUS_DENIED":      3,
-		"OPERATION_STATUS_FAILED":      4,
-		"OPERATION_STATUS_CANCELLED":   5,
-		"OPERATION_STATUS_INTERRUPTED": 6,
+		"OPERATION_STATUS_UNSPECIFIED":    0,
+		"OPERATION_STATUS_PENDING":        1,
+		"OPERATION_STATUS_SUCCEEDED":      2,
+		"OPERATION_STATUS_DENIED":         3,
+		"OPERATION_STATUS_FAILED":         4,
+		"OPERATION_STATUS_CANCELLED":      5,
+		"OPERATION_STATUS_INTERRUPTED":    6,
+		"OPERATION_STATUS_INPUT_REQUIRED": 7,
 	}
 )
 
@@ -417,7 +422,7 @@ const file_sharedos_v1_common_proto_rawDesc = "" +
 	"\x16TOOL_CLASS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_CLASS_MANAGED\x10\x01\x12\x1c\n" +
 	"\x18TOOL_CLASS_HARNESS_LOCAL\x10\x02\x12\x1e\n" +
-	"\x1aTOOL_CLASS_EXTERNAL_DIRECT\x10\x03*\xed\x01\n" +
+	"\x1aTOOL_CLASS_EXTERNAL_DIRECT\x10\x03*\x92\x02\n" +
 	"\x0fOperationStatus\x12 \n" +
 	"\x1cOPERATION_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OPERATION_STATUS_PENDING\x10\x01\x12\x1e\n" +
@@ -425,7 +430,8 @@ const file_sharedos_v1_common_proto_rawDesc = "" +
 	"\x17OPERATION_STATUS_DENIED\x10\x03\x12\x1b\n" +
 	"\x17OPERATION_STATUS_FAILED\x10\x04\x12\x1e\n" +
 	"\x1aOPERATION_STATUS_CANCELLED\x10\x05\x12 \n" +
-	"\x1cOPERATION_STATUS_INTERRUPTED\x10\x06B<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
+	"\x1cOPERATION_STATUS_INTERRUPTED\x10\x06\x12#\n" +
+	"\x1fOPERATION_STATUS_INPUT_REQUIRED\x10\aB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
 
 var (
 	file_sharedos_v1_common_proto_rawDescOnce sync.Once

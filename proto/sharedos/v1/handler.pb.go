@@ -176,6 +176,22 @@ type HandleRequest struct {
 	ArgumentsJson []byte         `protobuf:"bytes,4,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	Context       *AccessContext `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
 	DecisionId    string         `protobuf:"bytes,6,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	// round counts the input rounds this call has had: 0 on the first call,
+	// n once the client has answered n input_required responses (v3).
+	Round int32 `protobuf:"varint,7,opt,name=round,proto3" json:"round,omitempty"`
+	// request_state is the provider's own state of the last round, verbatim
+	// (v3): sealed by the bridge, so the client can neither read nor alter
+	// it. Empty on round 0.
+	RequestState []byte `protobuf:"bytes,8,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	// input_responses_json is the client's answers as an MCP inputResponses
+	// object (key -> the answer to inputRequests[key]); empty when it sent
+	// none. A client may send answers on round 0 too (SEP-2322 allows a
+	// request to carry inputResponses without state): they are its own.
+	InputResponsesJson []byte `protobuf:"bytes,9,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
+	// input_methods are the input requests this client can answer:
+	// elicitation/create, sampling/createMessage, roots/list. Empty: it can
+	// answer none, and input_required is refused as missing_capability.
+	InputMethods  []string `protobuf:"bytes,10,rep,name=input_methods,json=inputMethods,proto3" json:"input_methods,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -252,6 +268,92 @@ func (x *HandleRequest) GetDecisionId() string {
 	return ""
 }
 
+func (x *HandleRequest) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *HandleRequest) GetRequestState() []byte {
+	if x != nil {
+		return x.RequestState
+	}
+	return nil
+}
+
+func (x *HandleRequest) GetInputResponsesJson() []byte {
+	if x != nil {
+		return x.InputResponsesJson
+	}
+	return nil
+}
+
+func (x *HandleRequest) GetInputMethods() []string {
+	if x != nil {
+		return x.InputMethods
+	}
+	return nil
+}
+
+// InputRequired asks the client for input before the call can go on.
+type InputRequired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// input_requests_json is an MCP inputRequests object: key -> {method,
+	// params}, method one of HandleRequest.input_methods (at most 16 keys,
+	// 64 KiB).
+	InputRequestsJson []byte `protobuf:"bytes,1,opt,name=input_requests_json,json=inputRequestsJson,proto3" json:"input_requests_json,omitempty"`
+	// request_state is the provider's state for the next round (at most
+	// 8 KiB), handed back verbatim as HandleRequest.request_state.
+	RequestState  []byte `protobuf:"bytes,2,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequired) Reset() {
+	*x = InputRequired{}
+	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequired) ProtoMessage() {}
+
+func (x *InputRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequired.ProtoReflect.Descriptor instead.
+func (*InputRequired) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *InputRequired) GetInputRequestsJson() []byte {
+	if x != nil {
+		return x.InputRequestsJson
+	}
+	return nil
+}
+
+func (x *InputRequired) GetRequestState() []byte {
+	if x != nil {
+		return x.RequestState
+	}
+	return nil
+}
+
 type HandleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// content_json is an MCP content array, e.g. [{"type":"text","text":"..."}].
@@ -259,14 +361,16 @@ type HandleResponse struct {
 	// structured_content_json is an optional MCP structuredContent object.
 	StructuredContentJson []byte `protobuf:"bytes,2,opt,name=structured_content_json,json=structuredContentJson,proto3" json:"structured_content_json,omitempty"`
 	// is_error marks a tool-level failure the handler reports (handler_error).
-	IsError       bool `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	IsError bool `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// input_required, when set, answers "not yet": content is ignored (v3).
+	InputRequired *InputRequired `protobuf:"bytes,4,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandleResponse) Reset() {
 	*x = HandleResponse{}
-	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +382,7 @@ func (x *HandleResponse) String() string {
 func (*HandleResponse) ProtoMessage() {}
 
 func (x *HandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +395,7 @@ func (x *HandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleResponse.ProtoReflect.Descriptor instead.
 func (*HandleResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{3}
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HandleResponse) GetContentJson() []byte {
@@ -315,6 +419,13 @@ func (x *HandleResponse) GetIsError() bool {
 	return false
 }
 
+func (x *HandleResponse) GetInputRequired() *InputRequired {
+	if x != nil {
+		return x.InputRequired
+	}
+	return nil
+}
+
 var File_sharedos_v1_handler_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_handler_proto_rawDesc = "" +
@@ -327,7 +438,7 @@ const file_sharedos_v1_handler_proto_rawDesc = "" +
 	"\vHandleEvent\x123\n" +
 	"\bprogress\x18\x01 \x01(\v2\x15.sharedos.v1.ProgressH\x00R\bprogress\x125\n" +
 	"\x06result\x18\x02 \x01(\v2\x1b.sharedos.v1.HandleResponseH\x00R\x06resultB\a\n" +
-	"\x05event\"\xd3\x01\n" +
+	"\x05event\"\xe5\x02\n" +
 	"\rHandleRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -335,11 +446,20 @@ const file_sharedos_v1_handler_proto_rawDesc = "" +
 	"\x0earguments_json\x18\x04 \x01(\fR\rargumentsJson\x124\n" +
 	"\acontext\x18\x05 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x12\x1f\n" +
 	"\vdecision_id\x18\x06 \x01(\tR\n" +
-	"decisionId\"\x86\x01\n" +
+	"decisionId\x12\x14\n" +
+	"\x05round\x18\a \x01(\x05R\x05round\x12#\n" +
+	"\rrequest_state\x18\b \x01(\fR\frequestState\x120\n" +
+	"\x14input_responses_json\x18\t \x01(\fR\x12inputResponsesJson\x12#\n" +
+	"\rinput_methods\x18\n" +
+	" \x03(\tR\finputMethods\"d\n" +
+	"\rInputRequired\x12.\n" +
+	"\x13input_requests_json\x18\x01 \x01(\fR\x11inputRequestsJson\x12#\n" +
+	"\rrequest_state\x18\x02 \x01(\fR\frequestState\"\xc9\x01\n" +
 	"\x0eHandleResponse\x12!\n" +
 	"\fcontent_json\x18\x01 \x01(\fR\vcontentJson\x126\n" +
 	"\x17structured_content_json\x18\x02 \x01(\fR\x15structuredContentJson\x12\x19\n" +
-	"\bis_error\x18\x03 \x01(\bR\aisError2\x99\x01\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\x12A\n" +
+	"\x0einput_required\x18\x04 \x01(\v2\x1a.sharedos.v1.InputRequiredR\rinputRequired2\x99\x01\n" +
 	"\x12ToolHandlerService\x12A\n" +
 	"\x06Handle\x12\x1a.sharedos.v1.HandleRequest\x1a\x1b.sharedos.v1.HandleResponse\x12@\n" +
 	"\x06Invoke\x12\x1a.sharedos.v1.HandleRequest\x1a\x18.sharedos.v1.HandleEvent0\x01B<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
@@ -356,27 +476,29 @@ func file_sharedos_v1_handler_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_handler_proto_rawDescData
 }
 
-var file_sharedos_v1_handler_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_sharedos_v1_handler_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_sharedos_v1_handler_proto_goTypes = []any{
 	(*Progress)(nil),       // 0: sharedos.v1.Progress
 	(*HandleEvent)(nil),    // 1: sharedos.v1.HandleEvent
 	(*HandleRequest)(nil),  // 2: sharedos.v1.HandleRequest
-	(*HandleResponse)(nil), // 3: sharedos.v1.HandleResponse
-	(*AccessContext)(nil),  // 4: sharedos.v1.AccessContext
+	(*InputRequired)(nil),  // 3: sharedos.v1.InputRequired
+	(*HandleResponse)(nil), // 4: sharedos.v1.HandleResponse
+	(*AccessContext)(nil),  // 5: sharedos.v1.AccessContext
 }
 var file_sharedos_v1_handler_proto_depIdxs = []int32{
 	0, // 0: sharedos.v1.HandleEvent.progress:type_name -> sharedos.v1.Progress
-	3, // 1: sharedos.v1.HandleEvent.result:type_name -> sharedos.v1.HandleResponse
-	4, // 2: sharedos.v1.HandleRequest.context:type_name -> sharedos.v1.AccessContext
-	2, // 3: sharedos.v1.ToolHandlerService.Handle:input_type -> sharedos.v1.HandleRequest
-	2, // 4: sharedos.v1.ToolHandlerService.Invoke:input_type -> sharedos.v1.HandleRequest
-	3, // 5: sharedos.v1.ToolHandlerService.Handle:output_type -> sharedos.v1.HandleResponse
-	1, // 6: sharedos.v1.ToolHandlerService.Invoke:output_type -> sharedos.v1.HandleEvent
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 1: sharedos.v1.HandleEvent.result:type_name -> sharedos.v1.HandleResponse
+	5, // 2: sharedos.v1.HandleRequest.context:type_name -> sharedos.v1.AccessContext
+	3, // 3: sharedos.v1.HandleResponse.input_required:type_name -> sharedos.v1.InputRequired
+	2, // 4: sharedos.v1.ToolHandlerService.Handle:input_type -> sharedos.v1.HandleRequest
+	2, // 5: sharedos.v1.ToolHandlerService.Invoke:input_type -> sharedos.v1.HandleRequest
+	4, // 6: sharedos.v1.ToolHandlerService.Handle:output_type -> sharedos.v1.HandleResponse
+	1, // 7: sharedos.v1.ToolHandlerService.Invoke:output_type -> sharedos.v1.HandleEvent
+	6, // [6:8] is the sub-list for method output_type
+	4, // [4:6] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_handler_proto_init() }
@@ -395,7 +517,7 @@ func file_sharedos_v1_handler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_handler_proto_rawDesc), len(file_sharedos_v1_handler_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

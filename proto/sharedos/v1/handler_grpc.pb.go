@@ -37,6 +37,13 @@ const (
 //	     progress before its one result. The kernel uses it only when the
 //	     harness asked for progress, and falls back to Handle when the
 //	     provider answers UNIMPLEMENTED (before anything ran).
+//	v3 — input required (optional, either RPC): instead of content, a
+//	     HandleResponse may carry input_required — the inputs the call needs
+//	     from the client (MCP inputRequests) and an opaque state. Once the
+//	     client has answered, the kernel calls again with the same
+//	     arguments, round + 1, that state and the client's input_responses.
+//	     Only methods listed in HandleRequest.input_methods may be asked
+//	     for; a provider that never sets input_required is v1/v2 as before.
 type ToolHandlerServiceClient interface {
 	Handle(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*HandleResponse, error)
 	// Invoke streams zero or more progress events, then exactly one result,
@@ -95,6 +102,13 @@ type ToolHandlerService_InvokeClient = grpc.ServerStreamingClient[HandleEvent]
 //	     progress before its one result. The kernel uses it only when the
 //	     harness asked for progress, and falls back to Handle when the
 //	     provider answers UNIMPLEMENTED (before anything ran).
+//	v3 — input required (optional, either RPC): instead of content, a
+//	     HandleResponse may carry input_required — the inputs the call needs
+//	     from the client (MCP inputRequests) and an opaque state. Once the
+//	     client has answered, the kernel calls again with the same
+//	     arguments, round + 1, that state and the client's input_responses.
+//	     Only methods listed in HandleRequest.input_methods may be asked
+//	     for; a provider that never sets input_required is v1/v2 as before.
 type ToolHandlerServiceServer interface {
 	Handle(context.Context, *HandleRequest) (*HandleResponse, error)
 	// Invoke streams zero or more progress events, then exactly one result,

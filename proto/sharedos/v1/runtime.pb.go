@@ -268,7 +268,23 @@ type ToolCall struct {
 	// digest, is refused (tool_unavailable); a missing, forged, altered,
 	// expired, revoked or other-turn grant is refused (invalid_grant). Both
 	// are recorded.
-	Grant         string `protobuf:"bytes,9,opt,name=grant,proto3" json:"grant,omitempty"`
+	Grant string `protobuf:"bytes,9,opt,name=grant,proto3" json:"grant,omitempty"`
+	// input_rounds says the client can answer an input_required result
+	// (MCP 2026-07-28 multi round-trip requests); input_methods are the input
+	// requests it declared it can answer (elicitation/create,
+	// sampling/createMessage, roots/list). A tool that needs input the
+	// client cannot give is refused failed/missing_capability.
+	InputRounds  bool     `protobuf:"varint,10,opt,name=input_rounds,json=inputRounds,proto3" json:"input_rounds,omitempty"`
+	InputMethods []string `protobuf:"bytes,11,rep,name=input_methods,json=inputMethods,proto3" json:"input_methods,omitempty"`
+	// input_responses_json is the client's inputResponses object, passed to
+	// the provider as it came (never to the policy, never recorded).
+	InputResponsesJson []byte `protobuf:"bytes,12,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
+	// resume continues the attempt an INPUT_REQUIRED result left waiting:
+	// the same record, re-resolved and re-authorized with these very
+	// arguments. Refused (failed/invalid_request, on a record of its own)
+	// unless that attempt is still waiting for exactly this round, in this
+	// turn, for the same tool and arguments digest.
+	Resume        *Resume `protobuf:"bytes,13,opt,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -352,15 +368,179 @@ func (x *ToolCall) GetGrant() string {
 	return ""
 }
 
-// ToolResult is the kernel's answer. status is terminal: SUCCEEDED, DENIED,
-// FAILED or CANCELLED.
+func (x *ToolCall) GetInputRounds() bool {
+	if x != nil {
+		return x.InputRounds
+	}
+	return false
+}
+
+func (x *ToolCall) GetInputMethods() []string {
+	if x != nil {
+		return x.InputMethods
+	}
+	return nil
+}
+
+func (x *ToolCall) GetInputResponsesJson() []byte {
+	if x != nil {
+		return x.InputResponsesJson
+	}
+	return nil
+}
+
+func (x *ToolCall) GetResume() *Resume {
+	if x != nil {
+		return x.Resume
+	}
+	return nil
+}
+
+// Resume names the input round a call continues.
+type Resume struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AttemptId string                 `protobuf:"bytes,1,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	// round is the round the INPUT_REQUIRED result named.
+	Round int32 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	// request_state is the provider's state of that round, verbatim.
+	RequestState  []byte `protobuf:"bytes,3,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resume) Reset() {
+	*x = Resume{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resume) ProtoMessage() {}
+
+func (x *Resume) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resume.ProtoReflect.Descriptor instead.
+func (*Resume) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Resume) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *Resume) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *Resume) GetRequestState() []byte {
+	if x != nil {
+		return x.RequestState
+	}
+	return nil
+}
+
+// InputRound is an INPUT_REQUIRED result's round: what the client is asked
+// for, and what the bridge seals into the requestState it hands out.
+type InputRound struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Input     *InputRequired         `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	AttemptId string                 `protobuf:"bytes,2,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	Round     int32                  `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	// expires_at is when the attempt stops waiting (then failed/timeout).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRound) Reset() {
+	*x = InputRound{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRound) ProtoMessage() {}
+
+func (x *InputRound) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRound.ProtoReflect.Descriptor instead.
+func (*InputRound) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *InputRound) GetInput() *InputRequired {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *InputRound) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *InputRound) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *InputRound) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// ToolResult is the kernel's answer. status is terminal (SUCCEEDED,
+// DENIED, FAILED or CANCELLED), or INPUT_REQUIRED with input set: the
+// attempt waits, pending, for the client's answers (Resume).
 type ToolResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Status OperationStatus        `protobuf:"varint,2,opt,name=status,proto3,enum=sharedos.v1.OperationStatus" json:"status,omitempty"`
 	// code: "" on success; permission_denied, tool_unavailable, duplicate_call,
 	// invalid_grant (denied); invalid_arguments, invalid_request, handler_error, timeout,
-	// authz_unavailable, authz_error, internal (failed); cancelled.
+	// authz_unavailable, authz_error, missing_capability, record_unavailable,
+	// internal (failed); cancelled.
 	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	// reason is safe to show a model.
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -372,13 +552,18 @@ type ToolResult struct {
 	PolicyRevision        string `protobuf:"bytes,8,opt,name=policy_revision,json=policyRevision,proto3" json:"policy_revision,omitempty"`
 	// handler_is_error is true when the handler answered with an MCP tool error.
 	HandlerIsError bool `protobuf:"varint,9,opt,name=handler_is_error,json=handlerIsError,proto3" json:"handler_is_error,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// input is set with status INPUT_REQUIRED.
+	Input *InputRound `protobuf:"bytes,10,opt,name=input,proto3" json:"input,omitempty"`
+	// missing_input_methods, with failed/missing_capability, are the input
+	// requests the tool needed that the client did not declare.
+	MissingInputMethods []string `protobuf:"bytes,11,rep,name=missing_input_methods,json=missingInputMethods,proto3" json:"missing_input_methods,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[5]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +575,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[5]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +588,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{5}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -469,6 +654,20 @@ func (x *ToolResult) GetHandlerIsError() bool {
 	return false
 }
 
+func (x *ToolResult) GetInput() *InputRound {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *ToolResult) GetMissingInputMethods() []string {
+	if x != nil {
+		return x.MissingInputMethods
+	}
+	return nil
+}
+
 // OperationRecord is the audit row of one attempt. Argument values never
 // appear: only their digest.
 type OperationRecord struct {
@@ -494,13 +693,18 @@ type OperationRecord struct {
 	TraceId             string                 `protobuf:"bytes,17,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// progress_count is how many progress reports the kernel passed on.
 	ProgressCount int32 `protobuf:"varint,18,opt,name=progress_count,json=progressCount,proto3" json:"progress_count,omitempty"`
+	// input_rounds is how many times the attempt asked the client for input.
+	InputRounds int32 `protobuf:"varint,19,opt,name=input_rounds,json=inputRounds,proto3" json:"input_rounds,omitempty"`
+	// waiting_until is set while a pending attempt waits for the client's
+	// input (INPUT_REQUIRED): when it stops waiting (then failed/timeout).
+	WaitingUntil  *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OperationRecord) Reset() {
 	*x = OperationRecord{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[6]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +716,7 @@ func (x *OperationRecord) String() string {
 func (*OperationRecord) ProtoMessage() {}
 
 func (x *OperationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[6]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +729,7 @@ func (x *OperationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
 func (*OperationRecord) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{6}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OperationRecord) GetSequence() int64 {
@@ -654,6 +858,20 @@ func (x *OperationRecord) GetProgressCount() int32 {
 	return 0
 }
 
+func (x *OperationRecord) GetInputRounds() int32 {
+	if x != nil {
+		return x.InputRounds
+	}
+	return 0
+}
+
+func (x *OperationRecord) GetWaitingUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WaitingUntil
+	}
+	return nil
+}
+
 type ToolEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
@@ -667,7 +885,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +897,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[7]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +910,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{7}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolEvent) GetEvent() isToolEvent_Event {
@@ -745,7 +963,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +975,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[8]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +988,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{8}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListOperationsRequest) GetTurnId() string {
@@ -789,7 +1007,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +1019,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[9]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +1032,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{9}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*OperationRecord {
@@ -839,7 +1057,7 @@ type ExportOperationsRequest struct {
 
 func (x *ExportOperationsRequest) Reset() {
 	*x = ExportOperationsRequest{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1069,7 @@ func (x *ExportOperationsRequest) String() string {
 func (*ExportOperationsRequest) ProtoMessage() {}
 
 func (x *ExportOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[10]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1082,7 @@ func (x *ExportOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ExportOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{10}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExportOperationsRequest) GetSince() *timestamppb.Timestamp {
@@ -906,7 +1124,7 @@ type ExportOperationsResponse struct {
 
 func (x *ExportOperationsResponse) Reset() {
 	*x = ExportOperationsResponse{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1136,7 @@ func (x *ExportOperationsResponse) String() string {
 func (*ExportOperationsResponse) ProtoMessage() {}
 
 func (x *ExportOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[11]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1149,7 @@ func (x *ExportOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ExportOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{11}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExportOperationsResponse) GetOperations() []*OperationRecord {
@@ -978,7 +1196,7 @@ type RecordExportRequest struct {
 
 func (x *RecordExportRequest) Reset() {
 	*x = RecordExportRequest{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1208,7 @@ func (x *RecordExportRequest) String() string {
 func (*RecordExportRequest) ProtoMessage() {}
 
 func (x *RecordExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[12]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1221,7 @@ func (x *RecordExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordExportRequest.ProtoReflect.Descriptor instead.
 func (*RecordExportRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{12}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RecordExportRequest) GetAfterSequence() int64 {
@@ -1044,7 +1262,7 @@ type RecordExportResponse struct {
 
 func (x *RecordExportResponse) Reset() {
 	*x = RecordExportResponse{}
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[13]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1274,7 @@ func (x *RecordExportResponse) String() string {
 func (*RecordExportResponse) ProtoMessage() {}
 
 func (x *RecordExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_runtime_proto_msgTypes[13]
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1287,7 @@ func (x *RecordExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordExportResponse.ProtoReflect.Descriptor instead.
 func (*RecordExportResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{13}
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RecordExportResponse) GetExportId() int64 {
@@ -1096,7 +1314,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x11RevokeTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"2\n" +
 	"\x12RevokeTurnResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\xe8\x01\n" +
+	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\x8f\x03\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -1104,7 +1322,25 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x0earguments_json\x18\x04 \x01(\fR\rargumentsJson\x12\x18\n" +
 	"\aharness\x18\a \x01(\tR\aharness\x12%\n" +
 	"\x0eedge_rejection\x18\b \x01(\tR\redgeRejection\x12\x14\n" +
-	"\x05grant\x18\t \x01(\tR\x05grantJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"\xd6\x02\n" +
+	"\x05grant\x18\t \x01(\tR\x05grant\x12!\n" +
+	"\finput_rounds\x18\n" +
+	" \x01(\bR\vinputRounds\x12#\n" +
+	"\rinput_methods\x18\v \x03(\tR\finputMethods\x120\n" +
+	"\x14input_responses_json\x18\f \x01(\fR\x12inputResponsesJson\x12+\n" +
+	"\x06resume\x18\r \x01(\v2\x13.sharedos.v1.ResumeR\x06resumeJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
+	"\x06Resume\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x14\n" +
+	"\x05round\x18\x02 \x01(\x05R\x05round\x12#\n" +
+	"\rrequest_state\x18\x03 \x01(\fR\frequestState\"\xae\x01\n" +
+	"\n" +
+	"InputRound\x120\n" +
+	"\x05input\x18\x01 \x01(\v2\x1a.sharedos.v1.InputRequiredR\x05input\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x02 \x01(\tR\tattemptId\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\x05R\x05round\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb9\x03\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x124\n" +
@@ -1116,7 +1352,10 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\vdecision_id\x18\a \x01(\tR\n" +
 	"decisionId\x12'\n" +
 	"\x0fpolicy_revision\x18\b \x01(\tR\x0epolicyRevision\x12(\n" +
-	"\x10handler_is_error\x18\t \x01(\bR\x0ehandlerIsError\"\xb1\x05\n" +
+	"\x10handler_is_error\x18\t \x01(\bR\x0ehandlerIsError\x12-\n" +
+	"\x05input\x18\n" +
+	" \x01(\v2\x17.sharedos.v1.InputRoundR\x05input\x122\n" +
+	"\x15missing_input_methods\x18\v \x03(\tR\x13missingInputMethods\"\x95\x06\n" +
 	"\x0fOperationRecord\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x17\n" +
@@ -1139,7 +1378,9 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\vfinished_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x19\n" +
 	"\btrace_id\x18\x11 \x01(\tR\atraceId\x12%\n" +
-	"\x0eprogress_count\x18\x12 \x01(\x05R\rprogressCount\"|\n" +
+	"\x0eprogress_count\x18\x12 \x01(\x05R\rprogressCount\x12!\n" +
+	"\finput_rounds\x18\x13 \x01(\x05R\vinputRounds\x12?\n" +
+	"\rwaiting_until\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingUntil\"|\n" +
 	"\tToolEvent\x123\n" +
 	"\bprogress\x18\x01 \x01(\v2\x15.sharedos.v1.ProgressH\x00R\bprogress\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.sharedos.v1.ToolResultH\x00R\x06resultB\a\n" +
@@ -1191,60 +1432,68 @@ func file_sharedos_v1_runtime_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_runtime_proto_rawDescData
 }
 
-var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(*GrantTurnRequest)(nil),         // 0: sharedos.v1.GrantTurnRequest
 	(*GrantTurnResponse)(nil),        // 1: sharedos.v1.GrantTurnResponse
 	(*RevokeTurnRequest)(nil),        // 2: sharedos.v1.RevokeTurnRequest
 	(*RevokeTurnResponse)(nil),       // 3: sharedos.v1.RevokeTurnResponse
 	(*ToolCall)(nil),                 // 4: sharedos.v1.ToolCall
-	(*ToolResult)(nil),               // 5: sharedos.v1.ToolResult
-	(*OperationRecord)(nil),          // 6: sharedos.v1.OperationRecord
-	(*ToolEvent)(nil),                // 7: sharedos.v1.ToolEvent
-	(*ListOperationsRequest)(nil),    // 8: sharedos.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),   // 9: sharedos.v1.ListOperationsResponse
-	(*ExportOperationsRequest)(nil),  // 10: sharedos.v1.ExportOperationsRequest
-	(*ExportOperationsResponse)(nil), // 11: sharedos.v1.ExportOperationsResponse
-	(*RecordExportRequest)(nil),      // 12: sharedos.v1.RecordExportRequest
-	(*RecordExportResponse)(nil),     // 13: sharedos.v1.RecordExportResponse
-	(*AccessContext)(nil),            // 14: sharedos.v1.AccessContext
-	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
-	(*PublishedTool)(nil),            // 16: sharedos.v1.PublishedTool
-	(OperationStatus)(0),             // 17: sharedos.v1.OperationStatus
-	(*Progress)(nil),                 // 18: sharedos.v1.Progress
+	(*Resume)(nil),                   // 5: sharedos.v1.Resume
+	(*InputRound)(nil),               // 6: sharedos.v1.InputRound
+	(*ToolResult)(nil),               // 7: sharedos.v1.ToolResult
+	(*OperationRecord)(nil),          // 8: sharedos.v1.OperationRecord
+	(*ToolEvent)(nil),                // 9: sharedos.v1.ToolEvent
+	(*ListOperationsRequest)(nil),    // 10: sharedos.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),   // 11: sharedos.v1.ListOperationsResponse
+	(*ExportOperationsRequest)(nil),  // 12: sharedos.v1.ExportOperationsRequest
+	(*ExportOperationsResponse)(nil), // 13: sharedos.v1.ExportOperationsResponse
+	(*RecordExportRequest)(nil),      // 14: sharedos.v1.RecordExportRequest
+	(*RecordExportResponse)(nil),     // 15: sharedos.v1.RecordExportResponse
+	(*AccessContext)(nil),            // 16: sharedos.v1.AccessContext
+	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
+	(*PublishedTool)(nil),            // 18: sharedos.v1.PublishedTool
+	(*InputRequired)(nil),            // 19: sharedos.v1.InputRequired
+	(OperationStatus)(0),             // 20: sharedos.v1.OperationStatus
+	(*Progress)(nil),                 // 21: sharedos.v1.Progress
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
-	14, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
-	15, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
-	17, // 3: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
-	17, // 4: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	15, // 5: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	15, // 6: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
-	18, // 7: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
-	5,  // 8: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
-	6,  // 9: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	15, // 10: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
-	6,  // 11: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	4,  // 12: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	4,  // 13: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
-	8,  // 14: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	0,  // 15: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
-	2,  // 16: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
-	10, // 17: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
-	12, // 18: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
-	5,  // 19: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	7,  // 20: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
-	9,  // 21: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	1,  // 22: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
-	3,  // 23: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
-	11, // 24: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
-	13, // 25: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	16, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	17, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
+	5,  // 3: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
+	19, // 4: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
+	17, // 5: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 6: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	6,  // 7: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
+	20, // 8: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	17, // 9: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	17, // 10: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	17, // 11: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
+	21, // 12: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
+	7,  // 13: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
+	8,  // 14: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	17, // 15: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
+	8,  // 16: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	4,  // 17: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	4,  // 18: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
+	10, // 19: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	0,  // 20: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	2,  // 21: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	12, // 22: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
+	14, // 23: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
+	7,  // 24: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	9,  // 25: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
+	11, // 26: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	1,  // 27: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	3,  // 28: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	13, // 29: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
+	15, // 30: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_runtime_proto_init() }
@@ -1254,7 +1503,7 @@ func file_sharedos_v1_runtime_proto_init() {
 	}
 	file_sharedos_v1_common_proto_init()
 	file_sharedos_v1_handler_proto_init()
-	file_sharedos_v1_runtime_proto_msgTypes[7].OneofWrappers = []any{
+	file_sharedos_v1_runtime_proto_msgTypes[9].OneofWrappers = []any{
 		(*ToolEvent_Progress)(nil),
 		(*ToolEvent_Result)(nil),
 	}
@@ -1264,7 +1513,7 @@ func file_sharedos_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_runtime_proto_rawDesc), len(file_sharedos_v1_runtime_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

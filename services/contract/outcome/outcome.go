@@ -30,6 +30,10 @@ const (
 	Timeout          = "timeout"
 	AuthzUnavailable = "authz_unavailable"
 	AuthzError       = "authz_error"
+	// MissingCapability: the tool needs input the client did not declare it
+	// can give (an input request it cannot answer, or input rounds at all
+	// on a protocol version without them); the tool stopped there.
+	MissingCapability = "missing_capability"
 	// RecordUnavailable: the call ended but its operation record could not
 	// be completed before the answer had to leave; the reason names the
 	// outcome, and its effect may have happened. The record says the same
@@ -54,6 +58,8 @@ var statusNames = map[sharedosv1.OperationStatus]string{
 	sharedosv1.OperationStatus_OPERATION_STATUS_FAILED:      "failed",
 	sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED:   "cancelled",
 	sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED: "interrupted",
+	// An answer's status, never a record's (the record stays pending).
+	sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED: "input_required",
 }
 
 // StatusName is the lower-case name of a status as records and _meta show it.
@@ -78,7 +84,7 @@ var deniedCodes = map[string]bool{PermissionDenied: true, ToolUnavailable: true,
 
 var failedCodes = map[string]bool{
 	InvalidArguments: true, InvalidRequest: true, HandlerError: true, Timeout: true,
-	AuthzUnavailable: true, AuthzError: true, RecordUnavailable: true, Internal: true,
+	AuthzUnavailable: true, AuthzError: true, MissingCapability: true, RecordUnavailable: true, Internal: true,
 }
 
 // IsDeniedCode reports whether code belongs to the denied status.

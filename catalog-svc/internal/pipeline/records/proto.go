@@ -24,6 +24,10 @@ func toProto(r *Record) *sharedosv1.OperationRecord {
 		Reason:              r.Reason,
 		TraceId:             r.TraceID,
 		ProgressCount:       r.ProgressCount,
+		InputRounds:         r.InputRounds,
+	}
+	if !r.WaitingUntil.IsZero() {
+		p.WaitingUntil = timestamppb.New(r.WaitingUntil)
 	}
 	if !r.StartedAt.IsZero() {
 		p.StartedAt = timestamppb.New(r.StartedAt)

@@ -75,6 +75,16 @@ type Record struct {
 	FinishedAt time.Time
 	// ProgressCount is how many progress reports the kernel passed on.
 	ProgressCount int32
+	// InputRounds is how many times the attempt asked the client for input.
+	InputRounds int32
+	// WaitingUntil is set while the pending attempt waits for the client's
+	// input (Rounds.Park): when it stops waiting.
+	WaitingUntil time.Time
+	// ResumedAt and ResumedBy are set once the attempt went on after a
+	// wait (Rounds.Resume): when, and the kernel that took it on. Reconcile
+	// judges a resumed row by them, not by StartedAt and InstanceID.
+	ResumedAt time.Time
+	ResumedBy string
 }
 
 // Completion is what Complete writes onto a pending row.
@@ -115,7 +125,49 @@ type Store interface {
 
 	Revocations
 	Exports
+	Rounds
 }
+
+// ErrNotWaiting is returned by Resume when no row waits for exactly that
+// input, and by Park when the row can no longer wait (it is not pending,
+// or its turn was revoked).
+var ErrNotWaiting = errors.New("records: the attempt is not waiting for this input")
+
+// Resumption names the wait a call ends and what must match it.
+type Resumption struct {
+	AttemptID           string
+	TurnID              string
+	RequestedToolSHA256 string
+	ArgumentsDigest     string
+	// Round is the row's InputRounds while it waits.
+	Round int32
+	// InstanceID is the kernel that takes the attempt on.
+	InstanceID string
+}
+
+// Rounds is how one attempt waits for the client's input (MCP
+// input-required results) and goes on as the same record (ADR 0017).
+type Rounds interface {
+	// Park makes the pending row attemptID wait for the client's input
+	// for ttl from now (the store's clock) and returns until when: its
+	// InputRounds becomes round, and progress adds to its ProgressCount.
+	// ErrNotWaiting when the row is not pending or its turn is revoked.
+	Park(ctx context.Context, attemptID string, round, progress int32, ttl time.Duration) (time.Time, error)
+	// Resume takes a waiting row back when everything in r matches and its
+	// wait has not run out; ErrNotWaiting otherwise (a replayed, expired or
+	// foreign state). Exactly one of concurrent Resumes of a row succeeds.
+	Resume(ctx context.Context, r Resumption) error
+	// ExpireWaiting completes failed/timeout every row whose wait ran out.
+	ExpireWaiting(ctx context.Context) (int64, error)
+	// CloseWaiting completes cancelled every row of turnID that waits.
+	CloseWaiting(ctx context.Context, turnID string) (int64, error)
+}
+
+// Reasons the Rounds completions record.
+const (
+	ExpiredWaitReason = "the client did not answer the tool's input request in time"
+	ClosedWaitReason  = "the turn was closed while the tool waited for the client's input"
+)
 
 // ErrExportMismatch is returned by RecordExport when the range does not
 // hold exactly the exported records (a record still pending, or one that

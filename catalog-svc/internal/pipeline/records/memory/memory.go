@@ -7,6 +7,7 @@ import (
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 )
@@ -89,8 +90,85 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 	}
 	row.Status, row.Code, row.Reason = c.Status, c.Code, c.Reason
 	row.ResolvedTool, row.DecisionID, row.PolicyRevision = c.ResolvedTool, c.DecisionID, c.PolicyRevision
-	row.FinishedAt, row.ProgressCount = c.FinishedAt, c.ProgressCount
+	row.FinishedAt, row.WaitingUntil = c.FinishedAt, time.Time{}
+	row.ProgressCount += c.ProgressCount
 	return nil
+}
+
+// Park implements records.Rounds.
+func (s *Store) Park(ctx context.Context, attemptID string, round, progress int32, ttl time.Duration) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx, ok := s.byID[attemptID]
+	if !ok {
+		return time.Time{}, records.ErrNotFound
+	}
+	row := &s.rows[idx]
+	if _, revoked := s.revoked[row.TurnID]; revoked || row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING ||
+		!row.WaitingUntil.IsZero() {
+		return time.Time{}, records.ErrNotWaiting
+	}
+	row.InputRounds, row.WaitingUntil = round, time.Now().Add(ttl)
+	row.ProgressCount += progress
+	return row.WaitingUntil, nil
+}
+
+// Resume implements records.Rounds.
+func (s *Store) Resume(ctx context.Context, r records.Resumption) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx, ok := s.byID[r.AttemptID]
+	if !ok {
+		return records.ErrNotWaiting
+	}
+	row := &s.rows[idx]
+	if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || row.WaitingUntil.IsZero() ||
+		!now.Before(row.WaitingUntil) || row.TurnID != r.TurnID || row.RequestedToolSHA256 != r.RequestedToolSHA256 ||
+		row.ArgumentsDigest != r.ArgumentsDigest || row.InputRounds != r.Round {
+		return records.ErrNotWaiting
+	}
+	row.WaitingUntil, row.ResumedAt, row.ResumedBy = time.Time{}, now, r.InstanceID
+	return nil
+}
+
+// ExpireWaiting implements records.Rounds.
+func (s *Store) ExpireWaiting(ctx context.Context) (int64, error) {
+	return s.endWaiting(ctx, "", func(row *records.Record, now time.Time) bool { return !now.Before(row.WaitingUntil) },
+		sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, outcome.Timeout, records.ExpiredWaitReason)
+}
+
+// CloseWaiting implements records.Rounds.
+func (s *Store) CloseWaiting(ctx context.Context, turnID string) (int64, error) {
+	return s.endWaiting(ctx, turnID, func(*records.Record, time.Time) bool { return true },
+		sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED, outcome.Cancelled, records.ClosedWaitReason)
+}
+
+func (s *Store) endWaiting(ctx context.Context, turnID string, ends func(*records.Record, time.Time) bool,
+	status sharedosv1.OperationStatus, code, reason string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for i := range s.rows {
+		row := &s.rows[i]
+		if row.WaitingUntil.IsZero() || (turnID != "" && row.TurnID != turnID) || !ends(row, now) {
+			continue
+		}
+		row.Status, row.Code, row.Reason = status, code, reason
+		row.FinishedAt, row.WaitingUntil = now, time.Time{}
+		n++
+	}
+	return n, nil
 }
 
 // ListOperations implements records.Store.
@@ -131,10 +209,14 @@ func (s *Store) reconcile(ctx context.Context, instanceID string, startedBefore 
 	var n int64
 	for i := range s.rows {
 		row := &s.rows[i]
-		if instanceID != "" && row.InstanceID != instanceID {
-			continue
+		owner, active := row.InstanceID, row.StartedAt
+		if !row.ResumedAt.IsZero() {
+			owner, active = row.ResumedBy, row.ResumedAt
 		}
-		if row.Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING && row.StartedAt.Before(startedBefore) {
+		if (instanceID != "" && owner != instanceID) || !row.WaitingUntil.IsZero() {
+			continue // another kernel's, or waiting for input: in no kernel's hands
+		}
+		if row.Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING && active.Before(startedBefore) {
 			row.Status = sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED
 			row.Reason = records.InterruptedReason
 			row.FinishedAt = now

@@ -93,7 +93,7 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 	tag, err := s.pool.Exec(ctx, `
 UPDATE catalog.operations
    SET status = $2, code = $3, reason = $4, resolved_tool = $5, decision_id = $6,
-       policy_revision = $7, finished_at = $8, progress_count = $9
+       policy_revision = $7, finished_at = $8, progress_count = progress_count + $9, waiting_until = NULL
  WHERE attempt_id = $1 AND status = 'pending'`,
 		attemptID, outcome.StatusName(c.Status), c.Code, c.Reason, c.ResolvedTool, c.DecisionID,
 		c.PolicyRevision, c.FinishedAt, c.ProgressCount)
@@ -118,7 +118,8 @@ UPDATE catalog.operations
 // recordColumns are the columns scanRecords reads, in its order.
 const recordColumns = `sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_tool, requested_tool_sha256,
        resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision, status, code, reason,
-       instance_id, harness, trace_id, started_at, finished_at, progress_count`
+       instance_id, harness, trace_id, started_at, finished_at, progress_count, input_rounds, waiting_until,
+       resumed_at, resumed_by`
 
 // ListOperations implements records.Store.
 func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Record, error) {
@@ -140,15 +141,22 @@ func scanRecords(rows pgx.Rows) ([]records.Record, error) {
 	var out []records.Record
 	for rows.Next() {
 		var (
-			r        records.Record
-			status   string
-			finished *time.Time
+			r                          records.Record
+			status                     string
+			finished, waiting, resumed *time.Time
 		)
 		if err := rows.Scan(&r.Sequence, &r.AttemptID, &r.CallID, &r.TurnID, &r.Duplicate, &r.Principal,
 			&r.RequestedTool, &r.RequestedToolSHA256, &r.ResolvedTool, &r.CatalogHash, &r.ArgumentsDigest,
 			&r.DecisionID, &r.PolicyRevision, &status, &r.Code, &r.Reason, &r.InstanceID, &r.Harness,
-			&r.TraceID, &r.StartedAt, &finished, &r.ProgressCount); err != nil {
+			&r.TraceID, &r.StartedAt, &finished, &r.ProgressCount, &r.InputRounds, &waiting, &resumed,
+			&r.ResumedBy); err != nil {
 			return nil, err
+		}
+		if waiting != nil {
+			r.WaitingUntil = *waiting
+		}
+		if resumed != nil {
+			r.ResumedAt = *resumed
 		}
 		st, ok := outcome.ParseStatus(status)
 		if !ok {
@@ -212,7 +220,8 @@ func (s *Store) Reconcile(ctx context.Context, startedBefore time.Time) (int64, 
 	tag, err := s.pool.Exec(ctx, `
 UPDATE catalog.operations
    SET status = 'interrupted', reason = $2, finished_at = now()
- WHERE status = 'pending' AND started_at < $1`, startedBefore, records.InterruptedReason)
+ WHERE status = 'pending' AND waiting_until IS NULL AND COALESCE(resumed_at, started_at) < $1`,
+		startedBefore, records.InterruptedReason)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: reconcile operations: %w", err)
 	}
@@ -227,9 +236,73 @@ func (s *Store) ReconcileInstance(ctx context.Context, instanceID string, starte
 	tag, err := s.pool.Exec(ctx, `
 UPDATE catalog.operations
    SET status = 'interrupted', reason = $3, finished_at = now()
- WHERE status = 'pending' AND instance_id = $1 AND started_at < $2`, instanceID, startedBefore, records.InterruptedReason)
+ WHERE status = 'pending' AND waiting_until IS NULL
+   AND CASE WHEN resumed_at IS NULL THEN instance_id = $1 AND started_at < $2
+            ELSE resumed_by = $1 AND resumed_at < $2 END`, instanceID, startedBefore, records.InterruptedReason)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: reconcile instance operations: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Park implements records.Rounds: the row waits unless its turn is
+// revoked, decided in the same statement that parks it.
+func (s *Store) Park(ctx context.Context, attemptID string, round, progress int32, ttl time.Duration) (time.Time, error) {
+	var until time.Time
+	err := s.pool.QueryRow(ctx, `
+UPDATE catalog.operations o
+   SET input_rounds = $2, progress_count = progress_count + $3,
+       waiting_until = now() + make_interval(secs => $4::double precision)
+ WHERE attempt_id = $1 AND status = 'pending' AND waiting_until IS NULL
+   AND NOT EXISTS (SELECT 1 FROM catalog.revoked_turns r WHERE r.turn_id = o.turn_id)
+RETURNING waiting_until`, attemptID, round, progress, ttl.Seconds()).Scan(&until)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return time.Time{}, records.ErrNotWaiting
+	case err != nil:
+		return time.Time{}, fmt.Errorf("postgres: park operation: %w", err)
+	}
+	return until, nil
+}
+
+// Resume implements records.Rounds: one conditional update, so exactly one
+// of concurrent resumptions of a row matches.
+func (s *Store) Resume(ctx context.Context, r records.Resumption) error {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE catalog.operations
+   SET waiting_until = NULL, resumed_at = now(), resumed_by = $6
+ WHERE attempt_id = $1 AND status = 'pending' AND waiting_until > now() AND turn_id = $2
+   AND requested_tool_sha256 = $3 AND arguments_digest = $4 AND input_rounds = $5`,
+		r.AttemptID, r.TurnID, r.RequestedToolSHA256, r.ArgumentsDigest, r.Round, r.InstanceID)
+	if err != nil {
+		return fmt.Errorf("postgres: resume operation: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return records.ErrNotWaiting
+	}
+	return nil
+}
+
+// ExpireWaiting implements records.Rounds.
+func (s *Store) ExpireWaiting(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE catalog.operations
+   SET status = 'failed', code = $1, reason = $2, finished_at = now(), waiting_until = NULL
+ WHERE waiting_until <= now() AND status = 'pending'`, outcome.Timeout, records.ExpiredWaitReason)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: expire waiting operations: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CloseWaiting implements records.Rounds.
+func (s *Store) CloseWaiting(ctx context.Context, turnID string) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE catalog.operations
+   SET status = 'cancelled', code = $2, reason = $3, finished_at = now(), waiting_until = NULL
+ WHERE turn_id = $1 AND waiting_until IS NOT NULL AND status = 'pending'`, turnID, outcome.Cancelled, records.ClosedWaitReason)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: close waiting operations: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }

@@ -36,6 +36,12 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"PendingInTurnCountsOnlyPending", testPendingInTurn},
 		{"ExportPagesAndLedger", testExport},
 		{"ProgressCountKept", testProgressCount},
+		{"InputRoundsOneRecord", testInputRounds},
+		{"ResumeOnlyAnExactWait", testResumeExact},
+		{"ConcurrentResumesOneWins", testConcurrentResumes},
+		{"WaitExpiresAsTimeout", testWaitExpires},
+		{"WaitEndsWithTheTurn", testWaitClosed},
+		{"WaitingIsNeverInterrupted", testWaitNotReconciled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -530,5 +536,222 @@ func testProgressCount(t *testing.T, s records.Store) {
 	}
 	if rows := list(t, s, r.TurnID); len(rows) != 1 || rows[0].ProgressCount != 3 || rows[0].ToProto().GetProgressCount() != 3 {
 		t.Fatalf("rows %+v, want progress count 3", rows)
+	}
+}
+
+// park begins r and parks it for round 1 (one progress report so far).
+func park(t *testing.T, s records.Store, r *records.Record, ttl time.Duration) time.Time {
+	t.Helper()
+	if err := s.Begin(ctx(t), r); err != nil {
+		t.Fatal(err)
+	}
+	until, err := s.Park(ctx(t), r.AttemptID, 1, 1, ttl)
+	if err != nil {
+		t.Fatalf("Park: %v", err)
+	}
+	return until
+}
+
+func resumption(r *records.Record, round int32, instance string) records.Resumption {
+	return records.Resumption{AttemptID: r.AttemptID, TurnID: r.TurnID, RequestedToolSHA256: r.RequestedToolSHA256,
+		ArgumentsDigest: r.ArgumentsDigest, Round: round, InstanceID: instance}
+}
+
+// testInputRounds: one attempt asks twice and then succeeds — one row,
+// with its rounds and every round's progress, waiting between rounds.
+func testInputRounds(t *testing.T, s records.Store) {
+	c := ctx(t)
+	r := NewRecord(turn(t), "call-1", "files.read")
+	until := park(t, s, r, time.Minute)
+	if d := time.Until(until); d < 50*time.Second || d > 70*time.Second {
+		t.Fatalf("Park until %v: %v from now, want about a minute", until, d)
+	}
+	rows := list(t, s, r.TurnID)
+	if len(rows) != 1 || rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || rows[0].WaitingUntil.IsZero() ||
+		rows[0].InputRounds != 1 || rows[0].ToProto().GetWaitingUntil() == nil {
+		t.Fatalf("parked row %+v: want pending, waiting, 1 round", rows)
+	}
+	if _, err := s.Park(c, r.AttemptID, 2, 0, time.Minute); !errors.Is(err, records.ErrNotWaiting) {
+		t.Fatalf("Park of a waiting row: %v, want ErrNotWaiting", err)
+	}
+	if err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if _, err := s.Park(c, r.AttemptID, 2, 2, time.Minute); err != nil {
+		t.Fatalf("second Park: %v", err)
+	}
+	if err := s.Resume(c, resumption(r, 2, "kernel-1")); err != nil {
+		t.Fatalf("second Resume: %v", err)
+	}
+	if err := s.Complete(c, r.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+		FinishedAt: time.Now(), ProgressCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rows = list(t, s, r.TurnID)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want the one attempt", len(rows))
+	}
+	got := rows[0]
+	if got.Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED || got.InputRounds != 2 || got.ProgressCount != 4 ||
+		!got.WaitingUntil.IsZero() || got.ResumedBy != "kernel-1" || got.ResumedAt.IsZero() || got.ToProto().GetInputRounds() != 2 {
+		t.Fatalf("row %+v: want succeeded, 2 rounds, 4 progress reports, resumed by kernel-1", got)
+	}
+	if _, err := s.Park(c, r.AttemptID, 3, 0, time.Minute); !errors.Is(err, records.ErrNotWaiting) {
+		t.Fatalf("Park of a completed row: %v, want ErrNotWaiting", err)
+	}
+}
+
+// testResumeExact: a wait is ended only by a resumption matching it in
+// every part, and only once (a replayed state finds nothing).
+func testResumeExact(t *testing.T, s records.Store) {
+	c := ctx(t)
+	r := NewRecord(turn(t), "call-1", "files.read")
+	park(t, s, r, time.Minute)
+	other := NewRecord(turn(t), "call-2", "files.write")
+	wrong := map[string]records.Resumption{}
+	for name, edit := range map[string]func(*records.Resumption){
+		"attempt":   func(x *records.Resumption) { x.AttemptID = other.AttemptID },
+		"turn":      func(x *records.Resumption) { x.TurnID = "another-turn" },
+		"tool":      func(x *records.Resumption) { x.RequestedToolSHA256 = other.RequestedToolSHA256 + "0" },
+		"arguments": func(x *records.Resumption) { x.ArgumentsDigest = redact.ArgumentsDigest([]byte(`{"path":"/private/a"}`)) },
+		"round":     func(x *records.Resumption) { x.Round = 2 },
+	} {
+		x := resumption(r, 1, "kernel-2")
+		edit(&x)
+		wrong[name] = x
+	}
+	for name, x := range wrong {
+		if err := s.Resume(c, x); !errors.Is(err, records.ErrNotWaiting) {
+			t.Errorf("Resume with another %s: %v, want ErrNotWaiting", name, err)
+		}
+	}
+	if err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if err := s.Resume(c, resumption(r, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
+		t.Fatalf("replayed Resume: %v, want ErrNotWaiting", err)
+	}
+}
+
+func testConcurrentResumes(t *testing.T, s records.Store) {
+	r := NewRecord(turn(t), "call-1", "files.read")
+	park(t, s, r, time.Minute)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := 0
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Resume(ctx(t), resumption(r, 1, "kernel-2"))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, records.ErrNotWaiting):
+				t.Errorf("Resume: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won != 1 {
+		t.Fatalf("%d concurrent resumptions took the attempt, want exactly 1", won)
+	}
+}
+
+// testWaitExpires: a wait that ran out ends failed/timeout and can no
+// longer be resumed; one that has not is left alone.
+func testWaitExpires(t *testing.T, s records.Store) {
+	c := ctx(t)
+	short := NewRecord(turn(t), "short", "files.read")
+	long := NewRecord(turn(t), "long", "files.read")
+	until := park(t, s, short, time.Millisecond)
+	park(t, s, long, time.Hour)
+	for time.Now().Before(until.Add(time.Millisecond)) { // the store's clock is past until
+		time.Sleep(time.Millisecond)
+	}
+	n, err := s.ExpireWaiting(c)
+	if err != nil || n != 1 {
+		t.Fatalf("ExpireWaiting = %d, %v, want 1", n, err)
+	}
+	if err := s.Resume(c, resumption(short, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
+		t.Fatalf("Resume of an expired wait: %v, want ErrNotWaiting", err)
+	}
+	for _, row := range list(t, s, short.TurnID) {
+		switch row.CallID {
+		case "short":
+			if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_FAILED || row.Code != outcome.Timeout ||
+				row.Reason != records.ExpiredWaitReason || row.FinishedAt.IsZero() || !row.WaitingUntil.IsZero() {
+				t.Errorf("expired row %+v, want failed/timeout", row)
+			}
+		case "long":
+			if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || row.WaitingUntil.IsZero() {
+				t.Errorf("row still within its wait %+v, want pending and waiting", row)
+			}
+		}
+	}
+}
+
+// testWaitClosed: closing a turn ends its waits as cancelled (and only
+// its own); a revoked turn's row cannot start waiting.
+func testWaitClosed(t *testing.T, s records.Store) {
+	c := ctx(t)
+	tr := turn(t)
+	mine := NewRecord(tr, "mine", "files.read")
+	park(t, s, mine, time.Hour)
+	other := NewRecord(tr+"-other", "theirs", "files.read")
+	park(t, s, other, time.Hour)
+	if err := s.RevokeTurn(c, tr, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	late := NewRecord(tr, "late", "files.read")
+	if err := s.Begin(c, late); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Park(c, late.AttemptID, 1, 0, time.Hour); !errors.Is(err, records.ErrNotWaiting) {
+		t.Fatalf("Park in a revoked turn: %v, want ErrNotWaiting", err)
+	}
+	if n, err := s.CloseWaiting(c, tr); err != nil || n != 1 {
+		t.Fatalf("CloseWaiting = %d, %v, want 1", n, err)
+	}
+	rows := list(t, s, tr)
+	if rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED || rows[0].Code != outcome.Cancelled ||
+		rows[0].Reason != records.ClosedWaitReason {
+		t.Errorf("closed wait %+v, want cancelled", rows[0])
+	}
+	if n, err := s.PendingInTurn(c, tr); err != nil || n != 1 { // "late", still in its kernel's hands
+		t.Errorf("PendingInTurn = %d, %v, want 1", n, err)
+	}
+	if rows := list(t, s, tr+"-other"); rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Errorf("another turn's wait was closed: %+v", rows[0])
+	}
+}
+
+// testWaitNotReconciled: a waiting row is in no kernel's hands, so neither
+// the age cutoff nor a restart interrupts it; once resumed it is judged by
+// its resumption (time and kernel), not by when and where it began.
+func testWaitNotReconciled(t *testing.T, s records.Store) {
+	c := ctx(t)
+	r := NewRecord(turn(t), "call-1", "files.read")
+	r.StartedAt = time.Now().Add(-time.Hour).UTC()
+	park(t, s, r, time.Hour)
+	if n, err := s.Reconcile(c, time.Now()); err != nil || n != 0 {
+		t.Fatalf("Reconcile = %d, %v: a waiting row was interrupted", n, err)
+	}
+	if n, err := s.ReconcileInstance(c, r.InstanceID, time.Now()); err != nil || n != 0 {
+		t.Fatalf("ReconcileInstance = %d, %v: a waiting row was interrupted", n, err)
+	}
+	if err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Reconcile(c, time.Now().Add(-time.Minute)); err != nil || n != 0 {
+		t.Fatalf("Reconcile = %d, %v: a row resumed just now was interrupted by its start time", n, err)
+	}
+	if n, err := s.ReconcileInstance(c, r.InstanceID, time.Now().Add(time.Minute)); err != nil || n != 0 {
+		t.Fatalf("ReconcileInstance(the kernel that began it) = %d, %v: another kernel holds it now", n, err)
+	}
+	if n, err := s.ReconcileInstance(c, "kernel-2", time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("ReconcileInstance(the kernel that resumed it) = %d, %v, want 1", n, err)
 	}
 }

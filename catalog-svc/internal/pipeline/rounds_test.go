@@ -1,0 +1,233 @@
+package pipeline_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+)
+
+const (
+	inputRequired = sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED
+	pending       = sharedosv1.OperationStatus_OPERATION_STATUS_PENDING
+)
+
+// askTwice is a v3 provider: round 0 asks for a name, round 1 (given the
+// answer and its state) for a colour, round 2 reads the file.
+func askTwice(req *sharedosv1.HandleRequest) *sharedosv1.HandleResponse {
+	ask := func(key, method, state string) *sharedosv1.HandleResponse {
+		return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{
+			InputRequestsJson: []byte(`{"` + key + `":{"method":"` + method + `","params":{"message":"?"}}}`),
+			RequestState:      []byte(state),
+		}}
+	}
+	switch {
+	case req.GetRound() == 0:
+		return ask("name", "elicitation/create", "s1")
+	case req.GetRound() == 1 && string(req.GetRequestState()) == "s1":
+		return ask("colour", "elicitation/create", "s2")
+	case req.GetRound() == 2 && string(req.GetRequestState()) == "s2":
+		return nil
+	}
+	return &sharedosv1.HandleResponse{ContentJson: []byte(`[{"type":"text","text":"wrong round"}]`), IsError: true}
+}
+
+func (h *harness) roundCall(turn, args string, methods ...string) *sharedosv1.ToolCall {
+	c := h.newCall(turn, "files.read", args)
+	c.InputRounds, c.InputMethods = true, methods
+	return c
+}
+
+// resumeCall is the client's retry of res's round: a new call id, the same
+// tool and arguments, its answers.
+func (h *harness) resumeCall(turn, args string, res *sharedosv1.ToolResult, answers string) *sharedosv1.ToolCall {
+	c := h.roundCall(turn, args, pipeline.InputMethods...)
+	c.InputResponsesJson = []byte(answers)
+	c.Resume = &sharedosv1.Resume{AttemptId: res.GetInput().GetAttemptId(), Round: res.GetInput().GetRound(),
+		RequestState: res.GetInput().GetInput().GetRequestState()}
+	return c
+}
+
+// resumed invokes a resumption that continues its attempt: no new record.
+func (h *harness) resumed(call *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+	h.t.Helper()
+	res, err := h.invoke(context.Background(), call)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.attempts[call.GetTurnId()]--
+	h.mu.Unlock()
+	return res
+}
+
+// TestInputRounds (the MCP surface, item 3): a tool that needs the client's
+// input answers INPUT_REQUIRED; the attempt's one record waits; each retry
+// re-authorizes the same call and goes on as the same attempt, with the
+// provider's state and the client's answers; the record ends with its
+// rounds. A replayed or altered retry is refused on a record of its own.
+func TestInputRounds(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		const args = `{"path":"/public/a.txt"}`
+		h.handler.mu.Lock()
+		h.handler.ask = askTwice
+		h.handler.mu.Unlock()
+		authz := h.authz.calls.Load()
+
+		first := h.call("r", "files.read", args) // a client without input rounds
+		expect(t, first, failed, outcome.MissingCapability)
+
+		res, err := h.invoke(context.Background(), h.roundCall("r", args, pipeline.InputMethods...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, res, inputRequired, "")
+		in := res.GetInput()
+		if in.GetRound() != 1 || in.GetAttemptId() == "" || in.GetExpiresAt() == nil ||
+			string(in.GetInput().GetRequestState()) != "s1" || len(in.GetInput().GetInputRequestsJson()) == 0 {
+			t.Fatalf("round %+v", in)
+		}
+		rows := h.records("r")
+		if len(rows) != 2 || rows[1].Status != pending || rows[1].WaitingUntil.IsZero() || rows[1].InputRounds != 1 {
+			t.Fatalf("waiting record %+v", rows)
+		}
+
+		// An altered retry (other arguments) does not touch the wait.
+		other := h.resumeCall("r", `{"path":"/public/b.txt"}`, res, `{"name":{"action":"accept"}}`)
+		expect(t, h.call2(other), failed, outcome.InvalidRequest)
+
+		second := h.resumed(h.resumeCall("r", args, res, `{"name":{"action":"accept","content":{"name":"Ada"}}}`))
+		expect(t, second, inputRequired, "")
+		if second.GetInput().GetAttemptId() != in.GetAttemptId() || second.GetInput().GetRound() != 2 {
+			t.Fatalf("second round %+v: want the same attempt, round 2", second.GetInput())
+		}
+		// The first round's state, replayed: refused, recorded on its own.
+		expect(t, h.call2(h.resumeCall("r", args, res, `{"name":{"action":"accept"}}`)), failed, outcome.InvalidRequest)
+
+		done := h.resumed(h.resumeCall("r", args, second, `{"colour":{"action":"accept","content":{"colour":"red"}}}`))
+		expect(t, done, succeeded, "")
+		if n := h.authz.calls.Load() - authz; n != 4 {
+			t.Errorf("authorized %d times, want once per round plus the refused client's: 4", n)
+		}
+		h.handler.mu.Lock()
+		asked := h.handler.asked
+		h.handler.mu.Unlock()
+		last := asked[len(asked)-1]
+		if last.GetRound() != 2 || string(last.GetInputResponsesJson()) != `{"colour":{"action":"accept","content":{"colour":"red"}}}` ||
+			!slices.Equal(last.GetInputMethods(), pipeline.InputMethods) {
+			t.Errorf("the provider's last request %+v", last)
+		}
+		if len(asked[0].GetInputMethods()) != 0 {
+			t.Errorf("a client without input rounds was offered input methods %v", asked[0].GetInputMethods())
+		}
+		var attempt *sharedosv1.OperationRecord
+		for _, r := range h.records("r") {
+			if r.AttemptID == in.GetAttemptId() {
+				attempt = r.ToProto()
+			}
+		}
+		if attempt == nil || attempt.GetStatus() != succeeded || attempt.GetInputRounds() != 2 || attempt.GetWaitingUntil() != nil {
+			t.Errorf("the attempt's record %+v: want succeeded after 2 rounds", attempt)
+		}
+	})
+}
+
+// call2 invokes a call expected to be answered as a new attempt.
+func (h *harness) call2(call *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+	h.t.Helper()
+	res, err := h.invoke(context.Background(), call)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
+// TestInputRoundRefusals: what a provider may not ask, and a client may
+// not send, ends the attempt with a clear code.
+func TestInputRoundRefusals(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		const args = `{"path":"/public/a.txt"}`
+		var answer *sharedosv1.HandleResponse
+		h.handler.mu.Lock()
+		h.handler.ask = func(*sharedosv1.HandleRequest) *sharedosv1.HandleResponse { return answer }
+		h.handler.mu.Unlock()
+		asking := func(reqs string) *sharedosv1.HandleResponse {
+			return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{InputRequestsJson: []byte(reqs)}}
+		}
+
+		answer = asking(`{"q":{"method":"sampling/createMessage","params":{}},"r":{"method":"roots/list"}}`)
+		res := h.call2(h.roundCall("x", args, "roots/list"))
+		expect(t, res, failed, outcome.MissingCapability)
+		if !slices.Equal(res.GetMissingInputMethods(), []string{"sampling/createMessage"}) {
+			t.Errorf("missing %v, want sampling/createMessage", res.GetMissingInputMethods())
+		}
+		for name, reqs := range map[string]string{
+			"unknown method": `{"q":{"method":"tools/call","params":{}}}`,
+			"params":         `{"q":{"method":"roots/list","params":[1]}}`,
+			"not an object":  `["roots/list"]`,
+			"nothing asked":  `{}`,
+		} {
+			answer = asking(reqs)
+			if res := h.call2(h.roundCall("x", args, pipeline.InputMethods...)); res.GetCode() != outcome.HandlerError {
+				t.Errorf("%s: %v/%s, want failed/handler_error", name, res.GetStatus(), res.GetCode())
+			}
+		}
+		bad := h.roundCall("x", args, pipeline.InputMethods...)
+		bad.InputResponsesJson = []byte(`{"q":12345}`)
+		expect(t, h.call2(bad), failed, outcome.InvalidRequest)
+		unknown := h.roundCall("x", args, pipeline.InputMethods...)
+		unknown.Resume = &sharedosv1.Resume{AttemptId: "0123456789abcdef0123456789abcdef", Round: 1}
+		expect(t, h.call2(unknown), failed, outcome.InvalidRequest)
+		for _, r := range h.records("x") {
+			if r.Status != failed {
+				t.Errorf("record %+v, want failed", r)
+			}
+		}
+	})
+}
+
+// TestInputRoundReauthorized: the retry of a round is authorized again; a
+// policy that cannot decide now ends the same attempt failed.
+func TestInputRoundReauthorized(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		const args = `{"path":"/public/a.txt"}`
+		h.handler.mu.Lock()
+		h.handler.ask = askTwice
+		h.handler.mu.Unlock()
+		res := h.call2(h.roundCall("z", args, pipeline.InputMethods...))
+		expect(t, res, inputRequired, "")
+		h.authz.mode.Store("error")
+		defer h.authz.mode.Store("")
+		expect(t, h.resumed(h.resumeCall("z", args, res, `{}`)), failed, outcome.AuthzError)
+		rows := h.records("z")
+		if len(rows) != 1 || rows[0].Code != outcome.AuthzError || rows[0].InputRounds != 1 {
+			t.Fatalf("records %+v: want the one attempt, failed/authz_error after 1 round", rows)
+		}
+	})
+}
+
+// TestInputRoundEndsWithTheTurn: closing the turn cancels a waiting
+// attempt at once (RevokeTurn does not wait for the client), and its
+// state can no longer resume it.
+func TestInputRoundEndsWithTheTurn(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		const args = `{"path":"/public/a.txt"}`
+		h.handler.mu.Lock()
+		h.handler.ask = askTwice
+		h.handler.mu.Unlock()
+		res := h.call2(h.roundCall("w", args, pipeline.InputMethods...))
+		expect(t, res, inputRequired, "")
+		if _, err := h.kernel.RevokeTurn(context.Background(), &sharedosv1.RevokeTurnRequest{TurnId: "w"}); err != nil {
+			t.Fatalf("RevokeTurn with an attempt waiting: %v", err)
+		}
+		rows := h.records("w")
+		if len(rows) != 1 || rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED {
+			t.Fatalf("records %+v: want the waiting attempt cancelled", rows)
+		}
+		expect(t, h.call2(h.resumeCall("w", args, res, `{}`)), failed, outcome.InvalidRequest)
+	})
+}
