@@ -51,55 +51,79 @@ func checkInvariants(t *testing.T, r *rendered) {
 	checkNetworkPolicies(t, r)
 	checkPolicies(t, r)
 	checkTLS(t, r)
-	checkGrantKey(t, r)
+	checkMountedKey(t, r, grantKey)
+	checkMountedKey(t, r, stateKey)
 }
 
-// checkGrantKey: every kernel replica reads the same turn-grant signing key
-// (ADR 0015) from a Secret mounted read-only, never world-readable; with
-// cert-manager the chart's Certificate writes it as an Ed25519 key that is
-// kept across renewals (grants of open turns stay valid).
-func checkGrantKey(t *testing.T, r *rendered) {
+// mountedKey is an Ed25519 private key a workload reads from Secrets: the
+// current one and the retired ones it still accepts.
+type mountedKey struct {
+	component  string // Deployment component and container name
+	what       string // in messages
+	envCurrent string // the current key's file
+	envRetired string // comma-separated retired keys' files
+	dir        string // mounts: <dir>/current, <dir>/retired-N
+	volume     string // volume name prefix
+}
+
+var (
+	// grantKey: every kernel replica signs turn grants (ADR 0015) with the
+	// same key, kept across renewals (grants of open turns stay valid).
+	grantKey = mountedKey{component: "catalog", what: "grant key", envCurrent: "SHAREDOS_GRANT_KEY",
+		envRetired: "SHAREDOS_GRANT_RETIRED_KEYS", dir: "/etc/sharedos/grants", volume: "grant-key"}
+	// stateKey: every bridge pod seals input-required requestStates
+	// (ADR 0017) with the same key: a state sealed by one pod is opened by
+	// another.
+	stateKey = mountedKey{component: "bridge", what: "request-state key", envCurrent: "SHAREDOS_STATE_KEY",
+		envRetired: "SHAREDOS_STATE_RETIRED_KEYS", dir: "/etc/sharedos/request-state", volume: "state-key"}
+)
+
+// checkMountedKey: the workload reads the key from a Secret mounted
+// read-only, never world-readable, and every retired key it names is one
+// too; with cert-manager the chart's Certificate writes the current one as an
+// Ed25519 key in PKCS #8 that is kept across renewals.
+func checkMountedKey(t *testing.T, r *rendered, k mountedKey) {
 	t.Helper()
-	d := deployment(t, r, "catalog")
+	d := deployment(t, r, k.component)
 	pod := d.Spec.Template.Spec
-	c := container(t, d, "catalog")
-	if got := envValue(c, "SHAREDOS_GRANT_KEY"); got != "/etc/sharedos/grants/current/tls.key" {
-		t.Errorf("catalog: SHAREDOS_GRANT_KEY = %q", got)
+	c := container(t, d, k.component)
+	if got, want := envValue(c, k.envCurrent), k.dir+"/current/tls.key"; got != want {
+		t.Errorf("%s: %s = %q, want %s", k.component, k.envCurrent, got, want)
 	}
 	secrets := map[string]string{} // mount path → Secret
 	for _, v := range pod.Volumes {
-		if v.Secret == nil || !strings.HasPrefix(v.Name, "grant-key") {
+		if v.Secret == nil || !strings.HasPrefix(v.Name, k.volume) {
 			continue
 		}
 		if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
-			t.Errorf("catalog: grant key volume %s is world-readable", v.Name)
+			t.Errorf("%s: %s volume %s is world-readable", k.component, k.what, v.Name)
 		}
 		for _, m := range c.VolumeMounts {
 			if m.Name == v.Name {
 				if !m.ReadOnly {
-					t.Errorf("catalog: grant key volume %s is mounted writable", v.Name)
+					t.Errorf("%s: %s volume %s is mounted writable", k.component, k.what, v.Name)
 				}
 				secrets[m.MountPath] = v.Secret.SecretName
 			}
 		}
 	}
-	current := secrets["/etc/sharedos/grants/current"]
+	current := secrets[k.dir+"/current"]
 	if current == "" {
-		t.Fatal("catalog: no grant key Secret mounted at /etc/sharedos/grants/current")
+		t.Fatalf("%s: no %s Secret mounted at %s/current", k.component, k.what, k.dir)
 	}
 	var retired []string
-	for _, f := range strings.Split(envValue(c, "SHAREDOS_GRANT_RETIRED_KEYS"), ",") {
+	for _, f := range strings.Split(envValue(c, k.envRetired), ",") {
 		if f == "" {
 			continue
 		}
 		dir := strings.TrimSuffix(f, "/tls.key")
 		if secrets[dir] == "" {
-			t.Errorf("catalog: retired grant key %s is not a mounted Secret", f)
+			t.Errorf("%s: retired %s %s is not a mounted Secret", k.component, k.what, f)
 		}
 		retired = append(retired, secrets[dir])
 	}
 	if len(secrets) != 1+len(retired) {
-		t.Errorf("catalog: grant key mounts %v, env names %d retired", secrets, len(retired))
+		t.Errorf("%s: %s mounts %v, %s names %d retired", k.component, k.what, secrets, k.envRetired, len(retired))
 	}
 	if len(r.Certificates) == 0 {
 		return // the operator's Secrets
@@ -111,11 +135,11 @@ func checkGrantKey(t *testing.T, r *rendered) {
 		}
 	}
 	if cert == nil {
-		t.Fatalf("no Certificate writes the grant key Secret %s", current)
+		t.Fatalf("no Certificate writes the %s Secret %s", k.what, current)
 	}
 	if pk := cert.Spec.PrivateKey; pk == nil || pk.Algorithm != certmanagerv1.Ed25519KeyAlgorithm ||
 		pk.Encoding != certmanagerv1.PKCS8 || pk.RotationPolicy != certmanagerv1.RotationPolicyNever {
-		t.Errorf("grant key Certificate %s: private key %+v, want Ed25519, PKCS8, never rotated on renewal", cert.Name, cert.Spec.PrivateKey)
+		t.Errorf("%s Certificate %s: private key %+v, want Ed25519, PKCS8, never rotated on renewal", k.what, cert.Name, cert.Spec.PrivateKey)
 	}
 }
 

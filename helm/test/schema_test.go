@@ -56,11 +56,14 @@ func TestValuesRejected(t *testing.T) {
 		{"mTLS without certificates", "tls:\n  certManager:\n    enabled: false\n", []string{"tls.existingSecrets.catalog is required when tls.certManager.enabled is false"}},
 		{"grants without a key", "tls:\n  certManager:\n    enabled: false\n  existingSecrets: {catalog: c, authz: a, bridge: b, files: f}\n",
 			[]string{"catalog.grants.existingSecret is required when tls.certManager.enabled is false"}},
+		{"request states without a key", "tls:\n  certManager:\n    enabled: false\n  existingSecrets: {catalog: c, authz: a, bridge: b, files: f}\ncatalog:\n  grants:\n    existingSecret: g\n",
+			[]string{"bridge.requestState.existingSecret is required when tls.certManager.enabled is false"}},
 		// Issue 17, item 14: the default install's ceilings (bridge HPA 10, pool 10,
 		// as before) need more connections than PostgreSQL's default 100.
 		{"connection budget", "database:\n  bridge:\n    maxConns: 10\n", []string{"database connection budget exceeded", "= 146 connections", "leaves 90"}},
 		{"connection budget of a smaller server", "postgres:\n  maxConnections: 50\n  reservedConnections: 10\n", []string{"database connection budget exceeded", "leaves 40"}},
 		{"grant secret name", "catalog:\n  grants:\n    retiredSecrets: [\"Not_A_Name\"]\n", []string{schemaError, "/catalog/grants/retiredSecrets/0"}},
+		{"request-state secret name", "bridge:\n  requestState:\n    retiredSecrets: [\"Not_A_Name\"]\n", []string{schemaError, "/bridge/requestState/retiredSecrets/0"}},
 		{"client identity of a service role", "tls:\n  certManager:\n    clientIdentities: [{name: x, role: bridge}]\n", []string{schemaError, "/tls/certManager/clientIdentities/0/role"}},
 	}
 	for _, tc := range cases {

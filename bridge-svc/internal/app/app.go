@@ -24,6 +24,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/postgres"
 	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
 	"github.com/sharedos/toolshare/bridge-svc/migrations"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/callers"
@@ -79,6 +80,13 @@ type Config struct {
 	// StatusCacheTTL is how long a pod reuses a lease status read
 	// (ADR 0005); 0 reads the store on every request.
 	StatusCacheTTL time.Duration
+	// StateKey is the PEM file of the key the requestState of input-required
+	// results is sealed with (an Ed25519 private key; its seed is the key
+	// material), the same on every pod; StateRetiredKeys still open states
+	// sealed before a rotation. Empty: a key generated at start (states
+	// then open only on this pod, until it stops).
+	StateKey         string
+	StateRetiredKeys []string
 	// MetricsListen is the address of the Prometheus /metrics endpoint
 	// (empty: off); it serves Metrics.
 	MetricsListen string
@@ -128,6 +136,8 @@ func Bind(fs *flag.FlagSet) func() Config {
 	callTimeout := config.Duration(fs, "call-timeout", 2*time.Minute, "deadline of one InvokeTool (kernel pipeline and handler)")
 	statusTTL := config.Duration(fs, "lease-cache-ttl", 500*time.Millisecond, "how long a pod reuses a lease status read: a close through another pod is seen within it (0: read every request)")
 	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
+	stateKey := config.String(fs, "state-key", "", "PEM file of the key (Ed25519 private key, PKCS #8) input-required requestStates are sealed with, the same on every pod (empty: a key generated at start; states then open only on this pod)")
+	stateRetired := config.StringSlice(fs, "state-retired-keys", nil, "comma-separated PEM files of earlier --state-key keys: states they sealed still open (keep them for 10 minutes after a rotation)")
 	return func() Config {
 		c.Listen, c.HTTPListen, c.PublicURL = *listen, *httpListen, *publicURL
 		c.Catalog, c.Kernel, c.DatabaseURL, c.Migrate, c.DatabaseRole = *catalog, *kernel, *dbURL, *migrate, *dbRole
@@ -137,6 +147,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 		c.OIDCPrincipalClaim, c.OIDCTenantClaim, c.OIDCRolesClaim = *oidcPrincipal, *oidcTenant, *oidcRoles
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
 		c.StatusCacheTTL, c.MetricsListen, c.LeaseRetention = *statusTTL, *metrics, *retention
+		c.StateKey, c.StateRetiredKeys = *stateKey, *stateRetired
 		return c
 	}
 }
@@ -152,6 +163,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPListen == "" {
 		errs.Add("http-listen", "must not be empty")
+	}
+	if len(c.StateRetiredKeys) > 0 && c.StateKey == "" {
+		errs.Add("state-retired-keys", "needs --state-key (the key that seals now)")
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs.Addf("max-body-bytes", "must be positive, got %d", c.MaxBodyBytes)
@@ -307,9 +321,13 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	states, err := c.states(a.log)
+	if err != nil {
+		return nil, err
+	}
 	a.mcp = mcpserver.NewHandler(mcpserver.Config{
 		Store:     a.store,
-		Forwarder: &forward.Forwarder{Invoker: invoker, Logger: a.log, StreamTimeout: c.CallTimeout},
+		Forwarder: &forward.Forwarder{Invoker: invoker, Logger: a.log, StreamTimeout: c.CallTimeout, States: states},
 		Edge: protocol.NewEdge(protocol.EdgeConfig{
 			AllowedOrigins: append(slices.Clone(c.AllowedOrigins), protocol.OwnOrigins(pu, a.httpLis.Addr())...),
 			AllowedHosts:   hosts, MaxBodyBytes: int64(c.MaxBodyBytes),
@@ -487,4 +505,17 @@ func parsePrefixes(vs []string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// states loads the requestState keys, or makes a process-local one.
+func (c Config) states(log *slog.Logger) (*requeststate.Sealer, error) {
+	if c.StateKey == "" {
+		log.Warn("no --state-key: input-required requestStates are sealed with a key generated now; only this pod opens them, until it stops")
+		return requeststate.Generate()
+	}
+	s, err := requeststate.Load(c.StateKey, c.StateRetiredKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("--state-key: %w", err)
+	}
+	return s, nil
 }

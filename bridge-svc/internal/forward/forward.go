@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -21,6 +22,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/toolname"
@@ -131,6 +134,16 @@ type Request struct {
 	// kernel relays them, all before Call returns (the client sent a
 	// progress token).
 	Progress func(*sharedosv1.Progress)
+	// Modern: the request is 2026-07-28, whose clients answer
+	// input-required results (then InputMethods are what it declared it
+	// can answer, protocol.InputMethods).
+	Modern       bool
+	InputMethods []string
+	// InputResponses and RequestState are the request's inputResponses
+	// and requestState, as sent (protocol.Parse checked their shape).
+	InputResponses  json.RawMessage
+	RequestState    string
+	HasRequestState bool
 }
 
 // Forwarder sends calls to the kernel.
@@ -141,13 +154,23 @@ type Forwarder struct {
 	// default deadline bounds a unary InvokeTool (streams get none of
 	// their own); zero: unbounded.
 	StreamTimeout time.Duration
+	// States seals the requestState of input-required results; nil: a
+	// key generated on first use, which only this process can open.
+	States *requeststate.Sealer
+	// Now replaces time.Now (tests).
+	Now func() time.Time
+
+	statesOnce sync.Once
 }
 
-// Call forwards req for turn and returns the MCP result, or nil when the
-// call was cancelled (the request is aborted: nothing is written for it).
-// It never returns a Go error: a handler error would become JSON-RPC
-// -32603, and a refusal is a result.
-func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.CallToolResult {
+// Call forwards req for turn and returns the MCP result; or the protocol
+// error the request is answered with instead (the spec leaves no result
+// form: a requestState that does not open, -32602; a 2026-07-28 tool
+// needing a capability the client did not declare, -32021), every one
+// recorded; or neither when the call was cancelled (the request is
+// aborted: nothing is written for it). A refusal is a result, never a Go
+// error (which mcp-go would turn into -32603).
+func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.CallToolResult, *protocol.RPCError) {
 	span := trace.SpanFromContext(ctx)
 	callID := NewCallID()
 	tool, diag := turn.resolve(req.Name)
@@ -179,17 +202,31 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 			slog.String(telemetry.LogTool, req.Name), slog.Any("keys", stripped))
 	}
 
-	res, err := f.invoke(ctx, &sharedosv1.ToolCall{
-		CallId:        callID,
-		TurnId:        turn.TurnID,
-		Tool:          tool,
-		ArgumentsJson: args,
-		Grant:         turn.Grant,
-		Harness:       turn.Harness,
-	}, req.Progress)
+	call := &sharedosv1.ToolCall{
+		CallId:             callID,
+		TurnId:             turn.TurnID,
+		Tool:               tool,
+		ArgumentsJson:      args,
+		Grant:              turn.Grant,
+		Harness:            turn.Harness,
+		InputRounds:        req.Modern,
+		InputResponsesJson: req.InputResponses,
+	}
+	if req.Modern {
+		call.InputMethods = req.InputMethods
+	}
+	if req.HasRequestState {
+		resume, rerr := f.resume(turn, req.RequestState, tool, args)
+		if rerr != nil {
+			f.Reject(ctx, turn, req.Name, rerr.Message)
+			return nil, rerr
+		}
+		call.Resume = resume
+	}
+	res, err := f.invoke(ctx, call, req.Progress)
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
 		// Cancellation is not a result: the client closed the request.
-		return nil
+		return nil, nil
 	}
 	if err != nil {
 		f.log().ErrorContext(ctx, "InvokeTool failed", slog.String(telemetry.LogCallID, callID),
@@ -203,9 +240,25 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) *mcp.Call
 	if res.GetCallId() == "" {
 		res.CallId = callID
 	}
+	if req.Modern {
+		switch {
+		case res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED:
+			out, err := f.inputRequired(turn, tool, args, res)
+			if err == nil {
+				recordOutcome(span, res)
+				return out, nil
+			}
+			f.log().ErrorContext(ctx, "input-required result not handed out", slog.String(telemetry.LogCallID, callID),
+				slog.String("error", err.Error()))
+			res = withCall(outcome.Failed(outcome.Internal, "the tool asked for input the bridge could not pass on"), res)
+		case res.GetCode() == outcome.MissingCapability && len(res.GetMissingInputMethods()) > 0:
+			recordOutcome(span, res)
+			return nil, protocol.MissingCapability(res.GetMissingInputMethods())
+		}
+	}
 	out, res := f.toMCP(ctx, res)
 	recordOutcome(span, res)
-	return out // nil when the kernel says cancelled: no result, like a client cancellation
+	return out, nil // no result when the kernel says cancelled, like a client cancellation
 }
 
 // errNoResult: the kernel's stream ended without a result.

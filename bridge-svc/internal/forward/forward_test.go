@@ -60,7 +60,7 @@ func TestCallBuildsToolCall(t *testing.T) {
 		ContentJson: []byte(`[{"type":"text","text":"ok"}]`), StructuredContentJson: []byte(`{"n":12345678901234567890}`)}}
 	f := &forward.Forwarder{Invoker: inv}
 	args := `{"path":"/public/a.txt",  "wait_for_previous":true,"big":12345678901234567890}`
-	res := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(args), JSONRPCID: 7})
+	res, _ := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(args), JSONRPCID: 7})
 	c := inv.got
 	if c.GetTool() != "files.read" || c.GetTurnId() != "t1" || c.GetHarness() != "gemini" || c.GetGrant() != "grant-of-t1" {
 		t.Errorf("ToolCall = %v", c)
@@ -141,7 +141,7 @@ func TestOutcomeMapping(t *testing.T) {
 			rec := tracetest.NewSpanRecorder()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 			ctx, sp := tp.Tracer("test").Start(context.Background(), "tools/call files.read")
-			res := f.Call(ctx, turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{}`)})
+			res, _ := f.Call(ctx, turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{}`)})
 			sp.End()
 			checkSpanOutcome(t, rec.Ended()[0], tc.code, tc.nilReply)
 			if tc.nilReply {
@@ -168,7 +168,7 @@ func TestOutcomeMapping(t *testing.T) {
 	// kernel still answered.
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &forward.Forwarder{Invoker: &stubInvoker{res: denied, hook: func(context.Context) { cancel() }}}
-	if res := f.Call(ctx, turn(false), forward.Request{Name: "files.read"}); res != nil {
+	if res, _ := f.Call(ctx, turn(false), forward.Request{Name: "files.read"}); res != nil {
 		t.Errorf("cancelled call answered %+v", res)
 	}
 }
@@ -214,7 +214,7 @@ func (c hungClient) Recv() (*sharedosv1.ToolEvent, error) {
 // a hung kernel is failed/timeout, never a wait for ever.
 func TestStreamHasTheCallDeadline(t *testing.T) {
 	f := &forward.Forwarder{Invoker: &hangingStream{}, StreamTimeout: 50 * time.Millisecond}
-	res := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Progress: func(*sharedosv1.Progress) {}})
+	res, _ := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Progress: func(*sharedosv1.Progress) {}})
 	if res == nil || !res.IsError || !strings.Contains(fmt.Sprint(res.Content), "timeout") {
 		t.Fatalf("result %+v, want failed: timeout", res)
 	}

@@ -316,6 +316,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 	}
 	call := msg != nil && msg.Method == "tools/call"
 	ctx, st := withCallState(ctx)
+	if msg != nil {
+		st.msg = msg
+		st.modern = protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)
+	}
 	resp := newResponse(w, st, call)
 	st.resp = resp
 	srv.http.Handle(resp, &server.HTTPRequest{

@@ -11,11 +11,17 @@ import (
 	"sync"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
 
 // errCancelled is what a tool handler returns for a cancelled call; the
 // response writer makes sure it never reaches the client.
 var errCancelled = errors.New("call cancelled")
+
+// errReplaced is what a tool handler returns when the request is answered
+// with a protocol error of the bridge's own (callState.replaced).
+var errReplaced = errors.New("answered with a protocol error")
 
 // response is the writer mcp-go answers one request on. Once the request's
 // call was cancelled — by the client's notifications/cancelled (2025 eras)
@@ -67,6 +73,22 @@ func (r *response) silent() bool {
 	if r.silenced {
 		return true
 	}
+	if rerr := r.replacement(); rerr != nil {
+		// The bridge's protocol error instead of mcp-go's answer: HTTP 400
+		// and the error, or its last event when progress went out first.
+		r.silenced = true
+		if !r.wroteHeader {
+			h := r.w.Header()
+			h.Del(server.HeaderKeySessionID)
+			h.Set("Content-Type", "application/json")
+			r.w.WriteHeader(http.StatusBadRequest)
+			r.wroteHeader = true
+			_, _ = r.w.Write(rerr.Body())
+		} else if r.events {
+			_, _ = r.w.Write(sseEvent(rerr.Body()))
+		}
+		return true
+	}
 	if r.st == nil || !r.st.cancelled.Load() {
 		return false
 	}
@@ -103,6 +125,13 @@ func (r *response) event(msg []byte) bool {
 	}
 	r.Flush()
 	return true
+}
+
+func (r *response) replacement() *protocol.RPCError {
+	if r.st == nil {
+		return nil
+	}
+	return r.st.replaced.Load()
 }
 
 func sseEvent(msg []byte) []byte {

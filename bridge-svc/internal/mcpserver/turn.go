@@ -13,6 +13,7 @@ import (
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/mcptool"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
@@ -147,7 +148,22 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			fr.Progress = progressNotifier(ctx, req.Params.Meta.ProgressToken)
 		}
-		res := fwd.Call(ctx, turn, fr)
+		if st != nil && st.msg != nil {
+			fr.Modern = st.modern
+			fr.InputMethods = protocol.InputMethods(st.msg.ClientCapabilities)
+			fr.InputResponses = st.msg.InputResponses
+			fr.RequestState, fr.HasRequestState = st.msg.RequestState, st.msg.HasRequestState
+		}
+		res, rerr := fwd.Call(ctx, turn, fr)
+		if rerr != nil && st != nil {
+			// Answered with a protocol error (recorded): mcp-go's answer to
+			// the error returned here never reaches the client (response).
+			if st.msg != nil {
+				rerr.ID = st.msg.ID
+			}
+			st.replaced.Store(rerr)
+			return nil, errReplaced
+		}
 		if res == nil {
 			// Cancelled: nothing more is sent for the request (response).
 			if st != nil {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
 
 // The unknown-name workaround, whole. ADR 0004: a tools/call for a name the
@@ -36,6 +38,12 @@ type callState struct {
 	cancelled atomic.Bool
 	// resp is the request's response writer (progress events go to it).
 	resp *response
+	// msg is the request as route pre-parsed it; modern: it is 2026-07-28.
+	msg    *protocol.Message
+	modern bool
+	// replaced, set by the handler, is the protocol error the request is
+	// answered with instead of mcp-go's answer (response).
+	replaced atomic.Pointer[protocol.RPCError]
 }
 
 type callStateKey struct{}

@@ -14,6 +14,11 @@ const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	// CodeMissingCapability (2026-07-28): the request needs a client
+	// capability the client did not declare; data.requiredCapabilities
+	// names them.
+	CodeMissingCapability = -32021
 )
 
 // MaxDepth bounds the nesting of a message (arrays and objects), far below
@@ -34,7 +39,22 @@ type Message struct {
 	// MCP client cannot set HTTP headers; nil when there are none. Only
 	// string values are kept.
 	TraceMeta map[string]string
+	// InputResponses is params.inputResponses as sent (an object whose
+	// members are objects: Parse refuses anything else); nil when absent.
+	InputResponses json.RawMessage
+	// RequestState is params.requestState (a string); HasRequestState
+	// tells an empty one from none.
+	RequestState    string
+	HasRequestState bool
+	// ClientCapabilities are the member names of
+	// params._meta["io.modelcontextprotocol/clientCapabilities"] (2026-07-28
+	// declares them per request); nil when it carries none.
+	ClientCapabilities []string
 }
+
+// MetaClientCapabilities is the _meta key of a 2026-07-28 request's
+// declared client capabilities.
+const MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 
 // TraceMetaKeys are the params._meta keys SEP-414 carries W3C trace
 // context in (the header names of tracecontext and baggage).
@@ -49,6 +69,8 @@ type RPCError struct {
 	Message string
 	// ID is the request id when one could be read, else null.
 	ID json.RawMessage
+	// Data is the error's data member, when it has one.
+	Data any
 }
 
 func (e *RPCError) Error() string { return e.Message }
@@ -65,11 +87,13 @@ func (e *RPCError) Body() []byte {
 		Error   struct {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
+			Data    any    `json:"data,omitempty"`
 		} `json:"error"`
 	}{JSONRPC: "2.0", ID: id, Error: struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
-	}{e.Code, e.Message}})
+		Data    any    `json:"data,omitempty"`
+	}{e.Code, e.Message, e.Data}})
 	return b
 }
 
@@ -79,7 +103,7 @@ var topKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 // server answers; a case-folded spelling of one is refused.
 var paramKeys = []string{
 	"name", "arguments", "_meta", "cursor", "protocolVersion", "capabilities", "clientInfo",
-	"requestId", "reason", "uri", "level", "task", "progressToken",
+	"requestId", "reason", "uri", "level", "task", "progressToken", "inputResponses", "requestState",
 }
 
 // Parse checks one JSON-RPC message strictly: valid UTF-8, one object (no
@@ -182,8 +206,26 @@ func Parse(body []byte) (*Message, *RPCError) {
 			return fail(`"params.name" must be a string`)
 		}
 	}
+	if raw, ok := pm.lookup("inputResponses"); ok {
+		if msg := checkInputResponses(raw); msg != "" {
+			return nil, &RPCError{Code: CodeInvalidParams, Message: "invalid params: " + msg, ID: m.ID}
+		}
+		m.InputResponses = raw
+	}
+	if raw, ok := pm.lookup("requestState"); ok {
+		if m.RequestState, ok = str(raw); !ok {
+			return nil, &RPCError{Code: CodeInvalidParams, Message: `invalid params: "requestState" must be a string`, ID: m.ID}
+		}
+		m.HasRequestState = true
+	}
 	if raw, ok := pm.lookup("_meta"); ok {
 		if meta, err := members(raw); err == nil {
+			if caps, err := members(meta.get(MetaClientCapabilities)); err == nil {
+				m.ClientCapabilities = make([]string, 0, len(caps))
+				for _, c := range caps {
+					m.ClientCapabilities = append(m.ClientCapabilities, c.key)
+				}
+			}
 			m.MetaProtocolVersion, _ = str(meta.get(MetaProtocolVersion))
 			for _, k := range TraceMetaKeys {
 				if v, ok := str(meta.get(k)); ok && v != "" {
@@ -196,6 +238,25 @@ func Parse(body []byte) (*Message, *RPCError) {
 		}
 	}
 	return m, nil
+}
+
+// checkInputResponses says why params.inputResponses is not an object
+// whose members are objects (SEP-2322: each answers one input request),
+// or "".
+func checkInputResponses(raw json.RawMessage) string {
+	o, err := members(raw)
+	if err != nil {
+		return `"inputResponses" must be an object`
+	}
+	if msg := o.check(nil, "params.inputResponses"); msg != "" {
+		return msg
+	}
+	for _, m := range o {
+		if v := bytes.TrimSpace(m.value); len(v) == 0 || v[0] != '{' {
+			return `"inputResponses" members must be objects (` + quote(m.key) + ` is not)`
+		}
+	}
+	return ""
 }
 
 // str decodes a JSON string value; ok is false for anything else. Strings

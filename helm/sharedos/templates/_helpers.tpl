@@ -344,6 +344,9 @@ template so a bad combination fails at render time with the field named.
 {{- if and (not .Values.tls.certManager.enabled) (not .Values.catalog.grants.existingSecret) }}
 {{- fail "catalog.grants.existingSecret is required when tls.certManager.enabled is false: every kernel replica signs turn grants with the same key" }}
 {{- end }}
+{{- if and (not .Values.tls.certManager.enabled) (not .Values.bridge.requestState.existingSecret) }}
+{{- fail "bridge.requestState.existingSecret is required when tls.certManager.enabled is false: every bridge pod seals input-required states with the same key" }}
+{{- end }}
 {{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
 {{- fail "ingress.host is required when ingress.enabled is true" }}
 {{- end }}
@@ -477,6 +480,14 @@ operator's, or the one the chart's grant-signer Certificate writes.
 */}}
 {{- define "sharedos.grantSecret" -}}
 {{- .Values.catalog.grants.existingSecret | default (printf "%s-grant-signer" (include "sharedos.fullname" .)) }}
+{{- end }}
+
+{{/*
+The Secret holding the bridge's request-state sealing key (tls.key, ADR 0017):
+the operator's, or the one the chart's request-state Certificate writes.
+*/}}
+{{- define "sharedos.stateSecret" -}}
+{{- .Values.bridge.requestState.existingSecret | default (printf "%s-request-state" (include "sharedos.fullname" .)) }}
 {{- end }}
 
 {{- define "sharedos.tlsVolume" -}}

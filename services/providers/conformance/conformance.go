@@ -98,10 +98,11 @@ type Tool struct {
 
 // Tools lists the fixture tools, sorted by name.
 func Tools() []Tool {
-	out := make([]Tool, 0, len(fixtures))
+	out := make([]Tool, 0, len(fixtures)+len(inputFixtures))
 	for _, f := range fixtures {
 		out = append(out, Tool{Name: f.name, Description: f.description, InputSchema: json.RawMessage(f.input)})
 	}
+	out = append(out, inputFixtures...)
 	sortTools(out)
 	return out
 }
@@ -143,7 +144,8 @@ type Provider struct {
 
 var _ sharedosv1.ToolHandlerServiceServer = (*Provider)(nil)
 
-// Invoke implements sharedosv1.ToolHandlerServiceServer (contract v2):
+// Invoke implements sharedosv1.ToolHandlerServiceServer (contract v2; the
+// input-round fixtures answer as in Handle, contract v3):
 // ToolWithProgress reports its steps before its result; every other
 // fixture answers as Handle does.
 func (p *Provider) Invoke(req *sharedosv1.HandleRequest, stream grpc.ServerStreamingServer[sharedosv1.HandleEvent]) error {
@@ -197,6 +199,9 @@ func (p *Provider) answer(req *sharedosv1.HandleRequest) (*sharedosv1.HandleResp
 	args := bytes.TrimSpace(req.GetArgumentsJson())
 	if len(args) == 0 || args[0] != '{' || !json.Valid(args) {
 		return nil, status.Error(codes.InvalidArgument, "conformance: arguments must be one JSON object")
+	}
+	if resp := roundAnswer(req); resp != nil {
+		return resp, nil
 	}
 	for _, f := range fixtures {
 		if f.name == req.GetTool() {

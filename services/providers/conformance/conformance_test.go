@@ -2,10 +2,12 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -87,8 +89,8 @@ func TestInvokeStreamsProgress(t *testing.T) {
 
 func TestToolsArePublishable(t *testing.T) {
 	tools := conformance.Tools()
-	if len(tools) != 9 {
-		t.Fatalf("%d fixtures, want 9", len(tools))
+	if len(tools) != 18 {
+		t.Fatalf("%d fixtures, want 18", len(tools))
 	}
 	for i, tool := range tools {
 		if err := toolname.Validate(tool.Name); err != nil {
@@ -102,5 +104,75 @@ func TestToolsArePublishable(t *testing.T) {
 		if r.GetHandler().GetTarget() != "127.0.0.1:7405" || r.GetRequirement().GetAction() == "" {
 			t.Errorf("registration %s incomplete", r.GetName())
 		}
+	}
+}
+
+// TestInputRounds (contract v3): the input fixtures ask exactly the suite's
+// keys, carry their state between rounds, and answer once answered.
+func TestInputRounds(t *testing.T) {
+	client := serve(t)
+	call := func(tool string, round int32, state, answers string, methods ...string) *sharedosv1.HandleResponse {
+		t.Helper()
+		resp, err := client.Handle(context.Background(), &sharedosv1.HandleRequest{CallId: "c", TurnId: "t", Tool: tool,
+			ArgumentsJson: []byte(`{}`), Round: round, RequestState: []byte(state), InputResponsesJson: []byte(answers),
+			InputMethods: methods})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	keys := func(resp *sharedosv1.HandleResponse) []string {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(resp.GetInputRequired().GetInputRequestsJson(), &m); err != nil {
+			t.Fatalf("input requests %s: %v", resp.GetInputRequired().GetInputRequestsJson(), err)
+		}
+		out := make([]string, 0, len(m))
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	all := []string{"elicitation/create", "roots/list", "sampling/createMessage"}
+
+	first := call(conformance.ToolInputElicitation, 0, "", "", all...)
+	if k := keys(first); !slices.Equal(k, []string{"user_name"}) {
+		t.Fatalf("elicitation asks %v", k)
+	}
+	if got := call(conformance.ToolInputElicitation, 0, "", `{"wrong_key":{"action":"accept"}}`, all...); got.GetInputRequired() == nil {
+		t.Error("a wrong key did not ask again")
+	}
+	done := call(conformance.ToolInputElicitation, 1, "", `{"user_name":{"action":"accept","content":{"name":"Ada"}}}`, all...)
+	if !strings.Contains(string(done.GetContentJson()), "Hello, Ada!") {
+		t.Errorf("elicitation answered %s", done.GetContentJson())
+	}
+
+	r1 := call(conformance.ToolInputMultiRound, 0, "", "", all...)
+	r2 := call(conformance.ToolInputMultiRound, 1, string(r1.GetInputRequired().GetRequestState()), `{"step1":{"action":"accept"}}`, all...)
+	if k := keys(r2); !slices.Equal(k, []string{"step2"}) {
+		t.Fatalf("round 2 asks %v", k)
+	}
+	r3 := call(conformance.ToolInputMultiRound, 2, string(r2.GetInputRequired().GetRequestState()), `{"step2":{"action":"accept"}}`, all...)
+	if r3.GetInputRequired() != nil || len(r3.GetContentJson()) == 0 {
+		t.Errorf("round 3: %v", r3)
+	}
+
+	st := call(conformance.ToolInputRequestState, 0, "", "", all...)
+	ok := call(conformance.ToolInputRequestState, 1, string(st.GetInputRequired().GetRequestState()), `{"confirm":{"action":"accept"}}`, all...)
+	if !strings.Contains(string(ok.GetContentJson()), "state-ok") {
+		t.Errorf("request state round 2: %s", ok.GetContentJson())
+	}
+	if again := call(conformance.ToolInputRequestState, 1, "forged", `{"confirm":{"action":"accept"}}`, all...); again.GetInputRequired() == nil {
+		t.Error("an unknown state was accepted")
+	}
+
+	if k := keys(call(conformance.ToolInputMultiple, 0, "", "", all...)); !slices.Equal(k, []string{"client_roots", "greeting", "user_name"}) {
+		t.Errorf("multiple asks %v", k)
+	}
+	if k := keys(call(conformance.ToolInputCapabilities, 0, "", "", "sampling/createMessage")); !slices.Equal(k, []string{"capital_question"}) {
+		t.Errorf("capabilities with sampling only asks %v", k)
+	}
+	if k := keys(call(conformance.ToolMissingCapability, 0, "", "")); !slices.Equal(k, []string{"capital_question"}) {
+		t.Errorf("missing capability asks %v", k)
 	}
 }

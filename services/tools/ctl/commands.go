@@ -519,6 +519,10 @@ type OperationJSON struct {
 	FinishedAt      string `json:"finishedAt,omitempty"`
 	TraceID         string `json:"traceId,omitempty"`
 	ProgressCount   int32  `json:"progressCount,omitempty"`
+	// InputRounds and WaitingUntil: the times the call asked the client for
+	// input, and until when it waits for the answer (ADR 0017).
+	InputRounds  int32  `json:"inputRounds,omitempty"`
+	WaitingUntil string `json:"waitingUntil,omitempty"`
 }
 
 func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
@@ -552,7 +556,10 @@ func operationJSON(r *sharedosv1.OperationRecord) OperationJSON {
 		Tool: r.GetRequestedTool(), ToolSHA256: r.GetRequestedToolSha256(), ResolvedTool: r.GetResolvedTool(),
 		CatalogHash: r.GetCatalogHash(), ArgumentsDigest: r.GetArgumentsDigest(), Status: outcome.StatusName(r.GetStatus()),
 		Code: r.GetCode(), Reason: r.GetReason(), DecisionID: r.GetDecisionId(), PolicyRevision: r.GetPolicyRevision(),
-		TraceID: r.GetTraceId(), ProgressCount: r.GetProgressCount(),
+		TraceID: r.GetTraceId(), ProgressCount: r.GetProgressCount(), InputRounds: r.GetInputRounds(),
+	}
+	if r.GetWaitingUntil() != nil {
+		o.WaitingUntil = r.GetWaitingUntil().AsTime().UTC().Format(time.RFC3339Nano)
 	}
 	if r.GetStartedAt() != nil {
 		o.StartedAt = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339Nano)

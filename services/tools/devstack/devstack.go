@@ -61,6 +61,9 @@ type Config struct {
 	// GrantKey is catalog-svc's turn-grant signing key (MakePKI writes one
 	// as GrantKeyFile); empty: a key catalog-svc makes at each start.
 	GrantKey string
+	// StateKey is bridge-svc's requestState key (MakePKI writes one as
+	// StateKeyFile); empty: a key bridge-svc makes at each start.
+	StateKey string
 	// Flags are extra flags per binary name, appended to its command line.
 	Flags     map[string][]string
 	Principal string
@@ -152,14 +155,18 @@ func Services(cfg Config) []Service {
 	if cfg.GrantKey != "" {
 		catalogArgs = append(catalogArgs, "--grant-key", cfg.GrantKey)
 	}
+	// The local host identity may open turns for any tenant.
+	bridgeArgs := append([]string{"serve", "--listen", cfg.BridgeAddr, "--http-listen", cfg.MCPAddr,
+		"--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr,
+		"--host-tenants", "spiffe://" + pki.TrustDomain + "/host/dev=*"}, dbArgs...)
+	if cfg.StateKey != "" {
+		bridgeArgs = append(bridgeArgs, "--state-key", cfg.StateKey)
+	}
 	svcs := []Service{
 		{"authz-svc", []string{"serve", "--listen", cfg.AuthzAddr, "--policy-dir", policyDir}, cfg.AuthzAddr},
 		{"files-provider", []string{"--listen", cfg.FilesAddr, "--root", fileRoot}, cfg.FilesAddr},
 		{"catalog-svc", catalogArgs, cfg.CatalogAddr},
-		// The local host identity may open turns for any tenant.
-		{"bridge-svc", append([]string{"serve", "--listen", cfg.BridgeAddr, "--http-listen", cfg.MCPAddr,
-			"--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr,
-			"--host-tenants", "spiffe://" + pki.TrustDomain + "/host/dev=*"}, dbArgs...), cfg.BridgeAddr},
+		{"bridge-svc", bridgeArgs, cfg.BridgeAddr},
 	}
 	for i := range svcs {
 		if cfg.Plaintext {
@@ -225,6 +232,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 			return fmt.Errorf("local CA in %s: %w", cfg.PKIDir, err)
 		}
 		cfg.GrantKey = filepath.Join(cfg.PKIDir, GrantKeyFile)
+		cfg.StateKey = filepath.Join(cfg.PKIDir, StateKeyFile)
 	}
 	creds, err := operatorCredentials(ctx, cfg)
 	if err != nil {

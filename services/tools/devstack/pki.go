@@ -35,8 +35,12 @@ var Identities = []Identity{
 	{"files", callers.Provider, "files"},
 }
 
-// GrantKeyFile is the kernel's turn-grant signing key MakePKI writes.
-const GrantKeyFile = "grant.key"
+// GrantKeyFile is the kernel's turn-grant signing key MakePKI writes;
+// StateKeyFile is the bridge's requestState key.
+const (
+	GrantKeyFile = "grant.key"
+	StateKeyFile = "state.key"
+)
 
 // serviceIdentity is the certificate file each service of the stack runs with.
 var serviceIdentity = map[string]string{
@@ -45,7 +49,8 @@ var serviceIdentity = map[string]string{
 
 // MakePKI creates a throwaway CA (valid 30 days; its key never leaves
 // memory) and writes ca.crt, every Identity and the kernel's grant signing
-// key (GrantKeyFile) into dir.
+// key (GrantKeyFile) and the bridge's requestState key (StateKeyFile) into
+// dir.
 func MakePKI(dir string) (*pki.CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -64,6 +69,9 @@ func MakePKI(dir string) (*pki.CA, error) {
 	}
 	if err := pki.WriteSigningKey(filepath.Join(dir, GrantKeyFile)); err != nil {
 		return nil, fmt.Errorf("grant key: %w", err)
+	}
+	if err := pki.WriteSigningKey(filepath.Join(dir, StateKeyFile)); err != nil {
+		return nil, fmt.Errorf("state key: %w", err)
 	}
 	return ca, nil
 }

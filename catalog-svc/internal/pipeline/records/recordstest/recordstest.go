@@ -610,11 +610,13 @@ func testResumeExact(t *testing.T, s records.Store) {
 	other := NewRecord(turn(t), "call-2", "files.write")
 	wrong := map[string]records.Resumption{}
 	for name, edit := range map[string]func(*records.Resumption){
-		"attempt":   func(x *records.Resumption) { x.AttemptID = other.AttemptID },
-		"turn":      func(x *records.Resumption) { x.TurnID = "another-turn" },
-		"tool":      func(x *records.Resumption) { x.RequestedToolSHA256 = other.RequestedToolSHA256 + "0" },
-		"arguments": func(x *records.Resumption) { x.ArgumentsDigest = redact.ArgumentsDigest([]byte(`{"path":"/private/a"}`)) },
-		"round":     func(x *records.Resumption) { x.Round = 2 },
+		"attempt": func(x *records.Resumption) { x.AttemptID = other.AttemptID },
+		"turn":    func(x *records.Resumption) { x.TurnID = "another-turn" },
+		"tool":    func(x *records.Resumption) { x.RequestedToolSHA256 = other.RequestedToolSHA256 + "0" },
+		"arguments": func(x *records.Resumption) {
+			x.ArgumentsDigest = redact.ArgumentsDigest([]byte(`{"path":"/private/a"}`))
+		},
+		"round": func(x *records.Resumption) { x.Round = 2 },
 	} {
 		x := resumption(r, 1, "kernel-2")
 		edit(&x)

@@ -1,0 +1,73 @@
+package forward
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/redact"
+)
+
+func (f *Forwarder) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+func (f *Forwarder) states() *requeststate.Sealer {
+	f.statesOnce.Do(func() {
+		if f.States == nil {
+			f.States, _ = requeststate.Generate() // never fails: 32 random bytes
+		}
+	})
+	return f.States
+}
+
+// resume opens a request's requestState for turn: the round of the
+// attempt it continues, provided it was sealed for this very tool and
+// these arguments. Anything else is -32602: the spec leaves no result
+// form for a state that fails its integrity check.
+func (f *Forwarder) resume(turn *Turn, token, tool string, args []byte) (*sharedosv1.Resume, *protocol.RPCError) {
+	st, err := f.states().Open(token, turn.TurnID, f.now())
+	if err != nil {
+		msg := requeststate.ErrSeal.Error()
+		if errors.Is(err, requeststate.ErrExpired) {
+			msg = requeststate.ErrExpired.Error()
+		}
+		return nil, &protocol.RPCError{Code: protocol.CodeInvalidParams, Message: "invalid params: " + msg}
+	}
+	if st.Tool != tool || st.ArgumentsDigest != redact.ArgumentsDigest(args) {
+		return nil, &protocol.RPCError{Code: protocol.CodeInvalidParams,
+			Message: "invalid params: requestState is not valid: it belongs to another tool call (name and arguments must be the same)"}
+	}
+	return &sharedosv1.Resume{AttemptId: st.AttemptID, Round: st.Round, RequestState: st.Provider}, nil
+}
+
+// inputRequired is the MCP form of an INPUT_REQUIRED result: the
+// provider's input requests, and the round sealed as requestState.
+func (f *Forwarder) inputRequired(turn *Turn, tool string, args []byte, res *sharedosv1.ToolResult) (*mcp.CallToolResult, error) {
+	in := res.GetInput()
+	var reqs mcp.InputRequests
+	if err := json.Unmarshal(in.GetInput().GetInputRequestsJson(), &reqs); err != nil {
+		return nil, fmt.Errorf("input requests: %w", err)
+	}
+	token, err := f.states().Seal(requeststate.State{
+		TurnID: turn.TurnID, AttemptID: in.GetAttemptId(), Round: in.GetRound(), Tool: tool,
+		ArgumentsDigest: redact.ArgumentsDigest(args), ExpiresAt: in.GetExpiresAt().AsTime(),
+		Provider: in.GetInput().GetRequestState(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{
+		Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+		MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: reqs, RequestState: token},
+	}, nil
+}

@@ -1,0 +1,146 @@
+package forward_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+)
+
+// roundsInvoker answers INPUT_REQUIRED for a fresh call and records what
+// every call carried.
+type roundsInvoker struct {
+	calls []*sharedosv1.ToolCall
+	res   func(*sharedosv1.ToolCall) *sharedosv1.ToolResult
+}
+
+func (r *roundsInvoker) InvokeTool(_ context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	r.calls = append(r.calls, in)
+	if in.GetEdgeRejection() != "" {
+		return outcome.Failed(outcome.InvalidRequest, in.GetEdgeRejection()), nil
+	}
+	return r.res(in), nil
+}
+
+func waiting(attempt string, round int32, expires time.Time) *sharedosv1.ToolResult {
+	return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED,
+		Input: &sharedosv1.InputRound{AttemptId: attempt, Round: round, ExpiresAt: timestamppb.New(expires),
+			Input: &sharedosv1.InputRequired{
+				InputRequestsJson: []byte(`{"user_name":{"method":"elicitation/create","params":{"message":"Name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}}}`),
+				RequestState:      []byte("provider-state"),
+			}}}
+}
+
+// TestInputRoundTrip: a 2026-07-28 call whose tool needs input is answered
+// input_required with the provider's requests and a sealed state; the
+// retry carries the round back to the kernel as a resumption with the
+// client's answers; what the client declared is passed on as methods.
+func TestInputRoundTrip(t *testing.T) {
+	now := time.Now()
+	states, _ := requeststate.Generate()
+	inv := &roundsInvoker{res: func(c *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		if c.GetResume() == nil {
+			return waiting("attempt-1", 1, now.Add(time.Minute))
+		}
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[{"type":"text","text":"Hello, Ada!"}]`)}
+	}}
+	f := &forward.Forwarder{Invoker: inv, States: states, Now: func() time.Time { return now }}
+	args := json.RawMessage(`{"path":"/a"}`)
+	req := forward.Request{Name: "files.read", Arguments: args, Modern: true, InputMethods: protocol.InputMethods([]string{"elicitation", "sampling"})}
+	res, rerr := f.Call(context.Background(), turn(false), req)
+	if rerr != nil || res == nil {
+		t.Fatalf("Call = %v, %v", res, rerr)
+	}
+	if res.ResultType != mcp.ResultTypeInputRequired || res.RequestState == "" || res.InputRequests["user_name"].Method != mcp.MethodElicitationCreate {
+		t.Fatalf("result %+v: want input_required with the provider's request and a state", res)
+	}
+	if strings.Contains(res.RequestState, "provider-state") || strings.Contains(res.RequestState, "attempt-1") {
+		t.Fatal("the requestState shows what it seals")
+	}
+	first := inv.calls[0]
+	if !first.GetInputRounds() || strings.Join(first.GetInputMethods(), ",") != "elicitation/create,sampling/createMessage" {
+		t.Fatalf("ToolCall %+v: want input rounds with the declared methods", first)
+	}
+
+	req.RequestState, req.HasRequestState = res.RequestState, true
+	req.InputResponses = json.RawMessage(`{"user_name":{"action":"accept","content":{"name":"Ada"}}}`)
+	done, rerr := f.Call(context.Background(), turn(false), req)
+	if rerr != nil || text(done) != "Hello, Ada!" {
+		t.Fatalf("retry = %v, %v", done, rerr)
+	}
+	resumed := inv.calls[1]
+	if r := resumed.GetResume(); r.GetAttemptId() != "attempt-1" || r.GetRound() != 1 || string(r.GetRequestState()) != "provider-state" ||
+		string(resumed.GetInputResponsesJson()) != string(req.InputResponses) {
+		t.Fatalf("resumed ToolCall %+v", resumed)
+	}
+}
+
+// TestInputRoundRefusals: a requestState that does not open here (altered,
+// another turn's, expired, another call's) is -32602 and recorded, nothing
+// resumed; a 2026-07-28 tool that needs an undeclared capability is
+// -32021 naming it; a 2025-era client gets a failed result instead.
+func TestInputRoundRefusals(t *testing.T) {
+	now := time.Now()
+	states, _ := requeststate.Generate()
+	inv := &roundsInvoker{res: func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		return waiting("attempt-1", 1, now.Add(time.Minute))
+	}}
+	f := &forward.Forwarder{Invoker: inv, States: states, Now: func() time.Time { return now }}
+	args := json.RawMessage(`{"path":"/a"}`)
+	res, _ := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: args, Modern: true})
+	good := res.RequestState
+
+	other := forward.NewTurn("t2", "grant-of-t2", "h", []*sharedosv1.PublishedTool{{Name: "files.read"}}, "x", false)
+	late := &forward.Forwarder{Invoker: inv, States: states, Now: func() time.Time { return now.Add(time.Hour) }}
+	for name, c := range map[string]struct {
+		f     *forward.Forwarder
+		turn  *forward.Turn
+		state string
+		args  string
+		want  string
+	}{
+		"tampered":     {f, turn(false), good + "-TAMPERED", `{"path":"/a"}`, "altered"},
+		"another turn": {f, other, good, `{"path":"/a"}`, "altered or belongs to another turn"},
+		"expired":      {late, turn(false), good, `{"path":"/a"}`, "expired"},
+		"other args":   {f, turn(false), good, `{"path":"/b"}`, "another tool call"},
+		"empty":        {f, turn(false), "", `{"path":"/a"}`, "not valid"},
+	} {
+		inv.calls = nil
+		res, rerr := c.f.Call(context.Background(), c.turn, forward.Request{Name: "files.read", Arguments: json.RawMessage(c.args),
+			Modern: true, RequestState: c.state, HasRequestState: true})
+		if res != nil || rerr == nil || rerr.Code != protocol.CodeInvalidParams || !strings.Contains(rerr.Message, c.want) {
+			t.Errorf("%s: %v, %+v: want -32602 saying %q", name, res, rerr, c.want)
+			continue
+		}
+		if len(inv.calls) != 1 || inv.calls[0].GetEdgeRejection() == "" || inv.calls[0].GetResume() != nil {
+			t.Errorf("%s: kernel saw %v: want the refusal recorded, nothing resumed", name, inv.calls)
+		}
+	}
+
+	missing := &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.MissingCapability,
+		Reason: "the tool needs input the client did not declare it can give: sampling/createMessage", MissingInputMethods: []string{"sampling/createMessage"}}
+	inv.res = func(*sharedosv1.ToolCall) *sharedosv1.ToolResult { return missing }
+	_, rerr := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: args, Modern: true})
+	if rerr == nil || rerr.Code != protocol.CodeMissingCapability {
+		t.Fatalf("missing capability: %+v, want -32021", rerr)
+	}
+	body := string(rerr.Body())
+	if !strings.Contains(body, `"requiredCapabilities":{"sampling":{}}`) {
+		t.Errorf("-32021 body %s: want data.requiredCapabilities naming sampling", body)
+	}
+	legacy, rerr := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: args})
+	if rerr != nil || legacy == nil || !legacy.IsError || !strings.HasPrefix(text(legacy), "failed: the tool needs input") {
+		t.Errorf("2025-era: %v, %v: want a failed result", legacy, rerr)
+	}
+}
