@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -103,5 +104,152 @@ func TestInputRoundsOverHTTP(t *testing.T) {
 				t.Errorf("refusal not recorded as such: %v", calls[0])
 			}
 		})
+	}
+}
+
+// initWith opens a 2025-11-25 session declaring caps and returns its headers.
+func initWith(t *testing.T, lease *sharedosv1.TurnLease, caps string) map[string]string {
+	t.Helper()
+	body := strings.Replace(legacyInit, `"capabilities":{}`, `"capabilities":`+caps, 1)
+	init := do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: body})
+	sid := init.header.Get("Mcp-Session-Id")
+	if init.status != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", init.status, init.body)
+	}
+	return map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+}
+
+// events reads a POST's event stream one JSON-RPC message at a time.
+func events(t *testing.T, lease *sharedosv1.TurnLease, headers map[string]string, body string) (<-chan map[string]json.RawMessage, func()) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, lease.GetMcpUrl(), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+lease.GetToken())
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan map[string]json.RawMessage, 8)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var m map[string]json.RawMessage
+			if json.Unmarshal([]byte(line), &m) == nil {
+				out <- m
+			}
+		}
+	}()
+	return out, func() { resp.Body.Close() }
+}
+
+func next(t *testing.T, ch <-chan map[string]json.RawMessage) map[string]json.RawMessage {
+	t.Helper()
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event")
+	}
+	return nil
+}
+
+// TestInputRoundsOnALegacySession (the MCP surface, item 3, 2025 eras): a
+// session that declared elicitation gets the tool's input request as an
+// elicitation/create request on the call's own stream; its answer, POSTed
+// with the session id, continues the same attempt and the result follows
+// on that stream. A client that answers with an error ends the attempt
+// failed, recorded on it; a session that declared nothing gets a failed
+// result and is never asked.
+func TestInputRoundsOnALegacySession(t *testing.T) {
+	f := newFixture(t)
+	f.kernel.Dispatch = func(_ context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, bool) {
+		switch {
+		case call.GetEdgeRejection() != "":
+			return outcome.Failed(outcome.InvalidRequest, call.GetEdgeRejection()), true
+		case call.GetTool() != "files.read":
+			return nil, false
+		case call.GetResume() != nil:
+			return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+				ContentJson: []byte(`[{"type":"text","text":` + quoteJSON("answered "+string(call.GetInputResponsesJson())) + `}]`)}, true
+		case !slices.Contains(call.GetInputMethods(), "elicitation/create"):
+			r := outcome.Failed(outcome.MissingCapability, "the tool needs input the client did not declare it can give: elicitation/create")
+			r.MissingInputMethods = []string{"elicitation/create"}
+			return r, true
+		}
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED,
+			Input: &sharedosv1.InputRound{AttemptId: "attempt-1", Round: 1, ExpiresAt: timestamppb.New(time.Now().Add(time.Minute)),
+				Input: &sharedosv1.InputRequired{InputRequestsJson: []byte(`{"ok":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean","default":true}}}}}}`)}}}, true
+	}
+	tr := f.bridge.Open(t)
+	session := initWith(t, tr, `{"elicitation":{}}`)
+	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`
+
+	answer := func(reply func(id json.RawMessage) string) (map[string]json.RawMessage, []*sharedosv1.ToolCall) {
+		before := len(f.kernel.Calls())
+		stream, stop := events(t, tr, session, call)
+		defer stop()
+		asked := next(t, stream)
+		var params struct {
+			Message         string `json:"message"`
+			RequestedSchema struct {
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"requestedSchema"`
+		}
+		if string(asked["method"]) != `"elicitation/create"` || json.Unmarshal(asked["params"], &params) != nil ||
+			params.Message != "Sure?" || params.RequestedSchema.Properties["ok"]["default"] != true {
+			t.Fatalf("asked %v: want the provider's elicitation/create, params verbatim", asked)
+		}
+		resp := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: session, body: reply(asked["id"])})
+		if resp.status != http.StatusAccepted {
+			t.Fatalf("the answer POST: %d %s", resp.status, resp.body)
+		}
+		return next(t, stream), f.kernel.Calls()[before:]
+	}
+
+	final, calls := answer(func(id json.RawMessage) string {
+		return `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"action":"accept","content":{"ok":true}}}`
+	})
+	if string(final["id"]) != "9" || !strings.Contains(string(final["result"]), `answered {\"ok\":{\"action\":\"accept\",\"content\":{\"ok\":true}}}`) {
+		t.Fatalf("final %v", final)
+	}
+	if len(calls) != 2 || calls[1].GetResume().GetAttemptId() != "attempt-1" || !calls[0].GetInputRounds() {
+		t.Fatalf("kernel saw %v: want the call, then its resumption", calls)
+	}
+
+	final, calls = answer(func(id json.RawMessage) string {
+		return `{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-1,"message":"user declined to say"}}`
+	})
+	if !strings.Contains(string(final["result"]), "failed: ") || len(calls) != 2 || calls[1].GetResume() == nil ||
+		!strings.Contains(calls[1].GetEdgeRejection(), "did not answer") {
+		t.Fatalf("an error answer: final %v, kernel saw %v", final, calls)
+	}
+
+	// An answer nobody waits for (another session's id, a guess) is not taken.
+	stray := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: session,
+		body: `{"jsonrpc":"2.0","id":"sharedos-ask-0000","result":{"action":"accept"}}`})
+	if stray.status < 400 {
+		t.Errorf("a stray answer was taken: %d %s", stray.status, stray.body)
+	}
+
+	plain := initWith(t, tr, `{}`)
+	resp := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: plain, body: call})
+	if resp.status != http.StatusOK || !strings.Contains(string(resp.body), "failed: the tool needs input") {
+		t.Fatalf("a session without capabilities: %d %s", resp.status, resp.body)
 	}
 }

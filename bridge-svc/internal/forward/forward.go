@@ -144,6 +144,12 @@ type Request struct {
 	InputResponses  json.RawMessage
 	RequestState    string
 	HasRequestState bool
+	// Ask, on a 2025-era session, asks the client for a round's input on
+	// the call's own stream (elicitation/create, sampling/createMessage,
+	// roots/list requests) and returns its answers as an inputResponses
+	// object; the bridge then continues the attempt itself. nil: the
+	// session cannot be asked.
+	Ask func(ctx context.Context, inputRequests json.RawMessage, until time.Time) (json.RawMessage, error)
 }
 
 // Forwarder sends calls to the kernel.
@@ -212,8 +218,8 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 		InputRounds:        req.Modern,
 		InputResponsesJson: req.InputResponses,
 	}
-	if req.Modern {
-		call.InputMethods = req.InputMethods
+	if req.Modern || req.Ask != nil {
+		call.InputRounds, call.InputMethods = true, req.InputMethods
 	}
 	if req.HasRequestState {
 		resume, rerr := f.resume(turn, req.RequestState, tool, args)
@@ -223,22 +229,14 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 		}
 		call.Resume = resume
 	}
-	res, err := f.invoke(ctx, call, req.Progress)
-	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
-		// Cancellation is not a result: the client closed the request.
-		return nil, nil
+	res, ok := f.run(ctx, call, req.Progress)
+	// A 2025-era session's rounds are asked and continued here, on this
+	// pod, while the client's request stays open.
+	for ok && req.Ask != nil && res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED {
+		res, ok = f.askRound(ctx, call, res, req)
 	}
-	if err != nil {
-		f.log().ErrorContext(ctx, "InvokeTool failed", slog.String(telemetry.LogCallID, callID),
-			slog.String("grpc.code", status.Code(err).String()))
-		res = outcome.Failed(outcome.Internal, "the SharedOS kernel could not take the call")
-		if status.Code(err) == codes.DeadlineExceeded {
-			res = outcome.Failed(outcome.Timeout, "the call did not finish within the bridge's call timeout")
-		}
-		res.CallId = callID
-	}
-	if res.GetCallId() == "" {
-		res.CallId = callID
+	if !ok {
+		return nil, nil // cancelled: the client closed the request
 	}
 	if req.Modern {
 		switch {
@@ -259,6 +257,66 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 	out, res := f.toMCP(ctx, res)
 	recordOutcome(span, res)
 	return out, nil // no result when the kernel says cancelled, like a client cancellation
+}
+
+// run sends call to the kernel and maps a transport failure to a result;
+// false when the call was cancelled (no result).
+func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, progress func(*sharedosv1.Progress)) (*sharedosv1.ToolResult, bool) {
+	res, err := f.invoke(ctx, call, progress)
+	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
+		return nil, false
+	}
+	if err != nil {
+		f.log().ErrorContext(ctx, "InvokeTool failed", slog.String(telemetry.LogCallID, call.GetCallId()),
+			slog.String("grpc.code", status.Code(err).String()))
+		res = outcome.Failed(outcome.Internal, "the SharedOS kernel could not take the call")
+		if status.Code(err) == codes.DeadlineExceeded {
+			res = outcome.Failed(outcome.Timeout, "the call did not finish within the bridge's call timeout")
+		}
+	}
+	if res.GetCallId() == "" {
+		res.CallId = call.GetCallId()
+	}
+	return res, true
+}
+
+// askRound asks a 2025-era client for the input of res's round and
+// continues the attempt with its answers (a resumption under a new call
+// id, as a 2026-07-28 client's retry would be). A client that does not
+// answer — it refused, the round expired, it left — ends the attempt
+// failed/invalid_request, recorded at once, even when the client is gone.
+func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, res *sharedosv1.ToolResult, req Request) (*sharedosv1.ToolResult, bool) {
+	in := res.GetInput()
+	next := &sharedosv1.ToolCall{
+		CallId: NewCallID(), TurnId: first.GetTurnId(), Tool: first.GetTool(), ArgumentsJson: first.GetArgumentsJson(),
+		Grant: first.GetGrant(), Harness: first.GetHarness(), InputRounds: true, InputMethods: first.GetInputMethods(),
+		Resume: &sharedosv1.Resume{AttemptId: in.GetAttemptId(), Round: in.GetRound(), RequestState: in.GetInput().GetRequestState()},
+	}
+	answers, err := req.Ask(ctx, in.GetInput().GetInputRequestsJson(), in.GetExpiresAt().AsTime())
+	if err == nil {
+		next.InputResponsesJson = answers
+		return f.run(ctx, next, req.Progress)
+	}
+	next.EdgeRejection = "the client did not answer the tool's input request: " + err.Error()
+	rctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // the record, though nobody waits
+		defer cancel()
+	}
+	out, rerr := f.Invoker.InvokeTool(rctx, next)
+	if rerr != nil {
+		f.log().ErrorContext(ctx, "unanswered input round not recorded", slog.String(telemetry.LogCallID, next.GetCallId()),
+			slog.String("grpc.code", status.Code(rerr).String()))
+		out = outcome.Failed(outcome.Internal, "the SharedOS kernel could not take the call")
+	}
+	if ctx.Err() != nil {
+		return nil, false
+	}
+	if out.GetCallId() == "" {
+		out.CallId = next.GetCallId()
+	}
+	return out, true
 }
 
 // errNoResult: the kernel's stream ended without a result.

@@ -91,6 +91,8 @@ type Handler struct {
 	cfg      Config
 	tracer   trace.Tracer
 	failures *failures
+	// asks are this pod's input requests to 2025-era clients.
+	asks *asks
 
 	mu       sync.Mutex
 	turns    map[string]*entry
@@ -144,7 +146,7 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.NegativeCacheTTL == 0 {
 		cfg.NegativeCacheTTL = DefaultNegativeCacheTTL
 	}
-	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus),
+	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus), asks: newAsks(),
 		negative: make(map[string]negativeStatus), failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
 	if cfg.TracerProvider != nil {
 		h.tracer = cfg.TracerProvider.Tracer(telemetry.ScopeBridge)
@@ -279,6 +281,13 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
+		if sid := r.Header.Get(server.HeaderKeySessionID); msg.Method == "" && sid != "" &&
+			h.asks.deliver(turnID, sid, msg.ID, msg.Result, msg.Error) {
+			// A 2025-era client's answer to an input request of a call this
+			// pod is running.
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
 		if msg.Method == "subscriptions/listen" {
 			// A turn's catalogue is pinned for its lifetime: there is no list
 			// change to announce (the standalone GET stream is off for the
@@ -319,6 +328,13 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 	if msg != nil {
 		st.msg = msg
 		st.modern = protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)
+		if sid := r.Header.Get(server.HeaderKeySessionID); call && !st.modern && sid != "" {
+			// The session's declared input capabilities travel in its id.
+			if caps, err := srv.sessions.capabilities(sid); err == nil {
+				st.inputMethods = protocol.InputMethods(caps)
+				st.ask = h.asker(turnID, sid, st)
+			}
+		}
 	}
 	resp := newResponse(w, st, call)
 	st.resp = resp

@@ -6,33 +6,51 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/server"
 )
 
 // sessionIDs mints and checks legacy (2025-x) Mcp-Session-Id values for one
-// turn. A session id is "<random>.<mac>" with mac = HMAC-SHA256(key,
-// turnID "|" random): any pod can check it from the lease alone (the key is
-// the lease's token hash, which every pod reads from the store and no client
-// ever sees), and an id minted for turn A fails on turn B. It is a handle,
-// never a credential: every request still carries the turn's bearer.
+// turn. A session id is "<random>.<caps>.<mac>" with mac =
+// HMAC-SHA256(key, turnID "|" random "|" caps): any pod can check it from
+// the lease alone (the key is the lease's token hash, which every pod reads
+// from the store and no client ever sees), and an id minted for turn A
+// fails on turn B. caps are the input capabilities the client declared at
+// initialize (one letter each: e elicitation, r roots, s sampling), which
+// the session's calls may use for input rounds (ADR 0017); the mac makes
+// them as unforgeable as the id. It is a handle, never a credential: every
+// request still carries the turn's bearer.
 type sessionIDs struct {
 	turnID string
 	key    []byte
+	// caps is what Generate mints into the id (the initialize's).
+	caps []string
 }
 
 var _ server.SessionIdManager = (*sessionIDs)(nil)
 
-const sessionPrefix = "mcp-s1-"
+// sessionPrefix is the current format; sessionPrefixV1 ids ("<random>.<mac>",
+// no capabilities) are still valid until their turn closes.
+const (
+	sessionPrefix   = "mcp-s2-"
+	sessionPrefixV1 = "mcp-s1-"
+)
 
 var errBadSession = errors.New("session id not issued for this turn")
 
-func (s *sessionIDs) mac(random string) string {
+// capLetters are the capabilities a session id carries, by letter.
+var capLetters = []struct{ letter, capability string }{{"e", "elicitation"}, {"r", "roots"}, {"s", "sampling"}}
+
+func (s *sessionIDs) mac(parts ...string) string {
 	m := hmac.New(sha256.New, s.key)
 	m.Write([]byte(s.turnID))
-	m.Write([]byte{'|'})
-	m.Write([]byte(random))
+	for _, p := range parts {
+		m.Write([]byte{'|'})
+		m.Write([]byte(p))
+	}
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
@@ -41,22 +59,46 @@ func (s *sessionIDs) Generate() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	r := base64.RawURLEncoding.EncodeToString(b[:])
-	return sessionPrefix + r + "." + s.mac(r)
+	var caps strings.Builder
+	for _, c := range capLetters {
+		if slices.Contains(s.caps, c.capability) {
+			caps.WriteString(c.letter)
+		}
+	}
+	return sessionPrefix + r + "." + caps.String() + "." + s.mac(r, caps.String())
 }
 
-// Validate implements server.SessionIdManager. Termination is not tracked:
-// the turn's lifetime bounds every session, and closing the turn ends them
-// all on every pod.
+// Validate implements server.SessionIdManager. Termination is tracked by
+// the lease (Handler.terminate), not here.
 func (s *sessionIDs) Validate(id string) (bool, error) {
+	_, err := s.capabilities(id)
+	return false, err
+}
+
+// capabilities checks id and returns the input capabilities it carries.
+func (s *sessionIDs) capabilities(id string) ([]string, error) {
+	if rest, ok := strings.CutPrefix(id, sessionPrefixV1); ok {
+		r, mac, ok := strings.Cut(rest, ".")
+		if !ok || !hmac.Equal([]byte(mac), []byte(s.mac(r))) {
+			return nil, errBadSession
+		}
+		return nil, nil
+	}
 	rest, ok := strings.CutPrefix(id, sessionPrefix)
 	if !ok {
-		return false, errBadSession
+		return nil, errBadSession
 	}
-	r, mac, ok := strings.Cut(rest, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(s.mac(r))) {
-		return false, errBadSession
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || !hmac.Equal([]byte(parts[2]), []byte(s.mac(parts[0], parts[1]))) {
+		return nil, errBadSession
 	}
-	return false, nil
+	var caps []string
+	for _, c := range capLetters {
+		if strings.Contains(parts[1], c.letter) {
+			caps = append(caps, c.capability)
+		}
+	}
+	return caps, nil
 }
 
 // Terminate implements server.SessionIdManager: DELETE is accepted (Codex
@@ -64,4 +106,16 @@ func (s *sessionIDs) Validate(id string) (bool, error) {
 func (s *sessionIDs) Terminate(id string) (bool, error) {
 	_, err := s.Validate(id)
 	return false, err
+}
+
+// ResolveSessionIdManager implements server.SessionIdManagerResolver: an
+// initialize's manager mints the capabilities that request declared.
+func (s *sessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	if r == nil {
+		return s
+	}
+	if st := stateFrom(r.Context()); st != nil && st.msg != nil && st.msg.Method == "initialize" {
+		return &sessionIDs{turnID: s.turnID, key: s.key, caps: st.msg.ClientCapabilities}
+	}
+	return s
 }

@@ -151,6 +151,9 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		if st != nil && st.msg != nil {
 			fr.Modern = st.modern
 			fr.InputMethods = protocol.InputMethods(st.msg.ClientCapabilities)
+			if !st.modern {
+				fr.Ask, fr.InputMethods = st.ask, st.inputMethods
+			}
 			fr.InputResponses = st.msg.InputResponses
 			fr.RequestState, fr.HasRequestState = st.msg.RequestState, st.msg.HasRequestState
 		}
@@ -204,7 +207,7 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 
 	sessions := &sessionIDs{turnID: l.TurnID, key: l.TokenHash[:]}
 	httpSrv := server.NewStreamableHTTPServer(mcpSrv,
-		server.WithSessionIdManager(sessions),
+		server.WithSessionIdManagerResolver(sessions),
 		// The standalone GET stream has nothing to carry for a fixed
 		// per-turn catalogue; every CLI measured tolerates 405.
 		server.WithDisableStreaming(true),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -41,6 +42,10 @@ type callState struct {
 	// msg is the request as route pre-parsed it; modern: it is 2026-07-28.
 	msg    *protocol.Message
 	modern bool
+	// ask relays an input round to a 2025-era session's client, which
+	// declared it can answer inputMethods (nil: not such a call).
+	ask          func(context.Context, json.RawMessage, time.Time) (json.RawMessage, error)
+	inputMethods []string
 	// replaced, set by the handler, is the protocol error the request is
 	// answered with instead of mcp-go's answer (response).
 	replaced atomic.Pointer[protocol.RPCError]

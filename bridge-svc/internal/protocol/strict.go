@@ -39,6 +39,9 @@ type Message struct {
 	// MCP client cannot set HTTP headers; nil when there are none. Only
 	// string values are kept.
 	TraceMeta map[string]string
+	// Result and Error are a response's members, raw (a client answering a
+	// server-to-client request of a 2025-era session).
+	Result, Error json.RawMessage
 	// InputResponses is params.inputResponses as sent (an object whose
 	// members are objects: Parse refuses anything else); nil when absent.
 	InputResponses json.RawMessage
@@ -48,7 +51,9 @@ type Message struct {
 	HasRequestState bool
 	// ClientCapabilities are the member names of
 	// params._meta["io.modelcontextprotocol/clientCapabilities"] (2026-07-28
-	// declares them per request); nil when it carries none.
+	// declares them per request) or, on an initialize, of
+	// params.capabilities (2025 eras declare them per session); nil when
+	// the request carries none.
 	ClientCapabilities []string
 }
 
@@ -178,10 +183,11 @@ func Parse(body []byte) (*Message, *RPCError) {
 		if len(m.ID) == 0 {
 			return fail(`a message needs a "method" or an "id" with a "result" or "error"`)
 		}
-		if _, r := top.lookup("result"); !r {
-			if _, e := top.lookup("error"); !e {
-				return fail(`a response needs "result" or "error"`)
-			}
+		var r, e bool
+		m.Result, r = top.lookup("result")
+		m.Error, e = top.lookup("error")
+		if !r && !e {
+			return fail(`a response needs "result" or "error"`)
 		}
 		return m, nil
 	case len(m.ID) == 0 && !strings.HasPrefix(m.Method, "notifications/"):
@@ -206,6 +212,10 @@ func Parse(body []byte) (*Message, *RPCError) {
 			return fail(`"params.name" must be a string`)
 		}
 	}
+	if m.Method == "initialize" {
+		// A 2025-era client declares its capabilities once, here.
+		m.ClientCapabilities = memberNames(pm.get("capabilities"))
+	}
 	if raw, ok := pm.lookup("inputResponses"); ok {
 		if msg := checkInputResponses(raw); msg != "" {
 			return nil, &RPCError{Code: CodeInvalidParams, Message: "invalid params: " + msg, ID: m.ID}
@@ -220,11 +230,8 @@ func Parse(body []byte) (*Message, *RPCError) {
 	}
 	if raw, ok := pm.lookup("_meta"); ok {
 		if meta, err := members(raw); err == nil {
-			if caps, err := members(meta.get(MetaClientCapabilities)); err == nil {
-				m.ClientCapabilities = make([]string, 0, len(caps))
-				for _, c := range caps {
-					m.ClientCapabilities = append(m.ClientCapabilities, c.key)
-				}
+			if caps := memberNames(meta.get(MetaClientCapabilities)); caps != nil {
+				m.ClientCapabilities = caps
 			}
 			m.MetaProtocolVersion, _ = str(meta.get(MetaProtocolVersion))
 			for _, k := range TraceMetaKeys {
@@ -238,6 +245,20 @@ func Parse(body []byte) (*Message, *RPCError) {
 		}
 	}
 	return m, nil
+}
+
+// memberNames are the member names of a JSON object; nil when raw is not
+// one.
+func memberNames(raw json.RawMessage) []string {
+	o, err := members(raw)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(o))
+	for _, m := range o {
+		out = append(out, m.key)
+	}
+	return out
 }
 
 // checkInputResponses says why params.inputResponses is not an object

@@ -89,8 +89,8 @@ func TestInvokeStreamsProgress(t *testing.T) {
 
 func TestToolsArePublishable(t *testing.T) {
 	tools := conformance.Tools()
-	if len(tools) != 18 {
-		t.Fatalf("%d fixtures, want 18", len(tools))
+	if len(tools) != 22 {
+		t.Fatalf("%d fixtures, want 22", len(tools))
 	}
 	for i, tool := range tools {
 		if err := toolname.Validate(tool.Name); err != nil {

@@ -23,6 +23,22 @@ const (
 	// ToolMissingCapability always needs sampling: a client that did not
 	// declare it is refused -32021 (SEP-2575), by the kernel and bridge.
 	ToolMissingCapability = "test_missing_capability"
+	// The 2025-era scenarios' tools: the bridge asks a session's client
+	// with server-to-client requests (on 2026-07-28 they are input rounds
+	// like the others).
+	ToolElicitation         = "test_elicitation"
+	ToolSampling            = "test_sampling"
+	ToolElicitationDefaults = "test_elicitation_sep1034_defaults"
+	ToolElicitationEnums    = "test_elicitation_sep1330_enums"
+)
+
+const (
+	messageSchema = `{"type":"object","properties":{"message":{"type":"string"}},"required":["message"],"additionalProperties":false}`
+	promptSchema  = `{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"],"additionalProperties":false}`
+	// defaultsSchema and enumsSchema are SEP-1034's and SEP-1330's
+	// requested schemas, exactly as the suite checks them.
+	defaultsSchema = `{"type":"object","properties":{"name":{"type":"string","default":"John Doe"},"age":{"type":"integer","default":30},"score":{"type":"number","default":95.5},"status":{"type":"string","enum":["active","inactive","pending"],"default":"active"},"verified":{"type":"boolean","default":true}}}`
+	enumsSchema    = `{"type":"object","properties":{"untitledSingle":{"type":"string","enum":["option1","option2","option3"]},"titledSingle":{"type":"string","oneOf":[{"const":"value1","title":"First Option"},{"const":"value2","title":"Second Option"},{"const":"value3","title":"Third Option"}]},"legacyEnum":{"type":"string","enum":["opt1","opt2","opt3"],"enumNames":["Option One","Option Two","Option Three"]},"untitledMulti":{"type":"array","items":{"type":"string","enum":["option1","option2","option3"]}},"titledMulti":{"type":"array","items":{"anyOf":[{"const":"value1","title":"First Choice"},{"const":"value2","title":"Second Choice"},{"const":"value3","title":"Third Choice"}]}}}}`
 )
 
 // Input requests the fixtures ask with.
@@ -50,6 +66,24 @@ var inputFixtures = []Tool{
 	{ToolInputTampered, "Asks for a confirmation with an integrity-protected request state.", json.RawMessage(emptyObject)},
 	{ToolInputCapabilities, "Asks only for what the client declared it can answer.", json.RawMessage(emptyObject)},
 	{ToolMissingCapability, "Needs sampling, whether or not the client declared it.", json.RawMessage(emptyObject)},
+	{ToolElicitation, "Asks the user for a username and an email, showing message.", json.RawMessage(messageSchema)},
+	{ToolSampling, "Asks the client's model to answer prompt.", json.RawMessage(promptSchema)},
+	{ToolElicitationDefaults, "Asks for values with defaults of every primitive type (SEP-1034).", json.RawMessage(emptyObject)},
+	{ToolElicitationEnums, "Asks with every enum schema variant (SEP-1330).", json.RawMessage(emptyObject)},
+}
+
+// elicit is an elicitation/create input request of message and schema.
+func elicit(message, schema string) string {
+	m, _ := json.Marshal(message)
+	return `{"method":"elicitation/create","params":{"message":` + string(m) + `,"requestedSchema":` + schema + `}}`
+}
+
+// argument is the string argument key of req ("" when absent).
+func argument(req *sharedosv1.HandleRequest, key string) string {
+	var m map[string]any
+	_ = json.Unmarshal(req.GetArgumentsJson(), &m)
+	v, _ := m[key].(string)
+	return v
 }
 
 // ask is an input_required answer with requests (key → request JSON).
@@ -160,6 +194,38 @@ func roundAnswer(req *sharedosv1.HandleRequest) *sharedosv1.HandleResponse {
 			return ask("", "capital_question", askCapital)
 		}
 		return text("Sampled.")
+	case ToolElicitation:
+		if !has("user") {
+			return ask("", "user", elicit(argument(req, "message"),
+				`{"type":"object","properties":{"username":{"type":"string","description":"User's response"},"email":{"type":"string","description":"User's email address"}},"required":["username","email"]}`))
+		}
+		return text("User response: " + string(got["user"]))
+	case ToolSampling:
+		if !has("answer") {
+			p, _ := json.Marshal(argument(req, "prompt"))
+			return ask("", "answer", `{"method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":`+string(p)+`}}],"maxTokens":100}}`)
+		}
+		var a struct {
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		_ = json.Unmarshal(got["answer"], &a)
+		return text("LLM response: " + a.Content.Text)
+	case ToolElicitationDefaults, ToolElicitationEnums:
+		if !has("values") {
+			schema := defaultsSchema
+			if req.GetTool() == ToolElicitationEnums {
+				schema = enumsSchema
+			}
+			return ask("", "values", elicit("Please review and update the form fields", schema))
+		}
+		var a struct {
+			Action  string          `json:"action"`
+			Content json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(got["values"], &a)
+		return text("Elicitation completed: action=" + a.Action + ", content=" + string(a.Content))
 	}
 	return nil
 }

@@ -1,0 +1,134 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Input rounds on a 2025-era session (ADR 0017): a tool's input requests
+// go to the client as server-to-client JSON-RPC requests on the call's own
+// response stream, and the client POSTs each answer back with its session
+// id. asks holds this pod's requests waiting for their answers.
+type asks struct {
+	mu sync.Mutex
+	m  map[string]*ask
+}
+
+type ask struct {
+	turnID, sessionID string
+	answer            chan answer
+}
+
+type answer struct{ result, err json.RawMessage }
+
+func newAsks() *asks { return &asks{m: map[string]*ask{}} }
+
+// add registers a request of turnID's session and returns its id (a JSON
+// string nobody can guess) and where its answer arrives.
+func (a *asks) add(turnID, sessionID string) (string, <-chan answer) {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	id := `"sharedos-ask-` + hex.EncodeToString(b[:]) + `"`
+	k := &ask{turnID: turnID, sessionID: sessionID, answer: make(chan answer, 1)}
+	a.mu.Lock()
+	a.m[id] = k
+	a.mu.Unlock()
+	return id, k.answer
+}
+
+func (a *asks) remove(id string) {
+	a.mu.Lock()
+	delete(a.m, id)
+	a.mu.Unlock()
+}
+
+// deliver hands a response to the request it answers, when that request is
+// this pod's and of the same turn and session; false otherwise.
+func (a *asks) deliver(turnID, sessionID string, id, result, rpcErr json.RawMessage) bool {
+	a.mu.Lock()
+	k, ok := a.m[string(id)]
+	if ok && k.turnID == turnID && k.sessionID == sessionID {
+		delete(a.m, string(id))
+	} else {
+		ok = false
+	}
+	a.mu.Unlock()
+	if ok {
+		k.answer <- answer{result: result, err: rpcErr}
+	}
+	return ok
+}
+
+// errStream: the call's response can no longer carry a request.
+var errStream = errors.New("the call's response stream cannot carry the request")
+
+// asker returns the function that asks a 2025-era session's client for a
+// round's input on the call's response stream and returns its answers as
+// an inputResponses object; it gives up at until or when ctx ends.
+func (h *Handler) asker(turnID, sessionID string, st *callState) func(context.Context, json.RawMessage, time.Time) (json.RawMessage, error) {
+	return func(ctx context.Context, requests json.RawMessage, until time.Time) (json.RawMessage, error) {
+		var reqs map[string]struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(requests, &reqs); err != nil {
+			return nil, fmt.Errorf("input requests: %w", err)
+		}
+		keys := make([]string, 0, len(reqs))
+		for k := range reqs {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		ids := make([]string, len(keys))
+		waits := make([]<-chan answer, len(keys))
+		defer func() {
+			for _, id := range ids {
+				h.asks.remove(id)
+			}
+		}()
+		for i, k := range keys {
+			ids[i], waits[i] = h.asks.add(turnID, sessionID)
+			params := reqs[k].Params
+			if len(bytes.TrimSpace(params)) == 0 {
+				params = json.RawMessage(`{}`)
+			}
+			msg, err := json.Marshal(struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Method  string          `json:"method"`
+				Params  json.RawMessage `json:"params"`
+			}{"2.0", json.RawMessage(ids[i]), reqs[k].Method, params})
+			if err != nil {
+				return nil, fmt.Errorf("input request %q: %w", k, err)
+			}
+			if st == nil || st.resp == nil || !st.resp.event(msg) {
+				return nil, errStream
+			}
+		}
+		timer := time.NewTimer(time.Until(until))
+		defer timer.Stop()
+		out := make(map[string]json.RawMessage, len(keys))
+		for i, k := range keys {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-timer.C:
+				return nil, errors.New("no answer before the round expired")
+			case a := <-waits[i]:
+				if len(a.err) > 0 || len(bytes.TrimSpace(a.result)) == 0 || bytes.TrimSpace(a.result)[0] != '{' {
+					return nil, fmt.Errorf("the client answered %s with an error", reqs[k].Method)
+				}
+				out[k] = a.result
+			}
+		}
+		return json.Marshal(out)
+	}
+}

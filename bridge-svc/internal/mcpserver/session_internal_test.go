@@ -1,0 +1,38 @@
+package mcpserver
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestSessionIDsCarryCapabilities: a session id carries the input
+// capabilities its initialize declared, under the MAC: widening them, or
+// moving the id to another turn, makes it invalid; ids of the first format
+// (no capabilities) stay valid.
+func TestSessionIDsCarryCapabilities(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	s := &sessionIDs{turnID: "turn-a", key: key, caps: []string{"sampling", "elicitation", "experimental"}}
+	id := s.Generate()
+	caps, err := s.capabilities(id)
+	if err != nil || !slices.Equal(caps, []string{"elicitation", "sampling"}) {
+		t.Fatalf("capabilities(%s) = %v, %v", id, caps, err)
+	}
+	parts := strings.Split(strings.TrimPrefix(id, sessionPrefix), ".")
+	widened := sessionPrefix + parts[0] + ".ers." + parts[2]
+	if _, err := s.capabilities(widened); err == nil {
+		t.Error("an id with widened capabilities was accepted")
+	}
+	other := &sessionIDs{turnID: "turn-b", key: key}
+	if _, err := other.Validate(id); err == nil {
+		t.Error("another turn accepted the id")
+	}
+	v1 := sessionPrefixV1 + "abc." + s.mac("abc")
+	if caps, err := s.capabilities(v1); err != nil || caps != nil {
+		t.Errorf("a first-format id: %v, %v", caps, err)
+	}
+	none := (&sessionIDs{turnID: "turn-a", key: key}).Generate()
+	if caps, err := s.capabilities(none); err != nil || len(caps) != 0 {
+		t.Errorf("an id without capabilities: %v, %v", caps, err)
+	}
+}
