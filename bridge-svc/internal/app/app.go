@@ -439,6 +439,7 @@ func (a *App) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { a.loop(gctx); return nil })
+	g.Go(func() error { a.mcp.RunAnswerRelay(gctx); return nil })
 	a.log.Info("bridge serving", slog.String("grpc", a.GRPCAddr()), slog.String("http", a.HTTPAddr()),
 		slog.String("public_url", a.cfg.PublicURL))
 	return g.Wait()

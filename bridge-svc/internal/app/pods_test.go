@@ -86,3 +86,35 @@ func TestTwoPodsOnePostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestInputAnswerReachesAnotherPod (ADR 0017): a 2025-era client's answer
+// to an input request may reach another pod than the one whose call asked;
+// that pod passes it on through PostgreSQL and the call goes on, its
+// result on the asking pod's stream.
+func TestInputAnswerReachesAnotherPod(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+	catalog.SetTools(bridgetest.DefaultTools())
+	kernel.Dispatch = askingDispatch
+	addr := bridgetest.ServeFakes(t, catalog, kernel)
+	pod1 := bridgetest.Start(t, addr, dsn)
+	pod2 := bridgetest.Start(t, addr, dsn)
+	lease := pod1.Open(t)
+	session := initWith(t, lease, `{"elicitation":{}}`)
+
+	stream, stop := events(t, lease, session, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)
+	defer stop()
+	asked := next(t, stream)
+	if string(asked["method"]) != `"elicitation/create"` {
+		t.Fatalf("asked %v", asked)
+	}
+	resp := do(t, rawReq{url: strings.Replace(lease.GetMcpUrl(), pod1.URL, pod2.URL, 1), token: lease.GetToken(), headers: session,
+		body: `{"jsonrpc":"2.0","id":` + string(asked["id"]) + `,"result":{"action":"accept","content":{"ok":false}}}`})
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("the answer on pod2: %d %s", resp.status, resp.body)
+	}
+	final := next(t, stream)
+	if string(final["id"]) != "3" || !strings.Contains(string(final["result"]), `\"ok\":false`) {
+		t.Fatalf("final on pod1: %v", final)
+	}
+}

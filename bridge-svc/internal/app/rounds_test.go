@@ -169,6 +169,27 @@ func next(t *testing.T, ch <-chan map[string]json.RawMessage) map[string]json.Ra
 	return nil
 }
 
+// askingDispatch is a kernel whose files.read needs an elicitation answer
+// first (INPUT_REQUIRED, then the resumption echoes the answers).
+func askingDispatch(_ context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, bool) {
+	switch {
+	case call.GetEdgeRejection() != "":
+		return outcome.Failed(outcome.InvalidRequest, call.GetEdgeRejection()), true
+	case call.GetTool() != "files.read":
+		return nil, false
+	case call.GetResume() != nil:
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+			ContentJson: []byte(`[{"type":"text","text":` + quoteJSON("answered "+string(call.GetInputResponsesJson())) + `}]`)}, true
+	case !slices.Contains(call.GetInputMethods(), "elicitation/create"):
+		r := outcome.Failed(outcome.MissingCapability, "the tool needs input the client did not declare it can give: elicitation/create")
+		r.MissingInputMethods = []string{"elicitation/create"}
+		return r, true
+	}
+	return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED,
+		Input: &sharedosv1.InputRound{AttemptId: "attempt-1", Round: 1, ExpiresAt: timestamppb.New(time.Now().Add(time.Minute)),
+			Input: &sharedosv1.InputRequired{InputRequestsJson: []byte(`{"ok":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean","default":true}}}}}}`)}}}, true
+}
+
 // TestInputRoundsOnALegacySession (the MCP surface, item 3, 2025 eras): a
 // session that declared elicitation gets the tool's input request as an
 // elicitation/create request on the call's own stream; its answer, POSTed
@@ -178,24 +199,7 @@ func next(t *testing.T, ch <-chan map[string]json.RawMessage) map[string]json.Ra
 // result and is never asked.
 func TestInputRoundsOnALegacySession(t *testing.T) {
 	f := newFixture(t)
-	f.kernel.Dispatch = func(_ context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, bool) {
-		switch {
-		case call.GetEdgeRejection() != "":
-			return outcome.Failed(outcome.InvalidRequest, call.GetEdgeRejection()), true
-		case call.GetTool() != "files.read":
-			return nil, false
-		case call.GetResume() != nil:
-			return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
-				ContentJson: []byte(`[{"type":"text","text":` + quoteJSON("answered "+string(call.GetInputResponsesJson())) + `}]`)}, true
-		case !slices.Contains(call.GetInputMethods(), "elicitation/create"):
-			r := outcome.Failed(outcome.MissingCapability, "the tool needs input the client did not declare it can give: elicitation/create")
-			r.MissingInputMethods = []string{"elicitation/create"}
-			return r, true
-		}
-		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED,
-			Input: &sharedosv1.InputRound{AttemptId: "attempt-1", Round: 1, ExpiresAt: timestamppb.New(time.Now().Add(time.Minute)),
-				Input: &sharedosv1.InputRequired{InputRequestsJson: []byte(`{"ok":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean","default":true}}}}}}`)}}}, true
-	}
+	f.kernel.Dispatch = askingDispatch
 	tr := f.bridge.Open(t)
 	session := initWith(t, tr, `{"elicitation":{}}`)
 	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`

@@ -120,6 +120,29 @@ type Store interface {
 	PurgeInactive(ctx context.Context, before time.Time) (int64, error)
 }
 
+// Answer is a 2025-era client's answer to an input request of a call
+// (ADR 0017), as it reached some pod: ID is the request's JSON id, Result
+// or Error the response's member.
+type Answer struct {
+	TurnID, SessionID string
+	ID, Result, Error []byte
+}
+
+// Answers relays answers between pods: the pod an answer reached passes it
+// on, the pod whose call asked takes it. Stores that serve one process
+// only do not implement it (every answer reaches the pod that asked).
+type Answers interface {
+	// PassAnswer keeps a for whichever pod asked and announces its id.
+	PassAnswer(ctx context.Context, a Answer) error
+	// TakeAnswer removes and returns the answer passed for id; exactly
+	// one taker gets it, ErrNotFound when none was passed (yet).
+	TakeAnswer(ctx context.Context, id []byte) (Answer, error)
+	// WatchAnswers calls listening once it hears every id announced from
+	// then on, then f with each, until ctx is done (nil) or the watch
+	// fails.
+	WatchAnswers(ctx context.Context, listening func(), f func(id []byte)) error
+}
+
 // Ping is implemented by stores that depend on an external server; readiness
 // uses it.
 type Pinger interface {

@@ -8,9 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
 
 // Input rounds on a 2025-era session (ADR 0017): a tool's input requests
@@ -36,7 +40,7 @@ func newAsks() *asks { return &asks{m: map[string]*ask{}} }
 func (a *asks) add(turnID, sessionID string) (string, <-chan answer) {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	id := `"sharedos-ask-` + hex.EncodeToString(b[:]) + `"`
+	id := askPrefix + hex.EncodeToString(b[:]) + `"`
 	k := &ask{turnID: turnID, sessionID: sessionID, answer: make(chan answer, 1)}
 	a.mu.Lock()
 	a.m[id] = k
@@ -65,6 +69,78 @@ func (a *asks) deliver(turnID, sessionID string, id, result, rpcErr json.RawMess
 		k.answer <- answer{result: result, err: rpcErr}
 	}
 	return ok
+}
+
+// has reports whether request id (JSON) is this pod's and still waits.
+func (a *asks) has(id []byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.m[string(id)]
+	return ok
+}
+
+// ids are the requests of this pod still waiting.
+func (a *asks) ids() [][]byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([][]byte, 0, len(a.m))
+	for id := range a.m {
+		out = append(out, []byte(id))
+	}
+	return out
+}
+
+// askPrefix starts every input request id the bridge sends (as JSON).
+const askPrefix = `"sharedos-ask-`
+
+// pass hands an answer this pod does not wait for to the pod that does,
+// through the store (leases.Answers); false when it is not such an answer
+// or the store relays none (one pod: every answer reaches the asker).
+func (h *Handler) pass(ctx context.Context, turnID, sessionID string, msg *protocol.Message) (bool, error) {
+	relay, ok := h.cfg.Store.(leases.Answers)
+	if !ok || !bytes.HasPrefix(msg.ID, []byte(askPrefix)) {
+		return false, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseTimeout)
+	defer cancel()
+	return true, relay.PassAnswer(lctx, leases.Answer{TurnID: turnID, SessionID: sessionID, ID: msg.ID, Result: msg.Result, Error: msg.Error})
+}
+
+// RunAnswerRelay takes the answers other pods pass on for this pod's input
+// requests (their clients' answer POSTs reached another pod), until ctx is
+// done. After each (re)connection it also takes what was passed for every
+// request still waiting, so an answer passed while it was not listening is
+// not lost. A store that relays nothing returns at once.
+func (h *Handler) RunAnswerRelay(ctx context.Context) {
+	relay, ok := h.cfg.Store.(leases.Answers)
+	if !ok {
+		return
+	}
+	take := func(id []byte) {
+		if !h.asks.has(id) {
+			return // another pod's request
+		}
+		a, err := relay.TakeAnswer(ctx, id)
+		if err == nil {
+			h.asks.deliver(a.TurnID, a.SessionID, a.ID, a.Result, a.Error)
+		}
+	}
+	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+		err := relay.WatchAnswers(ctx, func() {
+			for _, id := range h.asks.ids() {
+				take(id)
+			}
+		}, take)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		h.cfg.Logger.WarnContext(ctx, "input answer relay lost; reconnecting", slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // errStream: the call's response can no longer carry a request.

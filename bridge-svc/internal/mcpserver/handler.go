@@ -281,12 +281,22 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		if sid := r.Header.Get(server.HeaderKeySessionID); msg.Method == "" && sid != "" &&
-			h.asks.deliver(turnID, sid, msg.ID, msg.Result, msg.Error) {
-			// A 2025-era client's answer to an input request of a call this
-			// pod is running.
-			w.WriteHeader(http.StatusAccepted)
-			return
+		if sid := r.Header.Get(server.HeaderKeySessionID); msg.Method == "" && sid != "" {
+			// A 2025-era client's answer to an input request: of a call this
+			// pod runs, or passed on to the pod that does.
+			if h.asks.deliver(turnID, sid, msg.ID, msg.Result, msg.Error) {
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
+			switch passed, err := h.pass(ctx, turnID, sid, msg); {
+			case err != nil:
+				h.cfg.Logger.ErrorContext(ctx, "input answer not passed on", slog.String(telemetry.LogTurnID, turnID), slog.String("error", err.Error()))
+				h.refuse(w, r, http.StatusServiceUnavailable, "lease store unavailable")
+				return
+			case passed:
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
 		}
 		if msg.Method == "subscriptions/listen" {
 			// A turn's catalogue is pinned for its lifetime: there is no list

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/pgdb"
 )
 
 // Store is a leases.Store over a pgx pool.
@@ -248,6 +249,46 @@ func (s *Store) PurgeInactive(ctx context.Context, before time.Time) (int64, err
 			return total, nil
 		}
 	}
+}
+
+// answerChannel is the NOTIFY channel passed answers are announced on.
+const answerChannel = "sharedos_input_answer"
+
+var _ leases.Answers = (*Store)(nil)
+
+// PassAnswer implements leases.Answers: the row and its announcement commit
+// together; answers nobody took for 15 minutes go with the next pass.
+func (s *Store) PassAnswer(ctx context.Context, a leases.Answer) error {
+	if _, err := s.pool.Exec(ctx, `
+WITH gone AS (DELETE FROM bridge.input_answers WHERE passed_at < now() - interval '15 minutes'),
+     kept AS (INSERT INTO bridge.input_answers (id, turn_id, session_id, result, error) VALUES ($1, $2, $3, $4, $5)
+              ON CONFLICT (id) DO NOTHING)
+SELECT pg_notify('`+answerChannel+`', $1)`, string(a.ID), a.TurnID, a.SessionID, a.Result, a.Error); err != nil {
+		return fmt.Errorf("leases/postgres: pass answer: %w", err)
+	}
+	return nil
+}
+
+// TakeAnswer implements leases.Answers.
+func (s *Store) TakeAnswer(ctx context.Context, id []byte) (leases.Answer, error) {
+	a := leases.Answer{ID: id}
+	err := s.pool.QueryRow(ctx, `DELETE FROM bridge.input_answers WHERE id = $1 RETURNING turn_id, session_id, result, error`,
+		string(id)).Scan(&a.TurnID, &a.SessionID, &a.Result, &a.Error)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return leases.Answer{}, leases.ErrNotFound
+	case err != nil:
+		return leases.Answer{}, fmt.Errorf("leases/postgres: take answer: %w", err)
+	}
+	return a, nil
+}
+
+// WatchAnswers implements leases.Answers.
+func (s *Store) WatchAnswers(ctx context.Context, listening func(), f func(id []byte)) error {
+	if err := pgdb.Listen(ctx, s.pool, answerChannel, listening, func(id string) { f([]byte(id)) }); err != nil {
+		return fmt.Errorf("leases/postgres: watch answers: %w", err)
+	}
+	return nil
 }
 
 // purgeBatch is the most leases one purge statement deletes.

@@ -2,7 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/postgres"
@@ -12,14 +15,65 @@ import (
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 )
 
+func open(t *testing.T) *postgres.Store {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	pool, err := pgdb.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", pgdb.RedactDSN(dsn), err)
+	}
+	t.Cleanup(pool.Close)
+	return postgres.New(pool)
+}
+
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) leases.Store {
-		dsn := pgtest.NewDatabase(t, migrations.Up)
-		pool, err := pgdb.Open(context.Background(), dsn)
-		if err != nil {
-			t.Fatalf("open %s: %v", pgdb.RedactDSN(dsn), err)
+	storetest.Run(t, func(t *testing.T) leases.Store { return open(t) })
+}
+
+// TestAnswersRelay: a passed answer is announced to every watcher and
+// taken exactly once, whole; an id nobody passed is ErrNotFound.
+func TestAnswersRelay(t *testing.T) {
+	s := open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	heard := make(chan string, 1)
+	listening := make(chan struct{})
+	go func() {
+		_ = s.WatchAnswers(ctx, func() { close(listening) }, func(id []byte) { heard <- string(id) })
+	}()
+	<-listening
+	a := leases.Answer{TurnID: "t1", SessionID: "s1", ID: []byte(`"sharedos-ask-1"`), Result: []byte(`{"action":"accept"}`)}
+	if err := s.PassAnswer(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-heard:
+		if id != string(a.ID) {
+			t.Fatalf("announced %q", id)
 		}
-		t.Cleanup(pool.Close)
-		return postgres.New(pool)
-	})
+	case <-ctx.Done():
+		t.Fatal("the answer was never announced")
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var got []leases.Answer
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if g, err := s.TakeAnswer(ctx, a.ID); err == nil {
+				mu.Lock()
+				got = append(got, g)
+				mu.Unlock()
+			} else if !errors.Is(err, leases.ErrNotFound) {
+				t.Errorf("TakeAnswer: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(got) != 1 || got[0].TurnID != "t1" || got[0].SessionID != "s1" || string(got[0].Result) != string(a.Result) || got[0].Error != nil {
+		t.Fatalf("taken %+v: want the answer once, whole", got)
+	}
+	if _, err := s.TakeAnswer(ctx, []byte(`"sharedos-ask-2"`)); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("TakeAnswer of an id never passed: %v", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/platform/pgdb"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 )
@@ -344,29 +345,12 @@ func (s *Store) PendingInTurn(ctx context.Context, turnID string) (int, error) {
 	return n, nil
 }
 
-// WatchRevocations implements records.Store with LISTEN on a connection of
-// its own, closed (not returned to the pool) when the watch ends.
+// WatchRevocations implements records.Store.
 func (s *Store) WatchRevocations(ctx context.Context, listening func(), f func(turnID string)) error {
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
+	if err := pgdb.Listen(ctx, s.pool, revocationChannel, listening, f); err != nil {
 		return fmt.Errorf("postgres: watch revocations: %w", err)
 	}
-	conn := pc.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the watch has ended either way
-	if _, err := conn.Exec(ctx, "LISTEN "+revocationChannel); err != nil {
-		return fmt.Errorf("postgres: watch revocations: %w", err)
-	}
-	listening()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("postgres: watch revocations: %w", err)
-		}
-		f(n.Payload)
-	}
+	return nil
 }
 
 // ForgetRevocations implements records.Store.
