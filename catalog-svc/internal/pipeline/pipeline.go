@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
@@ -463,6 +464,12 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	case checkInputResponses(call.GetInputResponsesJson()) != "":
 		res = outcome.Failed(outcome.InvalidRequest, checkInputResponses(call.GetInputResponsesJson()))
 	default:
+		if call.GetResume() != nil && rec.CallID != call.GetCallId() {
+			// A resumed attempt keeps its first call id: what the policy
+			// and the provider see of each round, and what its record says.
+			call = proto.Clone(call).(*sharedosv1.ToolCall)
+			call.CallId = rec.CallID
+		}
 		// From here on a revocation of the turn cancels the call.
 		cctx, cancel := context.WithCancelCause(ctx)
 		done := s.inflight.add(call.GetTurnId(), cancel)
@@ -470,7 +477,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		done()
 		cancel(nil)
 	}
-	res.CallId = call.GetCallId()
+	res.CallId = rec.CallID
 
 	// (7) Complete the record; the answer leaves only once it is backed.
 	// The record redacts the whole reason; the model's copy is cut after.

@@ -121,19 +121,19 @@ func inputRequired(call *sharedosv1.ToolCall, in *sharedosv1.InputRequired) *sha
 }
 
 // resume takes the waiting attempt call names back for this kernel (the
-// record step of a resumed call): nil, or records.ErrNotWaiting, or a
-// store error.
+// record step of a resumed call) and makes rec that attempt's (its id and
+// first call id): nil, or records.ErrNotWaiting, or a store error.
 func (s *Pipeline) resume(ctx context.Context, call *sharedosv1.ToolCall, rec *records.Record) error {
 	r := call.GetResume()
 	if err := checkID("resume.attempt_id", r.GetAttemptId()); err != nil {
 		return records.ErrNotWaiting
 	}
-	err := s.records.Resume(ctx, records.Resumption{
+	callID, err := s.records.Resume(ctx, records.Resumption{
 		AttemptID: r.GetAttemptId(), TurnID: call.GetTurnId(), RequestedToolSHA256: rec.RequestedToolSHA256,
 		ArgumentsDigest: rec.ArgumentsDigest, Round: r.GetRound(), InstanceID: s.instanceID,
 	})
 	if err == nil {
-		rec.AttemptID = r.GetAttemptId()
+		rec.AttemptID, rec.CallID = r.GetAttemptId(), callID
 	}
 	return err
 }
@@ -145,7 +145,8 @@ func (s *Pipeline) resume(ctx context.Context, call *sharedosv1.ToolCall, rec *r
 func (s *Pipeline) park(ctx context.Context, attemptID string, call *sharedosv1.ToolCall, res *sharedosv1.ToolResult, resolved string, args []byte) *sharedosv1.ToolResult {
 	round := call.GetResume().GetRound() + 1
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionAttemptTimeout)
-	until, err := s.records.Park(pctx, attemptID, round, progressCount(ctx), s.inputWait)
+	until, err := s.records.Park(pctx, attemptID, records.Wait{Round: round, Progress: progressCount(ctx), TTL: s.inputWait,
+		ResolvedTool: resolved, DecisionID: res.GetDecisionId(), PolicyRevision: res.GetPolicyRevision()})
 	cancel()
 	if err == nil {
 		res.Input.AttemptId, res.Input.Round, res.Input.ExpiresAt = attemptID, round, timestamppb.New(until)

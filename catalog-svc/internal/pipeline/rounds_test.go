@@ -121,6 +121,10 @@ func TestInputRounds(t *testing.T) {
 			!slices.Equal(last.GetInputMethods(), pipeline.InputMethods) {
 			t.Errorf("the provider's last request %+v", last)
 		}
+		if n := len(asked); asked[n-1].GetCallId() != asked[n-3].GetCallId() || done.GetCallId() != asked[n-3].GetCallId() {
+			t.Errorf("call ids %s, %s, answered %s: every round of an attempt carries its first call id",
+				asked[n-3].GetCallId(), asked[n-1].GetCallId(), done.GetCallId())
+		}
 		if len(asked[0].GetInputMethods()) != 0 {
 			t.Errorf("a client without input rounds was offered input methods %v", asked[0].GetInputMethods())
 		}

@@ -122,12 +122,17 @@ func Start(tb testing.TB, o Options) *Stack {
 		}
 		s.CA, s.cfg.PKIDir = ca, s.PKIDir
 		s.cfg.GrantKey = filepath.Join(s.PKIDir, devstack.GrantKeyFile)
+		s.cfg.StateKey = filepath.Join(s.PKIDir, devstack.StateKeyFile)
 		s.creds = s.load(tb, devstack.TLSFiles(s.PKIDir, "operator"))
 	} else {
-		// A kernel restarted by the test must still accept its turns.
-		s.cfg.GrantKey = filepath.Join(tb.TempDir(), devstack.GrantKeyFile)
-		if err := pki.WriteSigningKey(s.cfg.GrantKey); err != nil {
-			tb.Fatalf("grant key: %v", err)
+		// A kernel restarted by the test must still accept its turns, and
+		// every bridge open the requestStates of the others.
+		dir := tb.TempDir()
+		s.cfg.GrantKey, s.cfg.StateKey = filepath.Join(dir, devstack.GrantKeyFile), filepath.Join(dir, devstack.StateKeyFile)
+		for _, k := range []string{s.cfg.GrantKey, s.cfg.StateKey} {
+			if err := pki.WriteSigningKey(k); err != nil {
+				tb.Fatalf("signing key: %v", err)
+			}
 		}
 	}
 	tb.Cleanup(s.stopAll)

@@ -148,6 +148,7 @@ func (s *stack) register() {
 		reg("verify.echo", "verify", s.provider.addr, "read", obj(path+`,"value":{"type":"string"}`, "path")),
 		reg("verify.slow", "verify", s.provider.addr, "read", obj(path+`,"ms":{"type":"integer","minimum":0,"maximum":20000}`, "path", "ms")),
 		reg("verify.boom", "verify", s.provider.addr, "read", obj(path, "path")),
+		reg("verify.ask", "verify", s.provider.addr, "read", obj(path, "path")),
 		reg("verify.sleepy", "verify", s.provider.addr, "read", obj(path+`,"ms":{"type":"integer","minimum":0,"maximum":20000}`, "path", "ms")),
 	}
 	// verify.sleepy: a handler deadline short enough to hit (failed/timeout).
@@ -188,7 +189,7 @@ decision := {"allow": true, "reason": "verify conflict"} if {
 `
 	data := `{"sharedos":{"roles":{
   "engineer":{"tools":["files.read"],"grants":{"read":["/public"]}},
-  "verify":{"tools":["files.read","files.write","verify.echo","verify.slow","verify.boom","verify.sleepy"],
+  "verify":{"tools":["files.read","files.write","verify.echo","verify.slow","verify.boom","verify.sleepy","verify.ask"],
             "grants":{"read":["/public"],"write":["/public"]}}
 }}}`
 	for name, body := range map[string]string{
@@ -279,6 +280,7 @@ func (s *stack) ctl(args ...string) (string, string, int) {
 // opRow is one `sharedosctl ops list` record.
 type opRow struct {
 	CallID, Tool, Status, Code, Reason, ArgumentsDigest string
+	InputRounds                                         int32
 }
 
 // ops lists a turn's records through sharedosctl.
@@ -426,6 +428,19 @@ func (p *provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*
 			return nil, ctx.Err()
 		case <-time.After(time.Duration(min(args.MS, 20000)) * time.Millisecond):
 		}
+	}
+	if req.GetTool() == "verify.ask" {
+		// Contract v3: one elicitation round, then the answer read back.
+		var answers map[string]json.RawMessage
+		_ = json.Unmarshal(req.GetInputResponsesJson(), &answers)
+		if answers["confirm"] == nil {
+			return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{
+				InputRequestsJson: []byte(`{"confirm":{"method":"elicitation/create","params":{"message":"Really?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}}`),
+				RequestState:      []byte("verify-round-" + req.GetCallId()),
+			}}, nil
+		}
+		b, _ := json.Marshal([]map[string]string{{"type": "text", "text": "confirmed " + string(req.GetRequestState()) + " " + string(answers["confirm"])}})
+		return &sharedosv1.HandleResponse{ContentJson: b}, nil
 	}
 	if v, ok := strings.CutPrefix(args.Value, "echo:"); ok {
 		// The answer carries the caller's own mark: a response routed to

@@ -145,18 +145,30 @@ type Resumption struct {
 	InstanceID string
 }
 
+// Wait is what Park writes onto a row that starts waiting.
+type Wait struct {
+	Round, Progress int32
+	TTL             time.Duration
+	ResolvedTool    string
+	DecisionID      string
+	PolicyRevision  string
+}
+
 // Rounds is how one attempt waits for the client's input (MCP
 // input-required results) and goes on as the same record (ADR 0017).
 type Rounds interface {
 	// Park makes the pending row attemptID wait for the client's input
-	// for ttl from now (the store's clock) and returns until when: its
-	// InputRounds becomes round, and progress adds to its ProgressCount.
-	// ErrNotWaiting when the row is not pending or its turn is revoked.
-	Park(ctx context.Context, attemptID string, round, progress int32, ttl time.Duration) (time.Time, error)
+	// for w.TTL from now (the store's clock) and returns until when: its
+	// InputRounds becomes w.Round, w.Progress adds to its ProgressCount,
+	// and the round's resolution and decision are written (what a wait
+	// that ends unanswered is recorded with). ErrNotWaiting when the row
+	// is not pending or its turn is revoked.
+	Park(ctx context.Context, attemptID string, w Wait) (time.Time, error)
 	// Resume takes a waiting row back when everything in r matches and its
-	// wait has not run out; ErrNotWaiting otherwise (a replayed, expired or
-	// foreign state). Exactly one of concurrent Resumes of a row succeeds.
-	Resume(ctx context.Context, r Resumption) error
+	// wait has not run out, and returns the row's call id; ErrNotWaiting
+	// otherwise (a replayed, expired or foreign state). Exactly one of
+	// concurrent Resumes of a row succeeds.
+	Resume(ctx context.Context, r Resumption) (callID string, err error)
 	// ExpireWaiting completes failed/timeout every row whose wait ran out.
 	ExpireWaiting(ctx context.Context) (int64, error)
 	// CloseWaiting completes cancelled every row of turnID that waits.

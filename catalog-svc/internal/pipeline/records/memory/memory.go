@@ -96,7 +96,7 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 }
 
 // Park implements records.Rounds.
-func (s *Store) Park(ctx context.Context, attemptID string, round, progress int32, ttl time.Duration) (time.Time, error) {
+func (s *Store) Park(ctx context.Context, attemptID string, w records.Wait) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}
@@ -111,31 +111,32 @@ func (s *Store) Park(ctx context.Context, attemptID string, round, progress int3
 		!row.WaitingUntil.IsZero() {
 		return time.Time{}, records.ErrNotWaiting
 	}
-	row.InputRounds, row.WaitingUntil = round, time.Now().Add(ttl)
-	row.ProgressCount += progress
+	row.InputRounds, row.WaitingUntil = w.Round, time.Now().Add(w.TTL)
+	row.ProgressCount += w.Progress
+	row.ResolvedTool, row.DecisionID, row.PolicyRevision = w.ResolvedTool, w.DecisionID, w.PolicyRevision
 	return row.WaitingUntil, nil
 }
 
 // Resume implements records.Rounds.
-func (s *Store) Resume(ctx context.Context, r records.Resumption) error {
+func (s *Store) Resume(ctx context.Context, r records.Resumption) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return "", err
 	}
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	idx, ok := s.byID[r.AttemptID]
 	if !ok {
-		return records.ErrNotWaiting
+		return "", records.ErrNotWaiting
 	}
 	row := &s.rows[idx]
 	if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || row.WaitingUntil.IsZero() ||
 		!now.Before(row.WaitingUntil) || row.TurnID != r.TurnID || row.RequestedToolSHA256 != r.RequestedToolSHA256 ||
 		row.ArgumentsDigest != r.ArgumentsDigest || row.InputRounds != r.Round {
-		return records.ErrNotWaiting
+		return "", records.ErrNotWaiting
 	}
 	row.WaitingUntil, row.ResumedAt, row.ResumedBy = time.Time{}, now, r.InstanceID
-	return nil
+	return row.CallID, nil
 }
 
 // ExpireWaiting implements records.Rounds.

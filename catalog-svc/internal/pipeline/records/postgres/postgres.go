@@ -248,15 +248,18 @@ UPDATE catalog.operations
 
 // Park implements records.Rounds: the row waits unless its turn is
 // revoked, decided in the same statement that parks it.
-func (s *Store) Park(ctx context.Context, attemptID string, round, progress int32, ttl time.Duration) (time.Time, error) {
+func (s *Store) Park(ctx context.Context, attemptID string, w records.Wait) (time.Time, error) {
+	c := records.Completion{ResolvedTool: w.ResolvedTool, DecisionID: w.DecisionID, PolicyRevision: w.PolicyRevision}
+	c.Sanitize()
 	var until time.Time
 	err := s.pool.QueryRow(ctx, `
 UPDATE catalog.operations o
    SET input_rounds = $2, progress_count = progress_count + $3,
-       waiting_until = now() + make_interval(secs => $4::double precision)
+       waiting_until = now() + make_interval(secs => $4::double precision),
+       resolved_tool = $5, decision_id = $6, policy_revision = $7
  WHERE attempt_id = $1 AND status = 'pending' AND waiting_until IS NULL
    AND NOT EXISTS (SELECT 1 FROM catalog.revoked_turns r WHERE r.turn_id = o.turn_id)
-RETURNING waiting_until`, attemptID, round, progress, ttl.Seconds()).Scan(&until)
+RETURNING waiting_until`, attemptID, w.Round, w.Progress, w.TTL.Seconds(), c.ResolvedTool, c.DecisionID, c.PolicyRevision).Scan(&until)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return time.Time{}, records.ErrNotWaiting
@@ -268,20 +271,22 @@ RETURNING waiting_until`, attemptID, round, progress, ttl.Seconds()).Scan(&until
 
 // Resume implements records.Rounds: one conditional update, so exactly one
 // of concurrent resumptions of a row matches.
-func (s *Store) Resume(ctx context.Context, r records.Resumption) error {
-	tag, err := s.pool.Exec(ctx, `
+func (s *Store) Resume(ctx context.Context, r records.Resumption) (string, error) {
+	var callID string
+	err := s.pool.QueryRow(ctx, `
 UPDATE catalog.operations
    SET waiting_until = NULL, resumed_at = now(), resumed_by = $6
  WHERE attempt_id = $1 AND status = 'pending' AND waiting_until > now() AND turn_id = $2
-   AND requested_tool_sha256 = $3 AND arguments_digest = $4 AND input_rounds = $5`,
-		r.AttemptID, r.TurnID, r.RequestedToolSHA256, r.ArgumentsDigest, r.Round, r.InstanceID)
-	if err != nil {
-		return fmt.Errorf("postgres: resume operation: %w", err)
+   AND requested_tool_sha256 = $3 AND arguments_digest = $4 AND input_rounds = $5
+RETURNING call_id`,
+		r.AttemptID, r.TurnID, r.RequestedToolSHA256, r.ArgumentsDigest, r.Round, r.InstanceID).Scan(&callID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", records.ErrNotWaiting
+	case err != nil:
+		return "", fmt.Errorf("postgres: resume operation: %w", err)
 	}
-	if tag.RowsAffected() != 1 {
-		return records.ErrNotWaiting
-	}
-	return nil
+	return callID, nil
 }
 
 // ExpireWaiting implements records.Rounds.

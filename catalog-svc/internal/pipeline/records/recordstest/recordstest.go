@@ -545,7 +545,7 @@ func park(t *testing.T, s records.Store, r *records.Record, ttl time.Duration) t
 	if err := s.Begin(ctx(t), r); err != nil {
 		t.Fatal(err)
 	}
-	until, err := s.Park(ctx(t), r.AttemptID, 1, 1, ttl)
+	until, err := s.Park(ctx(t), r.AttemptID, records.Wait{Round: 1, Progress: 1, TTL: ttl, ResolvedTool: "files.read", DecisionID: "dec-1"})
 	if err != nil {
 		t.Fatalf("Park: %v", err)
 	}
@@ -571,16 +571,19 @@ func testInputRounds(t *testing.T, s records.Store) {
 		rows[0].InputRounds != 1 || rows[0].ToProto().GetWaitingUntil() == nil {
 		t.Fatalf("parked row %+v: want pending, waiting, 1 round", rows)
 	}
-	if _, err := s.Park(c, r.AttemptID, 2, 0, time.Minute); !errors.Is(err, records.ErrNotWaiting) {
+	if rows[0].ResolvedTool != "files.read" || rows[0].DecisionID != "dec-1" {
+		t.Fatalf("parked row %+v: want the round's resolution and decision", rows[0])
+	}
+	if _, err := s.Park(c, r.AttemptID, records.Wait{Round: 2, TTL: time.Minute}); !errors.Is(err, records.ErrNotWaiting) {
 		t.Fatalf("Park of a waiting row: %v, want ErrNotWaiting", err)
 	}
-	if err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil {
-		t.Fatalf("Resume: %v", err)
+	if call, err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil || call != r.CallID {
+		t.Fatalf("Resume = %q, %v; want the row's call id %q", call, err, r.CallID)
 	}
-	if _, err := s.Park(c, r.AttemptID, 2, 2, time.Minute); err != nil {
+	if _, err := s.Park(c, r.AttemptID, records.Wait{Round: 2, Progress: 2, TTL: time.Minute}); err != nil {
 		t.Fatalf("second Park: %v", err)
 	}
-	if err := s.Resume(c, resumption(r, 2, "kernel-1")); err != nil {
+	if _, err := s.Resume(c, resumption(r, 2, "kernel-1")); err != nil {
 		t.Fatalf("second Resume: %v", err)
 	}
 	if err := s.Complete(c, r.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
@@ -596,7 +599,7 @@ func testInputRounds(t *testing.T, s records.Store) {
 		!got.WaitingUntil.IsZero() || got.ResumedBy != "kernel-1" || got.ResumedAt.IsZero() || got.ToProto().GetInputRounds() != 2 {
 		t.Fatalf("row %+v: want succeeded, 2 rounds, 4 progress reports, resumed by kernel-1", got)
 	}
-	if _, err := s.Park(c, r.AttemptID, 3, 0, time.Minute); !errors.Is(err, records.ErrNotWaiting) {
+	if _, err := s.Park(c, r.AttemptID, records.Wait{Round: 3, TTL: time.Minute}); !errors.Is(err, records.ErrNotWaiting) {
 		t.Fatalf("Park of a completed row: %v, want ErrNotWaiting", err)
 	}
 }
@@ -623,14 +626,14 @@ func testResumeExact(t *testing.T, s records.Store) {
 		wrong[name] = x
 	}
 	for name, x := range wrong {
-		if err := s.Resume(c, x); !errors.Is(err, records.ErrNotWaiting) {
+		if _, err := s.Resume(c, x); !errors.Is(err, records.ErrNotWaiting) {
 			t.Errorf("Resume with another %s: %v, want ErrNotWaiting", name, err)
 		}
 	}
-	if err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil {
+	if _, err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
-	if err := s.Resume(c, resumption(r, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
+	if _, err := s.Resume(c, resumption(r, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
 		t.Fatalf("replayed Resume: %v, want ErrNotWaiting", err)
 	}
 }
@@ -645,7 +648,7 @@ func testConcurrentResumes(t *testing.T, s records.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.Resume(ctx(t), resumption(r, 1, "kernel-2"))
+			_, err := s.Resume(ctx(t), resumption(r, 1, "kernel-2"))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -677,7 +680,7 @@ func testWaitExpires(t *testing.T, s records.Store) {
 	if err != nil || n != 1 {
 		t.Fatalf("ExpireWaiting = %d, %v, want 1", n, err)
 	}
-	if err := s.Resume(c, resumption(short, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
+	if _, err := s.Resume(c, resumption(short, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
 		t.Fatalf("Resume of an expired wait: %v, want ErrNotWaiting", err)
 	}
 	for _, row := range list(t, s, short.TurnID) {
@@ -711,7 +714,7 @@ func testWaitClosed(t *testing.T, s records.Store) {
 	if err := s.Begin(c, late); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Park(c, late.AttemptID, 1, 0, time.Hour); !errors.Is(err, records.ErrNotWaiting) {
+	if _, err := s.Park(c, late.AttemptID, records.Wait{Round: 1, TTL: time.Hour}); !errors.Is(err, records.ErrNotWaiting) {
 		t.Fatalf("Park in a revoked turn: %v, want ErrNotWaiting", err)
 	}
 	if n, err := s.CloseWaiting(c, tr); err != nil || n != 1 {
@@ -744,7 +747,7 @@ func testWaitNotReconciled(t *testing.T, s records.Store) {
 	if n, err := s.ReconcileInstance(c, r.InstanceID, time.Now()); err != nil || n != 0 {
 		t.Fatalf("ReconcileInstance = %d, %v: a waiting row was interrupted", n, err)
 	}
-	if err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil {
+	if _, err := s.Resume(c, resumption(r, 1, "kernel-2")); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.Reconcile(c, time.Now().Add(-time.Minute)); err != nil || n != 0 {
