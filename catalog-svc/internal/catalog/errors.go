@@ -45,6 +45,11 @@ const (
 	RuleTimeout         = "timeout_range"
 	RuleIdentifier      = "IdentifierSchema"
 	RuleUniqueInBatch   = "unique_in_batch"
+	// Prompts and resources (ADR 0018).
+	RuleLength         = "max_length"
+	RulePromptArgument = "prompt_argument"
+	RuleURI            = "resource_uri"
+	RuleMIMEType       = "mime_type"
 	// RuleClosedArguments: a requirement that names arguments needs an
 	// inputSchema that lists every key (additionalProperties false), or
 	// requirement.open_arguments.

@@ -23,11 +23,7 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 	name := reg.GetName()
 	q, err := toolname.Parse(name)
 	if err != nil {
-		var te *toolname.Error
-		if errors.As(err, &te) {
-			return nil, invalid("name", te.Rule, "%s", te.Detail)
-		}
-		return nil, invalid("name", RuleToolName, "%v", err)
+		return nil, nameError(err)
 	}
 	class := reg.GetClass()
 	switch class {
@@ -41,11 +37,8 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 	// conformance fixtures' test_simple_text) is allowed with no namespace.
 	// Either way it is one identity: the collision-key and case-fold
 	// uniqueness rules stop a bare "search" from existing twice.
-	if ns := reg.GetMetadata().GetNamespace(); ns != q.Namespace {
-		if q.Namespace == "" {
-			return nil, invalid("metadata.namespace", RuleNamespace, "is %q but the unqualified name %q has no namespace segment; leave it empty", ns, name)
-		}
-		return nil, invalid("metadata.namespace", RuleNamespace, "is %q but must equal the name's first segment %q (a provider registers only in its own namespace)", ns, q.Namespace)
+	if err := checkNamespace(name, q, reg.GetMetadata().GetNamespace()); err != nil {
+		return nil, err
 	}
 	if err := checkText("metadata.source", reg.GetMetadata().GetSource()); err != nil {
 		return nil, err
@@ -75,15 +68,46 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 			return nil, identifierError(err)
 		}
 	}
-	if t := reg.GetHandler().GetTimeout(); t != nil {
-		if err := t.CheckValid(); err != nil {
-			return nil, invalid("handler.timeout", RuleTimeout, "%v", err)
-		}
-		if d := t.AsDuration(); d < 0 || d > MaxHandlerTimeout {
-			return nil, invalid("handler.timeout", RuleTimeout, "%s is outside 0..%s (0 means the service default)", d, MaxHandlerTimeout)
-		}
+	if err := checkTimeout(reg.GetHandler()); err != nil {
+		return nil, err
 	}
 	return input, nil
+}
+
+// nameError is the validation error of a name toolname.Parse refused.
+func nameError(err error) error {
+	var te *toolname.Error
+	if errors.As(err, &te) {
+		return invalid("name", te.Rule, "%s", te.Detail)
+	}
+	return invalid("name", RuleToolName, "%v", err)
+}
+
+// checkNamespace: a provider-qualified name's namespace is its first
+// segment; an unqualified one has none.
+func checkNamespace(name string, q toolname.Qualified, ns string) error {
+	if ns == q.Namespace {
+		return nil
+	}
+	if q.Namespace == "" {
+		return invalid("metadata.namespace", RuleNamespace, "is %q but the unqualified name %q has no namespace segment; leave it empty", ns, name)
+	}
+	return invalid("metadata.namespace", RuleNamespace, "is %q but must equal the name's first segment %q (a provider registers only in its own namespace)", ns, q.Namespace)
+}
+
+// checkTimeout checks a handler timeout (0 or absent: the service default).
+func checkTimeout(h *sharedosv1.HandlerRef) error {
+	t := h.GetTimeout()
+	if t == nil {
+		return nil
+	}
+	if err := t.CheckValid(); err != nil {
+		return invalid("handler.timeout", RuleTimeout, "%v", err)
+	}
+	if d := t.AsDuration(); d < 0 || d > MaxHandlerTimeout {
+		return invalid("handler.timeout", RuleTimeout, "%s is outside 0..%s (0 means the service default)", d, MaxHandlerTimeout)
+	}
+	return nil
 }
 
 // validateAuthority checks what SharedOS needs to authorize and route a

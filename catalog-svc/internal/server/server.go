@@ -119,3 +119,67 @@ func (s *CatalogServer) ListTools(ctx context.Context, req *sharedosv1.ListTools
 	}
 	return &sharedosv1.ListToolsResponse{Tools: l.Tools, CatalogHash: l.CatalogHash}, nil
 }
+
+// RegisterPrompt implements sharedosv1.CatalogServiceServer.
+func (s *CatalogServer) RegisterPrompt(ctx context.Context, req *sharedosv1.RegisterPromptRequest) (*sharedosv1.RegisterPromptResponse, error) {
+	if req.GetRegistration() == nil {
+		return nil, InvalidArgument("registration", "required")
+	}
+	reg, pub, err := s.svc.RegisterPrompt(ctx, req.GetRegistration())
+	if err != nil {
+		return nil, s.fail(ctx, "RegisterPrompt", err)
+	}
+	return &sharedosv1.RegisterPromptResponse{Registration: reg, Published: pub}, nil
+}
+
+// DeregisterPrompt implements sharedosv1.CatalogServiceServer.
+func (s *CatalogServer) DeregisterPrompt(ctx context.Context, req *sharedosv1.DeregisterPromptRequest) (*sharedosv1.DeregisterPromptResponse, error) {
+	if req.GetName() == "" {
+		return nil, InvalidArgument("name", "required")
+	}
+	if err := s.svc.DeregisterPrompt(ctx, req.GetName()); err != nil {
+		return nil, s.fail(ctx, "DeregisterPrompt", err)
+	}
+	return &sharedosv1.DeregisterPromptResponse{}, nil
+}
+
+// ListPromptRegistrations implements sharedosv1.CatalogServiceServer.
+func (s *CatalogServer) ListPromptRegistrations(ctx context.Context, _ *sharedosv1.ListPromptRegistrationsRequest) (*sharedosv1.ListPromptRegistrationsResponse, error) {
+	regs, err := s.svc.PromptRegistrations(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, "ListPromptRegistrations", err)
+	}
+	return &sharedosv1.ListPromptRegistrationsResponse{Registrations: regs}, nil
+}
+
+// RegisterResource implements sharedosv1.CatalogServiceServer.
+func (s *CatalogServer) RegisterResource(ctx context.Context, req *sharedosv1.RegisterResourceRequest) (*sharedosv1.RegisterResourceResponse, error) {
+	if req.GetRegistration() == nil {
+		return nil, InvalidArgument("registration", "required")
+	}
+	reg, pub, err := s.svc.RegisterResource(ctx, req.GetRegistration())
+	if err != nil {
+		return nil, s.fail(ctx, "RegisterResource", err)
+	}
+	return &sharedosv1.RegisterResourceResponse{Registration: reg, Published: pub}, nil
+}
+
+// DeregisterResource implements sharedosv1.CatalogServiceServer.
+func (s *CatalogServer) DeregisterResource(ctx context.Context, req *sharedosv1.DeregisterResourceRequest) (*sharedosv1.DeregisterResourceResponse, error) {
+	if req.GetUri() == "" {
+		return nil, InvalidArgument("uri", "required")
+	}
+	if err := s.svc.DeregisterResource(ctx, req.GetUri()); err != nil {
+		return nil, s.fail(ctx, "DeregisterResource", err)
+	}
+	return &sharedosv1.DeregisterResourceResponse{}, nil
+}
+
+// ListResourceRegistrations implements sharedosv1.CatalogServiceServer.
+func (s *CatalogServer) ListResourceRegistrations(ctx context.Context, _ *sharedosv1.ListResourceRegistrationsRequest) (*sharedosv1.ListResourceRegistrationsResponse, error) {
+	regs, err := s.svc.ResourceRegistrations(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, "ListResourceRegistrations", err)
+	}
+	return &sharedosv1.ListResourceRegistrationsResponse{Registrations: regs}, nil
+}

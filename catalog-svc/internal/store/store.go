@@ -53,6 +53,9 @@ type Store interface {
 	// subscription is live, so a Snapshot taken afterwards misses nothing.
 	// The feed stops when ctx ends.
 	Watch(ctx context.Context) (*Feed, error)
+
+	// Entries keeps the prompt and resource registrations (ADR 0018).
+	Entries
 }
 
 var (

@@ -77,6 +77,985 @@ func (PathCleaning) EnumDescriptor() ([]byte, []int) {
 	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{0}
 }
 
+// PromptArgument is one argument a prompt takes (MCP PromptArgument).
+type PromptArgument struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Required      bool                   `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptArgument) Reset() {
+	*x = PromptArgument{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptArgument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptArgument) ProtoMessage() {}
+
+func (x *PromptArgument) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
+func (*PromptArgument) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PromptArgument) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetRequired() bool {
+	if x != nil {
+		return x.Required
+	}
+	return false
+}
+
+// PromptRegistration is the admin view of a prompt (MCP Prompt) and who
+// serves it.
+type PromptRegistration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name follows the tool-name rules (ToolNameSchema).
+	Name        string            `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Title       string            `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Description string            `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Arguments   []*PromptArgument `protobuf:"bytes,4,rep,name=arguments,proto3" json:"arguments,omitempty"`
+	Metadata    *ToolMetadata     `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Handler     *HandlerRef       `protobuf:"bytes,6,opt,name=handler,proto3" json:"handler,omitempty"`
+	// Set by the catalogue.
+	Revision      int64                  `protobuf:"varint,7,opt,name=revision,proto3" json:"revision,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptRegistration) Reset() {
+	*x = PromptRegistration{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptRegistration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptRegistration) ProtoMessage() {}
+
+func (x *PromptRegistration) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptRegistration.ProtoReflect.Descriptor instead.
+func (*PromptRegistration) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PromptRegistration) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PromptRegistration) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *PromptRegistration) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PromptRegistration) GetArguments() []*PromptArgument {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *PromptRegistration) GetMetadata() *ToolMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PromptRegistration) GetHandler() *HandlerRef {
+	if x != nil {
+		return x.Handler
+	}
+	return nil
+}
+
+func (x *PromptRegistration) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *PromptRegistration) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+// ResourceRegistration is the admin view of a resource, or of a family of
+// them (MCP Resource / ResourceTemplate), and who serves it.
+type ResourceRegistration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// uri is one resource's absolute URI ("test://static-text"), or an RFC
+	// 6570 level-1 template whose {var} each stand for one non-empty segment
+	// ("test://template/{id}/data").
+	Uri         string        `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	Name        string        `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Title       string        `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Description string        `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	MimeType    string        `protobuf:"bytes,5,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Metadata    *ToolMetadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Handler     *HandlerRef   `protobuf:"bytes,7,opt,name=handler,proto3" json:"handler,omitempty"`
+	// Set by the catalogue.
+	Revision      int64                  `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceRegistration) Reset() {
+	*x = ResourceRegistration{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceRegistration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceRegistration) ProtoMessage() {}
+
+func (x *ResourceRegistration) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceRegistration.ProtoReflect.Descriptor instead.
+func (*ResourceRegistration) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ResourceRegistration) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *ResourceRegistration) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceRegistration) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ResourceRegistration) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ResourceRegistration) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *ResourceRegistration) GetMetadata() *ToolMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ResourceRegistration) GetHandler() *HandlerRef {
+	if x != nil {
+		return x.Handler
+	}
+	return nil
+}
+
+func (x *ResourceRegistration) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ResourceRegistration) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+// PublishedPrompt / PublishedResource are what a harness may see, with the
+// RFC 8785 bytes of that projection and their SHA-256 (hex), computed once
+// when registered.
+type PublishedPrompt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Title         string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Arguments     []*PromptArgument      `protobuf:"bytes,4,rep,name=arguments,proto3" json:"arguments,omitempty"`
+	CanonicalJson []byte                 `protobuf:"bytes,5,opt,name=canonical_json,json=canonicalJson,proto3" json:"canonical_json,omitempty"`
+	Digest        string                 `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishedPrompt) Reset() {
+	*x = PublishedPrompt{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishedPrompt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishedPrompt) ProtoMessage() {}
+
+func (x *PublishedPrompt) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishedPrompt.ProtoReflect.Descriptor instead.
+func (*PublishedPrompt) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PublishedPrompt) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PublishedPrompt) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *PublishedPrompt) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PublishedPrompt) GetArguments() []*PromptArgument {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *PublishedPrompt) GetCanonicalJson() []byte {
+	if x != nil {
+		return x.CanonicalJson
+	}
+	return nil
+}
+
+func (x *PublishedPrompt) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+type PublishedResource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Uri   string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	// template is set when uri is a template (MCP resources/templates/list).
+	Template      bool   `protobuf:"varint,2,opt,name=template,proto3" json:"template,omitempty"`
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Title         string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	MimeType      string `protobuf:"bytes,6,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	CanonicalJson []byte `protobuf:"bytes,7,opt,name=canonical_json,json=canonicalJson,proto3" json:"canonical_json,omitempty"`
+	Digest        string `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishedResource) Reset() {
+	*x = PublishedResource{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishedResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishedResource) ProtoMessage() {}
+
+func (x *PublishedResource) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishedResource.ProtoReflect.Descriptor instead.
+func (*PublishedResource) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PublishedResource) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *PublishedResource) GetTemplate() bool {
+	if x != nil {
+		return x.Template
+	}
+	return false
+}
+
+func (x *PublishedResource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PublishedResource) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *PublishedResource) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PublishedResource) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *PublishedResource) GetCanonicalJson() []byte {
+	if x != nil {
+		return x.CanonicalJson
+	}
+	return nil
+}
+
+func (x *PublishedResource) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+type RegisterPromptRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Registration  *PromptRegistration    `protobuf:"bytes,1,opt,name=registration,proto3" json:"registration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterPromptRequest) Reset() {
+	*x = RegisterPromptRequest{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterPromptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterPromptRequest) ProtoMessage() {}
+
+func (x *RegisterPromptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterPromptRequest.ProtoReflect.Descriptor instead.
+func (*RegisterPromptRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RegisterPromptRequest) GetRegistration() *PromptRegistration {
+	if x != nil {
+		return x.Registration
+	}
+	return nil
+}
+
+type RegisterPromptResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Registration  *PromptRegistration    `protobuf:"bytes,1,opt,name=registration,proto3" json:"registration,omitempty"`
+	Published     *PublishedPrompt       `protobuf:"bytes,2,opt,name=published,proto3" json:"published,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterPromptResponse) Reset() {
+	*x = RegisterPromptResponse{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterPromptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterPromptResponse) ProtoMessage() {}
+
+func (x *RegisterPromptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterPromptResponse.ProtoReflect.Descriptor instead.
+func (*RegisterPromptResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RegisterPromptResponse) GetRegistration() *PromptRegistration {
+	if x != nil {
+		return x.Registration
+	}
+	return nil
+}
+
+func (x *RegisterPromptResponse) GetPublished() *PublishedPrompt {
+	if x != nil {
+		return x.Published
+	}
+	return nil
+}
+
+type DeregisterPromptRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterPromptRequest) Reset() {
+	*x = DeregisterPromptRequest{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterPromptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterPromptRequest) ProtoMessage() {}
+
+func (x *DeregisterPromptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterPromptRequest.ProtoReflect.Descriptor instead.
+func (*DeregisterPromptRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeregisterPromptRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeregisterPromptResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterPromptResponse) Reset() {
+	*x = DeregisterPromptResponse{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterPromptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterPromptResponse) ProtoMessage() {}
+
+func (x *DeregisterPromptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterPromptResponse.ProtoReflect.Descriptor instead.
+func (*DeregisterPromptResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{8}
+}
+
+type ListPromptRegistrationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPromptRegistrationsRequest) Reset() {
+	*x = ListPromptRegistrationsRequest{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPromptRegistrationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPromptRegistrationsRequest) ProtoMessage() {}
+
+func (x *ListPromptRegistrationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPromptRegistrationsRequest.ProtoReflect.Descriptor instead.
+func (*ListPromptRegistrationsRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{9}
+}
+
+type ListPromptRegistrationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Registrations []*PromptRegistration  `protobuf:"bytes,1,rep,name=registrations,proto3" json:"registrations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPromptRegistrationsResponse) Reset() {
+	*x = ListPromptRegistrationsResponse{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPromptRegistrationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPromptRegistrationsResponse) ProtoMessage() {}
+
+func (x *ListPromptRegistrationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPromptRegistrationsResponse.ProtoReflect.Descriptor instead.
+func (*ListPromptRegistrationsResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListPromptRegistrationsResponse) GetRegistrations() []*PromptRegistration {
+	if x != nil {
+		return x.Registrations
+	}
+	return nil
+}
+
+type RegisterResourceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Registration  *ResourceRegistration  `protobuf:"bytes,1,opt,name=registration,proto3" json:"registration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterResourceRequest) Reset() {
+	*x = RegisterResourceRequest{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterResourceRequest) ProtoMessage() {}
+
+func (x *RegisterResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterResourceRequest.ProtoReflect.Descriptor instead.
+func (*RegisterResourceRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RegisterResourceRequest) GetRegistration() *ResourceRegistration {
+	if x != nil {
+		return x.Registration
+	}
+	return nil
+}
+
+type RegisterResourceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Registration  *ResourceRegistration  `protobuf:"bytes,1,opt,name=registration,proto3" json:"registration,omitempty"`
+	Published     *PublishedResource     `protobuf:"bytes,2,opt,name=published,proto3" json:"published,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterResourceResponse) Reset() {
+	*x = RegisterResourceResponse{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterResourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterResourceResponse) ProtoMessage() {}
+
+func (x *RegisterResourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterResourceResponse.ProtoReflect.Descriptor instead.
+func (*RegisterResourceResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RegisterResourceResponse) GetRegistration() *ResourceRegistration {
+	if x != nil {
+		return x.Registration
+	}
+	return nil
+}
+
+func (x *RegisterResourceResponse) GetPublished() *PublishedResource {
+	if x != nil {
+		return x.Published
+	}
+	return nil
+}
+
+type DeregisterResourceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uri           string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterResourceRequest) Reset() {
+	*x = DeregisterResourceRequest{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterResourceRequest) ProtoMessage() {}
+
+func (x *DeregisterResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterResourceRequest.ProtoReflect.Descriptor instead.
+func (*DeregisterResourceRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeregisterResourceRequest) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+type DeregisterResourceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterResourceResponse) Reset() {
+	*x = DeregisterResourceResponse{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterResourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterResourceResponse) ProtoMessage() {}
+
+func (x *DeregisterResourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterResourceResponse.ProtoReflect.Descriptor instead.
+func (*DeregisterResourceResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{14}
+}
+
+type ListResourceRegistrationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResourceRegistrationsRequest) Reset() {
+	*x = ListResourceRegistrationsRequest{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResourceRegistrationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResourceRegistrationsRequest) ProtoMessage() {}
+
+func (x *ListResourceRegistrationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResourceRegistrationsRequest.ProtoReflect.Descriptor instead.
+func (*ListResourceRegistrationsRequest) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{15}
+}
+
+type ListResourceRegistrationsResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Registrations []*ResourceRegistration `protobuf:"bytes,1,rep,name=registrations,proto3" json:"registrations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResourceRegistrationsResponse) Reset() {
+	*x = ListResourceRegistrationsResponse{}
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResourceRegistrationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResourceRegistrationsResponse) ProtoMessage() {}
+
+func (x *ListResourceRegistrationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResourceRegistrationsResponse.ProtoReflect.Descriptor instead.
+func (*ListResourceRegistrationsResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListResourceRegistrationsResponse) GetRegistrations() []*ResourceRegistration {
+	if x != nil {
+		return x.Registrations
+	}
+	return nil
+}
+
 // Requirement is the authority a call needs, resolved from its arguments at
 // call time: resource "file:{path}" with path "/public/a.txt" becomes
 // "file:/public/a.txt".
@@ -101,7 +1080,7 @@ type Requirement struct {
 
 func (x *Requirement) Reset() {
 	*x = Requirement{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[0]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +1092,7 @@ func (x *Requirement) String() string {
 func (*Requirement) ProtoMessage() {}
 
 func (x *Requirement) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[0]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,7 +1105,7 @@ func (x *Requirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Requirement.ProtoReflect.Descriptor instead.
 func (*Requirement) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{0}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Requirement) GetAction() string {
@@ -170,7 +1149,7 @@ type HandlerRef struct {
 
 func (x *HandlerRef) Reset() {
 	*x = HandlerRef{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[1]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -182,7 +1161,7 @@ func (x *HandlerRef) String() string {
 func (*HandlerRef) ProtoMessage() {}
 
 func (x *HandlerRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[1]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -195,7 +1174,7 @@ func (x *HandlerRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerRef.ProtoReflect.Descriptor instead.
 func (*HandlerRef) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{1}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HandlerRef) GetTarget() string {
@@ -238,7 +1217,7 @@ type ToolRegistration struct {
 
 func (x *ToolRegistration) Reset() {
 	*x = ToolRegistration{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[2]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +1229,7 @@ func (x *ToolRegistration) String() string {
 func (*ToolRegistration) ProtoMessage() {}
 
 func (x *ToolRegistration) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[2]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +1242,7 @@ func (x *ToolRegistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRegistration.ProtoReflect.Descriptor instead.
 func (*ToolRegistration) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{2}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolRegistration) GetName() string {
@@ -366,7 +1345,7 @@ type RegisterToolRequest struct {
 
 func (x *RegisterToolRequest) Reset() {
 	*x = RegisterToolRequest{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[3]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +1357,7 @@ func (x *RegisterToolRequest) String() string {
 func (*RegisterToolRequest) ProtoMessage() {}
 
 func (x *RegisterToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[3]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +1370,7 @@ func (x *RegisterToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterToolRequest.ProtoReflect.Descriptor instead.
 func (*RegisterToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{3}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterToolRequest) GetRegistration() *ToolRegistration {
@@ -411,7 +1390,7 @@ type RegisterToolResponse struct {
 
 func (x *RegisterToolResponse) Reset() {
 	*x = RegisterToolResponse{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[4]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +1402,7 @@ func (x *RegisterToolResponse) String() string {
 func (*RegisterToolResponse) ProtoMessage() {}
 
 func (x *RegisterToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[4]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +1415,7 @@ func (x *RegisterToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterToolResponse.ProtoReflect.Descriptor instead.
 func (*RegisterToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{4}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisterToolResponse) GetRegistration() *ToolRegistration {
@@ -462,7 +1441,7 @@ type RegisterToolsRequest struct {
 
 func (x *RegisterToolsRequest) Reset() {
 	*x = RegisterToolsRequest{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[5]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +1453,7 @@ func (x *RegisterToolsRequest) String() string {
 func (*RegisterToolsRequest) ProtoMessage() {}
 
 func (x *RegisterToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[5]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +1466,7 @@ func (x *RegisterToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterToolsRequest.ProtoReflect.Descriptor instead.
 func (*RegisterToolsRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{5}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterToolsRequest) GetRegistrations() []*ToolRegistration {
@@ -506,7 +1485,7 @@ type RegisterToolsResponse struct {
 
 func (x *RegisterToolsResponse) Reset() {
 	*x = RegisterToolsResponse{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[6]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +1497,7 @@ func (x *RegisterToolsResponse) String() string {
 func (*RegisterToolsResponse) ProtoMessage() {}
 
 func (x *RegisterToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[6]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +1510,7 @@ func (x *RegisterToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterToolsResponse.ProtoReflect.Descriptor instead.
 func (*RegisterToolsResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{6}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegisterToolsResponse) GetRegistered() int32 {
@@ -552,7 +1531,7 @@ type UpdateToolRequest struct {
 
 func (x *UpdateToolRequest) Reset() {
 	*x = UpdateToolRequest{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[7]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +1543,7 @@ func (x *UpdateToolRequest) String() string {
 func (*UpdateToolRequest) ProtoMessage() {}
 
 func (x *UpdateToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[7]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +1556,7 @@ func (x *UpdateToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolRequest.ProtoReflect.Descriptor instead.
 func (*UpdateToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{7}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateToolRequest) GetRegistration() *ToolRegistration {
@@ -604,7 +1583,7 @@ type UpdateToolResponse struct {
 
 func (x *UpdateToolResponse) Reset() {
 	*x = UpdateToolResponse{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[8]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +1595,7 @@ func (x *UpdateToolResponse) String() string {
 func (*UpdateToolResponse) ProtoMessage() {}
 
 func (x *UpdateToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[8]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +1608,7 @@ func (x *UpdateToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolResponse.ProtoReflect.Descriptor instead.
 func (*UpdateToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{8}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateToolResponse) GetRegistration() *ToolRegistration {
@@ -655,7 +1634,7 @@ type DeregisterToolRequest struct {
 
 func (x *DeregisterToolRequest) Reset() {
 	*x = DeregisterToolRequest{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[9]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +1646,7 @@ func (x *DeregisterToolRequest) String() string {
 func (*DeregisterToolRequest) ProtoMessage() {}
 
 func (x *DeregisterToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[9]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +1659,7 @@ func (x *DeregisterToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterToolRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{9}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeregisterToolRequest) GetName() string {
@@ -698,7 +1677,7 @@ type DeregisterToolResponse struct {
 
 func (x *DeregisterToolResponse) Reset() {
 	*x = DeregisterToolResponse{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[10]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +1689,7 @@ func (x *DeregisterToolResponse) String() string {
 func (*DeregisterToolResponse) ProtoMessage() {}
 
 func (x *DeregisterToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[10]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +1702,7 @@ func (x *DeregisterToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterToolResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{10}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{27}
 }
 
 type GetToolRequest struct {
@@ -735,7 +1714,7 @@ type GetToolRequest struct {
 
 func (x *GetToolRequest) Reset() {
 	*x = GetToolRequest{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[11]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1726,7 @@ func (x *GetToolRequest) String() string {
 func (*GetToolRequest) ProtoMessage() {}
 
 func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[11]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1739,7 @@ func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolRequest.ProtoReflect.Descriptor instead.
 func (*GetToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{11}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetToolRequest) GetName() string {
@@ -780,7 +1759,7 @@ type GetToolResponse struct {
 
 func (x *GetToolResponse) Reset() {
 	*x = GetToolResponse{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[12]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1771,7 @@ func (x *GetToolResponse) String() string {
 func (*GetToolResponse) ProtoMessage() {}
 
 func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[12]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1784,7 @@ func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolResponse.ProtoReflect.Descriptor instead.
 func (*GetToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{12}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetToolResponse) GetRegistration() *ToolRegistration {
@@ -832,7 +1811,7 @@ type ListRegistrationsRequest struct {
 
 func (x *ListRegistrationsRequest) Reset() {
 	*x = ListRegistrationsRequest{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[13]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1823,7 @@ func (x *ListRegistrationsRequest) String() string {
 func (*ListRegistrationsRequest) ProtoMessage() {}
 
 func (x *ListRegistrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[13]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1836,7 @@ func (x *ListRegistrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegistrationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRegistrationsRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{13}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRegistrationsRequest) GetPageSize() int32 {
@@ -884,7 +1863,7 @@ type ListRegistrationsResponse struct {
 
 func (x *ListRegistrationsResponse) Reset() {
 	*x = ListRegistrationsResponse{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[14]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1875,7 @@ func (x *ListRegistrationsResponse) String() string {
 func (*ListRegistrationsResponse) ProtoMessage() {}
 
 func (x *ListRegistrationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[14]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1888,7 @@ func (x *ListRegistrationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegistrationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRegistrationsResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{14}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListRegistrationsResponse) GetRegistrations() []*ToolRegistration {
@@ -937,7 +1916,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[15]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1928,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[15]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1941,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{15}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListToolsRequest) GetContext() *AccessContext {
@@ -984,7 +1963,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[16]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1975,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_catalog_proto_msgTypes[16]
+	mi := &file_sharedos_v1_catalog_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1988,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{16}
+	return file_sharedos_v1_catalog_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListToolsResponse) GetTools() []*PublishedTool {
@@ -1030,7 +2009,70 @@ var File_sharedos_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x19sharedos/v1/catalog.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\"\xa8\x01\n" +
+	"\x19sharedos/v1/catalog.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\"b\n" +
+	"\x0ePromptArgument\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1a\n" +
+	"\brequired\x18\x03 \x01(\bR\brequired\"\xdc\x02\n" +
+	"\x12PromptRegistration\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x129\n" +
+	"\targuments\x18\x04 \x03(\v2\x1b.sharedos.v1.PromptArgumentR\targuments\x125\n" +
+	"\bmetadata\x18\x05 \x01(\v2\x19.sharedos.v1.ToolMetadataR\bmetadata\x121\n" +
+	"\ahandler\x18\x06 \x01(\v2\x17.sharedos.v1.HandlerRefR\ahandler\x12\x1a\n" +
+	"\brevision\x18\a \x01(\x03R\brevision\x129\n" +
+	"\n" +
+	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xd2\x02\n" +
+	"\x14ResourceRegistration\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
+	"\tmime_type\x18\x05 \x01(\tR\bmimeType\x125\n" +
+	"\bmetadata\x18\x06 \x01(\v2\x19.sharedos.v1.ToolMetadataR\bmetadata\x121\n" +
+	"\ahandler\x18\a \x01(\v2\x17.sharedos.v1.HandlerRefR\ahandler\x12\x1a\n" +
+	"\brevision\x18\b \x01(\x03R\brevision\x129\n" +
+	"\n" +
+	"updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xd7\x01\n" +
+	"\x0fPublishedPrompt\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x129\n" +
+	"\targuments\x18\x04 \x03(\v2\x1b.sharedos.v1.PromptArgumentR\targuments\x12%\n" +
+	"\x0ecanonical_json\x18\x05 \x01(\fR\rcanonicalJson\x12\x16\n" +
+	"\x06digest\x18\x06 \x01(\tR\x06digest\"\xe9\x01\n" +
+	"\x11PublishedResource\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x1a\n" +
+	"\btemplate\x18\x02 \x01(\bR\btemplate\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x1b\n" +
+	"\tmime_type\x18\x06 \x01(\tR\bmimeType\x12%\n" +
+	"\x0ecanonical_json\x18\a \x01(\fR\rcanonicalJson\x12\x16\n" +
+	"\x06digest\x18\b \x01(\tR\x06digest\"\\\n" +
+	"\x15RegisterPromptRequest\x12C\n" +
+	"\fregistration\x18\x01 \x01(\v2\x1f.sharedos.v1.PromptRegistrationR\fregistration\"\x99\x01\n" +
+	"\x16RegisterPromptResponse\x12C\n" +
+	"\fregistration\x18\x01 \x01(\v2\x1f.sharedos.v1.PromptRegistrationR\fregistration\x12:\n" +
+	"\tpublished\x18\x02 \x01(\v2\x1c.sharedos.v1.PublishedPromptR\tpublished\"-\n" +
+	"\x17DeregisterPromptRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n" +
+	"\x18DeregisterPromptResponse\" \n" +
+	"\x1eListPromptRegistrationsRequest\"h\n" +
+	"\x1fListPromptRegistrationsResponse\x12E\n" +
+	"\rregistrations\x18\x01 \x03(\v2\x1f.sharedos.v1.PromptRegistrationR\rregistrations\"`\n" +
+	"\x17RegisterResourceRequest\x12E\n" +
+	"\fregistration\x18\x01 \x01(\v2!.sharedos.v1.ResourceRegistrationR\fregistration\"\x9f\x01\n" +
+	"\x18RegisterResourceResponse\x12E\n" +
+	"\fregistration\x18\x01 \x01(\v2!.sharedos.v1.ResourceRegistrationR\fregistration\x12<\n" +
+	"\tpublished\x18\x02 \x01(\v2\x1e.sharedos.v1.PublishedResourceR\tpublished\"-\n" +
+	"\x19DeregisterResourceRequest\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\"\x1c\n" +
+	"\x1aDeregisterResourceResponse\"\"\n" +
+	" ListResourceRegistrationsRequest\"l\n" +
+	"!ListResourceRegistrationsResponse\x12G\n" +
+	"\rregistrations\x18\x01 \x03(\v2!.sharedos.v1.ResourceRegistrationR\rregistrations\"\xa8\x01\n" +
 	"\vRequirement\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12>\n" +
@@ -1097,7 +2139,7 @@ const file_sharedos_v1_catalog_proto_rawDesc = "" +
 	"\fPathCleaning\x12\x1d\n" +
 	"\x19PATH_CLEANING_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PATH_CLEANING_NONE\x10\x01\x12\x17\n" +
-	"\x13PATH_CLEANING_POSIX\x10\x022\xdd\x04\n" +
+	"\x13PATH_CLEANING_POSIX\x10\x022\xd3\t\n" +
 	"\x0eCatalogService\x12S\n" +
 	"\fRegisterTool\x12 .sharedos.v1.RegisterToolRequest\x1a!.sharedos.v1.RegisterToolResponse\x12V\n" +
 	"\rRegisterTools\x12!.sharedos.v1.RegisterToolsRequest\x1a\".sharedos.v1.RegisterToolsResponse\x12M\n" +
@@ -1106,7 +2148,13 @@ const file_sharedos_v1_catalog_proto_rawDesc = "" +
 	"\x0eDeregisterTool\x12\".sharedos.v1.DeregisterToolRequest\x1a#.sharedos.v1.DeregisterToolResponse\x12D\n" +
 	"\aGetTool\x12\x1b.sharedos.v1.GetToolRequest\x1a\x1c.sharedos.v1.GetToolResponse\x12b\n" +
 	"\x11ListRegistrations\x12%.sharedos.v1.ListRegistrationsRequest\x1a&.sharedos.v1.ListRegistrationsResponse\x12J\n" +
-	"\tListTools\x12\x1d.sharedos.v1.ListToolsRequest\x1a\x1e.sharedos.v1.ListToolsResponseB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
+	"\tListTools\x12\x1d.sharedos.v1.ListToolsRequest\x1a\x1e.sharedos.v1.ListToolsResponse\x12Y\n" +
+	"\x0eRegisterPrompt\x12\".sharedos.v1.RegisterPromptRequest\x1a#.sharedos.v1.RegisterPromptResponse\x12_\n" +
+	"\x10DeregisterPrompt\x12$.sharedos.v1.DeregisterPromptRequest\x1a%.sharedos.v1.DeregisterPromptResponse\x12t\n" +
+	"\x17ListPromptRegistrations\x12+.sharedos.v1.ListPromptRegistrationsRequest\x1a,.sharedos.v1.ListPromptRegistrationsResponse\x12_\n" +
+	"\x10RegisterResource\x12$.sharedos.v1.RegisterResourceRequest\x1a%.sharedos.v1.RegisterResourceResponse\x12e\n" +
+	"\x12DeregisterResource\x12&.sharedos.v1.DeregisterResourceRequest\x1a'.sharedos.v1.DeregisterResourceResponse\x12z\n" +
+	"\x19ListResourceRegistrations\x12-.sharedos.v1.ListResourceRegistrationsRequest\x1a..sharedos.v1.ListResourceRegistrationsResponseB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
 
 var (
 	file_sharedos_v1_catalog_proto_rawDescOnce sync.Once
@@ -1121,73 +2169,118 @@ func file_sharedos_v1_catalog_proto_rawDescGZIP() []byte {
 }
 
 var file_sharedos_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sharedos_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sharedos_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_sharedos_v1_catalog_proto_goTypes = []any{
-	(PathCleaning)(0),                 // 0: sharedos.v1.PathCleaning
-	(*Requirement)(nil),               // 1: sharedos.v1.Requirement
-	(*HandlerRef)(nil),                // 2: sharedos.v1.HandlerRef
-	(*ToolRegistration)(nil),          // 3: sharedos.v1.ToolRegistration
-	(*RegisterToolRequest)(nil),       // 4: sharedos.v1.RegisterToolRequest
-	(*RegisterToolResponse)(nil),      // 5: sharedos.v1.RegisterToolResponse
-	(*RegisterToolsRequest)(nil),      // 6: sharedos.v1.RegisterToolsRequest
-	(*RegisterToolsResponse)(nil),     // 7: sharedos.v1.RegisterToolsResponse
-	(*UpdateToolRequest)(nil),         // 8: sharedos.v1.UpdateToolRequest
-	(*UpdateToolResponse)(nil),        // 9: sharedos.v1.UpdateToolResponse
-	(*DeregisterToolRequest)(nil),     // 10: sharedos.v1.DeregisterToolRequest
-	(*DeregisterToolResponse)(nil),    // 11: sharedos.v1.DeregisterToolResponse
-	(*GetToolRequest)(nil),            // 12: sharedos.v1.GetToolRequest
-	(*GetToolResponse)(nil),           // 13: sharedos.v1.GetToolResponse
-	(*ListRegistrationsRequest)(nil),  // 14: sharedos.v1.ListRegistrationsRequest
-	(*ListRegistrationsResponse)(nil), // 15: sharedos.v1.ListRegistrationsResponse
-	(*ListToolsRequest)(nil),          // 16: sharedos.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),         // 17: sharedos.v1.ListToolsResponse
-	(*durationpb.Duration)(nil),       // 18: google.protobuf.Duration
-	(*ToolMetadata)(nil),              // 19: sharedos.v1.ToolMetadata
-	(ToolClass)(0),                    // 20: sharedos.v1.ToolClass
-	(*timestamppb.Timestamp)(nil),     // 21: google.protobuf.Timestamp
-	(*PublishedTool)(nil),             // 22: sharedos.v1.PublishedTool
-	(*AccessContext)(nil),             // 23: sharedos.v1.AccessContext
+	(PathCleaning)(0),                         // 0: sharedos.v1.PathCleaning
+	(*PromptArgument)(nil),                    // 1: sharedos.v1.PromptArgument
+	(*PromptRegistration)(nil),                // 2: sharedos.v1.PromptRegistration
+	(*ResourceRegistration)(nil),              // 3: sharedos.v1.ResourceRegistration
+	(*PublishedPrompt)(nil),                   // 4: sharedos.v1.PublishedPrompt
+	(*PublishedResource)(nil),                 // 5: sharedos.v1.PublishedResource
+	(*RegisterPromptRequest)(nil),             // 6: sharedos.v1.RegisterPromptRequest
+	(*RegisterPromptResponse)(nil),            // 7: sharedos.v1.RegisterPromptResponse
+	(*DeregisterPromptRequest)(nil),           // 8: sharedos.v1.DeregisterPromptRequest
+	(*DeregisterPromptResponse)(nil),          // 9: sharedos.v1.DeregisterPromptResponse
+	(*ListPromptRegistrationsRequest)(nil),    // 10: sharedos.v1.ListPromptRegistrationsRequest
+	(*ListPromptRegistrationsResponse)(nil),   // 11: sharedos.v1.ListPromptRegistrationsResponse
+	(*RegisterResourceRequest)(nil),           // 12: sharedos.v1.RegisterResourceRequest
+	(*RegisterResourceResponse)(nil),          // 13: sharedos.v1.RegisterResourceResponse
+	(*DeregisterResourceRequest)(nil),         // 14: sharedos.v1.DeregisterResourceRequest
+	(*DeregisterResourceResponse)(nil),        // 15: sharedos.v1.DeregisterResourceResponse
+	(*ListResourceRegistrationsRequest)(nil),  // 16: sharedos.v1.ListResourceRegistrationsRequest
+	(*ListResourceRegistrationsResponse)(nil), // 17: sharedos.v1.ListResourceRegistrationsResponse
+	(*Requirement)(nil),                       // 18: sharedos.v1.Requirement
+	(*HandlerRef)(nil),                        // 19: sharedos.v1.HandlerRef
+	(*ToolRegistration)(nil),                  // 20: sharedos.v1.ToolRegistration
+	(*RegisterToolRequest)(nil),               // 21: sharedos.v1.RegisterToolRequest
+	(*RegisterToolResponse)(nil),              // 22: sharedos.v1.RegisterToolResponse
+	(*RegisterToolsRequest)(nil),              // 23: sharedos.v1.RegisterToolsRequest
+	(*RegisterToolsResponse)(nil),             // 24: sharedos.v1.RegisterToolsResponse
+	(*UpdateToolRequest)(nil),                 // 25: sharedos.v1.UpdateToolRequest
+	(*UpdateToolResponse)(nil),                // 26: sharedos.v1.UpdateToolResponse
+	(*DeregisterToolRequest)(nil),             // 27: sharedos.v1.DeregisterToolRequest
+	(*DeregisterToolResponse)(nil),            // 28: sharedos.v1.DeregisterToolResponse
+	(*GetToolRequest)(nil),                    // 29: sharedos.v1.GetToolRequest
+	(*GetToolResponse)(nil),                   // 30: sharedos.v1.GetToolResponse
+	(*ListRegistrationsRequest)(nil),          // 31: sharedos.v1.ListRegistrationsRequest
+	(*ListRegistrationsResponse)(nil),         // 32: sharedos.v1.ListRegistrationsResponse
+	(*ListToolsRequest)(nil),                  // 33: sharedos.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),                 // 34: sharedos.v1.ListToolsResponse
+	(*ToolMetadata)(nil),                      // 35: sharedos.v1.ToolMetadata
+	(*timestamppb.Timestamp)(nil),             // 36: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),               // 37: google.protobuf.Duration
+	(ToolClass)(0),                            // 38: sharedos.v1.ToolClass
+	(*PublishedTool)(nil),                     // 39: sharedos.v1.PublishedTool
+	(*AccessContext)(nil),                     // 40: sharedos.v1.AccessContext
 }
 var file_sharedos_v1_catalog_proto_depIdxs = []int32{
-	0,  // 0: sharedos.v1.Requirement.path_cleaning:type_name -> sharedos.v1.PathCleaning
-	18, // 1: sharedos.v1.HandlerRef.timeout:type_name -> google.protobuf.Duration
-	19, // 2: sharedos.v1.ToolRegistration.metadata:type_name -> sharedos.v1.ToolMetadata
-	20, // 3: sharedos.v1.ToolRegistration.class:type_name -> sharedos.v1.ToolClass
-	1,  // 4: sharedos.v1.ToolRegistration.requirement:type_name -> sharedos.v1.Requirement
-	2,  // 5: sharedos.v1.ToolRegistration.handler:type_name -> sharedos.v1.HandlerRef
-	21, // 6: sharedos.v1.ToolRegistration.created_at:type_name -> google.protobuf.Timestamp
-	21, // 7: sharedos.v1.ToolRegistration.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 8: sharedos.v1.RegisterToolRequest.registration:type_name -> sharedos.v1.ToolRegistration
-	3,  // 9: sharedos.v1.RegisterToolResponse.registration:type_name -> sharedos.v1.ToolRegistration
-	22, // 10: sharedos.v1.RegisterToolResponse.published:type_name -> sharedos.v1.PublishedTool
-	3,  // 11: sharedos.v1.RegisterToolsRequest.registrations:type_name -> sharedos.v1.ToolRegistration
-	3,  // 12: sharedos.v1.UpdateToolRequest.registration:type_name -> sharedos.v1.ToolRegistration
-	3,  // 13: sharedos.v1.UpdateToolResponse.registration:type_name -> sharedos.v1.ToolRegistration
-	22, // 14: sharedos.v1.UpdateToolResponse.published:type_name -> sharedos.v1.PublishedTool
-	3,  // 15: sharedos.v1.GetToolResponse.registration:type_name -> sharedos.v1.ToolRegistration
-	22, // 16: sharedos.v1.GetToolResponse.published:type_name -> sharedos.v1.PublishedTool
-	3,  // 17: sharedos.v1.ListRegistrationsResponse.registrations:type_name -> sharedos.v1.ToolRegistration
-	23, // 18: sharedos.v1.ListToolsRequest.context:type_name -> sharedos.v1.AccessContext
-	22, // 19: sharedos.v1.ListToolsResponse.tools:type_name -> sharedos.v1.PublishedTool
-	4,  // 20: sharedos.v1.CatalogService.RegisterTool:input_type -> sharedos.v1.RegisterToolRequest
-	6,  // 21: sharedos.v1.CatalogService.RegisterTools:input_type -> sharedos.v1.RegisterToolsRequest
-	8,  // 22: sharedos.v1.CatalogService.UpdateTool:input_type -> sharedos.v1.UpdateToolRequest
-	10, // 23: sharedos.v1.CatalogService.DeregisterTool:input_type -> sharedos.v1.DeregisterToolRequest
-	12, // 24: sharedos.v1.CatalogService.GetTool:input_type -> sharedos.v1.GetToolRequest
-	14, // 25: sharedos.v1.CatalogService.ListRegistrations:input_type -> sharedos.v1.ListRegistrationsRequest
-	16, // 26: sharedos.v1.CatalogService.ListTools:input_type -> sharedos.v1.ListToolsRequest
-	5,  // 27: sharedos.v1.CatalogService.RegisterTool:output_type -> sharedos.v1.RegisterToolResponse
-	7,  // 28: sharedos.v1.CatalogService.RegisterTools:output_type -> sharedos.v1.RegisterToolsResponse
-	9,  // 29: sharedos.v1.CatalogService.UpdateTool:output_type -> sharedos.v1.UpdateToolResponse
-	11, // 30: sharedos.v1.CatalogService.DeregisterTool:output_type -> sharedos.v1.DeregisterToolResponse
-	13, // 31: sharedos.v1.CatalogService.GetTool:output_type -> sharedos.v1.GetToolResponse
-	15, // 32: sharedos.v1.CatalogService.ListRegistrations:output_type -> sharedos.v1.ListRegistrationsResponse
-	17, // 33: sharedos.v1.CatalogService.ListTools:output_type -> sharedos.v1.ListToolsResponse
-	27, // [27:34] is the sub-list for method output_type
-	20, // [20:27] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	1,  // 0: sharedos.v1.PromptRegistration.arguments:type_name -> sharedos.v1.PromptArgument
+	35, // 1: sharedos.v1.PromptRegistration.metadata:type_name -> sharedos.v1.ToolMetadata
+	19, // 2: sharedos.v1.PromptRegistration.handler:type_name -> sharedos.v1.HandlerRef
+	36, // 3: sharedos.v1.PromptRegistration.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 4: sharedos.v1.ResourceRegistration.metadata:type_name -> sharedos.v1.ToolMetadata
+	19, // 5: sharedos.v1.ResourceRegistration.handler:type_name -> sharedos.v1.HandlerRef
+	36, // 6: sharedos.v1.ResourceRegistration.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 7: sharedos.v1.PublishedPrompt.arguments:type_name -> sharedos.v1.PromptArgument
+	2,  // 8: sharedos.v1.RegisterPromptRequest.registration:type_name -> sharedos.v1.PromptRegistration
+	2,  // 9: sharedos.v1.RegisterPromptResponse.registration:type_name -> sharedos.v1.PromptRegistration
+	4,  // 10: sharedos.v1.RegisterPromptResponse.published:type_name -> sharedos.v1.PublishedPrompt
+	2,  // 11: sharedos.v1.ListPromptRegistrationsResponse.registrations:type_name -> sharedos.v1.PromptRegistration
+	3,  // 12: sharedos.v1.RegisterResourceRequest.registration:type_name -> sharedos.v1.ResourceRegistration
+	3,  // 13: sharedos.v1.RegisterResourceResponse.registration:type_name -> sharedos.v1.ResourceRegistration
+	5,  // 14: sharedos.v1.RegisterResourceResponse.published:type_name -> sharedos.v1.PublishedResource
+	3,  // 15: sharedos.v1.ListResourceRegistrationsResponse.registrations:type_name -> sharedos.v1.ResourceRegistration
+	0,  // 16: sharedos.v1.Requirement.path_cleaning:type_name -> sharedos.v1.PathCleaning
+	37, // 17: sharedos.v1.HandlerRef.timeout:type_name -> google.protobuf.Duration
+	35, // 18: sharedos.v1.ToolRegistration.metadata:type_name -> sharedos.v1.ToolMetadata
+	38, // 19: sharedos.v1.ToolRegistration.class:type_name -> sharedos.v1.ToolClass
+	18, // 20: sharedos.v1.ToolRegistration.requirement:type_name -> sharedos.v1.Requirement
+	19, // 21: sharedos.v1.ToolRegistration.handler:type_name -> sharedos.v1.HandlerRef
+	36, // 22: sharedos.v1.ToolRegistration.created_at:type_name -> google.protobuf.Timestamp
+	36, // 23: sharedos.v1.ToolRegistration.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 24: sharedos.v1.RegisterToolRequest.registration:type_name -> sharedos.v1.ToolRegistration
+	20, // 25: sharedos.v1.RegisterToolResponse.registration:type_name -> sharedos.v1.ToolRegistration
+	39, // 26: sharedos.v1.RegisterToolResponse.published:type_name -> sharedos.v1.PublishedTool
+	20, // 27: sharedos.v1.RegisterToolsRequest.registrations:type_name -> sharedos.v1.ToolRegistration
+	20, // 28: sharedos.v1.UpdateToolRequest.registration:type_name -> sharedos.v1.ToolRegistration
+	20, // 29: sharedos.v1.UpdateToolResponse.registration:type_name -> sharedos.v1.ToolRegistration
+	39, // 30: sharedos.v1.UpdateToolResponse.published:type_name -> sharedos.v1.PublishedTool
+	20, // 31: sharedos.v1.GetToolResponse.registration:type_name -> sharedos.v1.ToolRegistration
+	39, // 32: sharedos.v1.GetToolResponse.published:type_name -> sharedos.v1.PublishedTool
+	20, // 33: sharedos.v1.ListRegistrationsResponse.registrations:type_name -> sharedos.v1.ToolRegistration
+	40, // 34: sharedos.v1.ListToolsRequest.context:type_name -> sharedos.v1.AccessContext
+	39, // 35: sharedos.v1.ListToolsResponse.tools:type_name -> sharedos.v1.PublishedTool
+	21, // 36: sharedos.v1.CatalogService.RegisterTool:input_type -> sharedos.v1.RegisterToolRequest
+	23, // 37: sharedos.v1.CatalogService.RegisterTools:input_type -> sharedos.v1.RegisterToolsRequest
+	25, // 38: sharedos.v1.CatalogService.UpdateTool:input_type -> sharedos.v1.UpdateToolRequest
+	27, // 39: sharedos.v1.CatalogService.DeregisterTool:input_type -> sharedos.v1.DeregisterToolRequest
+	29, // 40: sharedos.v1.CatalogService.GetTool:input_type -> sharedos.v1.GetToolRequest
+	31, // 41: sharedos.v1.CatalogService.ListRegistrations:input_type -> sharedos.v1.ListRegistrationsRequest
+	33, // 42: sharedos.v1.CatalogService.ListTools:input_type -> sharedos.v1.ListToolsRequest
+	6,  // 43: sharedos.v1.CatalogService.RegisterPrompt:input_type -> sharedos.v1.RegisterPromptRequest
+	8,  // 44: sharedos.v1.CatalogService.DeregisterPrompt:input_type -> sharedos.v1.DeregisterPromptRequest
+	10, // 45: sharedos.v1.CatalogService.ListPromptRegistrations:input_type -> sharedos.v1.ListPromptRegistrationsRequest
+	12, // 46: sharedos.v1.CatalogService.RegisterResource:input_type -> sharedos.v1.RegisterResourceRequest
+	14, // 47: sharedos.v1.CatalogService.DeregisterResource:input_type -> sharedos.v1.DeregisterResourceRequest
+	16, // 48: sharedos.v1.CatalogService.ListResourceRegistrations:input_type -> sharedos.v1.ListResourceRegistrationsRequest
+	22, // 49: sharedos.v1.CatalogService.RegisterTool:output_type -> sharedos.v1.RegisterToolResponse
+	24, // 50: sharedos.v1.CatalogService.RegisterTools:output_type -> sharedos.v1.RegisterToolsResponse
+	26, // 51: sharedos.v1.CatalogService.UpdateTool:output_type -> sharedos.v1.UpdateToolResponse
+	28, // 52: sharedos.v1.CatalogService.DeregisterTool:output_type -> sharedos.v1.DeregisterToolResponse
+	30, // 53: sharedos.v1.CatalogService.GetTool:output_type -> sharedos.v1.GetToolResponse
+	32, // 54: sharedos.v1.CatalogService.ListRegistrations:output_type -> sharedos.v1.ListRegistrationsResponse
+	34, // 55: sharedos.v1.CatalogService.ListTools:output_type -> sharedos.v1.ListToolsResponse
+	7,  // 56: sharedos.v1.CatalogService.RegisterPrompt:output_type -> sharedos.v1.RegisterPromptResponse
+	9,  // 57: sharedos.v1.CatalogService.DeregisterPrompt:output_type -> sharedos.v1.DeregisterPromptResponse
+	11, // 58: sharedos.v1.CatalogService.ListPromptRegistrations:output_type -> sharedos.v1.ListPromptRegistrationsResponse
+	13, // 59: sharedos.v1.CatalogService.RegisterResource:output_type -> sharedos.v1.RegisterResourceResponse
+	15, // 60: sharedos.v1.CatalogService.DeregisterResource:output_type -> sharedos.v1.DeregisterResourceResponse
+	17, // 61: sharedos.v1.CatalogService.ListResourceRegistrations:output_type -> sharedos.v1.ListResourceRegistrationsResponse
+	49, // [49:62] is the sub-list for method output_type
+	36, // [36:49] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_catalog_proto_init() }
@@ -1202,7 +2295,7 @@ func file_sharedos_v1_catalog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_catalog_proto_rawDesc), len(file_sharedos_v1_catalog_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

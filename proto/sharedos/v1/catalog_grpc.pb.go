@@ -19,13 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CatalogService_RegisterTool_FullMethodName      = "/sharedos.v1.CatalogService/RegisterTool"
-	CatalogService_RegisterTools_FullMethodName     = "/sharedos.v1.CatalogService/RegisterTools"
-	CatalogService_UpdateTool_FullMethodName        = "/sharedos.v1.CatalogService/UpdateTool"
-	CatalogService_DeregisterTool_FullMethodName    = "/sharedos.v1.CatalogService/DeregisterTool"
-	CatalogService_GetTool_FullMethodName           = "/sharedos.v1.CatalogService/GetTool"
-	CatalogService_ListRegistrations_FullMethodName = "/sharedos.v1.CatalogService/ListRegistrations"
-	CatalogService_ListTools_FullMethodName         = "/sharedos.v1.CatalogService/ListTools"
+	CatalogService_RegisterTool_FullMethodName              = "/sharedos.v1.CatalogService/RegisterTool"
+	CatalogService_RegisterTools_FullMethodName             = "/sharedos.v1.CatalogService/RegisterTools"
+	CatalogService_UpdateTool_FullMethodName                = "/sharedos.v1.CatalogService/UpdateTool"
+	CatalogService_DeregisterTool_FullMethodName            = "/sharedos.v1.CatalogService/DeregisterTool"
+	CatalogService_GetTool_FullMethodName                   = "/sharedos.v1.CatalogService/GetTool"
+	CatalogService_ListRegistrations_FullMethodName         = "/sharedos.v1.CatalogService/ListRegistrations"
+	CatalogService_ListTools_FullMethodName                 = "/sharedos.v1.CatalogService/ListTools"
+	CatalogService_RegisterPrompt_FullMethodName            = "/sharedos.v1.CatalogService/RegisterPrompt"
+	CatalogService_DeregisterPrompt_FullMethodName          = "/sharedos.v1.CatalogService/DeregisterPrompt"
+	CatalogService_ListPromptRegistrations_FullMethodName   = "/sharedos.v1.CatalogService/ListPromptRegistrations"
+	CatalogService_RegisterResource_FullMethodName          = "/sharedos.v1.CatalogService/RegisterResource"
+	CatalogService_DeregisterResource_FullMethodName        = "/sharedos.v1.CatalogService/DeregisterResource"
+	CatalogService_ListResourceRegistrations_FullMethodName = "/sharedos.v1.CatalogService/ListResourceRegistrations"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -55,6 +61,18 @@ type CatalogServiceClient interface {
 	// their catalogHash. It fails (Unavailable) rather than return an
 	// unfiltered catalogue when the policy decision point cannot be reached.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
+	// Prompts and resources (ADR 0018), admin-only like tools. Register*
+	// adds a registration or replaces the one with the same name (prompt) or
+	// URI (resource), revision + 1; a bad one is InvalidArgument naming the
+	// field and the rule. Deregister* of a missing one is NotFound.
+	RegisterPrompt(ctx context.Context, in *RegisterPromptRequest, opts ...grpc.CallOption) (*RegisterPromptResponse, error)
+	DeregisterPrompt(ctx context.Context, in *DeregisterPromptRequest, opts ...grpc.CallOption) (*DeregisterPromptResponse, error)
+	// ListPromptRegistrations returns every prompt registration, by name.
+	ListPromptRegistrations(ctx context.Context, in *ListPromptRegistrationsRequest, opts ...grpc.CallOption) (*ListPromptRegistrationsResponse, error)
+	RegisterResource(ctx context.Context, in *RegisterResourceRequest, opts ...grpc.CallOption) (*RegisterResourceResponse, error)
+	DeregisterResource(ctx context.Context, in *DeregisterResourceRequest, opts ...grpc.CallOption) (*DeregisterResourceResponse, error)
+	// ListResourceRegistrations returns every resource registration, by URI.
+	ListResourceRegistrations(ctx context.Context, in *ListResourceRegistrationsRequest, opts ...grpc.CallOption) (*ListResourceRegistrationsResponse, error)
 }
 
 type catalogServiceClient struct {
@@ -135,6 +153,66 @@ func (c *catalogServiceClient) ListTools(ctx context.Context, in *ListToolsReque
 	return out, nil
 }
 
+func (c *catalogServiceClient) RegisterPrompt(ctx context.Context, in *RegisterPromptRequest, opts ...grpc.CallOption) (*RegisterPromptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterPromptResponse)
+	err := c.cc.Invoke(ctx, CatalogService_RegisterPrompt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) DeregisterPrompt(ctx context.Context, in *DeregisterPromptRequest, opts ...grpc.CallOption) (*DeregisterPromptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeregisterPromptResponse)
+	err := c.cc.Invoke(ctx, CatalogService_DeregisterPrompt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListPromptRegistrations(ctx context.Context, in *ListPromptRegistrationsRequest, opts ...grpc.CallOption) (*ListPromptRegistrationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPromptRegistrationsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListPromptRegistrations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) RegisterResource(ctx context.Context, in *RegisterResourceRequest, opts ...grpc.CallOption) (*RegisterResourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterResourceResponse)
+	err := c.cc.Invoke(ctx, CatalogService_RegisterResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) DeregisterResource(ctx context.Context, in *DeregisterResourceRequest, opts ...grpc.CallOption) (*DeregisterResourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeregisterResourceResponse)
+	err := c.cc.Invoke(ctx, CatalogService_DeregisterResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListResourceRegistrations(ctx context.Context, in *ListResourceRegistrationsRequest, opts ...grpc.CallOption) (*ListResourceRegistrationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResourceRegistrationsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListResourceRegistrations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServiceServer is the server API for CatalogService service.
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
@@ -162,6 +240,18 @@ type CatalogServiceServer interface {
 	// their catalogHash. It fails (Unavailable) rather than return an
 	// unfiltered catalogue when the policy decision point cannot be reached.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
+	// Prompts and resources (ADR 0018), admin-only like tools. Register*
+	// adds a registration or replaces the one with the same name (prompt) or
+	// URI (resource), revision + 1; a bad one is InvalidArgument naming the
+	// field and the rule. Deregister* of a missing one is NotFound.
+	RegisterPrompt(context.Context, *RegisterPromptRequest) (*RegisterPromptResponse, error)
+	DeregisterPrompt(context.Context, *DeregisterPromptRequest) (*DeregisterPromptResponse, error)
+	// ListPromptRegistrations returns every prompt registration, by name.
+	ListPromptRegistrations(context.Context, *ListPromptRegistrationsRequest) (*ListPromptRegistrationsResponse, error)
+	RegisterResource(context.Context, *RegisterResourceRequest) (*RegisterResourceResponse, error)
+	DeregisterResource(context.Context, *DeregisterResourceRequest) (*DeregisterResourceResponse, error)
+	// ListResourceRegistrations returns every resource registration, by URI.
+	ListResourceRegistrations(context.Context, *ListResourceRegistrationsRequest) (*ListResourceRegistrationsResponse, error)
 	mustEmbedUnimplementedCatalogServiceServer()
 }
 
@@ -192,6 +282,24 @@ func (UnimplementedCatalogServiceServer) ListRegistrations(context.Context, *Lis
 }
 func (UnimplementedCatalogServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListTools not implemented")
+}
+func (UnimplementedCatalogServiceServer) RegisterPrompt(context.Context, *RegisterPromptRequest) (*RegisterPromptResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RegisterPrompt not implemented")
+}
+func (UnimplementedCatalogServiceServer) DeregisterPrompt(context.Context, *DeregisterPromptRequest) (*DeregisterPromptResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeregisterPrompt not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListPromptRegistrations(context.Context, *ListPromptRegistrationsRequest) (*ListPromptRegistrationsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListPromptRegistrations not implemented")
+}
+func (UnimplementedCatalogServiceServer) RegisterResource(context.Context, *RegisterResourceRequest) (*RegisterResourceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RegisterResource not implemented")
+}
+func (UnimplementedCatalogServiceServer) DeregisterResource(context.Context, *DeregisterResourceRequest) (*DeregisterResourceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeregisterResource not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListResourceRegistrations(context.Context, *ListResourceRegistrationsRequest) (*ListResourceRegistrationsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListResourceRegistrations not implemented")
 }
 func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
 func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
@@ -340,6 +448,114 @@ func _CatalogService_ListTools_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CatalogService_RegisterPrompt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterPromptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).RegisterPrompt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_RegisterPrompt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).RegisterPrompt(ctx, req.(*RegisterPromptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_DeregisterPrompt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeregisterPromptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).DeregisterPrompt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_DeregisterPrompt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).DeregisterPrompt(ctx, req.(*DeregisterPromptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListPromptRegistrations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPromptRegistrationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListPromptRegistrations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListPromptRegistrations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListPromptRegistrations(ctx, req.(*ListPromptRegistrationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_RegisterResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterResourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).RegisterResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_RegisterResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).RegisterResource(ctx, req.(*RegisterResourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_DeregisterResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeregisterResourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).DeregisterResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_DeregisterResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).DeregisterResource(ctx, req.(*DeregisterResourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListResourceRegistrations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListResourceRegistrationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListResourceRegistrations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListResourceRegistrations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListResourceRegistrations(ctx, req.(*ListResourceRegistrationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -374,6 +590,30 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTools",
 			Handler:    _CatalogService_ListTools_Handler,
+		},
+		{
+			MethodName: "RegisterPrompt",
+			Handler:    _CatalogService_RegisterPrompt_Handler,
+		},
+		{
+			MethodName: "DeregisterPrompt",
+			Handler:    _CatalogService_DeregisterPrompt_Handler,
+		},
+		{
+			MethodName: "ListPromptRegistrations",
+			Handler:    _CatalogService_ListPromptRegistrations_Handler,
+		},
+		{
+			MethodName: "RegisterResource",
+			Handler:    _CatalogService_RegisterResource_Handler,
+		},
+		{
+			MethodName: "DeregisterResource",
+			Handler:    _CatalogService_DeregisterResource_Handler,
+		},
+		{
+			MethodName: "ListResourceRegistrations",
+			Handler:    _CatalogService_ListResourceRegistrations_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

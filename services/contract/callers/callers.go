@@ -44,6 +44,13 @@ var table = map[string][]Role{
 	"/sharedos.v1.CatalogService/GetTool":           {Operator},
 	"/sharedos.v1.CatalogService/ListRegistrations": {Operator},
 
+	"/sharedos.v1.CatalogService/RegisterPrompt":            {Operator},
+	"/sharedos.v1.CatalogService/DeregisterPrompt":          {Operator},
+	"/sharedos.v1.CatalogService/ListPromptRegistrations":   {Operator},
+	"/sharedos.v1.CatalogService/RegisterResource":          {Operator},
+	"/sharedos.v1.CatalogService/DeregisterResource":        {Operator},
+	"/sharedos.v1.CatalogService/ListResourceRegistrations": {Operator},
+
 	"/sharedos.v1.BridgeService/OpenTurn":  {Host, Operator},
 	"/sharedos.v1.BridgeService/CloseTurn": {Host, Operator},
 	"/sharedos.v1.BridgeService/GetTurn":   {Host, Operator},

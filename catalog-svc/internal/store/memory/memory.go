@@ -24,6 +24,8 @@ type Store struct {
 	byKey  map[string]string // toolname.FoldedKey → name
 	feeds  map[*store.Feed]struct{}
 	now    func() time.Time
+	// entries are the prompt and resource registrations (entries.go).
+	entries map[entryKey]store.Entry
 }
 
 var _ store.Store = (*Store)(nil)
@@ -35,6 +37,8 @@ func New() *Store {
 		byKey:  map[string]string{},
 		feeds:  map[*store.Feed]struct{}{},
 		now:    time.Now,
+
+		entries: map[entryKey]store.Entry{},
 	}
 }
 

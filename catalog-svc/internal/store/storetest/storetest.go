@@ -42,6 +42,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BatchAllOrNothing", testBatchAllOrNothing},
 		{"WatchSeesEveryWrite", testWatch},
 		{"WatchStopsWithContext", testWatchStops},
+		{"EntriesPutReplaceDelete", testEntries},
+		{"EntriesKindsApart", testEntriesKinds},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -488,5 +490,78 @@ func testWatchStops(t *testing.T, s store.Store) {
 	mustCreate(t, s, Record("files.read"))
 	if err := s.Delete(ctx(t), "files.read"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func entries(t *testing.T, s store.Store) store.Entries {
+	t.Helper()
+	e, ok := s.(store.Entries)
+	if !ok {
+		t.Fatalf("%T does not keep prompts and resources (store.Entries)", s)
+	}
+	return e
+}
+
+func entry(key, body string) store.Entry {
+	sum := sha256.Sum256([]byte(body))
+	return store.Entry{Key: key, Registration: []byte("reg:" + body), Canonical: []byte(body), Digest: hex.EncodeToString(sum[:])}
+}
+
+// testEntries: an entry is stored at revision 1, replaced at revision 2
+// with the new bytes, listed by key in byte order, and deleted once.
+func testEntries(t *testing.T, s store.Store) {
+	e := entries(t, s)
+	ctx := context.Background()
+	first, err := e.PutEntry(ctx, store.KindPrompt, entry("b.prompt", `{"name":"b.prompt"}`))
+	if err != nil || first.Revision != 1 || first.UpdatedAt.IsZero() {
+		t.Fatalf("PutEntry = %+v, %v", first, err)
+	}
+	second, err := e.PutEntry(ctx, store.KindPrompt, entry("b.prompt", `{"name":"b.prompt","title":"B"}`))
+	if err != nil || second.Revision != 2 {
+		t.Fatalf("replace = %+v, %v", second, err)
+	}
+	if _, err := e.PutEntry(ctx, store.KindPrompt, entry("B.prompt", `{"name":"B.prompt"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.Entries(ctx, store.KindPrompt)
+	if err != nil || len(got) != 2 || got[0].Key != "B.prompt" || got[1].Key != "b.prompt" {
+		t.Fatalf("Entries = %+v, %v: want B.prompt, b.prompt (byte order)", got, err)
+	}
+	if string(got[1].Canonical) != `{"name":"b.prompt","title":"B"}` || string(got[1].Registration) != `reg:{"name":"b.prompt","title":"B"}` ||
+		got[1].Digest != second.Digest || got[1].Revision != 2 {
+		t.Fatalf("stored %+v: want the replacement's bytes at revision 2", got[1])
+	}
+	if err := e.DeleteEntry(ctx, store.KindPrompt, "b.prompt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeleteEntry(ctx, store.KindPrompt, "b.prompt"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v, want ErrNotFound", err)
+	}
+	if again, err := e.PutEntry(ctx, store.KindPrompt, entry("b.prompt", `{}`)); err != nil || again.Revision != 1 {
+		t.Fatalf("put after delete = %+v, %v: want revision 1", again, err)
+	}
+}
+
+// testEntriesKinds: a prompt and a resource with the same key are two
+// entries; tools are not entries.
+func testEntriesKinds(t *testing.T, s store.Store) {
+	e := entries(t, s)
+	ctx := context.Background()
+	for _, k := range []store.Kind{store.KindPrompt, store.KindResource} {
+		if _, err := e.PutEntry(ctx, k, entry("same", `{"kind":"`+string(k)+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(ctx, Record("files.read")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []store.Kind{store.KindPrompt, store.KindResource} {
+		got, err := e.Entries(ctx, k)
+		if err != nil || len(got) != 1 || string(got[0].Canonical) != `{"kind":"`+string(k)+`"}` {
+			t.Errorf("%s entries = %+v, %v", k, got, err)
+		}
+	}
+	if err := e.DeleteEntry(ctx, store.KindResource, "files.read"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a tool deleted as a resource: %v", err)
 	}
 }

@@ -1,0 +1,319 @@
+package catalog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"mime"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/canonjson"
+	"github.com/sharedos/toolshare/services/contract/toolname"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+)
+
+// Prompts and resources (ADR 0018): registered like tools, stored with the
+// canonical bytes of their published projection.
+
+// Bounds of prompt and resource registrations.
+const (
+	MaxTitleBytes       = 256
+	MaxDescriptionBytes = 16 << 10
+	MaxPromptArguments  = 32
+	MaxResourceURIBytes = 2048
+	MaxResourceName     = 128
+)
+
+var argumentName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// templateVar is one RFC 6570 level-1 expression: {name}.
+var templateVar = regexp.MustCompile(`\{([^{}]*)\}`)
+
+var varName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+
+// RegisterPrompt validates reg and stores it, new or replacing the prompt of
+// that name.
+func (s *Service) RegisterPrompt(ctx context.Context, reg *sharedosv1.PromptRegistration) (*sharedosv1.PromptRegistration, *sharedosv1.PublishedPrompt, error) {
+	if err := validatePrompt(reg); err != nil {
+		return nil, nil, err
+	}
+	pub, err := publishPrompt(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := s.putEntry(ctx, store.KindPrompt, reg.GetName(), reg, pub.GetCanonicalJson())
+	if err != nil {
+		return nil, nil, err
+	}
+	out := proto.Clone(reg).(*sharedosv1.PromptRegistration)
+	out.Revision, out.UpdatedAt = e.Revision, timestamppb.New(e.UpdatedAt)
+	return out, pub, nil
+}
+
+// DeregisterPrompt removes the prompt name; NotFound when there is none.
+func (s *Service) DeregisterPrompt(ctx context.Context, name string) error {
+	return s.deleteEntry(ctx, store.KindPrompt, name)
+}
+
+// PromptRegistrations returns every prompt registration, by name.
+func (s *Service) PromptRegistrations(ctx context.Context) ([]*sharedosv1.PromptRegistration, error) {
+	return listEntries(ctx, s, store.KindPrompt, func() *sharedosv1.PromptRegistration { return &sharedosv1.PromptRegistration{} },
+		func(r *sharedosv1.PromptRegistration, e store.Entry) {
+			r.Revision, r.UpdatedAt = e.Revision, timestamppb.New(e.UpdatedAt)
+		})
+}
+
+// RegisterResource validates reg and stores it, new or replacing the
+// resource with that URI.
+func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.ResourceRegistration) (*sharedosv1.ResourceRegistration, *sharedosv1.PublishedResource, error) {
+	template, err := validateResource(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, err := publishResource(reg, template)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := s.putEntry(ctx, store.KindResource, reg.GetUri(), reg, pub.GetCanonicalJson())
+	if err != nil {
+		return nil, nil, err
+	}
+	out := proto.Clone(reg).(*sharedosv1.ResourceRegistration)
+	out.Revision, out.UpdatedAt = e.Revision, timestamppb.New(e.UpdatedAt)
+	return out, pub, nil
+}
+
+// DeregisterResource removes the resource uri; NotFound when there is none.
+func (s *Service) DeregisterResource(ctx context.Context, uri string) error {
+	return s.deleteEntry(ctx, store.KindResource, uri)
+}
+
+// ResourceRegistrations returns every resource registration, by URI.
+func (s *Service) ResourceRegistrations(ctx context.Context) ([]*sharedosv1.ResourceRegistration, error) {
+	return listEntries(ctx, s, store.KindResource, func() *sharedosv1.ResourceRegistration { return &sharedosv1.ResourceRegistration{} },
+		func(r *sharedosv1.ResourceRegistration, e store.Entry) {
+			r.Revision, r.UpdatedAt = e.Revision, timestamppb.New(e.UpdatedAt)
+		})
+}
+
+func (s *Service) putEntry(ctx context.Context, kind store.Kind, key string, reg proto.Message, canonical []byte) (store.Entry, error) {
+	// The admin view is stored without what the store sets.
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(reg)
+	if err != nil {
+		return store.Entry{}, fmt.Errorf("catalog: encode %s: %w", kind, err)
+	}
+	sum := sha256.Sum256(canonical)
+	e, err := s.store.PutEntry(ctx, kind, store.Entry{Key: key, Registration: b, Canonical: canonical, Digest: hex.EncodeToString(sum[:])})
+	if err != nil {
+		return store.Entry{}, fromStore(err, key)
+	}
+	return e, nil
+}
+
+func (s *Service) deleteEntry(ctx context.Context, kind store.Kind, key string) error {
+	if err := s.store.DeleteEntry(ctx, kind, key); err != nil {
+		return fromStore(err, key)
+	}
+	return nil
+}
+
+func listEntries[T proto.Message](ctx context.Context, s *Service, kind store.Kind, newT func() T, stamp func(T, store.Entry)) ([]T, error) {
+	es, err := s.store.Entries(ctx, kind)
+	if err != nil {
+		return nil, fromStore(err, "")
+	}
+	out := make([]T, 0, len(es))
+	for _, e := range es {
+		r := newT()
+		if err := proto.Unmarshal(e.Registration, r); err != nil {
+			return nil, fmt.Errorf("catalog: stored %s %q: %w", kind, e.Key, err)
+		}
+		stamp(r, e)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// checkBoundedText is checkText with a length bound.
+func checkBoundedText(field, s string, limit int) error {
+	if len(s) > limit {
+		return invalid(field, RuleLength, "is %d bytes; at most %d", len(s), limit)
+	}
+	return checkText(field, s)
+}
+
+// checkHandler checks what SharedOS needs to dispatch to a provider.
+func checkHandler(h *sharedosv1.HandlerRef) error {
+	if h.GetTarget() == "" {
+		return invalid("handler.target", RuleRequired, "the gRPC address of the provider that serves it is required")
+	}
+	return checkTimeout(h)
+}
+
+func validatePrompt(reg *sharedosv1.PromptRegistration) error {
+	if reg == nil {
+		return invalid("registration", RuleRequired, "a registration is required")
+	}
+	q, err := toolname.Parse(reg.GetName())
+	if err != nil {
+		return nameError(err)
+	}
+	if err := checkNamespace(reg.GetName(), q, reg.GetMetadata().GetNamespace()); err != nil {
+		return err
+	}
+	if err := checkText("metadata.source", reg.GetMetadata().GetSource()); err != nil {
+		return err
+	}
+	if err := checkBoundedText("title", reg.GetTitle(), MaxTitleBytes); err != nil {
+		return err
+	}
+	if err := checkBoundedText("description", reg.GetDescription(), MaxDescriptionBytes); err != nil {
+		return err
+	}
+	if n := len(reg.GetArguments()); n > MaxPromptArguments {
+		return invalid("arguments", RulePromptArgument, "%d arguments; at most %d", n, MaxPromptArguments)
+	}
+	seen := map[string]bool{}
+	for i, a := range reg.GetArguments() {
+		field := fmt.Sprintf("arguments[%d]", i)
+		if !argumentName.MatchString(a.GetName()) {
+			return invalid(field+".name", RulePromptArgument, "%q must be 1 to 64 of A-Z a-z 0-9 _ . -", a.GetName())
+		}
+		if seen[a.GetName()] {
+			return invalid(field+".name", RulePromptArgument, "%q is named twice", a.GetName())
+		}
+		seen[a.GetName()] = true
+		if err := checkBoundedText(field+".description", a.GetDescription(), MaxTitleBytes*4); err != nil {
+			return err
+		}
+	}
+	return checkHandler(reg.GetHandler())
+}
+
+// validateResource checks reg and says whether its uri is a template.
+func validateResource(reg *sharedosv1.ResourceRegistration) (bool, error) {
+	if reg == nil {
+		return false, invalid("registration", RuleRequired, "a registration is required")
+	}
+	template, err := checkResourceURI(reg.GetUri())
+	if err != nil {
+		return false, err
+	}
+	if reg.GetName() == "" {
+		return false, invalid("name", RuleRequired, "a resource needs a name")
+	}
+	if err := checkBoundedText("name", reg.GetName(), MaxResourceName); err != nil {
+		return false, err
+	}
+	for field, v := range map[string]string{"title": reg.GetTitle(), "metadata.namespace": reg.GetMetadata().GetNamespace(),
+		"metadata.source": reg.GetMetadata().GetSource()} {
+		if err := checkBoundedText(field, v, MaxTitleBytes); err != nil {
+			return false, err
+		}
+	}
+	if err := checkBoundedText("description", reg.GetDescription(), MaxDescriptionBytes); err != nil {
+		return false, err
+	}
+	if mt := reg.GetMimeType(); mt != "" {
+		if _, _, err := mime.ParseMediaType(mt); err != nil || len(mt) > MaxTitleBytes {
+			return false, invalid("mime_type", RuleMIMEType, "%q is not a media type", mt)
+		}
+	}
+	return template, checkHandler(reg.GetHandler())
+}
+
+// checkResourceURI checks an absolute URI, or an RFC 6570 level-1 template
+// of one ({var}: simple string expansion only), and says which it is.
+func checkResourceURI(uri string) (bool, error) {
+	switch {
+	case uri == "":
+		return false, invalid("uri", RuleRequired, "a resource needs a URI or URI template")
+	case len(uri) > MaxResourceURIBytes:
+		return false, invalid("uri", RuleLength, "is %d bytes; at most %d", len(uri), MaxResourceURIBytes)
+	case strings.ContainsFunc(uri, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return false, invalid("uri", RuleURI, "must not contain spaces or control characters")
+	}
+	vars := templateVar.FindAllStringSubmatch(uri, -1)
+	seen := map[string]bool{}
+	for _, v := range vars {
+		if !varName.MatchString(v[1]) {
+			return false, invalid("uri", RuleURI, "template expression {%s}: only {name} (RFC 6570 level 1, name of A-Z a-z 0-9 _) is supported", v[1])
+		}
+		if seen[v[1]] {
+			return false, invalid("uri", RuleURI, "template variable {%s} appears twice", v[1])
+		}
+		seen[v[1]] = true
+	}
+	concrete := templateVar.ReplaceAllString(uri, "x")
+	if strings.ContainsAny(concrete, "{}") {
+		return false, invalid("uri", RuleURI, "unbalanced { or } in %q", uri)
+	}
+	u, err := url.Parse(concrete)
+	if err != nil || u.Scheme == "" {
+		return false, invalid("uri", RuleURI, "%q is not an absolute URI (scheme:...)", uri)
+	}
+	return len(vars) > 0, nil
+}
+
+// publishPrompt is a prompt's published projection (MCP Prompt).
+func publishPrompt(reg *sharedosv1.PromptRegistration) (*sharedosv1.PublishedPrompt, error) {
+	m := map[string]any{"name": reg.GetName()}
+	setIf(m, "title", reg.GetTitle())
+	setIf(m, "description", reg.GetDescription())
+	var args []*sharedosv1.PromptArgument
+	if len(reg.GetArguments()) > 0 {
+		list := make([]any, 0, len(reg.GetArguments()))
+		for _, a := range reg.GetArguments() {
+			am := map[string]any{"name": a.GetName()}
+			setIf(am, "description", a.GetDescription())
+			if a.GetRequired() {
+				am["required"] = true
+			}
+			list = append(list, am)
+			args = append(args, &sharedosv1.PromptArgument{Name: a.GetName(), Description: a.GetDescription(), Required: a.GetRequired()})
+		}
+		m["arguments"] = list
+	}
+	canonical, err := canonjson.Marshal(m)
+	if err != nil {
+		return nil, invalid("registration", RuleJSON, "cannot canonicalize the published projection: %v", err)
+	}
+	sum := sha256.Sum256(canonical)
+	return &sharedosv1.PublishedPrompt{Name: reg.GetName(), Title: reg.GetTitle(), Description: reg.GetDescription(), Arguments: args,
+		CanonicalJson: canonical, Digest: hex.EncodeToString(sum[:])}, nil
+}
+
+// publishResource is a resource's published projection (MCP Resource, or
+// ResourceTemplate with uriTemplate).
+func publishResource(reg *sharedosv1.ResourceRegistration, template bool) (*sharedosv1.PublishedResource, error) {
+	m := map[string]any{"name": reg.GetName()}
+	if template {
+		m["uriTemplate"] = reg.GetUri()
+	} else {
+		m["uri"] = reg.GetUri()
+	}
+	setIf(m, "title", reg.GetTitle())
+	setIf(m, "description", reg.GetDescription())
+	setIf(m, "mimeType", reg.GetMimeType())
+	canonical, err := canonjson.Marshal(m)
+	if err != nil {
+		return nil, invalid("registration", RuleJSON, "cannot canonicalize the published projection: %v", err)
+	}
+	sum := sha256.Sum256(canonical)
+	return &sharedosv1.PublishedResource{Uri: reg.GetUri(), Template: template, Name: reg.GetName(), Title: reg.GetTitle(),
+		Description: reg.GetDescription(), MimeType: reg.GetMimeType(), CanonicalJson: canonical, Digest: hex.EncodeToString(sum[:])}, nil
+}
+
+func setIf(m map[string]any, k, v string) {
+	if v != "" {
+		m[k] = v
+	}
+}

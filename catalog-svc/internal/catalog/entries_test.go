@@ -1,0 +1,148 @@
+package catalog_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+)
+
+func prompt(name string) *sharedosv1.PromptRegistration {
+	ns, _, _ := strings.Cut(name, ".")
+	if !strings.Contains(name, ".") {
+		ns = ""
+	}
+	return &sharedosv1.PromptRegistration{
+		Name: name, Title: "Review", Description: "Reviews a change.\n\tWith care.",
+		Arguments: []*sharedosv1.PromptArgument{{Name: "change", Description: "what to review", Required: true}, {Name: "tone"}},
+		Metadata:  &sharedosv1.ToolMetadata{Namespace: ns, Source: "provider:" + ns},
+		Handler:   &sharedosv1.HandlerRef{Target: "127.0.0.1:7405"},
+	}
+}
+
+func resource(uri string) *sharedosv1.ResourceRegistration {
+	return &sharedosv1.ResourceRegistration{Uri: uri, Name: "data", Title: "Data", Description: "Some data.", MimeType: "application/json",
+		Metadata: &sharedosv1.ToolMetadata{Source: "provider:test"}, Handler: &sharedosv1.HandlerRef{Target: "127.0.0.1:7405"}}
+}
+
+// TestPromptsAndResourcesRegistry (ADR 0018): a prompt or resource is
+// registered with its published projection (canonical bytes and digest),
+// replaced by registering it again (revision + 1, new digest), listed in
+// byte order, and deregistered once; a URI with a {var} is a template.
+func TestPromptsAndResourcesRegistry(t *testing.T) {
+	svc := newService(t, nil, nil)
+	ctx := testCtx(t)
+
+	reg, pub, err := svc.RegisterPrompt(ctx, prompt("code.review"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCanon := `{"arguments":[{"description":"what to review","name":"change","required":true},{"name":"tone"}],` +
+		`"description":"Reviews a change.\n\tWith care.","name":"code.review","title":"Review"}`
+	if reg.GetRevision() != 1 || string(pub.GetCanonicalJson()) != wantCanon || len(pub.GetDigest()) != 64 || len(pub.GetArguments()) != 2 {
+		t.Fatalf("registered %v, published %s %s", reg, pub.GetCanonicalJson(), pub.GetDigest())
+	}
+	changed := prompt("code.review")
+	changed.Title = "Review, again"
+	reg2, pub2, err := svc.RegisterPrompt(ctx, changed)
+	if err != nil || reg2.GetRevision() != 2 || pub2.GetDigest() == pub.GetDigest() {
+		t.Fatalf("replace: %v, %v, %v", reg2, pub2, err)
+	}
+	if _, _, err := svc.RegisterPrompt(ctx, prompt("test_simple_prompt")); err != nil {
+		t.Fatalf("an unqualified name: %v", err)
+	}
+	regs, err := svc.PromptRegistrations(ctx)
+	if err != nil || len(regs) != 2 || regs[0].GetName() != "code.review" || regs[0].GetTitle() != "Review, again" ||
+		regs[0].GetRevision() != 2 || regs[0].GetHandler().GetTarget() != "127.0.0.1:7405" || regs[1].GetName() != "test_simple_prompt" {
+		t.Fatalf("PromptRegistrations = %v, %v", regs, err)
+	}
+	if err := svc.DeregisterPrompt(ctx, "code.review"); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeregisterPrompt(ctx, "code.review"); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("second deregister: %v, want ErrNotFound", err)
+	}
+
+	_, direct, err := svc.RegisterResource(ctx, resource("test://static-text"))
+	if err != nil || direct.GetTemplate() || !strings.Contains(string(direct.GetCanonicalJson()), `"uri":"test://static-text"`) {
+		t.Fatalf("direct resource: %v, %v", direct, err)
+	}
+	_, tmpl, err := svc.RegisterResource(ctx, resource("test://template/{id}/data"))
+	if err != nil || !tmpl.GetTemplate() || !strings.Contains(string(tmpl.GetCanonicalJson()), `"uriTemplate":"test://template/{id}/data"`) {
+		t.Fatalf("template: %v, %v", tmpl, err)
+	}
+	rs, err := svc.ResourceRegistrations(ctx)
+	if err != nil || len(rs) != 2 || rs[0].GetUri() != "test://static-text" {
+		t.Fatalf("ResourceRegistrations = %v, %v", rs, err)
+	}
+	if err := svc.DeregisterResource(ctx, "test://nope"); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("deregister unknown: %v", err)
+	}
+}
+
+// TestPromptsAndResourcesRejects: a bad registration names the field and
+// the rule, and nothing is stored.
+func TestPromptsAndResourcesRejects(t *testing.T) {
+	svc := newService(t, nil, nil)
+	ctx := testCtx(t)
+	for _, c := range []struct {
+		name   string
+		mutate func(*sharedosv1.PromptRegistration)
+		field  string
+		rule   string
+	}{
+		{"bad name", func(p *sharedosv1.PromptRegistration) { p.Name = "code review" }, "name", "ToolNameSchema"},
+		{"foreign namespace", func(p *sharedosv1.PromptRegistration) { p.Metadata.Namespace = "github" }, "metadata.namespace", catalog.RuleNamespace},
+		{"hidden text", func(p *sharedosv1.PromptRegistration) { p.Description = "ok\u202eevil" }, "description", catalog.RulePoisoning},
+		{"long title", func(p *sharedosv1.PromptRegistration) { p.Title = strings.Repeat("t", 300) }, "title", catalog.RuleLength},
+		{"argument name", func(p *sharedosv1.PromptRegistration) { p.Arguments[0].Name = "a b" }, "arguments[0].name", catalog.RulePromptArgument},
+		{"argument twice", func(p *sharedosv1.PromptRegistration) { p.Arguments[1].Name = "change" }, "arguments[1].name", catalog.RulePromptArgument},
+		{"no handler", func(p *sharedosv1.PromptRegistration) { p.Handler = nil }, "handler.target", catalog.RuleRequired},
+		{"timeout", func(p *sharedosv1.PromptRegistration) { p.Handler.Timeout = durationpb.New(-1) }, "handler.timeout", catalog.RuleTimeout},
+	} {
+		p := prompt("code.review")
+		c.mutate(p)
+		_, _, err := svc.RegisterPrompt(ctx, p)
+		var ve *catalog.ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || ve.Rule != c.rule {
+			t.Errorf("prompt %s: %v, want %s/%s", c.name, err, c.field, c.rule)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(*sharedosv1.ResourceRegistration)
+		field  string
+		rule   string
+	}{
+		{"no uri", func(r *sharedosv1.ResourceRegistration) { r.Uri = "" }, "uri", catalog.RuleRequired},
+		{"relative", func(r *sharedosv1.ResourceRegistration) { r.Uri = "static-text" }, "uri", catalog.RuleURI},
+		{"space", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://a b" }, "uri", catalog.RuleURI},
+		{"level 2 template", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/{+path}" }, "uri", catalog.RuleURI},
+		{"unbalanced", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/{id" }, "uri", catalog.RuleURI},
+		{"variable twice", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://{id}/{id}" }, "uri", catalog.RuleURI},
+		{"too long", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://" + strings.Repeat("a", 2100) }, "uri", catalog.RuleLength},
+		{"no name", func(r *sharedosv1.ResourceRegistration) { r.Name = "" }, "name", catalog.RuleRequired},
+		{"mime", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "not a type" }, "mime_type", catalog.RuleMIMEType},
+		{"hidden title", func(r *sharedosv1.ResourceRegistration) { r.Title = "a\u200bb" }, "title", catalog.RulePoisoning},
+		{"no handler", func(r *sharedosv1.ResourceRegistration) { r.Handler.Target = "" }, "handler.target", catalog.RuleRequired},
+	} {
+		r := resource("test://static-text")
+		c.mutate(r)
+		_, _, err := svc.RegisterResource(ctx, r)
+		var ve *catalog.ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || ve.Rule != c.rule {
+			t.Errorf("resource %s: %v, want %s/%s", c.name, err, c.field, c.rule)
+		}
+	}
+	if ps, _ := svc.PromptRegistrations(ctx); len(ps) != 0 {
+		t.Errorf("refused prompts were stored: %v", ps)
+	}
+	if rs, _ := svc.ResourceRegistrations(ctx); len(rs) != 0 {
+		t.Errorf("refused resources were stored: %v", rs)
+	}
+}

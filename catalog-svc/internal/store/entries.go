@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Kind is a kind of registration an Entries store keeps apart (ADR 0018).
+type Kind string
+
+// The kinds besides tools.
+const (
+	KindPrompt   Kind = "prompt"
+	KindResource Kind = "resource"
+)
+
+// Entry is one stored prompt or resource registration with the canonical
+// bytes of its published projection, computed once at write time.
+type Entry struct {
+	// Key is the prompt's name or the resource's URI.
+	Key string
+	// Registration is the admin view, as protobuf bytes.
+	Registration []byte
+	Canonical    []byte
+	Digest       string
+	// Revision and UpdatedAt are set by the store.
+	Revision  int64
+	UpdatedAt time.Time
+}
+
+// Entries persists prompt and resource registrations. Implementations never
+// alias the caller's bytes.
+type Entries interface {
+	// PutEntry stores e under (kind, e.Key): new at revision 1, or
+	// replacing the entry there with its revision + 1. It returns e as
+	// stored.
+	PutEntry(ctx context.Context, kind Kind, e Entry) (Entry, error)
+	// DeleteEntry removes (kind, key); ErrNotFound when there is none.
+	DeleteEntry(ctx context.Context, kind Kind, key string) error
+	// Entries returns every entry of kind, by key in byte order.
+	Entries(ctx context.Context, kind Kind) ([]Entry, error)
+}

@@ -1,0 +1,69 @@
+package memory
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+)
+
+var _ store.Entries = (*Store)(nil)
+
+type entryKey struct {
+	kind store.Kind
+	key  string
+}
+
+// PutEntry implements store.Entries.
+func (s *Store) PutEntry(ctx context.Context, kind store.Kind, e store.Entry) (store.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Entry{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := entryKey{kind, e.Key}
+	e = cloneEntry(e)
+	e.Revision = s.entries[k].Revision + 1
+	e.UpdatedAt = s.now()
+	s.entries[k] = e
+	return cloneEntry(e), nil
+}
+
+// DeleteEntry implements store.Entries.
+func (s *Store) DeleteEntry(ctx context.Context, kind store.Kind, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := entryKey{kind, key}
+	if _, ok := s.entries[k]; !ok {
+		return store.ErrNotFound
+	}
+	delete(s.entries, k)
+	return nil
+}
+
+// Entries implements store.Entries.
+func (s *Store) Entries(ctx context.Context, kind store.Kind) ([]store.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Entry
+	for k, e := range s.entries {
+		if k.kind == kind {
+			out = append(out, cloneEntry(e))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Entry) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func cloneEntry(e store.Entry) store.Entry {
+	e.Registration = slices.Clone(e.Registration)
+	e.Canonical = slices.Clone(e.Canonical)
+	return e
+}

@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+)
+
+var _ store.Entries = (*Store)(nil)
+
+// entryTables are the tables of each kind (never input: a fixed map).
+var entryTables = map[store.Kind]string{store.KindPrompt: "catalog.prompts", store.KindResource: "catalog.resources"}
+
+func entryTable(kind store.Kind) (string, error) {
+	t, ok := entryTables[kind]
+	if !ok {
+		return "", fmt.Errorf("postgres: unknown registration kind %q", kind)
+	}
+	return t, nil
+}
+
+// PutEntry implements store.Entries.
+func (s *Store) PutEntry(ctx context.Context, kind store.Kind, e store.Entry) (store.Entry, error) {
+	t, err := entryTable(kind)
+	if err != nil {
+		return store.Entry{}, err
+	}
+	out := store.Entry{Key: e.Key, Registration: e.Registration, Canonical: e.Canonical, Digest: e.Digest}
+	err = s.pool.QueryRow(ctx, `
+INSERT INTO `+t+` AS e (key, registration, canonical, digest) VALUES ($1, $2, $3, $4)
+ON CONFLICT (key) DO UPDATE SET registration = EXCLUDED.registration, canonical = EXCLUDED.canonical,
+       digest = EXCLUDED.digest, revision = e.revision + 1, updated_at = now()
+RETURNING revision, updated_at`, e.Key, e.Registration, e.Canonical, e.Digest).Scan(&out.Revision, &out.UpdatedAt)
+	if err != nil {
+		return store.Entry{}, fmt.Errorf("postgres: put %s: %w", kind, err)
+	}
+	return out, nil
+}
+
+// DeleteEntry implements store.Entries.
+func (s *Store) DeleteEntry(ctx context.Context, kind store.Kind, key string) error {
+	t, err := entryTable(kind)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE key = $1`, key)
+	if err != nil {
+		return fmt.Errorf("postgres: delete %s: %w", kind, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// Entries implements store.Entries.
+func (s *Store) Entries(ctx context.Context, kind store.Kind) ([]store.Entry, error) {
+	t, err := entryTable(kind)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT key, registration, canonical, digest, revision, updated_at FROM `+t+` ORDER BY key`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list %s: %w", kind, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Entry, error) {
+		var e store.Entry
+		err := r.Scan(&e.Key, &e.Registration, &e.Canonical, &e.Digest, &e.Revision, &e.UpdatedAt)
+		return e, err
+	})
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres: list %s: %w", kind, err)
+	}
+	return out, nil
+}
