@@ -224,15 +224,19 @@ func TestBadInputIsRefusedBeforeEvaluation(t *testing.T) {
 		field string
 		rule  string
 	}{
-		{"unknown action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "delete" }, "action", "must be one of read, write, search, call, execute"},
+		{"unknown action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "delete" }, "action", "must be one of read, write, search, call, execute, get"},
 		// list is FilterTools' action: a call authorized by a policy's list
 		// rule would skip every resource check (issue 17, item 3).
-		{"list is not a call's action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "list" }, "action", `must be one of read, write, search, call, execute, got "list"`},
+		{"list is not a call's action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "list" }, "action", `must be one of read, write, search, call, execute, get, got "list"`},
 		{"empty action", func(r *sharedosv1.AuthorizeRequest) { r.Action = "" }, "action", "must be one of"},
 		{"missing context", func(r *sharedosv1.AuthorizeRequest) { r.Context = nil }, "context", "is required"},
 		{"empty principal", func(r *sharedosv1.AuthorizeRequest) { r.Context = &sharedosv1.AccessContext{Roles: []string{"admin"}} }, "context.principal", "must not be empty"},
 		{"missing tool", func(r *sharedosv1.AuthorizeRequest) { r.Tool = nil }, "tool", "is required"},
 		{"bad tool name", func(r *sharedosv1.AuthorizeRequest) { r.Tool.Name = "files read" }, "tool.name", "ToolNameSchema"},
+		{"a prompt under a bad name", func(r *sharedosv1.AuthorizeRequest) { r.Tool.Class = "prompt"; r.Tool.Name = "a prompt" }, "tool.name", "ToolNameSchema"},
+		{"a resource URI with a control character", func(r *sharedosv1.AuthorizeRequest) {
+			r.Tool.Class, r.Tool.Name = "resource", "test://a\x00b"
+		}, "tool.name", "a resource is named by its URI"},
 		{"arguments an array", func(r *sharedosv1.AuthorizeRequest) { r.ArgumentsJson = []byte(`[1,2]`) }, "arguments_json", "must be a JSON object"},
 		{"arguments a string", func(r *sharedosv1.AuthorizeRequest) { r.ArgumentsJson = []byte(`"x"`) }, "arguments_json", "must be a JSON object"},
 		{"arguments not JSON", func(r *sharedosv1.AuthorizeRequest) { r.ArgumentsJson = []byte(`{"a":`) }, "arguments_json", "must be valid JSON"},
@@ -597,5 +601,37 @@ func TestFilterToolsWithoutVisibleRuleDecidesPerTool(t *testing.T) {
 	})
 	if status.Code(err) != codes.Internal {
 		t.Errorf("err = %v, want Internal (an eval error is never a filtered-out tool)", err)
+	}
+}
+
+// TestPromptsAndResourcesExamplePolicy (ADR 0018): a prompt is got and a
+// resource read by the role that may list it; FilterTools lists prompt and
+// resource entries (a resource by its registration's URI template) next to
+// tools in one decision.
+func TestPromptsAndResourcesExamplePolicy(t *testing.T) {
+	h := start(t, examplePolicyDir(t))
+	ctx := context.Background()
+	runner := &sharedosv1.AccessContext{Principal: "ci", Tenant: "acme", Roles: []string{"conformance"}}
+	tmpl := &sharedosv1.ToolFacts{Name: "test://template/{id}/data", Class: "resource", Source: "provider:conformance"}
+	prompt := &sharedosv1.ToolFacts{Name: "test_simple_prompt", Class: "prompt", Source: "provider:conformance"}
+	for _, c := range []struct {
+		req   *sharedosv1.AuthorizeRequest
+		allow bool
+	}{
+		{&sharedosv1.AuthorizeRequest{Context: runner, Tool: tmpl, Action: "read", Resource: "resource:test://template/7/data"}, true},
+		{&sharedosv1.AuthorizeRequest{Context: runner, Tool: prompt, Action: "get", Resource: "prompt:test_simple_prompt", ArgumentsJson: []byte(`{"a":"b"}`)}, true},
+		{&sharedosv1.AuthorizeRequest{Context: runner, Tool: prompt, Action: "read", Resource: "prompt:test_simple_prompt"}, false},
+		{&sharedosv1.AuthorizeRequest{Context: engineer, Tool: prompt, Action: "get", Resource: "prompt:test_simple_prompt"}, false},
+	} {
+		resp, err := h.client.Authorize(ctx, c.req)
+		if err != nil || (resp.GetDecision() == sharedosv1.Decision_DECISION_ALLOW) != c.allow {
+			t.Errorf("%s %s as %v: %v, %v; want allow=%v", c.req.GetAction(), c.req.GetResource(), c.req.GetContext().GetRoles(), resp, err, c.allow)
+		}
+	}
+	resp, err := h.client.FilterTools(ctx, &sharedosv1.FilterToolsRequest{Context: runner, Tools: []*sharedosv1.ToolFacts{
+		prompt, tmpl, {Name: "test://nope", Class: "resource"}, {Name: "test_simple_text", Class: "managed"},
+	}})
+	if err != nil || strings.Join(resp.GetAllowedTools(), ",") != "test_simple_prompt,test://template/{id}/data,test_simple_text" {
+		t.Fatalf("FilterTools = %v, %v", resp.GetAllowedTools(), err)
 	}
 }

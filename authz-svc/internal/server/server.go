@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -295,8 +296,17 @@ func accessContext(c *sharedosv1.AccessContext) (pdp.Context, error) {
 	}, nil
 }
 
+// maxResourceName bounds a resource entry's name (its registration's URI).
+const maxResourceName = 2048
+
 func toolFacts(field string, t *sharedosv1.ToolFacts) (pdp.Tool, error) {
-	if err := toolname.ValidateField(field+".name", t.GetName()); err != nil {
+	if t.GetClass() == requirement.ClassResource {
+		// A resource entry is named by its URI (ADR 0018), not a tool name.
+		if n := t.GetName(); n == "" || len(n) > maxResourceName || !utf8.ValidString(n) ||
+			strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return pdp.Tool{}, invalid(field+".name", "a resource is named by its URI: 1 to %d bytes of UTF-8 without control characters", maxResourceName)
+		}
+	} else if err := toolname.ValidateField(field+".name", t.GetName()); err != nil {
 		var te *toolname.Error
 		if errors.As(err, &te) {
 			return pdp.Tool{}, &fieldError{Field: te.Field, Rule: "violates " + te.Rule + ": " + te.Detail}

@@ -6,7 +6,12 @@
 #                                     the role may apply it to;
 # data.sharedos.roles.<role>.resources maps an action to exact non-file
 #                                     resources the role may apply it to
-#                                     (the conformance fixtures' one).
+#                                     (the conformance fixtures' one);
+# data.sharedos.roles.<role>.prompts   lists the prompts the role may list
+#                                     and get;
+# data.sharedos.roles.<role>.resource_uris lists the resource registrations
+#                                     (URIs or URI templates) the role may
+#                                     list and read (ADR 0018).
 #
 # A call is allowed when the tool is visible to one of the principal's roles
 # and, for any action but "list", the resource is a file whose cleaned path
@@ -20,6 +25,14 @@ default decision := {"allow": false, "reason": "no policy rule allows this reque
 
 decision := {"allow": false, "reason": "principal has no roles"} if {
 	count(input.context.roles) == 0
+} else := {"allow": false, "reason": sprintf("%s %s is not available to %s", [input.tool.class, input.tool.name, role_label])} if {
+	input.tool.class in entry_classes
+	not entry_visible
+} else := {"allow": true, "reason": sprintf("%s %s is available to %s", [input.tool.class, input.tool.name, role_label])} if {
+	input.tool.class in entry_classes
+	input.action in entry_actions[input.tool.class]
+} else := {"allow": false, "reason": sprintf("%s may not %s a %s", [role_label, input.action, input.tool.class])} if {
+	input.tool.class in entry_classes
 } else := {"allow": false, "reason": sprintf("tool %s is not available to %s", [input.tool.name, role_label])} if {
 	not tool_visible
 } else := {"allow": true, "reason": sprintf("tool %s is available to %s", [input.tool.name, role_label])} if {
@@ -42,9 +55,35 @@ decision := {"allow": false, "reason": "principal has no roles"} if {
 visible contains name if {
 	count(input.context.roles) > 0
 	some t in input.tools
+	not is_entry(t)
 	name := t.name
 	some role in input.context.roles
 	name in data.sharedos.roles[role].tools
+}
+
+visible contains name if {
+	count(input.context.roles) > 0
+	some t in input.tools
+	is_entry(t)
+	name := t.name
+	some role in input.context.roles
+	name in data.sharedos.roles[role][entry_lists[t.class]]
+}
+
+# Prompts and resources (ADR 0018): input.tool.class names the kind, and
+# input.tool.name the prompt or the resource registration's URI (template).
+# A role that may list one may get (prompt) or read (resource) it.
+entry_classes := {"prompt", "resource"}
+
+is_entry(t) if t.class in entry_classes
+
+entry_lists := {"prompt": "prompts", "resource": "resource_uris"}
+
+entry_actions := {"prompt": {"list", "get"}, "resource": {"list", "read"}}
+
+entry_visible if {
+	some role in input.context.roles
+	input.tool.name in data.sharedos.roles[role][entry_lists[input.tool.class]]
 }
 
 # role_label names the principal's roles for reasons: "role engineer",

@@ -162,3 +162,37 @@ test_engineer_may_not_call_the_fixtures if {
 	not allowed(fixture(engineer, "list", ""))
 	not allowed(fixture(engineer, "call", "conformance:fixture"))
 }
+
+entry(ctx, class, name, action, resource) := {
+	"context": ctx,
+	"tool": {"name": name, "namespace": "", "class": class, "annotations": {}, "source": "conformance"},
+	"action": action,
+	"resource": resource,
+	"arguments": {},
+}
+
+test_prompts_and_resources_by_role if {
+	allowed(entry(conformance_runner, "prompt", "test_simple_prompt", "list", ""))
+	allowed(entry(conformance_runner, "prompt", "test_simple_prompt", "get", "prompt:test_simple_prompt"))
+	not allowed(entry(conformance_runner, "prompt", "test_simple_prompt", "read", "prompt:test_simple_prompt"))
+	not allowed(entry(conformance_runner, "prompt", "other_prompt", "get", "prompt:other_prompt"))
+	allowed(entry(conformance_runner, "resource", "test://template/{id}/data", "read", "resource:test://template/7/data"))
+	not allowed(entry(conformance_runner, "resource", "test://static-text", "get", "resource:test://static-text"))
+	not allowed(entry(engineer, "resource", "test://static-text", "read", "resource:test://static-text"))
+	# A prompt does not borrow a tool's visibility, nor a tool a prompt's.
+	not allowed(entry(engineer, "prompt", "files.read", "get", "prompt:files.read"))
+	not allowed(listing(conformance_runner, "test_simple_prompt"))
+}
+
+test_visible_agrees_with_decision_for_entries if {
+	entries := [{"class": "prompt", "name": "test_simple_prompt"}, {"class": "prompt", "name": "files.read"},
+		{"class": "resource", "name": "test://static-text"}, {"class": "resource", "name": "test://nope"}]
+	every ctx in [engineer, conformance_runner, nobody] {
+		vis := authz.visible with input as {"context": ctx, "tools": entries, "action": "list"}
+		every e in entries {
+			shown := count({e.name} & vis) == 1
+			allow_e := authz.decision.allow with input as entry(ctx, e.class, e.name, "list", "")
+			shown == allow_e
+		}
+	}
+}

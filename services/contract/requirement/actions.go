@@ -12,11 +12,21 @@ const (
 	ActionSearch  = "search"
 	ActionCall    = "call"
 	ActionExecute = "execute"
+	// ActionGet is getting a prompt (ADR 0018); reading a resource is read.
+	ActionGet = "get"
+)
+
+// Classes of the catalogue entries that are not tools (ADR 0018): a
+// decision about one carries it as input.tool.class, its name being the
+// prompt's name or the resource registration's URI (or URI template).
+const (
+	ClassPrompt   = "prompt"
+	ClassResource = "resource"
 )
 
 // Actions lists every valid action, for error messages and documentation.
 func Actions() []string {
-	return []string{ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute}
+	return []string{ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute, ActionGet}
 }
 
 // IsCallAction reports whether a tool's calls may need a: every action but
@@ -31,7 +41,7 @@ func CallActions() []string { return Actions()[1:] }
 // IsAction reports whether a is one of Actions.
 func IsAction(a string) bool {
 	switch a {
-	case ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute:
+	case ActionList, ActionRead, ActionWrite, ActionSearch, ActionCall, ActionExecute, ActionGet:
 		return true
 	}
 	return false
