@@ -26,8 +26,13 @@ type Lease struct {
 	DeclaredModel string
 	CatalogHash   string
 	// Tools is the pinned snapshot, sorted by name, canonical_json included.
-	Tools         []*sharedosv1.PublishedTool
-	PortableNames bool
+	Tools []*sharedosv1.PublishedTool
+	// Prompts (by name), Resources (by URI) and their hash are the turn's
+	// other pinned entries (ADR 0018).
+	Prompts              []*sharedosv1.PublishedPrompt
+	Resources            []*sharedosv1.PublishedResource
+	PromptsResourcesHash string
+	PortableNames        bool
 	// Grant is the kernel's signed turn grant (ADR 0015): context, pin and
 	// expiry, sent with every call of the turn.
 	Grant     string

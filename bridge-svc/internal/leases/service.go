@@ -131,12 +131,15 @@ func (s *Service) OpenTurn(ctx context.Context, req *sharedosv1.OpenTurnRequest)
 		attribute.String(telemetry.AttrCatalogHash, lease.CatalogHash),
 		attribute.String(telemetry.AttrHarnessName, lease.Harness.GetName()))
 	return &sharedosv1.TurnLease{
-		TurnId:      lease.TurnID,
-		McpUrl:      s.cfg.PublicURL + MCPPath(lease.TurnID),
-		Token:       token,
-		ExpiresAt:   timestamppb.New(lease.ExpiresAt),
-		CatalogHash: lease.CatalogHash,
-		Tools:       lease.Tools,
+		TurnId:               lease.TurnID,
+		McpUrl:               s.cfg.PublicURL + MCPPath(lease.TurnID),
+		Token:                token,
+		ExpiresAt:            timestamppb.New(lease.ExpiresAt),
+		CatalogHash:          lease.CatalogHash,
+		Tools:                lease.Tools,
+		Prompts:              lease.Prompts,
+		Resources:            lease.Resources,
+		PromptsResourcesHash: lease.PromptsResourcesHash,
 	}, nil
 }
 
@@ -168,18 +171,21 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*L
 		return nil, "", fmt.Errorf("leases: token: %w", err)
 	}
 	l := &Lease{
-		TurnID:        id,
-		TokenHash:     hash,
-		Context:       req.GetContext(),
-		Policy:        req.GetPolicy(),
-		Harness:       req.GetHarness(),
-		DeclaredModel: req.GetDeclaredModel(),
-		CatalogHash:   cat.GetCatalogHash(),
-		Tools:         cat.GetTools(),
-		PortableNames: req.GetPortableNames(),
-		Grant:         cat.GetGrant(),
-		OpenedAt:      now,
-		ExpiresAt:     now.Add(ttl),
+		TurnID:               id,
+		TokenHash:            hash,
+		Context:              req.GetContext(),
+		Policy:               req.GetPolicy(),
+		Harness:              req.GetHarness(),
+		DeclaredModel:        req.GetDeclaredModel(),
+		CatalogHash:          cat.GetCatalogHash(),
+		Tools:                cat.GetTools(),
+		Prompts:              cat.GetPrompts(),
+		Resources:            cat.GetResources(),
+		PortableNames:        req.GetPortableNames(),
+		PromptsResourcesHash: cat.GetPromptsResourcesHash(),
+		Grant:                cat.GetGrant(),
+		OpenedAt:             now,
+		ExpiresAt:            now.Add(ttl),
 	}
 	if err := s.cfg.Store.Create(ctx, l); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", errStore, err)
@@ -321,10 +327,11 @@ func (s *Service) GetTurn(ctx context.Context, req *sharedosv1.GetTurnRequest) (
 // Identity is the lease's SystemIdentity.
 func Identity(l *Lease) *sharedosv1.SystemIdentity {
 	return &sharedosv1.SystemIdentity{
-		CatalogHash:   l.CatalogHash,
-		Harness:       l.Harness,
-		DeclaredModel: l.DeclaredModel,
-		Policy:        l.Policy,
+		CatalogHash:          l.CatalogHash,
+		Harness:              l.Harness,
+		DeclaredModel:        l.DeclaredModel,
+		Policy:               l.Policy,
+		PromptsResourcesHash: l.PromptsResourcesHash,
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/canonjson"
+	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
@@ -316,4 +318,102 @@ func setIf(m map[string]any, k, v string) {
 	if v != "" {
 		m[k] = v
 	}
+}
+
+// PromptsResources is what a context may list besides tools (ADR 0018):
+// the published prompts (by name) and resources (by URI) it may see, and
+// their hash — the catalogHash construction over both, each entry named
+// by its kind and key ("prompt:<name>", "resource:<uri>").
+type PromptsResources struct {
+	Prompts   []*sharedosv1.PublishedPrompt
+	Resources []*sharedosv1.PublishedResource
+	Hash      string
+}
+
+// ListPromptsResources returns the prompts and resources actx may list,
+// decided by the policy in the same FilterTools form as tools (class
+// prompt or resource). It fails rather than list them unfiltered when the
+// policy decision point cannot be reached.
+func (s *Service) ListPromptsResources(ctx context.Context, actx *sharedosv1.AccessContext) (PromptsResources, error) {
+	prompts, err := s.store.Entries(ctx, store.KindPrompt)
+	if err != nil {
+		return PromptsResources{}, fromStore(err, "")
+	}
+	resources, err := s.store.Entries(ctx, store.KindResource)
+	if err != nil {
+		return PromptsResources{}, fromStore(err, "")
+	}
+	// Each entry decoded once: its published form and the facts the policy
+	// lists it by.
+	type item struct {
+		key, class string
+		canonical  []byte
+		prompt     *sharedosv1.PublishedPrompt
+		resource   *sharedosv1.PublishedResource
+		facts      *sharedosv1.ToolFacts
+	}
+	items := make([]item, 0, len(prompts)+len(resources))
+	for _, e := range prompts {
+		var r sharedosv1.PromptRegistration
+		if err := proto.Unmarshal(e.Registration, &r); err != nil {
+			return PromptsResources{}, fmt.Errorf("catalog: stored prompt %q: %w", e.Key, err)
+		}
+		items = append(items, item{key: e.Key, class: requirement.ClassPrompt, canonical: e.Canonical,
+			prompt: &sharedosv1.PublishedPrompt{Name: r.GetName(), Title: r.GetTitle(), Description: r.GetDescription(),
+				Arguments: r.GetArguments(), CanonicalJson: e.Canonical, Digest: e.Digest},
+			facts: &sharedosv1.ToolFacts{Name: e.Key, Class: requirement.ClassPrompt, Namespace: r.GetMetadata().GetNamespace(),
+				Source: r.GetMetadata().GetSource()}})
+	}
+	for _, e := range resources {
+		var r sharedosv1.ResourceRegistration
+		if err := proto.Unmarshal(e.Registration, &r); err != nil {
+			return PromptsResources{}, fmt.Errorf("catalog: stored resource %q: %w", e.Key, err)
+		}
+		items = append(items, item{key: e.Key, class: requirement.ClassResource, canonical: e.Canonical,
+			resource: &sharedosv1.PublishedResource{Uri: r.GetUri(), Template: templateVar.MatchString(r.GetUri()), Name: r.GetName(),
+				Title: r.GetTitle(), Description: r.GetDescription(), MimeType: r.GetMimeType(), CanonicalJson: e.Canonical, Digest: e.Digest},
+			facts: &sharedosv1.ToolFacts{Name: e.Key, Class: requirement.ClassResource, Namespace: r.GetMetadata().GetNamespace(),
+				Source: r.GetMetadata().GetSource()}})
+	}
+	out := PromptsResources{Prompts: []*sharedosv1.PublishedPrompt{}, Resources: []*sharedosv1.PublishedResource{}}
+	if len(items) > 0 && actx != nil {
+		if s.filter == nil {
+			return PromptsResources{}, fmt.Errorf("%w: no filter configured", ErrAuthzUnavailable)
+		}
+		allowed := map[string]bool{}
+		for start := 0; start < len(items); start += s.page {
+			page := items[start:min(start+s.page, len(items))]
+			facts := make([]*sharedosv1.ToolFacts, len(page))
+			for i, it := range page {
+				facts[i] = it.facts
+			}
+			resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{Context: actx, Tools: facts, Action: requirement.ActionList})
+			if err != nil {
+				return PromptsResources{}, fmt.Errorf("%w: %w", ErrAuthzUnavailable, err)
+			}
+			for _, n := range resp.GetAllowedTools() {
+				allowed[n] = true
+			}
+		}
+		kept := items[:0]
+		for _, it := range items {
+			// Names are unique per kind, and a prompt's name (no ':') never
+			// equals a resource's URI (a scheme and ':').
+			if allowed[it.key] {
+				kept = append(kept, it)
+			}
+		}
+		items = kept
+	}
+	hs := make([]cataloghash.Entry, 0, len(items))
+	for _, it := range items {
+		hs = append(hs, cataloghash.Entry{Name: it.class + ":" + it.key, Canonical: it.canonical})
+		if it.prompt != nil {
+			out.Prompts = append(out.Prompts, it.prompt)
+		} else {
+			out.Resources = append(out.Resources, it.resource)
+		}
+	}
+	out.Hash = cataloghash.Sum(hs)
+	return out, nil
 }

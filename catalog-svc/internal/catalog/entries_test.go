@@ -146,3 +146,47 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		t.Errorf("refused resources were stored: %v", rs)
 	}
 }
+
+// TestListPromptsResources (ADR 0018): a context lists the prompts and
+// resources the policy lets it see, in one FilterTools call naming each by
+// its kind, with a hash over exactly those; the hash changes with what is
+// published and with what is visible; no filter means no listing.
+func TestListPromptsResources(t *testing.T) {
+	f := &fakeFilter{allow: func(actx *sharedosv1.AccessContext, e *sharedosv1.ToolFacts) bool {
+		return actx.GetPrincipal() == "ci" || e.GetClass() == "prompt"
+	}}
+	svc := newService(t, nil, f)
+	ctx := testCtx(t)
+	for _, n := range []string{"test_simple_prompt", "code.review"} {
+		if _, _, err := svc.RegisterPrompt(ctx, prompt(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := svc.RegisterResource(ctx, resource("test://template/{id}/data")); err != nil {
+		t.Fatal(err)
+	}
+	ci, err := svc.ListPromptsResources(ctx, &sharedosv1.AccessContext{Principal: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ci.Prompts) != 2 || ci.Prompts[0].GetName() != "code.review" || len(ci.Resources) != 1 || !ci.Resources[0].GetTemplate() ||
+		len(ci.Hash) != 64 || f.calls != 1 {
+		t.Fatalf("ci lists %+v (%d filter calls)", ci, f.calls)
+	}
+	alice, err := svc.ListPromptsResources(ctx, &sharedosv1.AccessContext{Principal: "alice"})
+	if err != nil || len(alice.Prompts) != 2 || len(alice.Resources) != 0 || alice.Hash == ci.Hash {
+		t.Fatalf("alice lists %+v, %v: want the prompts only, another hash", alice, err)
+	}
+	changed := prompt("code.review")
+	changed.Description = "v2"
+	if _, _, err := svc.RegisterPrompt(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := svc.ListPromptsResources(ctx, &sharedosv1.AccessContext{Principal: "alice"}); again.Hash == alice.Hash {
+		t.Error("the hash did not change with a published prompt")
+	}
+	f.err = errors.New("pdp down")
+	if _, err := svc.ListPromptsResources(ctx, &sharedosv1.AccessContext{Principal: "ci"}); !errors.Is(err, catalog.ErrAuthzUnavailable) {
+		t.Fatalf("with the filter down: %v, want ErrAuthzUnavailable", err)
+	}
+}

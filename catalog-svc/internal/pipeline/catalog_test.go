@@ -44,6 +44,10 @@ func TestWithRealCatalogue(t *testing.T) {
 		if _, _, err := cat.Register(ctx, reg); err != nil {
 			t.Fatalf("Register: %v", err)
 		}
+		if _, _, err := cat.RegisterPrompt(ctx, &sharedosv1.PromptRegistration{Name: "test_simple_prompt",
+			Handler: &sharedosv1.HandlerRef{Target: "127.0.0.1:1"}}); err != nil {
+			t.Fatalf("RegisterPrompt: %v", err)
+		}
 		listing, err := cat.ListTools(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -56,6 +60,17 @@ func TestWithRealCatalogue(t *testing.T) {
 		if granted.GetCatalogHash() != listing.CatalogHash || len(granted.GetTools()) != 1 ||
 			granted.GetTools()[0].GetDigest() != projection.Digest(granted.GetTools()[0].GetCanonicalJson()) {
 			t.Fatalf("GrantTurn pinned %v", granted)
+		}
+		// The prompts and resources the context may list are pinned too,
+		// with their own hash (ADR 0018).
+		pr, err := cat.ListPromptsResources(ctx, alice())
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := testKeys.Verify(granted.GetGrant(), "cat", time.Now())
+		if err != nil || len(granted.GetPrompts()) != 1 || granted.GetPromptsResourcesHash() != pr.Hash ||
+			g.Prompts["test_simple_prompt"] != granted.GetPrompts()[0].GetDigest() || g.PromptsResourcesHash != pr.Hash {
+			t.Fatalf("GrantTurn pinned prompts %v (grant %+v, %v)", granted.GetPrompts(), g, err)
 		}
 		invoke := func(args string) *sharedosv1.ToolResult {
 			c := h.newCall("cat", "files.read", args)

@@ -21,6 +21,7 @@ import (
 // *catalog.Service implements it.
 type CatalogueLister interface {
 	ListTools(ctx context.Context, actx *sharedosv1.AccessContext) (catalog.Listing, error)
+	ListPromptsResources(ctx context.Context, actx *sharedosv1.AccessContext) (catalog.PromptsResources, error)
 }
 
 // errTurnClosed is the cancellation cause of a call whose turn was revoked.
@@ -73,13 +74,25 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	if err != nil {
 		return nil, err
 	}
+	pr, err := s.catalogue.ListPromptsResources(ctx, req.GetContext())
+	if err != nil {
+		return nil, err
+	}
 	pin := make(map[string]string, len(listing.Tools))
 	for _, t := range listing.Tools {
 		pin[t.GetName()] = t.GetDigest()
 	}
+	prompts := make(map[string]string, len(pr.Prompts))
+	for _, p := range pr.Prompts {
+		prompts[p.GetName()] = p.GetDigest()
+	}
+	resources := make(map[string]string, len(pr.Resources))
+	for _, r := range pr.Resources {
+		resources[r.GetUri()] = r.GetDigest()
+	}
 	grant, err := s.grants.Issue(grants.Grant{
 		TurnID: req.GetTurnId(), Context: req.GetContext(), CatalogHash: listing.CatalogHash, Tools: pin,
-		ExpiresAt: exp.AsTime(),
+		Prompts: prompts, Resources: resources, PromptsResourcesHash: pr.Hash, ExpiresAt: exp.AsTime(),
 	}, now)
 	if err != nil {
 		return nil, err
@@ -87,7 +100,8 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	s.logger.InfoContext(ctx, "turn granted", slog.String(telemetry.LogTurnID, req.GetTurnId()),
 		slog.String(telemetry.LogCatalogHash, listing.CatalogHash), slog.Int("tools", len(pin)),
 		slog.String("grant_key_id", s.grants.KeyID()))
-	return &sharedosv1.GrantTurnResponse{Grant: grant, CatalogHash: listing.CatalogHash, Tools: listing.Tools}, nil
+	return &sharedosv1.GrantTurnResponse{Grant: grant, CatalogHash: listing.CatalogHash, Tools: listing.Tools,
+		Prompts: pr.Prompts, Resources: pr.Resources, PromptsResourcesHash: pr.Hash}, nil
 }
 
 // RevokeTurn voids the turn's grant on every kernel, cancels its calls in

@@ -314,8 +314,11 @@ type SystemIdentity struct {
 	Harness       *HarnessIdentity       `protobuf:"bytes,2,opt,name=harness,proto3" json:"harness,omitempty"`
 	DeclaredModel string                 `protobuf:"bytes,3,opt,name=declared_model,json=declaredModel,proto3" json:"declared_model,omitempty"`
 	Policy        *ToolPolicy            `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// prompts_resources_hash is the same for the same prompts and resources
+	// (ADR 0018); catalog_hash stays over tools.
+	PromptsResourcesHash string `protobuf:"bytes,5,opt,name=prompts_resources_hash,json=promptsResourcesHash,proto3" json:"prompts_resources_hash,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SystemIdentity) Reset() {
@@ -376,6 +379,92 @@ func (x *SystemIdentity) GetPolicy() *ToolPolicy {
 	return nil
 }
 
+func (x *SystemIdentity) GetPromptsResourcesHash() string {
+	if x != nil {
+		return x.PromptsResourcesHash
+	}
+	return ""
+}
+
+// LeaseCatalogue is how a lease keeps what its turn pinned
+// (bridge.leases.catalogue); fields 1 and 2 are wire-compatible with the
+// ListToolsResponse that older leases hold.
+type LeaseCatalogue struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Tools                []*PublishedTool       `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	CatalogHash          string                 `protobuf:"bytes,2,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
+	Prompts              []*PublishedPrompt     `protobuf:"bytes,3,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	Resources            []*PublishedResource   `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
+	PromptsResourcesHash string                 `protobuf:"bytes,5,opt,name=prompts_resources_hash,json=promptsResourcesHash,proto3" json:"prompts_resources_hash,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *LeaseCatalogue) Reset() {
+	*x = LeaseCatalogue{}
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseCatalogue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseCatalogue) ProtoMessage() {}
+
+func (x *LeaseCatalogue) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseCatalogue.ProtoReflect.Descriptor instead.
+func (*LeaseCatalogue) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LeaseCatalogue) GetTools() []*PublishedTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *LeaseCatalogue) GetCatalogHash() string {
+	if x != nil {
+		return x.CatalogHash
+	}
+	return ""
+}
+
+func (x *LeaseCatalogue) GetPrompts() []*PublishedPrompt {
+	if x != nil {
+		return x.Prompts
+	}
+	return nil
+}
+
+func (x *LeaseCatalogue) GetResources() []*PublishedResource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *LeaseCatalogue) GetPromptsResourcesHash() string {
+	if x != nil {
+		return x.PromptsResourcesHash
+	}
+	return ""
+}
+
 type OpenTurnRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Context       *AccessContext         `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
@@ -399,7 +488,7 @@ type OpenTurnRequest struct {
 
 func (x *OpenTurnRequest) Reset() {
 	*x = OpenTurnRequest{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[3]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +500,7 @@ func (x *OpenTurnRequest) String() string {
 func (*OpenTurnRequest) ProtoMessage() {}
 
 func (x *OpenTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[3]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +513,7 @@ func (x *OpenTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenTurnRequest.ProtoReflect.Descriptor instead.
 func (*OpenTurnRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{3}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OpenTurnRequest) GetContext() *AccessContext {
@@ -478,20 +567,24 @@ func (x *OpenTurnRequest) GetUserToken() string {
 
 // TurnLease is returned once; the token is never stored or shown again.
 type TurnLease struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TurnId        string                 `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
-	McpUrl        string                 `protobuf:"bytes,2,opt,name=mcp_url,json=mcpUrl,proto3" json:"mcp_url,omitempty"`
-	Token         string                 `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	CatalogHash   string                 `protobuf:"bytes,5,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
-	Tools         []*PublishedTool       `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TurnId      string                 `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	McpUrl      string                 `protobuf:"bytes,2,opt,name=mcp_url,json=mcpUrl,proto3" json:"mcp_url,omitempty"`
+	Token       string                 `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	ExpiresAt   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	CatalogHash string                 `protobuf:"bytes,5,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
+	Tools       []*PublishedTool       `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	// prompts, resources and their hash: the turn's other pinned entries.
+	Prompts              []*PublishedPrompt   `protobuf:"bytes,7,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	Resources            []*PublishedResource `protobuf:"bytes,8,rep,name=resources,proto3" json:"resources,omitempty"`
+	PromptsResourcesHash string               `protobuf:"bytes,9,opt,name=prompts_resources_hash,json=promptsResourcesHash,proto3" json:"prompts_resources_hash,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *TurnLease) Reset() {
 	*x = TurnLease{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[4]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +596,7 @@ func (x *TurnLease) String() string {
 func (*TurnLease) ProtoMessage() {}
 
 func (x *TurnLease) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[4]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +609,7 @@ func (x *TurnLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnLease.ProtoReflect.Descriptor instead.
 func (*TurnLease) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{4}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TurnLease) GetTurnId() string {
@@ -561,6 +654,27 @@ func (x *TurnLease) GetTools() []*PublishedTool {
 	return nil
 }
 
+func (x *TurnLease) GetPrompts() []*PublishedPrompt {
+	if x != nil {
+		return x.Prompts
+	}
+	return nil
+}
+
+func (x *TurnLease) GetResources() []*PublishedResource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *TurnLease) GetPromptsResourcesHash() string {
+	if x != nil {
+		return x.PromptsResourcesHash
+	}
+	return ""
+}
+
 type CloseTurnRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TurnId        string                 `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
@@ -570,7 +684,7 @@ type CloseTurnRequest struct {
 
 func (x *CloseTurnRequest) Reset() {
 	*x = CloseTurnRequest{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[5]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +696,7 @@ func (x *CloseTurnRequest) String() string {
 func (*CloseTurnRequest) ProtoMessage() {}
 
 func (x *CloseTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[5]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +709,7 @@ func (x *CloseTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTurnRequest.ProtoReflect.Descriptor instead.
 func (*CloseTurnRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{5}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CloseTurnRequest) GetTurnId() string {
@@ -613,7 +727,7 @@ type CloseTurnResponse struct {
 
 func (x *CloseTurnResponse) Reset() {
 	*x = CloseTurnResponse{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[6]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +739,7 @@ func (x *CloseTurnResponse) String() string {
 func (*CloseTurnResponse) ProtoMessage() {}
 
 func (x *CloseTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[6]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +752,7 @@ func (x *CloseTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTurnResponse.ProtoReflect.Descriptor instead.
 func (*CloseTurnResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{6}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{7}
 }
 
 type GetTurnRequest struct {
@@ -650,7 +764,7 @@ type GetTurnRequest struct {
 
 func (x *GetTurnRequest) Reset() {
 	*x = GetTurnRequest{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[7]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +776,7 @@ func (x *GetTurnRequest) String() string {
 func (*GetTurnRequest) ProtoMessage() {}
 
 func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[7]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +789,7 @@ func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnRequest.ProtoReflect.Descriptor instead.
 func (*GetTurnRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{7}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetTurnRequest) GetTurnId() string {
@@ -701,7 +815,7 @@ type GetTurnResponse struct {
 
 func (x *GetTurnResponse) Reset() {
 	*x = GetTurnResponse{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[8]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +827,7 @@ func (x *GetTurnResponse) String() string {
 func (*GetTurnResponse) ProtoMessage() {}
 
 func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[8]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +840,7 @@ func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnResponse.ProtoReflect.Descriptor instead.
 func (*GetTurnResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{8}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetTurnResponse) GetTurnId() string {
@@ -789,7 +903,7 @@ var File_sharedos_v1_bridge_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_bridge_proto_rawDesc = "" +
 	"\n" +
-	"\x18sharedos/v1/bridge.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\"\x87\x01\n" +
+	"\x18sharedos/v1/bridge.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sharedos/v1/catalog.proto\x1a\x18sharedos/v1/common.proto\"\x87\x01\n" +
 	"\n" +
 	"ToolPolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.sharedos.v1.PolicyModeR\x04mode\x12#\n" +
@@ -800,12 +914,19 @@ const file_sharedos_v1_bridge_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x128\n" +
 	"\vmcp_support\x18\x03 \x01(\x0e2\x17.sharedos.v1.McpSupportR\n" +
 	"mcpSupport\x12%\n" +
-	"\x0eextension_name\x18\x04 \x01(\tR\rextensionName\"\xc3\x01\n" +
+	"\x0eextension_name\x18\x04 \x01(\tR\rextensionName\"\xf9\x01\n" +
 	"\x0eSystemIdentity\x12!\n" +
 	"\fcatalog_hash\x18\x01 \x01(\tR\vcatalogHash\x126\n" +
 	"\aharness\x18\x02 \x01(\v2\x1c.sharedos.v1.HarnessIdentityR\aharness\x12%\n" +
 	"\x0edeclared_model\x18\x03 \x01(\tR\rdeclaredModel\x12/\n" +
-	"\x06policy\x18\x04 \x01(\v2\x17.sharedos.v1.ToolPolicyR\x06policy\"\xca\x02\n" +
+	"\x06policy\x18\x04 \x01(\v2\x17.sharedos.v1.ToolPolicyR\x06policy\x124\n" +
+	"\x16prompts_resources_hash\x18\x05 \x01(\tR\x14promptsResourcesHash\"\x91\x02\n" +
+	"\x0eLeaseCatalogue\x120\n" +
+	"\x05tools\x18\x01 \x03(\v2\x1a.sharedos.v1.PublishedToolR\x05tools\x12!\n" +
+	"\fcatalog_hash\x18\x02 \x01(\tR\vcatalogHash\x126\n" +
+	"\aprompts\x18\x03 \x03(\v2\x1c.sharedos.v1.PublishedPromptR\aprompts\x12<\n" +
+	"\tresources\x18\x04 \x03(\v2\x1e.sharedos.v1.PublishedResourceR\tresources\x124\n" +
+	"\x16prompts_resources_hash\x18\x05 \x01(\tR\x14promptsResourcesHash\"\xca\x02\n" +
 	"\x0fOpenTurnRequest\x124\n" +
 	"\acontext\x18\x01 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x12/\n" +
 	"\x06policy\x18\x02 \x01(\v2\x17.sharedos.v1.ToolPolicyR\x06policy\x126\n" +
@@ -814,7 +935,7 @@ const file_sharedos_v1_bridge_proto_rawDesc = "" +
 	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12%\n" +
 	"\x0eportable_names\x18\x06 \x01(\bR\rportableNames\x12\x1d\n" +
 	"\n" +
-	"user_token\x18\a \x01(\tR\tuserToken\"\xe3\x01\n" +
+	"user_token\x18\a \x01(\tR\tuserToken\"\x8f\x03\n" +
 	"\tTurnLease\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x12\x17\n" +
 	"\amcp_url\x18\x02 \x01(\tR\x06mcpUrl\x12\x14\n" +
@@ -822,7 +943,10 @@ const file_sharedos_v1_bridge_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12!\n" +
 	"\fcatalog_hash\x18\x05 \x01(\tR\vcatalogHash\x120\n" +
-	"\x05tools\x18\x06 \x03(\v2\x1a.sharedos.v1.PublishedToolR\x05tools\"+\n" +
+	"\x05tools\x18\x06 \x03(\v2\x1a.sharedos.v1.PublishedToolR\x05tools\x126\n" +
+	"\aprompts\x18\a \x03(\v2\x1c.sharedos.v1.PublishedPromptR\aprompts\x12<\n" +
+	"\tresources\x18\b \x03(\v2\x1e.sharedos.v1.PublishedResourceR\tresources\x124\n" +
+	"\x16prompts_resources_hash\x18\t \x01(\tR\x14promptsResourcesHash\"+\n" +
 	"\x10CloseTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"\x13\n" +
 	"\x11CloseTurnResponse\")\n" +
@@ -871,7 +995,7 @@ func file_sharedos_v1_bridge_proto_rawDescGZIP() []byte {
 }
 
 var file_sharedos_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sharedos_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sharedos_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_sharedos_v1_bridge_proto_goTypes = []any{
 	(PolicyMode)(0),               // 0: sharedos.v1.PolicyMode
 	(McpSupport)(0),               // 1: sharedos.v1.McpSupport
@@ -879,45 +1003,53 @@ var file_sharedos_v1_bridge_proto_goTypes = []any{
 	(*ToolPolicy)(nil),            // 3: sharedos.v1.ToolPolicy
 	(*HarnessIdentity)(nil),       // 4: sharedos.v1.HarnessIdentity
 	(*SystemIdentity)(nil),        // 5: sharedos.v1.SystemIdentity
-	(*OpenTurnRequest)(nil),       // 6: sharedos.v1.OpenTurnRequest
-	(*TurnLease)(nil),             // 7: sharedos.v1.TurnLease
-	(*CloseTurnRequest)(nil),      // 8: sharedos.v1.CloseTurnRequest
-	(*CloseTurnResponse)(nil),     // 9: sharedos.v1.CloseTurnResponse
-	(*GetTurnRequest)(nil),        // 10: sharedos.v1.GetTurnRequest
-	(*GetTurnResponse)(nil),       // 11: sharedos.v1.GetTurnResponse
-	(*AccessContext)(nil),         // 12: sharedos.v1.AccessContext
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*PublishedTool)(nil),         // 15: sharedos.v1.PublishedTool
+	(*LeaseCatalogue)(nil),        // 6: sharedos.v1.LeaseCatalogue
+	(*OpenTurnRequest)(nil),       // 7: sharedos.v1.OpenTurnRequest
+	(*TurnLease)(nil),             // 8: sharedos.v1.TurnLease
+	(*CloseTurnRequest)(nil),      // 9: sharedos.v1.CloseTurnRequest
+	(*CloseTurnResponse)(nil),     // 10: sharedos.v1.CloseTurnResponse
+	(*GetTurnRequest)(nil),        // 11: sharedos.v1.GetTurnRequest
+	(*GetTurnResponse)(nil),       // 12: sharedos.v1.GetTurnResponse
+	(*PublishedTool)(nil),         // 13: sharedos.v1.PublishedTool
+	(*PublishedPrompt)(nil),       // 14: sharedos.v1.PublishedPrompt
+	(*PublishedResource)(nil),     // 15: sharedos.v1.PublishedResource
+	(*AccessContext)(nil),         // 16: sharedos.v1.AccessContext
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_sharedos_v1_bridge_proto_depIdxs = []int32{
 	0,  // 0: sharedos.v1.ToolPolicy.mode:type_name -> sharedos.v1.PolicyMode
 	1,  // 1: sharedos.v1.HarnessIdentity.mcp_support:type_name -> sharedos.v1.McpSupport
 	4,  // 2: sharedos.v1.SystemIdentity.harness:type_name -> sharedos.v1.HarnessIdentity
 	3,  // 3: sharedos.v1.SystemIdentity.policy:type_name -> sharedos.v1.ToolPolicy
-	12, // 4: sharedos.v1.OpenTurnRequest.context:type_name -> sharedos.v1.AccessContext
-	3,  // 5: sharedos.v1.OpenTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
-	4,  // 6: sharedos.v1.OpenTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
-	13, // 7: sharedos.v1.OpenTurnRequest.ttl:type_name -> google.protobuf.Duration
-	14, // 8: sharedos.v1.TurnLease.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 9: sharedos.v1.TurnLease.tools:type_name -> sharedos.v1.PublishedTool
-	2,  // 10: sharedos.v1.GetTurnResponse.state:type_name -> sharedos.v1.TurnState
-	14, // 11: sharedos.v1.GetTurnResponse.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 12: sharedos.v1.GetTurnResponse.identity:type_name -> sharedos.v1.SystemIdentity
-	12, // 13: sharedos.v1.GetTurnResponse.context:type_name -> sharedos.v1.AccessContext
-	14, // 14: sharedos.v1.GetTurnResponse.opened_at:type_name -> google.protobuf.Timestamp
-	14, // 15: sharedos.v1.GetTurnResponse.closed_at:type_name -> google.protobuf.Timestamp
-	6,  // 16: sharedos.v1.BridgeService.OpenTurn:input_type -> sharedos.v1.OpenTurnRequest
-	8,  // 17: sharedos.v1.BridgeService.CloseTurn:input_type -> sharedos.v1.CloseTurnRequest
-	10, // 18: sharedos.v1.BridgeService.GetTurn:input_type -> sharedos.v1.GetTurnRequest
-	7,  // 19: sharedos.v1.BridgeService.OpenTurn:output_type -> sharedos.v1.TurnLease
-	9,  // 20: sharedos.v1.BridgeService.CloseTurn:output_type -> sharedos.v1.CloseTurnResponse
-	11, // 21: sharedos.v1.BridgeService.GetTurn:output_type -> sharedos.v1.GetTurnResponse
-	19, // [19:22] is the sub-list for method output_type
-	16, // [16:19] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	13, // 4: sharedos.v1.LeaseCatalogue.tools:type_name -> sharedos.v1.PublishedTool
+	14, // 5: sharedos.v1.LeaseCatalogue.prompts:type_name -> sharedos.v1.PublishedPrompt
+	15, // 6: sharedos.v1.LeaseCatalogue.resources:type_name -> sharedos.v1.PublishedResource
+	16, // 7: sharedos.v1.OpenTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	3,  // 8: sharedos.v1.OpenTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
+	4,  // 9: sharedos.v1.OpenTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
+	17, // 10: sharedos.v1.OpenTurnRequest.ttl:type_name -> google.protobuf.Duration
+	18, // 11: sharedos.v1.TurnLease.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 12: sharedos.v1.TurnLease.tools:type_name -> sharedos.v1.PublishedTool
+	14, // 13: sharedos.v1.TurnLease.prompts:type_name -> sharedos.v1.PublishedPrompt
+	15, // 14: sharedos.v1.TurnLease.resources:type_name -> sharedos.v1.PublishedResource
+	2,  // 15: sharedos.v1.GetTurnResponse.state:type_name -> sharedos.v1.TurnState
+	18, // 16: sharedos.v1.GetTurnResponse.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 17: sharedos.v1.GetTurnResponse.identity:type_name -> sharedos.v1.SystemIdentity
+	16, // 18: sharedos.v1.GetTurnResponse.context:type_name -> sharedos.v1.AccessContext
+	18, // 19: sharedos.v1.GetTurnResponse.opened_at:type_name -> google.protobuf.Timestamp
+	18, // 20: sharedos.v1.GetTurnResponse.closed_at:type_name -> google.protobuf.Timestamp
+	7,  // 21: sharedos.v1.BridgeService.OpenTurn:input_type -> sharedos.v1.OpenTurnRequest
+	9,  // 22: sharedos.v1.BridgeService.CloseTurn:input_type -> sharedos.v1.CloseTurnRequest
+	11, // 23: sharedos.v1.BridgeService.GetTurn:input_type -> sharedos.v1.GetTurnRequest
+	8,  // 24: sharedos.v1.BridgeService.OpenTurn:output_type -> sharedos.v1.TurnLease
+	10, // 25: sharedos.v1.BridgeService.CloseTurn:output_type -> sharedos.v1.CloseTurnResponse
+	12, // 26: sharedos.v1.BridgeService.GetTurn:output_type -> sharedos.v1.GetTurnResponse
+	24, // [24:27] is the sub-list for method output_type
+	21, // [21:24] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_bridge_proto_init() }
@@ -925,6 +1057,7 @@ func file_sharedos_v1_bridge_proto_init() {
 	if File_sharedos_v1_bridge_proto != nil {
 		return
 	}
+	file_sharedos_v1_catalog_proto_init()
 	file_sharedos_v1_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -932,7 +1065,7 @@ func file_sharedos_v1_bridge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_bridge_proto_rawDesc), len(file_sharedos_v1_bridge_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

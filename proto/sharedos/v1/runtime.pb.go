@@ -93,10 +93,15 @@ type GrantTurnResponse struct {
 	// holder; sent with every ToolCall of the turn.
 	Grant string `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
 	// catalog_hash and tools are the catalogue the grant pins, sorted by name.
-	CatalogHash   string           `protobuf:"bytes,2,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
-	Tools         []*PublishedTool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CatalogHash string           `protobuf:"bytes,2,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
+	Tools       []*PublishedTool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	// prompts (by name) and resources (by URI) are the other entries the
+	// grant pins (ADR 0018); prompts_resources_hash is their hash.
+	Prompts              []*PublishedPrompt   `protobuf:"bytes,4,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	Resources            []*PublishedResource `protobuf:"bytes,5,rep,name=resources,proto3" json:"resources,omitempty"`
+	PromptsResourcesHash string               `protobuf:"bytes,6,opt,name=prompts_resources_hash,json=promptsResourcesHash,proto3" json:"prompts_resources_hash,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GrantTurnResponse) Reset() {
@@ -148,6 +153,27 @@ func (x *GrantTurnResponse) GetTools() []*PublishedTool {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *GrantTurnResponse) GetPrompts() []*PublishedPrompt {
+	if x != nil {
+		return x.Prompts
+	}
+	return nil
+}
+
+func (x *GrantTurnResponse) GetResources() []*PublishedResource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *GrantTurnResponse) GetPromptsResourcesHash() string {
+	if x != nil {
+		return x.PromptsResourcesHash
+	}
+	return ""
 }
 
 type RevokeTurnRequest struct {
@@ -1301,16 +1327,19 @@ var File_sharedos_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\n" +
-	"\x19sharedos/v1/runtime.proto\x12\vsharedos.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sharedos/v1/common.proto\x1a\x19sharedos/v1/handler.proto\"\x9c\x01\n" +
+	"\x19sharedos/v1/runtime.proto\x12\vsharedos.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sharedos/v1/catalog.proto\x1a\x18sharedos/v1/common.proto\x1a\x19sharedos/v1/handler.proto\"\x9c\x01\n" +
 	"\x10GrantTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x124\n" +
 	"\acontext\x18\x02 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"~\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xaa\x02\n" +
 	"\x11GrantTurnResponse\x12\x14\n" +
 	"\x05grant\x18\x01 \x01(\tR\x05grant\x12!\n" +
 	"\fcatalog_hash\x18\x02 \x01(\tR\vcatalogHash\x120\n" +
-	"\x05tools\x18\x03 \x03(\v2\x1a.sharedos.v1.PublishedToolR\x05tools\",\n" +
+	"\x05tools\x18\x03 \x03(\v2\x1a.sharedos.v1.PublishedToolR\x05tools\x126\n" +
+	"\aprompts\x18\x04 \x03(\v2\x1c.sharedos.v1.PublishedPromptR\aprompts\x12<\n" +
+	"\tresources\x18\x05 \x03(\v2\x1e.sharedos.v1.PublishedResourceR\tresources\x124\n" +
+	"\x16prompts_resources_hash\x18\x06 \x01(\tR\x14promptsResourcesHash\",\n" +
 	"\x11RevokeTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"2\n" +
 	"\x12RevokeTurnResponse\x12\x1c\n" +
@@ -1453,47 +1482,51 @@ var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(*AccessContext)(nil),            // 16: sharedos.v1.AccessContext
 	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
 	(*PublishedTool)(nil),            // 18: sharedos.v1.PublishedTool
-	(*InputRequired)(nil),            // 19: sharedos.v1.InputRequired
-	(OperationStatus)(0),             // 20: sharedos.v1.OperationStatus
-	(*Progress)(nil),                 // 21: sharedos.v1.Progress
+	(*PublishedPrompt)(nil),          // 19: sharedos.v1.PublishedPrompt
+	(*PublishedResource)(nil),        // 20: sharedos.v1.PublishedResource
+	(*InputRequired)(nil),            // 21: sharedos.v1.InputRequired
+	(OperationStatus)(0),             // 22: sharedos.v1.OperationStatus
+	(*Progress)(nil),                 // 23: sharedos.v1.Progress
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
 	16, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
 	17, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
 	18, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
-	5,  // 3: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
-	19, // 4: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
-	17, // 5: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
-	20, // 6: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
-	6,  // 7: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
-	20, // 8: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	17, // 9: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	17, // 10: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 11: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
-	21, // 12: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
-	7,  // 13: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
-	8,  // 14: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	17, // 15: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
-	8,  // 16: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	4,  // 17: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	4,  // 18: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
-	10, // 19: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	0,  // 20: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
-	2,  // 21: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
-	12, // 22: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
-	14, // 23: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
-	7,  // 24: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	9,  // 25: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
-	11, // 26: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	1,  // 27: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
-	3,  // 28: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
-	13, // 29: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
-	15, // 30: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	19, // 3: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
+	20, // 4: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
+	5,  // 5: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
+	21, // 6: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
+	17, // 7: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 8: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	6,  // 9: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
+	22, // 10: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	17, // 11: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	17, // 12: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	17, // 13: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
+	23, // 14: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
+	7,  // 15: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
+	8,  // 16: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	17, // 17: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
+	8,  // 18: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	4,  // 19: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	4,  // 20: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
+	10, // 21: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	0,  // 22: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	2,  // 23: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	12, // 24: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
+	14, // 25: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
+	7,  // 26: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	9,  // 27: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
+	11, // 28: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	1,  // 29: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	3,  // 30: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	13, // 31: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
+	15, // 32: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
+	26, // [26:33] is the sub-list for method output_type
+	19, // [19:26] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_runtime_proto_init() }
@@ -1501,6 +1534,7 @@ func file_sharedos_v1_runtime_proto_init() {
 	if File_sharedos_v1_runtime_proto != nil {
 		return
 	}
+	file_sharedos_v1_catalog_proto_init()
 	file_sharedos_v1_common_proto_init()
 	file_sharedos_v1_handler_proto_init()
 	file_sharedos_v1_runtime_proto_msgTypes[9].OneofWrappers = []any{

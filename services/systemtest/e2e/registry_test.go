@@ -78,6 +78,27 @@ func TestPromptAndResourceRegistry(t *testing.T) {
 		t.Fatalf("resources list: %d %s", code, out)
 	}
 
+	// A turn pins what its context may list (ADR 0018): the conformance
+	// role lists test_simple_prompt and the template; alice/engineer none.
+	var opened struct {
+		Prompts              []string `json:"prompts"`
+		Resources            []string `json:"resources"`
+		PromptsResourcesHash string   `json:"promptsResourcesHash"`
+	}
+	s.ctlJSON(t, &opened, "turn", "open", "--principal", "ci", "--role", "conformance", "--harness", "e2e")
+	if strings.Join(opened.Prompts, ",") != "test_simple_prompt" || strings.Join(opened.Resources, ",") != "test://static-text,test://template/{id}/data" ||
+		len(opened.PromptsResourcesHash) != 64 {
+		t.Fatalf("the conformance turn pinned %+v", opened)
+	}
+	var engineer struct {
+		Prompts              []string `json:"prompts"`
+		PromptsResourcesHash string   `json:"promptsResourcesHash"`
+	}
+	s.ctlJSON(t, &engineer, "turn", "open", "--principal", "alice", "--role", "engineer", "--harness", "e2e")
+	if len(engineer.Prompts) != 0 || engineer.PromptsResourcesHash == opened.PromptsResourcesHash {
+		t.Fatalf("the engineer turn pinned %+v", engineer)
+	}
+
 	bad := filepath.Join(dir, "bad.yaml")
 	write(bad, "uri: test://t/{+path}\nname: bad\nhandler: {target: x}\n")
 	if _, stderr, code := s.Ctl(t, "resources", "register", "-f", bad); code == 0 || !strings.Contains(stderr, "uri") ||

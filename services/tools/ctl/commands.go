@@ -402,6 +402,11 @@ type TurnOpened struct {
 	ExpiresAt   string   `json:"expiresAt"`
 	CatalogHash string   `json:"catalogHash"`
 	Tools       []string `json:"tools"`
+	// Prompts (names), Resources (URIs or templates) and their hash: the
+	// turn's other pinned entries (ADR 0018).
+	Prompts              []string `json:"prompts,omitempty"`
+	Resources            []string `json:"resources,omitempty"`
+	PromptsResourcesHash string   `json:"promptsResourcesHash,omitempty"`
 }
 
 // OpenedFromLease renders a lease as `turn open` prints it.
@@ -413,6 +418,13 @@ func OpenedFromLease(l *sharedosv1.TurnLease) TurnOpened {
 	for _, t := range l.GetTools() {
 		out.Tools = append(out.Tools, t.GetName())
 	}
+	for _, p := range l.GetPrompts() {
+		out.Prompts = append(out.Prompts, p.GetName())
+	}
+	for _, r := range l.GetResources() {
+		out.Resources = append(out.Resources, r.GetUri())
+	}
+	out.PromptsResourcesHash = l.GetPromptsResourcesHash()
 	return out
 }
 

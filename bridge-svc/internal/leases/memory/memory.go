@@ -177,5 +177,13 @@ func clone(l *leases.Lease) *leases.Lease {
 	for i, t := range l.Tools {
 		c.Tools[i] = proto.Clone(t).(*sharedosv1.PublishedTool)
 	}
+	c.Prompts = make([]*sharedosv1.PublishedPrompt, len(l.Prompts))
+	for i, p := range l.Prompts {
+		c.Prompts[i] = proto.Clone(p).(*sharedosv1.PublishedPrompt)
+	}
+	c.Resources = make([]*sharedosv1.PublishedResource, len(l.Resources))
+	for i, r := range l.Resources {
+		c.Resources[i] = proto.Clone(r).(*sharedosv1.PublishedResource)
+	}
 	return &c
 }

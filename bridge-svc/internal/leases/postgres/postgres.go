@@ -55,7 +55,8 @@ func (s *Store) Create(ctx context.Context, l *leases.Lease) error {
 	if err != nil {
 		return fmt.Errorf("leases/postgres: encode harness: %w", err)
 	}
-	catalogue, err := proto.Marshal(&sharedosv1.ListToolsResponse{Tools: l.Tools, CatalogHash: l.CatalogHash})
+	catalogue, err := proto.Marshal(&sharedosv1.LeaseCatalogue{Tools: l.Tools, CatalogHash: l.CatalogHash,
+		Prompts: l.Prompts, Resources: l.Resources, PromptsResourcesHash: l.PromptsResourcesHash})
 	if err != nil {
 		return fmt.Errorf("leases/postgres: encode catalogue: %w", err)
 	}
@@ -114,11 +115,11 @@ func (s *Store) Get(ctx context.Context, turnID string) (*leases.Lease, leases.S
 			return nil, leases.Status{}, fmt.Errorf("leases/postgres: decode lease %s: %w", turnID, err)
 		}
 	}
-	var cat sharedosv1.ListToolsResponse
+	var cat sharedosv1.LeaseCatalogue
 	if err := proto.Unmarshal(catalogue, &cat); err != nil {
 		return nil, leases.Status{}, fmt.Errorf("leases/postgres: decode catalogue of %s: %w", turnID, err)
 	}
-	l.Tools = cat.GetTools()
+	l.Tools, l.Prompts, l.Resources, l.PromptsResourcesHash = cat.GetTools(), cat.GetPrompts(), cat.GetResources(), cat.GetPromptsResourcesHash()
 	if closedAt != nil {
 		l.ClosedAt = *closedAt
 	}

@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/postgres"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/storetest"
 	"github.com/sharedos/toolshare/bridge-svc/migrations"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 )
@@ -75,5 +78,21 @@ func TestAnswersRelay(t *testing.T) {
 	}
 	if _, err := s.TakeAnswer(ctx, []byte(`"sharedos-ask-2"`)); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("TakeAnswer of an id never passed: %v", err)
+	}
+}
+
+// TestOldCatalogueRowsDecode: a lease written before prompts and resources
+// were pinned holds a ListToolsResponse; it reads as a LeaseCatalogue with
+// the same tools and hash, and none of the rest.
+func TestOldCatalogueRowsDecode(t *testing.T) {
+	old, err := proto.Marshal(&sharedosv1.ListToolsResponse{CatalogHash: "c0ffee",
+		Tools: []*sharedosv1.PublishedTool{{Name: "files.read", CanonicalJson: []byte(`{"name":"files.read"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cat sharedosv1.LeaseCatalogue
+	if err := proto.Unmarshal(old, &cat); err != nil || cat.GetCatalogHash() != "c0ffee" || len(cat.GetTools()) != 1 ||
+		cat.GetTools()[0].GetName() != "files.read" || len(cat.GetPrompts()) != 0 || cat.GetPromptsResourcesHash() != "" {
+		t.Fatalf("decoded %v, %v", &cat, err)
 	}
 }

@@ -99,10 +99,15 @@ func Sample(t *testing.T, opened, expires time.Time) *leases.Lease {
 			Metadata:         &sharedosv1.ToolMetadata{Namespace: "files", Source: "provider:files"},
 			CanonicalJson:    []byte(`{"name":"files.read"}`),
 		}},
-		PortableNames: true,
-		Grant:         "eyJhbGciOiJFZERTQSJ9.eyJ0aWQiOiJ0In0.c2ln",
-		OpenedAt:      opened.UTC().Truncate(time.Microsecond),
-		ExpiresAt:     expires.UTC().Truncate(time.Microsecond),
+		Prompts: []*sharedosv1.PublishedPrompt{{Name: "test_simple_prompt", Description: "A prompt",
+			Arguments: []*sharedosv1.PromptArgument{{Name: "arg1", Required: true}}, CanonicalJson: []byte(`{"name":"test_simple_prompt"}`), Digest: "d1"}},
+		Resources: []*sharedosv1.PublishedResource{{Uri: "test://template/{id}/data", Template: true, Name: "data",
+			MimeType: "application/json", CanonicalJson: []byte(`{"name":"data"}`), Digest: "d2"}},
+		PromptsResourcesHash: "beef",
+		PortableNames:        true,
+		Grant:                "eyJhbGciOiJFZERTQSJ9.eyJ0aWQiOiJ0In0.c2ln",
+		OpenedAt:             opened.UTC().Truncate(time.Microsecond),
+		ExpiresAt:            expires.UTC().Truncate(time.Microsecond),
 	}
 }
 
@@ -128,6 +133,11 @@ func testRoundTrip(t *testing.T, s leases.Store) {
 		if !proto.Equal(pair[0], pair[1]) {
 			t.Errorf("%s = %v, want %v", name, pair[0], pair[1])
 		}
+	}
+	if len(got.Prompts) != 1 || !proto.Equal(got.Prompts[0], want.Prompts[0]) || len(got.Resources) != 1 ||
+		!proto.Equal(got.Resources[0], want.Resources[0]) || got.PromptsResourcesHash != want.PromptsResourcesHash {
+		t.Errorf("prompts %v, resources %v, hash %q: want %v, %v, %q", got.Prompts, got.Resources, got.PromptsResourcesHash,
+			want.Prompts, want.Resources, want.PromptsResourcesHash)
 	}
 	if len(got.Tools) != len(want.Tools) || !proto.Equal(got.Tools[0], want.Tools[0]) {
 		t.Errorf("tools = %v, want %v", got.Tools, want.Tools)

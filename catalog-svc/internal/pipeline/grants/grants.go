@@ -44,8 +44,14 @@ type Grant struct {
 	Context     *sharedosv1.AccessContext
 	CatalogHash string
 	// Tools maps each pinned tool's name to its digest.
-	Tools     map[string]string
-	ExpiresAt time.Time
+	Tools map[string]string
+	// Prompts and Resources map each pinned prompt's name and resource's
+	// URI (or URI template) to its digest (ADR 0018); PromptsResourcesHash
+	// is their hash. Grants issued before them carry none.
+	Prompts              map[string]string
+	Resources            map[string]string
+	PromptsResourcesHash string
+	ExpiresAt            time.Time
 }
 
 // Refusal says why a grant was refused; its text is safe to show a model.
@@ -176,6 +182,9 @@ type claims struct {
 	Context     accessContext     `json:"ctx"`
 	CatalogHash string            `json:"cat"`
 	Tools       map[string]string `json:"pin"`
+	Prompts     map[string]string `json:"prm,omitempty"`
+	Resources   map[string]string `json:"res,omitempty"`
+	PRHash      string            `json:"prh,omitempty"`
 }
 
 type accessContext struct {
@@ -203,6 +212,7 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 	}
 	c := claims{
 		TurnID: g.TurnID, CatalogHash: g.CatalogHash, Tools: g.Tools,
+		Prompts: g.Prompts, Resources: g.Resources, PRHash: g.PromptsResourcesHash,
 		Context: accessContext{
 			Principal: g.Context.GetPrincipal(), Tenant: g.Context.GetTenant(),
 			Roles: g.Context.GetRoles(), Attributes: g.Context.GetAttributes(),
@@ -274,6 +284,7 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 	}
 	return &Grant{
 		TurnID: c.TurnID, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: std.Expiry.Time(),
+		Prompts: maps.Clone(c.Prompts), Resources: maps.Clone(c.Resources), PromptsResourcesHash: c.PRHash,
 		Context: &sharedosv1.AccessContext{
 			Principal: c.Context.Principal, Tenant: c.Context.Tenant,
 			Roles: slices.Clone(c.Context.Roles), Attributes: maps.Clone(c.Context.Attributes),
