@@ -232,7 +232,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		return nil, err
 	}
 	a.pipeline, err = pipeline.New(pipeline.Config{
-		Resolver: a.catalog, Catalogue: a.catalog, Grants: keys, Records: recs, Journal: jr, Authz: authz, Logger: log,
+		Resolver: a.catalog, Entries: a.catalog, Catalogue: a.catalog, Grants: keys, Records: recs, Journal: jr, Authz: authz, Logger: log,
 		Handlers:     handlers,
 		AuthzTimeout: c.AuthzTimeout, DefaultHandlerTimeout: c.DefaultHandlerTimeout, InstanceID: c.InstanceID,
 		Instances: instances,

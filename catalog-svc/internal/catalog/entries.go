@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -416,4 +417,79 @@ func (s *Service) ListPromptsResources(ctx context.Context, actx *sharedosv1.Acc
 	}
 	out.Hash = cataloghash.Sum(hs)
 	return out, nil
+}
+
+// ResolvedEntry is a prompt or resource registration as a call resolves it:
+// the admin view (one of the two is set) and its published digest.
+type ResolvedEntry struct {
+	Prompt   *sharedosv1.PromptRegistration
+	Resource *sharedosv1.ResourceRegistration
+	Digest   string
+}
+
+// ResolvePrompt returns the prompt name as registered now; ErrNotFound
+// when there is none.
+func (s *Service) ResolvePrompt(ctx context.Context, name string) (*ResolvedEntry, error) {
+	e, err := s.store.GetEntry(ctx, store.KindPrompt, name)
+	if err != nil {
+		return nil, fromStore(err, name)
+	}
+	r := &sharedosv1.PromptRegistration{}
+	if err := proto.Unmarshal(e.Registration, r); err != nil {
+		return nil, fmt.Errorf("catalog: stored prompt %q: %w", name, err)
+	}
+	return &ResolvedEntry{Prompt: r, Digest: e.Digest}, nil
+}
+
+// ResolveResource returns the resource registration with URI (or URI
+// template) uri as registered now; ErrNotFound when there is none.
+func (s *Service) ResolveResource(ctx context.Context, uri string) (*ResolvedEntry, error) {
+	e, err := s.store.GetEntry(ctx, store.KindResource, uri)
+	if err != nil {
+		return nil, fromStore(err, uri)
+	}
+	r := &sharedosv1.ResourceRegistration{}
+	if err := proto.Unmarshal(e.Registration, r); err != nil {
+		return nil, fmt.Errorf("catalog: stored resource %q: %w", uri, err)
+	}
+	return &ResolvedEntry{Resource: r, Digest: e.Digest}, nil
+}
+
+// MatchResource returns the pinned registration a concrete URI reads: the
+// one registered with exactly that URI, else the first (in byte order)
+// template it matches, each {var} standing for one non-empty segment
+// without '/', '?' or '#'; ok is false when none does (or uri has a brace).
+func MatchResource(pinned []string, uri string) (string, bool) {
+	if strings.ContainsAny(uri, "{}") {
+		return "", false // a template is not a resource (braces are not URI characters)
+	}
+	if slices.Contains(pinned, uri) {
+		return uri, true
+	}
+	sorted := slices.Sorted(slices.Values(pinned))
+	for _, p := range sorted {
+		if templateVar.MatchString(p) && templateMatches(p, uri) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func templateMatches(tmpl, uri string) bool {
+	var re strings.Builder
+	re.WriteString("^")
+	rest := tmpl
+	for {
+		loc := templateVar.FindStringIndex(rest)
+		if loc == nil {
+			re.WriteString(regexp.QuoteMeta(rest))
+			break
+		}
+		re.WriteString(regexp.QuoteMeta(rest[:loc[0]]))
+		re.WriteString(`[^/?#]+`)
+		rest = rest[loc[1]:]
+	}
+	re.WriteString("$")
+	m, err := regexp.MatchString(re.String(), uri)
+	return err == nil && m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -186,7 +187,8 @@ func (a *fakeAuthz) Authorize(ctx context.Context, req *sharedosv1.AuthorizeRequ
 		return &sharedosv1.AuthorizeResponse{DecisionId: "dec-u", PolicyRevision: "rev-1"}, nil
 	}
 	res := req.GetResource()
-	allowed := strings.HasPrefix(res, "file:/public/") || (res == "file:/public" && req.GetAction() != "write")
+	allowed := strings.HasPrefix(res, "file:/public/") || (res == "file:/public" && req.GetAction() != "write") ||
+		((strings.HasPrefix(res, "prompt:") || strings.HasPrefix(res, "resource:")) && !strings.Contains(res, "secret"))
 	if allowed {
 		return &sharedosv1.AuthorizeResponse{Decision: sharedosv1.Decision_DECISION_ALLOW, DecisionId: "dec-allow", PolicyRevision: "rev-1"}, nil
 	}
@@ -244,6 +246,34 @@ func (h *countingHandler) Invoke(req *sharedosv1.HandleRequest, stream grpc.Serv
 		return err
 	}
 	return stream.Send(&sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Result{Result: resp}})
+}
+
+// GetPrompt (contract v4): review asks for a name first (a v3 round).
+func (h *countingHandler) GetPrompt(_ context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.PromptResponse, error) {
+	h.calls.Add(1)
+	h.mu.Lock()
+	h.asked = append(h.asked, req)
+	h.mu.Unlock()
+	if req.GetTool() == "review" && len(req.GetInputResponsesJson()) == 0 {
+		return &sharedosv1.PromptResponse{InputRequired: &sharedosv1.InputRequired{
+			InputRequestsJson: []byte(`{"who":{"method":"elicitation/create","params":{"message":"Who?"}}}`)}}, nil
+	}
+	b, _ := json.Marshal([]map[string]any{{"role": "user", "content": map[string]string{"type": "text",
+		"text": "prompt " + req.GetTool() + " " + string(req.GetArgumentsJson())}}})
+	return &sharedosv1.PromptResponse{Description: "a prompt", MessagesJson: b}, nil
+}
+
+// ReadResource (contract v4): id 404 of the template does not exist.
+func (h *countingHandler) ReadResource(_ context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.ResourceResponse, error) {
+	h.calls.Add(1)
+	h.mu.Lock()
+	h.asked = append(h.asked, req)
+	h.mu.Unlock()
+	if strings.Contains(req.GetTool(), "/404/") {
+		return nil, status.Error(codes.NotFound, "no such item")
+	}
+	b, _ := json.Marshal([]map[string]string{{"uri": req.GetTool(), "mimeType": "text/plain", "text": "read " + req.GetRegistered()}})
+	return &sharedosv1.ResourceResponse{ContentsJson: b}, nil
 }
 
 func (h *countingHandler) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
@@ -445,8 +475,9 @@ func newHarness(t *testing.T, store records.Store, rows func() int, opts options
 func newKernelWith(t *testing.T, h *harness, resolver pipeline.ToolResolver) *pipeline.Pipeline {
 	t.Helper()
 	lister, _ := resolver.(pipeline.CatalogueLister)
+	entries, _ := resolver.(pipeline.EntryResolver)
 	k, err := pipeline.New(pipeline.Config{
-		Resolver: resolver, Catalogue: lister, Records: h.store, Authz: h.authzClient, Grants: testKeys,
+		Resolver: resolver, Entries: entries, Catalogue: lister, Records: h.store, Authz: h.authzClient, Grants: testKeys,
 		AuthzTimeout: h.authzTimeout, InstanceID: "test-kernel", Logger: quiet,
 	})
 	if err != nil {

@@ -61,6 +61,9 @@ type ToolResolver interface {
 // Config wires the kernel.
 type Config struct {
 	Resolver ToolResolver
+	// Entries resolves prompts and resources (ADR 0018); nil: this kernel
+	// refuses GetPrompt and ReadResource calls (failed/internal, recorded).
+	Entries EntryResolver
 	// Catalogue is what GrantTurn pins; nil: this kernel grants no turns.
 	Catalogue CatalogueLister
 	// Grants signs and verifies turn grants; nil: a key that lives only in
@@ -101,6 +104,7 @@ type Config struct {
 // server.RuntimeServer, which maps its errors).
 type Pipeline struct {
 	resolver     ToolResolver
+	entries      EntryResolver
 	catalogue    CatalogueLister
 	grants       *grants.Keys
 	inflight     flights
@@ -149,6 +153,7 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	s := &Pipeline{
 		resolver:       cfg.Resolver,
+		entries:        cfg.Entries,
 		catalogue:      cfg.Catalogue,
 		grants:         cfg.Grants,
 		records:        cfg.Records,
@@ -387,6 +392,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 
 	// (1) The record first: nothing below may run unless it is durable.
 	rec := &records.Record{
+		Kind:                call.GetKind(),
 		AttemptID:           records.NewAttemptID(),
 		CallID:              call.GetCallId(),
 		TurnID:              call.GetTurnId(),
@@ -667,6 +673,10 @@ func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant
 	if res := contextOutcome(ctx); res != nil {
 		return res, "", nil, ""
 	}
+	if call.GetKind() != sharedosv1.CallKind_CALL_KIND_UNSPECIFIED {
+		res, name, dispatch := s.prepareEntry(ctx, call, grant, args)
+		return res, name, dispatch, ""
+	}
 	// (2) Resolve within the pin.
 	res, resolved := s.resolve(ctx, call, grant)
 	if res != nil {
@@ -692,7 +702,7 @@ func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant
 	}
 
 	// (5) Authorize.
-	res, decisionID, revision := s.authorize(ctx, call, grant.Context, resolved, action, resource, args)
+	res, decisionID, revision := s.authorize(ctx, call, grant.Context, toolFacts(reg), action, resource, args)
 	if res != nil {
 		res.DecisionId, res.PolicyRevision = decisionID, revision
 		return res, name, nil, ""
@@ -761,8 +771,18 @@ func (s *Pipeline) validate(ctx context.Context, resolved *catalog.Resolved, arg
 	return decoded, nil, ""
 }
 
-func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, resolved *catalog.Resolved, action, resource string, args []byte) (res *sharedosv1.ToolResult, decisionID, revision string) {
-	reg := resolved.Registration
+// toolFacts are what the policy reads of a tool.
+func toolFacts(reg *sharedosv1.ToolRegistration) *sharedosv1.ToolFacts {
+	return &sharedosv1.ToolFacts{
+		Name:            reg.GetName(),
+		Namespace:       reg.GetMetadata().GetNamespace(),
+		Class:           "managed",
+		AnnotationsJson: reg.GetAnnotationsJson(),
+		Source:          reg.GetMetadata().GetSource(),
+	}
+}
+
+func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, facts *sharedosv1.ToolFacts, action, resource string, args []byte) (res *sharedosv1.ToolResult, decisionID, revision string) {
 	actx, cancel := context.WithTimeout(ctx, s.authzTimeout)
 	defer cancel()
 	actx, span := tracer.Start(actx, telemetry.SpanAuthorize, trace.WithAttributes(
@@ -770,14 +790,8 @@ func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, acc
 	))
 	defer span.End()
 	resp, err := s.authz.Authorize(actx, &sharedosv1.AuthorizeRequest{
-		Context: access,
-		Tool: &sharedosv1.ToolFacts{
-			Name:            reg.GetName(),
-			Namespace:       reg.GetMetadata().GetNamespace(),
-			Class:           "managed",
-			AnnotationsJson: reg.GetAnnotationsJson(),
-			Source:          reg.GetMetadata().GetSource(),
-		},
+		Context:       access,
+		Tool:          facts,
 		Action:        action,
 		Resource:      resource,
 		ArgumentsJson: args,

@@ -37,6 +37,22 @@ func NewRuntimeServer(rt Runtime) *RuntimeServer { return &RuntimeServer{rt: rt}
 
 // InvokeTool implements sharedosv1.RuntimeServiceServer.
 func (s *RuntimeServer) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+	return s.invoke(ctx, call, sharedosv1.CallKind_CALL_KIND_UNSPECIFIED)
+}
+
+// GetPrompt implements sharedosv1.RuntimeServiceServer.
+func (s *RuntimeServer) GetPrompt(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+	return s.invoke(ctx, call, sharedosv1.CallKind_CALL_KIND_PROMPT)
+}
+
+// ReadResource implements sharedosv1.RuntimeServiceServer.
+func (s *RuntimeServer) ReadResource(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+	return s.invoke(ctx, call, sharedosv1.CallKind_CALL_KIND_RESOURCE)
+}
+
+// invoke runs call as the kind its method says, whatever the call claims.
+func (s *RuntimeServer) invoke(ctx context.Context, call *sharedosv1.ToolCall, kind sharedosv1.CallKind) (*sharedosv1.ToolResult, error) {
+	call.Kind = kind
 	res, err := s.rt.InvokeTool(ctx, call)
 	if err != nil {
 		return nil, ToStatus(err)
@@ -97,6 +113,7 @@ func (s *RuntimeServer) InvokeToolStream(call *sharedosv1.ToolCall, stream grpc.
 		// with the stream, and the result is not sent either.
 		_ = stream.Send(&sharedosv1.ToolEvent{Event: &sharedosv1.ToolEvent_Progress{Progress: p}})
 	})
+	call.Kind = sharedosv1.CallKind_CALL_KIND_UNSPECIFIED
 	res, err := s.rt.InvokeTool(ctx, call)
 	if err != nil {
 		return ToStatus(err)

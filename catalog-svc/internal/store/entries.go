@@ -39,4 +39,6 @@ type Entries interface {
 	DeleteEntry(ctx context.Context, kind Kind, key string) error
 	// Entries returns every entry of kind, by key in byte order.
 	Entries(ctx context.Context, kind Kind) ([]Entry, error)
+	// GetEntry returns (kind, key); ErrNotFound when there is none.
+	GetEntry(ctx context.Context, kind Kind, key string) (Entry, error)
 }

@@ -21,6 +21,113 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PromptResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Description string                 `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	// messages_json is an MCP PromptMessage array.
+	MessagesJson  []byte         `protobuf:"bytes,2,opt,name=messages_json,json=messagesJson,proto3" json:"messages_json,omitempty"`
+	InputRequired *InputRequired `protobuf:"bytes,3,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptResponse) Reset() {
+	*x = PromptResponse{}
+	mi := &file_sharedos_v1_handler_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptResponse) ProtoMessage() {}
+
+func (x *PromptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_handler_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptResponse.ProtoReflect.Descriptor instead.
+func (*PromptResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PromptResponse) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PromptResponse) GetMessagesJson() []byte {
+	if x != nil {
+		return x.MessagesJson
+	}
+	return nil
+}
+
+func (x *PromptResponse) GetInputRequired() *InputRequired {
+	if x != nil {
+		return x.InputRequired
+	}
+	return nil
+}
+
+type ResourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// contents_json is an MCP resource contents array (text or blob items),
+	// never empty.
+	ContentsJson  []byte `protobuf:"bytes,1,opt,name=contents_json,json=contentsJson,proto3" json:"contents_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceResponse) Reset() {
+	*x = ResourceResponse{}
+	mi := &file_sharedos_v1_handler_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceResponse) ProtoMessage() {}
+
+func (x *ResourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_handler_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceResponse.ProtoReflect.Descriptor instead.
+func (*ResourceResponse) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ResourceResponse) GetContentsJson() []byte {
+	if x != nil {
+		return x.ContentsJson
+	}
+	return nil
+}
+
 // Progress is how far a running call has come (MCP notifications/progress):
 // progress increases with every report; total, when known, is where it ends.
 type Progress struct {
@@ -35,7 +142,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_sharedos_v1_handler_proto_msgTypes[0]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +154,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_handler_proto_msgTypes[0]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +167,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{0}
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -97,7 +204,7 @@ type HandleEvent struct {
 
 func (x *HandleEvent) Reset() {
 	*x = HandleEvent{}
-	mi := &file_sharedos_v1_handler_proto_msgTypes[1]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +216,7 @@ func (x *HandleEvent) String() string {
 func (*HandleEvent) ProtoMessage() {}
 
 func (x *HandleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_handler_proto_msgTypes[1]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +229,7 @@ func (x *HandleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleEvent.ProtoReflect.Descriptor instead.
 func (*HandleEvent) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{1}
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HandleEvent) GetEvent() isHandleEvent_Event {
@@ -191,14 +298,17 @@ type HandleRequest struct {
 	// input_methods are the input requests this client can answer:
 	// elicitation/create, sampling/createMessage, roots/list. Empty: it can
 	// answer none, and input_required is refused as missing_capability.
-	InputMethods  []string `protobuf:"bytes,10,rep,name=input_methods,json=inputMethods,proto3" json:"input_methods,omitempty"`
+	InputMethods []string `protobuf:"bytes,10,rep,name=input_methods,json=inputMethods,proto3" json:"input_methods,omitempty"`
+	// registered is the registration a resource read matched (its URI or
+	// URI template), when tool is a concrete URI (v4).
+	Registered    string `protobuf:"bytes,11,opt,name=registered,proto3" json:"registered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandleRequest) Reset() {
 	*x = HandleRequest{}
-	mi := &file_sharedos_v1_handler_proto_msgTypes[2]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +320,7 @@ func (x *HandleRequest) String() string {
 func (*HandleRequest) ProtoMessage() {}
 
 func (x *HandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_handler_proto_msgTypes[2]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +333,7 @@ func (x *HandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleRequest.ProtoReflect.Descriptor instead.
 func (*HandleRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{2}
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HandleRequest) GetCallId() string {
@@ -296,6 +406,13 @@ func (x *HandleRequest) GetInputMethods() []string {
 	return nil
 }
 
+func (x *HandleRequest) GetRegistered() string {
+	if x != nil {
+		return x.Registered
+	}
+	return ""
+}
+
 // InputRequired asks the client for input before the call can go on.
 type InputRequired struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -312,7 +429,7 @@ type InputRequired struct {
 
 func (x *InputRequired) Reset() {
 	*x = InputRequired{}
-	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +441,7 @@ func (x *InputRequired) String() string {
 func (*InputRequired) ProtoMessage() {}
 
 func (x *InputRequired) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_handler_proto_msgTypes[3]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +454,7 @@ func (x *InputRequired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequired.ProtoReflect.Descriptor instead.
 func (*InputRequired) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{3}
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InputRequired) GetInputRequestsJson() []byte {
@@ -370,7 +487,7 @@ type HandleResponse struct {
 
 func (x *HandleResponse) Reset() {
 	*x = HandleResponse{}
-	mi := &file_sharedos_v1_handler_proto_msgTypes[4]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +499,7 @@ func (x *HandleResponse) String() string {
 func (*HandleResponse) ProtoMessage() {}
 
 func (x *HandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_handler_proto_msgTypes[4]
+	mi := &file_sharedos_v1_handler_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +512,7 @@ func (x *HandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleResponse.ProtoReflect.Descriptor instead.
 func (*HandleResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{4}
+	return file_sharedos_v1_handler_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HandleResponse) GetContentJson() []byte {
@@ -430,7 +547,13 @@ var File_sharedos_v1_handler_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_handler_proto_rawDesc = "" +
 	"\n" +
-	"\x19sharedos/v1/handler.proto\x12\vsharedos.v1\x1a\x18sharedos/v1/common.proto\"V\n" +
+	"\x19sharedos/v1/handler.proto\x12\vsharedos.v1\x1a\x18sharedos/v1/common.proto\"\x9a\x01\n" +
+	"\x0ePromptResponse\x12 \n" +
+	"\vdescription\x18\x01 \x01(\tR\vdescription\x12#\n" +
+	"\rmessages_json\x18\x02 \x01(\fR\fmessagesJson\x12A\n" +
+	"\x0einput_required\x18\x03 \x01(\v2\x1a.sharedos.v1.InputRequiredR\rinputRequired\"7\n" +
+	"\x10ResourceResponse\x12#\n" +
+	"\rcontents_json\x18\x01 \x01(\fR\fcontentsJson\"V\n" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
@@ -438,7 +561,7 @@ const file_sharedos_v1_handler_proto_rawDesc = "" +
 	"\vHandleEvent\x123\n" +
 	"\bprogress\x18\x01 \x01(\v2\x15.sharedos.v1.ProgressH\x00R\bprogress\x125\n" +
 	"\x06result\x18\x02 \x01(\v2\x1b.sharedos.v1.HandleResponseH\x00R\x06resultB\a\n" +
-	"\x05event\"\xe5\x02\n" +
+	"\x05event\"\x85\x03\n" +
 	"\rHandleRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -451,7 +574,10 @@ const file_sharedos_v1_handler_proto_rawDesc = "" +
 	"\rrequest_state\x18\b \x01(\fR\frequestState\x120\n" +
 	"\x14input_responses_json\x18\t \x01(\fR\x12inputResponsesJson\x12#\n" +
 	"\rinput_methods\x18\n" +
-	" \x03(\tR\finputMethods\"d\n" +
+	" \x03(\tR\finputMethods\x12\x1e\n" +
+	"\n" +
+	"registered\x18\v \x01(\tR\n" +
+	"registered\"d\n" +
 	"\rInputRequired\x12.\n" +
 	"\x13input_requests_json\x18\x01 \x01(\fR\x11inputRequestsJson\x12#\n" +
 	"\rrequest_state\x18\x02 \x01(\fR\frequestState\"\xc9\x01\n" +
@@ -459,10 +585,12 @@ const file_sharedos_v1_handler_proto_rawDesc = "" +
 	"\fcontent_json\x18\x01 \x01(\fR\vcontentJson\x126\n" +
 	"\x17structured_content_json\x18\x02 \x01(\fR\x15structuredContentJson\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\x12A\n" +
-	"\x0einput_required\x18\x04 \x01(\v2\x1a.sharedos.v1.InputRequiredR\rinputRequired2\x99\x01\n" +
+	"\x0einput_required\x18\x04 \x01(\v2\x1a.sharedos.v1.InputRequiredR\rinputRequired2\xaa\x02\n" +
 	"\x12ToolHandlerService\x12A\n" +
 	"\x06Handle\x12\x1a.sharedos.v1.HandleRequest\x1a\x1b.sharedos.v1.HandleResponse\x12@\n" +
-	"\x06Invoke\x12\x1a.sharedos.v1.HandleRequest\x1a\x18.sharedos.v1.HandleEvent0\x01B<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
+	"\x06Invoke\x12\x1a.sharedos.v1.HandleRequest\x1a\x18.sharedos.v1.HandleEvent0\x01\x12D\n" +
+	"\tGetPrompt\x12\x1a.sharedos.v1.HandleRequest\x1a\x1b.sharedos.v1.PromptResponse\x12I\n" +
+	"\fReadResource\x12\x1a.sharedos.v1.HandleRequest\x1a\x1d.sharedos.v1.ResourceResponseB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
 
 var (
 	file_sharedos_v1_handler_proto_rawDescOnce sync.Once
@@ -476,29 +604,36 @@ func file_sharedos_v1_handler_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_handler_proto_rawDescData
 }
 
-var file_sharedos_v1_handler_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_sharedos_v1_handler_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sharedos_v1_handler_proto_goTypes = []any{
-	(*Progress)(nil),       // 0: sharedos.v1.Progress
-	(*HandleEvent)(nil),    // 1: sharedos.v1.HandleEvent
-	(*HandleRequest)(nil),  // 2: sharedos.v1.HandleRequest
-	(*InputRequired)(nil),  // 3: sharedos.v1.InputRequired
-	(*HandleResponse)(nil), // 4: sharedos.v1.HandleResponse
-	(*AccessContext)(nil),  // 5: sharedos.v1.AccessContext
+	(*PromptResponse)(nil),   // 0: sharedos.v1.PromptResponse
+	(*ResourceResponse)(nil), // 1: sharedos.v1.ResourceResponse
+	(*Progress)(nil),         // 2: sharedos.v1.Progress
+	(*HandleEvent)(nil),      // 3: sharedos.v1.HandleEvent
+	(*HandleRequest)(nil),    // 4: sharedos.v1.HandleRequest
+	(*InputRequired)(nil),    // 5: sharedos.v1.InputRequired
+	(*HandleResponse)(nil),   // 6: sharedos.v1.HandleResponse
+	(*AccessContext)(nil),    // 7: sharedos.v1.AccessContext
 }
 var file_sharedos_v1_handler_proto_depIdxs = []int32{
-	0, // 0: sharedos.v1.HandleEvent.progress:type_name -> sharedos.v1.Progress
-	4, // 1: sharedos.v1.HandleEvent.result:type_name -> sharedos.v1.HandleResponse
-	5, // 2: sharedos.v1.HandleRequest.context:type_name -> sharedos.v1.AccessContext
-	3, // 3: sharedos.v1.HandleResponse.input_required:type_name -> sharedos.v1.InputRequired
-	2, // 4: sharedos.v1.ToolHandlerService.Handle:input_type -> sharedos.v1.HandleRequest
-	2, // 5: sharedos.v1.ToolHandlerService.Invoke:input_type -> sharedos.v1.HandleRequest
-	4, // 6: sharedos.v1.ToolHandlerService.Handle:output_type -> sharedos.v1.HandleResponse
-	1, // 7: sharedos.v1.ToolHandlerService.Invoke:output_type -> sharedos.v1.HandleEvent
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 0: sharedos.v1.PromptResponse.input_required:type_name -> sharedos.v1.InputRequired
+	2, // 1: sharedos.v1.HandleEvent.progress:type_name -> sharedos.v1.Progress
+	6, // 2: sharedos.v1.HandleEvent.result:type_name -> sharedos.v1.HandleResponse
+	7, // 3: sharedos.v1.HandleRequest.context:type_name -> sharedos.v1.AccessContext
+	5, // 4: sharedos.v1.HandleResponse.input_required:type_name -> sharedos.v1.InputRequired
+	4, // 5: sharedos.v1.ToolHandlerService.Handle:input_type -> sharedos.v1.HandleRequest
+	4, // 6: sharedos.v1.ToolHandlerService.Invoke:input_type -> sharedos.v1.HandleRequest
+	4, // 7: sharedos.v1.ToolHandlerService.GetPrompt:input_type -> sharedos.v1.HandleRequest
+	4, // 8: sharedos.v1.ToolHandlerService.ReadResource:input_type -> sharedos.v1.HandleRequest
+	6, // 9: sharedos.v1.ToolHandlerService.Handle:output_type -> sharedos.v1.HandleResponse
+	3, // 10: sharedos.v1.ToolHandlerService.Invoke:output_type -> sharedos.v1.HandleEvent
+	0, // 11: sharedos.v1.ToolHandlerService.GetPrompt:output_type -> sharedos.v1.PromptResponse
+	1, // 12: sharedos.v1.ToolHandlerService.ReadResource:output_type -> sharedos.v1.ResourceResponse
+	9, // [9:13] is the sub-list for method output_type
+	5, // [5:9] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_handler_proto_init() }
@@ -507,7 +642,7 @@ func file_sharedos_v1_handler_proto_init() {
 		return
 	}
 	file_sharedos_v1_common_proto_init()
-	file_sharedos_v1_handler_proto_msgTypes[1].OneofWrappers = []any{
+	file_sharedos_v1_handler_proto_msgTypes[3].OneofWrappers = []any{
 		(*HandleEvent_Progress)(nil),
 		(*HandleEvent_Result)(nil),
 	}
@@ -517,7 +652,7 @@ func file_sharedos_v1_handler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_handler_proto_rawDesc), len(file_sharedos_v1_handler_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

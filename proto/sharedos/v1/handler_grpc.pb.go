@@ -19,8 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ToolHandlerService_Handle_FullMethodName = "/sharedos.v1.ToolHandlerService/Handle"
-	ToolHandlerService_Invoke_FullMethodName = "/sharedos.v1.ToolHandlerService/Invoke"
+	ToolHandlerService_Handle_FullMethodName       = "/sharedos.v1.ToolHandlerService/Handle"
+	ToolHandlerService_Invoke_FullMethodName       = "/sharedos.v1.ToolHandlerService/Invoke"
+	ToolHandlerService_GetPrompt_FullMethodName    = "/sharedos.v1.ToolHandlerService/GetPrompt"
+	ToolHandlerService_ReadResource_FullMethodName = "/sharedos.v1.ToolHandlerService/ReadResource"
 )
 
 // ToolHandlerServiceClient is the client API for ToolHandlerService service.
@@ -44,11 +46,21 @@ const (
 //	     arguments, round + 1, that state and the client's input_responses.
 //	     Only methods listed in HandleRequest.input_methods may be asked
 //	     for; a provider that never sets input_required is v1/v2 as before.
+//	v4 — prompts and resources (optional, ADR 0018): GetPrompt and
+//	     ReadResource serve the prompts and resources registered with the
+//	     provider as handler. HandleRequest.tool is then the prompt's name or
+//	     the concrete URI read, registered the registration it matched.
 type ToolHandlerServiceClient interface {
 	Handle(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*HandleResponse, error)
 	// Invoke streams zero or more progress events, then exactly one result,
 	// then ends. Nothing may follow the result.
 	Invoke(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HandleEvent], error)
+	// GetPrompt returns a prompt's messages for arguments_json (an object of
+	// strings), or input_required (v3 rounds apply to prompts too).
+	GetPrompt(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*PromptResponse, error)
+	// ReadResource returns a resource's contents. NOT_FOUND: no resource has
+	// that URI (under a registered template).
+	ReadResource(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*ResourceResponse, error)
 }
 
 type toolHandlerServiceClient struct {
@@ -88,6 +100,26 @@ func (c *toolHandlerServiceClient) Invoke(ctx context.Context, in *HandleRequest
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolHandlerService_InvokeClient = grpc.ServerStreamingClient[HandleEvent]
 
+func (c *toolHandlerServiceClient) GetPrompt(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*PromptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PromptResponse)
+	err := c.cc.Invoke(ctx, ToolHandlerService_GetPrompt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *toolHandlerServiceClient) ReadResource(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*ResourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResourceResponse)
+	err := c.cc.Invoke(ctx, ToolHandlerService_ReadResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolHandlerServiceServer is the server API for ToolHandlerService service.
 // All implementations must embed UnimplementedToolHandlerServiceServer
 // for forward compatibility.
@@ -109,11 +141,21 @@ type ToolHandlerService_InvokeClient = grpc.ServerStreamingClient[HandleEvent]
 //	     arguments, round + 1, that state and the client's input_responses.
 //	     Only methods listed in HandleRequest.input_methods may be asked
 //	     for; a provider that never sets input_required is v1/v2 as before.
+//	v4 — prompts and resources (optional, ADR 0018): GetPrompt and
+//	     ReadResource serve the prompts and resources registered with the
+//	     provider as handler. HandleRequest.tool is then the prompt's name or
+//	     the concrete URI read, registered the registration it matched.
 type ToolHandlerServiceServer interface {
 	Handle(context.Context, *HandleRequest) (*HandleResponse, error)
 	// Invoke streams zero or more progress events, then exactly one result,
 	// then ends. Nothing may follow the result.
 	Invoke(*HandleRequest, grpc.ServerStreamingServer[HandleEvent]) error
+	// GetPrompt returns a prompt's messages for arguments_json (an object of
+	// strings), or input_required (v3 rounds apply to prompts too).
+	GetPrompt(context.Context, *HandleRequest) (*PromptResponse, error)
+	// ReadResource returns a resource's contents. NOT_FOUND: no resource has
+	// that URI (under a registered template).
+	ReadResource(context.Context, *HandleRequest) (*ResourceResponse, error)
 	mustEmbedUnimplementedToolHandlerServiceServer()
 }
 
@@ -129,6 +171,12 @@ func (UnimplementedToolHandlerServiceServer) Handle(context.Context, *HandleRequ
 }
 func (UnimplementedToolHandlerServiceServer) Invoke(*HandleRequest, grpc.ServerStreamingServer[HandleEvent]) error {
 	return status.Errorf(codes.Unimplemented, "method Invoke not implemented")
+}
+func (UnimplementedToolHandlerServiceServer) GetPrompt(context.Context, *HandleRequest) (*PromptResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetPrompt not implemented")
+}
+func (UnimplementedToolHandlerServiceServer) ReadResource(context.Context, *HandleRequest) (*ResourceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReadResource not implemented")
 }
 func (UnimplementedToolHandlerServiceServer) mustEmbedUnimplementedToolHandlerServiceServer() {}
 func (UnimplementedToolHandlerServiceServer) testEmbeddedByValue()                            {}
@@ -180,6 +228,42 @@ func _ToolHandlerService_Invoke_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolHandlerService_InvokeServer = grpc.ServerStreamingServer[HandleEvent]
 
+func _ToolHandlerService_GetPrompt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolHandlerServiceServer).GetPrompt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolHandlerService_GetPrompt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolHandlerServiceServer).GetPrompt(ctx, req.(*HandleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ToolHandlerService_ReadResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolHandlerServiceServer).ReadResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolHandlerService_ReadResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolHandlerServiceServer).ReadResource(ctx, req.(*HandleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ToolHandlerService_ServiceDesc is the grpc.ServiceDesc for ToolHandlerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -190,6 +274,14 @@ var ToolHandlerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Handle",
 			Handler:    _ToolHandlerService_Handle_Handler,
+		},
+		{
+			MethodName: "GetPrompt",
+			Handler:    _ToolHandlerService_GetPrompt_Handler,
+		},
+		{
+			MethodName: "ReadResource",
+			Handler:    _ToolHandlerService_ReadResource_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

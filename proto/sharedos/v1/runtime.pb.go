@@ -22,6 +22,57 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CallKind is the kind of an attempt (ADR 0018).
+type CallKind int32
+
+const (
+	// A tools/call: what every call was before prompts and resources.
+	CallKind_CALL_KIND_UNSPECIFIED CallKind = 0
+	CallKind_CALL_KIND_PROMPT      CallKind = 1
+	CallKind_CALL_KIND_RESOURCE    CallKind = 2
+)
+
+// Enum value maps for CallKind.
+var (
+	CallKind_name = map[int32]string{
+		0: "CALL_KIND_UNSPECIFIED",
+		1: "CALL_KIND_PROMPT",
+		2: "CALL_KIND_RESOURCE",
+	}
+	CallKind_value = map[string]int32{
+		"CALL_KIND_UNSPECIFIED": 0,
+		"CALL_KIND_PROMPT":      1,
+		"CALL_KIND_RESOURCE":    2,
+	}
+)
+
+func (x CallKind) Enum() *CallKind {
+	p := new(CallKind)
+	*p = x
+	return p
+}
+
+func (x CallKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CallKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_sharedos_v1_runtime_proto_enumTypes[0].Descriptor()
+}
+
+func (CallKind) Type() protoreflect.EnumType {
+	return &file_sharedos_v1_runtime_proto_enumTypes[0]
+}
+
+func (x CallKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CallKind.Descriptor instead.
+func (CallKind) EnumDescriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{0}
+}
+
 type GrantTurnRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// turn_id is the turn the grant is for (the bridge mints it).
@@ -310,7 +361,9 @@ type ToolCall struct {
 	// arguments. Refused (failed/invalid_request, on a record of its own)
 	// unless that attempt is still waiting for exactly this round, in this
 	// turn, for the same tool and arguments digest.
-	Resume        *Resume `protobuf:"bytes,13,opt,name=resume,proto3" json:"resume,omitempty"`
+	Resume *Resume `protobuf:"bytes,13,opt,name=resume,proto3" json:"resume,omitempty"`
+	// kind is what the attempt is; set by the RPC that carries the call.
+	Kind          CallKind `protobuf:"varint,14,opt,name=kind,proto3,enum=sharedos.v1.CallKind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,6 +473,13 @@ func (x *ToolCall) GetResume() *Resume {
 		return x.Resume
 	}
 	return nil
+}
+
+func (x *ToolCall) GetKind() CallKind {
+	if x != nil {
+		return x.Kind
+	}
+	return CallKind_CALL_KIND_UNSPECIFIED
 }
 
 // Resume names the input round a call continues.
@@ -583,8 +643,11 @@ type ToolResult struct {
 	// missing_input_methods, with failed/missing_capability, are the input
 	// requests the tool needed that the client did not declare.
 	MissingInputMethods []string `protobuf:"bytes,11,rep,name=missing_input_methods,json=missingInputMethods,proto3" json:"missing_input_methods,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// description is a prompt's (GetPrompt); content_json then holds its
+	// messages, and a resource's contents for ReadResource.
+	Description   string `protobuf:"bytes,12,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolResult) Reset() {
@@ -694,6 +757,13 @@ func (x *ToolResult) GetMissingInputMethods() []string {
 	return nil
 }
 
+func (x *ToolResult) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 // OperationRecord is the audit row of one attempt. Argument values never
 // appear: only their digest.
 type OperationRecord struct {
@@ -723,7 +793,10 @@ type OperationRecord struct {
 	InputRounds int32 `protobuf:"varint,19,opt,name=input_rounds,json=inputRounds,proto3" json:"input_rounds,omitempty"`
 	// waiting_until is set while a pending attempt waits for the client's
 	// input (INPUT_REQUIRED): when it stops waiting (then failed/timeout).
-	WaitingUntil  *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
+	WaitingUntil *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
+	// kind is what the attempt was; requested_tool then holds the prompt's
+	// name or the resource's URI.
+	Kind          CallKind `protobuf:"varint,21,opt,name=kind,proto3,enum=sharedos.v1.CallKind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -896,6 +969,13 @@ func (x *OperationRecord) GetWaitingUntil() *timestamppb.Timestamp {
 		return x.WaitingUntil
 	}
 	return nil
+}
+
+func (x *OperationRecord) GetKind() CallKind {
+	if x != nil {
+		return x.Kind
+	}
+	return CallKind_CALL_KIND_UNSPECIFIED
 }
 
 type ToolEvent struct {
@@ -1343,7 +1423,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x11RevokeTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"2\n" +
 	"\x12RevokeTurnResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\x8f\x03\n" +
+	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\xba\x03\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -1356,7 +1436,8 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	" \x01(\bR\vinputRounds\x12#\n" +
 	"\rinput_methods\x18\v \x03(\tR\finputMethods\x120\n" +
 	"\x14input_responses_json\x18\f \x01(\fR\x12inputResponsesJson\x12+\n" +
-	"\x06resume\x18\r \x01(\v2\x13.sharedos.v1.ResumeR\x06resumeJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
+	"\x06resume\x18\r \x01(\v2\x13.sharedos.v1.ResumeR\x06resume\x12)\n" +
+	"\x04kind\x18\x0e \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kindJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
 	"\x06Resume\x12\x1d\n" +
 	"\n" +
 	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x14\n" +
@@ -1369,7 +1450,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"attempt_id\x18\x02 \x01(\tR\tattemptId\x12\x14\n" +
 	"\x05round\x18\x03 \x01(\x05R\x05round\x129\n" +
 	"\n" +
-	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb9\x03\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xdb\x03\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x124\n" +
@@ -1384,7 +1465,8 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x10handler_is_error\x18\t \x01(\bR\x0ehandlerIsError\x12-\n" +
 	"\x05input\x18\n" +
 	" \x01(\v2\x17.sharedos.v1.InputRoundR\x05input\x122\n" +
-	"\x15missing_input_methods\x18\v \x03(\tR\x13missingInputMethods\"\x95\x06\n" +
+	"\x15missing_input_methods\x18\v \x03(\tR\x13missingInputMethods\x12 \n" +
+	"\vdescription\x18\f \x01(\tR\vdescription\"\xc0\x06\n" +
 	"\x0fOperationRecord\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x17\n" +
@@ -1409,7 +1491,8 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\btrace_id\x18\x11 \x01(\tR\atraceId\x12%\n" +
 	"\x0eprogress_count\x18\x12 \x01(\x05R\rprogressCount\x12!\n" +
 	"\finput_rounds\x18\x13 \x01(\x05R\vinputRounds\x12?\n" +
-	"\rwaiting_until\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingUntil\"|\n" +
+	"\rwaiting_until\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingUntil\x12)\n" +
+	"\x04kind\x18\x15 \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kind\"|\n" +
 	"\tToolEvent\x123\n" +
 	"\bprogress\x18\x01 \x01(\v2\x15.sharedos.v1.ProgressH\x00R\bprogress\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.sharedos.v1.ToolResultH\x00R\x06resultB\a\n" +
@@ -1437,11 +1520,17 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x16\n" +
 	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"3\n" +
 	"\x14RecordExportResponse\x12\x1b\n" +
-	"\texport_id\x18\x01 \x01(\x03R\bexportId2\xbf\x04\n" +
+	"\texport_id\x18\x01 \x01(\x03R\bexportId*S\n" +
+	"\bCallKind\x12\x19\n" +
+	"\x15CALL_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10CALL_KIND_PROMPT\x10\x01\x12\x16\n" +
+	"\x12CALL_KIND_RESOURCE\x10\x022\xbc\x05\n" +
 	"\x0eRuntimeService\x12<\n" +
 	"\n" +
 	"InvokeTool\x12\x15.sharedos.v1.ToolCall\x1a\x17.sharedos.v1.ToolResult\x12C\n" +
-	"\x10InvokeToolStream\x12\x15.sharedos.v1.ToolCall\x1a\x16.sharedos.v1.ToolEvent0\x01\x12Y\n" +
+	"\x10InvokeToolStream\x12\x15.sharedos.v1.ToolCall\x1a\x16.sharedos.v1.ToolEvent0\x01\x12;\n" +
+	"\tGetPrompt\x12\x15.sharedos.v1.ToolCall\x1a\x17.sharedos.v1.ToolResult\x12>\n" +
+	"\fReadResource\x12\x15.sharedos.v1.ToolCall\x1a\x17.sharedos.v1.ToolResult\x12Y\n" +
 	"\x0eListOperations\x12\".sharedos.v1.ListOperationsRequest\x1a#.sharedos.v1.ListOperationsResponse\x12J\n" +
 	"\tGrantTurn\x12\x1d.sharedos.v1.GrantTurnRequest\x1a\x1e.sharedos.v1.GrantTurnResponse\x12M\n" +
 	"\n" +
@@ -1461,72 +1550,80 @@ func file_sharedos_v1_runtime_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_runtime_proto_rawDescData
 }
 
+var file_sharedos_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sharedos_v1_runtime_proto_goTypes = []any{
-	(*GrantTurnRequest)(nil),         // 0: sharedos.v1.GrantTurnRequest
-	(*GrantTurnResponse)(nil),        // 1: sharedos.v1.GrantTurnResponse
-	(*RevokeTurnRequest)(nil),        // 2: sharedos.v1.RevokeTurnRequest
-	(*RevokeTurnResponse)(nil),       // 3: sharedos.v1.RevokeTurnResponse
-	(*ToolCall)(nil),                 // 4: sharedos.v1.ToolCall
-	(*Resume)(nil),                   // 5: sharedos.v1.Resume
-	(*InputRound)(nil),               // 6: sharedos.v1.InputRound
-	(*ToolResult)(nil),               // 7: sharedos.v1.ToolResult
-	(*OperationRecord)(nil),          // 8: sharedos.v1.OperationRecord
-	(*ToolEvent)(nil),                // 9: sharedos.v1.ToolEvent
-	(*ListOperationsRequest)(nil),    // 10: sharedos.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),   // 11: sharedos.v1.ListOperationsResponse
-	(*ExportOperationsRequest)(nil),  // 12: sharedos.v1.ExportOperationsRequest
-	(*ExportOperationsResponse)(nil), // 13: sharedos.v1.ExportOperationsResponse
-	(*RecordExportRequest)(nil),      // 14: sharedos.v1.RecordExportRequest
-	(*RecordExportResponse)(nil),     // 15: sharedos.v1.RecordExportResponse
-	(*AccessContext)(nil),            // 16: sharedos.v1.AccessContext
-	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
-	(*PublishedTool)(nil),            // 18: sharedos.v1.PublishedTool
-	(*PublishedPrompt)(nil),          // 19: sharedos.v1.PublishedPrompt
-	(*PublishedResource)(nil),        // 20: sharedos.v1.PublishedResource
-	(*InputRequired)(nil),            // 21: sharedos.v1.InputRequired
-	(OperationStatus)(0),             // 22: sharedos.v1.OperationStatus
-	(*Progress)(nil),                 // 23: sharedos.v1.Progress
+	(CallKind)(0),                    // 0: sharedos.v1.CallKind
+	(*GrantTurnRequest)(nil),         // 1: sharedos.v1.GrantTurnRequest
+	(*GrantTurnResponse)(nil),        // 2: sharedos.v1.GrantTurnResponse
+	(*RevokeTurnRequest)(nil),        // 3: sharedos.v1.RevokeTurnRequest
+	(*RevokeTurnResponse)(nil),       // 4: sharedos.v1.RevokeTurnResponse
+	(*ToolCall)(nil),                 // 5: sharedos.v1.ToolCall
+	(*Resume)(nil),                   // 6: sharedos.v1.Resume
+	(*InputRound)(nil),               // 7: sharedos.v1.InputRound
+	(*ToolResult)(nil),               // 8: sharedos.v1.ToolResult
+	(*OperationRecord)(nil),          // 9: sharedos.v1.OperationRecord
+	(*ToolEvent)(nil),                // 10: sharedos.v1.ToolEvent
+	(*ListOperationsRequest)(nil),    // 11: sharedos.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),   // 12: sharedos.v1.ListOperationsResponse
+	(*ExportOperationsRequest)(nil),  // 13: sharedos.v1.ExportOperationsRequest
+	(*ExportOperationsResponse)(nil), // 14: sharedos.v1.ExportOperationsResponse
+	(*RecordExportRequest)(nil),      // 15: sharedos.v1.RecordExportRequest
+	(*RecordExportResponse)(nil),     // 16: sharedos.v1.RecordExportResponse
+	(*AccessContext)(nil),            // 17: sharedos.v1.AccessContext
+	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
+	(*PublishedTool)(nil),            // 19: sharedos.v1.PublishedTool
+	(*PublishedPrompt)(nil),          // 20: sharedos.v1.PublishedPrompt
+	(*PublishedResource)(nil),        // 21: sharedos.v1.PublishedResource
+	(*InputRequired)(nil),            // 22: sharedos.v1.InputRequired
+	(OperationStatus)(0),             // 23: sharedos.v1.OperationStatus
+	(*Progress)(nil),                 // 24: sharedos.v1.Progress
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
-	16, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
-	17, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
-	18, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
-	19, // 3: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
-	20, // 4: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
-	5,  // 5: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
-	21, // 6: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
-	17, // 7: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 8: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
-	6,  // 9: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
-	22, // 10: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	17, // 11: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	17, // 12: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 13: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
-	23, // 14: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
-	7,  // 15: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
-	8,  // 16: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	17, // 17: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
-	8,  // 18: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	4,  // 19: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	4,  // 20: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
-	10, // 21: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	0,  // 22: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
-	2,  // 23: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
-	12, // 24: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
-	14, // 25: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
-	7,  // 26: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	9,  // 27: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
-	11, // 28: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	1,  // 29: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
-	3,  // 30: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
-	13, // 31: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
-	15, // 32: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
-	26, // [26:33] is the sub-list for method output_type
-	19, // [19:26] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	17, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	18, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
+	20, // 3: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
+	21, // 4: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
+	6,  // 5: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
+	0,  // 6: sharedos.v1.ToolCall.kind:type_name -> sharedos.v1.CallKind
+	22, // 7: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
+	18, // 8: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 9: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	7,  // 10: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
+	23, // 11: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	18, // 12: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	18, // 13: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	18, // 14: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
+	0,  // 15: sharedos.v1.OperationRecord.kind:type_name -> sharedos.v1.CallKind
+	24, // 16: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
+	8,  // 17: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
+	9,  // 18: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	18, // 19: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
+	9,  // 20: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	5,  // 21: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	5,  // 22: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
+	5,  // 23: sharedos.v1.RuntimeService.GetPrompt:input_type -> sharedos.v1.ToolCall
+	5,  // 24: sharedos.v1.RuntimeService.ReadResource:input_type -> sharedos.v1.ToolCall
+	11, // 25: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	1,  // 26: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	3,  // 27: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	13, // 28: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
+	15, // 29: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
+	8,  // 30: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	10, // 31: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
+	8,  // 32: sharedos.v1.RuntimeService.GetPrompt:output_type -> sharedos.v1.ToolResult
+	8,  // 33: sharedos.v1.RuntimeService.ReadResource:output_type -> sharedos.v1.ToolResult
+	12, // 34: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	2,  // 35: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	4,  // 36: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	14, // 37: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
+	16, // 38: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
+	30, // [30:39] is the sub-list for method output_type
+	21, // [21:30] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_runtime_proto_init() }
@@ -1546,13 +1643,14 @@ func file_sharedos_v1_runtime_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_runtime_proto_rawDesc), len(file_sharedos_v1_runtime_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sharedos_v1_runtime_proto_goTypes,
 		DependencyIndexes: file_sharedos_v1_runtime_proto_depIdxs,
+		EnumInfos:         file_sharedos_v1_runtime_proto_enumTypes,
 		MessageInfos:      file_sharedos_v1_runtime_proto_msgTypes,
 	}.Build()
 	File_sharedos_v1_runtime_proto = out.File

@@ -21,6 +21,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	RuntimeService_InvokeTool_FullMethodName       = "/sharedos.v1.RuntimeService/InvokeTool"
 	RuntimeService_InvokeToolStream_FullMethodName = "/sharedos.v1.RuntimeService/InvokeToolStream"
+	RuntimeService_GetPrompt_FullMethodName        = "/sharedos.v1.RuntimeService/GetPrompt"
+	RuntimeService_ReadResource_FullMethodName     = "/sharedos.v1.RuntimeService/ReadResource"
 	RuntimeService_ListOperations_FullMethodName   = "/sharedos.v1.RuntimeService/ListOperations"
 	RuntimeService_GrantTurn_FullMethodName        = "/sharedos.v1.RuntimeService/GrantTurn"
 	RuntimeService_RevokeTurn_FullMethodName       = "/sharedos.v1.RuntimeService/RevokeTurn"
@@ -44,6 +46,15 @@ type RuntimeServiceClient interface {
 	// none after the result), then exactly one result event. The record and
 	// every refusal are exactly InvokeTool's.
 	InvokeToolStream(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ToolEvent], error)
+	// GetPrompt and ReadResource are attempts like InvokeTool (ADR 0018): the
+	// record first, then the prompt or resource resolved within the turn's
+	// pin, authorized (get on prompt:<name>, read on resource:<uri>) and
+	// dispatched to its provider, the record completed before the answer.
+	// call.tool is the prompt's name or the resource's URI, arguments_json a
+	// prompt's arguments; the method sets call.kind. A resource no pinned
+	// registration matches is denied/tool_unavailable.
+	GetPrompt(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (*ToolResult, error)
+	ReadResource(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (*ToolResult, error)
 	// ListOperations returns a turn's operation records in the order written.
 	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
 	// GrantTurn pins the catalogue an AccessContext may see and signs it as
@@ -109,6 +120,26 @@ func (c *runtimeServiceClient) InvokeToolStream(ctx context.Context, in *ToolCal
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RuntimeService_InvokeToolStreamClient = grpc.ServerStreamingClient[ToolEvent]
+
+func (c *runtimeServiceClient) GetPrompt(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (*ToolResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ToolResult)
+	err := c.cc.Invoke(ctx, RuntimeService_GetPrompt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runtimeServiceClient) ReadResource(ctx context.Context, in *ToolCall, opts ...grpc.CallOption) (*ToolResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ToolResult)
+	err := c.cc.Invoke(ctx, RuntimeService_ReadResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *runtimeServiceClient) ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -176,6 +207,15 @@ type RuntimeServiceServer interface {
 	// none after the result), then exactly one result event. The record and
 	// every refusal are exactly InvokeTool's.
 	InvokeToolStream(*ToolCall, grpc.ServerStreamingServer[ToolEvent]) error
+	// GetPrompt and ReadResource are attempts like InvokeTool (ADR 0018): the
+	// record first, then the prompt or resource resolved within the turn's
+	// pin, authorized (get on prompt:<name>, read on resource:<uri>) and
+	// dispatched to its provider, the record completed before the answer.
+	// call.tool is the prompt's name or the resource's URI, arguments_json a
+	// prompt's arguments; the method sets call.kind. A resource no pinned
+	// registration matches is denied/tool_unavailable.
+	GetPrompt(context.Context, *ToolCall) (*ToolResult, error)
+	ReadResource(context.Context, *ToolCall) (*ToolResult, error)
 	// ListOperations returns a turn's operation records in the order written.
 	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
 	// GrantTurn pins the catalogue an AccessContext may see and signs it as
@@ -218,6 +258,12 @@ func (UnimplementedRuntimeServiceServer) InvokeTool(context.Context, *ToolCall) 
 }
 func (UnimplementedRuntimeServiceServer) InvokeToolStream(*ToolCall, grpc.ServerStreamingServer[ToolEvent]) error {
 	return status.Errorf(codes.Unimplemented, "method InvokeToolStream not implemented")
+}
+func (UnimplementedRuntimeServiceServer) GetPrompt(context.Context, *ToolCall) (*ToolResult, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetPrompt not implemented")
+}
+func (UnimplementedRuntimeServiceServer) ReadResource(context.Context, *ToolCall) (*ToolResult, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReadResource not implemented")
 }
 func (UnimplementedRuntimeServiceServer) ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListOperations not implemented")
@@ -283,6 +329,42 @@ func _RuntimeService_InvokeToolStream_Handler(srv interface{}, stream grpc.Serve
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RuntimeService_InvokeToolStreamServer = grpc.ServerStreamingServer[ToolEvent]
+
+func _RuntimeService_GetPrompt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ToolCall)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).GetPrompt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_GetPrompt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).GetPrompt(ctx, req.(*ToolCall))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RuntimeService_ReadResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ToolCall)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).ReadResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_ReadResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).ReadResource(ctx, req.(*ToolCall))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _RuntimeService_ListOperations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListOperationsRequest)
@@ -384,6 +466,14 @@ var RuntimeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InvokeTool",
 			Handler:    _RuntimeService_InvokeTool_Handler,
+		},
+		{
+			MethodName: "GetPrompt",
+			Handler:    _RuntimeService_GetPrompt_Handler,
+		},
+		{
+			MethodName: "ReadResource",
+			Handler:    _RuntimeService_ReadResource_Handler,
 		},
 		{
 			MethodName: "ListOperations",

@@ -30,6 +30,8 @@ func Known(r Role) bool { return slices.Contains(Roles, r) }
 var table = map[string][]Role{
 	"/sharedos.v1.RuntimeService/InvokeTool":       {Bridge},
 	"/sharedos.v1.RuntimeService/InvokeToolStream": {Bridge},
+	"/sharedos.v1.RuntimeService/GetPrompt":        {Bridge},
+	"/sharedos.v1.RuntimeService/ReadResource":     {Bridge},
 	"/sharedos.v1.RuntimeService/ListOperations":   {Operator, Host},
 	"/sharedos.v1.RuntimeService/GrantTurn":        {Bridge},
 	"/sharedos.v1.RuntimeService/RevokeTurn":       {Bridge},
@@ -60,6 +62,9 @@ var table = map[string][]Role{
 
 	"/sharedos.v1.ToolHandlerService/Handle": {Catalog},
 	"/sharedos.v1.ToolHandlerService/Invoke": {Catalog},
+
+	"/sharedos.v1.ToolHandlerService/GetPrompt":    {Catalog},
+	"/sharedos.v1.ToolHandlerService/ReadResource": {Catalog},
 }
 
 // Open methods need an authenticated peer of any role, or none at all:

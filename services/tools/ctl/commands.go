@@ -535,6 +535,9 @@ type OperationJSON struct {
 	// input, and until when it waits for the answer (ADR 0017).
 	InputRounds  int32  `json:"inputRounds,omitempty"`
 	WaitingUntil string `json:"waitingUntil,omitempty"`
+	// Kind is prompt or resource for a prompts/get or resources/read (tool
+	// is then the prompt's name or the resource's URI); absent for a tool.
+	Kind string `json:"kind,omitempty"`
 }
 
 func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
@@ -569,6 +572,12 @@ func operationJSON(r *sharedosv1.OperationRecord) OperationJSON {
 		CatalogHash: r.GetCatalogHash(), ArgumentsDigest: r.GetArgumentsDigest(), Status: outcome.StatusName(r.GetStatus()),
 		Code: r.GetCode(), Reason: r.GetReason(), DecisionID: r.GetDecisionId(), PolicyRevision: r.GetPolicyRevision(),
 		TraceID: r.GetTraceId(), ProgressCount: r.GetProgressCount(), InputRounds: r.GetInputRounds(),
+	}
+	switch r.GetKind() {
+	case sharedosv1.CallKind_CALL_KIND_PROMPT:
+		o.Kind = "prompt"
+	case sharedosv1.CallKind_CALL_KIND_RESOURCE:
+		o.Kind = "resource"
 	}
 	if r.GetWaitingUntil() != nil {
 		o.WaitingUntil = r.GetWaitingUntil().AsTime().UTC().Format(time.RFC3339Nano)

@@ -25,6 +25,7 @@ func toProto(r *Record) *sharedosv1.OperationRecord {
 		TraceId:             r.TraceID,
 		ProgressCount:       r.ProgressCount,
 		InputRounds:         r.InputRounds,
+		Kind:                r.Kind,
 	}
 	if !r.WaitingUntil.IsZero() {
 		p.WaitingUntil = timestamppb.New(r.WaitingUntil)

@@ -80,6 +80,8 @@ type Record struct {
 	// WaitingUntil is set while the pending attempt waits for the client's
 	// input (Rounds.Park): when it stops waiting.
 	WaitingUntil time.Time
+	// Kind is what the attempt is (a tools/call unless said otherwise).
+	Kind sharedosv1.CallKind
 	// ResumedAt and ResumedBy are set once the attempt went on after a
 	// wait (Rounds.Resume): when, and the kernel that took it on. Reconcile
 	// judges a resumed row by them, not by StartedAt and InstanceID.
@@ -228,6 +230,28 @@ type Revocations interface {
 	// ForgetRevocations deletes revocations whose until is before cutoff:
 	// no grant they void can still be valid.
 	ForgetRevocations(ctx context.Context, cutoff time.Time) (int64, error)
+}
+
+// KindName is the stored name of a call kind: tool, prompt or resource.
+func KindName(k sharedosv1.CallKind) string {
+	switch k {
+	case sharedosv1.CallKind_CALL_KIND_PROMPT:
+		return "prompt"
+	case sharedosv1.CallKind_CALL_KIND_RESOURCE:
+		return "resource"
+	}
+	return "tool"
+}
+
+// ParseKind is the inverse of KindName.
+func ParseKind(name string) sharedosv1.CallKind {
+	switch name {
+	case "prompt":
+		return sharedosv1.CallKind_CALL_KIND_PROMPT
+	case "resource":
+		return sharedosv1.CallKind_CALL_KIND_RESOURCE
+	}
+	return sharedosv1.CallKind_CALL_KIND_UNSPECIFIED
 }
 
 // NewAttemptID returns a random 128-bit attempt id (32 hex digits).

@@ -67,3 +67,17 @@ func cloneEntry(e store.Entry) store.Entry {
 	e.Canonical = slices.Clone(e.Canonical)
 	return e
 }
+
+// GetEntry implements store.Entries.
+func (s *Store) GetEntry(ctx context.Context, kind store.Kind, key string) (store.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Entry{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[entryKey{kind, key}]
+	if !ok {
+		return store.Entry{}, store.ErrNotFound
+	}
+	return cloneEntry(e), nil
+}

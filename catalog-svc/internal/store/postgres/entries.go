@@ -77,3 +77,21 @@ func (s *Store) Entries(ctx context.Context, kind store.Kind) ([]store.Entry, er
 	}
 	return out, nil
 }
+
+// GetEntry implements store.Entries.
+func (s *Store) GetEntry(ctx context.Context, kind store.Kind, key string) (store.Entry, error) {
+	t, err := entryTable(kind)
+	if err != nil {
+		return store.Entry{}, err
+	}
+	e := store.Entry{Key: key}
+	err = s.pool.QueryRow(ctx, `SELECT registration, canonical, digest, revision, updated_at FROM `+t+` WHERE key = $1`, key).
+		Scan(&e.Registration, &e.Canonical, &e.Digest, &e.Revision, &e.UpdatedAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.Entry{}, store.ErrNotFound
+	case err != nil:
+		return store.Entry{}, fmt.Errorf("postgres: get %s: %w", kind, err)
+	}
+	return e, nil
+}

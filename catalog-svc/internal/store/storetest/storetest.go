@@ -531,8 +531,15 @@ func testEntries(t *testing.T, s store.Store) {
 		got[1].Digest != second.Digest || got[1].Revision != 2 {
 		t.Fatalf("stored %+v: want the replacement's bytes at revision 2", got[1])
 	}
+	if g, err := e.GetEntry(ctx, store.KindPrompt, "b.prompt"); err != nil || g.Revision != 2 || g.Digest != second.Digest ||
+		string(g.Registration) != string(got[1].Registration) {
+		t.Fatalf("GetEntry = %+v, %v", g, err)
+	}
 	if err := e.DeleteEntry(ctx, store.KindPrompt, "b.prompt"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := e.GetEntry(ctx, store.KindPrompt, "b.prompt"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetEntry after delete: %v, want ErrNotFound", err)
 	}
 	if err := e.DeleteEntry(ctx, store.KindPrompt, "b.prompt"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second delete: %v, want ErrNotFound", err)

@@ -31,8 +31,8 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 const insertSQL = `
 INSERT INTO catalog.operations (attempt_id, call_id, turn_id, duplicate, principal, requested_tool,
     requested_tool_sha256, resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision,
-    status, code, reason, instance_id, harness, trace_id, started_at, finished_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+    status, code, reason, instance_id, harness, trace_id, started_at, finished_at, kind)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
 
 // Begin implements records.Store. The first attempt of a (turn, call) is
 // inserted pending; the partial unique index turns a repeat into a no-op
@@ -69,7 +69,8 @@ func args(r *records.Record) []any {
 	}
 	return []any{r.AttemptID, r.CallID, r.TurnID, r.Duplicate, r.Principal, r.RequestedTool,
 		r.RequestedToolSHA256, r.ResolvedTool, r.CatalogHash, r.ArgumentsDigest, r.DecisionID, r.PolicyRevision,
-		outcome.StatusName(r.Status), r.Code, r.Reason, r.InstanceID, r.Harness, r.TraceID, r.StartedAt, finished}
+		outcome.StatusName(r.Status), r.Code, r.Reason, r.InstanceID, r.Harness, r.TraceID, r.StartedAt, finished,
+		records.KindName(r.Kind)}
 }
 
 // inDoubt marks err records.ErrInDoubt when the insert may have reached the
@@ -120,7 +121,7 @@ UPDATE catalog.operations
 const recordColumns = `sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_tool, requested_tool_sha256,
        resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision, status, code, reason,
        instance_id, harness, trace_id, started_at, finished_at, progress_count, input_rounds, waiting_until,
-       resumed_at, resumed_by`
+       resumed_at, resumed_by, kind`
 
 // ListOperations implements records.Store.
 func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Record, error) {
@@ -143,16 +144,17 @@ func scanRecords(rows pgx.Rows) ([]records.Record, error) {
 	for rows.Next() {
 		var (
 			r                          records.Record
-			status                     string
+			status, kind               string
 			finished, waiting, resumed *time.Time
 		)
 		if err := rows.Scan(&r.Sequence, &r.AttemptID, &r.CallID, &r.TurnID, &r.Duplicate, &r.Principal,
 			&r.RequestedTool, &r.RequestedToolSHA256, &r.ResolvedTool, &r.CatalogHash, &r.ArgumentsDigest,
 			&r.DecisionID, &r.PolicyRevision, &status, &r.Code, &r.Reason, &r.InstanceID, &r.Harness,
 			&r.TraceID, &r.StartedAt, &finished, &r.ProgressCount, &r.InputRounds, &waiting, &resumed,
-			&r.ResumedBy); err != nil {
+			&r.ResumedBy, &kind); err != nil {
 			return nil, err
 		}
+		r.Kind = records.ParseKind(kind)
 		if waiting != nil {
 			r.WaitingUntil = *waiting
 		}

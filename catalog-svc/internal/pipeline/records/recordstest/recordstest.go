@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"PendingInTurnCountsOnlyPending", testPendingInTurn},
 		{"ExportPagesAndLedger", testExport},
 		{"ProgressCountKept", testProgressCount},
+		{"KindKept", testKindKept},
 		{"InputRoundsOneRecord", testInputRounds},
 		{"ResumeOnlyAnExactWait", testResumeExact},
 		{"ConcurrentResumesOneWins", testConcurrentResumes},
@@ -524,6 +525,24 @@ func testExport(t *testing.T, s records.Store) {
 }
 
 // testProgressCount: the completion's progress count is kept with the row.
+// testKindKept: what an attempt is survives the round trip.
+func testKindKept(t *testing.T, s records.Store) {
+	c := ctx(t)
+	for i, k := range []sharedosv1.CallKind{sharedosv1.CallKind_CALL_KIND_UNSPECIFIED, sharedosv1.CallKind_CALL_KIND_PROMPT,
+		sharedosv1.CallKind_CALL_KIND_RESOURCE} {
+		r := NewRecord(turn(t), fmt.Sprintf("call-%d", i), "test://static-text")
+		r.Kind = k
+		if err := s.Begin(c, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := list(t, s, turn(t))
+	if len(rows) != 3 || rows[0].Kind != sharedosv1.CallKind_CALL_KIND_UNSPECIFIED || rows[1].Kind != sharedosv1.CallKind_CALL_KIND_PROMPT ||
+		rows[2].Kind != sharedosv1.CallKind_CALL_KIND_RESOURCE || rows[2].ToProto().GetKind() != sharedosv1.CallKind_CALL_KIND_RESOURCE {
+		t.Fatalf("kinds %+v", rows)
+	}
+}
+
 func testProgressCount(t *testing.T, s records.Store) {
 	c := ctx(t)
 	r := NewRecord(turn(t), "call-1", "files.read")

@@ -1,0 +1,230 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+)
+
+// Prompts and resources (ADR 0018): a prompts/get or resources/read is an
+// attempt like a tools/call — the same record, grant, revocation and
+// completion — whose steps 2–6 resolve the prompt or resource within the
+// turn's pin, check a prompt's arguments, authorize get on prompt:<name>
+// or read on resource:<uri>, and dispatch to the provider's GetPrompt or
+// ReadResource.
+
+// EntryResolver finds a prompt or resource registration as registered now;
+// *catalog.Service implements it.
+type EntryResolver interface {
+	ResolvePrompt(ctx context.Context, name string) (*catalog.ResolvedEntry, error)
+	ResolveResource(ctx context.Context, uri string) (*catalog.ResolvedEntry, error)
+}
+
+// entry is what prepareEntry resolved: the registration's class, name (a
+// prompt's name, a resource registration's URI), facts and handler.
+type entry struct {
+	class    string
+	name     string
+	facts    *sharedosv1.ToolFacts
+	handler  *sharedosv1.HandlerRef
+	required []string
+	allowed  map[string]bool
+}
+
+// prepareEntry is steps 2–5 of a prompt or resource attempt.
+func (s *Pipeline) prepareEntry(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (*sharedosv1.ToolResult, string, func() *sharedosv1.ToolResult) {
+	e, res := s.resolveEntry(ctx, call, grant)
+	if res != nil {
+		return res, "", nil
+	}
+	action, resource := requirement.ActionRead, "resource:"+call.GetTool()
+	if e.class == requirement.ClassPrompt {
+		action, resource = requirement.ActionGet, "prompt:"+e.name
+		if res := checkPromptArguments(e, args); res != nil {
+			return res, e.name, nil
+		}
+	}
+	res, decisionID, revision := s.authorize(ctx, call, grant.Context, e.facts, action, resource, args)
+	if res != nil {
+		res.DecisionId, res.PolicyRevision = decisionID, revision
+		return res, e.name, nil
+	}
+	return nil, e.name, func() *sharedosv1.ToolResult {
+		res := s.dispatchEntry(ctx, call, grant.Context, e, args, decisionID)
+		res.DecisionId, res.PolicyRevision = decisionID, revision
+		return res
+	}
+}
+
+// resolveEntry finds the prompt (by name) or the resource registration (a
+// concrete URI against the pinned URIs and templates) the call names,
+// within the turn's pin and unchanged since the turn was granted.
+func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant) (*entry, *sharedosv1.ToolResult) {
+	raw := call.GetTool()
+	shown := records.Escape(raw, 120)
+	if s.entries == nil {
+		return nil, outcome.Failed(outcome.Internal, "this kernel serves no prompts or resources")
+	}
+	var (
+		name, pinned string
+		resolved     *catalog.ResolvedEntry
+		err          error
+		class        string
+	)
+	switch call.GetKind() {
+	case sharedosv1.CallKind_CALL_KIND_PROMPT:
+		class, name = requirement.ClassPrompt, raw
+		var ok bool
+		if pinned, ok = grant.Prompts[raw]; !ok {
+			return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("prompt %q is not in this turn's catalogue", shown))
+		}
+		resolved, err = s.entries.ResolvePrompt(ctx, raw)
+	case sharedosv1.CallKind_CALL_KIND_RESOURCE:
+		class = requirement.ClassResource
+		var ok bool
+		if name, ok = catalog.MatchResource(slices.Collect(maps.Keys(grant.Resources)), raw); !ok {
+			return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource of this turn has URI %q", shown))
+		}
+		pinned = grant.Resources[name]
+		resolved, err = s.entries.ResolveResource(ctx, name)
+	default:
+		return nil, outcome.Failed(outcome.InvalidRequest, "unknown call kind")
+	}
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("%s %q is no longer registered", class, records.Escape(name, 120)))
+	case err != nil:
+		if res := contextOutcome(ctx); res != nil {
+			return nil, res
+		}
+		s.logger.ErrorContext(ctx, "resolve "+class, slog.String(telemetry.LogTool, shown), slog.Any("error", err))
+		return nil, outcome.Failed(outcome.Internal, "the catalogue is unavailable")
+	case resolved.Digest != pinned:
+		return nil, outcome.Denied(outcome.ToolUnavailable,
+			fmt.Sprintf("%s %q changed since this turn started; open a new turn to use it", class, records.Escape(name, 120)))
+	}
+	e := &entry{class: class, name: name}
+	var meta *sharedosv1.ToolMetadata
+	if p := resolved.Prompt; p != nil {
+		e.handler, meta = p.GetHandler(), p.GetMetadata()
+		e.allowed = map[string]bool{}
+		for _, a := range p.GetArguments() {
+			e.allowed[a.GetName()] = true
+			if a.GetRequired() {
+				e.required = append(e.required, a.GetName())
+			}
+		}
+	} else {
+		e.handler, meta = resolved.Resource.GetHandler(), resolved.Resource.GetMetadata()
+	}
+	e.facts = &sharedosv1.ToolFacts{Name: name, Class: class, Namespace: meta.GetNamespace(), Source: meta.GetSource()}
+	return e, nil
+}
+
+// checkPromptArguments: MCP prompt arguments are an object of strings;
+// every required one present, none the prompt does not declare.
+func checkPromptArguments(e *entry, args []byte) *sharedosv1.ToolResult {
+	var m map[string]any
+	if err := json.Unmarshal(args, &m); err != nil {
+		return outcome.Failed(outcome.InvalidArguments, "invalid arguments: a prompt's arguments are an object of strings")
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if _, ok := m[k].(string); !ok {
+			return outcome.Failed(outcome.InvalidArguments, fmt.Sprintf("invalid arguments: %q must be a string", truncate(k, 64)))
+		}
+		if !e.allowed[k] {
+			return outcome.Failed(outcome.InvalidArguments, fmt.Sprintf("invalid arguments: the prompt takes no argument %q", truncate(k, 64)))
+		}
+	}
+	for _, r := range e.required {
+		if _, ok := m[r]; !ok {
+			return outcome.Failed(outcome.InvalidArguments, fmt.Sprintf("invalid arguments: %q is required", r))
+		}
+	}
+	return nil
+}
+
+// dispatchEntry is step 6 of a prompt or resource attempt.
+func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, e *entry, args []byte, decisionID string) *sharedosv1.ToolResult {
+	if res := contextOutcome(ctx); res != nil {
+		return res
+	}
+	client, err := s.handlers.Client(e.handler.GetTarget())
+	if err != nil {
+		s.logger.ErrorContext(ctx, "handler client", slog.String(telemetry.LogTool, e.name), slog.Any("error", err))
+		return outcome.Failed(outcome.HandlerError, "the provider cannot be reached")
+	}
+	timeout := s.handlerTimeout
+	if d := e.handler.GetTimeout(); d != nil && d.AsDuration() > 0 {
+		timeout = min(d.AsDuration(), s.maxHandler)
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hctx, span := tracer.Start(hctx, telemetry.ExecuteToolSpanName(e.class+" "+e.name), trace.WithAttributes(
+		attribute.String(telemetry.AttrGenAIToolName, e.name),
+	))
+	defer span.End()
+	req := &sharedosv1.HandleRequest{
+		CallId: call.GetCallId(), TurnId: call.GetTurnId(), Tool: call.GetTool(), ArgumentsJson: args,
+		Context: access, DecisionId: decisionID, Registered: e.name,
+		Round: call.GetResume().GetRound(), RequestState: call.GetResume().GetRequestState(), InputResponsesJson: call.GetInputResponsesJson(),
+	}
+	if call.GetInputRounds() {
+		req.InputMethods = call.GetInputMethods()
+	}
+	failed := func(err error) *sharedosv1.ToolResult {
+		span.SetStatus(codes.Error, status.Code(err).String())
+		if res := contextOutcome(ctx); res != nil {
+			return res
+		}
+		switch {
+		case hctx.Err() == context.DeadlineExceeded || status.Code(err) == grpccodes.DeadlineExceeded:
+			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the provider did not answer within %s", timeout))
+		case status.Code(err) == grpccodes.NotFound && e.class == requirement.ClassResource:
+			return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource has URI %q", records.Escape(call.GetTool(), 120)))
+		}
+		return outcome.Failed(outcome.HandlerError, fmt.Sprintf("the provider failed (%s)", status.Code(err)))
+	}
+	if e.class == requirement.ClassPrompt {
+		resp, err := client.GetPrompt(hctx, req)
+		if err != nil {
+			return failed(err)
+		}
+		if in := resp.GetInputRequired(); in != nil {
+			return inputRequired(call, in)
+		}
+		if !isJSONArray(resp.GetMessagesJson()) {
+			return outcome.Failed(outcome.HandlerError, "the provider returned malformed prompt messages")
+		}
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+			ContentJson: resp.GetMessagesJson(), Description: resp.GetDescription()}
+	}
+	resp, err := client.ReadResource(hctx, req)
+	if err != nil {
+		return failed(err)
+	}
+	if c := bytes.TrimSpace(resp.GetContentsJson()); !isJSONArray(c) || bytes.Equal(c, []byte("[]")) {
+		return outcome.Failed(outcome.HandlerError, "the provider returned no resource contents")
+	}
+	return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: resp.GetContentsJson()}
+}

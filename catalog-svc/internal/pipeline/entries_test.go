@@ -1,0 +1,154 @@
+package pipeline_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+	"github.com/sharedos/toolshare/catalog-svc/internal/server"
+	storememory "github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+)
+
+// TestPromptsAndResources (ADR 0018): a prompts/get or resources/read is an
+// attempt like a tools/call — recorded with its kind, resolved within the
+// turn's pin (a resource's concrete URI against its template), its
+// arguments checked, authorized, dispatched — and refused (recorded) when
+// it is not pinned, changed, denied, malformed or missing; a prompt may
+// need the client's input first.
+func TestPromptsAndResources(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		cat, err := catalog.New(catalog.Config{Store: storememory.New(), Filter: h.authzClient, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cat.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cat.Close() })
+		fake, _ := h.resolver.Resolve(ctx, "files.read")
+		target := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
+		for _, p := range []*sharedosv1.PromptRegistration{
+			{Name: "simple", Handler: target},
+			{Name: "with_args", Arguments: []*sharedosv1.PromptArgument{{Name: "a", Required: true}, {Name: "b"}}, Handler: target},
+			{Name: "review", Handler: target},
+			{Name: "secret", Handler: target},
+		} {
+			if _, _, err := cat.RegisterPrompt(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, u := range []string{"test://static-text", "test://template/{id}/data"} {
+			if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: u, Name: "r", Handler: target}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := newKernelWith(t, h, cat)
+		rpc := server.NewRuntimeServer(k)
+		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "pr", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil || len(granted.GetPrompts()) != 4 || len(granted.GetResources()) != 2 {
+			t.Fatalf("GrantTurn: %v, %v", granted, err)
+		}
+		n := 0
+		call := func(kind sharedosv1.CallKind, name, args string) *sharedosv1.ToolResult {
+			t.Helper()
+			n++
+			c := &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "pr", Tool: name, ArgumentsJson: []byte(args), Grant: granted.GetGrant(),
+				Harness: "test", InputRounds: true, InputMethods: pipeline.InputMethods}
+			var res *sharedosv1.ToolResult
+			var err error
+			if kind == sharedosv1.CallKind_CALL_KIND_PROMPT {
+				res, err = rpc.GetPrompt(ctx, c)
+			} else {
+				res, err = rpc.ReadResource(ctx, c)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return res
+		}
+		prompt, resource := sharedosv1.CallKind_CALL_KIND_PROMPT, sharedosv1.CallKind_CALL_KIND_RESOURCE
+
+		got := call(prompt, "with_args", `{"a":"x"}`)
+		expect(t, got, succeeded, "")
+		if !strings.Contains(text(got), `prompt with_args {\"a\":\"x\"}`) || got.GetDescription() != "a prompt" {
+			t.Errorf("prompt answer %s / %q", text(got), got.GetDescription())
+		}
+		got = call(resource, "test://template/7/data", ``)
+		expect(t, got, succeeded, "")
+		if !strings.Contains(text(got), `"uri":"test://template/7/data"`) || !strings.Contains(text(got), "read test://template/{id}/data") {
+			t.Errorf("resource answer %s: want the concrete URI read under its template", text(got))
+		}
+		expect(t, call(resource, "test://static-text", `{}`), succeeded, "")
+
+		for _, c := range []struct {
+			kind         sharedosv1.CallKind
+			name, args   string
+			status       sharedosv1.OperationStatus
+			code, reason string
+		}{
+			{prompt, "unpinned", `{}`, denied, outcome.ToolUnavailable, "not in this turn's catalogue"},
+			{prompt, "with_args", `{}`, failed, outcome.InvalidArguments, `"a" is required`},
+			{prompt, "with_args", `{"a":"x","c":"y"}`, failed, outcome.InvalidArguments, `no argument "c"`},
+			{prompt, "with_args", `{"a":1}`, failed, outcome.InvalidArguments, "must be a string"},
+			{prompt, "secret", `{}`, denied, outcome.PermissionDenied, ""},
+			{resource, "test://nonexistent", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
+			{resource, "test://template/404/data", ``, denied, outcome.ToolUnavailable, "no resource has URI"},
+			{resource, "test://template/{id}/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
+		} {
+			res := call(c.kind, c.name, c.args)
+			if res.GetStatus() != c.status || res.GetCode() != c.code || !strings.Contains(res.GetReason(), c.reason) {
+				t.Errorf("%s %s: %v/%s %q, want %v/%s %q", c.kind, c.name, res.GetStatus(), res.GetCode(), res.GetReason(), c.status, c.code, c.reason)
+			}
+		}
+
+		// A prompt that needs input: INPUT_REQUIRED, then the same attempt.
+		first := call(prompt, "review", `{}`)
+		expect(t, first, inputRequired, "")
+		n++
+		retry := &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "pr", Tool: "review", ArgumentsJson: []byte(`{}`), Grant: granted.GetGrant(),
+			InputRounds: true, InputMethods: pipeline.InputMethods, InputResponsesJson: []byte(`{"who":{"action":"accept"}}`),
+			Resume: &sharedosv1.Resume{AttemptId: first.GetInput().GetAttemptId(), Round: first.GetInput().GetRound()}}
+		done, err := rpc.GetPrompt(ctx, retry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, done, succeeded, "")
+
+		// A prompt changed since the turn started is refused.
+		if _, _, err := cat.RegisterPrompt(ctx, &sharedosv1.PromptRegistration{Name: "simple", Description: "v2", Handler: target}); err != nil {
+			t.Fatal(err)
+		}
+		res := call(prompt, "simple", `{}`)
+		if res.GetCode() != outcome.ToolUnavailable || !strings.Contains(res.GetReason(), "changed since this turn started") {
+			t.Errorf("a changed prompt: %v %q", res.GetCode(), res.GetReason())
+		}
+
+		rows := h.records("pr")
+		if len(rows) != 13 { // the retry of review is its first attempt's
+			t.Fatalf("%d records for 13 attempts", len(rows))
+		}
+		kinds := map[sharedosv1.CallKind]int{}
+		for _, r := range rows {
+			kinds[r.Kind]++
+			if r.Status == pending {
+				t.Errorf("record %s still pending", r.CallID)
+			}
+		}
+		if kinds[prompt] != 8 || kinds[resource] != 5 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
+			rows[1].RequestedTool != "test://template/7/data" {
+			t.Errorf("kinds %v, first rows %+v %+v", kinds, rows[0], rows[1])
+		}
+		h.mu.Lock()
+		h.attempts["pr"] = 13
+		h.mu.Unlock()
+	})
+}
