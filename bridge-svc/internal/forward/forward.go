@@ -218,51 +218,88 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 		InputRounds:        req.Modern,
 		InputResponsesJson: req.InputResponses,
 	}
-	if req.Modern || req.Ask != nil {
-		call.InputRounds, call.InputMethods = true, req.InputMethods
-	}
-	if req.HasRequestState {
-		resume, rerr := f.resume(turn, req.RequestState, tool, args)
-		if rerr != nil {
-			f.Reject(ctx, turn, req.Name, rerr.Message)
-			return nil, rerr
-		}
-		call.Resume = resume
-	}
-	res, ok := f.run(ctx, call, req.Progress)
-	// A 2025-era session's rounds are asked and continued here, on this
-	// pod, while the client's request stays open.
-	for ok && req.Ask != nil && res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED {
-		res, ok = f.askRound(ctx, call, res, req)
-	}
-	if !ok {
+	progress := req.Progress
+	res, sealed, rerr, ok := f.attempt(ctx, turn, call, req, func(ctx context.Context, c *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+		return f.invoke(ctx, c, progress)
+	})
+	switch {
+	case rerr != nil:
+		return nil, rerr
+	case !ok:
 		return nil, nil // cancelled: the client closed the request
-	}
-	if req.Modern {
-		switch {
-		case res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED:
-			out, err := f.inputRequired(turn, tool, args, res)
-			if err == nil {
-				recordOutcome(span, res)
-				return out, nil
-			}
-			f.log().ErrorContext(ctx, "input-required result not handed out", slog.String(telemetry.LogCallID, callID),
-				slog.String("error", err.Error()))
-			res = withCall(outcome.Failed(outcome.Internal, "the tool asked for input the bridge could not pass on"), res)
-		case res.GetCode() == outcome.MissingCapability && len(res.GetMissingInputMethods()) > 0:
-			recordOutcome(span, res)
-			return nil, protocol.MissingCapability(res.GetMissingInputMethods())
-		}
+	case sealed != nil:
+		return &mcp.CallToolResult{
+			Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+			MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: sealed.Requests, RequestState: sealed.State},
+		}, nil
 	}
 	out, res := f.toMCP(ctx, res)
 	recordOutcome(span, res)
 	return out, nil // no result when the kernel says cancelled, like a client cancellation
 }
 
+// rpc is one kernel call of an attempt (InvokeTool, GetPrompt, ReadResource).
+type rpc func(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error)
+
+// Sealed is a 2026-07-28 input-required answer: the provider's requests
+// and the round sealed as requestState.
+type Sealed struct {
+	Requests mcp.InputRequests
+	State    string
+}
+
+// attempt runs call for req through send: its input rounds first — a
+// requestState opened into the resumption it names (-32602 and recorded
+// when it does not open), a 2025-era session asked for each round on this
+// pod — then the kernel's result, recorded on the request's span. A
+// protocol error answers the request instead (also an undeclared
+// capability on 2026-07-28: -32021); ok is false when it was cancelled.
+// An INPUT_REQUIRED result of a 2026-07-28 request comes back sealed.
+func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.ToolCall, req Request, send rpc) (*sharedosv1.ToolResult, *Sealed, *protocol.RPCError, bool) {
+	span := trace.SpanFromContext(ctx)
+	if req.Modern || req.Ask != nil {
+		call.InputRounds, call.InputMethods = true, req.InputMethods
+	}
+	if req.HasRequestState {
+		resume, rerr := f.resume(turn, req.RequestState, call.GetTool(), call.GetArgumentsJson())
+		if rerr != nil {
+			f.reject(ctx, turn, call.GetKind(), req.Name, rerr.Message)
+			return nil, nil, rerr, true
+		}
+		call.Resume = resume
+	}
+	res, ok := f.run(ctx, call, send)
+	// A 2025-era session's rounds are asked and continued here, on this
+	// pod, while the client's request stays open.
+	for ok && req.Ask != nil && res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED {
+		res, ok = f.askRound(ctx, call, res, req, send)
+	}
+	if !ok {
+		return nil, nil, nil, false
+	}
+	if req.Modern {
+		switch {
+		case res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED:
+			sealed, err := f.seal(turn, call.GetTool(), call.GetArgumentsJson(), res)
+			if err == nil {
+				recordOutcome(span, res)
+				return res, sealed, nil, true
+			}
+			f.log().ErrorContext(ctx, "input-required result not handed out", slog.String(telemetry.LogCallID, call.GetCallId()),
+				slog.String("error", err.Error()))
+			res = withCall(outcome.Failed(outcome.Internal, "the call asked for input the bridge could not pass on"), res)
+		case res.GetCode() == outcome.MissingCapability && len(res.GetMissingInputMethods()) > 0:
+			recordOutcome(span, res)
+			return res, nil, protocol.MissingCapability(res.GetMissingInputMethods()), true
+		}
+	}
+	return res, nil, nil, true
+}
+
 // run sends call to the kernel and maps a transport failure to a result;
 // false when the call was cancelled (no result).
-func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, progress func(*sharedosv1.Progress)) (*sharedosv1.ToolResult, bool) {
-	res, err := f.invoke(ctx, call, progress)
+func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc) (*sharedosv1.ToolResult, bool) {
+	res, err := send(ctx, call)
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
 		return nil, false
 	}
@@ -285,17 +322,17 @@ func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, progress
 // id, as a 2026-07-28 client's retry would be). A client that does not
 // answer — it refused, the round expired, it left — ends the attempt
 // failed/invalid_request, recorded at once, even when the client is gone.
-func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, res *sharedosv1.ToolResult, req Request) (*sharedosv1.ToolResult, bool) {
+func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, res *sharedosv1.ToolResult, req Request, send rpc) (*sharedosv1.ToolResult, bool) {
 	in := res.GetInput()
 	next := &sharedosv1.ToolCall{
 		CallId: NewCallID(), TurnId: first.GetTurnId(), Tool: first.GetTool(), ArgumentsJson: first.GetArgumentsJson(),
-		Grant: first.GetGrant(), Harness: first.GetHarness(), InputRounds: true, InputMethods: first.GetInputMethods(),
+		Grant: first.GetGrant(), Harness: first.GetHarness(), InputRounds: true, InputMethods: first.GetInputMethods(), Kind: first.GetKind(),
 		Resume: &sharedosv1.Resume{AttemptId: in.GetAttemptId(), Round: in.GetRound(), RequestState: in.GetInput().GetRequestState()},
 	}
 	answers, err := req.Ask(ctx, in.GetInput().GetInputRequestsJson(), in.GetExpiresAt().AsTime())
 	if err == nil {
 		next.InputResponsesJson = answers
-		return f.run(ctx, next, req.Progress)
+		return f.run(ctx, next, send)
 	}
 	next.EdgeRejection = "the client did not answer the tool's input request: " + err.Error()
 	rctx := ctx
@@ -304,7 +341,7 @@ func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, re
 		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // the record, though nobody waits
 		defer cancel()
 	}
-	out, rerr := f.Invoker.InvokeTool(rctx, next)
+	out, rerr := send(rctx, next)
 	if rerr != nil {
 		f.log().ErrorContext(ctx, "unanswered input round not recorded", slog.String(telemetry.LogCallID, next.GetCallId()),
 			slog.String("grpc.code", status.Code(rerr).String()))
@@ -357,15 +394,26 @@ func (f *Forwarder) invoke(ctx context.Context, call *sharedosv1.ToolCall, progr
 // dispatch (reason says why): the kernel writes its record and runs nothing.
 // The client is answered with the protocol error, not with this result.
 func (f *Forwarder) Reject(ctx context.Context, turn *Turn, name, reason string) {
+	f.reject(ctx, turn, sharedosv1.CallKind_CALL_KIND_UNSPECIFIED, name, reason)
+}
+
+// RejectKind is Reject for an attempt of any kind (a prompts/get or
+// resources/read refused as a protocol error).
+func (f *Forwarder) RejectKind(ctx context.Context, turn *Turn, kind sharedosv1.CallKind, name, reason string) {
+	f.reject(ctx, turn, kind, name, reason)
+}
+
+func (f *Forwarder) reject(ctx context.Context, turn *Turn, kind sharedosv1.CallKind, name, reason string) {
 	callID := NewCallID()
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID),
 		attribute.String(telemetry.AttrToolRequested, name),
 		attribute.String(telemetry.AttrTurnID, turn.TurnID))
-	res, err := f.Invoker.InvokeTool(ctx, &sharedosv1.ToolCall{
+	call := &sharedosv1.ToolCall{
 		CallId: callID, TurnId: turn.TurnID, Tool: name, ArgumentsJson: []byte(`{}`),
-		Grant: turn.Grant, Harness: turn.Harness, EdgeRejection: reason,
-	})
+		Grant: turn.Grant, Harness: turn.Harness, EdgeRejection: reason, Kind: kind,
+	}
+	res, err := f.entryRPC(kind)(ctx, call)
 	if err != nil {
 		f.log().ErrorContext(ctx, "refused request not recorded", slog.String(telemetry.LogCallID, callID),
 			slog.String("grpc.code", status.Code(err).String()))
@@ -592,4 +640,62 @@ func contentResult(res *sharedosv1.ToolResult) (*mcp.CallToolResult, error) {
 		out.Meta = &mcp.Meta{AdditionalFields: map[string]any{outcome.MetaKey: outcome.Meta(res)}}
 	}
 	return out, nil
+}
+
+// EntryInvoker is an Invoker that also gets prompts and reads resources
+// (RuntimeService.GetPrompt, ReadResource); the kernel client is one.
+type EntryInvoker interface {
+	Invoker
+	GetPrompt(ctx context.Context, in *sharedosv1.ToolCall, opts ...grpc.CallOption) (*sharedosv1.ToolResult, error)
+	ReadResource(ctx context.Context, in *sharedosv1.ToolCall, opts ...grpc.CallOption) (*sharedosv1.ToolResult, error)
+}
+
+// errNoEntries: the kernel client serves no prompts or resources.
+var errNoEntries = status.Error(codes.Unimplemented, "the kernel client gets no prompts and reads no resources")
+
+// entryRPC is the kernel method of an attempt of kind.
+func (f *Forwarder) entryRPC(kind sharedosv1.CallKind) rpc {
+	ei, ok := f.Invoker.(EntryInvoker)
+	switch {
+	case kind == sharedosv1.CallKind_CALL_KIND_UNSPECIFIED:
+		return func(ctx context.Context, c *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+			return f.Invoker.InvokeTool(ctx, c)
+		}
+	case !ok:
+		return func(context.Context, *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) { return nil, errNoEntries }
+	case kind == sharedosv1.CallKind_CALL_KIND_PROMPT:
+		return func(ctx context.Context, c *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+			return ei.GetPrompt(ctx, c)
+		}
+	default:
+		return func(ctx context.Context, c *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+			return ei.ReadResource(ctx, c)
+		}
+	}
+}
+
+// Entry gets a prompt (kind PROMPT: key its name, args its arguments) or
+// reads a resource (kind RESOURCE: key its URI) for turn, with req's input
+// rounds: the kernel's result (denied and failed included), a sealed
+// input-required answer (2026-07-28), or the protocol error the request is
+// answered with; ok is false when it was cancelled.
+func (f *Forwarder) Entry(ctx context.Context, turn *Turn, kind sharedosv1.CallKind, key string, args json.RawMessage, req Request) (*sharedosv1.ToolResult, *Sealed, *protocol.RPCError, bool) {
+	span := trace.SpanFromContext(ctx)
+	callID := NewCallID()
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID), attribute.String(telemetry.AttrToolRequested, key),
+		attribute.String(telemetry.AttrTurnID, turn.TurnID))
+	req.Name = key
+	call := &sharedosv1.ToolCall{CallId: callID, TurnId: turn.TurnID, Tool: key, ArgumentsJson: args, Grant: turn.Grant,
+		Harness: turn.Harness, InputResponsesJson: req.InputResponses, Kind: kind}
+	res, sealed, rerr, ok := f.attempt(ctx, turn, call, req, f.entryRPC(kind))
+	if ok && rerr == nil && sealed == nil {
+		if res.GetCallId() == "" {
+			res.CallId = callID
+		}
+		recordOutcome(span, res)
+	}
+	return res, sealed, rerr, ok
 }

@@ -50,9 +50,9 @@ func (f *Forwarder) resume(turn *Turn, token, tool string, args []byte) (*shared
 	return &sharedosv1.Resume{AttemptId: st.AttemptID, Round: st.Round, RequestState: st.Provider}, nil
 }
 
-// inputRequired is the MCP form of an INPUT_REQUIRED result: the
+// seal is the 2026-07-28 form of an INPUT_REQUIRED result: the
 // provider's input requests, and the round sealed as requestState.
-func (f *Forwarder) inputRequired(turn *Turn, tool string, args []byte, res *sharedosv1.ToolResult) (*mcp.CallToolResult, error) {
+func (f *Forwarder) seal(turn *Turn, tool string, args []byte, res *sharedosv1.ToolResult) (*Sealed, error) {
 	in := res.GetInput()
 	var reqs mcp.InputRequests
 	if err := json.Unmarshal(in.GetInput().GetInputRequestsJson(), &reqs); err != nil {
@@ -66,8 +66,5 @@ func (f *Forwarder) inputRequired(turn *Turn, tool string, args []byte, res *sha
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.CallToolResult{
-		Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
-		MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: reqs, RequestState: token},
-	}, nil
+	return &Sealed{Requests: reqs, State: token}, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -298,6 +299,15 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 				return
 			}
 		}
+		if (msg.Method == "resources/subscribe" || msg.Method == "resources/unsubscribe") &&
+			!(protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)) {
+			// 2025 eras: acknowledged; a turn's resources are pinned, and
+			// no update is ever pushed (ADR 0018). 2026-07-28 removed the
+			// methods: mcp-go answers them 404.
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{}}`))
+			return
+		}
 		if msg.Method == "subscriptions/listen" {
 			// A turn's catalogue is pinned for its lifetime: there is no list
 			// change to announce (the standalone GET stream is off for the
@@ -313,7 +323,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			// mcp-go would refuse this too, but with a message that quotes
 			// neither name: refuse it here, recorded, with the protocol error
 			// a 2026-07-28 server owes (400, -32020).
-			h.reject(ctx, turnID, msg.ToolName, reason)
+			h.reject(ctx, turnID, attemptKinds[msg.Method], msg.Target, reason)
 			writeRPCError(w, &protocol.RPCError{Code: protocol.CodeHeaderMismatch, Message: "header mismatch: " + reason, ID: msg.ID})
 			return
 		}
@@ -333,7 +343,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		h.refuse(w, r, http.StatusTooManyRequests, "too many initialize requests on this turn")
 		return
 	}
-	call := msg != nil && msg.Method == "tools/call"
+	kind, call := sharedosv1.CallKind(0), false
+	if msg != nil {
+		kind, call = attemptKinds[msg.Method]
+	}
 	ctx, st := withCallState(ctx)
 	if msg != nil {
 		st.msg = msg
@@ -346,6 +359,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			}
 		}
 	}
+	if call && h.refuseUnpinned(w, ctx, srv, msg) {
+		return
+	}
 	resp := newResponse(w, st, call)
 	st.resp = resp
 	srv.http.Handle(resp, &server.HTTPRequest{
@@ -355,7 +371,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 	case resp.held:
 		// mcp-go refused the call before its handler: recorded all the
 		// same, then answered as mcp-go answered.
-		h.cfg.Forwarder.Reject(ctx, srv.turn, msg.ToolName, resp.refusal())
+		h.cfg.Forwarder.RejectKind(ctx, srv.turn, kind, msg.Target, resp.refusal())
 		resp.release()
 	case msg != nil && msg.Method == "initialize":
 		srv.forget(ctx, w.Header().Get(server.HeaderKeySessionID))
@@ -407,13 +423,13 @@ func (h *Handler) recordRefused(ctx context.Context, turnID string, header http.
 	if method != "tools/call" {
 		return
 	}
-	h.reject(ctx, turnID, name, reason)
+	h.reject(ctx, turnID, sharedosv1.CallKind_CALL_KIND_UNSPECIFIED, name, reason)
 }
 
-// reject records a refused tools/call of turnID under the name it asked for.
-func (h *Handler) reject(ctx context.Context, turnID, name, reason string) {
+// reject records a refused attempt of turnID under what it named.
+func (h *Handler) reject(ctx context.Context, turnID string, kind sharedosv1.CallKind, name, reason string) {
 	if srv, err := h.server(ctx, turnID); err == nil {
-		h.cfg.Forwarder.Reject(ctx, srv.turn, name, reason)
+		h.cfg.Forwarder.RejectKind(ctx, srv.turn, kind, name, reason)
 	}
 }
 

@@ -43,6 +43,8 @@ type turnServer struct {
 	// this pod: a harness initializes a few times per turn, a flood is
 	// refused 429 before mcp-go does any work for it.
 	initialize *rate.Limiter
+	// entries are the prompts and resources the turn pinned.
+	entries pinnedEntries
 }
 
 // progressNotifier sends each progress report of a call to its client as
@@ -199,11 +201,18 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 
 	mcpSrv := server.NewMCPServer(ServerName, ServerVersion,
 		server.WithToolCapabilities(false),
+		// A turn's prompts and resources are pinned: nothing changes to
+		// announce, and no subscription is offered (route acknowledges a
+		// 2025-era resources/subscribe; nothing is pushed).
+		server.WithPromptCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithCompletions(),
 		server.WithRecovery(),
 		server.WithHooks(hooks),
 		server.WithToolFilter(unknown.filter),
 	)
 	mcpSrv.AddTools(tools...)
+	addEntries(mcpSrv, l, entryHandlers{fwd: fwd, turn: turn})
 
 	sessions := &sessionIDs{turnID: l.TurnID, key: l.TokenHash[:]}
 	httpSrv := server.NewStreamableHTTPServer(mcpSrv,
@@ -215,5 +224,5 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(logger.With(slog.String(telemetry.LogTurnID, l.TurnID))),
 	)
-	return &turnServer{turn: turn, http: httpSrv, sessions: sessions, initialize: initialize}, nil
+	return &turnServer{turn: turn, http: httpSrv, sessions: sessions, initialize: initialize, entries: pinnedOf(l)}, nil
 }

@@ -21,22 +21,23 @@ const CodeHeaderMismatch = -32020
 // apply: another method, or a legacy-era request, which has no such header).
 // A non-ASCII name travels as =?base64?<std base64>?= and is decoded first.
 func NameHeaderMismatch(h http.Header, msg *Message) string {
-	if msg.Method != "tools/call" || !(IsModern(h.Get(HeaderProtocolVersion)) || IsModern(msg.MetaProtocolVersion)) {
+	param := map[string]string{"tools/call": "params.name", "prompts/get": "params.name", "resources/read": "params.uri"}[msg.Method]
+	if param == "" || !(IsModern(h.Get(HeaderProtocolVersion)) || IsModern(msg.MetaProtocolVersion)) {
 		return ""
 	}
 	vals := h.Values(HeaderName)
 	switch {
 	case len(vals) == 0:
-		return fmt.Sprintf("%s header missing for tools/call of %q", HeaderName, msg.ToolName)
+		return fmt.Sprintf("%s header missing for %s of %q", HeaderName, msg.Method, msg.Target)
 	case len(vals) > 1:
-		return fmt.Sprintf("%s header repeated for tools/call of %q", HeaderName, msg.ToolName)
+		return fmt.Sprintf("%s header repeated for %s of %q", HeaderName, msg.Method, msg.Target)
 	}
 	name, ok := decodeHeaderValue(vals[0])
 	if !ok {
 		return fmt.Sprintf("%s header %q is not a valid =?base64?...?= value", HeaderName, vals[0])
 	}
-	if name != msg.ToolName {
-		return fmt.Sprintf("%s header %q does not match params.name %q", HeaderName, name, msg.ToolName)
+	if name != msg.Target {
+		return fmt.Sprintf("%s header %q does not match %s %q", HeaderName, name, param, msg.Target)
 	}
 	return ""
 }

@@ -17,7 +17,7 @@ func TestNameHeaderMismatch(t *testing.T) {
 		}
 		return h
 	}
-	call := &protocol.Message{Method: "tools/call", ToolName: "files.read"}
+	call := &protocol.Message{Method: "tools/call", ToolName: "files.read", Target: "files.read"}
 	cases := []struct {
 		name string
 		h    http.Header
@@ -32,7 +32,7 @@ func TestNameHeaderMismatch(t *testing.T) {
 		{"bad base64", modern("=?base64?***?="), call, "not a valid"},
 		{"legacy era has no such rule", http.Header{}, call, ""},
 		{"other methods", modern(), &protocol.Message{Method: "tools/list"}, ""},
-		{"modern by _meta only", http.Header{}, &protocol.Message{Method: "tools/call", ToolName: "x", MetaProtocolVersion: protocol.Version20260728}, "missing"},
+		{"modern by _meta only", http.Header{}, &protocol.Message{Method: "tools/call", ToolName: "x", Target: "x", MetaProtocolVersion: protocol.Version20260728}, "missing"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

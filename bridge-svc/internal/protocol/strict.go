@@ -34,6 +34,9 @@ type Message struct {
 	MetaProtocolVersion string
 	// ToolName is params.name of a tools/call.
 	ToolName string
+	// Target is what a request names: params.name of a tools/call or a
+	// prompts/get, params.uri of a resources/read ("" otherwise).
+	Target string
 	// TraceMeta holds the W3C trace context members of params._meta
 	// (traceparent, tracestate, baggage: MCP SEP-414), for a harness whose
 	// MCP client cannot set HTTP headers; nil when there are none. Only
@@ -210,6 +213,17 @@ func Parse(body []byte) (*Message, *RPCError) {
 	if raw, ok := pm.lookup("name"); ok && m.Method == "tools/call" {
 		if m.ToolName, ok = str(raw); !ok {
 			return fail(`"params.name" must be a string`)
+		}
+		m.Target = m.ToolName
+	}
+	if raw, ok := pm.lookup("name"); ok && m.Method == "prompts/get" {
+		if m.Target, ok = str(raw); !ok {
+			return fail(`"params.name" must be a string`)
+		}
+	}
+	if raw, ok := pm.lookup("uri"); ok && m.Method == "resources/read" {
+		if m.Target, ok = str(raw); !ok {
+			return fail(`"params.uri" must be a string`)
 		}
 	}
 	if m.Method == "initialize" {

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -18,6 +17,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/canonjson"
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
 	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
@@ -38,7 +38,7 @@ const (
 var argumentName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // templateVar is one RFC 6570 level-1 expression: {name}.
-var templateVar = regexp.MustCompile(`\{([^{}]*)\}`)
+var templateVar = resourceuri.Var
 
 var varName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
@@ -453,43 +453,4 @@ func (s *Service) ResolveResource(ctx context.Context, uri string) (*ResolvedEnt
 		return nil, fmt.Errorf("catalog: stored resource %q: %w", uri, err)
 	}
 	return &ResolvedEntry{Resource: r, Digest: e.Digest}, nil
-}
-
-// MatchResource returns the pinned registration a concrete URI reads: the
-// one registered with exactly that URI, else the first (in byte order)
-// template it matches, each {var} standing for one non-empty segment
-// without '/', '?' or '#'; ok is false when none does (or uri has a brace).
-func MatchResource(pinned []string, uri string) (string, bool) {
-	if strings.ContainsAny(uri, "{}") {
-		return "", false // a template is not a resource (braces are not URI characters)
-	}
-	if slices.Contains(pinned, uri) {
-		return uri, true
-	}
-	sorted := slices.Sorted(slices.Values(pinned))
-	for _, p := range sorted {
-		if templateVar.MatchString(p) && templateMatches(p, uri) {
-			return p, true
-		}
-	}
-	return "", false
-}
-
-func templateMatches(tmpl, uri string) bool {
-	var re strings.Builder
-	re.WriteString("^")
-	rest := tmpl
-	for {
-		loc := templateVar.FindStringIndex(rest)
-		if loc == nil {
-			re.WriteString(regexp.QuoteMeta(rest))
-			break
-		}
-		re.WriteString(regexp.QuoteMeta(rest[:loc[0]]))
-		re.WriteString(`[^/?#]+`)
-		rest = rest[loc[1]:]
-	}
-	re.WriteString("$")
-	m, err := regexp.MatchString(re.String(), uri)
-	return err == nil && m
 }

@@ -190,24 +190,3 @@ func TestListPromptsResources(t *testing.T) {
 		t.Fatalf("with the filter down: %v, want ErrAuthzUnavailable", err)
 	}
 }
-
-// TestMatchResource: a concrete URI reads the registration with exactly
-// its URI, else a template whose {var} each stand for one segment.
-func TestMatchResource(t *testing.T) {
-	pinned := []string{"test://static-text", "test://template/{id}/data", "test://a/{x}.{y}"}
-	for uri, want := range map[string]string{
-		"test://static-text":        "test://static-text",
-		"test://template/123/data":  "test://template/{id}/data",
-		"test://a/b.c":              "test://a/{x}.{y}",
-		"test://template//data":     "",
-		"test://template/1/2/data":  "",
-		"test://template/1/data/x":  "",
-		"test://nonexistent":        "",
-		"test://template/{id}/data": "",
-	} {
-		got, ok := catalog.MatchResource(pinned, uri)
-		if got != want || ok != (want != "") {
-			t.Errorf("MatchResource(%q) = %q, %v; want %q", uri, got, ok, want)
-		}
-	}
-}

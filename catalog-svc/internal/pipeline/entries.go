@@ -19,6 +19,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
@@ -102,7 +103,7 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 	case sharedosv1.CallKind_CALL_KIND_RESOURCE:
 		class = requirement.ClassResource
 		var ok bool
-		if name, ok = catalog.MatchResource(slices.Collect(maps.Keys(grant.Resources)), raw); !ok {
+		if name, ok = resourceuri.Match(slices.Collect(maps.Keys(grant.Resources)), raw); !ok {
 			return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource of this turn has URI %q", shown))
 		}
 		pinned = grant.Resources[name]

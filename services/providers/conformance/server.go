@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"net"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
@@ -45,7 +48,27 @@ var Command = runner.Command[Config]{
 		return c.Complete(ctx)
 	},
 	Subs: []runner.Sub{{Name: "registrations", Usage: "[TARGET] print the fixtures' registrations (JSON) for `sharedosctl tools register -f`",
-		Run: printRegistrations}},
+		Run: printRegistrations},
+		{Name: "prompt-registrations", Usage: "[TARGET] print the prompt fixtures' registrations (JSON) for `sharedosctl prompts register -f`",
+			Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+				return printEntries(args, stdout, stderr, func(target string) []proto.Message {
+					var out []proto.Message
+					for _, r := range PromptRegistrations(target) {
+						out = append(out, r)
+					}
+					return out
+				})
+			}},
+		{Name: "resource-registrations", Usage: "[TARGET] print the resource fixtures' registrations (JSON) for `sharedosctl resources register -f`",
+			Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+				return printEntries(args, stdout, stderr, func(target string) []proto.Message {
+					var out []proto.Message
+					for _, r := range ResourceRegistrations(target) {
+						out = append(out, r)
+					}
+					return out
+				})
+			}}},
 }
 
 // Server is a completed, listening conformance provider.
@@ -91,6 +114,31 @@ func printRegistrations(_ context.Context, args []string, stdout, stderr io.Writ
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(out); err != nil {
+		fmt.Fprintln(stderr, "conformance-provider:", err)
+		return 1
+	}
+	return 0
+}
+
+// printEntries writes prompt or resource registrations as a JSON list, in
+// the form sharedosctl prompts|resources register -f reads.
+func printEntries(args []string, stdout, stderr io.Writer, regs func(target string) []proto.Message) int {
+	target := Bind(flag.NewFlagSet("", flag.ContinueOnError))().Listen
+	if len(args) > 0 {
+		target = args[0]
+	}
+	items := make([]json.RawMessage, 0)
+	for _, r := range regs(target) {
+		b, err := protojson.Marshal(r)
+		if err != nil {
+			fmt.Fprintln(stderr, "conformance-provider:", err)
+			return 1
+		}
+		items = append(items, b)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(items); err != nil {
 		fmt.Fprintln(stderr, "conformance-provider:", err)
 		return 1
 	}

@@ -97,6 +97,19 @@ func startConformanceProvider(t *testing.T, s *stack) string {
 	if _, code := s.ctl(t, "tools", "register", "-f", file); code != 0 {
 		t.Fatalf("register conformance fixtures: exit %d\n%s", code, p.Log)
 	}
+	for _, kind := range []string{"prompt", "resource"} {
+		out, err := exec.Command(filepath.Join(s.Bin, "conformance-provider"), kind+"-registrations", addr).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), kind+"s.json")
+		if err := os.WriteFile(file, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, code := s.ctl(t, kind+"s", "register", "-f", file); code != 0 {
+			t.Fatalf("register conformance %s fixtures: exit %d\n%s", kind, code, p.Log)
+		}
+	}
 	return addr
 }
 
@@ -212,13 +225,18 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 		}
 		// Every fixture call went through the kernel and was recorded.
 		var ops []struct {
-			Tool, Status, Code string
-			ProgressCount      int
+			Tool, Status, Code, Kind string
+			ProgressCount            int
 		}
 		s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
 		seen := map[string]bool{}
 		for _, o := range ops {
-			seen[o.Tool] = true
+			seen[o.Kind+":"+o.Tool] = true
+			seen[o.Tool] = o.Kind == ""
+			// SEP-2164's unknown URI is refused by the kernel, recorded.
+			if o.Tool == "test://nonexistent-resource-for-conformance-testing" && (o.Kind != "resource" || o.Code != outcome.ToolUnavailable) {
+				t.Errorf("the unknown resource's record: %+v, want a denied/tool_unavailable resource read", o)
+			}
 			// The suite's progress call: its record keeps the count.
 			if o.Tool == conformance.ToolWithProgress && o.Status == "succeeded" && o.ProgressCount != 3 {
 				t.Errorf("%s record: progress count %d, want 3", o.Tool, o.ProgressCount)
@@ -228,6 +246,14 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			conformance.ToolAudio, conformance.ToolEmbeddedResource, conformance.ToolMixedContent, conformance.ToolWithProgress} {
 			if !seen[name] {
 				t.Errorf("fixture %s has no operation record: it did not go through the kernel", name)
+			}
+		}
+		// So did every prompt got and resource read (ADR 0018).
+		for _, key := range []string{"prompt:" + conformance.PromptSimple, "prompt:" + conformance.PromptWithArguments,
+			"prompt:" + conformance.PromptInputRequired, "resource:" + conformance.ResourceText, "resource:test://template/123/data",
+			"resource:test://nonexistent-resource-for-conformance-testing"} {
+			if !seen[key] {
+				t.Errorf("%s has no operation record: it did not go through the kernel", key)
 			}
 		}
 	})

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
@@ -14,7 +17,7 @@ import (
 // revisions, replaces one by registering it again, refuses a bad one
 // naming the field and the rule, and deregisters.
 func TestPromptAndResourceRegistry(t *testing.T) {
-	s := startStack(t, launch.Options{})
+	s := startStack(t, launch.Options{DatabaseURL: pgtest.NewDatabase(t, noMigrate)})
 	dir := t.TempDir()
 	prompts := filepath.Join(dir, "prompts.yaml")
 	write := func(path, body string) {
@@ -81,6 +84,8 @@ func TestPromptAndResourceRegistry(t *testing.T) {
 	// A turn pins what its context may list (ADR 0018): the conformance
 	// role lists test_simple_prompt and the template; alice/engineer none.
 	var opened struct {
+		McpURL               string   `json:"mcpUrl"`
+		Token                string   `json:"token"`
 		Prompts              []string `json:"prompts"`
 		Resources            []string `json:"resources"`
 		PromptsResourcesHash string   `json:"promptsResourcesHash"`
@@ -89,6 +94,39 @@ func TestPromptAndResourceRegistry(t *testing.T) {
 	if strings.Join(opened.Prompts, ",") != "test_simple_prompt" || strings.Join(opened.Resources, ",") != "test://static-text,test://template/{id}/data" ||
 		len(opened.PromptsResourcesHash) != 64 {
 		t.Fatalf("the conformance turn pinned %+v", opened)
+	}
+	// Getting the pinned prompt reaches the kernel, which finds it pinned
+	// and dispatches it (its provider is not running here: failed).
+	getPrompt := func(name string) (int, string) {
+		body := `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"` + name +
+			`","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, _ := http.NewRequest(http.MethodPost, opened.McpURL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+opened.Token)
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "prompts/get")
+		req.Header.Set("Mcp-Name", name)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(got)
+	}
+	if code, got := getPrompt("test_simple_prompt"); !strings.Contains(got, `"code":-32603`) || !strings.Contains(got, "failed: ") {
+		t.Fatalf("prompts/get of a pinned prompt: %d %s", code, got)
+	}
+	// A prompt the turn did not pin is refused before mcp-go, recorded.
+	if code, got := getPrompt("code.review"); code != http.StatusBadRequest || !strings.Contains(got, `"code":-32602`) ||
+		!strings.Contains(got, "not in this turn's catalogue") {
+		t.Fatalf("prompts/get of an unpinned prompt: %d %s", code, got)
+	}
+	var ops []struct{ Tool, Status, Code, Kind string }
+	s.ctlJSON(t, &ops, "ops", "list", "--turn", strings.Split(strings.Split(opened.McpURL, "/turns/")[1], "/")[0])
+	if len(ops) != 2 || ops[0].Kind != "prompt" || ops[0].Status != "failed" || ops[1].Tool != "code.review" || ops[1].Code != "tool_unavailable" {
+		t.Fatalf("records %+v: want both prompt attempts", ops)
 	}
 	var engineer struct {
 		Prompts              []string `json:"prompts"`

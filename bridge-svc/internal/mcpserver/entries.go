@@ -1,0 +1,246 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
+)
+
+// Prompts and resources of a turn (ADR 0018): the pinned ones are served
+// through mcp-go, each prompts/get and resources/read an attempt of the
+// kernel; one that names nothing pinned is refused here, recorded by the
+// kernel all the same. Their results have no error form, so a refusal is
+// a JSON-RPC error carrying the outcome.
+
+// JSON-RPC codes of refused prompts/get and resources/read.
+const (
+	// CodeDenied: the policy (or the turn) says no.
+	CodeDenied = -32001
+	// CodeFailed: the attempt could not be carried out.
+	CodeFailed = -32603
+)
+
+// attemptKinds are the methods that are kernel attempts, by kind.
+var attemptKinds = map[string]sharedosv1.CallKind{
+	"tools/call":     sharedosv1.CallKind_CALL_KIND_UNSPECIFIED,
+	"prompts/get":    sharedosv1.CallKind_CALL_KIND_PROMPT,
+	"resources/read": sharedosv1.CallKind_CALL_KIND_RESOURCE,
+}
+
+// pinnedEntries are a lease's prompt names and resource URIs (templates).
+type pinnedEntries struct {
+	prompts   map[string]bool
+	resources []string
+}
+
+func pinnedOf(l *leases.Lease) pinnedEntries {
+	p := pinnedEntries{prompts: make(map[string]bool, len(l.Prompts))}
+	for _, pr := range l.Prompts {
+		p.prompts[pr.GetName()] = true
+	}
+	for _, r := range l.Resources {
+		p.resources = append(p.resources, r.GetUri())
+	}
+	return p
+}
+
+// pinned reports whether a prompts/get or resources/read names something
+// the turn pinned (mcp-go serves only those).
+func (p pinnedEntries) pinned(kind sharedosv1.CallKind, target string) bool {
+	if kind == sharedosv1.CallKind_CALL_KIND_PROMPT {
+		return p.prompts[target]
+	}
+	_, ok := resourceuri.Match(p.resources, target)
+	return ok
+}
+
+// entryError is the JSON-RPC error of a refused prompt or resource attempt:
+// the model's text as message, the outcome as data; a resource no pinned
+// registration has is -32602 with data.uri (SEP-2164).
+func entryError(kind sharedosv1.CallKind, target string, res *sharedosv1.ToolResult) *protocol.RPCError {
+	data := map[string]any{outcome.MetaKey: outcome.Meta(res)}
+	code := CodeFailed
+	switch {
+	case res.GetCode() == outcome.ToolUnavailable || res.GetCode() == outcome.InvalidArguments:
+		code = protocol.CodeInvalidParams
+		if kind == sharedosv1.CallKind_CALL_KIND_RESOURCE && res.GetCode() == outcome.ToolUnavailable {
+			data["uri"] = target
+			return &protocol.RPCError{Code: code, Message: "Resource not found: " + outcome.Text(res), Data: data}
+		}
+	case res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_DENIED:
+		code = CodeDenied
+	}
+	msg := outcome.Text(res)
+	if msg == "" {
+		msg = fmt.Sprintf("the %s was not served (%s)", map[sharedosv1.CallKind]string{sharedosv1.CallKind_CALL_KIND_PROMPT: "prompt",
+			sharedosv1.CallKind_CALL_KIND_RESOURCE: "resource"}[kind], outcome.StatusName(res.GetStatus()))
+	}
+	return &protocol.RPCError{Code: code, Message: msg, Data: data}
+}
+
+// entryRequest is the forward.Request of a prompt or resource attempt.
+func entryRequest(st *callState) forward.Request {
+	var fr forward.Request
+	if st != nil && st.msg != nil {
+		fr.Modern = st.modern
+		fr.InputMethods = protocol.InputMethods(st.msg.ClientCapabilities)
+		fr.InputResponses = st.msg.InputResponses
+		fr.RequestState, fr.HasRequestState = st.msg.RequestState, st.msg.HasRequestState
+		if !st.modern {
+			fr.Ask, fr.InputMethods = st.ask, st.inputMethods
+		}
+	}
+	return fr
+}
+
+// entryHandlers are the mcp-go handlers of a turn's prompts and resources.
+type entryHandlers struct {
+	fwd  *forward.Forwarder
+	turn *forward.Turn
+}
+
+// attempt runs one prompt or resource attempt for a handler: the kernel's
+// successful result, a sealed round, or the error to answer with (the
+// request is then answered by the response writer: callState.replaced).
+func (e entryHandlers) attempt(ctx context.Context, kind sharedosv1.CallKind, target string, args json.RawMessage) (*sharedosv1.ToolResult, *forward.Sealed, error) {
+	st := stateFrom(ctx)
+	if st != nil {
+		st.handled.Store(true)
+	}
+	res, sealed, rerr, ok := e.fwd.Entry(ctx, e.turn, kind, target, args, entryRequest(st))
+	switch {
+	case !ok:
+		if st != nil {
+			st.cancelled.Store(true)
+		}
+		return nil, nil, errCancelled
+	case rerr == nil && sealed == nil && res.GetStatus() != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED:
+		rerr = entryError(kind, target, res)
+	}
+	if rerr != nil {
+		if st != nil {
+			if st.msg != nil {
+				rerr.ID = st.msg.ID
+			}
+			st.replaced.Store(rerr)
+		}
+		return nil, nil, errReplaced
+	}
+	return res, sealed, nil
+}
+
+func (e entryHandlers) prompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	args, _ := json.Marshal(req.Params.Arguments)
+	if req.Params.Arguments == nil {
+		args = []byte(`{}`)
+	}
+	res, sealed, err := e.attempt(ctx, sharedosv1.CallKind_CALL_KIND_PROMPT, req.Params.Name, args)
+	if err != nil {
+		return nil, err
+	}
+	if sealed != nil {
+		return &mcp.GetPromptResult{Result: mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+			MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: sealed.Requests, RequestState: sealed.State}}, nil
+	}
+	var raw []struct {
+		Role    mcp.Role        `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(res.GetContentJson(), &raw); err != nil {
+		return nil, fmt.Errorf("prompt messages: %w", err)
+	}
+	out := &mcp.GetPromptResult{Description: res.GetDescription(), Messages: make([]mcp.PromptMessage, 0, len(raw))}
+	for i, m := range raw {
+		c, err := mcp.UnmarshalContent(m.Content)
+		if err != nil {
+			return nil, fmt.Errorf("prompt message %d: %w", i, err)
+		}
+		out.Messages = append(out.Messages, mcp.PromptMessage{Role: m.Role, Content: c})
+	}
+	return out, nil
+}
+
+func (e entryHandlers) resource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	res, _, err := e.attempt(ctx, sharedosv1.CallKind_CALL_KIND_RESOURCE, req.Params.URI, nil)
+	if err != nil {
+		return nil, err
+	}
+	var raw []map[string]any
+	if err := json.Unmarshal(res.GetContentJson(), &raw); err != nil {
+		return nil, fmt.Errorf("resource contents: %w", err)
+	}
+	out := make([]mcp.ResourceContents, 0, len(raw))
+	for i, m := range raw {
+		c, err := mcp.ParseResourceContents(m)
+		if err != nil {
+			return nil, fmt.Errorf("resource contents %d: %w", i, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// addEntries registers the lease's prompts and resources on srv.
+func addEntries(srv *server.MCPServer, l *leases.Lease, h entryHandlers) {
+	for _, p := range l.Prompts {
+		opts := []mcp.PromptOption{mcp.WithPromptDescription(p.GetDescription())}
+		if p.GetTitle() != "" {
+			opts = append(opts, mcp.WithPromptTitle(p.GetTitle()))
+		}
+		for _, a := range p.GetArguments() {
+			aopts := []mcp.ArgumentOption{mcp.ArgumentDescription(a.GetDescription())}
+			if a.GetRequired() {
+				aopts = append(aopts, mcp.RequiredArgument())
+			}
+			opts = append(opts, mcp.WithArgument(a.GetName(), aopts...))
+		}
+		srv.AddPrompt(mcp.NewPrompt(p.GetName(), opts...), h.prompt)
+	}
+	for _, r := range l.Resources {
+		if r.GetTemplate() {
+			opts := []mcp.ResourceTemplateOption{mcp.WithTemplateDescription(r.GetDescription())}
+			if r.GetMimeType() != "" {
+				opts = append(opts, mcp.WithTemplateMIMEType(r.GetMimeType()))
+			}
+			srv.AddResourceTemplate(mcp.NewResourceTemplate(r.GetUri(), r.GetName(), opts...), h.resource)
+			continue
+		}
+		opts := []mcp.ResourceOption{mcp.WithResourceDescription(r.GetDescription())}
+		if r.GetMimeType() != "" {
+			opts = append(opts, mcp.WithMIMEType(r.GetMimeType()))
+		}
+		srv.AddResource(mcp.NewResource(r.GetUri(), r.GetName(), opts...), h.resource)
+	}
+}
+
+// refuseUnpinned answers a prompts/get or resources/read that names nothing
+// the turn pinned: the kernel records it (denied/tool_unavailable) and the
+// client gets its JSON-RPC error. ok is false when the request names a
+// pinned entry (mcp-go serves it).
+func (h *Handler) refuseUnpinned(w http.ResponseWriter, ctx context.Context, srv *turnServer, msg *protocol.Message) bool {
+	kind, ok := attemptKinds[msg.Method]
+	if !ok || kind == sharedosv1.CallKind_CALL_KIND_UNSPECIFIED || srv.entries.pinned(kind, msg.Target) {
+		return false
+	}
+	res, _, rerr, done := h.cfg.Forwarder.Entry(ctx, srv.turn, kind, msg.Target, nil, forward.Request{})
+	if !done {
+		return true // the client left
+	}
+	if rerr == nil {
+		rerr = entryError(kind, msg.Target, res)
+	}
+	rerr.ID = msg.ID
+	writeRPCError(w, rerr)
+	return true
+}

@@ -1,0 +1,28 @@
+package resourceuri_test
+
+import (
+	"testing"
+
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
+)
+
+// TestMatch: a concrete URI reads the registration with exactly
+// its URI, else a template whose {var} each stand for one segment.
+func TestMatch(t *testing.T) {
+	pinned := []string{"test://static-text", "test://template/{id}/data", "test://a/{x}.{y}"}
+	for uri, want := range map[string]string{
+		"test://static-text":        "test://static-text",
+		"test://template/123/data":  "test://template/{id}/data",
+		"test://a/b.c":              "test://a/{x}.{y}",
+		"test://template//data":     "",
+		"test://template/1/2/data":  "",
+		"test://template/1/data/x":  "",
+		"test://nonexistent":        "",
+		"test://template/{id}/data": "",
+	} {
+		got, ok := resourceuri.Match(pinned, uri)
+		if got != want || ok != (want != "") {
+			t.Errorf("MatchResource(%q) = %q, %v; want %q", uri, got, ok, want)
+		}
+	}
+}
