@@ -33,25 +33,7 @@ func roundCall(id int, caps, extra string) string {
 // -32602 — each refusal recorded, none resumed.
 func TestInputRoundsOverHTTP(t *testing.T) {
 	f := newFixture(t)
-	f.kernel.Dispatch = func(_ context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, bool) {
-		switch {
-		case call.GetTool() != "files.read" || call.GetEdgeRejection() != "":
-			return nil, false
-		case call.GetResume() != nil:
-			return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
-				ContentJson: []byte(`[{"type":"text","text":"resumed ` + string(call.GetResume().GetRequestState()) + `"}]`)}, true
-		case !slices.Contains(call.GetInputMethods(), "elicitation/create"):
-			r := outcome.Failed(outcome.MissingCapability, "the tool needs input the client did not declare it can give: elicitation/create")
-			r.MissingInputMethods = []string{"elicitation/create"}
-			return r, true
-		}
-		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED,
-			Input: &sharedosv1.InputRound{AttemptId: "attempt-1", Round: 1, ExpiresAt: timestamppb.New(time.Now().Add(time.Minute)),
-				Input: &sharedosv1.InputRequired{
-					InputRequestsJson: []byte(`{"ok":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}}`),
-					RequestState:      []byte("p1"),
-				}}}, true
-	}
+	f.kernel.Dispatch = askingDispatch
 	tr := f.bridge.Open(t)
 	send := func(body string) rawResp {
 		t.Helper()
@@ -74,7 +56,7 @@ func TestInputRoundsOverHTTP(t *testing.T) {
 
 	answers := `"inputResponses":{"ok":{"action":"accept","content":{"ok":true}}},`
 	done := send(roundCall(2, `{"elicitation":{}}`, answers+`"requestState":`+quoteJSON(state)+`,`))
-	if done.status != http.StatusOK || !strings.Contains(string(done.body), "resumed p1") {
+	if done.status != http.StatusOK || !strings.Contains(string(done.body), "state p1") {
 		t.Fatalf("retry: %d %s", done.status, done.body)
 	}
 
@@ -179,7 +161,8 @@ func askingDispatch(_ context.Context, call *sharedosv1.ToolCall) (*sharedosv1.T
 		return nil, false
 	case call.GetResume() != nil:
 		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
-			ContentJson: []byte(`[{"type":"text","text":` + quoteJSON("answered "+string(call.GetInputResponsesJson())) + `}]`)}, true
+			ContentJson: []byte(`[{"type":"text","text":` + quoteJSON("answered "+string(call.GetInputResponsesJson())+
+				" state "+string(call.GetResume().GetRequestState())) + `}]`)}, true
 	case !slices.Contains(call.GetInputMethods(), "elicitation/create"):
 		r := outcome.Failed(outcome.MissingCapability, "the tool needs input the client did not declare it can give: elicitation/create")
 		r.MissingInputMethods = []string{"elicitation/create"}
@@ -187,7 +170,8 @@ func askingDispatch(_ context.Context, call *sharedosv1.ToolCall) (*sharedosv1.T
 	}
 	return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED,
 		Input: &sharedosv1.InputRound{AttemptId: "attempt-1", Round: 1, ExpiresAt: timestamppb.New(time.Now().Add(time.Minute)),
-			Input: &sharedosv1.InputRequired{InputRequestsJson: []byte(`{"ok":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean","default":true}}}}}}`)}}}, true
+			Input: &sharedosv1.InputRequired{RequestState: []byte("p1"),
+				InputRequestsJson: []byte(`{"ok":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean","default":true}}}}}}`)}}}, true
 }
 
 // TestInputRoundsOnALegacySession (the MCP surface, item 3, 2025 eras): a

@@ -22,14 +22,7 @@ import (
 func TestWithRealCatalogue(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		ctx := context.Background()
-		cat, err := catalog.New(catalog.Config{Store: storememory.New(), Filter: h.authzClient, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cat.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cat.Close() })
+		cat := realCatalogue(t, h)
 		fake, _ := h.resolver.Resolve(ctx, "files.read")
 		reg := &sharedosv1.ToolRegistration{
 			Name:            "files.read",
@@ -101,4 +94,19 @@ func TestWithRealCatalogue(t *testing.T) {
 			t.Fatalf("rows = %+v", rows)
 		}
 	})
+}
+
+// realCatalogue is a started catalogue service on a memory store, filtered
+// by h's policy decision point.
+func realCatalogue(t *testing.T, h *harness) *catalog.Service {
+	t.Helper()
+	cat, err := catalog.New(catalog.Config{Store: storememory.New(), Filter: h.authzClient, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
 }

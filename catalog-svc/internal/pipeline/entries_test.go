@@ -11,10 +11,8 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 
-	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
-	storememory "github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 )
 
 // TestPromptsAndResources (ADR 0018): a prompts/get or resources/read is an
@@ -26,14 +24,7 @@ import (
 func TestPromptsAndResources(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		ctx := context.Background()
-		cat, err := catalog.New(catalog.Config{Store: storememory.New(), Filter: h.authzClient, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cat.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cat.Close() })
+		cat := realCatalogue(t, h)
 		fake, _ := h.resolver.Resolve(ctx, "files.read")
 		target := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
 		for _, p := range []*sharedosv1.PromptRegistration{

@@ -50,25 +50,9 @@ var Command = runner.Command[Config]{
 	Subs: []runner.Sub{{Name: "registrations", Usage: "[TARGET] print the fixtures' registrations (JSON) for `sharedosctl tools register -f`",
 		Run: printRegistrations},
 		{Name: "prompt-registrations", Usage: "[TARGET] print the prompt fixtures' registrations (JSON) for `sharedosctl prompts register -f`",
-			Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-				return printEntries(args, stdout, stderr, func(target string) []proto.Message {
-					var out []proto.Message
-					for _, r := range PromptRegistrations(target) {
-						out = append(out, r)
-					}
-					return out
-				})
-			}},
+			Run: entriesPrinter(func(target string) []proto.Message { return messagesOf(PromptRegistrations(target)) })},
 		{Name: "resource-registrations", Usage: "[TARGET] print the resource fixtures' registrations (JSON) for `sharedosctl resources register -f`",
-			Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-				return printEntries(args, stdout, stderr, func(target string) []proto.Message {
-					var out []proto.Message
-					for _, r := range ResourceRegistrations(target) {
-						out = append(out, r)
-					}
-					return out
-				})
-			}}},
+			Run: entriesPrinter(func(target string) []proto.Message { return messagesOf(ResourceRegistrations(target)) })}},
 }
 
 // Server is a completed, listening conformance provider.
@@ -120,8 +104,23 @@ func printRegistrations(_ context.Context, args []string, stdout, stderr io.Writ
 	return 0
 }
 
-// printEntries writes prompt or resource registrations as a JSON list, in
-// the form sharedosctl prompts|resources register -f reads.
+func messagesOf[T proto.Message](regs []T) []proto.Message {
+	out := make([]proto.Message, len(regs))
+	for i, r := range regs {
+		out[i] = r
+	}
+	return out
+}
+
+// entriesPrinter is a subcommand writing prompt or resource registrations
+// as a JSON list, in the form sharedosctl prompts|resources register -f
+// reads.
+func entriesPrinter(regs func(target string) []proto.Message) func(context.Context, []string, io.Writer, io.Writer) int {
+	return func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+		return printEntries(args, stdout, stderr, regs)
+	}
+}
+
 func printEntries(args []string, stdout, stderr io.Writer, regs func(target string) []proto.Message) int {
 	target := Bind(flag.NewFlagSet("", flag.ContinueOnError))().Listen
 	if len(args) > 0 {
