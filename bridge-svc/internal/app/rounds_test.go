@@ -228,6 +228,12 @@ func TestInputRoundsOnALegacySession(t *testing.T) {
 		t.Fatalf("an error answer: final %v, kernel saw %v", final, calls)
 	}
 
+	// An answer under a session id this turn never minted is refused.
+	forged := map[string]string{"Mcp-Session-Id": "mcp-s2-x.e.forged", "Mcp-Protocol-Version": "2025-11-25"}
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: forged,
+		body: `{"jsonrpc":"2.0","id":"sharedos-ask-0000","result":{"action":"accept"}}`}); r.status != http.StatusNotFound {
+		t.Errorf("an answer on a forged session: %d %s, want 404", r.status, r.body)
+	}
 	// An answer nobody waits for (another session's id, a guess) is not taken.
 	stray := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: session,
 		body: `{"jsonrpc":"2.0","id":"sharedos-ask-0000","result":{"action":"accept"}}`})

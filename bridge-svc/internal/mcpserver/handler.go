@@ -289,6 +289,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 				w.WriteHeader(http.StatusAccepted)
 				return
 			}
+			if !h.sessionValid(ctx, turnID, sid) {
+				h.refuse(w, r, http.StatusNotFound, "invalid session id")
+				return
+			}
 			switch passed, err := h.pass(ctx, turnID, sid, msg); {
 			case err != nil:
 				h.cfg.Logger.ErrorContext(ctx, "input answer not passed on", slog.String(telemetry.LogTurnID, turnID), slog.String("error", err.Error()))
@@ -304,6 +308,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			// 2025 eras: acknowledged; a turn's resources are pinned, and
 			// no update is ever pushed (ADR 0018). 2026-07-28 removed the
 			// methods: mcp-go answers them 404.
+			if !h.sessionValid(ctx, turnID, r.Header.Get(server.HeaderKeySessionID)) {
+				h.refuse(w, r, http.StatusNotFound, "invalid session id")
+				return
+			}
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{}}`))
 			return
@@ -376,6 +384,17 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 	case msg != nil && msg.Method == "initialize":
 		srv.forget(ctx, w.Header().Get(server.HeaderKeySessionID))
 	}
+}
+
+// sessionValid reports whether sid is a 2025-era session id minted for
+// turnID (and not ended by DELETE: the gate's lease status holds those).
+func (h *Handler) sessionValid(ctx context.Context, turnID, sid string) bool {
+	srv, err := h.server(ctx, turnID)
+	if err != nil {
+		return false
+	}
+	_, err = srv.sessions.Validate(sid)
+	return err == nil
 }
 
 // terminate ends a 2025-era session on every pod (ADR 0005, amended): the
