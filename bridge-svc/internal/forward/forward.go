@@ -263,7 +263,7 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 	if req.HasRequestState {
 		resume, rerr := f.resume(turn, req.RequestState, call.GetTool(), call.GetArgumentsJson())
 		if rerr != nil {
-			f.reject(ctx, turn, call.GetKind(), req.Name, rerr.Message)
+			f.RejectKind(ctx, turn, call.GetKind(), req.Name, rerr.Message)
 			return nil, nil, rerr, true
 		}
 		call.Resume = resume
@@ -394,16 +394,12 @@ func (f *Forwarder) invoke(ctx context.Context, call *sharedosv1.ToolCall, progr
 // dispatch (reason says why): the kernel writes its record and runs nothing.
 // The client is answered with the protocol error, not with this result.
 func (f *Forwarder) Reject(ctx context.Context, turn *Turn, name, reason string) {
-	f.reject(ctx, turn, sharedosv1.CallKind_CALL_KIND_UNSPECIFIED, name, reason)
+	f.RejectKind(ctx, turn, sharedosv1.CallKind_CALL_KIND_UNSPECIFIED, name, reason)
 }
 
 // RejectKind is Reject for an attempt of any kind (a prompts/get or
 // resources/read refused as a protocol error).
 func (f *Forwarder) RejectKind(ctx context.Context, turn *Turn, kind sharedosv1.CallKind, name, reason string) {
-	f.reject(ctx, turn, kind, name, reason)
-}
-
-func (f *Forwarder) reject(ctx context.Context, turn *Turn, kind sharedosv1.CallKind, name, reason string) {
 	callID := NewCallID()
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID),

@@ -89,8 +89,9 @@ func entryError(kind sharedosv1.CallKind, target string, res *sharedosv1.ToolRes
 	return &protocol.RPCError{Code: code, Message: msg, Data: data}
 }
 
-// entryRequest is the forward.Request of a prompt or resource attempt.
-func entryRequest(st *callState) forward.Request {
+// inputRequest is the forward.Request part every attempt (tool, prompt,
+// resource) takes from its request: the era and its input rounds.
+func inputRequest(st *callState) forward.Request {
 	var fr forward.Request
 	if st != nil && st.msg != nil {
 		fr.Modern = st.modern
@@ -118,7 +119,7 @@ func (e entryHandlers) attempt(ctx context.Context, kind sharedosv1.CallKind, ta
 	if st != nil {
 		st.handled.Store(true)
 	}
-	res, sealed, rerr, ok := e.fwd.Entry(ctx, e.turn, kind, target, args, entryRequest(st))
+	res, sealed, rerr, ok := e.fwd.Entry(ctx, e.turn, kind, target, args, inputRequest(st))
 	switch {
 	case !ok:
 		if st != nil {

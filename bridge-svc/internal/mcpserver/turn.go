@@ -13,7 +13,6 @@ import (
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
-	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/mcptool"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
@@ -146,18 +145,10 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		if req.Params.Meta != nil {
 			meta = req.Params.Meta.AdditionalFields
 		}
-		fr := forward.Request{Name: name, Arguments: req.Params.RawArguments, JSONRPCID: id, Meta: meta}
+		fr := inputRequest(st)
+		fr.Name, fr.Arguments, fr.JSONRPCID, fr.Meta = name, req.Params.RawArguments, id, meta
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			fr.Progress = progressNotifier(ctx, req.Params.Meta.ProgressToken)
-		}
-		if st != nil && st.msg != nil {
-			fr.Modern = st.modern
-			fr.InputMethods = protocol.InputMethods(st.msg.ClientCapabilities)
-			if !st.modern {
-				fr.Ask, fr.InputMethods = st.ask, st.inputMethods
-			}
-			fr.InputResponses = st.msg.InputResponses
-			fr.RequestState, fr.HasRequestState = st.msg.RequestState, st.msg.HasRequestState
 		}
 		res, rerr := fwd.Call(ctx, turn, fr)
 		if rerr != nil && st != nil {

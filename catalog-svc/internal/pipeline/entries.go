@@ -175,10 +175,7 @@ func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall,
 		s.logger.ErrorContext(ctx, "handler client", slog.String(telemetry.LogTool, e.name), slog.Any("error", err))
 		return outcome.Failed(outcome.HandlerError, "the provider cannot be reached")
 	}
-	timeout := s.handlerTimeout
-	if d := e.handler.GetTimeout(); d != nil && d.AsDuration() > 0 {
-		timeout = min(d.AsDuration(), s.maxHandler)
-	}
+	timeout := s.timeoutOf(e.handler)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	hctx, span := tracer.Start(hctx, telemetry.ExecuteToolSpanName(e.class+" "+e.name), trace.WithAttributes(

@@ -839,10 +839,7 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 		s.logger.ErrorContext(ctx, "handler client", slog.String(telemetry.LogTool, reg.GetName()), slog.Any("error", err))
 		return outcome.Failed(outcome.HandlerError, "the tool's provider cannot be reached")
 	}
-	timeout := s.handlerTimeout
-	if d := reg.GetHandler().GetTimeout(); d != nil && d.AsDuration() > 0 {
-		timeout = min(d.AsDuration(), s.maxHandler)
-	}
+	timeout := s.timeoutOf(reg.GetHandler())
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	hctx, span := tracer.Start(hctx, telemetry.ExecuteToolSpanName(reg.GetName()), trace.WithAttributes(
@@ -896,6 +893,15 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 		ContentJson:           content,
 		StructuredContentJson: resp.GetStructuredContentJson(),
 	}
+}
+
+// timeoutOf is a provider call's deadline: the registration's own, capped
+// at the longest the kernel allows, else the default.
+func (s *Pipeline) timeoutOf(h *sharedosv1.HandlerRef) time.Duration {
+	if d := h.GetTimeout(); d != nil && d.AsDuration() > 0 {
+		return min(d.AsDuration(), s.maxHandler)
+	}
+	return s.handlerTimeout
 }
 
 // handle runs the handler: as Invoke when the call asked for progress and
