@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/sharedos/toolshare/proto => ../proto
 
 require (
+	github.com/google/shlex v0.0.0-20191202100458-e7afc7fbc510
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/pressly/goose/v3 v3.30.0

@@ -33,6 +33,7 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/postgres"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
 
@@ -67,6 +68,8 @@ type Config struct {
 	GrantKey string
 	// GrantRetiredKeys verify grants signed before a key rotation.
 	GrantRetiredKeys []string
+	// Upstreams is where upstream MCP servers may be (ADR 0019).
+	Upstreams upstream.Guard
 	// Plane is the internal plane's transport (runner.Env.Plane; zero:
 	// plaintext, for in-process tests).
 	Plane grpcx.Plane
@@ -88,6 +91,9 @@ func Bind(fs *flag.FlagSet) func() Config {
 	instance := config.String(fs, "instance-id", "", "name stamped on operation records, unique among live kernels (empty: the host name and a random suffix, unique per process; a kernel finds the ids of those that stopped on its --record-journal-dir)")
 	grantKey := config.String(fs, "grant-key", "", "PEM file of the Ed25519 private key turn grants are signed with, the same on every replica (empty: a key generated at start; grants then end with this process and other replicas refuse them)")
 	grantRetired := config.StringSlice(fs, "grant-retired-keys", nil, "comma-separated PEM files of keys that signed grants before a rotation: still verified, never used to sign")
+	upHosts := config.StringSlice(fs, "upstream-allow-hosts", nil, "comma-separated hosts (or host:port) an HTTP upstream MCP server may be at (empty: any host; link-local and metadata addresses stay refused)")
+	upCommands := config.StringSlice(fs, "upstream-commands", nil, "comma-separated executables a stdio upstream MCP server may be started with, by name or path (empty: no stdio upstreams)")
+	upLinkLocal := config.Bool(fs, "upstream-allow-link-local", false, "let upstream MCP servers be at link-local and cloud metadata addresses")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
 	return func() Config {
 		id := *instance
@@ -98,6 +104,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, DatabaseRole: *dbRole, DatabaseMaxConns: *dbMax, AuthzAddr: *authz,
 			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
 			InstanceID: id, RecordJournalDir: *journalDir, GrantKey: *grantKey, GrantRetiredKeys: *grantRetired,
+			Upstreams: upstream.Guard{Hosts: *upHosts, Commands: *upCommands, AllowLinkLocal: *upLinkLocal},
 		}
 	}
 }
@@ -151,6 +158,7 @@ type App struct {
 	pool     *pgxpool.Pool
 	authz    *grpc.ClientConn
 	catalog  *catalog.Service
+	upstream *upstream.Manager
 	pipeline *pipeline.Pipeline
 	metrics  http.Handler
 	closers  []func() error
@@ -225,8 +233,11 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	}
 	// The kernel calls providers as itself and only servers with a
 	// provider identity.
-	handlers := pipeline.NewConnCache(c.Plane.TLS.DialOption(callers.Provider))
-	a.closers = append(a.closers, handlers.Close)
+	conns := pipeline.NewConnCache(c.Plane.TLS.DialOption(callers.Provider))
+	a.closers = append(a.closers, conns.Close)
+	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: c.Upstreams, Logger: log})
+	a.closers = append(a.closers, a.upstream.Close)
+	handlers := upstream.Handlers{Upstreams: a.upstream, Next: conns}
 	keys, err := c.grantKeys(log)
 	if err != nil {
 		return nil, err
@@ -250,6 +261,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	a.srv = grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: log, Plane: c.Plane})
 	sharedosv1.RegisterCatalogServiceServer(a.srv.GRPC(), server.NewCatalogServer(a.catalog, log))
 	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), server.NewRuntimeServer(a.pipeline))
+	sharedosv1.RegisterUpstreamServiceServer(a.srv.GRPC(), server.NewUpstreamServer(a.upstream, log))
 	a.lis, err = net.Listen("tcp", c.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", c.Listen, err)
@@ -284,6 +296,7 @@ func (a *App) Run(ctx context.Context) error {
 	go a.pipeline.RunReconciler(ctx, a.cfg.ReconcileInterval)
 	go a.pipeline.RunJournal(ctx)
 	go a.pipeline.RunRevocationWatch(ctx)
+	go a.upstream.Run(ctx, 5*time.Second)
 	if a.metrics != nil && a.cfg.MetricsListen != "" {
 		_, stop, err := telemetry.ServeMetrics(a.cfg.MetricsListen, a.metrics, a.log)
 		if err != nil {
@@ -322,6 +335,7 @@ func (a *App) followDatabase(ctx context.Context) {
 			a.srv.SetServing("", ok)
 			a.srv.SetServing(sharedosv1.CatalogService_ServiceDesc.ServiceName, ok)
 			a.srv.SetServing(sharedosv1.RuntimeService_ServiceDesc.ServiceName, ok)
+			a.srv.SetServing(sharedosv1.UpstreamService_ServiceDesc.ServiceName, ok)
 			a.log.Warn("readiness changed with the database", slog.Bool("serving", ok), slog.Any("error", err))
 		}
 	}

@@ -500,6 +500,13 @@ func selectVisibleSlow(snap *snapshot, allowed []string) []*entry {
 	return out
 }
 
+// Check validates reg as Register would and returns its published
+// projection (with the digest a turn pins), storing nothing.
+func (s *Service) Check(reg *sharedosv1.ToolRegistration) (*sharedosv1.PublishedTool, error) {
+	_, pub, _, err := s.prepare(reg)
+	return pub, err
+}
+
 // prepare validates reg and computes its published projection. It also
 // returns the compiled input schema for the cache.
 func (s *Service) prepare(reg *sharedosv1.ToolRegistration) (store.Record, *sharedosv1.PublishedTool, *lazySchema, error) {

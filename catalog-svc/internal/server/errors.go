@@ -14,6 +14,7 @@ import (
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
 var _ Coded = (*pipeline.Error)(nil)
@@ -35,6 +36,11 @@ const (
 	ReasonCancelled           = "CANCELLED"
 	ReasonDeadlineExceeded    = "DEADLINE_EXCEEDED"
 	ReasonInternal            = "INTERNAL"
+	// Upstreams (ADR 0019).
+	ReasonUpstreamNotFound     = "UPSTREAM_NOT_FOUND"
+	ReasonUpstreamExists       = "UPSTREAM_ALREADY_EXISTS"
+	ReasonUpstreamInvalid      = "INVALID_UPSTREAM"
+	ReasonUpstreamPrecondition = "UPSTREAM_DECISION_MISMATCH"
 )
 
 // Coded is implemented by domain errors of other packages of this service
@@ -54,7 +60,17 @@ func ToStatus(err error) error {
 	var ve *catalog.ValidationError
 	var fe *pipeline.FieldError
 	var coded Coded
+	var ue *upstream.ValidationError
 	switch {
+	case errors.As(err, &ue):
+		return withDetails(codes.InvalidArgument, ue.Error(), ReasonUpstreamInvalid, map[string]string{"field": ue.Field},
+			grpcx.FieldViolation(ue.Field, ue.Detail))
+	case errors.Is(err, upstream.ErrNotFound):
+		return withDetails(codes.NotFound, err.Error(), ReasonUpstreamNotFound, nil)
+	case errors.Is(err, upstream.ErrAlreadyExists):
+		return withDetails(codes.AlreadyExists, err.Error(), ReasonUpstreamExists, nil)
+	case errors.Is(err, upstream.ErrPrecondition):
+		return withDetails(codes.FailedPrecondition, err.Error(), ReasonUpstreamPrecondition, nil)
 	case errors.As(err, &ve):
 		return withDetails(codes.InvalidArgument, ve.Error(), ReasonInvalidRegistration,
 			map[string]string{"field": ve.Field, "rule": ve.Rule},

@@ -12,6 +12,8 @@ type Kind string
 const (
 	KindPrompt   Kind = "prompt"
 	KindResource Kind = "resource"
+	// KindUpstream keeps upstream MCP servers by namespace (ADR 0019).
+	KindUpstream Kind = "upstream"
 )
 
 // Entry is one stored prompt or resource registration with the canonical

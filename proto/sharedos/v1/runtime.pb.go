@@ -625,7 +625,8 @@ type ToolResult struct {
 	Status OperationStatus        `protobuf:"varint,2,opt,name=status,proto3,enum=sharedos.v1.OperationStatus" json:"status,omitempty"`
 	// code: "" on success; permission_denied, tool_unavailable, duplicate_call,
 	// invalid_grant (denied); invalid_arguments, invalid_request, handler_error, timeout,
-	// authz_unavailable, authz_error, missing_capability, record_unavailable,
+	// authz_unavailable, authz_error, missing_capability, tool_error,
+	// upstream_unavailable, record_unavailable,
 	// internal (failed); cancelled.
 	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	// reason is safe to show a model.

@@ -53,6 +53,15 @@ var table = map[string][]Role{
 	"/sharedos.v1.CatalogService/DeregisterResource":        {Operator},
 	"/sharedos.v1.CatalogService/ListResourceRegistrations": {Operator},
 
+	"/sharedos.v1.UpstreamService/AddProvider":     {Operator},
+	"/sharedos.v1.UpstreamService/ListProviders":   {Operator},
+	"/sharedos.v1.UpstreamService/GetProvider":     {Operator},
+	"/sharedos.v1.UpstreamService/RefreshProvider": {Operator},
+	"/sharedos.v1.UpstreamService/RemoveProvider":  {Operator},
+	"/sharedos.v1.UpstreamService/ApproveTool":     {Operator},
+	"/sharedos.v1.UpstreamService/RejectTool":      {Operator},
+	"/sharedos.v1.UpstreamService/DiffTool":        {Operator},
+
 	"/sharedos.v1.BridgeService/OpenTurn":  {Host, Operator},
 	"/sharedos.v1.BridgeService/CloseTurn": {Host, Operator},
 	"/sharedos.v1.BridgeService/GetTurn":   {Host, Operator},

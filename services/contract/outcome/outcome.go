@@ -34,6 +34,12 @@ const (
 	// can give (an input request it cannot answer, or input rounds at all
 	// on a protocol version without them); the tool stopped there.
 	MissingCapability = "missing_capability"
+	// ToolError: an upstream MCP server's tool answered isError (ADR 0019);
+	// its content is kept.
+	ToolError = "tool_error"
+	// UpstreamUnavailable: an upstream MCP server could not be reached or
+	// answered outside the protocol; nothing is known to have run.
+	UpstreamUnavailable = "upstream_unavailable"
 	// RecordUnavailable: the call ended but its operation record could not
 	// be completed before the answer had to leave; the reason names the
 	// outcome, and its effect may have happened. The record says the same
@@ -84,7 +90,8 @@ var deniedCodes = map[string]bool{PermissionDenied: true, ToolUnavailable: true,
 
 var failedCodes = map[string]bool{
 	InvalidArguments: true, InvalidRequest: true, HandlerError: true, Timeout: true,
-	AuthzUnavailable: true, AuthzError: true, MissingCapability: true, RecordUnavailable: true, Internal: true,
+	AuthzUnavailable: true, AuthzError: true, MissingCapability: true, ToolError: true, UpstreamUnavailable: true,
+	RecordUnavailable: true, Internal: true,
 }
 
 // IsDeniedCode reports whether code belongs to the denied status.

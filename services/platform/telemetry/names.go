@@ -17,6 +17,8 @@ const (
 	LogHarness     = "harness"
 	LogRPCMethod   = "rpc_method"
 	LogCaller      = "caller"
+	// LogUpstream is an upstream MCP server's namespace (ADR 0019).
+	LogUpstream = "upstream"
 )
 
 // Service names (resource attribute service.name).

@@ -15,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -211,12 +213,18 @@ func runToolsRegister(ctx context.Context, e *env, file string, args []string) e
 }
 
 // adminTool is `tools get` output: the registration file shape plus the
-// service-kept fields.
+// service-kept fields and, for every tool, its state: published with the
+// digest turns pin, or (a tool of an upstream, ADR 0019) quarantined or
+// rejected with the pending digest and the reason.
 type adminTool struct {
 	regfile.Registration
-	Revision  int64  `json:"revision"`
-	CreatedAt string `json:"createdAt,omitempty"`
-	UpdatedAt string `json:"updatedAt,omitempty"`
+	Revision      int64  `json:"revision,omitempty"`
+	CreatedAt     string `json:"createdAt,omitempty"`
+	UpdatedAt     string `json:"updatedAt,omitempty"`
+	State         string `json:"state"`
+	Digest        string `json:"digest,omitempty"`
+	PendingDigest string `json:"pendingDigest,omitempty"`
+	Reason        string `json:"reason,omitempty"`
 }
 
 func runToolsGet(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
@@ -229,11 +237,17 @@ func runToolsGet(ctx context.Context, e *env, _ *flag.FlagSet, args []string) er
 		return err
 	}
 	resp, err := cc.GetTool(ctx, &sharedosv1.GetToolRequest{Name: name})
-	if err != nil {
+	if err != nil && status.Code(err) != codes.NotFound {
 		return errors.New(describe(err))
 	}
 	reg := resp.GetRegistration()
-	out := adminTool{Registration: regfile.FromProto(reg), Revision: reg.GetRevision()}
+	out, uerr := upstreamState(ctx, e, name, reg, resp.GetPublished().GetDigest())
+	if uerr != nil {
+		return uerr
+	}
+	if out == nil { // in neither the registry nor an upstream's record
+		return errors.New(describe(err))
+	}
 	if reg.GetCreatedAt() != nil {
 		out.CreatedAt = reg.GetCreatedAt().AsTime().Format(time.RFC3339Nano)
 	}

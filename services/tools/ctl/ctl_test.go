@@ -150,3 +150,41 @@ func TestParseSince(t *testing.T) {
 		}
 	}
 }
+
+// providers add: the command line splits like a shell's, requirements come
+// from flags and a file, and a malformed one is a usage error.
+func TestProvidersAddSpec(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "reqs.yaml")
+	if err := os.WriteFile(file, []byte("fs.list_directory: search:file:{path}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := addFlags{namespace: "fs", command: `npx -y "@modelcontextprotocol/server-filesystem" '/tmp/a dir'`, refresh: 10 * time.Minute,
+		headers: kvFlag{"X-Key": "env:KEY"}, requirements: multiFlag{"fs.read_text_file=read:file:{path}"}, requirementsFile: file}
+	spec, err := f.spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(spec.GetCommand(), "|"); got != "npx|-y|@modelcontextprotocol/server-filesystem|/tmp/a dir" {
+		t.Errorf("argv %s", got)
+	}
+	if r := spec.GetRequirements()["fs.read_text_file"]; r.GetAction() != "read" || r.GetResource() != "file:{path}" {
+		t.Errorf("flag requirement %v", r)
+	}
+	if r := spec.GetRequirements()["fs.list_directory"]; r.GetAction() != "search" || r.GetResource() != "file:{path}" {
+		t.Errorf("file requirement %v", r)
+	}
+	if spec.GetRefresh().AsDuration() != 10*time.Minute || spec.GetHeaders()["X-Key"] != "env:KEY" {
+		t.Errorf("spec %v", spec)
+	}
+	for _, bad := range []addFlags{
+		{namespace: "fs"},
+		{namespace: "fs", url: "http://x", command: "y"},
+		{url: "http://x"},
+		{namespace: "fs", url: "http://x", requirements: multiFlag{"fs.x=read"}},
+		{namespace: "fs", url: "http://x", requirements: multiFlag{"noequals"}},
+	} {
+		if _, err := bad.spec(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

@@ -13,7 +13,9 @@ import (
 var _ store.Entries = (*Store)(nil)
 
 // entryTables are the tables of each kind (never input: a fixed map).
-var entryTables = map[store.Kind]string{store.KindPrompt: "catalog.prompts", store.KindResource: "catalog.resources"}
+var entryTables = map[store.Kind]string{
+	store.KindPrompt: "catalog.prompts", store.KindResource: "catalog.resources", store.KindUpstream: "catalog.upstreams",
+}
 
 func entryTable(kind store.Kind) (string, error) {
 	t, ok := entryTables[kind]

@@ -554,7 +554,7 @@ func testEntries(t *testing.T, s store.Store) {
 func testEntriesKinds(t *testing.T, s store.Store) {
 	e := entries(t, s)
 	ctx := context.Background()
-	for _, k := range []store.Kind{store.KindPrompt, store.KindResource} {
+	for _, k := range []store.Kind{store.KindPrompt, store.KindResource, store.KindUpstream} {
 		if _, err := e.PutEntry(ctx, k, entry("same", `{"kind":"`+string(k)+`"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -562,7 +562,7 @@ func testEntriesKinds(t *testing.T, s store.Store) {
 	if _, err := s.Create(ctx, Record("files.read")); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []store.Kind{store.KindPrompt, store.KindResource} {
+	for _, k := range []store.Kind{store.KindPrompt, store.KindResource, store.KindUpstream} {
 		got, err := e.Entries(ctx, k)
 		if err != nil || len(got) != 1 || string(got[0].Canonical) != `{"kind":"`+string(k)+`"}` {
 			t.Errorf("%s entries = %+v, %v", k, got, err)

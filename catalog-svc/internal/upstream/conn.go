@@ -1,0 +1,244 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// clientInfo is how SharedOS introduces itself to an upstream.
+var clientInfo = mcp.Implementation{Name: "sharedos-toolshare", Version: "1"}
+
+// conn is the one MCP client session SharedOS holds to an upstream. It
+// connects on first use and again after the session broke (a stdio server
+// that exited is started anew): that is the supervision.
+type conn struct {
+	spec  *sharedosv1.UpstreamProvider
+	guard Guard
+	log   *slog.Logger
+	// life bounds a stdio process: the manager's, not a request's.
+	life context.Context
+
+	mu     sync.Mutex
+	client *client.Client
+	info   serverInfo
+
+	progressMu sync.Mutex
+	progress   map[string]func(mcp.ProgressNotificationParams)
+}
+
+type serverInfo struct {
+	protocol, name, version string
+}
+
+func newConn(life context.Context, spec *sharedosv1.UpstreamProvider, g Guard, log *slog.Logger) *conn {
+	return &conn{spec: spec, guard: g, log: log, life: life, progress: map[string]func(mcp.ProgressNotificationParams){}}
+}
+
+// session returns a live client, connecting when there is none.
+func (c *conn) session(ctx context.Context) (*client.Client, serverInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client != nil {
+		return c.client, c.info, nil
+	}
+	tr, err := c.transport()
+	if err != nil {
+		return nil, serverInfo{}, err
+	}
+	cl := client.NewClient(tr)
+	if err := cl.Start(c.life); err != nil {
+		return nil, serverInfo{}, fmt.Errorf("start: %w", err)
+	}
+	cl.OnNotification(c.notified)
+	req := mcp.InitializeRequest{}
+	req.Params.ClientInfo = clientInfo
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := cl.Initialize(ictx, req)
+	if err != nil {
+		_ = cl.Close()
+		return nil, serverInfo{}, fmt.Errorf("initialize: %w", err)
+	}
+	c.client = cl
+	c.info = serverInfo{protocol: cl.ProtocolVersion(), name: res.ServerInfo.Name, version: res.ServerInfo.Version}
+	return cl, c.info, nil
+}
+
+// broken drops cl after a failure that may have ended its session; the
+// next call connects again.
+func (c *conn) broken(cl *client.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client == cl {
+		_ = cl.Close()
+		c.client = nil
+	}
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client != nil {
+		_ = c.client.Close()
+		c.client = nil
+	}
+}
+
+// transport builds the upstream's transport, resolving its secrets now.
+func (c *conn) transport() (transport.Interface, error) {
+	headers := map[string]string{}
+	for k, ref := range c.spec.GetHeaders() {
+		v, err := resolve(ref)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", k, err)
+		}
+		headers[k] = v
+	}
+	if ref := c.spec.GetCredentialRef(); ref != "" {
+		v, err := resolve(ref)
+		if err != nil {
+			return nil, fmt.Errorf("credential: %w", err)
+		}
+		headers["Authorization"] = "Bearer " + v
+	}
+	if u := c.spec.GetUrl(); u != "" {
+		if err := c.guard.CheckURL(u); err != nil {
+			return nil, err
+		}
+		tr, err := transport.NewStreamableHTTP(u, transport.WithHTTPBasicClient(c.guard.httpClient()), transport.WithHTTPHeaders(headers))
+		if err != nil {
+			return nil, err
+		}
+		return &capturingHTTP{tr}, nil
+	}
+	argv := c.spec.GetCommand()
+	if err := c.guard.CheckCommand(argv); err != nil {
+		return nil, err
+	}
+	env := childEnv(headers)
+	tr := transport.NewStdioWithOptions(argv[0], nil, argv[1:],
+		transport.WithCommandFunc(func(ctx context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
+			cmd := exec.CommandContext(ctx, command, args...)
+			cmd.Env = env
+			cmd.WaitDelay = 2 * time.Second
+			return cmd, nil
+		}),
+		transport.WithCommandLogger(c.log),
+		transport.WithCommandStderrWriter(io.Discard))
+	return &capturingStdio{tr}, nil
+}
+
+// childEnv is a stdio upstream's whole environment: enough to run, and
+// none of catalog-svc's own (its database URL, its keys). A header
+// configured for a stdio upstream is passed as an environment variable of
+// that name: how stdio servers take their credentials.
+func childEnv(headers map[string]string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range headers {
+		if k != "Authorization" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// notified routes progress notifications to the call that asked for them.
+func (c *conn) notified(n mcp.JSONRPCNotification) {
+	if n.Method != string(mcp.MethodNotificationProgress) {
+		return
+	}
+	b, err := json.Marshal(n.Params.AdditionalFields)
+	if err != nil {
+		return
+	}
+	var p mcp.ProgressNotificationParams
+	if json.Unmarshal(b, &p) != nil {
+		return
+	}
+	c.progressMu.Lock()
+	f := c.progress[fmt.Sprint(p.ProgressToken)]
+	c.progressMu.Unlock()
+	if f != nil {
+		f(p)
+	}
+}
+
+func (c *conn) onProgress(token string, f func(mcp.ProgressNotificationParams)) func() {
+	c.progressMu.Lock()
+	c.progress[token] = f
+	c.progressMu.Unlock()
+	return func() {
+		c.progressMu.Lock()
+		delete(c.progress, token)
+		c.progressMu.Unlock()
+	}
+}
+
+// The capturing transports keep the raw result of each request in the
+// request's context (see withRaw), so SharedOS reads the upstream's
+// schemas and content as sent rather than as mcp-go re-types them.
+// Embedding keeps every other method (protocol version, server requests)
+// of the transport mcp-go looks for.
+type capturingHTTP struct{ *transport.StreamableHTTP }
+
+func (t *capturingHTTP) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	return capture(ctx, r, t.StreamableHTTP.SendRequest)
+}
+
+type capturingStdio struct{ *transport.Stdio }
+
+func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	return capture(ctx, r, t.Stdio.SendRequest)
+}
+
+type rawKey struct{}
+
+// rawResult holds the last result of method that a request carrying it got.
+type rawResult struct {
+	method string
+	mu     sync.Mutex
+	raw    json.RawMessage
+}
+
+func withRaw(ctx context.Context, method string) (context.Context, *rawResult) {
+	h := &rawResult{method: method}
+	return context.WithValue(ctx, rawKey{}, h), h
+}
+
+func (h *rawResult) get() json.RawMessage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.raw
+}
+
+func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.Context, transport.JSONRPCRequest) (*transport.JSONRPCResponse, error)) (*transport.JSONRPCResponse, error) {
+	resp, err := send(ctx, r)
+	if h, ok := ctx.Value(rawKey{}).(*rawResult); ok && err == nil && resp != nil && r.Method == h.method {
+		h.mu.Lock()
+		h.raw = append(json.RawMessage(nil), resp.Result...)
+		h.mu.Unlock()
+	}
+	return resp, err
+}
+
+// errNoRaw: the library answered without the transport seeing a result.
+var errNoRaw = errors.New("no result reached the transport")

@@ -1,0 +1,228 @@
+package upstream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// HandlerClients is the kernel's view of handler targets
+// (pipeline.HandlerClients).
+type HandlerClients interface {
+	Client(target string) (sharedosv1.ToolHandlerServiceClient, error)
+}
+
+// Handlers serves the targets "mcp:<namespace>" from the manager's
+// upstreams and hands every other target to Next: an upstream is one more
+// provider behind the same kernel call.
+type Handlers struct {
+	Upstreams *Manager
+	Next      HandlerClients
+}
+
+// Client implements pipeline.HandlerClients.
+func (h Handlers) Client(target string) (sharedosv1.ToolHandlerServiceClient, error) {
+	if ns, ok := strings.CutPrefix(target, sourcePrefix); ok {
+		c, err := h.Upstreams.conn(ns)
+		if err != nil {
+			return nil, err
+		}
+		return &provider{ns: ns, c: c}, nil
+	}
+	return h.Next.Client(target)
+}
+
+// provider is the provider contract (ToolHandlerService, v1 Handle) spoken
+// to one upstream: one tools/call per Handle, the upstream name being the
+// tool's name without the namespace, the arguments the authorized bytes.
+type provider struct {
+	ns string
+	c  *conn
+}
+
+var _ sharedosv1.ToolHandlerServiceClient = (*provider)(nil)
+
+// Handle forwards the call. The upstream's isError is a result
+// (is_error); an unreachable upstream or a protocol error is Unavailable;
+// the caller's context ending cancels the upstream request (stdio:
+// notifications/cancelled; HTTP: the request's stream is closed).
+func (p *provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (*sharedosv1.HandleResponse, error) {
+	return p.call(ctx, req, nil)
+}
+
+// call is one tools/call; meta, when set, is its request _meta (a progress
+// token).
+func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, meta *mcp.Meta) (*sharedosv1.HandleResponse, error) {
+	name, ok := strings.CutPrefix(req.GetTool(), p.ns+".")
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "tool %q is not in namespace %s", req.GetTool(), p.ns)
+	}
+	cl, _, err := p.c.session(ctx)
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	call := mcp.CallToolRequest{}
+	call.Params.Name = name
+	call.Params.Meta = meta
+	if args := req.GetArgumentsJson(); len(args) > 0 {
+		call.Params.Arguments = json.RawMessage(args)
+	}
+	rctx, raw := withRaw(ctx, string(mcp.MethodToolsCall))
+	if _, err := cl.CallTool(rctx, call); err != nil {
+		if ctx.Err() == nil && isTransportError(err) {
+			p.c.broken(cl) // the session may be gone: connect anew next time
+		}
+		return nil, unavailable(ctx, err)
+	}
+	body := raw.get()
+	if body == nil {
+		return nil, status.Error(codes.Unavailable, errNoRaw.Error())
+	}
+	var res struct {
+		Content           json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		IsError           bool            `json:"isError"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the upstream's result is not JSON: %v", err)
+	}
+	return &sharedosv1.HandleResponse{ContentJson: nonNull(res.Content), StructuredContentJson: nonNull(res.StructuredContent), IsError: res.IsError}, nil
+}
+
+// unavailable is err as the status the kernel reads: the caller's own end
+// as it is, anything else Unavailable (upstream_unavailable).
+func unavailable(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case ctx.Err() != nil:
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return status.Error(codes.Unavailable, fmt.Sprintf("upstream: %v", err))
+}
+
+// isTransportError: the request did not get an answer (a JSON-RPC error
+// is an answer: the session itself is fine).
+func isTransportError(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te)
+}
+
+// Invoke (v2) is the call with a progress token: the upstream's
+// notifications/progress for it are streamed ahead of the one result.
+func (p *provider) Invoke(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[sharedosv1.HandleEvent], error) {
+	token := progressToken(req.GetCallId())
+	events := make(chan *sharedosv1.HandleEvent, 64)
+	st := &eventStream{ctx: ctx, events: events}
+	unregister := p.c.onProgress(token, func(n mcp.ProgressNotificationParams) {
+		ev := &sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Progress{Progress: &sharedosv1.Progress{
+			Progress: n.Progress, Total: n.Total, Message: n.Message}}}
+		select {
+		case events <- ev:
+		default: // a client that reads slowly misses a report, never the result
+		}
+	})
+	go func() {
+		defer unregister()
+		resp, err := p.call(ctx, req, &mcp.Meta{ProgressToken: mcp.ProgressToken(token)})
+		st.finish(resp, err)
+	}()
+	return st, nil
+}
+
+// progressToken is unique per upstream session: the call id is unique
+// per turn, the random part across turns.
+func progressToken(callID string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sharedos-" + hex.EncodeToString(b[:]) + "-" + callID
+}
+
+// eventStream is an Invoke stream served in process: progress events, then
+// the result (or the error) once.
+type eventStream struct {
+	grpc.ClientStream
+	ctx    context.Context
+	events chan *sharedosv1.HandleEvent
+
+	mu   sync.Mutex
+	done chan struct{}
+	res  *sharedosv1.HandleResponse
+	err  error
+}
+
+func (s *eventStream) finish(res *sharedosv1.HandleResponse, err error) {
+	s.mu.Lock()
+	s.res, s.err = res, err
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	close(s.done)
+	s.mu.Unlock()
+}
+
+func (s *eventStream) doneCh() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	return s.done
+}
+
+// Recv implements grpc.ServerStreamingClient: queued progress first, then
+// the result; io.EOF after it.
+func (s *eventStream) Recv() (*sharedosv1.HandleEvent, error) {
+	for {
+		select {
+		case ev := <-s.events:
+			return ev, nil
+		default:
+		}
+		select {
+		case ev := <-s.events:
+			return ev, nil
+		case <-s.doneCh():
+			select {
+			case ev := <-s.events:
+				return ev, nil
+			default:
+			}
+			s.mu.Lock()
+			res, err := s.res, s.err
+			s.res, s.err = nil, io.EOF
+			s.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			return &sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Result{Result: res}}, nil
+		}
+	}
+}
+
+// Context implements grpc.ClientStream.
+func (s *eventStream) Context() context.Context { return s.ctx }
+
+// GetPrompt: upstream prompts are not acquired.
+func (p *provider) GetPrompt(context.Context, *sharedosv1.HandleRequest, ...grpc.CallOption) (*sharedosv1.PromptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "upstream prompts are not acquired")
+}
+
+// ReadResource: upstream resources are not acquired.
+func (p *provider) ReadResource(context.Context, *sharedosv1.HandleRequest, ...grpc.CallOption) (*sharedosv1.ResourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "upstream resources are not acquired")
+}

@@ -1,0 +1,555 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/contract/toolname"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+)
+
+// Registry is the part of the catalogue the manager writes acquired tools
+// to (catalog.Service).
+type Registry interface {
+	Check(reg *sharedosv1.ToolRegistration) (*sharedosv1.PublishedTool, error)
+	Register(ctx context.Context, reg *sharedosv1.ToolRegistration) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
+	Update(ctx context.Context, reg *sharedosv1.ToolRegistration, expectedRevision int64) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
+	Deregister(ctx context.Context, name string) error
+	Get(ctx context.Context, name string) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
+}
+
+// Config wires a Manager.
+type Config struct {
+	Store    store.Entries
+	Registry Registry
+	Guard    Guard
+	Logger   *slog.Logger
+}
+
+var (
+	// ErrNotFound: no upstream with that namespace, or no acquired tool of
+	// that name.
+	ErrNotFound = errors.New("upstream: not found")
+	// ErrAlreadyExists: an upstream with that namespace exists.
+	ErrAlreadyExists = errors.New("upstream: namespace already added")
+	// ErrPrecondition: an approval or rejection that does not match the
+	// tool's state (a digest other than the pending one, a tool that waits
+	// for nothing).
+	ErrPrecondition = errors.New("upstream: precondition failed")
+)
+
+// ValidationError names the field of a provider that is wrong.
+type ValidationError struct{ Field, Detail string }
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Detail }
+
+// maxEvents is how many state changes an upstream keeps.
+const maxEvents = 256
+
+// Manager keeps the upstreams: their specs and tool states in the store,
+// one connection each, the acquired tools in the registry.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	life   context.Context
+	cancel context.CancelFunc
+
+	// mu serializes every change of an upstream's record and its tools.
+	mu sync.Mutex
+
+	connsMu sync.Mutex
+	conns   map[string]*conn
+}
+
+// New returns a manager; Close ends its connections and stdio servers.
+func New(cfg Config) *Manager {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	life, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, conns: map[string]*conn{}}
+}
+
+// Close closes every upstream connection.
+func (m *Manager) Close() error {
+	m.cancel()
+	m.connsMu.Lock()
+	defer m.connsMu.Unlock()
+	for ns, c := range m.conns {
+		c.close()
+		delete(m.conns, ns)
+	}
+	return nil
+}
+
+// Validate reports the first bad field of spec.
+func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
+	ns := spec.GetNamespace()
+	if err := toolname.ValidateIdentifierField("namespace", ns); err != nil {
+		return &ValidationError{"namespace", err.Error()}
+	}
+	switch {
+	case (spec.GetUrl() == "") == (len(spec.GetCommand()) == 0):
+		return &ValidationError{"url", "exactly one of url and command is required"}
+	case spec.GetUrl() != "":
+		if err := m.cfg.Guard.CheckURL(spec.GetUrl()); err != nil {
+			return &ValidationError{"url", err.Error()}
+		}
+	default:
+		if err := m.cfg.Guard.CheckCommand(spec.GetCommand()); err != nil {
+			return &ValidationError{"command", err.Error()}
+		}
+	}
+	for k, ref := range spec.GetHeaders() {
+		if !httpguts.ValidHeaderFieldName(k) || strings.EqualFold(k, "Authorization") && spec.GetCredentialRef() != "" {
+			return &ValidationError{"headers", fmt.Sprintf("%q is not a header name this upstream can be given", k)}
+		}
+		if err := CheckRef(ref); err != nil {
+			return &ValidationError{"headers." + k, err.Error()}
+		}
+	}
+	if ref := spec.GetCredentialRef(); ref != "" {
+		if err := CheckRef(ref); err != nil {
+			return &ValidationError{"credential_ref", err.Error()}
+		}
+	}
+	if d := spec.GetRefresh(); d != nil && d.AsDuration() != 0 && d.AsDuration() < 10*time.Second {
+		return &ValidationError{"refresh", "must be 0 (only when asked) or at least 10s"}
+	}
+	if d := spec.GetTimeout(); d != nil && (d.AsDuration() < 0 || d.AsDuration() > 10*time.Minute) {
+		return &ValidationError{"timeout", "must be between 0 and 10m"}
+	}
+	for name, req := range spec.GetRequirements() {
+		if !strings.HasPrefix(name, ns+".") {
+			return &ValidationError{"requirements", fmt.Sprintf("%q is not a tool of namespace %s", name, ns)}
+		}
+		if !requirement.IsCallAction(req.GetAction()) {
+			return &ValidationError{"requirements." + name, fmt.Sprintf("action %q is not one of %v", req.GetAction(), requirement.CallActions())}
+		}
+		if req.GetResource() == "" {
+			return &ValidationError{"requirements." + name, "resource template is required"}
+		}
+	}
+	for _, name := range spec.GetReadOnly() {
+		if !strings.HasPrefix(name, ns+".") {
+			return &ValidationError{"read_only", fmt.Sprintf("%q is not a tool of namespace %s", name, ns)}
+		}
+	}
+	return nil
+}
+
+// Add stores spec and acquires its tools once. An upstream that cannot be
+// reached is added all the same; its status says why.
+func (m *Manager) Add(ctx context.Context, spec *sharedosv1.UpstreamProvider, actor string) (*sharedosv1.GetProviderResponse, error) {
+	if err := m.Validate(spec); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ns := spec.GetNamespace()
+	if _, err := m.load(ctx, ns); err == nil {
+		return nil, fmt.Errorf("%w: %s", ErrAlreadyExists, ns)
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	spec = proto.CloneOf(spec)
+	now := timestamppb.Now()
+	spec.CreatedAt, spec.UpdatedAt = now, now
+	rec := &sharedosv1.GetProviderResponse{Provider: spec, Status: &sharedosv1.UpstreamStatus{}}
+	if err := m.save(ctx, rec); err != nil {
+		return nil, err
+	}
+	m.dropConn(ns)
+	m.refreshLocked(ctx, rec, actor)
+	return rec, m.save(ctx, rec)
+}
+
+// Get returns one upstream with its status.
+func (m *Manager) Get(ctx context.Context, ns string) (*sharedosv1.GetProviderResponse, error) {
+	return m.load(ctx, ns)
+}
+
+// List returns every upstream, by namespace.
+func (m *Manager) List(ctx context.Context) ([]*sharedosv1.GetProviderResponse, error) {
+	es, err := m.cfg.Store.Entries(ctx, store.KindUpstream)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sharedosv1.GetProviderResponse, 0, len(es))
+	for _, e := range es {
+		rec := &sharedosv1.GetProviderResponse{}
+		if err := proto.Unmarshal(e.Registration, rec); err != nil {
+			return nil, fmt.Errorf("upstream %s: %w", e.Key, err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Refresh lists the upstream's tools again now.
+func (m *Manager) Refresh(ctx context.Context, ns, actor string) (*sharedosv1.GetProviderResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, err := m.load(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	m.refreshLocked(ctx, rec, actor)
+	return rec, m.save(ctx, rec)
+}
+
+// Remove deregisters every published tool of the upstream and forgets it.
+func (m *Manager) Remove(ctx context.Context, ns string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, err := m.load(ctx, ns)
+	if err != nil {
+		return err
+	}
+	for _, t := range rec.GetStatus().GetTools() {
+		if t.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+			if err := m.cfg.Registry.Deregister(ctx, t.GetName()); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	if err := m.cfg.Store.DeleteEntry(ctx, store.KindUpstream, ns); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	m.dropConn(ns)
+	return nil
+}
+
+// Tool returns the acquired tool name, whatever its state.
+func (m *Manager) Tool(ctx context.Context, name string) (*sharedosv1.UpstreamTool, error) {
+	ns, _, _ := strings.Cut(name, ".")
+	rec, err := m.load(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	t := findTool(rec, name)
+	if t == nil {
+		return nil, fmt.Errorf("%w: upstream %s has no tool %s", ErrNotFound, ns, name)
+	}
+	return t, nil
+}
+
+// Approve publishes name's pending definition when digest is its pending
+// digest.
+func (m *Manager) Approve(ctx context.Context, name, digest, actor string) (*sharedosv1.UpstreamTool, error) {
+	return m.decide(ctx, name, digest, actor, true)
+}
+
+// Reject keeps name withdrawn while the upstream serves the definition
+// with digest.
+func (m *Manager) Reject(ctx context.Context, name, digest, actor string) (*sharedosv1.UpstreamTool, error) {
+	return m.decide(ctx, name, digest, actor, false)
+}
+
+func (m *Manager) decide(ctx context.Context, name, digest, actor string, approve bool) (*sharedosv1.UpstreamTool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ns, _, _ := strings.Cut(name, ".")
+	rec, err := m.load(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	t := findTool(rec, name)
+	switch {
+	case t == nil:
+		return nil, fmt.Errorf("%w: upstream %s has no tool %s", ErrNotFound, ns, name)
+	case t.GetPendingDigest() == "":
+		return nil, fmt.Errorf("%w: %s is %s and waits for no decision", ErrPrecondition, name, StateName(t.GetState()))
+	case digest != t.GetPendingDigest():
+		return nil, fmt.Errorf("%w: %s's pending digest is %s, not %s (see tools diff)", ErrPrecondition, name, t.GetPendingDigest(), digest)
+	case !approve && t.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_REJECTED:
+		return nil, fmt.Errorf("%w: %s is rejected already", ErrPrecondition, name)
+	}
+	old := t.GetDigest()
+	if approve {
+		if err := m.publish(ctx, ns, t.GetPending()); err != nil {
+			return nil, err
+		}
+		t.Published, t.Digest = t.GetPending(), t.GetPendingDigest()
+		t.State, t.Pending, t.PendingDigest, t.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, nil, "", ""
+		addEvent(rec, name, "approved", actor, old, digest, "", "")
+	} else {
+		t.State = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_REJECTED
+		t.Reason = "rejected by " + actor
+		addEvent(rec, name, "rejected", actor, old, digest, "", "")
+	}
+	return t, m.save(ctx, rec)
+}
+
+// Diff is the unified diff from name's published definition to its pending
+// one.
+func (m *Manager) Diff(ctx context.Context, name string) (*sharedosv1.UpstreamTool, string, error) {
+	t, err := m.Tool(ctx, name)
+	if err != nil {
+		return nil, "", err
+	}
+	if t.GetPending() == nil {
+		return t, "", nil
+	}
+	d, err := m.diff(t.GetPublished(), t.GetPending())
+	return t, d, err
+}
+
+// Run refreshes every upstream whose refresh interval has passed, until
+// ctx ends.
+func (m *Manager) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		recs, err := m.List(ctx)
+		if err != nil {
+			m.log.WarnContext(ctx, "upstream refresh: list", slog.Any("error", err))
+			continue
+		}
+		for _, rec := range recs {
+			d := rec.GetProvider().GetRefresh().AsDuration()
+			last := rec.GetStatus().GetRefreshedAt().AsTime()
+			if d <= 0 || time.Since(last) < d {
+				continue
+			}
+			if _, err := m.Refresh(ctx, rec.GetProvider().GetNamespace(), "refresh"); err != nil {
+				m.log.WarnContext(ctx, "upstream refresh", slog.String(telemetry.LogUpstream, rec.GetProvider().GetNamespace()), slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// refreshLocked lists rec's tools and reconciles the registry with them.
+// A failed listing changes no tool: it is reported in the status.
+func (m *Manager) refreshLocked(ctx context.Context, rec *sharedosv1.GetProviderResponse, actor string) {
+	spec, st := rec.GetProvider(), rec.GetStatus()
+	ns := spec.GetNamespace()
+	st.RefreshedAt = timestamppb.Now()
+	c, err := m.conn(ns)
+	if err != nil {
+		st.Error = err.Error()
+		return
+	}
+	listed, info, err := c.listTools(ctx)
+	if err != nil {
+		st.Error = err.Error()
+		m.log.WarnContext(ctx, "upstream listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", err))
+		return
+	}
+	st.Error, st.ProtocolVersion, st.ServerName, st.ServerVersion = "", info.protocol, info.name, info.version
+	st.Skipped = nil
+	index := map[string]*sharedosv1.UpstreamTool{}
+	for _, t := range st.GetTools() {
+		index[t.GetName()] = t
+	}
+	seen := map[string]bool{}
+	folded := map[string]string{}
+	skip := func(name, why string) {
+		st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{UpstreamName: name, Reason: why})
+	}
+	for _, lt := range listed {
+		reg, why := registration(spec, lt)
+		if why != "" {
+			skip(lt.Name, why)
+			continue
+		}
+		key := toolname.FoldedKey(reg.GetName())
+		if first, dup := folded[key]; dup {
+			skip(lt.Name, fmt.Sprintf("%s collides with %s ('.', '-' and '_' and letter case read alike)", reg.GetName(), first))
+			continue
+		}
+		folded[key] = reg.GetName()
+		pub, err := m.cfg.Registry.Check(reg)
+		if err != nil {
+			skip(lt.Name, err.Error())
+			continue
+		}
+		if why := m.reconcile(ctx, rec, index, reg, pub, lt.Name, actor); why != "" {
+			skip(lt.Name, why)
+			continue
+		}
+		seen[reg.GetName()] = true
+	}
+	kept := st.GetTools()[:0]
+	for _, t := range st.GetTools() {
+		if seen[t.GetName()] {
+			kept = append(kept, t)
+			continue
+		}
+		if t.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+			if err := m.cfg.Registry.Deregister(ctx, t.GetName()); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+				m.log.WarnContext(ctx, "upstream tool withdrawal", slog.String(telemetry.LogTool, t.GetName()), slog.Any("error", err))
+				kept = append(kept, t)
+				continue
+			}
+		}
+		addEvent(rec, t.GetName(), "withdrawn", actor, t.GetDigest(), "", "the upstream no longer lists it (or it can no longer be registered)", "")
+	}
+	st.Tools = kept
+	slices.SortFunc(st.Tools, func(a, b *sharedosv1.UpstreamTool) int { return strings.Compare(a.GetName(), b.GetName()) })
+}
+
+// reconcile brings one listed tool's state up to date; a reason when it
+// cannot be registered at all.
+func (m *Manager) reconcile(ctx context.Context, rec *sharedosv1.GetProviderResponse, index map[string]*sharedosv1.UpstreamTool,
+	reg *sharedosv1.ToolRegistration, pub *sharedosv1.PublishedTool, upstreamName, actor string) string {
+	ns, digest := rec.GetProvider().GetNamespace(), pub.GetDigest()
+	cur := index[reg.GetName()]
+	switch {
+	case cur == nil:
+		t := &sharedosv1.UpstreamTool{Name: reg.GetName(), UpstreamName: upstreamName}
+		if rec.GetProvider().GetAutoApproveNew() {
+			if err := m.publish(ctx, ns, reg); err != nil {
+				return err.Error()
+			}
+			t.State, t.Digest, t.Published = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, digest, reg
+			addEvent(rec, t.GetName(), "published", actor, "", digest, "a new tool, approved by the upstream's --auto-approve-new", "")
+		} else {
+			m.quarantine(rec, t, reg, digest, "a new tool waits for an operator's approval", actor)
+		}
+		rec.Status.Tools = append(rec.Status.Tools, t)
+		index[t.GetName()] = t
+	case cur.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED && cur.GetDigest() == digest:
+		// Unchanged.
+	case cur.GetPendingDigest() == digest:
+		// Still waiting (or rejected) with the same definition.
+	case cur.GetDigest() == digest:
+		// The upstream serves the approved definition again.
+		if err := m.publish(ctx, ns, reg); err != nil {
+			return err.Error()
+		}
+		cur.State, cur.Published, cur.Pending, cur.PendingDigest, cur.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, reg, nil, "", ""
+		addEvent(rec, cur.GetName(), "published", actor, "", digest, "the upstream serves the approved definition again", "")
+	default:
+		if cur.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+			if err := m.cfg.Registry.Deregister(ctx, cur.GetName()); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+				return err.Error()
+			}
+		}
+		m.quarantine(rec, cur, reg, digest, "the definition changed since it was approved", actor)
+	}
+	return ""
+}
+
+func (m *Manager) quarantine(rec *sharedosv1.GetProviderResponse, t *sharedosv1.UpstreamTool, reg *sharedosv1.ToolRegistration, digest, reason, actor string) {
+	t.State, t.Pending, t.PendingDigest, t.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, reg, digest, reason
+	d, err := m.diff(t.GetPublished(), reg)
+	if err != nil {
+		d = "(no diff: " + err.Error() + ")"
+	}
+	addEvent(rec, t.GetName(), "quarantined", actor, t.GetDigest(), digest, reason, d)
+}
+
+// publish puts reg in the registry: new, or replacing this upstream's
+// earlier definition. A name some other source holds is refused.
+func (m *Manager) publish(ctx context.Context, ns string, reg *sharedosv1.ToolRegistration) error {
+	_, _, err := m.cfg.Registry.Register(ctx, reg)
+	if !errors.Is(err, catalog.ErrAlreadyExists) {
+		return err
+	}
+	cur, _, gerr := m.cfg.Registry.Get(ctx, reg.GetName())
+	if gerr != nil {
+		return gerr
+	}
+	if cur.GetMetadata().GetSource() != Source(ns) {
+		return fmt.Errorf("%s is registered already, from source %q", reg.GetName(), cur.GetMetadata().GetSource())
+	}
+	_, _, err = m.cfg.Registry.Update(ctx, reg, 0)
+	return err
+}
+
+func (m *Manager) conn(ns string) (*conn, error) {
+	m.connsMu.Lock()
+	defer m.connsMu.Unlock()
+	if c, ok := m.conns[ns]; ok {
+		return c, nil
+	}
+	rec, err := m.load(m.life, ns)
+	if err != nil {
+		return nil, err
+	}
+	c := newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)))
+	m.conns[ns] = c
+	return c, nil
+}
+
+func (m *Manager) dropConn(ns string) {
+	m.connsMu.Lock()
+	defer m.connsMu.Unlock()
+	if c, ok := m.conns[ns]; ok {
+		c.close()
+		delete(m.conns, ns)
+	}
+}
+
+func (m *Manager) load(ctx context.Context, ns string) (*sharedosv1.GetProviderResponse, error) {
+	e, err := m.cfg.Store.GetEntry(ctx, store.KindUpstream, ns)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: no upstream %q", ErrNotFound, ns)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := &sharedosv1.GetProviderResponse{}
+	if err := proto.Unmarshal(e.Registration, rec); err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", ns, err)
+	}
+	if rec.Status == nil {
+		rec.Status = &sharedosv1.UpstreamStatus{}
+	}
+	return rec, nil
+}
+
+func (m *Manager) save(ctx context.Context, rec *sharedosv1.GetProviderResponse) error {
+	rec.Provider.UpdatedAt = timestamppb.Now()
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	_, err = m.cfg.Store.PutEntry(ctx, store.KindUpstream, store.Entry{Key: rec.GetProvider().GetNamespace(), Registration: b, Canonical: []byte{}})
+	return err
+}
+
+func findTool(rec *sharedosv1.GetProviderResponse, name string) *sharedosv1.UpstreamTool {
+	for _, t := range rec.GetStatus().GetTools() {
+		if t.GetName() == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func addEvent(rec *sharedosv1.GetProviderResponse, tool, action, actor, old, new, reason, diff string) {
+	st := rec.GetStatus()
+	st.Events = append(st.Events, &sharedosv1.UpstreamEvent{Tool: tool, Action: action, Actor: actor, At: timestamppb.Now(),
+		OldDigest: old, NewDigest: new, Reason: reason, Diff: diff})
+	if n := len(st.Events); n > maxEvents {
+		st.Events = st.Events[n-maxEvents:]
+	}
+}
+
+// StateName is the JSON word of a state: published, quarantined, rejected.
+func StateName(s sharedosv1.UpstreamToolState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "UPSTREAM_TOOL_STATE_"))
+}
