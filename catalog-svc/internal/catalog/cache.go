@@ -55,14 +55,15 @@ func (e *entry) resolve() (*Resolved, error) {
 // lazySchema is one input schema, compiled at most once and shared by the
 // entries (old and new cache generations) with the same bytes.
 type lazySchema struct {
-	raw  []byte
-	once sync.Once
-	sch  *jsonschema.Schema
-	err  error
+	raw     []byte
+	dialect dialect
+	once    sync.Once
+	sch     *jsonschema.Schema
+	err     error
 }
 
-func newLazySchema(raw []byte, compiled *jsonschema.Schema) *lazySchema {
-	l := &lazySchema{raw: raw}
+func newLazySchema(raw []byte, d dialect, compiled *jsonschema.Schema) *lazySchema {
+	l := &lazySchema{raw: raw, dialect: d}
 	if compiled != nil {
 		l.once.Do(func() { l.sch = compiled })
 	}
@@ -71,7 +72,7 @@ func newLazySchema(raw []byte, compiled *jsonschema.Schema) *lazySchema {
 
 func (l *lazySchema) get() (*jsonschema.Schema, error) {
 	l.once.Do(func() {
-		ps, err := compileSchema("inputSchema", l.raw)
+		ps, err := compileSchema("inputSchema", l.raw, l.dialect)
 		if err != nil {
 			l.err = err
 			return
@@ -164,12 +165,12 @@ func buildEntry(rec store.Record, prev *entry, h hints) *entry {
 	raw := reg.GetInputSchemaJson()
 	var schema *lazySchema
 	switch {
-	case h[reg.GetName()] != nil && bytes.Equal(h[reg.GetName()].raw, raw):
+	case h[reg.GetName()] != nil && bytes.Equal(h[reg.GetName()].raw, raw) && h[reg.GetName()].dialect == dialectOf(reg):
 		schema = h[reg.GetName()]
-	case prev != nil && bytes.Equal(prev.schema.raw, raw):
+	case prev != nil && bytes.Equal(prev.schema.raw, raw) && prev.schema.dialect == dialectOf(reg):
 		schema = prev.schema
 	default:
-		schema = newLazySchema(raw, nil)
+		schema = newLazySchema(raw, dialectOf(reg), nil)
 	}
 	pub := publishedFrom(reg, rec.Canonical, rec.Digest)
 	var unservable error

@@ -26,6 +26,26 @@ const (
 
 const draft2020 = "https://json-schema.org/draft/2020-12/schema"
 
+// upstreamDialects are the JSON Schema dialects a tool acquired from an
+// upstream MCP server may declare with "$schema" besides 2020-12 (ADR 0019):
+// MCP lets a server name its dialect, and most servers (zod's default)
+// declare draft-07. The schema is published as sent and compiled under the
+// dialect it declares; a registration of SharedOS's own stays 2020-12.
+var upstreamDialects = map[string]*jsonschema.Draft{
+	"http://json-schema.org/draft-07/schema":       jsonschema.Draft7,
+	"https://json-schema.org/draft/2019-09/schema": jsonschema.Draft2019,
+	"http://json-schema.org/draft/2019-09/schema":  jsonschema.Draft2019,
+	"https://json-schema.org/draft/2020-12/schema": jsonschema.Draft2020,
+}
+
+// dialect is the schema dialect a registration's schemas are read in.
+type dialect bool
+
+const (
+	only2020      dialect = false
+	upstreamDraft dialect = true
+)
+
 // schemaBase is the (never fetched) URI each schema is compiled under. Any
 // reference that would leave the document resolves against it and reaches
 // the refusing loader.
@@ -53,7 +73,7 @@ func (refusingLoader) Load(url string) (any, error) { return nil, errNoNetwork }
 // "object" at the top), within the size, depth and subschema caps, with only
 // local references and no hidden characters in titles and descriptions, and
 // compiles it.
-func compileSchema(field string, raw []byte) (*parsedSchema, error) {
+func compileSchema(field string, raw []byte, d dialect) (*parsedSchema, error) {
 	if len(raw) == 0 {
 		return nil, invalid(field, RuleRequired, "a JSON Schema object is required")
 	}
@@ -68,8 +88,17 @@ func compileSchema(field string, raw []byte) (*parsedSchema, error) {
 	if !ok {
 		return nil, invalid(field, RuleObjectSchema, "must be a JSON object, got %s", jsonKind(doc))
 	}
+	draft := jsonschema.Draft2020
 	if s, present := obj["$schema"]; present {
-		if str, _ := s.(string); strings.TrimSuffix(str, "#") != draft2020 {
+		str, _ := s.(string)
+		str = strings.TrimSuffix(str, "#")
+		switch up, known := upstreamDialects[str]; {
+		case str == draft2020:
+		case d == upstreamDraft && known:
+			draft = up
+		case d == upstreamDraft:
+			return nil, invalid(field+".$schema", RuleJSONSchema, "%v is not a dialect an upstream tool may declare (2020-12, 2019-09, draft-07)", s)
+		default:
 			return nil, invalid(field+".$schema", RuleJSONSchema, "%v is not %q; only JSON Schema 2020-12 is accepted", s, draft2020)
 		}
 	}
@@ -81,7 +110,7 @@ func compileSchema(field string, raw []byte) (*parsedSchema, error) {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
+	c.DefaultDraft(draft)
 	c.UseLoader(refusingLoader{})
 	if err := c.AddResource(schemaBase, doc); err != nil {
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))

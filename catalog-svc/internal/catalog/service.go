@@ -531,7 +531,7 @@ func (s *Service) prepare(reg *sharedosv1.ToolRegistration) (store.Record, *shar
 	// Store what is published: a value the projection omits is stored absent.
 	clean.OutputSchemaJson, clean.AnnotationsJson = pub.GetOutputSchemaJson(), pub.GetAnnotationsJson()
 	rec := store.Record{Registration: clean, Canonical: pub.GetCanonicalJson(), Digest: digest}
-	return rec, pub, newLazySchema(clean.GetInputSchemaJson(), input.compiled), nil
+	return rec, pub, newLazySchema(clean.GetInputSchemaJson(), dialectOf(clean), input.compiled), nil
 }
 
 // fromStore translates store errors into catalog errors; name is the tool

@@ -46,12 +46,12 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 	if err := checkText("description", reg.GetDescription()); err != nil {
 		return nil, err
 	}
-	input, err := compileSchema("inputSchema", reg.GetInputSchemaJson())
+	input, err := compileSchema("inputSchema", reg.GetInputSchemaJson(), dialectOf(reg))
 	if err != nil {
 		return nil, err
 	}
 	if len(reg.GetOutputSchemaJson()) > 0 {
-		if _, err := compileSchema("outputSchema", reg.GetOutputSchemaJson()); err != nil {
+		if _, err := compileSchema("outputSchema", reg.GetOutputSchemaJson(), dialectOf(reg)); err != nil {
 			return nil, err
 		}
 	}
@@ -182,4 +182,13 @@ func identifierError(err error) error {
 		return invalid(te.Field, te.Rule, "%s", te.Detail)
 	}
 	return invalid("registration", RuleIdentifier, "%v", err)
+}
+
+// dialectOf: a tool acquired from an upstream MCP server (source
+// "mcp:<namespace>", ADR 0019) may declare an earlier JSON Schema dialect.
+func dialectOf(reg *sharedosv1.ToolRegistration) dialect {
+	if strings.HasPrefix(reg.GetMetadata().GetSource(), "mcp:") {
+		return upstreamDraft
+	}
+	return only2020
 }

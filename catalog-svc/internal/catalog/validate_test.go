@@ -65,6 +65,14 @@ func TestRegisterRejects(t *testing.T) {
 		{"older draft", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`)
 		}, "inputSchema.$schema", catalog.RuleJSONSchema, "2020-12"},
+		{"an upstream tool's unknown dialect", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`)
+		}, "inputSchema.$schema", catalog.RuleJSONSchema, "draft-07"},
+		{"an upstream draft-07 schema invalid in draft-07", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"path":{"type":"strin"}}}`)
+		}, "inputSchema", catalog.RuleJSONSchema, ""},
 		{"network $ref", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"$ref":"https://evil.example/s.json"}}}`)
 		}, "inputSchema.properties.path.$ref", catalog.RuleNetworkRef, "evil.example"},
@@ -184,6 +192,11 @@ func TestRegisterAccepts(t *testing.T) {
 		{"newline and tab in description", func(r *sharedosv1.ToolRegistration) { r.Description = "a\n\tb — café 日本 😀" }},
 		{"local refs", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"p":{"type":"string"}},"properties":{"path":{"$ref":"#/$defs/p"}},"additionalProperties":false}`)
+		}},
+		{"an upstream tool's draft-07 schemas (ADR 0019)", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"p":{"type":"string"}},"properties":{"path":{"$ref":"#/definitions/p"}},"additionalProperties":false}`)
+			r.OutputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`)
 		}},
 		{"no output schema", func(r *sharedosv1.ToolRegistration) { r.OutputSchemaJson = nil }},
 		{"no annotations", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = nil }},

@@ -196,3 +196,35 @@ test_visible_agrees_with_decision_for_entries if {
 		}
 	}
 }
+
+integrator := {"principal": "ivy", "tenant": "acme", "roles": ["integrator"], "attributes": {}}
+
+upstream_call(ctx, tool, action, resource) := {
+	"context": ctx,
+	"tool": {"name": tool, "namespace": "everything", "class": "managed", "annotations": {"readOnlyHint": true}, "source": "mcp:everything"},
+	"action": action,
+	"resource": resource,
+	"arguments": {},
+}
+
+test_integrator_sees_and_calls_every_everything_tool if {
+	allowed(upstream_call(integrator, "everything.echo", "list", ""))
+	allowed(upstream_call(integrator, "everything.echo", "call", "mcp:everything/echo"))
+	# The resource must be the tool's own default one, not another tool's.
+	not allowed(upstream_call(integrator, "everything.echo", "call", "mcp:everything/get-env"))
+	not allowed(upstream_call(integrator, "everything.echo", "read", "mcp:everything/echo"))
+	not allowed(upstream_call(integrator, "everythingelse.echo", "list", ""))
+	not allowed(upstream_call(engineer, "everything.echo", "list", ""))
+	not allowed(listing(integrator, "files.read"))
+}
+
+test_visible_agrees_with_decision_for_upstreams if {
+	tools := [{"name": "everything.echo", "class": "managed"}, {"name": "everythingelse.echo", "class": "managed"}, {"name": "files.read", "class": "managed"}]
+	every ctx in [engineer, integrator, nobody] {
+		vis := authz.visible with input as {"context": ctx, "tools": tools, "action": "list"}
+		every t in tools {
+			shown := count({t.name} & vis) == 1
+			shown == authz.decision.allow with input as upstream_call(ctx, t.name, "list", "")
+		}
+	}
+}

@@ -129,6 +129,8 @@ type tsOutput struct {
 		IsError bool           `json:"isError"`
 		Text    string         `json:"text"`
 		Meta    map[string]any `json:"meta"`
+		// Progress counts the notifications of a call that asked for them.
+		Progress int `json:"progress"`
 	} `json:"calls"`
 }
 

@@ -1,6 +1,6 @@
 // ts-client.mjs: the official TypeScript SDK client against one bridge turn.
 // Usage: node ts-client.mjs <mcpUrl> <token> '<calls JSON>'
-//   calls: [{"name":"files.read","arguments":{...}}, ...]
+//   calls: [{"name":"files.read","arguments":{...},"progress":false}, ...]
 // Prints one JSON object: the negotiated protocol version, the listed tool
 // names, the list result's _meta, and each call's {isError, text, meta}.
 // Exit code 0 unless the client itself failed (a refusal is a result).
@@ -29,12 +29,16 @@ try {
     calls: [],
   };
   for (const call of JSON.parse(callsJSON)) {
-    const res = await client.callTool({ name: call.name, arguments: call.arguments ?? {} });
+    // "progress": true asks for progress notifications and counts them.
+    let progress = 0;
+    const options = call.progress ? { onprogress: () => { progress++; } } : undefined;
+    const res = await client.callTool({ name: call.name, arguments: call.arguments ?? {} }, undefined, options);
     out.calls.push({
       name: call.name,
       isError: res.isError === true,
       text: (res.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join(""),
       meta: res._meta ?? null,
+      progress,
     });
   }
   console.log(JSON.stringify(out));

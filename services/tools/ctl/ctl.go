@@ -47,13 +47,19 @@ type globals struct {
 	tls                           mtls.Config
 }
 
-func (g *globals) bind(fs *flag.FlagSet) {
+func (g *globals) bind(fs *flag.FlagSet) { g.bindExcept(fs, "") }
+
+// bindExcept binds every global flag but the one named skip (a flag the
+// command defines with its own meaning).
+func (g *globals) bindExcept(fs *flag.FlagSet, skip string) {
 	fs.StringVar(&g.catalog, "catalog", envOr("SHAREDOS_CATALOG_ADDR", DefaultCatalog), "catalog-svc gRPC address (env SHAREDOS_CATALOG_ADDR)")
 	fs.StringVar(&g.authz, "authz", envOr("SHAREDOS_AUTHZ_ADDR", DefaultAuthz), "authz-svc gRPC address (env SHAREDOS_AUTHZ_ADDR)")
 	fs.StringVar(&g.bridge, "bridge", envOr("SHAREDOS_BRIDGE_ADDR", DefaultBridge), "bridge-svc gRPC address (env SHAREDOS_BRIDGE_ADDR)")
 	fs.StringVar(&g.files, "files", envOr("SHAREDOS_FILES_ADDR", DefaultFiles), "files provider gRPC address checked by status (env SHAREDOS_FILES_ADDR; empty skips it)")
 	fs.StringVar(&g.output, "output", "json", "output format: json or table")
-	fs.DurationVar(&g.timeout, "timeout", 15*time.Second, "deadline for each command")
+	if skip != "timeout" {
+		fs.DurationVar(&g.timeout, "timeout", 15*time.Second, "deadline for each command")
+	}
 	fs.StringVar(&g.tls.CA, "tls-ca", os.Getenv("SHAREDOS_TLS_CA"), "PEM trust bundle (env SHAREDOS_TLS_CA; default: make run's local CA)")
 	fs.StringVar(&g.tls.Cert, "tls-cert", os.Getenv("SHAREDOS_TLS_CERT"), "PEM client certificate (env SHAREDOS_TLS_CERT; default: make run's operator identity)")
 	fs.StringVar(&g.tls.Key, "tls-key", os.Getenv("SHAREDOS_TLS_KEY"), "PEM key of --tls-cert (env SHAREDOS_TLS_KEY)")
@@ -158,6 +164,10 @@ type command struct {
 	usage string
 	run   func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error
 	flags func(fs *flag.FlagSet)
+	// deadline, when set, is the command's own fixed deadline and its flags
+	// define --timeout with their own meaning (providers add: the bound of
+	// one upstream call); the global --timeout does not apply to it.
+	deadline time.Duration
 }
 
 var commands []*command
@@ -194,6 +204,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	sub := *g
 	fs := newFS(&sub)
+	if cmd.deadline > 0 {
+		fs = flag.NewFlagSet("sharedosctl", flag.ContinueOnError)
+		sub.bindExcept(fs, "timeout")
+		sub.timeout = cmd.deadline
+	}
 	fs.Init("sharedosctl "+cmd.path, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// Globals given before the command stay in force unless repeated after it.

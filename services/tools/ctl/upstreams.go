@@ -108,7 +108,7 @@ func (f *addFlags) spec() (*sharedosv1.UpstreamProvider, error) {
 
 func init() {
 	var add addFlags
-	register(&command{path: "providers add",
+	register(&command{path: "providers add", deadline: 2 * time.Minute,
 		usage: "--namespace NS (--url URL | --command 'CMD ARGS…') [--header K=SECRETREF]… [--credential-ref NAME] [--refresh 10m] [--timeout 30s] [--requirement 'NAME=ACTION:TEMPLATE']… [--requirements-file F] [--auto-approve-new] [--read-only NAME]…",
 		flags: add.bind,
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {

@@ -11,7 +11,11 @@
 #                                     and get;
 # data.sharedos.roles.<role>.resource_uris lists the resource registrations
 #                                     (URIs or URI templates) the role may
-#                                     list and read (ADR 0018).
+#                                     list and read (ADR 0018);
+# data.sharedos.roles.<role>.namespaces lists upstream MCP servers (ADR 0019)
+#                                     whose every tool the role may see and
+#                                     call on its default requirement
+#                                     (resource mcp:<namespace>/<tool>).
 #
 # A call is allowed when the tool is visible to one of the principal's roles
 # and, for any action but "list", the resource is a file whose cleaned path
@@ -64,6 +68,16 @@ visible contains name if {
 visible contains name if {
 	count(input.context.roles) > 0
 	some t in input.tools
+	not is_entry(t)
+	name := t.name
+	some role in input.context.roles
+	some ns in data.sharedos.roles[role].namespaces
+	startswith(name, concat("", [ns, "."]))
+}
+
+visible contains name if {
+	count(input.context.roles) > 0
+	some t in input.tools
 	is_entry(t)
 	name := t.name
 	some role in input.context.roles
@@ -92,16 +106,31 @@ role_label := sprintf("role %s", [input.context.roles[0]]) if {
 	count(input.context.roles) == 1
 } else := sprintf("roles %s", [concat(", ", sort(input.context.roles))])
 
-# resource_granted: an exact, non-file resource granted for the action.
+# resource_granted: an exact, non-file resource granted for the action, or
+# an upstream tool's default resource in a namespace the role has.
 resource_granted if {
 	not startswith(input.resource, "file:")
 	some role in input.context.roles
 	input.resource in data.sharedos.roles[role].resources[input.action]
 }
 
+resource_granted if {
+	input.action == "call"
+	some role in input.context.roles
+	some ns in data.sharedos.roles[role].namespaces
+	input.resource == concat("", ["mcp:", ns, "/", substring(input.tool.name, count(ns) + 1, -1)])
+	startswith(input.tool.name, concat("", [ns, "."]))
+}
+
 tool_visible if {
 	some role in input.context.roles
 	input.tool.name in data.sharedos.roles[role].tools
+}
+
+tool_visible if {
+	some role in input.context.roles
+	some ns in data.sharedos.roles[role].namespaces
+	startswith(input.tool.name, concat("", [ns, "."]))
 }
 
 # A grant root covers itself and everything below it. Comparing with a
