@@ -70,6 +70,8 @@ type Config struct {
 	GrantRetiredKeys []string
 	// Upstreams is where upstream MCP servers may be (ADR 0019).
 	Upstreams upstream.Guard
+	// UpstreamScreening is the poisoning rule set file (empty: built in).
+	UpstreamScreening string
 	// Plane is the internal plane's transport (runner.Env.Plane; zero:
 	// plaintext, for in-process tests).
 	Plane grpcx.Plane
@@ -93,6 +95,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	grantRetired := config.StringSlice(fs, "grant-retired-keys", nil, "comma-separated PEM files of keys that signed grants before a rotation: still verified, never used to sign")
 	upHosts := config.StringSlice(fs, "upstream-allow-hosts", nil, "comma-separated hosts (or host:port) an HTTP upstream MCP server may be at (empty: any host; link-local and metadata addresses stay refused)")
 	upCommands := config.StringSlice(fs, "upstream-commands", nil, "comma-separated executables a stdio upstream MCP server may be started with, by name or path (empty: no stdio upstreams)")
+	upScreening := config.String(fs, "upstream-screening", "", "JSON file of the poisoning rules acquired tool definitions are screened with (format: catalog-svc/internal/upstream/screening.json; empty: that built-in set)")
 	upLinkLocal := config.Bool(fs, "upstream-allow-link-local", false, "let upstream MCP servers be at link-local and cloud metadata addresses")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
 	return func() Config {
@@ -104,7 +107,8 @@ func Bind(fs *flag.FlagSet) func() Config {
 			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, DatabaseRole: *dbRole, DatabaseMaxConns: *dbMax, AuthzAddr: *authz,
 			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
 			InstanceID: id, RecordJournalDir: *journalDir, GrantKey: *grantKey, GrantRetiredKeys: *grantRetired,
-			Upstreams: upstream.Guard{Hosts: *upHosts, Commands: *upCommands, AllowLinkLocal: *upLinkLocal},
+			Upstreams:         upstream.Guard{Hosts: *upHosts, Commands: *upCommands, AllowLinkLocal: *upLinkLocal},
+			UpstreamScreening: *upScreening,
 		}
 	}
 }
@@ -235,7 +239,13 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	// provider identity.
 	conns := pipeline.NewConnCache(c.Plane.TLS.DialOption(callers.Provider))
 	a.closers = append(a.closers, conns.Close)
-	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: c.Upstreams, Logger: log})
+	screening := upstream.DefaultScreening()
+	if c.UpstreamScreening != "" {
+		if screening, err = upstream.LoadScreening(c.UpstreamScreening); err != nil {
+			return nil, fmt.Errorf("--upstream-screening: %w", err)
+		}
+	}
+	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: c.Upstreams, Screening: screening, Logger: log})
 	a.closers = append(a.closers, a.upstream.Close)
 	handlers := upstream.Handlers{Upstreams: a.upstream, Next: conns}
 	keys, err := c.grantKeys(log)

@@ -38,7 +38,9 @@ type Config struct {
 	Store    store.Entries
 	Registry Registry
 	Guard    Guard
-	Logger   *slog.Logger
+	// Screening is the poisoning rule set (nil: DefaultScreening).
+	Screening *Screening
+	Logger    *slog.Logger
 }
 
 var (
@@ -81,6 +83,9 @@ type Manager struct {
 func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Screening == nil {
+		cfg.Screening = DefaultScreening()
 	}
 	life, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, conns: map[string]*conn{}}
@@ -385,7 +390,11 @@ func (m *Manager) refreshLocked(ctx context.Context, rec *sharedosv1.GetProvider
 			skip(lt.Name, err.Error())
 			continue
 		}
-		if why := m.reconcile(ctx, rec, index, reg, pub, lt.Name, actor); why != "" {
+		flag := ""
+		if f, hit := m.cfg.Screening.Screen(reg); hit {
+			flag = f.String()
+		}
+		if why := m.reconcile(ctx, rec, index, reg, pub, lt.Name, flag, actor); why != "" {
 			skip(lt.Name, why)
 			continue
 		}
@@ -411,21 +420,26 @@ func (m *Manager) refreshLocked(ctx context.Context, rec *sharedosv1.GetProvider
 }
 
 // reconcile brings one listed tool's state up to date; a reason when it
-// cannot be registered at all.
+// cannot be registered at all. flag, when set, is a screening finding: the
+// definition waits for an operator even where it would be published
+// without one.
 func (m *Manager) reconcile(ctx context.Context, rec *sharedosv1.GetProviderResponse, index map[string]*sharedosv1.UpstreamTool,
-	reg *sharedosv1.ToolRegistration, pub *sharedosv1.PublishedTool, upstreamName, actor string) string {
+	reg *sharedosv1.ToolRegistration, pub *sharedosv1.PublishedTool, upstreamName, flag, actor string) string {
 	ns, digest := rec.GetProvider().GetNamespace(), pub.GetDigest()
 	cur := index[reg.GetName()]
 	switch {
 	case cur == nil:
 		t := &sharedosv1.UpstreamTool{Name: reg.GetName(), UpstreamName: upstreamName}
-		if rec.GetProvider().GetAutoApproveNew() {
+		switch {
+		case flag != "":
+			m.quarantine(rec, t, reg, digest, "a new tool: "+flag, actor)
+		case rec.GetProvider().GetAutoApproveNew():
 			if err := m.publish(ctx, ns, reg); err != nil {
 				return err.Error()
 			}
 			t.State, t.Digest, t.Published = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, digest, reg
 			addEvent(rec, t.GetName(), "published", actor, "", digest, "a new tool, approved by the upstream's --auto-approve-new", "")
-		} else {
+		default:
 			m.quarantine(rec, t, reg, digest, "a new tool waits for an operator's approval", actor)
 		}
 		rec.Status.Tools = append(rec.Status.Tools, t)
@@ -447,7 +461,11 @@ func (m *Manager) reconcile(ctx context.Context, rec *sharedosv1.GetProviderResp
 				return err.Error()
 			}
 		}
-		m.quarantine(rec, cur, reg, digest, "the definition changed since it was approved", actor)
+		reason := "the definition changed since it was approved"
+		if flag != "" {
+			reason += "; " + flag
+		}
+		m.quarantine(rec, cur, reg, digest, reason, actor)
 	}
 	return ""
 }

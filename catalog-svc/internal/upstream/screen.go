@@ -1,0 +1,150 @@
+package upstream
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// defaultScreening is the rule set catalog-svc screens acquired tools with
+// unless --upstream-screening names another.
+//
+//go:embed screening.json
+var defaultScreening []byte
+
+// Rule is one screening rule: data, not code.
+type Rule struct {
+	ID      string `json:"id"`
+	Reason  string `json:"reason"`
+	Pattern string `json:"pattern"`
+	re      *regexp.Regexp
+}
+
+// Screening is a compiled rule set.
+type Screening struct{ rules []Rule }
+
+// DefaultScreening is the built-in rule set.
+func DefaultScreening() *Screening {
+	s, err := ParseScreening(defaultScreening)
+	if err != nil {
+		panic("upstream: built-in screening rules: " + err.Error())
+	}
+	return s
+}
+
+// LoadScreening reads a rule set file (the format of screening.json).
+func LoadScreening(path string) (*Screening, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseScreening(b)
+}
+
+// ParseScreening compiles a rule set, naming the first bad rule.
+func ParseScreening(b []byte) (*Screening, error) {
+	var doc struct {
+		Rules []Rule `json:"rules"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	for i := range doc.Rules {
+		r := &doc.Rules[i]
+		if r.ID == "" || r.Pattern == "" {
+			return nil, fmt.Errorf("rule %d: id and pattern are required", i)
+		}
+		re, err := regexp.Compile(r.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("rule %s: %w", r.ID, err)
+		}
+		r.re = re
+	}
+	return &Screening{rules: doc.Rules}, nil
+}
+
+// Finding is a rule that matched a text of a tool's definition.
+type Finding struct {
+	Rule, Reason, Field, Excerpt string
+}
+
+func (f Finding) String() string {
+	return fmt.Sprintf("screening rule %s matched %s (%s): %q", f.Rule, f.Field, f.Reason, f.Excerpt)
+}
+
+// Screen returns the first finding in the texts a model reads of reg: its
+// description, its annotations' title, and every title and description
+// in its schemas. ok is false when nothing matched.
+func (s *Screening) Screen(reg *sharedosv1.ToolRegistration) (Finding, bool) {
+	if s == nil {
+		return Finding{}, false
+	}
+	for _, t := range texts(reg) {
+		for _, r := range s.rules {
+			if loc := r.re.FindStringIndex(t.text); loc != nil {
+				return Finding{Rule: r.ID, Reason: r.Reason, Field: t.field, Excerpt: excerpt(t.text, loc)}, true
+			}
+		}
+	}
+	return Finding{}, false
+}
+
+type text struct{ field, text string }
+
+func texts(reg *sharedosv1.ToolRegistration) []text {
+	out := []text{{"description", reg.GetDescription()}}
+	var ann struct {
+		Title string `json:"title"`
+	}
+	if json.Unmarshal(reg.GetAnnotationsJson(), &ann) == nil && ann.Title != "" {
+		out = append(out, text{"annotations.title", ann.Title})
+	}
+	for _, s := range []struct {
+		field string
+		raw   []byte
+	}{{"inputSchema", reg.GetInputSchemaJson()}, {"outputSchema", reg.GetOutputSchemaJson()}} {
+		var doc any
+		if json.Unmarshal(s.raw, &doc) == nil {
+			out = schemaTexts(s.field, doc, out)
+		}
+	}
+	return out
+}
+
+// schemaTexts collects the titles and descriptions of a schema document
+// (under enum/const/default/examples too: a model reads those as well).
+func schemaTexts(field string, v any, out []text) []text {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			c := x[k]
+			if s, ok := c.(string); ok && (k == "description" || k == "title") {
+				out = append(out, text{field + "." + k, s})
+				continue
+			}
+			out = schemaTexts(field+"."+k, c, out)
+		}
+	case []any:
+		for i, c := range x {
+			out = schemaTexts(fmt.Sprintf("%s[%d]", field, i), c, out)
+		}
+	case string:
+		out = append(out, text{field, x})
+	}
+	return out
+}
+
+func excerpt(s string, loc []int) string {
+	const most = 120
+	m := s[loc[0]:loc[1]]
+	if len(m) > most {
+		m = m[:most] + "…"
+	}
+	return m
+}
