@@ -23,6 +23,9 @@ type Resolved struct {
 	Published    *sharedosv1.PublishedTool // canonical_json filled
 	Digest       string                    // projection.Digest(Published.CanonicalJson)
 	InputSchema  *jsonschema.Schema        // compiled (santhosh-tekuri/jsonschema/v6)
+	// ReadOnly: the operator confirmed the tool only reads (see
+	// ReadOnly); the kernel runs its calls in parallel.
+	ReadOnly bool
 }
 
 // entry is one published tool in the cache, with everything a request needs
@@ -182,7 +185,7 @@ func buildEntry(rec store.Record, prev *entry, h hints) *entry {
 	return &entry{
 		unservable: unservable,
 		schema:     schema,
-		resolved:   &Resolved{Registration: reg, Published: pub, Digest: rec.Digest},
+		resolved:   &Resolved{Registration: reg, Published: pub, Digest: rec.Digest, ReadOnly: ReadOnly(reg)},
 		facts: &sharedosv1.ToolFacts{
 			Name:            reg.GetName(),
 			Namespace:       reg.GetMetadata().GetNamespace(),

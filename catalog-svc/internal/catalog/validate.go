@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -184,11 +185,36 @@ func identifierError(err error) error {
 	return invalid("registration", RuleIdentifier, "%v", err)
 }
 
-// dialectOf: a tool acquired from an upstream MCP server (source
-// "mcp:<namespace>", ADR 0019) may declare an earlier JSON Schema dialect.
+// UpstreamSourcePrefix starts the metadata.source of every tool acquired
+// from an upstream MCP server: "mcp:<namespace>" (ADR 0019).
+const UpstreamSourcePrefix = "mcp:"
+
+// Acquired reports whether reg was acquired from an upstream MCP server:
+// its texts and annotations are the upstream's, not the operator's.
+func Acquired(reg *sharedosv1.ToolRegistration) bool {
+	return strings.HasPrefix(reg.GetMetadata().GetSource(), UpstreamSourcePrefix)
+}
+
+// dialectOf: a tool acquired from an upstream MCP server may declare an
+// earlier JSON Schema dialect.
 func dialectOf(reg *sharedosv1.ToolRegistration) dialect {
-	if strings.HasPrefix(reg.GetMetadata().GetSource(), "mcp:") {
+	if Acquired(reg) {
 		return upstreamDraft
 	}
 	return only2020
+}
+
+// ReadOnly is the tool's concurrency class: read_only, or — for a tool
+// whose annotations the operator wrote, not an upstream — readOnlyHint.
+func ReadOnly(reg *sharedosv1.ToolRegistration) bool {
+	if reg.GetReadOnly() {
+		return true
+	}
+	if Acquired(reg) {
+		return false
+	}
+	var ann struct {
+		ReadOnlyHint bool `json:"readOnlyHint"`
+	}
+	return json.Unmarshal(reg.GetAnnotationsJson(), &ann) == nil && ann.ReadOnlyHint
 }

@@ -238,3 +238,25 @@ func TestRegisterAccepts(t *testing.T) {
 		})
 	}
 }
+
+// The concurrency class (ADR 0019): an operator's readOnlyHint confirms a
+// tool is read-only; an upstream's does not, only read_only does.
+func TestReadOnlyClass(t *testing.T) {
+	native := reg("files.read")
+	if !catalog.ReadOnly(native) {
+		t.Error("the operator's readOnlyHint is not read-only")
+	}
+	native.AnnotationsJson = []byte(`{"readOnlyHint":false}`)
+	if catalog.ReadOnly(native) {
+		t.Error("readOnlyHint false is read-only")
+	}
+	up := reg("fs.read")
+	up.Metadata.Source = "mcp:fs"
+	if catalog.ReadOnly(up) {
+		t.Error("an upstream's readOnlyHint alone made its tool read-only")
+	}
+	up.ReadOnly = true
+	if !catalog.ReadOnly(up) {
+		t.Error("read_only (the operator's confirmation) is not read-only")
+	}
+}

@@ -100,6 +100,7 @@ func (f *fakeResolver) add(t testing.TB, name, schema, action, resource, target 
 		Published:    &sharedosv1.PublishedTool{Name: name, InputSchemaJson: []byte(schema), CanonicalJson: canon},
 		Digest:       hex.EncodeToString(sum[:]),
 		InputSchema:  sch,
+		ReadOnly:     true, // as the annotations say
 	}
 }
 

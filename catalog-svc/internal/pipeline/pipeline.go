@@ -114,6 +114,8 @@ type Pipeline struct {
 	ownedJournal bool
 	authz        sharedosv1.AuthzServiceClient
 	handlers     HandlerClients
+	// writes orders the calls of a turn that are not read-only.
+	writes turnLocks
 	// unary holds the handler targets that answered Invoke UNIMPLEMENTED,
 	// with when (contract v1 providers): Handle only, for unaryRetry.
 	unary          sync.Map
@@ -711,7 +713,7 @@ func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant
 
 	// (6) Dispatch, only on allow.
 	return nil, name, func() *sharedosv1.ToolResult {
-		res := s.dispatch(ctx, call, grant.Context, reg, args, decisionID)
+		res := s.dispatch(ctx, call, grant.Context, reg, resolved.ReadOnly, args, decisionID)
 		res.DecisionId, res.PolicyRevision = decisionID, revision
 		return res
 	}, ""
@@ -831,7 +833,7 @@ func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, acc
 	}
 }
 
-func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, reg *sharedosv1.ToolRegistration, args []byte, decisionID string) *sharedosv1.ToolResult {
+func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, reg *sharedosv1.ToolRegistration, readOnly bool, args []byte, decisionID string) *sharedosv1.ToolResult {
 	if res := contextOutcome(ctx); res != nil {
 		return res
 	}
@@ -846,6 +848,16 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 	timeout := s.timeoutOf(reg.GetHandler())
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if !readOnly {
+		release, err := s.writes.acquire(hctx, call.GetTurnId())
+		if err != nil {
+			if res := contextOutcome(ctx); res != nil {
+				return res
+			}
+			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the turn's previous call of a tool that is not read-only did not end within this tool's %s", timeout))
+		}
+		defer release()
+	}
 	hctx, span := tracer.Start(hctx, telemetry.ExecuteToolSpanName(reg.GetName()), trace.WithAttributes(
 		attribute.String(telemetry.AttrGenAIToolName, reg.GetName()),
 		attribute.String(telemetry.AttrGenAIOperation, telemetry.SpanExecuteTool),

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/protobuf/proto"
@@ -14,6 +14,8 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 )
 
 // Source is the metadata.source of every tool acquired from namespace ns,
@@ -23,12 +25,10 @@ func Source(ns string) string { return sourcePrefix + ns }
 // Target is the handler target of ns's tools (see Handlers).
 func Target(ns string) string { return sourcePrefix + ns }
 
-const sourcePrefix = "mcp:"
+const sourcePrefix = catalog.UpstreamSourcePrefix
 
 // IsUpstream reports whether reg was acquired from an upstream.
-func IsUpstream(reg *sharedosv1.ToolRegistration) bool {
-	return strings.HasPrefix(reg.GetMetadata().GetSource(), sourcePrefix)
-}
+func IsUpstream(reg *sharedosv1.ToolRegistration) bool { return catalog.Acquired(reg) }
 
 // listedTool is one entry of an upstream's tools/list result, its JSON
 // values kept as the upstream sent them.
@@ -118,6 +118,7 @@ func registration(spec *sharedosv1.UpstreamProvider, t listedTool) (*sharedosv1.
 		Class:            sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
 		Requirement:      req,
 		Handler:          &sharedosv1.HandlerRef{Target: Target(ns)},
+		ReadOnly:         slices.Contains(spec.GetReadOnly(), name),
 	}
 	if d := spec.GetTimeout(); d != nil && d.AsDuration() > 0 {
 		reg.Handler.Timeout = durationpb.New(d.AsDuration())

@@ -199,12 +199,15 @@ func toolOf(t *testing.T, rec *sharedosv1.GetProviderResponse, name string) *sha
 // is reported and skipped, never renamed.
 func TestAcquireRegistersVerbatim(t *testing.T) {
 	h := newHarness(t, upstream.Guard{})
-	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester")
+	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true, ReadOnly: []string{"fx.echo"}}, "tester")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e := rec.GetStatus().GetError(); e != "" {
 		t.Fatalf("refresh error: %s", e)
+	}
+	if r, _, _ := h.cat.Get(t.Context(), "fx.fail"); r.GetReadOnly() {
+		t.Error("a tool the operator did not confirm is read-only")
 	}
 	if got := rec.GetStatus().GetServerName(); got != "fixture" {
 		t.Errorf("server name %q", got)
@@ -215,6 +218,9 @@ func TestAcquireRegistersVerbatim(t *testing.T) {
 	}
 	if got := string(reg.GetInputSchemaJson()); got != echoSchema {
 		t.Errorf("input schema not verbatim:\n got %s\nwant %s", got, echoSchema)
+	}
+	if !reg.GetReadOnly() {
+		t.Error("--read-only fx.echo did not confirm it")
 	}
 	if reg.GetMetadata().GetSource() != "mcp:fx" || reg.GetHandler().GetTarget() != "mcp:fx" {
 		t.Errorf("metadata %v handler %v", reg.GetMetadata(), reg.GetHandler())

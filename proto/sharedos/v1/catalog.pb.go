@@ -1208,9 +1208,16 @@ type ToolRegistration struct {
 	// credential_ref names a secret the handler is given; never its value.
 	CredentialRef string `protobuf:"bytes,10,opt,name=credential_ref,json=credentialRef,proto3" json:"credential_ref,omitempty"`
 	// revision increases on every change; set by the service.
-	Revision      int64                  `protobuf:"varint,11,opt,name=revision,proto3" json:"revision,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Revision  int64                  `protobuf:"varint,11,opt,name=revision,proto3" json:"revision,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// read_only is the operator's confirmation that the tool only reads: its
+	// calls run in parallel with the turn's other calls; every other call of
+	// a turn waits for the one before it (concurrency classes, ADR 0019).
+	// For a registration not acquired from an upstream, annotations the
+	// operator wrote with readOnlyHint true confirm it too; an upstream's
+	// readOnlyHint never does. Authority: never published.
+	ReadOnly      bool `protobuf:"varint,14,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1334,6 +1341,13 @@ func (x *ToolRegistration) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *ToolRegistration) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
 }
 
 type RegisterToolRequest struct {
@@ -2081,7 +2095,7 @@ const file_sharedos_v1_catalog_proto_rawDesc = "" +
 	"\n" +
 	"HandlerRef\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x123\n" +
-	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xda\x04\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xf7\x04\n" +
 	"\x10ToolRegistration\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
@@ -2098,7 +2112,8 @@ const file_sharedos_v1_catalog_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"X\n" +
+	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1b\n" +
+	"\tread_only\x18\x0e \x01(\bR\breadOnly\"X\n" +
 	"\x13RegisterToolRequest\x12A\n" +
 	"\fregistration\x18\x01 \x01(\v2\x1d.sharedos.v1.ToolRegistrationR\fregistration\"\x93\x01\n" +
 	"\x14RegisterToolResponse\x12A\n" +

@@ -1,0 +1,128 @@
+package pipeline_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+)
+
+// gateHandler holds every call until the test lets it go, and tells the
+// test which calls are running.
+type gateHandler struct {
+	sharedosv1.UnimplementedToolHandlerServiceServer
+	started chan string // the call id, when its Handle began
+	mu      sync.Mutex
+	release map[string]chan struct{}
+	running map[string]bool
+}
+
+func (g *gateHandler) gate(id string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.release[id] == nil {
+		g.release[id] = make(chan struct{})
+	}
+	return g.release[id]
+}
+
+func (g *gateHandler) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
+	g.mu.Lock()
+	g.running[req.GetCallId()] = true
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.running, req.GetCallId())
+		g.mu.Unlock()
+	}()
+	g.started <- req.GetCallId()
+	select {
+	case <-g.gate(req.GetCallId()):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &sharedosv1.HandleResponse{ContentJson: []byte(`[{"type":"text","text":"done"}]`)}, nil
+}
+
+func (g *gateHandler) isRunning(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.running[id]
+}
+
+// Concurrency classes: in one turn, reads run while a slow write runs; a
+// second write starts only once the first has ended; a write that waits
+// longer than its tool's timeout fails timeout, without running; another
+// turn's write does not wait.
+func TestWritesOfATurnAreSerialized(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		g := &gateHandler{started: make(chan string, 8), release: map[string]chan struct{}{}, running: map[string]bool{}}
+		addr := serveGRPC(t, func(s *grpcx.Server) { sharedosv1.RegisterToolHandlerServiceServer(s.GRPC(), g) })
+		managed := sharedosv1.ToolClass_TOOL_CLASS_MANAGED
+		h.resolver.add(t, "slow.read", sleepSchema, "read", "file:/public/r", addr, managed, 0)
+		h.resolver.add(t, "slow.write", sleepSchema, "write", "file:/public/w", addr, managed, 0)
+		h.resolver.add(t, "slow.write_quick", sleepSchema, "write", "file:/public/w", addr, managed, 300*time.Millisecond)
+		h.resolver.mu.Lock()
+		h.resolver.tools["slow.write"].ReadOnly = false
+		h.resolver.tools["slow.write_quick"].ReadOnly = false
+		h.resolver.mu.Unlock()
+
+		results := make(chan *sharedosv1.ToolResult, 8)
+		start := func(call *sharedosv1.ToolCall) {
+			go func() {
+				res, err := h.invoke(context.Background(), call)
+				if err != nil {
+					t.Errorf("InvokeTool %s: %v", call.GetCallId(), err)
+				}
+				results <- res
+			}()
+		}
+		w1 := h.newCall("turn-c", "slow.write", `{}`)
+		start(w1)
+		if id := wait(t, g.started, "the first write"); id != w1.GetCallId() {
+			t.Fatalf("started %s", id)
+		}
+		// Two reads of the same turn run beside the write.
+		r1, r2 := h.newCall("turn-c", "slow.read", `{}`), h.newCall("turn-c", "slow.read", `{}`)
+		start(r1)
+		start(r2)
+		wait(t, g.started, "a read")
+		wait(t, g.started, "the other read")
+		if !g.isRunning(w1.GetCallId()) || !g.isRunning(r1.GetCallId()) || !g.isRunning(r2.GetCallId()) {
+			t.Fatal("reads did not run while the write ran")
+		}
+		// Another turn's write does not wait for this turn's.
+		other := h.newCall("turn-d", "slow.write", `{}`)
+		start(other)
+		if id := wait(t, g.started, "the other turn's write"); id != other.GetCallId() {
+			t.Fatalf("started %s", id)
+		}
+		// A second write of the turn waits; one with a short timeout gives up.
+		w2 := h.newCall("turn-c", "slow.write", `{}`)
+		start(w2)
+		quick := h.newCall("turn-c", "slow.write_quick", `{}`)
+		res, err := h.invoke(context.Background(), quick)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, res, sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, outcome.Timeout)
+		if g.isRunning(w2.GetCallId()) || g.isRunning(quick.GetCallId()) {
+			t.Fatal("a write ran while the turn's first write ran")
+		}
+		close(g.gate(w1.GetCallId()))
+		if id := wait(t, g.started, "the second write"); id != w2.GetCallId() {
+			t.Fatalf("started %s after the first write ended", id)
+		}
+		for _, c := range []*sharedosv1.ToolCall{r1, r2, w2, other} {
+			close(g.gate(c.GetCallId()))
+		}
+		for range 5 {
+			res := wait(t, results, "a result")
+			expect(t, res, sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, "")
+		}
+	})
+}
