@@ -982,3 +982,38 @@ func selectorOnly(sel *metav1.LabelSelector, want labels.Set) bool {
 	_, hasComponent := sel.MatchLabels[componentLabel]
 	return hasComponent && s.Matches(want)
 }
+
+// Upstream MCP servers (ADR 0019): the allow-lists reach catalog-svc as its
+// flags' variables, and each credential is a Secret key as a variable of
+// catalog-svc alone — never a value in the chart, never in another pod.
+func TestUpstreamSettingsReachOnlyTheKernel(t *testing.T) {
+	r := render(t, "--set", "catalog.upstreams.allowHosts={mcp.example.com,git.example.com:8443}",
+		"--set", "catalog.upstreams.commands={/usr/local/bin/mcp-fs}",
+		"--set", "catalog.upstreams.credentials[0].name=GITHUB_MCP_TOKEN",
+		"--set", "catalog.upstreams.credentials[0].secretName=github-mcp",
+		"--set", "catalog.upstreams.credentials[0].key=token")
+	c := container(t, deployment(t, r, "catalog"), "catalog")
+	if got := envValue(c, "SHAREDOS_UPSTREAM_ALLOW_HOSTS"); got != "mcp.example.com,git.example.com:8443" {
+		t.Errorf("allow hosts %q", got)
+	}
+	if got := envValue(c, "SHAREDOS_UPSTREAM_COMMANDS"); got != "/usr/local/bin/mcp-fs" {
+		t.Errorf("commands %q", got)
+	}
+	if e := env(c, "SHAREDOS_UPSTREAM_ALLOW_LINK_LOCAL"); e != nil {
+		t.Errorf("link-local allowed by default: %v", e)
+	}
+	cred := env(c, "GITHUB_MCP_TOKEN")
+	if cred == nil || cred.Value != "" || cred.ValueFrom == nil || cred.ValueFrom.SecretKeyRef == nil ||
+		cred.ValueFrom.SecretKeyRef.Name != "github-mcp" || cred.ValueFrom.SecretKeyRef.Key != "token" {
+		t.Fatalf("credential env %+v", cred)
+	}
+	for _, comp := range []string{"bridge", "authz", "files"} {
+		if e := env(container(t, deployment(t, r, comp), comp), "GITHUB_MCP_TOKEN"); e != nil {
+			t.Errorf("%s pods get the upstream credential", comp)
+		}
+	}
+	if _, err := template(t, "--set", "catalog.upstreams.credentials[0].name=bad-name",
+		"--set", "catalog.upstreams.credentials[0].secretName=s", "--set", "catalog.upstreams.credentials[0].key=k"); err == nil {
+		t.Error("a credential variable name that is not one was accepted")
+	}
+}

@@ -29,8 +29,10 @@ type conn struct {
 	spec  *sharedosv1.UpstreamProvider
 	guard Guard
 	log   *slog.Logger
-	// life bounds a stdio process: the manager's, not a request's.
+	// life bounds a stdio process: the connection's, not a request's;
+	// end ends it (and its process group).
 	life context.Context
+	end  context.CancelFunc
 
 	mu     sync.Mutex
 	client *client.Client
@@ -44,8 +46,9 @@ type serverInfo struct {
 	protocol, name, version string
 }
 
-func newConn(life context.Context, spec *sharedosv1.UpstreamProvider, g Guard, log *slog.Logger) *conn {
-	return &conn{spec: spec, guard: g, log: log, life: life, progress: map[string]func(mcp.ProgressNotificationParams){}}
+func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard, log *slog.Logger) *conn {
+	life, end := context.WithCancel(parent)
+	return &conn{spec: spec, guard: g, log: log, life: life, end: end, progress: map[string]func(mcp.ProgressNotificationParams){}}
 }
 
 // session returns a live client, connecting when there is none.
@@ -89,6 +92,8 @@ func (c *conn) broken(cl *client.Client) {
 	}
 }
 
+// close ends the session for good: the stdio server and whatever it
+// started are killed.
 func (c *conn) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,6 +101,7 @@ func (c *conn) close() {
 		_ = c.client.Close()
 		c.client = nil
 	}
+	c.end()
 }
 
 // transport builds the upstream's transport, resolving its secrets now.
@@ -135,6 +141,7 @@ func (c *conn) transport() (transport.Interface, error) {
 			cmd := exec.CommandContext(ctx, command, args...)
 			cmd.Env = env
 			cmd.WaitDelay = 2 * time.Second
+			ownProcessGroup(cmd) // npx and the like start the server as their child
 			return cmd, nil
 		}),
 		transport.WithCommandLogger(c.log),

@@ -73,6 +73,9 @@ type Config struct {
 	ReadyFile string
 	// Ready, if set, is called with the demo turn once everything is up.
 	Ready func(Demo)
+	// NoExampleUpstream leaves out the example upstream MCP server Run
+	// otherwise acquires when npx is present.
+	NoExampleUpstream bool
 }
 
 // Bind registers the flags on fs (each also read from SHAREDOS_<NAME>) and
@@ -89,11 +92,12 @@ func Bind(fs *flag.FlagSet) func() Config {
 	principal := config.String(fs, "principal", DemoPrincipal, "principal of the demo turn")
 	verbose := fs.Bool("v", false, "stream every service's log to stderr")
 	ready := config.String(fs, "ready-file", "", "write the demo turn as JSON to this file once ready (for scripts and tests)")
+	example := config.Bool(fs, "example-upstream", true, "acquire "+ExampleUpstreamPackage+" over stdio as the upstream fs when npx is present (its tools wait for approval)")
 	pkiDir := config.String(fs, "pki-dir", "", "directory of the throwaway local CA made at each start (empty: "+PKIDir+" under --root)")
 	return func() Config {
 		return Config{Bin: *bin, Root: *root, CatalogAddr: *catalog, AuthzAddr: *authz, BridgeAddr: *bridge,
 			FilesAddr: *files, MCPAddr: *mcp, DatabaseURL: *db, Principal: *principal, Verbose: *verbose, ReadyFile: *ready,
-			PKIDir: *pkiDir}
+			PKIDir: *pkiDir, NoExampleUpstream: !*example}
 	}
 }
 
@@ -240,6 +244,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	defer creds.Close()
 	fmt.Fprintf(out, "SharedOS toolshare: starting on loopback (%s, internal plane: %s)\n", store, plane(cfg))
+	npx, noExample := exampleUpstream(&cfg)
 
 	specs := Services(cfg)
 	var procs []*proc
@@ -277,6 +282,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		demo.PIDs[p.name] = p.cmd.Process.Pid
 	}
 	printDemo(out, cfg, demo)
+	if npx != "" {
+		go addExampleUpstream(ctx, cfg, creds, npx, out)
+	} else {
+		fmt.Fprintf(out, "example upstream fs: %s\n", noExample)
+	}
 	if cfg.ReadyFile != "" {
 		b, _ := json.Marshal(demo)
 		if err := os.WriteFile(cfg.ReadyFile, b, 0o600); err != nil {
