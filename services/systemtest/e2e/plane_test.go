@@ -29,7 +29,7 @@ func TestInternalPlaneRefusesWrongCallers(t *testing.T) {
 	server := map[string]string{
 		"sharedos.v1.RuntimeService": s.Addrs["catalog"], "sharedos.v1.CatalogService": s.Addrs["catalog"],
 		"sharedos.v1.BridgeService": s.Addrs["bridge"], "sharedos.v1.AuthzService": s.Addrs["authz"],
-		"sharedos.v1.ToolHandlerService": s.Addrs["files"],
+		"sharedos.v1.ToolHandlerService": s.Addrs["files"], "sharedos.v1.UpstreamService": s.Addrs["catalog"],
 	}
 	creds := map[callers.Role]*mtls.Credentials{}
 	dial := map[string]*grpc.ClientConn{}
