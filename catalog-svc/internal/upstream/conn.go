@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
@@ -121,11 +124,18 @@ func (c *conn) transport() (transport.Interface, error) {
 		}
 		headers["Authorization"] = "Bearer " + v
 	}
+	var err error
 	if u := c.spec.GetUrl(); u != "" {
 		if err := c.guard.CheckURL(u); err != nil {
 			return nil, err
 		}
-		tr, err := transport.NewStreamableHTTP(u, transport.WithHTTPBasicClient(c.guard.httpClient()), transport.WithHTTPHeaders(headers))
+		hc := c.guard.httpClient()
+		if o := c.spec.GetOauth(); o != nil {
+			if hc, err = c.oauthClient(o, hc); err != nil {
+				return nil, err
+			}
+		}
+		tr, err := transport.NewStreamableHTTP(u, transport.WithHTTPBasicClient(hc), transport.WithHTTPHeaders(headers))
 		if err != nil {
 			return nil, err
 		}
@@ -147,6 +157,20 @@ func (c *conn) transport() (transport.Interface, error) {
 		transport.WithCommandLogger(c.log),
 		transport.WithCommandStderrWriter(io.Discard))
 	return &capturingStdio{tr}, nil
+}
+
+// oauthClient is base with the bearer token of the client credentials
+// grant: fetched from the token endpoint (through the same guard) and
+// renewed before it expires.
+func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Client) (*http.Client, error) {
+	secret, err := resolve(o.GetClientSecretRef())
+	if err != nil {
+		return nil, fmt.Errorf("oauth client secret: %w", err)
+	}
+	cc := clientcredentials.Config{ClientID: o.GetClientId(), ClientSecret: secret, TokenURL: o.GetTokenUrl(), Scopes: o.GetScopes()}
+	hc := cc.Client(context.WithValue(c.life, oauth2.HTTPClient, base))
+	hc.CheckRedirect = base.CheckRedirect
+	return hc, nil
 }
 
 // childEnv is a stdio upstream's whole environment: enough to run, and

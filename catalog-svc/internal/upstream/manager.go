@@ -134,6 +134,22 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 			return &ValidationError{"credential_ref", err.Error()}
 		}
 	}
+	if o := spec.GetOauth(); o != nil {
+		switch {
+		case spec.GetUrl() == "":
+			return &ValidationError{"oauth", "only an HTTP upstream takes an OAuth token"}
+		case spec.GetCredentialRef() != "":
+			return &ValidationError{"oauth", "give either credential_ref or oauth, not both"}
+		case o.GetClientId() == "":
+			return &ValidationError{"oauth.client_id", "required"}
+		}
+		if err := m.cfg.Guard.CheckURL(o.GetTokenUrl()); err != nil {
+			return &ValidationError{"oauth.token_url", err.Error()}
+		}
+		if err := CheckRef(o.GetClientSecretRef()); err != nil {
+			return &ValidationError{"oauth.client_secret_ref", err.Error()}
+		}
+	}
 	if d := spec.GetRefresh(); d != nil && d.AsDuration() != 0 && d.AsDuration() < 10*time.Second {
 		return &ValidationError{"refresh", "must be 0 (only when asked) or at least 10s"}
 	}

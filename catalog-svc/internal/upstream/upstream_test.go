@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
@@ -548,5 +549,55 @@ func TestGuard(t *testing.T) {
 	}
 	if err := (upstream.Guard{Commands: []string{"npx"}}).CheckCommand([]string{"/usr/bin/npx", "x"}); err != nil {
 		t.Error(err)
+	}
+}
+
+// OAuth 2 client credentials: the token comes from the token endpoint
+// (client authenticated with its secret) and is the only Authorization the
+// upstream sees.
+func TestOAuthClientCredentials(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	var grants int
+	var mu sync.Mutex
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, secret, _ := r.BasicAuth()
+		if err := r.ParseForm(); err != nil || r.Form.Get("grant_type") != "client_credentials" || id != "sharedos" || secret != "s3cret" ||
+			r.Form.Get("scope") != "tools:call" {
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		grants++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"tok-from-endpoint","token_type":"Bearer","expires_in":3600}`))
+	}))
+	t.Cleanup(tokens.Close)
+	t.Setenv("UPSTREAM_TEST_CLIENT_SECRET", "s3cret")
+	spec := &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true,
+		Oauth: &sharedosv1.OAuthClientCredentials{TokenUrl: tokens.URL + "/token", ClientId: "sharedos",
+			ClientSecretRef: "env:UPSTREAM_TEST_CLIENT_SECRET", Scopes: []string{"tools:call"}}}
+	rec, err := h.m.Add(t.Context(), spec, "tester")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+	}
+	if _, err := h.call("fx", "fx.echo", `{"text":"x"}`); err != nil {
+		t.Fatal(err)
+	}
+	h.st.mu.Lock()
+	got := h.st.headers[len(h.st.headers)-1].Get("Authorization")
+	h.st.mu.Unlock()
+	if got != "Bearer tok-from-endpoint" {
+		t.Errorf("upstream Authorization %q", got)
+	}
+	mu.Lock()
+	if grants != 1 {
+		t.Errorf("%d token requests for one session (the token is reused until it expires)", grants)
+	}
+	mu.Unlock()
+	bad := proto.CloneOf(spec)
+	bad.Namespace, bad.CredentialRef = "fy", "env:X"
+	if _, err := h.m.Add(t.Context(), bad, "tester"); err == nil {
+		t.Error("credential_ref and oauth together accepted")
 	}
 }

@@ -109,9 +109,13 @@ type UpstreamProvider struct {
 	AutoApproveNew bool `protobuf:"varint,9,opt,name=auto_approve_new,json=autoApproveNew,proto3" json:"auto_approve_new,omitempty"`
 	// read_only are the qualified names of tools the operator confirms are
 	// read-only (concurrency class); an upstream readOnlyHint alone never is.
-	ReadOnly      []string               `protobuf:"bytes,10,rep,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	ReadOnly  []string               `protobuf:"bytes,10,rep,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// oauth, instead of credential_ref, gets the bearer token from a token
+	// endpoint with the OAuth 2 client credentials grant (RFC 6749 §4.4),
+	// renewed before it expires; sent to this upstream only.
+	Oauth         *OAuthClientCredentials `protobuf:"bytes,13,opt,name=oauth,proto3" json:"oauth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +234,83 @@ func (x *UpstreamProvider) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *UpstreamProvider) GetOauth() *OAuthClientCredentials {
+	if x != nil {
+		return x.Oauth
+	}
+	return nil
+}
+
+// OAuthClientCredentials is a client of a token endpoint.
+type OAuthClientCredentials struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TokenUrl string                 `protobuf:"bytes,1,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
+	ClientId string                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// client_secret_ref is the secret reference of the client secret.
+	ClientSecretRef string   `protobuf:"bytes,3,opt,name=client_secret_ref,json=clientSecretRef,proto3" json:"client_secret_ref,omitempty"`
+	Scopes          []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OAuthClientCredentials) Reset() {
+	*x = OAuthClientCredentials{}
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OAuthClientCredentials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OAuthClientCredentials) ProtoMessage() {}
+
+func (x *OAuthClientCredentials) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OAuthClientCredentials.ProtoReflect.Descriptor instead.
+func (*OAuthClientCredentials) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *OAuthClientCredentials) GetTokenUrl() string {
+	if x != nil {
+		return x.TokenUrl
+	}
+	return ""
+}
+
+func (x *OAuthClientCredentials) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *OAuthClientCredentials) GetClientSecretRef() string {
+	if x != nil {
+		return x.ClientSecretRef
+	}
+	return ""
+}
+
+func (x *OAuthClientCredentials) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
 // UpstreamTool is one acquired tool.
 type UpstreamTool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -252,7 +333,7 @@ type UpstreamTool struct {
 
 func (x *UpstreamTool) Reset() {
 	*x = UpstreamTool{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[1]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +345,7 @@ func (x *UpstreamTool) String() string {
 func (*UpstreamTool) ProtoMessage() {}
 
 func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[1]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +358,7 @@ func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamTool.ProtoReflect.Descriptor instead.
 func (*UpstreamTool) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{1}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *UpstreamTool) GetName() string {
@@ -349,7 +430,7 @@ type SkippedTool struct {
 
 func (x *SkippedTool) Reset() {
 	*x = SkippedTool{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[2]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +442,7 @@ func (x *SkippedTool) String() string {
 func (*SkippedTool) ProtoMessage() {}
 
 func (x *SkippedTool) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[2]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +455,7 @@ func (x *SkippedTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkippedTool.ProtoReflect.Descriptor instead.
 func (*SkippedTool) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{2}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SkippedTool) GetUpstreamName() string {
@@ -412,7 +493,7 @@ type UpstreamEvent struct {
 
 func (x *UpstreamEvent) Reset() {
 	*x = UpstreamEvent{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[3]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +505,7 @@ func (x *UpstreamEvent) String() string {
 func (*UpstreamEvent) ProtoMessage() {}
 
 func (x *UpstreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[3]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +518,7 @@ func (x *UpstreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamEvent.ProtoReflect.Descriptor instead.
 func (*UpstreamEvent) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{3}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UpstreamEvent) GetTool() string {
@@ -515,7 +596,7 @@ type UpstreamStatus struct {
 
 func (x *UpstreamStatus) Reset() {
 	*x = UpstreamStatus{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[4]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +608,7 @@ func (x *UpstreamStatus) String() string {
 func (*UpstreamStatus) ProtoMessage() {}
 
 func (x *UpstreamStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[4]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +621,7 @@ func (x *UpstreamStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamStatus.ProtoReflect.Descriptor instead.
 func (*UpstreamStatus) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{4}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UpstreamStatus) GetRefreshedAt() *timestamppb.Timestamp {
@@ -608,7 +689,7 @@ type AddProviderRequest struct {
 
 func (x *AddProviderRequest) Reset() {
 	*x = AddProviderRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[5]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +701,7 @@ func (x *AddProviderRequest) String() string {
 func (*AddProviderRequest) ProtoMessage() {}
 
 func (x *AddProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[5]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +714,7 @@ func (x *AddProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProviderRequest.ProtoReflect.Descriptor instead.
 func (*AddProviderRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{5}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AddProviderRequest) GetProvider() *UpstreamProvider {
@@ -653,7 +734,7 @@ type AddProviderResponse struct {
 
 func (x *AddProviderResponse) Reset() {
 	*x = AddProviderResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[6]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +746,7 @@ func (x *AddProviderResponse) String() string {
 func (*AddProviderResponse) ProtoMessage() {}
 
 func (x *AddProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[6]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +759,7 @@ func (x *AddProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProviderResponse.ProtoReflect.Descriptor instead.
 func (*AddProviderResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{6}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AddProviderResponse) GetProvider() *UpstreamProvider {
@@ -703,7 +784,7 @@ type ListProvidersRequest struct {
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[7]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +796,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[7]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +809,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{7}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{8}
 }
 
 type ListProvidersResponse struct {
@@ -740,7 +821,7 @@ type ListProvidersResponse struct {
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[8]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +833,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[8]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +846,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{8}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*GetProviderResponse {
@@ -784,7 +865,7 @@ type GetProviderRequest struct {
 
 func (x *GetProviderRequest) Reset() {
 	*x = GetProviderRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[9]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +877,7 @@ func (x *GetProviderRequest) String() string {
 func (*GetProviderRequest) ProtoMessage() {}
 
 func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[9]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +890,7 @@ func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{9}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetProviderRequest) GetNamespace() string {
@@ -829,7 +910,7 @@ type GetProviderResponse struct {
 
 func (x *GetProviderResponse) Reset() {
 	*x = GetProviderResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[10]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +922,7 @@ func (x *GetProviderResponse) String() string {
 func (*GetProviderResponse) ProtoMessage() {}
 
 func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[10]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +935,7 @@ func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{10}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetProviderResponse) GetProvider() *UpstreamProvider {
@@ -880,7 +961,7 @@ type RefreshProviderRequest struct {
 
 func (x *RefreshProviderRequest) Reset() {
 	*x = RefreshProviderRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[11]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +973,7 @@ func (x *RefreshProviderRequest) String() string {
 func (*RefreshProviderRequest) ProtoMessage() {}
 
 func (x *RefreshProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[11]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +986,7 @@ func (x *RefreshProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshProviderRequest.ProtoReflect.Descriptor instead.
 func (*RefreshProviderRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{11}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RefreshProviderRequest) GetNamespace() string {
@@ -925,7 +1006,7 @@ type RefreshProviderResponse struct {
 
 func (x *RefreshProviderResponse) Reset() {
 	*x = RefreshProviderResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[12]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1018,7 @@ func (x *RefreshProviderResponse) String() string {
 func (*RefreshProviderResponse) ProtoMessage() {}
 
 func (x *RefreshProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[12]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1031,7 @@ func (x *RefreshProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshProviderResponse.ProtoReflect.Descriptor instead.
 func (*RefreshProviderResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{12}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RefreshProviderResponse) GetProvider() *UpstreamProvider {
@@ -976,7 +1057,7 @@ type RemoveProviderRequest struct {
 
 func (x *RemoveProviderRequest) Reset() {
 	*x = RemoveProviderRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[13]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1069,7 @@ func (x *RemoveProviderRequest) String() string {
 func (*RemoveProviderRequest) ProtoMessage() {}
 
 func (x *RemoveProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[13]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1082,7 @@ func (x *RemoveProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProviderRequest.ProtoReflect.Descriptor instead.
 func (*RemoveProviderRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{13}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveProviderRequest) GetNamespace() string {
@@ -1019,7 +1100,7 @@ type RemoveProviderResponse struct {
 
 func (x *RemoveProviderResponse) Reset() {
 	*x = RemoveProviderResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[14]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1112,7 @@ func (x *RemoveProviderResponse) String() string {
 func (*RemoveProviderResponse) ProtoMessage() {}
 
 func (x *RemoveProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[14]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1125,7 @@ func (x *RemoveProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProviderResponse.ProtoReflect.Descriptor instead.
 func (*RemoveProviderResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{14}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{15}
 }
 
 type ApproveToolRequest struct {
@@ -1057,7 +1138,7 @@ type ApproveToolRequest struct {
 
 func (x *ApproveToolRequest) Reset() {
 	*x = ApproveToolRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[15]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1150,7 @@ func (x *ApproveToolRequest) String() string {
 func (*ApproveToolRequest) ProtoMessage() {}
 
 func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[15]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1163,7 @@ func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{15}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApproveToolRequest) GetName() string {
@@ -1108,7 +1189,7 @@ type ApproveToolResponse struct {
 
 func (x *ApproveToolResponse) Reset() {
 	*x = ApproveToolResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[16]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1201,7 @@ func (x *ApproveToolResponse) String() string {
 func (*ApproveToolResponse) ProtoMessage() {}
 
 func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[16]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1214,7 @@ func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{16}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApproveToolResponse) GetTool() *UpstreamTool {
@@ -1153,7 +1234,7 @@ type RejectToolRequest struct {
 
 func (x *RejectToolRequest) Reset() {
 	*x = RejectToolRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[17]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1246,7 @@ func (x *RejectToolRequest) String() string {
 func (*RejectToolRequest) ProtoMessage() {}
 
 func (x *RejectToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[17]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1259,7 @@ func (x *RejectToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectToolRequest.ProtoReflect.Descriptor instead.
 func (*RejectToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{17}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RejectToolRequest) GetName() string {
@@ -1204,7 +1285,7 @@ type RejectToolResponse struct {
 
 func (x *RejectToolResponse) Reset() {
 	*x = RejectToolResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[18]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1297,7 @@ func (x *RejectToolResponse) String() string {
 func (*RejectToolResponse) ProtoMessage() {}
 
 func (x *RejectToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[18]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1310,7 @@ func (x *RejectToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectToolResponse.ProtoReflect.Descriptor instead.
 func (*RejectToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{18}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RejectToolResponse) GetTool() *UpstreamTool {
@@ -1248,7 +1329,7 @@ type DiffToolRequest struct {
 
 func (x *DiffToolRequest) Reset() {
 	*x = DiffToolRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[19]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1341,7 @@ func (x *DiffToolRequest) String() string {
 func (*DiffToolRequest) ProtoMessage() {}
 
 func (x *DiffToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[19]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1354,7 @@ func (x *DiffToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffToolRequest.ProtoReflect.Descriptor instead.
 func (*DiffToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{19}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DiffToolRequest) GetName() string {
@@ -1293,7 +1374,7 @@ type DiffToolResponse struct {
 
 func (x *DiffToolResponse) Reset() {
 	*x = DiffToolResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[20]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1386,7 @@ func (x *DiffToolResponse) String() string {
 func (*DiffToolResponse) ProtoMessage() {}
 
 func (x *DiffToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[20]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1399,7 @@ func (x *DiffToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffToolResponse.ProtoReflect.Descriptor instead.
 func (*DiffToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{20}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiffToolResponse) GetTool() *UpstreamTool {
@@ -1339,7 +1420,7 @@ var File_sharedos_v1_upstream_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\n" +
-	"\x1asharedos/v1/upstream.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sharedos/v1/catalog.proto\"\xdc\x05\n" +
+	"\x1asharedos/v1/upstream.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sharedos/v1/catalog.proto\"\x97\x06\n" +
 	"\x10UpstreamProvider\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -1355,13 +1436,19 @@ const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x1a:\n" +
+	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x129\n" +
+	"\x05oauth\x18\r \x01(\v2#.sharedos.v1.OAuthClientCredentialsR\x05oauth\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aY\n" +
 	"\x11RequirementsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.sharedos.v1.RequirementR\x05value:\x028\x01\"\xca\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.sharedos.v1.RequirementR\x05value:\x028\x01\"\x96\x01\n" +
+	"\x16OAuthClientCredentials\x12\x1b\n" +
+	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12*\n" +
+	"\x11client_secret_ref\x18\x03 \x01(\tR\x0fclientSecretRef\x12\x16\n" +
+	"\x06scopes\x18\x04 \x03(\tR\x06scopes\"\xca\x02\n" +
 	"\fUpstreamTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rupstream_name\x18\x02 \x01(\tR\fupstreamName\x124\n" +
@@ -1460,85 +1547,87 @@ func file_sharedos_v1_upstream_proto_rawDescGZIP() []byte {
 }
 
 var file_sharedos_v1_upstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sharedos_v1_upstream_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_sharedos_v1_upstream_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_sharedos_v1_upstream_proto_goTypes = []any{
 	(UpstreamToolState)(0),          // 0: sharedos.v1.UpstreamToolState
 	(*UpstreamProvider)(nil),        // 1: sharedos.v1.UpstreamProvider
-	(*UpstreamTool)(nil),            // 2: sharedos.v1.UpstreamTool
-	(*SkippedTool)(nil),             // 3: sharedos.v1.SkippedTool
-	(*UpstreamEvent)(nil),           // 4: sharedos.v1.UpstreamEvent
-	(*UpstreamStatus)(nil),          // 5: sharedos.v1.UpstreamStatus
-	(*AddProviderRequest)(nil),      // 6: sharedos.v1.AddProviderRequest
-	(*AddProviderResponse)(nil),     // 7: sharedos.v1.AddProviderResponse
-	(*ListProvidersRequest)(nil),    // 8: sharedos.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),   // 9: sharedos.v1.ListProvidersResponse
-	(*GetProviderRequest)(nil),      // 10: sharedos.v1.GetProviderRequest
-	(*GetProviderResponse)(nil),     // 11: sharedos.v1.GetProviderResponse
-	(*RefreshProviderRequest)(nil),  // 12: sharedos.v1.RefreshProviderRequest
-	(*RefreshProviderResponse)(nil), // 13: sharedos.v1.RefreshProviderResponse
-	(*RemoveProviderRequest)(nil),   // 14: sharedos.v1.RemoveProviderRequest
-	(*RemoveProviderResponse)(nil),  // 15: sharedos.v1.RemoveProviderResponse
-	(*ApproveToolRequest)(nil),      // 16: sharedos.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),     // 17: sharedos.v1.ApproveToolResponse
-	(*RejectToolRequest)(nil),       // 18: sharedos.v1.RejectToolRequest
-	(*RejectToolResponse)(nil),      // 19: sharedos.v1.RejectToolResponse
-	(*DiffToolRequest)(nil),         // 20: sharedos.v1.DiffToolRequest
-	(*DiffToolResponse)(nil),        // 21: sharedos.v1.DiffToolResponse
-	nil,                             // 22: sharedos.v1.UpstreamProvider.HeadersEntry
-	nil,                             // 23: sharedos.v1.UpstreamProvider.RequirementsEntry
-	(*durationpb.Duration)(nil),     // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
-	(*ToolRegistration)(nil),        // 26: sharedos.v1.ToolRegistration
-	(*Requirement)(nil),             // 27: sharedos.v1.Requirement
+	(*OAuthClientCredentials)(nil),  // 2: sharedos.v1.OAuthClientCredentials
+	(*UpstreamTool)(nil),            // 3: sharedos.v1.UpstreamTool
+	(*SkippedTool)(nil),             // 4: sharedos.v1.SkippedTool
+	(*UpstreamEvent)(nil),           // 5: sharedos.v1.UpstreamEvent
+	(*UpstreamStatus)(nil),          // 6: sharedos.v1.UpstreamStatus
+	(*AddProviderRequest)(nil),      // 7: sharedos.v1.AddProviderRequest
+	(*AddProviderResponse)(nil),     // 8: sharedos.v1.AddProviderResponse
+	(*ListProvidersRequest)(nil),    // 9: sharedos.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),   // 10: sharedos.v1.ListProvidersResponse
+	(*GetProviderRequest)(nil),      // 11: sharedos.v1.GetProviderRequest
+	(*GetProviderResponse)(nil),     // 12: sharedos.v1.GetProviderResponse
+	(*RefreshProviderRequest)(nil),  // 13: sharedos.v1.RefreshProviderRequest
+	(*RefreshProviderResponse)(nil), // 14: sharedos.v1.RefreshProviderResponse
+	(*RemoveProviderRequest)(nil),   // 15: sharedos.v1.RemoveProviderRequest
+	(*RemoveProviderResponse)(nil),  // 16: sharedos.v1.RemoveProviderResponse
+	(*ApproveToolRequest)(nil),      // 17: sharedos.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),     // 18: sharedos.v1.ApproveToolResponse
+	(*RejectToolRequest)(nil),       // 19: sharedos.v1.RejectToolRequest
+	(*RejectToolResponse)(nil),      // 20: sharedos.v1.RejectToolResponse
+	(*DiffToolRequest)(nil),         // 21: sharedos.v1.DiffToolRequest
+	(*DiffToolResponse)(nil),        // 22: sharedos.v1.DiffToolResponse
+	nil,                             // 23: sharedos.v1.UpstreamProvider.HeadersEntry
+	nil,                             // 24: sharedos.v1.UpstreamProvider.RequirementsEntry
+	(*durationpb.Duration)(nil),     // 25: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 26: google.protobuf.Timestamp
+	(*ToolRegistration)(nil),        // 27: sharedos.v1.ToolRegistration
+	(*Requirement)(nil),             // 28: sharedos.v1.Requirement
 }
 var file_sharedos_v1_upstream_proto_depIdxs = []int32{
-	22, // 0: sharedos.v1.UpstreamProvider.headers:type_name -> sharedos.v1.UpstreamProvider.HeadersEntry
-	24, // 1: sharedos.v1.UpstreamProvider.refresh:type_name -> google.protobuf.Duration
-	24, // 2: sharedos.v1.UpstreamProvider.timeout:type_name -> google.protobuf.Duration
-	23, // 3: sharedos.v1.UpstreamProvider.requirements:type_name -> sharedos.v1.UpstreamProvider.RequirementsEntry
-	25, // 4: sharedos.v1.UpstreamProvider.created_at:type_name -> google.protobuf.Timestamp
-	25, // 5: sharedos.v1.UpstreamProvider.updated_at:type_name -> google.protobuf.Timestamp
-	0,  // 6: sharedos.v1.UpstreamTool.state:type_name -> sharedos.v1.UpstreamToolState
-	26, // 7: sharedos.v1.UpstreamTool.pending:type_name -> sharedos.v1.ToolRegistration
-	26, // 8: sharedos.v1.UpstreamTool.published:type_name -> sharedos.v1.ToolRegistration
-	25, // 9: sharedos.v1.UpstreamEvent.at:type_name -> google.protobuf.Timestamp
-	25, // 10: sharedos.v1.UpstreamStatus.refreshed_at:type_name -> google.protobuf.Timestamp
-	2,  // 11: sharedos.v1.UpstreamStatus.tools:type_name -> sharedos.v1.UpstreamTool
-	3,  // 12: sharedos.v1.UpstreamStatus.skipped:type_name -> sharedos.v1.SkippedTool
-	4,  // 13: sharedos.v1.UpstreamStatus.events:type_name -> sharedos.v1.UpstreamEvent
-	1,  // 14: sharedos.v1.AddProviderRequest.provider:type_name -> sharedos.v1.UpstreamProvider
-	1,  // 15: sharedos.v1.AddProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	5,  // 16: sharedos.v1.AddProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	11, // 17: sharedos.v1.ListProvidersResponse.providers:type_name -> sharedos.v1.GetProviderResponse
-	1,  // 18: sharedos.v1.GetProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	5,  // 19: sharedos.v1.GetProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	1,  // 20: sharedos.v1.RefreshProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	5,  // 21: sharedos.v1.RefreshProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	2,  // 22: sharedos.v1.ApproveToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	2,  // 23: sharedos.v1.RejectToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	2,  // 24: sharedos.v1.DiffToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	27, // 25: sharedos.v1.UpstreamProvider.RequirementsEntry.value:type_name -> sharedos.v1.Requirement
-	6,  // 26: sharedos.v1.UpstreamService.AddProvider:input_type -> sharedos.v1.AddProviderRequest
-	8,  // 27: sharedos.v1.UpstreamService.ListProviders:input_type -> sharedos.v1.ListProvidersRequest
-	10, // 28: sharedos.v1.UpstreamService.GetProvider:input_type -> sharedos.v1.GetProviderRequest
-	12, // 29: sharedos.v1.UpstreamService.RefreshProvider:input_type -> sharedos.v1.RefreshProviderRequest
-	14, // 30: sharedos.v1.UpstreamService.RemoveProvider:input_type -> sharedos.v1.RemoveProviderRequest
-	16, // 31: sharedos.v1.UpstreamService.ApproveTool:input_type -> sharedos.v1.ApproveToolRequest
-	18, // 32: sharedos.v1.UpstreamService.RejectTool:input_type -> sharedos.v1.RejectToolRequest
-	20, // 33: sharedos.v1.UpstreamService.DiffTool:input_type -> sharedos.v1.DiffToolRequest
-	7,  // 34: sharedos.v1.UpstreamService.AddProvider:output_type -> sharedos.v1.AddProviderResponse
-	9,  // 35: sharedos.v1.UpstreamService.ListProviders:output_type -> sharedos.v1.ListProvidersResponse
-	11, // 36: sharedos.v1.UpstreamService.GetProvider:output_type -> sharedos.v1.GetProviderResponse
-	13, // 37: sharedos.v1.UpstreamService.RefreshProvider:output_type -> sharedos.v1.RefreshProviderResponse
-	15, // 38: sharedos.v1.UpstreamService.RemoveProvider:output_type -> sharedos.v1.RemoveProviderResponse
-	17, // 39: sharedos.v1.UpstreamService.ApproveTool:output_type -> sharedos.v1.ApproveToolResponse
-	19, // 40: sharedos.v1.UpstreamService.RejectTool:output_type -> sharedos.v1.RejectToolResponse
-	21, // 41: sharedos.v1.UpstreamService.DiffTool:output_type -> sharedos.v1.DiffToolResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	23, // 0: sharedos.v1.UpstreamProvider.headers:type_name -> sharedos.v1.UpstreamProvider.HeadersEntry
+	25, // 1: sharedos.v1.UpstreamProvider.refresh:type_name -> google.protobuf.Duration
+	25, // 2: sharedos.v1.UpstreamProvider.timeout:type_name -> google.protobuf.Duration
+	24, // 3: sharedos.v1.UpstreamProvider.requirements:type_name -> sharedos.v1.UpstreamProvider.RequirementsEntry
+	26, // 4: sharedos.v1.UpstreamProvider.created_at:type_name -> google.protobuf.Timestamp
+	26, // 5: sharedos.v1.UpstreamProvider.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 6: sharedos.v1.UpstreamProvider.oauth:type_name -> sharedos.v1.OAuthClientCredentials
+	0,  // 7: sharedos.v1.UpstreamTool.state:type_name -> sharedos.v1.UpstreamToolState
+	27, // 8: sharedos.v1.UpstreamTool.pending:type_name -> sharedos.v1.ToolRegistration
+	27, // 9: sharedos.v1.UpstreamTool.published:type_name -> sharedos.v1.ToolRegistration
+	26, // 10: sharedos.v1.UpstreamEvent.at:type_name -> google.protobuf.Timestamp
+	26, // 11: sharedos.v1.UpstreamStatus.refreshed_at:type_name -> google.protobuf.Timestamp
+	3,  // 12: sharedos.v1.UpstreamStatus.tools:type_name -> sharedos.v1.UpstreamTool
+	4,  // 13: sharedos.v1.UpstreamStatus.skipped:type_name -> sharedos.v1.SkippedTool
+	5,  // 14: sharedos.v1.UpstreamStatus.events:type_name -> sharedos.v1.UpstreamEvent
+	1,  // 15: sharedos.v1.AddProviderRequest.provider:type_name -> sharedos.v1.UpstreamProvider
+	1,  // 16: sharedos.v1.AddProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 17: sharedos.v1.AddProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	12, // 18: sharedos.v1.ListProvidersResponse.providers:type_name -> sharedos.v1.GetProviderResponse
+	1,  // 19: sharedos.v1.GetProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 20: sharedos.v1.GetProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	1,  // 21: sharedos.v1.RefreshProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 22: sharedos.v1.RefreshProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	3,  // 23: sharedos.v1.ApproveToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	3,  // 24: sharedos.v1.RejectToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	3,  // 25: sharedos.v1.DiffToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	28, // 26: sharedos.v1.UpstreamProvider.RequirementsEntry.value:type_name -> sharedos.v1.Requirement
+	7,  // 27: sharedos.v1.UpstreamService.AddProvider:input_type -> sharedos.v1.AddProviderRequest
+	9,  // 28: sharedos.v1.UpstreamService.ListProviders:input_type -> sharedos.v1.ListProvidersRequest
+	11, // 29: sharedos.v1.UpstreamService.GetProvider:input_type -> sharedos.v1.GetProviderRequest
+	13, // 30: sharedos.v1.UpstreamService.RefreshProvider:input_type -> sharedos.v1.RefreshProviderRequest
+	15, // 31: sharedos.v1.UpstreamService.RemoveProvider:input_type -> sharedos.v1.RemoveProviderRequest
+	17, // 32: sharedos.v1.UpstreamService.ApproveTool:input_type -> sharedos.v1.ApproveToolRequest
+	19, // 33: sharedos.v1.UpstreamService.RejectTool:input_type -> sharedos.v1.RejectToolRequest
+	21, // 34: sharedos.v1.UpstreamService.DiffTool:input_type -> sharedos.v1.DiffToolRequest
+	8,  // 35: sharedos.v1.UpstreamService.AddProvider:output_type -> sharedos.v1.AddProviderResponse
+	10, // 36: sharedos.v1.UpstreamService.ListProviders:output_type -> sharedos.v1.ListProvidersResponse
+	12, // 37: sharedos.v1.UpstreamService.GetProvider:output_type -> sharedos.v1.GetProviderResponse
+	14, // 38: sharedos.v1.UpstreamService.RefreshProvider:output_type -> sharedos.v1.RefreshProviderResponse
+	16, // 39: sharedos.v1.UpstreamService.RemoveProvider:output_type -> sharedos.v1.RemoveProviderResponse
+	18, // 40: sharedos.v1.UpstreamService.ApproveTool:output_type -> sharedos.v1.ApproveToolResponse
+	20, // 41: sharedos.v1.UpstreamService.RejectTool:output_type -> sharedos.v1.RejectToolResponse
+	22, // 42: sharedos.v1.UpstreamService.DiffTool:output_type -> sharedos.v1.DiffToolResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_upstream_proto_init() }
@@ -1553,7 +1642,7 @@ func file_sharedos_v1_upstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_upstream_proto_rawDesc), len(file_sharedos_v1_upstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -173,6 +173,12 @@ func TestProvidersAddSpec(t *testing.T) {
 	if r := spec.GetRequirements()["fs.list_directory"]; r.GetAction() != "search" || r.GetResource() != "file:{path}" {
 		t.Errorf("file requirement %v", r)
 	}
+	o := addFlags{namespace: "gh", url: "https://mcp.example.com/mcp", oauthTokenURL: "https://auth.example.com/token",
+		oauthClientID: "sharedos", oauthSecretRef: "file:/etc/s", oauthScopes: multiFlag{"a", "b"}}
+	oauthSpec, err := o.spec()
+	if err != nil || oauthSpec.GetOauth().GetClientSecretRef() != "file:/etc/s" || len(oauthSpec.GetOauth().GetScopes()) != 2 {
+		t.Errorf("oauth spec %v, %v", oauthSpec, err)
+	}
 	if spec.GetRefresh().AsDuration() != 10*time.Minute || spec.GetHeaders()["X-Key"] != "env:KEY" {
 		t.Errorf("spec %v", spec)
 	}

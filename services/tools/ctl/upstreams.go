@@ -33,6 +33,8 @@ func upstreamClient(e *env) (sharedosv1.UpstreamServiceClient, error) {
 
 type addFlags struct {
 	namespace, url, command, credentialRef, requirementsFile string
+	oauthTokenURL, oauthClientID, oauthSecretRef             string
+	oauthScopes                                              multiFlag
 	refresh, timeout                                         time.Duration
 	autoApproveNew                                           bool
 	headers                                                  kvFlag
@@ -46,6 +48,10 @@ func (f *addFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.command, "command", "", "command line of a stdio upstream catalog-svc starts (split like a shell would, no expansion)")
 	fs.Var(f.headers, "header", "K=SECRETREF: an HTTP header (for stdio: an environment variable) and the secret reference of its value (repeatable)")
 	fs.StringVar(&f.credentialRef, "credential-ref", "", "secret reference (NAME, env:NAME or file:/path) of a bearer token sent to this upstream only")
+	fs.StringVar(&f.oauthTokenURL, "oauth-token-url", "", "token endpoint of the OAuth 2 client credentials grant the bearer token comes from (instead of --credential-ref)")
+	fs.StringVar(&f.oauthClientID, "oauth-client-id", "", "OAuth client id")
+	fs.StringVar(&f.oauthSecretRef, "oauth-client-secret-ref", "", "secret reference of the OAuth client secret")
+	fs.Var(&f.oauthScopes, "oauth-scope", "OAuth scope to ask for (repeatable)")
 	fs.DurationVar(&f.refresh, "refresh", 0, "how often the tools are listed again (0: only on `providers refresh`)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "bound of one upstream call (0: the kernel's default)")
 	fs.Var(&f.requirements, "requirement", "NAME=ACTION:TEMPLATE: the requirement of one tool instead of call on mcp:NS/<name> (repeatable)")
@@ -63,6 +69,10 @@ func (f *addFlags) spec() (*sharedosv1.UpstreamProvider, error) {
 	}
 	spec := &sharedosv1.UpstreamProvider{Namespace: f.namespace, Url: f.url, CredentialRef: f.credentialRef,
 		AutoApproveNew: f.autoApproveNew, ReadOnly: f.readOnly, Headers: map[string]string(f.headers)}
+	if f.oauthTokenURL != "" || f.oauthClientID != "" || f.oauthSecretRef != "" {
+		spec.Oauth = &sharedosv1.OAuthClientCredentials{TokenUrl: f.oauthTokenURL, ClientId: f.oauthClientID,
+			ClientSecretRef: f.oauthSecretRef, Scopes: f.oauthScopes}
+	}
 	if f.command != "" {
 		argv, err := shlex.Split(f.command)
 		if err != nil || len(argv) == 0 {
@@ -109,7 +119,7 @@ func (f *addFlags) spec() (*sharedosv1.UpstreamProvider, error) {
 func init() {
 	var add addFlags
 	register(&command{path: "providers add", deadline: 2 * time.Minute,
-		usage: "--namespace NS (--url URL | --command 'CMD ARGS…') [--header K=SECRETREF]… [--credential-ref NAME] [--refresh 10m] [--timeout 30s] [--requirement 'NAME=ACTION:TEMPLATE']… [--requirements-file F] [--auto-approve-new] [--read-only NAME]…",
+		usage: "--namespace NS (--url URL | --command 'CMD ARGS…') [--header K=SECRETREF]… [--credential-ref NAME | --oauth-token-url URL --oauth-client-id ID --oauth-client-secret-ref REF [--oauth-scope S]…] [--refresh 10m] [--timeout 30s] [--requirement 'NAME=ACTION:TEMPLATE']… [--requirements-file F] [--auto-approve-new] [--read-only NAME]…",
 		flags: add.bind,
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -257,6 +267,7 @@ type providerView struct {
 	Command        []string          `json:"command,omitempty"`
 	Headers        map[string]string `json:"headers,omitempty"`
 	CredentialRef  string            `json:"credentialRef,omitempty"`
+	OAuth          *oauthView        `json:"oauth,omitempty"`
 	Refresh        string            `json:"refresh,omitempty"`
 	Timeout        string            `json:"timeout,omitempty"`
 	Requirements   map[string]string `json:"requirements,omitempty"`
@@ -272,6 +283,13 @@ func (v providerView) endpoint() string {
 		return v.URL
 	}
 	return "stdio: " + strings.Join(v.Command, " ")
+}
+
+type oauthView struct {
+	TokenURL        string   `json:"tokenUrl"`
+	ClientID        string   `json:"clientId"`
+	ClientSecretRef string   `json:"clientSecretRef"`
+	Scopes          []string `json:"scopes,omitempty"`
 }
 
 type statusView struct {
@@ -316,6 +334,9 @@ func viewProvider(p *sharedosv1.UpstreamProvider, st *sharedosv1.UpstreamStatus)
 		Status: statusView{RefreshedAt: stamp(st.GetRefreshedAt().AsTime(), st.GetRefreshedAt() != nil), Error: st.GetError(),
 			ProtocolVersion: st.GetProtocolVersion(), ServerName: st.GetServerName(), ServerVersion: st.GetServerVersion(),
 			Tools: []upstreamToolView{}, Skipped: []skippedView{}}}
+	if o := p.GetOauth(); o != nil {
+		v.OAuth = &oauthView{TokenURL: o.GetTokenUrl(), ClientID: o.GetClientId(), ClientSecretRef: o.GetClientSecretRef(), Scopes: o.GetScopes()}
+	}
 	if d := p.GetRefresh(); d != nil {
 		v.Refresh = d.AsDuration().String()
 	}
