@@ -4,8 +4,8 @@ BRIDGE_CALLS ?= 5000x
 BRIDGE_OPENS ?= 1000x
 BRIDGE_COUNT ?= 3
 
-.PHONY: bench-bridge e2e-npm harness-column
-BENCH_TARGETS += bench-bridge
+.PHONY: bench-bridge bench-upstream e2e-npm harness-column
+BENCH_TARGETS += bench-bridge bench-upstream
 
 bench-bridge: build ## bridge-svc benchmarks: full path on the real services vs plain mcp-go and a bare gRPC echo (both eras, c=1/c=16, same run); fake-kernel variants; OpenTurn 50 tools; memory per idle turn
 	cd bridge-svc && go test ./internal/app/ -run '^$$' -bench '^BenchmarkToolCall$$' \
@@ -16,6 +16,10 @@ bench-bridge: build ## bridge-svc benchmarks: full path on the real services vs 
 		-benchtime $(BRIDGE_OPENS) -timeout 30m
 	cd bridge-svc && go test ./internal/app/ -run '^$$' -bench 'BenchmarkIdleTurnMemory' \
 		-benchtime 1x -timeout 30m
+
+bench-upstream: build ## an upstream MCP server's tool through the full path vs the same upstream called directly, beside the files path vs plain mcp-go (both eras, c=1/c=16, same run)
+	cd bridge-svc && go test ./internal/app/ -run '^$$' -bench '^BenchmarkUpstreamToolCall$$' \
+		-benchtime $(BRIDGE_CALLS) -count $(BRIDGE_COUNT) -timeout 30m
 
 e2e-npm: npm-deps build ## the official TS SDK client and MCP conformance suite against the real stack on PostgreSQL
 	cd services && go test ./systemtest/e2e/ -run TestOfficialClientsAgainstTheRealStack -count=1 -v -timeout 10m

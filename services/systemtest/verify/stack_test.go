@@ -140,6 +140,10 @@ func (s *stack) register() {
 			Class:           sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
 			Requirement:     &sharedosv1.Requirement{Action: action, Resource: "file:{path}"},
 			Handler:         &sharedosv1.HandlerRef{Target: target, Timeout: durationpb.New(20 * time.Second)},
+			// Confirmed read-only (concurrency classes, ADR 0019): this
+			// suite runs a turn's calls side by side; only files.write waits
+			// for the turn's previous write.
+			ReadOnly: action != "write",
 		}
 	}
 	regs := []*sharedosv1.ToolRegistration{

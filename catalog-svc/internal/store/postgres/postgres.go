@@ -57,13 +57,13 @@ var writeColumns = []string{
 	"namespace", "source", "class",
 	"requirement_action", "requirement_resource", "path_cleaning",
 	"handler_target", "handler_timeout_ns", "credential_ref",
-	"canonical", "digest",
+	"canonical", "digest", "requirement_open_arguments", "read_only",
 }
 
 const readColumns = `name, description, input_schema_raw, output_schema_raw, annotations_raw,
 	namespace, source, class, requirement_action, requirement_resource, path_cleaning,
 	handler_target, handler_timeout_ns, credential_ref, canonical, digest,
-	revision, created_at, updated_at`
+	revision, created_at, updated_at, requirement_open_arguments, read_only`
 
 // values is rec as writeColumns values. Empty JSON is NULL (absent).
 func values(rec store.Record) []any {
@@ -80,7 +80,7 @@ func values(rec store.Record) []any {
 		r.GetMetadata().GetNamespace(), r.GetMetadata().GetSource(), int16(r.GetClass()),
 		r.GetRequirement().GetAction(), r.GetRequirement().GetResource(), int16(r.GetRequirement().GetPathCleaning()),
 		r.GetHandler().GetTarget(), timeout, r.GetCredentialRef(),
-		rec.Canonical, rec.Digest,
+		rec.Canonical, rec.Digest, r.GetRequirement().GetOpenArguments(), r.GetReadOnly(),
 	}
 }
 
@@ -108,9 +108,10 @@ func scan(row pgx.Row) (store.Record, error) {
 		timeoutNS                                                   *int64
 		rev                                                         int64
 		created, updated                                            time.Time
+		openArgs, readOnly                                          bool
 	)
 	if err := row.Scan(&name, &desc, &in, &out, &ann, &ns, &src, &class, &action, &resource, &pc,
-		&target, &timeoutNS, &cred, &canonical, &digest, &rev, &created, &updated); err != nil {
+		&target, &timeoutNS, &cred, &canonical, &digest, &rev, &created, &updated, &openArgs, &readOnly); err != nil {
 		return store.Record{}, err
 	}
 	reg := &sharedosv1.ToolRegistration{
@@ -124,12 +125,13 @@ func scan(row pgx.Row) (store.Record, error) {
 		Revision:         rev,
 		CreatedAt:        timestamppb.New(created),
 		UpdatedAt:        timestamppb.New(updated),
+		ReadOnly:         readOnly,
 	}
 	if ns != "" || src != "" {
 		reg.Metadata = &sharedosv1.ToolMetadata{Namespace: ns, Source: src}
 	}
-	if action != "" || resource != "" || pc != 0 {
-		reg.Requirement = &sharedosv1.Requirement{Action: action, Resource: resource, PathCleaning: sharedosv1.PathCleaning(pc)}
+	if action != "" || resource != "" || pc != 0 || openArgs {
+		reg.Requirement = &sharedosv1.Requirement{Action: action, Resource: resource, PathCleaning: sharedosv1.PathCleaning(pc), OpenArguments: openArgs}
 	}
 	if target != "" || timeoutNS != nil {
 		reg.Handler = &sharedosv1.HandlerRef{Target: target}

@@ -105,6 +105,9 @@ func sameRegistration(t *testing.T, got, want store.Record) {
 
 func testCreateGet(t *testing.T, s store.Store) {
 	rec := Record("files.read")
+	// Every authority field is kept, the flags included.
+	rec.Registration.ReadOnly = true
+	rec.Registration.Requirement.OpenArguments = true
 	out := mustCreate(t, s, rec)
 	sameRegistration(t, out, rec)
 	if r := out.Registration; r.GetRevision() != 1 || r.GetCreatedAt() == nil || !proto.Equal(r.GetCreatedAt(), r.GetUpdatedAt()) {

@@ -1,0 +1,61 @@
+package app_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/sharedos/toolshare/services/systemtest/launch"
+)
+
+// BenchmarkUpstreamToolCall is a call to an upstream MCP server's tool
+// through the full path — MCP client → bridge-svc → kernel → authz-svc →
+// the upstream over Streamable HTTP (ADR 0019) — against the same upstream
+// called directly by the same client, in the same run. Beside them, the
+// files provider's full path and plain mcp-go: the goal is that the
+// upstream path adds no more than the files path adds over plain mcp-go.
+// The upstream is plain mcp-go (plainServer) acquired as "everything" (the
+// example policy's integrator role) with its tool confirmed read-only, so
+// calls of one turn run in parallel as files.read's do.
+func BenchmarkUpstreamToolCall(b *testing.B) {
+	up := plainServer(b)
+	st := launch.Start(b, launch.Options{})
+	if out, errOut, code := st.Ctl(b, "providers", "add", "--namespace", "everything", "--url", up,
+		"--auto-approve-new", "--read-only", "everything.notes.append"); code != 0 {
+		b.Fatalf("providers add: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := st.Ctl(b, "turn", "open", "--principal", "bench", "--role", "integrator", "--ttl", "8h", "--harness", "bench")
+	if code != 0 {
+		b.Fatalf("turn open: exit %d\n%s", code, errOut)
+	}
+	var turn struct{ McpURL, Token string }
+	if err := json.Unmarshal([]byte(out), &turn); err != nil || turn.McpURL == "" {
+		b.Fatalf("turn open output: %v\n%s", err, out)
+	}
+	const fileArgs = `{"path":"/public/a.txt"}`
+	for _, e := range []struct {
+		name   string
+		modern bool
+	}{{"2026-07-28", true}, {"2025-11-25", false}} {
+		for _, c := range []struct {
+			name     string
+			parallel bool
+		}{{"c=1", false}, {"c=16", true}} {
+			b.Run("upstream-direct/"+e.name+"/"+c.name, func(b *testing.B) {
+				runCalls(b, &mcpTarget{url: up, modern: e.modern}, "notes.append", c.parallel)
+			})
+			b.Run("upstream-path/"+e.name+"/"+c.name, func(b *testing.B) {
+				cpu := launch.NewCPUMeter(st.Demo.PIDs)
+				runCalls(b, &mcpTarget{url: turn.McpURL, token: turn.Token, modern: e.modern}, "everything.notes.append", c.parallel)
+				cpu.Report(b, b.N)
+			})
+			b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
+				runCalls(b, &mcpTarget{url: up, modern: e.modern, args: fileArgs}, "files.read", c.parallel)
+			})
+			b.Run("files-path/"+e.name+"/"+c.name, func(b *testing.B) {
+				cpu := launch.NewCPUMeter(st.Demo.PIDs)
+				runCalls(b, &mcpTarget{url: st.Demo.MCPURL, token: st.Demo.Token, modern: e.modern, args: fileArgs}, "files.read", c.parallel)
+				cpu.Report(b, b.N)
+			})
+		}
+	}
+}
