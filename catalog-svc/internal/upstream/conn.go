@@ -37,6 +37,10 @@ type conn struct {
 	life context.Context
 	end  context.CancelFunc
 
+	// checked is when the manager last compared spec with the stored one
+	// (guarded by the manager's connsMu).
+	checked time.Time
+
 	mu     sync.Mutex
 	client *client.Client
 	info   serverInfo
@@ -51,7 +55,7 @@ type serverInfo struct {
 
 func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard, log *slog.Logger) *conn {
 	life, end := context.WithCancel(parent)
-	return &conn{spec: spec, guard: g, log: log, life: life, end: end, progress: map[string]func(mcp.ProgressNotificationParams){}}
+	return &conn{spec: spec, guard: g, log: log, life: life, end: end, checked: time.Now(), progress: map[string]func(mcp.ProgressNotificationParams){}}
 }
 
 // session returns a live client, connecting when there is none.

@@ -513,17 +513,34 @@ func (m *Manager) publish(ctx context.Context, ns string, reg *sharedosv1.ToolRe
 	return err
 }
 
+// specRecheck bounds how long a replica may call an upstream under a
+// provider another replica removed or replaced: the connection's spec is
+// compared with the stored one at most this often.
+const specRecheck = 10 * time.Second
+
 func (m *Manager) conn(ns string) (*conn, error) {
 	m.connsMu.Lock()
 	defer m.connsMu.Unlock()
-	if c, ok := m.conns[ns]; ok {
+	c, ok := m.conns[ns]
+	if ok && time.Since(c.checked) < specRecheck {
 		return c, nil
 	}
 	rec, err := m.load(m.life, ns)
 	if err != nil {
+		if ok && errors.Is(err, ErrNotFound) {
+			c.close()
+			delete(m.conns, ns)
+		}
 		return nil, err
 	}
-	c := newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)))
+	if ok && proto.Equal(c.spec.GetCreatedAt(), rec.GetProvider().GetCreatedAt()) {
+		c.checked = time.Now()
+		return c, nil
+	}
+	if ok {
+		c.close() // removed and added again (on another replica): the new spec
+	}
+	c = newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)))
 	m.conns[ns] = c
 	return c, nil
 }

@@ -601,3 +601,53 @@ func TestOAuthClientCredentials(t *testing.T) {
 		t.Error("credential_ref and oauth together accepted")
 	}
 }
+
+// Two replicas share the store: a provider removed and added again with
+// another URL on one is reached at its new URL by the other, not through
+// the session it held.
+func TestReplicaFollowsAReplacedProvider(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	other := newHarness(t, upstream.Guard{}) // a second fixture server
+	mem := memory.New()
+	cat, err := catalog.New(catalog.Config{Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.Close() })
+	a := upstream.New(upstream.Config{Store: mem, Registry: cat})
+	b := upstream.New(upstream.Config{Store: mem, Registry: cat})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	if _, err := a.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "op"); err != nil {
+		t.Fatal(err)
+	}
+	call := func(m *upstream.Manager) error {
+		c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("fx"))
+		if err != nil {
+			return err
+		}
+		_, err = c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"x"}`)})
+		return err
+	}
+	if err := call(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(t.Context(), "fx"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: other.url, AutoApproveNew: true}, "op"); err != nil {
+		t.Fatal(err)
+	}
+	upstream.ExpireSpecChecks(b)
+	if err := call(b); err != nil {
+		t.Fatal(err)
+	}
+	other.st.mu.Lock()
+	n := len(other.st.args)
+	other.st.mu.Unlock()
+	if n != 1 {
+		t.Errorf("the replaced provider's new upstream saw %d calls, want 1", n)
+	}
+}
