@@ -162,7 +162,16 @@ func newHarness(t *testing.T, guard upstream.Guard) *harness {
 	hs := httptest.NewServer(server.NewStreamableHTTPServer(f.srv))
 	t.Cleanup(hs.Close)
 	mem := memory.New()
-	cat, err := catalog.New(catalog.Config{Store: mem})
+	cat := newCatalog(t, mem)
+	m := upstream.New(upstream.Config{Store: mem, Registry: cat, Guard: guard})
+	t.Cleanup(func() { _ = m.Close() })
+	return &harness{t: t, cat: cat, m: m, h: upstream.Handlers{Upstreams: m}, st: st, url: hs.URL + "/mcp"}
+}
+
+// newCatalog is a started catalogue over st.
+func newCatalog(t *testing.T, st *memory.Store) *catalog.Service {
+	t.Helper()
+	cat, err := catalog.New(catalog.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +179,7 @@ func newHarness(t *testing.T, guard upstream.Guard) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cat.Close() })
-	m := upstream.New(upstream.Config{Store: mem, Registry: cat, Guard: guard})
-	t.Cleanup(func() { _ = m.Close() })
-	return &harness{t: t, cat: cat, m: m, h: upstream.Handlers{Upstreams: m}, st: st, url: hs.URL + "/mcp"}
+	return cat
 }
 
 func (h *harness) call(ns, tool, args string) (*sharedosv1.HandleResponse, error) {
@@ -609,14 +616,7 @@ func TestReplicaFollowsAReplacedProvider(t *testing.T) {
 	h := newHarness(t, upstream.Guard{})
 	other := newHarness(t, upstream.Guard{}) // a second fixture server
 	mem := memory.New()
-	cat, err := catalog.New(catalog.Config{Store: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cat.Close() })
+	cat := newCatalog(t, mem)
 	a := upstream.New(upstream.Config{Store: mem, Registry: cat})
 	b := upstream.New(upstream.Config{Store: mem, Registry: cat})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })

@@ -31,6 +31,21 @@ func upstreamClient(e *env) (sharedosv1.UpstreamServiceClient, error) {
 	return sharedosv1.NewUpstreamServiceClient(c), nil
 }
 
+// onUpstream runs f with the command's one argument (what names it) and
+// an UpstreamService client; an error f returns from the service is
+// described.
+func onUpstream(e *env, args []string, what string, f func(uc sharedosv1.UpstreamServiceClient, arg string) error) error {
+	arg, err := oneArg(args, what)
+	if err != nil {
+		return err
+	}
+	uc, err := upstreamClient(e)
+	if err != nil {
+		return err
+	}
+	return f(uc, arg)
+}
+
 type addFlags struct {
 	namespace, url, command, credentialRef, requirementsFile string
 	oauthTokenURL, oauthClientID, oauthSecretRef             string
@@ -167,19 +182,13 @@ func init() {
 	}})
 	providerCmd := func(path string, call func(context.Context, sharedosv1.UpstreamServiceClient, string) (*sharedosv1.UpstreamProvider, *sharedosv1.UpstreamStatus, error)) {
 		register(&command{path: path, usage: "NS", run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
-			ns, err := oneArg(args, "namespace NS")
-			if err != nil {
-				return err
-			}
-			uc, err := upstreamClient(e)
-			if err != nil {
-				return err
-			}
-			p, st, err := call(ctx, uc, ns)
-			if err != nil {
-				return errors.New(describe(err))
-			}
-			return e.emitProvider(p, st)
+			return onUpstream(e, args, "namespace NS", func(uc sharedosv1.UpstreamServiceClient, ns string) error {
+				p, st, err := call(ctx, uc, ns)
+				if err != nil {
+					return errors.New(describe(err))
+				}
+				return e.emitProvider(p, st)
+			})
 		}})
 	}
 	providerCmd("providers get", func(ctx context.Context, uc sharedosv1.UpstreamServiceClient, ns string) (*sharedosv1.UpstreamProvider, *sharedosv1.UpstreamStatus, error) {
@@ -191,18 +200,12 @@ func init() {
 		return r.GetProvider(), r.GetStatus(), err
 	})
 	register(&command{path: "providers remove", usage: "NS", run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
-		ns, err := oneArg(args, "namespace NS")
-		if err != nil {
-			return err
-		}
-		uc, err := upstreamClient(e)
-		if err != nil {
-			return err
-		}
-		if _, err := uc.RemoveProvider(ctx, &sharedosv1.RemoveProviderRequest{Namespace: ns}); err != nil {
-			return errors.New(describe(err))
-		}
-		return e.emit(map[string]any{"removed": ns}, []string{"REMOVED"}, [][]string{{ns}})
+		return onUpstream(e, args, "namespace NS", func(uc sharedosv1.UpstreamServiceClient, ns string) error {
+			if _, err := uc.RemoveProvider(ctx, &sharedosv1.RemoveProviderRequest{Namespace: ns}); err != nil {
+				return errors.New(describe(err))
+			}
+			return e.emit(map[string]any{"removed": ns}, []string{"REMOVED"}, [][]string{{ns}})
+		})
 	}})
 
 	var approveDigest, rejectDigest string
@@ -212,22 +215,16 @@ func init() {
 				fs.StringVar(digest, "digest", "", "the pending digest being decided on (tools get shows it)")
 			},
 			run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
-				name, err := oneArg(args, "tool NAME")
-				if err != nil {
-					return err
-				}
 				if *digest == "" {
 					return usagef("--digest is required")
 				}
-				uc, err := upstreamClient(e)
-				if err != nil {
-					return err
-				}
-				t, err := call(ctx, uc, name, *digest)
-				if err != nil {
-					return errors.New(describe(err))
-				}
-				return e.emit(viewUpstreamTool(t), nil, nil)
+				return onUpstream(e, args, "tool NAME", func(uc sharedosv1.UpstreamServiceClient, name string) error {
+					t, err := call(ctx, uc, name, *digest)
+					if err != nil {
+						return errors.New(describe(err))
+					}
+					return e.emit(viewUpstreamTool(t), nil, nil)
+				})
 			}})
 	}
 	decide("tools approve", &approveDigest, func(ctx context.Context, uc sharedosv1.UpstreamServiceClient, name, d string) (*sharedosv1.UpstreamTool, error) {
@@ -239,24 +236,18 @@ func init() {
 		return r.GetTool(), err
 	})
 	register(&command{path: "tools diff", usage: "NAME", run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
-		name, err := oneArg(args, "tool NAME")
-		if err != nil {
-			return err
-		}
-		uc, err := upstreamClient(e)
-		if err != nil {
-			return err
-		}
-		r, err := uc.DiffTool(ctx, &sharedosv1.DiffToolRequest{Name: name})
-		if err != nil {
-			return errors.New(describe(err))
-		}
-		if e.g.output == "table" {
-			_, err := fmt.Fprint(e.stdout, r.GetDiff())
-			return err
-		}
-		v := viewUpstreamTool(r.GetTool())
-		return e.emit(map[string]any{"name": v.Name, "state": v.State, "digest": v.Digest, "pendingDigest": v.PendingDigest, "diff": r.GetDiff()}, nil, nil)
+		return onUpstream(e, args, "tool NAME", func(uc sharedosv1.UpstreamServiceClient, name string) error {
+			r, err := uc.DiffTool(ctx, &sharedosv1.DiffToolRequest{Name: name})
+			if err != nil {
+				return errors.New(describe(err))
+			}
+			if e.g.output == "table" {
+				_, err := fmt.Fprint(e.stdout, r.GetDiff())
+				return err
+			}
+			v := viewUpstreamTool(r.GetTool())
+			return e.emit(map[string]any{"name": v.Name, "state": v.State, "digest": v.Digest, "pendingDigest": v.PendingDigest, "diff": r.GetDiff()}, nil, nil)
+		})
 	}})
 }
 
