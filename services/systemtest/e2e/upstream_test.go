@@ -77,7 +77,7 @@ func upstreamPolicy(t *testing.T, root, allowed string) string {
 	}
 	roles := data["sharedos"]["roles"]
 	roles["fsreader"] = map[string]any{"tools": []string{"fs.read_text_file"}, "grants": map[string]any{"read": []string{allowed}}}
-	roles["canary"] = map[string]any{"namespaces": []string{"canary"}}
+	roles["canary"] = map[string]any{"namespaces": []string{"canary", "hold"}}
 	out, _ := json.Marshal(data)
 	if err := os.WriteFile(filepath.Join(dir, "data.json"), out, 0o644); err != nil {
 		t.Fatal(err)
@@ -137,7 +137,8 @@ func runTS(t *testing.T, dir string, turn conformanceTurn, calls string) tsOutpu
 // (npm, pinned) and one of the test's own through the real stack: acquired
 // with sharedosctl, listed in turns by the example policy, called with the
 // official TS SDK client through bridge → kernel → upstream, recorded,
-// refused where the policy says; a changed description is quarantined
+// refused where the policy says; a client's cancellation reaches the
+// upstream and is recorded cancelled; a changed description is quarantined
 // until approved; the upstream sees its own credential and never the
 // harness's bearer.
 func TestUpstreamServersThroughTheStack(t *testing.T) {
@@ -180,6 +181,18 @@ func TestUpstreamServersThroughTheStack(t *testing.T) {
 	})
 	hs := httptest.NewServer(mcpserver.NewStreamableHTTPServer(own))
 	t.Cleanup(hs.Close)
+
+	// An upstream whose one tool runs until its request is cancelled.
+	holdStarted, holdEnded := make(chan struct{}, 1), make(chan struct{}, 1)
+	hold := mcpserver.NewMCPServer("hold", "1", mcpserver.WithToolCapabilities(true))
+	hold.AddTool(mcp.NewTool("wait", mcp.WithDescription("Waits until cancelled.")), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		holdStarted <- struct{}{}
+		<-ctx.Done()
+		holdEnded <- struct{}{}
+		return nil, ctx.Err()
+	})
+	holdSrv := httptest.NewServer(mcpserver.NewStreamableHTTPServer(hold))
+	t.Cleanup(holdSrv.Close)
 
 	s := startStack(t, launch.Options{
 		PolicyDir: upstreamPolicy(t, root, allowed),
@@ -235,6 +248,41 @@ func TestUpstreamServersThroughTheStack(t *testing.T) {
 		}
 		if !slices.Equal(gotOps, want) {
 			t.Errorf("records %v, want %v", gotOps, want)
+		}
+	})
+
+	t.Run("a client's cancellation reaches the upstream", func(t *testing.T) {
+		var p providerOut
+		s.ctlJSON(t, &p, "providers", "add", "--namespace", "hold", "--url", holdSrv.URL+"/mcp", "--auto-approve-new")
+		t.Cleanup(func() { s.ctl(t, "providers", "remove", "hold") })
+		turn := openTurn(t, s, "--principal", "cara", "--role", "canary", "--harness", "e2e")
+		ctx, cancel := context.WithCancel(t.Context())
+		c := mcpClient(t, t.Context(), turn.McpURL, turn.Token)
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "hold.wait", Arguments: map[string]any{}}})
+			done <- err
+		}()
+		<-holdStarted // the call reached the upstream through bridge and kernel
+		cancel()
+		<-holdEnded // and the upstream saw it cancelled
+		if err := <-done; err == nil {
+			t.Error("a cancelled call answered")
+		}
+		var ops []struct{ Tool, Status, Code string }
+		for {
+			s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
+			if len(ops) == 1 && ops[0].Status != "pending" {
+				break
+			}
+			select {
+			case <-t.Context().Done():
+				t.Fatalf("record never completed: %+v", ops)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		if ops[0].Tool != "hold.wait" || ops[0].Status != "cancelled" {
+			t.Errorf("record %+v, want cancelled", ops[0])
 		}
 	})
 
