@@ -61,6 +61,52 @@ func (s *Service) RegisterPrompt(ctx context.Context, reg *sharedosv1.PromptRegi
 	return out, pub, nil
 }
 
+// CheckPrompt validates reg as RegisterPrompt would and returns its
+// published projection (with its digest), storing nothing.
+func (s *Service) CheckPrompt(reg *sharedosv1.PromptRegistration) (*sharedosv1.PublishedPrompt, error) {
+	if err := validatePrompt(reg); err != nil {
+		return nil, err
+	}
+	return publishPrompt(reg)
+}
+
+// CheckResource validates reg as RegisterResource would and returns its
+// published projection (with its digest), storing nothing.
+func (s *Service) CheckResource(reg *sharedosv1.ResourceRegistration) (*sharedosv1.PublishedResource, error) {
+	template, err := validateResource(reg)
+	if err != nil {
+		return nil, err
+	}
+	return publishResource(reg, template)
+}
+
+// PromptRegistration returns the prompt name's registration, or ErrNotFound.
+func (s *Service) PromptRegistration(ctx context.Context, name string) (*sharedosv1.PromptRegistration, error) {
+	e, err := s.store.GetEntry(ctx, store.KindPrompt, name)
+	if err != nil {
+		return nil, fromStore(err, name)
+	}
+	var r sharedosv1.PromptRegistration
+	if err := proto.Unmarshal(e.Registration, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ResourceRegistration returns the resource uri's registration, or
+// ErrNotFound.
+func (s *Service) ResourceRegistration(ctx context.Context, uri string) (*sharedosv1.ResourceRegistration, error) {
+	e, err := s.store.GetEntry(ctx, store.KindResource, uri)
+	if err != nil {
+		return nil, fromStore(err, uri)
+	}
+	var r sharedosv1.ResourceRegistration
+	if err := proto.Unmarshal(e.Registration, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // DeregisterPrompt removes the prompt name; NotFound when there is none.
 func (s *Service) DeregisterPrompt(ctx context.Context, name string) error {
 	return s.deleteEntry(ctx, store.KindPrompt, name)

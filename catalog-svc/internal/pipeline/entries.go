@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -200,6 +201,9 @@ func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall,
 			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the provider did not answer within %s", timeout))
 		case status.Code(err) == grpccodes.NotFound && e.class == requirement.ClassResource:
 			return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource has URI %q", records.Escape(call.GetTool(), 120)))
+		}
+		if strings.HasPrefix(e.facts.GetSource(), catalog.UpstreamSourcePrefix) {
+			return outcome.Failed(outcome.UpstreamUnavailable, "the upstream MCP server could not be reached or answered outside the protocol")
 		}
 		return outcome.Failed(outcome.HandlerError, fmt.Sprintf("the provider failed (%s)", status.Code(err)))
 	}

@@ -51,6 +51,9 @@ func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) 
 	if err != nil {
 		return nil, info, err
 	}
+	if cl.GetServerCapabilities().Tools == nil {
+		return nil, info, nil // it offers none
+	}
 	var out []listedTool
 	var cursor mcp.Cursor
 	for range maxPages {

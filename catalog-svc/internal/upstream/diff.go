@@ -21,10 +21,25 @@ func (m *Manager) diff(from, to *sharedosv1.ToolRegistration) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return unified(a, b)
+}
+
+// unified is the unified diff from a (published) to b (pending).
+func unified(a, b string) (string, error) {
 	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A: difflib.SplitLines(a), B: difflib.SplitLines(b),
 		FromFile: "published", ToFile: "pending", Context: 3,
 	})
+}
+
+// indent is canonical JSON one member per line.
+func indent(canonical []byte) (string, error) {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, canonical, "", "  "); err != nil {
+		return "", err
+	}
+	buf.WriteByte('\n')
+	return buf.String(), nil
 }
 
 func (m *Manager) pretty(reg *sharedosv1.ToolRegistration) (string, error) {
@@ -35,10 +50,5 @@ func (m *Manager) pretty(reg *sharedosv1.ToolRegistration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, pub.GetCanonicalJson(), "", "  "); err != nil {
-		return "", err
-	}
-	buf.WriteByte('\n')
-	return buf.String(), nil
+	return indent(pub.GetCanonicalJson())
 }

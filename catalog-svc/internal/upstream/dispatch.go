@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/grpc"
@@ -217,12 +218,80 @@ func (s *eventStream) Recv() (*sharedosv1.HandleEvent, error) {
 // Context implements grpc.ClientStream.
 func (s *eventStream) Context() context.Context { return s.ctx }
 
-// GetPrompt: upstream prompts are not acquired.
-func (p *provider) GetPrompt(context.Context, *sharedosv1.HandleRequest, ...grpc.CallOption) (*sharedosv1.PromptResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "upstream prompts are not acquired")
+// GetPrompt (v4) is one prompts/get of the prompt's upstream name with
+// the authorized arguments (an object of strings); the messages as sent.
+func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (*sharedosv1.PromptResponse, error) {
+	name, ok := strings.CutPrefix(req.GetTool(), p.ns+".")
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "prompt %q is not in namespace %s", req.GetTool(), p.ns)
+	}
+	var args map[string]string
+	if len(req.GetArgumentsJson()) > 0 {
+		if err := json.Unmarshal(req.GetArgumentsJson(), &args); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "prompt arguments: %v", err)
+		}
+	}
+	get := mcp.GetPromptRequest{}
+	get.Params.Name, get.Params.Arguments = name, args
+	body, err := p.roundTrip(ctx, string(mcp.MethodPromptsGet), func(ctx context.Context, cl *client.Client) error {
+		_, err := cl.GetPrompt(ctx, get)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		Description string          `json:"description"`
+		Messages    json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the upstream's result is not JSON: %v", err)
+	}
+	return &sharedosv1.PromptResponse{Description: res.Description, MessagesJson: nonNull(res.Messages)}, nil
 }
 
-// ReadResource: upstream resources are not acquired.
-func (p *provider) ReadResource(context.Context, *sharedosv1.HandleRequest, ...grpc.CallOption) (*sharedosv1.ResourceResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "upstream resources are not acquired")
+// ReadResource (v4) is one resources/read of the concrete URI; the
+// contents as sent. The upstream's "not found" is NotFound.
+func (p *provider) ReadResource(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (*sharedosv1.ResourceResponse, error) {
+	read := mcp.ReadResourceRequest{}
+	read.Params.URI = req.GetTool()
+	body, err := p.roundTrip(ctx, string(mcp.MethodResourcesRead), func(ctx context.Context, cl *client.Client) error {
+		_, err := cl.ReadResource(ctx, read)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		Contents json.RawMessage `json:"contents"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the upstream's result is not JSON: %v", err)
+	}
+	return &sharedosv1.ResourceResponse{ContentsJson: nonNull(res.Contents)}, nil
+}
+
+// roundTrip runs one request of method and returns its raw result: the
+// caller's end as Canceled/DeadlineExceeded, the upstream's "not found" as
+// NotFound, anything else Unavailable.
+func (p *provider) roundTrip(ctx context.Context, method string, send func(context.Context, *client.Client) error) (json.RawMessage, error) {
+	cl, _, err := p.c.session(ctx)
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	rctx, raw := withRaw(ctx, method)
+	if err := send(rctx, cl); err != nil {
+		if ctx.Err() == nil && isTransportError(err) {
+			p.c.broken(cl)
+		}
+		if errors.Is(err, mcp.ErrResourceNotFound) {
+			return nil, status.Error(codes.NotFound, err.Error())
+		}
+		return nil, unavailable(ctx, err)
+	}
+	body := raw.get()
+	if body == nil {
+		return nil, status.Error(codes.Unavailable, errNoRaw.Error())
+	}
+	return body, nil
 }

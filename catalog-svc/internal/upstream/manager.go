@@ -31,6 +31,16 @@ type Registry interface {
 	Update(ctx context.Context, reg *sharedosv1.ToolRegistration, expectedRevision int64) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
 	Deregister(ctx context.Context, name string) error
 	Get(ctx context.Context, name string) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
+
+	// Prompts and resources (ADR 0018).
+	CheckPrompt(reg *sharedosv1.PromptRegistration) (*sharedosv1.PublishedPrompt, error)
+	CheckResource(reg *sharedosv1.ResourceRegistration) (*sharedosv1.PublishedResource, error)
+	RegisterPrompt(ctx context.Context, reg *sharedosv1.PromptRegistration) (*sharedosv1.PromptRegistration, *sharedosv1.PublishedPrompt, error)
+	RegisterResource(ctx context.Context, reg *sharedosv1.ResourceRegistration) (*sharedosv1.ResourceRegistration, *sharedosv1.PublishedResource, error)
+	DeregisterPrompt(ctx context.Context, name string) error
+	DeregisterResource(ctx context.Context, uri string) error
+	PromptRegistration(ctx context.Context, name string) (*sharedosv1.PromptRegistration, error)
+	ResourceRegistration(ctx context.Context, uri string) (*sharedosv1.ResourceRegistration, error)
 }
 
 // Config wires a Manager.
@@ -250,6 +260,13 @@ func (m *Manager) Remove(ctx context.Context, ns string) error {
 			}
 		}
 	}
+	for _, e := range rec.GetStatus().GetEntries() {
+		if e.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+			if err := m.withdrawEntry(ctx, e.GetKind(), e.GetKey()); err != nil {
+				return err
+			}
+		}
+	}
 	if err := m.cfg.Store.DeleteEntry(ctx, store.KindUpstream, ns); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -288,13 +305,13 @@ func (m *Manager) decide(ctx context.Context, name, digest, actor string, approv
 	defer m.mu.Unlock()
 	ns, _, _ := strings.Cut(name, ".")
 	rec, err := m.load(ctx, ns)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
 	t := findTool(rec, name)
 	switch {
-	case t == nil:
-		return nil, fmt.Errorf("%w: upstream %s has no tool %s", ErrNotFound, ns, name)
+	case t == nil: // a prompt or a resource (a URI names no namespace)
+		return m.decideEntry(ctx, name, digest, actor, approve)
 	case t.GetPendingDigest() == "":
 		return nil, fmt.Errorf("%w: %s is %s and waits for no decision", ErrPrecondition, name, StateName(t.GetState()))
 	case digest != t.GetPendingDigest():
@@ -322,6 +339,17 @@ func (m *Manager) decide(ctx context.Context, name, digest, actor string, approv
 // one.
 func (m *Manager) Diff(ctx context.Context, name string) (*sharedosv1.UpstreamTool, string, error) {
 	t, err := m.Tool(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		_, e, ferr := m.findEntry(ctx, name)
+		if ferr != nil {
+			return nil, "", ferr
+		}
+		if e.GetPending() == nil {
+			return entryAsTool(e), "", nil
+		}
+		d, err := m.diffEntries(e.GetKind(), e.GetPublished(), e.GetPending())
+		return entryAsTool(e), d, err
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -433,6 +461,10 @@ func (m *Manager) refreshLocked(ctx context.Context, rec *sharedosv1.GetProvider
 	}
 	st.Tools = kept
 	slices.SortFunc(st.Tools, func(a, b *sharedosv1.UpstreamTool) int { return strings.Compare(a.GetName(), b.GetName()) })
+	if err := m.refreshEntries(ctx, rec, c, actor); err != nil {
+		st.Error = "prompts and resources: " + err.Error()
+		m.log.WarnContext(ctx, "upstream prompts/resources listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", err))
+	}
 }
 
 // reconcile brings one listed tool's state up to date; a reason when it

@@ -82,10 +82,15 @@ func (f Finding) String() string {
 // description, its annotations' title, and every title and description
 // in its schemas. ok is false when nothing matched.
 func (s *Screening) Screen(reg *sharedosv1.ToolRegistration) (Finding, bool) {
+	return s.screen(texts(reg))
+}
+
+// screen returns the first finding in ts.
+func (s *Screening) screen(ts []text) (Finding, bool) {
 	if s == nil {
 		return Finding{}, false
 	}
-	for _, t := range texts(reg) {
+	for _, t := range ts {
 		for _, r := range s.rules {
 			if loc := r.re.FindStringIndex(t.text); loc != nil {
 				return Finding{Rule: r.ID, Reason: r.Reason, Field: t.field, Excerpt: excerpt(t.text, loc)}, true

@@ -15,7 +15,9 @@
 # data.sharedos.roles.<role>.namespaces lists upstream MCP servers (ADR 0019)
 #                                     whose every tool the role may see and
 #                                     call on its default requirement
-#                                     (resource mcp:<namespace>/<tool>).
+#                                     (resource mcp:<namespace>/<tool>), and
+#                                     whose prompts and resources it may list,
+#                                     get and read (by source mcp:<ns>).
 #
 # A call is allowed when the tool is visible to one of the principal's roles
 # and, for any action but "list", the resource is a file whose cleaned path
@@ -84,6 +86,16 @@ visible contains name if {
 	name in data.sharedos.roles[role][entry_lists[t.class]]
 }
 
+visible contains name if {
+	count(input.context.roles) > 0
+	some t in input.tools
+	is_entry(t)
+	name := t.name
+	some role in input.context.roles
+	some ns in data.sharedos.roles[role].namespaces
+	t.source == concat("", ["mcp:", ns])
+}
+
 # Prompts and resources (ADR 0018): input.tool.class names the kind, and
 # input.tool.name the prompt or the resource registration's URI (template).
 # A role that may list one may get (prompt) or read (resource) it.
@@ -98,6 +110,13 @@ entry_actions := {"prompt": {"list", "get"}, "resource": {"list", "read"}}
 entry_visible if {
 	some role in input.context.roles
 	input.tool.name in data.sharedos.roles[role][entry_lists[input.tool.class]]
+}
+
+# An upstream's prompts and resources go with its namespace, by source.
+entry_visible if {
+	some role in input.context.roles
+	some ns in data.sharedos.roles[role].namespaces
+	input.tool.source == concat("", ["mcp:", ns])
 }
 
 # role_label names the principal's roles for reasons: "role engineer",

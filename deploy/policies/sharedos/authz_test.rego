@@ -228,3 +228,23 @@ test_visible_agrees_with_decision_for_upstreams if {
 		}
 	}
 }
+
+upstream_entry(ctx, class, name, action, resource, source) := {
+	"context": ctx,
+	"tool": {"name": name, "namespace": "everything", "class": class, "annotations": {}, "source": source},
+	"action": action,
+	"resource": resource,
+	"arguments": {},
+}
+
+test_integrator_gets_everything_prompts_and_resources if {
+	allowed(upstream_entry(integrator, "prompt", "everything.simple-prompt", "get", "prompt:everything.simple-prompt", "mcp:everything"))
+	allowed(upstream_entry(integrator, "resource", "demo://resource/1", "read", "resource:demo://resource/1", "mcp:everything"))
+	not allowed(upstream_entry(integrator, "resource", "demo://resource/1", "read", "resource:demo://resource/1", "mcp:other"))
+	not allowed(upstream_entry(engineer, "prompt", "everything.simple-prompt", "get", "prompt:everything.simple-prompt", "mcp:everything"))
+	vis := authz.visible with input as {"context": integrator, "action": "list", "tools": [
+		{"name": "demo://resource/1", "class": "resource", "source": "mcp:everything"},
+		{"name": "demo://resource/2", "class": "resource", "source": "mcp:other"},
+	]}
+	vis == {"demo://resource/1"}
+}

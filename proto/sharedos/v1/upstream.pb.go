@@ -423,7 +423,9 @@ type SkippedTool struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	UpstreamName string                 `protobuf:"bytes,1,opt,name=upstream_name,json=upstreamName,proto3" json:"upstream_name,omitempty"`
 	// reason names the rule the qualified name breaks.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// kind is "" for a tool, "prompt" or "resource".
+	Kind          string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -468,6 +470,13 @@ func (x *SkippedTool) GetUpstreamName() string {
 func (x *SkippedTool) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *SkippedTool) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -589,7 +598,10 @@ type UpstreamStatus struct {
 	Tools           []*UpstreamTool `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	Skipped         []*SkippedTool  `protobuf:"bytes,7,rep,name=skipped,proto3" json:"skipped,omitempty"`
 	// events are the state changes, oldest first (the last 256 are kept).
-	Events        []*UpstreamEvent `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*UpstreamEvent `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"`
+	// entries are the upstream's prompts and resources, acquired and pinned
+	// like its tools.
+	Entries       []*UpstreamEntry `protobuf:"bytes,9,rep,name=entries,proto3" json:"entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,6 +692,128 @@ func (x *UpstreamStatus) GetEvents() []*UpstreamEvent {
 	return nil
 }
 
+func (x *UpstreamStatus) GetEntries() []*UpstreamEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// UpstreamEntry is one acquired prompt or resource: states and digests as
+// for a tool.
+type UpstreamEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is "prompt" or "resource".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// key is the prompt's qualified name (<namespace>.<upstream name>) or
+	// the resource's URI (or URI template) as the upstream gave it.
+	Key           string            `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	UpstreamName  string            `protobuf:"bytes,3,opt,name=upstream_name,json=upstreamName,proto3" json:"upstream_name,omitempty"`
+	State         UpstreamToolState `protobuf:"varint,4,opt,name=state,proto3,enum=sharedos.v1.UpstreamToolState" json:"state,omitempty"`
+	Digest        string            `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
+	PendingDigest string            `protobuf:"bytes,6,opt,name=pending_digest,json=pendingDigest,proto3" json:"pending_digest,omitempty"`
+	Reason        string            `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// pending and published are the PromptRegistration or
+	// ResourceRegistration (protobuf).
+	Pending       []byte `protobuf:"bytes,8,opt,name=pending,proto3" json:"pending,omitempty"`
+	Published     []byte `protobuf:"bytes,9,opt,name=published,proto3" json:"published,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpstreamEntry) Reset() {
+	*x = UpstreamEntry{}
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpstreamEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpstreamEntry) ProtoMessage() {}
+
+func (x *UpstreamEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpstreamEntry.ProtoReflect.Descriptor instead.
+func (*UpstreamEntry) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UpstreamEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *UpstreamEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UpstreamEntry) GetUpstreamName() string {
+	if x != nil {
+		return x.UpstreamName
+	}
+	return ""
+}
+
+func (x *UpstreamEntry) GetState() UpstreamToolState {
+	if x != nil {
+		return x.State
+	}
+	return UpstreamToolState_UPSTREAM_TOOL_STATE_UNSPECIFIED
+}
+
+func (x *UpstreamEntry) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *UpstreamEntry) GetPendingDigest() string {
+	if x != nil {
+		return x.PendingDigest
+	}
+	return ""
+}
+
+func (x *UpstreamEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *UpstreamEntry) GetPending() []byte {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *UpstreamEntry) GetPublished() []byte {
+	if x != nil {
+		return x.Published
+	}
+	return nil
+}
+
 type AddProviderRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      *UpstreamProvider      `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -689,7 +823,7 @@ type AddProviderRequest struct {
 
 func (x *AddProviderRequest) Reset() {
 	*x = AddProviderRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[6]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +835,7 @@ func (x *AddProviderRequest) String() string {
 func (*AddProviderRequest) ProtoMessage() {}
 
 func (x *AddProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[6]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +848,7 @@ func (x *AddProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProviderRequest.ProtoReflect.Descriptor instead.
 func (*AddProviderRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{6}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AddProviderRequest) GetProvider() *UpstreamProvider {
@@ -734,7 +868,7 @@ type AddProviderResponse struct {
 
 func (x *AddProviderResponse) Reset() {
 	*x = AddProviderResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[7]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +880,7 @@ func (x *AddProviderResponse) String() string {
 func (*AddProviderResponse) ProtoMessage() {}
 
 func (x *AddProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[7]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +893,7 @@ func (x *AddProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProviderResponse.ProtoReflect.Descriptor instead.
 func (*AddProviderResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{7}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AddProviderResponse) GetProvider() *UpstreamProvider {
@@ -784,7 +918,7 @@ type ListProvidersRequest struct {
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[8]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +930,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[8]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +943,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{8}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{9}
 }
 
 type ListProvidersResponse struct {
@@ -821,7 +955,7 @@ type ListProvidersResponse struct {
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[9]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +967,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[9]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +980,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{9}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*GetProviderResponse {
@@ -865,7 +999,7 @@ type GetProviderRequest struct {
 
 func (x *GetProviderRequest) Reset() {
 	*x = GetProviderRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[10]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1011,7 @@ func (x *GetProviderRequest) String() string {
 func (*GetProviderRequest) ProtoMessage() {}
 
 func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[10]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1024,7 @@ func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{10}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetProviderRequest) GetNamespace() string {
@@ -910,7 +1044,7 @@ type GetProviderResponse struct {
 
 func (x *GetProviderResponse) Reset() {
 	*x = GetProviderResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[11]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1056,7 @@ func (x *GetProviderResponse) String() string {
 func (*GetProviderResponse) ProtoMessage() {}
 
 func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[11]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1069,7 @@ func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{11}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetProviderResponse) GetProvider() *UpstreamProvider {
@@ -961,7 +1095,7 @@ type RefreshProviderRequest struct {
 
 func (x *RefreshProviderRequest) Reset() {
 	*x = RefreshProviderRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[12]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1107,7 @@ func (x *RefreshProviderRequest) String() string {
 func (*RefreshProviderRequest) ProtoMessage() {}
 
 func (x *RefreshProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[12]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1120,7 @@ func (x *RefreshProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshProviderRequest.ProtoReflect.Descriptor instead.
 func (*RefreshProviderRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{12}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RefreshProviderRequest) GetNamespace() string {
@@ -1006,7 +1140,7 @@ type RefreshProviderResponse struct {
 
 func (x *RefreshProviderResponse) Reset() {
 	*x = RefreshProviderResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[13]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1152,7 @@ func (x *RefreshProviderResponse) String() string {
 func (*RefreshProviderResponse) ProtoMessage() {}
 
 func (x *RefreshProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[13]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1165,7 @@ func (x *RefreshProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshProviderResponse.ProtoReflect.Descriptor instead.
 func (*RefreshProviderResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{13}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RefreshProviderResponse) GetProvider() *UpstreamProvider {
@@ -1057,7 +1191,7 @@ type RemoveProviderRequest struct {
 
 func (x *RemoveProviderRequest) Reset() {
 	*x = RemoveProviderRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[14]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1203,7 @@ func (x *RemoveProviderRequest) String() string {
 func (*RemoveProviderRequest) ProtoMessage() {}
 
 func (x *RemoveProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[14]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1216,7 @@ func (x *RemoveProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProviderRequest.ProtoReflect.Descriptor instead.
 func (*RemoveProviderRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{14}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveProviderRequest) GetNamespace() string {
@@ -1100,7 +1234,7 @@ type RemoveProviderResponse struct {
 
 func (x *RemoveProviderResponse) Reset() {
 	*x = RemoveProviderResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[15]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1246,7 @@ func (x *RemoveProviderResponse) String() string {
 func (*RemoveProviderResponse) ProtoMessage() {}
 
 func (x *RemoveProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[15]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1259,7 @@ func (x *RemoveProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProviderResponse.ProtoReflect.Descriptor instead.
 func (*RemoveProviderResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{15}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{16}
 }
 
 type ApproveToolRequest struct {
@@ -1138,7 +1272,7 @@ type ApproveToolRequest struct {
 
 func (x *ApproveToolRequest) Reset() {
 	*x = ApproveToolRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[16]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1284,7 @@ func (x *ApproveToolRequest) String() string {
 func (*ApproveToolRequest) ProtoMessage() {}
 
 func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[16]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1297,7 @@ func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{16}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApproveToolRequest) GetName() string {
@@ -1189,7 +1323,7 @@ type ApproveToolResponse struct {
 
 func (x *ApproveToolResponse) Reset() {
 	*x = ApproveToolResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[17]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1335,7 @@ func (x *ApproveToolResponse) String() string {
 func (*ApproveToolResponse) ProtoMessage() {}
 
 func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[17]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1348,7 @@ func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{17}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApproveToolResponse) GetTool() *UpstreamTool {
@@ -1234,7 +1368,7 @@ type RejectToolRequest struct {
 
 func (x *RejectToolRequest) Reset() {
 	*x = RejectToolRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[18]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1380,7 @@ func (x *RejectToolRequest) String() string {
 func (*RejectToolRequest) ProtoMessage() {}
 
 func (x *RejectToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[18]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1393,7 @@ func (x *RejectToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectToolRequest.ProtoReflect.Descriptor instead.
 func (*RejectToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{18}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RejectToolRequest) GetName() string {
@@ -1285,7 +1419,7 @@ type RejectToolResponse struct {
 
 func (x *RejectToolResponse) Reset() {
 	*x = RejectToolResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[19]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1431,7 @@ func (x *RejectToolResponse) String() string {
 func (*RejectToolResponse) ProtoMessage() {}
 
 func (x *RejectToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[19]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1444,7 @@ func (x *RejectToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectToolResponse.ProtoReflect.Descriptor instead.
 func (*RejectToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{19}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RejectToolResponse) GetTool() *UpstreamTool {
@@ -1329,7 +1463,7 @@ type DiffToolRequest struct {
 
 func (x *DiffToolRequest) Reset() {
 	*x = DiffToolRequest{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[20]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1475,7 @@ func (x *DiffToolRequest) String() string {
 func (*DiffToolRequest) ProtoMessage() {}
 
 func (x *DiffToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[20]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1488,7 @@ func (x *DiffToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffToolRequest.ProtoReflect.Descriptor instead.
 func (*DiffToolRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{20}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiffToolRequest) GetName() string {
@@ -1374,7 +1508,7 @@ type DiffToolResponse struct {
 
 func (x *DiffToolResponse) Reset() {
 	*x = DiffToolResponse{}
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[21]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1520,7 @@ func (x *DiffToolResponse) String() string {
 func (*DiffToolResponse) ProtoMessage() {}
 
 func (x *DiffToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_upstream_proto_msgTypes[21]
+	mi := &file_sharedos_v1_upstream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1533,7 @@ func (x *DiffToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffToolResponse.ProtoReflect.Descriptor instead.
 func (*DiffToolResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{21}
+	return file_sharedos_v1_upstream_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DiffToolResponse) GetTool() *UpstreamTool {
@@ -1457,10 +1591,11 @@ const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\x0epending_digest\x18\x05 \x01(\tR\rpendingDigest\x127\n" +
 	"\apending\x18\x06 \x01(\v2\x1d.sharedos.v1.ToolRegistrationR\apending\x12\x16\n" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12;\n" +
-	"\tpublished\x18\b \x01(\v2\x1d.sharedos.v1.ToolRegistrationR\tpublished\"J\n" +
+	"\tpublished\x18\b \x01(\v2\x1d.sharedos.v1.ToolRegistrationR\tpublished\"^\n" +
 	"\vSkippedTool\x12#\n" +
 	"\rupstream_name\x18\x01 \x01(\tR\fupstreamName\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xe7\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\xe7\x01\n" +
 	"\rUpstreamEvent\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x14\n" +
@@ -1471,7 +1606,7 @@ const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\n" +
 	"new_digest\x18\x06 \x01(\tR\tnewDigest\x12\x16\n" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x12\n" +
-	"\x04diff\x18\b \x01(\tR\x04diff\"\xf1\x02\n" +
+	"\x04diff\x18\b \x01(\tR\x04diff\"\xa7\x03\n" +
 	"\x0eUpstreamStatus\x12=\n" +
 	"\frefreshed_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12)\n" +
@@ -1481,7 +1616,18 @@ const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\x0eserver_version\x18\x05 \x01(\tR\rserverVersion\x12/\n" +
 	"\x05tools\x18\x06 \x03(\v2\x19.sharedos.v1.UpstreamToolR\x05tools\x122\n" +
 	"\askipped\x18\a \x03(\v2\x18.sharedos.v1.SkippedToolR\askipped\x122\n" +
-	"\x06events\x18\b \x03(\v2\x1a.sharedos.v1.UpstreamEventR\x06events\"O\n" +
+	"\x06events\x18\b \x03(\v2\x1a.sharedos.v1.UpstreamEventR\x06events\x124\n" +
+	"\aentries\x18\t \x03(\v2\x1a.sharedos.v1.UpstreamEntryR\aentries\"\x9f\x02\n" +
+	"\rUpstreamEntry\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12#\n" +
+	"\rupstream_name\x18\x03 \x01(\tR\fupstreamName\x124\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x1e.sharedos.v1.UpstreamToolStateR\x05state\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\x12%\n" +
+	"\x0epending_digest\x18\x06 \x01(\tR\rpendingDigest\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x18\n" +
+	"\apending\x18\b \x01(\fR\apending\x12\x1c\n" +
+	"\tpublished\x18\t \x01(\fR\tpublished\"O\n" +
 	"\x12AddProviderRequest\x129\n" +
 	"\bprovider\x18\x01 \x01(\v2\x1d.sharedos.v1.UpstreamProviderR\bprovider\"\x85\x01\n" +
 	"\x13AddProviderResponse\x129\n" +
@@ -1547,7 +1693,7 @@ func file_sharedos_v1_upstream_proto_rawDescGZIP() []byte {
 }
 
 var file_sharedos_v1_upstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sharedos_v1_upstream_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_sharedos_v1_upstream_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_sharedos_v1_upstream_proto_goTypes = []any{
 	(UpstreamToolState)(0),          // 0: sharedos.v1.UpstreamToolState
 	(*UpstreamProvider)(nil),        // 1: sharedos.v1.UpstreamProvider
@@ -1556,78 +1702,81 @@ var file_sharedos_v1_upstream_proto_goTypes = []any{
 	(*SkippedTool)(nil),             // 4: sharedos.v1.SkippedTool
 	(*UpstreamEvent)(nil),           // 5: sharedos.v1.UpstreamEvent
 	(*UpstreamStatus)(nil),          // 6: sharedos.v1.UpstreamStatus
-	(*AddProviderRequest)(nil),      // 7: sharedos.v1.AddProviderRequest
-	(*AddProviderResponse)(nil),     // 8: sharedos.v1.AddProviderResponse
-	(*ListProvidersRequest)(nil),    // 9: sharedos.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),   // 10: sharedos.v1.ListProvidersResponse
-	(*GetProviderRequest)(nil),      // 11: sharedos.v1.GetProviderRequest
-	(*GetProviderResponse)(nil),     // 12: sharedos.v1.GetProviderResponse
-	(*RefreshProviderRequest)(nil),  // 13: sharedos.v1.RefreshProviderRequest
-	(*RefreshProviderResponse)(nil), // 14: sharedos.v1.RefreshProviderResponse
-	(*RemoveProviderRequest)(nil),   // 15: sharedos.v1.RemoveProviderRequest
-	(*RemoveProviderResponse)(nil),  // 16: sharedos.v1.RemoveProviderResponse
-	(*ApproveToolRequest)(nil),      // 17: sharedos.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),     // 18: sharedos.v1.ApproveToolResponse
-	(*RejectToolRequest)(nil),       // 19: sharedos.v1.RejectToolRequest
-	(*RejectToolResponse)(nil),      // 20: sharedos.v1.RejectToolResponse
-	(*DiffToolRequest)(nil),         // 21: sharedos.v1.DiffToolRequest
-	(*DiffToolResponse)(nil),        // 22: sharedos.v1.DiffToolResponse
-	nil,                             // 23: sharedos.v1.UpstreamProvider.HeadersEntry
-	nil,                             // 24: sharedos.v1.UpstreamProvider.RequirementsEntry
-	(*durationpb.Duration)(nil),     // 25: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 26: google.protobuf.Timestamp
-	(*ToolRegistration)(nil),        // 27: sharedos.v1.ToolRegistration
-	(*Requirement)(nil),             // 28: sharedos.v1.Requirement
+	(*UpstreamEntry)(nil),           // 7: sharedos.v1.UpstreamEntry
+	(*AddProviderRequest)(nil),      // 8: sharedos.v1.AddProviderRequest
+	(*AddProviderResponse)(nil),     // 9: sharedos.v1.AddProviderResponse
+	(*ListProvidersRequest)(nil),    // 10: sharedos.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),   // 11: sharedos.v1.ListProvidersResponse
+	(*GetProviderRequest)(nil),      // 12: sharedos.v1.GetProviderRequest
+	(*GetProviderResponse)(nil),     // 13: sharedos.v1.GetProviderResponse
+	(*RefreshProviderRequest)(nil),  // 14: sharedos.v1.RefreshProviderRequest
+	(*RefreshProviderResponse)(nil), // 15: sharedos.v1.RefreshProviderResponse
+	(*RemoveProviderRequest)(nil),   // 16: sharedos.v1.RemoveProviderRequest
+	(*RemoveProviderResponse)(nil),  // 17: sharedos.v1.RemoveProviderResponse
+	(*ApproveToolRequest)(nil),      // 18: sharedos.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),     // 19: sharedos.v1.ApproveToolResponse
+	(*RejectToolRequest)(nil),       // 20: sharedos.v1.RejectToolRequest
+	(*RejectToolResponse)(nil),      // 21: sharedos.v1.RejectToolResponse
+	(*DiffToolRequest)(nil),         // 22: sharedos.v1.DiffToolRequest
+	(*DiffToolResponse)(nil),        // 23: sharedos.v1.DiffToolResponse
+	nil,                             // 24: sharedos.v1.UpstreamProvider.HeadersEntry
+	nil,                             // 25: sharedos.v1.UpstreamProvider.RequirementsEntry
+	(*durationpb.Duration)(nil),     // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
+	(*ToolRegistration)(nil),        // 28: sharedos.v1.ToolRegistration
+	(*Requirement)(nil),             // 29: sharedos.v1.Requirement
 }
 var file_sharedos_v1_upstream_proto_depIdxs = []int32{
-	23, // 0: sharedos.v1.UpstreamProvider.headers:type_name -> sharedos.v1.UpstreamProvider.HeadersEntry
-	25, // 1: sharedos.v1.UpstreamProvider.refresh:type_name -> google.protobuf.Duration
-	25, // 2: sharedos.v1.UpstreamProvider.timeout:type_name -> google.protobuf.Duration
-	24, // 3: sharedos.v1.UpstreamProvider.requirements:type_name -> sharedos.v1.UpstreamProvider.RequirementsEntry
-	26, // 4: sharedos.v1.UpstreamProvider.created_at:type_name -> google.protobuf.Timestamp
-	26, // 5: sharedos.v1.UpstreamProvider.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 0: sharedos.v1.UpstreamProvider.headers:type_name -> sharedos.v1.UpstreamProvider.HeadersEntry
+	26, // 1: sharedos.v1.UpstreamProvider.refresh:type_name -> google.protobuf.Duration
+	26, // 2: sharedos.v1.UpstreamProvider.timeout:type_name -> google.protobuf.Duration
+	25, // 3: sharedos.v1.UpstreamProvider.requirements:type_name -> sharedos.v1.UpstreamProvider.RequirementsEntry
+	27, // 4: sharedos.v1.UpstreamProvider.created_at:type_name -> google.protobuf.Timestamp
+	27, // 5: sharedos.v1.UpstreamProvider.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 6: sharedos.v1.UpstreamProvider.oauth:type_name -> sharedos.v1.OAuthClientCredentials
 	0,  // 7: sharedos.v1.UpstreamTool.state:type_name -> sharedos.v1.UpstreamToolState
-	27, // 8: sharedos.v1.UpstreamTool.pending:type_name -> sharedos.v1.ToolRegistration
-	27, // 9: sharedos.v1.UpstreamTool.published:type_name -> sharedos.v1.ToolRegistration
-	26, // 10: sharedos.v1.UpstreamEvent.at:type_name -> google.protobuf.Timestamp
-	26, // 11: sharedos.v1.UpstreamStatus.refreshed_at:type_name -> google.protobuf.Timestamp
+	28, // 8: sharedos.v1.UpstreamTool.pending:type_name -> sharedos.v1.ToolRegistration
+	28, // 9: sharedos.v1.UpstreamTool.published:type_name -> sharedos.v1.ToolRegistration
+	27, // 10: sharedos.v1.UpstreamEvent.at:type_name -> google.protobuf.Timestamp
+	27, // 11: sharedos.v1.UpstreamStatus.refreshed_at:type_name -> google.protobuf.Timestamp
 	3,  // 12: sharedos.v1.UpstreamStatus.tools:type_name -> sharedos.v1.UpstreamTool
 	4,  // 13: sharedos.v1.UpstreamStatus.skipped:type_name -> sharedos.v1.SkippedTool
 	5,  // 14: sharedos.v1.UpstreamStatus.events:type_name -> sharedos.v1.UpstreamEvent
-	1,  // 15: sharedos.v1.AddProviderRequest.provider:type_name -> sharedos.v1.UpstreamProvider
-	1,  // 16: sharedos.v1.AddProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	6,  // 17: sharedos.v1.AddProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	12, // 18: sharedos.v1.ListProvidersResponse.providers:type_name -> sharedos.v1.GetProviderResponse
-	1,  // 19: sharedos.v1.GetProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	6,  // 20: sharedos.v1.GetProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	1,  // 21: sharedos.v1.RefreshProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	6,  // 22: sharedos.v1.RefreshProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	3,  // 23: sharedos.v1.ApproveToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	3,  // 24: sharedos.v1.RejectToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	3,  // 25: sharedos.v1.DiffToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	28, // 26: sharedos.v1.UpstreamProvider.RequirementsEntry.value:type_name -> sharedos.v1.Requirement
-	7,  // 27: sharedos.v1.UpstreamService.AddProvider:input_type -> sharedos.v1.AddProviderRequest
-	9,  // 28: sharedos.v1.UpstreamService.ListProviders:input_type -> sharedos.v1.ListProvidersRequest
-	11, // 29: sharedos.v1.UpstreamService.GetProvider:input_type -> sharedos.v1.GetProviderRequest
-	13, // 30: sharedos.v1.UpstreamService.RefreshProvider:input_type -> sharedos.v1.RefreshProviderRequest
-	15, // 31: sharedos.v1.UpstreamService.RemoveProvider:input_type -> sharedos.v1.RemoveProviderRequest
-	17, // 32: sharedos.v1.UpstreamService.ApproveTool:input_type -> sharedos.v1.ApproveToolRequest
-	19, // 33: sharedos.v1.UpstreamService.RejectTool:input_type -> sharedos.v1.RejectToolRequest
-	21, // 34: sharedos.v1.UpstreamService.DiffTool:input_type -> sharedos.v1.DiffToolRequest
-	8,  // 35: sharedos.v1.UpstreamService.AddProvider:output_type -> sharedos.v1.AddProviderResponse
-	10, // 36: sharedos.v1.UpstreamService.ListProviders:output_type -> sharedos.v1.ListProvidersResponse
-	12, // 37: sharedos.v1.UpstreamService.GetProvider:output_type -> sharedos.v1.GetProviderResponse
-	14, // 38: sharedos.v1.UpstreamService.RefreshProvider:output_type -> sharedos.v1.RefreshProviderResponse
-	16, // 39: sharedos.v1.UpstreamService.RemoveProvider:output_type -> sharedos.v1.RemoveProviderResponse
-	18, // 40: sharedos.v1.UpstreamService.ApproveTool:output_type -> sharedos.v1.ApproveToolResponse
-	20, // 41: sharedos.v1.UpstreamService.RejectTool:output_type -> sharedos.v1.RejectToolResponse
-	22, // 42: sharedos.v1.UpstreamService.DiffTool:output_type -> sharedos.v1.DiffToolResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	7,  // 15: sharedos.v1.UpstreamStatus.entries:type_name -> sharedos.v1.UpstreamEntry
+	0,  // 16: sharedos.v1.UpstreamEntry.state:type_name -> sharedos.v1.UpstreamToolState
+	1,  // 17: sharedos.v1.AddProviderRequest.provider:type_name -> sharedos.v1.UpstreamProvider
+	1,  // 18: sharedos.v1.AddProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 19: sharedos.v1.AddProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	13, // 20: sharedos.v1.ListProvidersResponse.providers:type_name -> sharedos.v1.GetProviderResponse
+	1,  // 21: sharedos.v1.GetProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 22: sharedos.v1.GetProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	1,  // 23: sharedos.v1.RefreshProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 24: sharedos.v1.RefreshProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	3,  // 25: sharedos.v1.ApproveToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	3,  // 26: sharedos.v1.RejectToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	3,  // 27: sharedos.v1.DiffToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	29, // 28: sharedos.v1.UpstreamProvider.RequirementsEntry.value:type_name -> sharedos.v1.Requirement
+	8,  // 29: sharedos.v1.UpstreamService.AddProvider:input_type -> sharedos.v1.AddProviderRequest
+	10, // 30: sharedos.v1.UpstreamService.ListProviders:input_type -> sharedos.v1.ListProvidersRequest
+	12, // 31: sharedos.v1.UpstreamService.GetProvider:input_type -> sharedos.v1.GetProviderRequest
+	14, // 32: sharedos.v1.UpstreamService.RefreshProvider:input_type -> sharedos.v1.RefreshProviderRequest
+	16, // 33: sharedos.v1.UpstreamService.RemoveProvider:input_type -> sharedos.v1.RemoveProviderRequest
+	18, // 34: sharedos.v1.UpstreamService.ApproveTool:input_type -> sharedos.v1.ApproveToolRequest
+	20, // 35: sharedos.v1.UpstreamService.RejectTool:input_type -> sharedos.v1.RejectToolRequest
+	22, // 36: sharedos.v1.UpstreamService.DiffTool:input_type -> sharedos.v1.DiffToolRequest
+	9,  // 37: sharedos.v1.UpstreamService.AddProvider:output_type -> sharedos.v1.AddProviderResponse
+	11, // 38: sharedos.v1.UpstreamService.ListProviders:output_type -> sharedos.v1.ListProvidersResponse
+	13, // 39: sharedos.v1.UpstreamService.GetProvider:output_type -> sharedos.v1.GetProviderResponse
+	15, // 40: sharedos.v1.UpstreamService.RefreshProvider:output_type -> sharedos.v1.RefreshProviderResponse
+	17, // 41: sharedos.v1.UpstreamService.RemoveProvider:output_type -> sharedos.v1.RemoveProviderResponse
+	19, // 42: sharedos.v1.UpstreamService.ApproveTool:output_type -> sharedos.v1.ApproveToolResponse
+	21, // 43: sharedos.v1.UpstreamService.RejectTool:output_type -> sharedos.v1.RejectToolResponse
+	23, // 44: sharedos.v1.UpstreamService.DiffTool:output_type -> sharedos.v1.DiffToolResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_upstream_proto_init() }
@@ -1642,7 +1791,7 @@ func file_sharedos_v1_upstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_upstream_proto_rawDesc), len(file_sharedos_v1_upstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,7 +33,8 @@ type providerOut struct {
 		Tools           []struct {
 			Name, State, Digest, PendingDigest, Reason string
 		} `json:"tools"`
-		Skipped []struct{ UpstreamName, Reason string } `json:"skipped"`
+		Entries []struct{ Kind, Key, State string }           `json:"entries"`
+		Skipped []struct{ Kind, UpstreamName, Reason string } `json:"skipped"`
 	} `json:"status"`
 }
 
@@ -391,9 +392,25 @@ func checkEverything(t *testing.T, s *stack, dir string, p providerOut) {
 	if c := got.Calls[2]; c.IsError || c.Progress != 3 {
 		t.Errorf("long-running operation: %+v (want 3 progress notifications)", c)
 	}
+	// Its prompts and resources are acquired too, and served through the
+	// turn (the integrator role has the namespace).
+	prompts := 0
+	for _, e := range p.Status.Entries {
+		if e.Kind == "prompt" && e.State == "published" {
+			prompts++
+		}
+	}
+	if prompts == 0 {
+		t.Fatalf("no prompt of everything acquired: %+v (skipped %+v)", p.Status.Entries, p.Status.Skipped)
+	}
+	c := mcpClient(t, t.Context(), turn.McpURL, turn.Token)
+	pr, err := c.GetPrompt(t.Context(), mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: "everything.simple-prompt"}})
+	if err != nil || len(pr.Messages) == 0 {
+		t.Errorf("prompts/get everything.simple-prompt: %v, %v", pr, err)
+	}
 	var ops []struct{ Tool, Status, Code string }
 	s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
-	if len(ops) != 3 {
+	if len(ops) != 4 {
 		t.Fatalf("records %+v", ops)
 	}
 	for _, o := range ops {

@@ -290,6 +290,7 @@ type statusView struct {
 	ServerName      string             `json:"serverName,omitempty"`
 	ServerVersion   string             `json:"serverVersion,omitempty"`
 	Tools           []upstreamToolView `json:"tools"`
+	Entries         []entryView        `json:"entries"`
 	Skipped         []skippedView      `json:"skipped"`
 	Events          []eventView        `json:"events,omitempty"`
 }
@@ -303,7 +304,20 @@ type upstreamToolView struct {
 	Reason        string `json:"reason,omitempty"`
 }
 
+// entryView is an acquired prompt or resource (key: the prompt's name, the
+// resource's URI).
+type entryView struct {
+	Kind          string `json:"kind"`
+	Key           string `json:"key"`
+	UpstreamName  string `json:"upstreamName"`
+	State         string `json:"state"`
+	Digest        string `json:"digest,omitempty"`
+	PendingDigest string `json:"pendingDigest,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+}
+
 type skippedView struct {
+	Kind         string `json:"kind,omitempty"`
 	UpstreamName string `json:"upstreamName"`
 	Reason       string `json:"reason"`
 }
@@ -324,7 +338,7 @@ func viewProvider(p *sharedosv1.UpstreamProvider, st *sharedosv1.UpstreamStatus)
 		CreatedAt: stamp(p.GetCreatedAt().AsTime(), p.GetCreatedAt() != nil), UpdatedAt: stamp(p.GetUpdatedAt().AsTime(), p.GetUpdatedAt() != nil),
 		Status: statusView{RefreshedAt: stamp(st.GetRefreshedAt().AsTime(), st.GetRefreshedAt() != nil), Error: st.GetError(),
 			ProtocolVersion: st.GetProtocolVersion(), ServerName: st.GetServerName(), ServerVersion: st.GetServerVersion(),
-			Tools: []upstreamToolView{}, Skipped: []skippedView{}}}
+			Tools: []upstreamToolView{}, Entries: []entryView{}, Skipped: []skippedView{}}}
 	if o := p.GetOauth(); o != nil {
 		v.OAuth = &oauthView{TokenURL: o.GetTokenUrl(), ClientID: o.GetClientId(), ClientSecretRef: o.GetClientSecretRef(), Scopes: o.GetScopes()}
 	}
@@ -343,8 +357,12 @@ func viewProvider(p *sharedosv1.UpstreamProvider, st *sharedosv1.UpstreamStatus)
 	for _, t := range st.GetTools() {
 		v.Status.Tools = append(v.Status.Tools, viewUpstreamTool(t))
 	}
+	for _, e := range st.GetEntries() {
+		v.Status.Entries = append(v.Status.Entries, entryView{Kind: e.GetKind(), Key: e.GetKey(), UpstreamName: e.GetUpstreamName(),
+			State: stateName(e.GetState()), Digest: e.GetDigest(), PendingDigest: e.GetPendingDigest(), Reason: e.GetReason()})
+	}
 	for _, s := range st.GetSkipped() {
-		v.Status.Skipped = append(v.Status.Skipped, skippedView{UpstreamName: s.GetUpstreamName(), Reason: s.GetReason()})
+		v.Status.Skipped = append(v.Status.Skipped, skippedView{Kind: s.GetKind(), UpstreamName: s.GetUpstreamName(), Reason: s.GetReason()})
 	}
 	for _, e := range st.GetEvents() {
 		v.Status.Events = append(v.Status.Events, eventView{Tool: e.GetTool(), Action: e.GetAction(), Actor: e.GetActor(),
@@ -376,11 +394,18 @@ func (e *env) emitProvider(p *sharedosv1.UpstreamProvider, st *sharedosv1.Upstre
 	for _, t := range v.Status.Tools {
 		rows = append(rows, []string{t.Name, t.State, t.Digest, t.PendingDigest, t.Reason})
 	}
+	for _, e := range v.Status.Entries {
+		rows = append(rows, []string{e.Kind + " " + e.Key, e.State, e.Digest, e.PendingDigest, e.Reason})
+	}
 	for _, s := range v.Status.Skipped {
-		rows = append(rows, []string{v.Namespace + "." + s.UpstreamName, "skipped", "", "", s.Reason})
+		what := v.Namespace + "." + s.UpstreamName
+		if s.Kind != "" {
+			what = s.Kind + " " + s.UpstreamName
+		}
+		rows = append(rows, []string{what, "skipped", "", "", s.Reason})
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
-	return e.emit(v, []string{"TOOL", "STATE", "DIGEST", "PENDING", "REASON"}, rows)
+	return e.emit(v, []string{"TOOL / ENTRY", "STATE", "DIGEST", "PENDING", "REASON"}, rows)
 }
 
 // upstreamState adds to `tools get` where an acquired tool stands; for a

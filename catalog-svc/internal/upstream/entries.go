@@ -1,0 +1,452 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+)
+
+// An upstream's prompts and resources are acquired like its tools (ADR
+// 0019): a prompt as <namespace>.<upstream name>, a resource under the URI
+// (or URI template) the upstream gave, source and handler target
+// mcp:<namespace>; pinned by digest, a changed or new one quarantined until
+// approved, one no longer listed withdrawn.
+
+// Entry kinds, as UpstreamEntry.kind.
+const (
+	kindPrompt   = "prompt"
+	kindResource = "resource"
+)
+
+// candidate is one listed prompt or resource as SharedOS would register it.
+type candidate struct {
+	kind, key, upstreamName string
+	reg                     proto.Message
+	texts                   []text
+}
+
+// listedPrompt and listedResource are entries of the upstream's list
+// results, read from the raw JSON.
+type listedPrompt struct {
+	Name        string                       `json:"name"`
+	Title       string                       `json:"title"`
+	Description string                       `json:"description"`
+	Arguments   []*sharedosv1.PromptArgument `json:"arguments"`
+}
+
+type listedResource struct {
+	URI         string `json:"uri"`
+	URITemplate string `json:"uriTemplate"`
+	Name        string `json:"name"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	MimeType    string `json:"mimeType"`
+}
+
+// rawPages lists every page of method, decoding each raw result into
+// page; list issues one request for cursor and returns the next cursor.
+func rawPages(ctx context.Context, method string, page func(json.RawMessage) error,
+	list func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error)) error {
+	var cursor mcp.Cursor
+	for range maxPages {
+		rctx, raw := withRaw(ctx, method)
+		next, err := list(rctx, cursor)
+		if err != nil {
+			return fmt.Errorf("%s: %w", method, err)
+		}
+		body := raw.get()
+		if body == nil {
+			return fmt.Errorf("%s: %w", method, errNoRaw)
+		}
+		if err := page(body); err != nil {
+			return fmt.Errorf("%s: %w", method, err)
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
+	return fmt.Errorf("%s: more than %d pages", method, maxPages)
+}
+
+// listEntries lists the upstream's prompts and resources (those it offers).
+func (c *conn) listEntries(ctx context.Context, spec *sharedosv1.UpstreamProvider) ([]candidate, error) {
+	cl, _, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	caps := cl.GetServerCapabilities()
+	var out []candidate
+	if caps.Prompts != nil {
+		var prompts []listedPrompt
+		err := rawPages(ctx, string(mcp.MethodPromptsList), func(b json.RawMessage) error {
+			var p struct {
+				Prompts []listedPrompt `json:"prompts"`
+			}
+			err := json.Unmarshal(b, &p)
+			prompts = append(prompts, p.Prompts...)
+			return err
+		}, func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
+			req := mcp.ListPromptsRequest{}
+			req.Params.Cursor = cursor
+			res, err := cl.ListPromptsByPage(ctx, req)
+			if err != nil {
+				return "", err
+			}
+			return res.NextCursor, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range prompts {
+			out = append(out, promptCandidate(spec, p))
+		}
+	}
+	if caps.Resources != nil {
+		var resources []listedResource
+		decode := func(field string) func(json.RawMessage) error {
+			return func(b json.RawMessage) error {
+				var page map[string]json.RawMessage
+				if err := json.Unmarshal(b, &page); err != nil {
+					return err
+				}
+				var items []listedResource
+				if raw := page[field]; raw != nil {
+					if err := json.Unmarshal(raw, &items); err != nil {
+						return err
+					}
+				}
+				resources = append(resources, items...)
+				return nil
+			}
+		}
+		err := rawPages(ctx, string(mcp.MethodResourcesList), decode("resources"), func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
+			req := mcp.ListResourcesRequest{}
+			req.Params.Cursor = cursor
+			res, err := cl.ListResourcesByPage(ctx, req)
+			if err != nil {
+				return "", err
+			}
+			return res.NextCursor, nil
+		})
+		if err == nil {
+			err = rawPages(ctx, string(mcp.MethodResourcesTemplatesList), decode("resourceTemplates"), func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
+				req := mcp.ListResourceTemplatesRequest{}
+				req.Params.Cursor = cursor
+				res, err := cl.ListResourceTemplatesByPage(ctx, req)
+				if err != nil {
+					return "", err
+				}
+				return res.NextCursor, nil
+			})
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resources {
+			out = append(out, resourceCandidate(spec, r))
+		}
+	}
+	return out, nil
+}
+
+func handlerOf(spec *sharedosv1.UpstreamProvider) *sharedosv1.HandlerRef {
+	h := &sharedosv1.HandlerRef{Target: Target(spec.GetNamespace())}
+	if d := spec.GetTimeout(); d != nil && d.AsDuration() > 0 {
+		h.Timeout = durationpb.New(d.AsDuration())
+	}
+	return h
+}
+
+func promptCandidate(spec *sharedosv1.UpstreamProvider, p listedPrompt) candidate {
+	ns := spec.GetNamespace()
+	reg := &sharedosv1.PromptRegistration{Name: ns + "." + p.Name, Title: p.Title, Description: p.Description, Arguments: p.Arguments,
+		Metadata: &sharedosv1.ToolMetadata{Namespace: ns, Source: Source(ns)}, Handler: handlerOf(spec)}
+	ts := []text{{"title", p.Title}, {"description", p.Description}}
+	for i, a := range p.Arguments {
+		ts = append(ts, text{fmt.Sprintf("arguments[%d].description", i), a.GetDescription()})
+	}
+	return candidate{kind: kindPrompt, key: reg.GetName(), upstreamName: p.Name, reg: reg, texts: ts}
+}
+
+func resourceCandidate(spec *sharedosv1.UpstreamProvider, r listedResource) candidate {
+	ns := spec.GetNamespace()
+	uri := r.URI
+	if uri == "" {
+		uri = r.URITemplate
+	}
+	reg := &sharedosv1.ResourceRegistration{Uri: uri, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MimeType,
+		Metadata: &sharedosv1.ToolMetadata{Namespace: ns, Source: Source(ns)}, Handler: handlerOf(spec)}
+	return candidate{kind: kindResource, key: uri, upstreamName: uri, reg: reg,
+		texts: []text{{"name", r.Name}, {"title", r.Title}, {"description", r.Description}}}
+}
+
+// checkEntry validates reg as the catalogue would and returns the digest
+// and canonical bytes of its published projection.
+func (m *Manager) checkEntry(kind string, reg proto.Message) (string, []byte, error) {
+	switch r := reg.(type) {
+	case *sharedosv1.PromptRegistration:
+		pub, err := m.cfg.Registry.CheckPrompt(r)
+		return pub.GetDigest(), pub.GetCanonicalJson(), err
+	case *sharedosv1.ResourceRegistration:
+		pub, err := m.cfg.Registry.CheckResource(r)
+		return pub.GetDigest(), pub.GetCanonicalJson(), err
+	}
+	return "", nil, fmt.Errorf("upstream: no %s kind", kind)
+}
+
+// publishEntry registers reg, new or replacing this upstream's earlier
+// one; a prompt name or resource URI another source holds is refused.
+func (m *Manager) publishEntry(ctx context.Context, ns string, reg proto.Message) error {
+	var holder *sharedosv1.ToolMetadata
+	var err error
+	switch r := reg.(type) {
+	case *sharedosv1.PromptRegistration:
+		var cur *sharedosv1.PromptRegistration
+		if cur, err = m.cfg.Registry.PromptRegistration(ctx, r.GetName()); err == nil {
+			holder = cur.GetMetadata()
+		}
+	case *sharedosv1.ResourceRegistration:
+		var cur *sharedosv1.ResourceRegistration
+		if cur, err = m.cfg.Registry.ResourceRegistration(ctx, r.GetUri()); err == nil {
+			holder = cur.GetMetadata()
+		}
+	}
+	switch {
+	case err != nil && !errors.Is(err, catalog.ErrNotFound):
+		return err
+	case err == nil && holder.GetSource() != Source(ns):
+		return fmt.Errorf("registered already, from source %q", holder.GetSource())
+	}
+	switch r := reg.(type) {
+	case *sharedosv1.PromptRegistration:
+		_, _, err = m.cfg.Registry.RegisterPrompt(ctx, r)
+	case *sharedosv1.ResourceRegistration:
+		_, _, err = m.cfg.Registry.RegisterResource(ctx, r)
+	}
+	return err
+}
+
+// withdrawEntry deregisters the entry (a missing one is fine).
+func (m *Manager) withdrawEntry(ctx context.Context, kind, key string) error {
+	var err error
+	if kind == kindPrompt {
+		err = m.cfg.Registry.DeregisterPrompt(ctx, key)
+	} else {
+		err = m.cfg.Registry.DeregisterResource(ctx, key)
+	}
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func decodeEntry(kind string, b []byte) (proto.Message, error) {
+	var m proto.Message = &sharedosv1.ResourceRegistration{}
+	if kind == kindPrompt {
+		m = &sharedosv1.PromptRegistration{}
+	}
+	return m, proto.Unmarshal(b, m)
+}
+
+func encodeEntry(reg proto.Message) []byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(reg)
+	return b
+}
+
+// refreshEntries brings rec's prompts and resources up to date with what
+// the upstream lists, as refreshLocked does for tools.
+func (m *Manager) refreshEntries(ctx context.Context, rec *sharedosv1.GetProviderResponse, c *conn, actor string) error {
+	spec, st := rec.GetProvider(), rec.GetStatus()
+	listed, err := c.listEntries(ctx, spec)
+	if err != nil {
+		return err
+	}
+	index := map[string]*sharedosv1.UpstreamEntry{}
+	for _, e := range st.GetEntries() {
+		index[e.GetKind()+" "+e.GetKey()] = e
+	}
+	seen := map[string]bool{}
+	for _, cand := range listed {
+		digest, _, err := m.checkEntry(cand.kind, cand.reg)
+		if err != nil {
+			st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{Kind: cand.kind, UpstreamName: cand.upstreamName, Reason: err.Error()})
+			continue
+		}
+		flag := ""
+		if f, hit := m.cfg.Screening.screen(cand.texts); hit {
+			flag = f.String()
+		}
+		id := cand.kind + " " + cand.key
+		if why := m.reconcileEntry(ctx, rec, index, id, cand, digest, flag, actor); why != "" {
+			st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{Kind: cand.kind, UpstreamName: cand.upstreamName, Reason: why})
+			continue
+		}
+		seen[id] = true
+	}
+	kept := st.GetEntries()[:0]
+	for _, e := range st.GetEntries() {
+		if seen[e.GetKind()+" "+e.GetKey()] {
+			kept = append(kept, e)
+			continue
+		}
+		if e.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+			if err := m.withdrawEntry(ctx, e.GetKind(), e.GetKey()); err != nil {
+				kept = append(kept, e)
+				continue
+			}
+		}
+		addEvent(rec, e.GetKey(), "withdrawn", actor, e.GetDigest(), "", "the upstream no longer lists this "+e.GetKind(), "")
+	}
+	st.Entries = kept
+	slices.SortFunc(st.Entries, func(a, b *sharedosv1.UpstreamEntry) int {
+		return strings.Compare(a.GetKind()+" "+a.GetKey(), b.GetKind()+" "+b.GetKey())
+	})
+	return nil
+}
+
+func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProviderResponse, index map[string]*sharedosv1.UpstreamEntry,
+	id string, cand candidate, digest, flag, actor string) string {
+	ns := rec.GetProvider().GetNamespace()
+	cur := index[id]
+	quarantine := func(e *sharedosv1.UpstreamEntry, reason string) {
+		if flag != "" {
+			reason += "; " + flag
+		}
+		e.State, e.Pending, e.PendingDigest, e.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, encodeEntry(cand.reg), digest, reason
+		d, err := m.diffEntries(cand.kind, e.GetPublished(), e.GetPending())
+		if err != nil {
+			d = "(no diff: " + err.Error() + ")"
+		}
+		addEvent(rec, e.GetKey(), "quarantined", actor, e.GetDigest(), digest, reason, d)
+	}
+	publish := func(e *sharedosv1.UpstreamEntry, reason string) string {
+		if err := m.publishEntry(ctx, ns, cand.reg); err != nil {
+			return err.Error()
+		}
+		e.State, e.Digest, e.Published = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, digest, encodeEntry(cand.reg)
+		e.Pending, e.PendingDigest, e.Reason = nil, "", ""
+		addEvent(rec, e.GetKey(), "published", actor, "", digest, reason, "")
+		return ""
+	}
+	switch {
+	case cur == nil:
+		e := &sharedosv1.UpstreamEntry{Kind: cand.kind, Key: cand.key, UpstreamName: cand.upstreamName}
+		if flag == "" && rec.GetProvider().GetAutoApproveNew() {
+			if why := publish(e, "a new "+cand.kind+", approved by the upstream's --auto-approve-new"); why != "" {
+				return why
+			}
+		} else {
+			quarantine(e, "a new "+cand.kind+" waits for an operator's approval")
+		}
+		rec.Status.Entries = append(rec.Status.Entries, e)
+		index[id] = e
+	case cur.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED && cur.GetDigest() == digest,
+		cur.GetPendingDigest() == digest:
+	case cur.GetDigest() == digest:
+		return publish(cur, "the upstream serves the approved definition again")
+	default:
+		if cur.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+			if err := m.withdrawEntry(ctx, cur.GetKind(), cur.GetKey()); err != nil {
+				return err.Error()
+			}
+		}
+		quarantine(cur, "the definition changed since it was approved")
+	}
+	return ""
+}
+
+// diffEntries is the unified diff of two encoded registrations' canonical
+// projections.
+func (m *Manager) diffEntries(kind string, from, to []byte) (string, error) {
+	pretty := func(b []byte) (string, error) {
+		if b == nil {
+			return "", nil
+		}
+		reg, err := decodeEntry(kind, b)
+		if err != nil {
+			return "", err
+		}
+		_, canonical, err := m.checkEntry(kind, reg)
+		if err != nil {
+			return "", err
+		}
+		return indent(canonical)
+	}
+	a, err := pretty(from)
+	if err != nil {
+		return "", err
+	}
+	b, err := pretty(to)
+	if err != nil {
+		return "", err
+	}
+	return unified(a, b)
+}
+
+// findEntry is the acquired prompt or resource key of any upstream.
+func (m *Manager) findEntry(ctx context.Context, key string) (*sharedosv1.GetProviderResponse, *sharedosv1.UpstreamEntry, error) {
+	recs, err := m.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, rec := range recs {
+		for _, e := range rec.GetStatus().GetEntries() {
+			if e.GetKey() == key {
+				return rec, e, nil
+			}
+		}
+	}
+	return nil, nil, fmt.Errorf("%w: no upstream has a tool, prompt or resource %q", ErrNotFound, key)
+}
+
+// decideEntry approves or rejects an acquired prompt or resource.
+func (m *Manager) decideEntry(ctx context.Context, key, digest, actor string, approve bool) (*sharedosv1.UpstreamTool, error) {
+	rec, e, err := m.findEntry(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case e.GetPendingDigest() == "":
+		return nil, fmt.Errorf("%w: %s %s is %s and waits for no decision", ErrPrecondition, e.GetKind(), key, StateName(e.GetState()))
+	case digest != e.GetPendingDigest():
+		return nil, fmt.Errorf("%w: %s's pending digest is %s, not %s (see tools diff)", ErrPrecondition, key, e.GetPendingDigest(), digest)
+	case !approve && e.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_REJECTED:
+		return nil, fmt.Errorf("%w: %s is rejected already", ErrPrecondition, key)
+	}
+	old := e.GetDigest()
+	if approve {
+		reg, err := decodeEntry(e.GetKind(), e.GetPending())
+		if err != nil {
+			return nil, err
+		}
+		if err := m.publishEntry(ctx, rec.GetProvider().GetNamespace(), reg); err != nil {
+			return nil, err
+		}
+		e.Published, e.Digest = e.GetPending(), e.GetPendingDigest()
+		e.State, e.Pending, e.PendingDigest, e.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, nil, "", ""
+		addEvent(rec, key, "approved", actor, old, digest, "", "")
+	} else {
+		e.State, e.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_REJECTED, "rejected by "+actor
+		addEvent(rec, key, "rejected", actor, old, digest, "", "")
+	}
+	return entryAsTool(e), m.save(ctx, rec)
+}
+
+// entryAsTool shows an entry in the UpstreamTool shape the decision RPCs
+// answer with.
+func entryAsTool(e *sharedosv1.UpstreamEntry) *sharedosv1.UpstreamTool {
+	return &sharedosv1.UpstreamTool{Name: e.GetKey(), UpstreamName: e.GetUpstreamName(), State: e.GetState(), Digest: e.GetDigest(),
+		PendingDigest: e.GetPendingDigest(), Reason: e.GetReason()}
+}
