@@ -47,7 +47,7 @@ func (h Handlers) Client(target string) (sharedosv1.ToolHandlerServiceClient, er
 	return h.Next.Client(target)
 }
 
-// provider is the provider contract (ToolHandlerService, v1 Handle) spoken
+// provider is the provider contract (ToolHandlerService v1, v2, v4) spoken
 // to one upstream: one tools/call per Handle, the upstream name being the
 // tool's name without the namespace, the arguments the authorized bytes.
 type provider struct {
@@ -72,26 +72,18 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, meta
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "tool %q is not in namespace %s", req.GetTool(), p.ns)
 	}
-	cl, _, err := p.c.session(ctx)
-	if err != nil {
-		return nil, unavailable(ctx, err)
-	}
 	call := mcp.CallToolRequest{}
 	call.Params.Name = name
 	call.Params.Meta = meta
 	if args := req.GetArgumentsJson(); len(args) > 0 {
 		call.Params.Arguments = json.RawMessage(args)
 	}
-	rctx, raw := withRaw(ctx, string(mcp.MethodToolsCall))
-	if _, err := cl.CallTool(rctx, call); err != nil {
-		if ctx.Err() == nil && isTransportError(err) {
-			p.c.broken(cl) // the session may be gone: connect anew next time
-		}
-		return nil, unavailable(ctx, err)
-	}
-	body := raw.get()
-	if body == nil {
-		return nil, status.Error(codes.Unavailable, errNoRaw.Error())
+	body, err := p.roundTrip(ctx, string(mcp.MethodToolsCall), func(ctx context.Context, cl *client.Client) error {
+		_, err := cl.CallTool(ctx, call)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	var res struct {
 		Content           json.RawMessage `json:"content"`
