@@ -69,7 +69,15 @@ func (c *conn) session(ctx context.Context) (*client.Client, serverInfo, error) 
 	if err != nil {
 		return nil, serverInfo{}, err
 	}
-	cl := client.NewClient(tr)
+	// One round at a time (ADR 0017, ADR 0019): an upstream's
+	// input_required ends the call with its raw result, which the provider
+	// hands the kernel as contract v3 rounds; SharedOS answers no input
+	// request itself. Every capability is declared: the kernel refuses a
+	// request the harness cannot answer (missing_capability).
+	cl := client.NewClient(tr, client.WithMaxInputRoundTrips(1), client.WithClientCapabilities(mcp.ClientCapabilities{
+		Elicitation: &mcp.ElicitationCapability{}, Sampling: &mcp.SamplingCapability{}, Roots: &struct {
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{}}))
 	if err := cl.Start(c.life); err != nil {
 		return nil, serverInfo{}, fmt.Errorf("start: %w", err)
 	}
@@ -266,6 +274,12 @@ func (h *rawResult) get() json.RawMessage {
 }
 
 func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.Context, transport.JSONRPCRequest) (*transport.JSONRPCResponse, error)) (*transport.JSONRPCResponse, error) {
+	if rt, ok := ctx.Value(roundKey{}).(*round); ok && r.Method == string(mcp.MethodToolsCall) {
+		var err error
+		if r.Params, err = rt.apply(r.Params); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := send(ctx, r)
 	if h, ok := ctx.Value(rawKey{}).(*rawResult); ok && err == nil && resp != nil && r.Method == h.method {
 		h.mu.Lock()
@@ -273,6 +287,42 @@ func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.
 		h.mu.Unlock()
 	}
 	return resp, err
+}
+
+type roundKey struct{}
+
+// round is a resumed call's answers and the upstream's state of its last
+// round (SEP-2322), set on the tools/call the client sends: mcp-go's
+// CallTool starts every call without them.
+type round struct {
+	responses json.RawMessage
+	state     string
+}
+
+func withRound(ctx context.Context, responses []byte, state string) context.Context {
+	if len(responses) == 0 && state == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, roundKey{}, &round{responses: responses, state: state})
+}
+
+func (rt *round) apply(params any) (any, error) {
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if len(rt.responses) > 0 {
+		m["inputResponses"] = rt.responses
+	}
+	if rt.state != "" {
+		st, _ := json.Marshal(rt.state)
+		m["requestState"] = st
+	}
+	return m, nil
 }
 
 // errNoRaw: the library answered without the transport seeing a result.

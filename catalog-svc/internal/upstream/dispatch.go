@@ -78,10 +78,14 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, meta
 	if args := req.GetArgumentsJson(); len(args) > 0 {
 		call.Params.Arguments = json.RawMessage(args)
 	}
+	ctx = withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState()))
 	body, err := p.roundTrip(ctx, string(mcp.MethodToolsCall), func(ctx context.Context, cl *client.Client) error {
 		_, err := cl.CallTool(ctx, call)
 		return err
 	})
+	if in := inputRequired(body, err); in != nil {
+		return &sharedosv1.HandleResponse{InputRequired: in}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +267,25 @@ func (p *provider) ReadResource(ctx context.Context, req *sharedosv1.HandleReque
 	return &sharedosv1.ResourceResponse{ContentsJson: nonNull(res.Contents)}, nil
 }
 
+// inputRequired is the upstream's input_required result as contract v3's
+// InputRequired (its inputRequests as sent, its requestState as the
+// provider state the kernel hands back on the next round); nil for any
+// other outcome.
+func inputRequired(body json.RawMessage, err error) *sharedosv1.InputRequired {
+	if body == nil || !errors.Is(err, client.ErrMaxInputRoundTripsExceeded) {
+		return nil
+	}
+	var res struct {
+		ResultType    string          `json:"resultType"`
+		InputRequests json.RawMessage `json:"inputRequests"`
+		RequestState  string          `json:"requestState"`
+	}
+	if json.Unmarshal(body, &res) != nil || res.ResultType != string(mcp.ResultTypeInputRequired) {
+		return nil
+	}
+	return &sharedosv1.InputRequired{InputRequestsJson: nonNull(res.InputRequests), RequestState: []byte(res.RequestState)}
+}
+
 // roundTrip runs one request of method and returns its raw result: the
 // caller's end as Canceled/DeadlineExceeded, the upstream's "not found" as
 // NotFound, anything else Unavailable.
@@ -275,6 +298,9 @@ func (p *provider) roundTrip(ctx context.Context, method string, send func(conte
 	if err := send(rctx, cl); err != nil {
 		if ctx.Err() == nil && isTransportError(err) {
 			p.c.broken(cl)
+		}
+		if errors.Is(err, client.ErrMaxInputRoundTripsExceeded) {
+			return raw.get(), err // an input_required result (inputRequired reads it)
 		}
 		if errors.Is(err, mcp.ErrResourceNotFound) {
 			return nil, status.Error(codes.NotFound, err.Error())

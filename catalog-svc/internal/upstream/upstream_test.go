@@ -651,3 +651,56 @@ func TestReplicaFollowsAReplacedProvider(t *testing.T) {
 		t.Errorf("the replaced provider's new upstream saw %d calls, want 1", n)
 	}
 }
+
+// Input rounds (contract v3 over SEP-2322): an upstream tool's
+// input_required is handed to the kernel as InputRequired — its requests as
+// sent, its requestState as the provider state — and the next round sends
+// the client's answers and that state back to the upstream, which
+// completes.
+func TestInputRoundsRelayed(t *testing.T) {
+	srv := server.NewMCPServer("asker", "1", server.WithToolCapabilities(true))
+	var seenState string
+	srv.AddTool(mcp.NewTool("ask", mcp.WithDescription("Asks for a name first.")), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if len(req.Params.InputResponses) == 0 {
+			return &mcp.CallToolResult{Result: mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+				MultiRoundTripResult: mcp.MultiRoundTripResult{RequestState: "upstream-state-1", InputRequests: mcp.InputRequests{
+					"name": mcp.NewElicitationInputRequest(mcp.ElicitationParams{Message: "Your name?"}),
+				}}}, nil
+		}
+		seenState = req.Params.RequestState
+		raw, _ := json.Marshal(req.Params.InputResponses)
+		return mcp.NewToolResultText("got " + string(raw)), nil
+	})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(srv))
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	t.Cleanup(func() { _ = m.Close() })
+	if rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "ak", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op"); err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
+	}
+	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("ak"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "ak.ask", ArgumentsJson: []byte(`{}`), InputMethods: []string{"elicitation/create"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := first.GetInputRequired()
+	if in == nil || string(in.GetRequestState()) != "upstream-state-1" || !strings.Contains(string(in.GetInputRequestsJson()), "Your name?") {
+		t.Fatalf("first round: %v", first)
+	}
+	answer := `{"name":{"action":"accept","content":{"name":"Ada"}}}`
+	second, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "ak.ask", ArgumentsJson: []byte(`{}`), Round: 1,
+		RequestState: in.GetRequestState(), InputResponsesJson: []byte(answer), InputMethods: []string{"elicitation/create"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.GetInputRequired() != nil || !strings.Contains(string(second.GetContentJson()), "Ada") {
+		t.Fatalf("second round: %v", second)
+	}
+	if seenState != "upstream-state-1" {
+		t.Errorf("the upstream got state %q back", seenState)
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
@@ -78,7 +80,7 @@ func upstreamPolicy(t *testing.T, root, allowed string) string {
 	}
 	roles := data["sharedos"]["roles"]
 	roles["fsreader"] = map[string]any{"tools": []string{"fs.read_text_file"}, "grants": map[string]any{"read": []string{allowed}}}
-	roles["canary"] = map[string]any{"namespaces": []string{"canary", "hold"}}
+	roles["canary"] = map[string]any{"namespaces": []string{"canary", "hold", "asker"}}
 	out, _ := json.Marshal(data)
 	if err := os.WriteFile(filepath.Join(dir, "data.json"), out, 0o644); err != nil {
 		t.Fatal(err)
@@ -195,6 +197,21 @@ func TestUpstreamServersThroughTheStack(t *testing.T) {
 	holdSrv := httptest.NewServer(mcpserver.NewStreamableHTTPServer(hold))
 	t.Cleanup(holdSrv.Close)
 
+	// An upstream whose tool asks the client for a name first (SEP-2322).
+	asker := mcpserver.NewMCPServer("asker", "1", mcpserver.WithToolCapabilities(true))
+	asker.AddTool(mcp.NewTool("greet", mcp.WithDescription("Greets whoever the client names.")), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if len(req.Params.InputResponses) == 0 {
+			return &mcp.CallToolResult{Result: mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+				MultiRoundTripResult: mcp.MultiRoundTripResult{RequestState: "asked", InputRequests: mcp.InputRequests{
+					"who": mcp.NewElicitationInputRequest(mcp.ElicitationParams{Message: "Whom shall I greet?"}),
+				}}}, nil
+		}
+		raw, _ := json.Marshal(req.Params.InputResponses)
+		return mcp.NewToolResultText("state " + req.Params.RequestState + ", answers " + string(raw)), nil
+	})
+	askerSrv := httptest.NewServer(mcpserver.NewStreamableHTTPServer(asker))
+	t.Cleanup(askerSrv.Close)
+
 	s := startStack(t, launch.Options{
 		PolicyDir: upstreamPolicy(t, root, allowed),
 		Env:       []string{"UPSTREAM_CANARY_CREDENTIAL=upstream-credential-7f3a"},
@@ -284,6 +301,51 @@ func TestUpstreamServersThroughTheStack(t *testing.T) {
 		}
 		if ops[0].Tool != "hold.wait" || ops[0].Status != "cancelled" {
 			t.Errorf("record %+v, want cancelled", ops[0])
+		}
+	})
+
+	t.Run("an upstream's input rounds reach the client and come back", func(t *testing.T) {
+		var p providerOut
+		s.ctlJSON(t, &p, "providers", "add", "--namespace", "asker", "--url", askerSrv.URL+"/mcp", "--auto-approve-new")
+		t.Cleanup(func() { s.ctl(t, "providers", "remove", "asker") })
+		turn := openTurn(t, s, "--principal", "cara", "--role", "canary", "--harness", "e2e")
+		tr, err := transport.NewStreamableHTTP(turn.McpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + turn.Token}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var asked []string
+		c := client.NewClient(tr, client.WithElicitationHandler(elicitFunc(func(req mcp.ElicitationRequest) *mcp.ElicitationResult {
+			asked = append(asked, req.Params.Message)
+			return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept,
+				Content: map[string]any{"name": "Ada"}}}
+		})))
+		if err := c.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Initialize(t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "e2e", Version: "0"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if v := c.ProtocolVersion(); v != "2026-07-28" {
+			t.Fatalf("negotiated %s, want 2026-07-28", v)
+		}
+		res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "asker.greet", Arguments: map[string]any{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ""
+		for _, ct := range res.Content {
+			if tc, ok := ct.(mcp.TextContent); ok {
+				text += tc.Text
+			}
+		}
+		if res.IsError || !strings.Contains(text, "state asked") || !strings.Contains(text, "Ada") || len(asked) != 1 || asked[0] != "Whom shall I greet?" {
+			t.Fatalf("result %q (isError %v), asked %v", text, res.IsError, asked)
+		}
+		var ops []struct{ Tool, Status, Code string }
+		s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
+		if len(ops) != 1 || ops[0].Status != "succeeded" {
+			t.Errorf("records %+v, want the rounds as one succeeded attempt", ops)
 		}
 	})
 
@@ -418,4 +480,11 @@ func checkEverything(t *testing.T, s *stack, dir string, p providerOut) {
 			t.Errorf("record %+v", o)
 		}
 	}
+}
+
+// elicitFunc is a client.ElicitationHandler from a function.
+type elicitFunc func(mcp.ElicitationRequest) *mcp.ElicitationResult
+
+func (f elicitFunc) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	return f(req), nil
 }
