@@ -274,7 +274,7 @@ func (h *rawResult) get() json.RawMessage {
 }
 
 func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.Context, transport.JSONRPCRequest) (*transport.JSONRPCResponse, error)) (*transport.JSONRPCResponse, error) {
-	if rt, ok := ctx.Value(roundKey{}).(*round); ok && r.Method == string(mcp.MethodToolsCall) {
+	if rt, ok := ctx.Value(roundKey{}).(*round); ok && (r.Method == string(mcp.MethodToolsCall) || r.Method == string(mcp.MethodPromptsGet)) {
 		var err error
 		if r.Params, err = rt.apply(r.Params); err != nil {
 			return nil, err
@@ -292,8 +292,8 @@ func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.
 type roundKey struct{}
 
 // round is a resumed call's answers and the upstream's state of its last
-// round (SEP-2322), set on the tools/call the client sends: mcp-go's
-// CallTool starts every call without them.
+// round (SEP-2322), set on the tools/call or prompts/get the client sends:
+// mcp-go's CallTool and GetPrompt start every request without them.
 type round struct {
 	responses json.RawMessage
 	state     string

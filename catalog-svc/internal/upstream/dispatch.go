@@ -229,10 +229,14 @@ func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest,
 	}
 	get := mcp.GetPromptRequest{}
 	get.Params.Name, get.Params.Arguments = name, args
+	ctx = withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState()))
 	body, err := p.roundTrip(ctx, string(mcp.MethodPromptsGet), func(ctx context.Context, cl *client.Client) error {
 		_, err := cl.GetPrompt(ctx, get)
 		return err
 	})
+	if in := inputRequired(body, err); in != nil {
+		return &sharedosv1.PromptResponse{InputRequired: in}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,16 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 		func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, Text: "item at " + req.Params.URI}}, nil
 		})
+	srv.AddPrompt(mcp.NewPrompt("review", mcp.WithPromptDescription("Asks what to review first.")),
+		func(_ context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			if len(req.Params.InputResponses) == 0 {
+				return &mcp.GetPromptResult{Result: mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+					MultiRoundTripResult: mcp.MultiRoundTripResult{RequestState: "r1", InputRequests: mcp.InputRequests{
+						"what": mcp.NewElicitationInputRequest(mcp.ElicitationParams{Message: "What?"})}}}, nil
+			}
+			return mcp.NewGetPromptResult("a review", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Review it; state "+req.Params.RequestState))}), nil
+		})
 	hs := httptest.NewServer(server.NewStreamableHTTPServer(srv))
 	t.Cleanup(hs.Close)
 	mem := memory.New()
@@ -55,7 +65,7 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 	if err != nil || rec.GetStatus().GetError() != "" {
 		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
 	}
-	if n := len(rec.GetStatus().GetEntries()); n != 3 {
+	if n := len(rec.GetStatus().GetEntries()); n != 4 {
 		t.Fatalf("entries %v", rec.GetStatus().GetEntries())
 	}
 	p, err := cat.PromptRegistration(t.Context(), "fx.greet")
@@ -75,6 +85,16 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 	pr, err := c.GetPrompt(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.greet", ArgumentsJson: []byte(`{"who":"Ada"}`)})
 	if err != nil || !strings.Contains(string(pr.GetMessagesJson()), "Hello, Ada") || pr.GetDescription() != "a greeting" {
 		t.Fatalf("get prompt: %v, %v", pr, err)
+	}
+	// A prompt's input rounds, as a tool's.
+	asked, err := c.GetPrompt(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.review", ArgumentsJson: []byte(`{}`)})
+	if err != nil || string(asked.GetInputRequired().GetRequestState()) != "r1" {
+		t.Fatalf("prompt round 0: %v, %v", asked, err)
+	}
+	done, err := c.GetPrompt(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.review", ArgumentsJson: []byte(`{}`), Round: 1,
+		RequestState: asked.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{"what":{"action":"accept","content":{}}}`)})
+	if err != nil || !strings.Contains(string(done.GetMessagesJson()), "state r1") {
+		t.Fatalf("prompt round 1: %v, %v", done, err)
 	}
 	rr, err := c.ReadResource(t.Context(), &sharedosv1.HandleRequest{Tool: "fx://items/7", Registered: "fx://items/{id}"})
 	if err != nil || !strings.Contains(string(rr.GetContentsJson()), "item at fx://items/7") {
