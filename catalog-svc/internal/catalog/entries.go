@@ -80,33 +80,6 @@ func (s *Service) CheckResource(reg *sharedosv1.ResourceRegistration) (*sharedos
 	return publishResource(reg, template)
 }
 
-// PromptRegistration returns the prompt name's registration, or ErrNotFound.
-func (s *Service) PromptRegistration(ctx context.Context, name string) (*sharedosv1.PromptRegistration, error) {
-	e, err := s.store.GetEntry(ctx, store.KindPrompt, name)
-	if err != nil {
-		return nil, fromStore(err, name)
-	}
-	var r sharedosv1.PromptRegistration
-	if err := proto.Unmarshal(e.Registration, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
-// ResourceRegistration returns the resource uri's registration, or
-// ErrNotFound.
-func (s *Service) ResourceRegistration(ctx context.Context, uri string) (*sharedosv1.ResourceRegistration, error) {
-	e, err := s.store.GetEntry(ctx, store.KindResource, uri)
-	if err != nil {
-		return nil, fromStore(err, uri)
-	}
-	var r sharedosv1.ResourceRegistration
-	if err := proto.Unmarshal(e.Registration, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
 // DeregisterPrompt removes the prompt name; NotFound when there is none.
 func (s *Service) DeregisterPrompt(ctx context.Context, name string) error {
 	return s.deleteEntry(ctx, store.KindPrompt, name)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 )
@@ -185,14 +186,16 @@ func identifierError(err error) error {
 	return invalid("registration", RuleIdentifier, "%v", err)
 }
 
-// UpstreamSourcePrefix starts the metadata.source of every tool acquired
-// from an upstream MCP server: "mcp:<namespace>" (ADR 0019).
-const UpstreamSourcePrefix = "mcp:"
-
 // Acquired reports whether reg was acquired from an upstream MCP server:
 // its texts and annotations are the upstream's, not the operator's.
 func Acquired(reg *sharedosv1.ToolRegistration) bool {
-	return strings.HasPrefix(reg.GetMetadata().GetSource(), UpstreamSourcePrefix)
+	return AcquiredSource(reg.GetMetadata().GetSource())
+}
+
+// AcquiredSource reports whether metadata.source names an upstream MCP
+// server (a tool's, a prompt's or a resource's).
+func AcquiredSource(source string) bool {
+	return strings.HasPrefix(source, projection.UpstreamSourcePrefix)
 }
 
 // dialectOf: a tool acquired from an upstream MCP server may declare an

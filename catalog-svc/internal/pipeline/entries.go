@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -202,7 +201,7 @@ func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall,
 		case status.Code(err) == grpccodes.NotFound && e.class == requirement.ClassResource:
 			return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource has URI %q", records.Escape(call.GetTool(), 120)))
 		}
-		if strings.HasPrefix(e.facts.GetSource(), catalog.UpstreamSourcePrefix) {
+		if catalog.AcquiredSource(e.facts.GetSource()) {
 			return outcome.Failed(outcome.UpstreamUnavailable, "the upstream MCP server could not be reached or answered outside the protocol")
 		}
 		return outcome.Failed(outcome.HandlerError, fmt.Sprintf("the provider failed (%s)", status.Code(err)))

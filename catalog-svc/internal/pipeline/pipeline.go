@@ -31,7 +31,6 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
-	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
 var tracer = otel.Tracer(telemetry.ScopeCatalog)
@@ -840,7 +839,7 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 	client, err := s.handlers.Client(reg.GetHandler().GetTarget())
 	if err != nil {
 		s.logger.ErrorContext(ctx, "handler client", slog.String(telemetry.LogTool, reg.GetName()), slog.Any("error", err))
-		if upstream.IsUpstream(reg) {
+		if catalog.Acquired(reg) {
 			return outcome.Failed(outcome.UpstreamUnavailable, "the tool's upstream MCP server is not configured")
 		}
 		return outcome.Failed(outcome.HandlerError, "the tool's provider cannot be reached")
@@ -887,7 +886,7 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 		if hctx.Err() == context.DeadlineExceeded || status.Code(err) == grpccodes.DeadlineExceeded {
 			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the tool did not answer within %s", timeout))
 		}
-		if upstream.IsUpstream(reg) {
+		if catalog.Acquired(reg) {
 			return outcome.Failed(outcome.UpstreamUnavailable, "the tool's upstream MCP server could not be reached or answered outside the protocol")
 		}
 		return outcome.Failed(outcome.HandlerError, fmt.Sprintf("the tool's provider failed (%s)", status.Code(err)))
@@ -904,7 +903,7 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 	}
 	if resp.GetIsError() {
 		res := outcome.Failed(outcome.HandlerError, "the tool reported an error")
-		if upstream.IsUpstream(reg) {
+		if catalog.Acquired(reg) {
 			res = outcome.Failed(outcome.ToolError, "the tool reported an error")
 		}
 		res.ContentJson, res.StructuredContentJson, res.HandlerIsError = content, resp.GetStructuredContentJson(), true

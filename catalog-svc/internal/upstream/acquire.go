@@ -9,13 +9,11 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
-
-	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 )
 
 // Source is the metadata.source of every tool acquired from namespace ns,
@@ -25,10 +23,7 @@ func Source(ns string) string { return sourcePrefix + ns }
 // Target is the handler target of ns's tools (see Handlers).
 func Target(ns string) string { return sourcePrefix + ns }
 
-const sourcePrefix = catalog.UpstreamSourcePrefix
-
-// IsUpstream reports whether reg was acquired from an upstream.
-func IsUpstream(reg *sharedosv1.ToolRegistration) bool { return catalog.Acquired(reg) }
+const sourcePrefix = projection.UpstreamSourcePrefix
 
 // listedTool is one entry of an upstream's tools/list result, its JSON
 // values kept as the upstream sent them.
@@ -120,11 +115,8 @@ func registration(spec *sharedosv1.UpstreamProvider, t listedTool) (*sharedosv1.
 		Metadata:         &sharedosv1.ToolMetadata{Namespace: ns, Source: Source(ns)},
 		Class:            sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
 		Requirement:      req,
-		Handler:          &sharedosv1.HandlerRef{Target: Target(ns)},
+		Handler:          handlerOf(spec),
 		ReadOnly:         slices.Contains(spec.GetReadOnly(), name),
-	}
-	if d := spec.GetTimeout(); d != nil && d.AsDuration() > 0 {
-		reg.Handler.Timeout = durationpb.New(d.AsDuration())
 	}
 	return reg, ""
 }

@@ -211,16 +211,15 @@ func (m *Manager) checkEntry(kind string, reg proto.Message) (string, []byte, er
 func (m *Manager) publishEntry(ctx context.Context, ns string, reg proto.Message) error {
 	var holder *sharedosv1.ToolMetadata
 	var err error
+	var cur *catalog.ResolvedEntry
 	switch r := reg.(type) {
 	case *sharedosv1.PromptRegistration:
-		var cur *sharedosv1.PromptRegistration
-		if cur, err = m.cfg.Registry.PromptRegistration(ctx, r.GetName()); err == nil {
-			holder = cur.GetMetadata()
+		if cur, err = m.cfg.Registry.ResolvePrompt(ctx, r.GetName()); err == nil {
+			holder = cur.Prompt.GetMetadata()
 		}
 	case *sharedosv1.ResourceRegistration:
-		var cur *sharedosv1.ResourceRegistration
-		if cur, err = m.cfg.Registry.ResourceRegistration(ctx, r.GetUri()); err == nil {
-			holder = cur.GetMetadata()
+		if cur, err = m.cfg.Registry.ResolveResource(ctx, r.GetUri()); err == nil {
+			holder = cur.Resource.GetMetadata()
 		}
 	}
 	switch {
@@ -320,49 +319,36 @@ func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProvide
 	id string, cand candidate, digest, flag, actor string) string {
 	ns := rec.GetProvider().GetNamespace()
 	cur := index[id]
-	quarantine := func(e *sharedosv1.UpstreamEntry, reason string) {
-		if flag != "" {
-			reason += "; " + flag
-		}
-		e.State, e.Pending, e.PendingDigest, e.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, encodeEntry(cand.reg), digest, reason
-		d, err := m.diffEntries(cand.kind, e.GetPublished(), e.GetPending())
-		if err != nil {
-			d = "(no diff: " + err.Error() + ")"
-		}
-		addEvent(rec, e.GetKey(), "quarantined", actor, e.GetDigest(), digest, reason, d)
+	s := nextStep(cur != nil, cur.GetState(), cur.GetDigest(), cur.GetPendingDigest(), digest, rec.GetProvider().GetAutoApproveNew(), flag != "")
+	reason := stepReason(s, cand.kind, flag)
+	if cur == nil {
+		cur = &sharedosv1.UpstreamEntry{Kind: cand.kind, Key: cand.key, UpstreamName: cand.upstreamName}
 	}
-	publish := func(e *sharedosv1.UpstreamEntry, reason string) string {
+	switch s {
+	case stepKeep:
+		return ""
+	case stepPublishNew, stepRepublish:
 		if err := m.publishEntry(ctx, ns, cand.reg); err != nil {
 			return err.Error()
 		}
-		e.State, e.Digest, e.Published = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, digest, encodeEntry(cand.reg)
-		e.Pending, e.PendingDigest, e.Reason = nil, "", ""
-		addEvent(rec, e.GetKey(), "published", actor, "", digest, reason, "")
-		return ""
-	}
-	switch {
-	case cur == nil:
-		e := &sharedosv1.UpstreamEntry{Kind: cand.kind, Key: cand.key, UpstreamName: cand.upstreamName}
-		if flag == "" && rec.GetProvider().GetAutoApproveNew() {
-			if why := publish(e, "a new "+cand.kind+", approved by the upstream's --auto-approve-new"); why != "" {
-				return why
-			}
-		} else {
-			quarantine(e, "a new "+cand.kind+" waits for an operator's approval")
-		}
-		rec.Status.Entries = append(rec.Status.Entries, e)
-		index[id] = e
-	case cur.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED && cur.GetDigest() == digest,
-		cur.GetPendingDigest() == digest:
-	case cur.GetDigest() == digest:
-		return publish(cur, "the upstream serves the approved definition again")
-	default:
-		if cur.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+		cur.State, cur.Digest, cur.Published, cur.Pending, cur.PendingDigest, cur.Reason = published, digest, encodeEntry(cand.reg), nil, "", ""
+		addEvent(rec, cur.GetKey(), "published", actor, "", digest, reason, "")
+	case stepQuarantineChanged, stepQuarantineNew:
+		if cur.GetState() == published {
 			if err := m.withdrawEntry(ctx, cur.GetKind(), cur.GetKey()); err != nil {
 				return err.Error()
 			}
 		}
-		quarantine(cur, "the definition changed since it was approved")
+		cur.State, cur.Pending, cur.PendingDigest, cur.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, encodeEntry(cand.reg), digest, reason
+		d, err := m.diffEntries(cand.kind, cur.GetPublished(), cur.GetPending())
+		if err != nil {
+			d = "(no diff: " + err.Error() + ")"
+		}
+		addEvent(rec, cur.GetKey(), "quarantined", actor, cur.GetDigest(), digest, reason, d)
+	}
+	if s == stepPublishNew || s == stepQuarantineNew {
+		rec.Status.Entries = append(rec.Status.Entries, cur)
+		index[id] = cur
 	}
 	return ""
 }
@@ -417,13 +403,8 @@ func (m *Manager) decideEntry(ctx context.Context, key, digest, actor string, ap
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case e.GetPendingDigest() == "":
-		return nil, fmt.Errorf("%w: %s %s is %s and waits for no decision", ErrPrecondition, e.GetKind(), key, StateName(e.GetState()))
-	case digest != e.GetPendingDigest():
-		return nil, fmt.Errorf("%w: %s's pending digest is %s, not %s (see tools diff)", ErrPrecondition, key, e.GetPendingDigest(), digest)
-	case !approve && e.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_REJECTED:
-		return nil, fmt.Errorf("%w: %s is rejected already", ErrPrecondition, key)
+	if err := checkDecision(e.GetKind()+" "+key, e.GetState(), e.GetPendingDigest(), digest, approve); err != nil {
+		return nil, err
 	}
 	old := e.GetDigest()
 	if approve {

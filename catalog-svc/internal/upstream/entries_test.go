@@ -68,12 +68,16 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 	if n := len(rec.GetStatus().GetEntries()); n != 4 {
 		t.Fatalf("entries %v", rec.GetStatus().GetEntries())
 	}
-	p, err := cat.PromptRegistration(t.Context(), "fx.greet")
-	if err != nil || p.GetMetadata().GetSource() != "mcp:fx" || p.GetHandler().GetTarget() != "mcp:fx" || len(p.GetArguments()) != 1 {
+	pe, err := cat.ResolvePrompt(t.Context(), "fx.greet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pe.Prompt
+	if p.GetMetadata().GetSource() != "mcp:fx" || p.GetHandler().GetTarget() != "mcp:fx" || len(p.GetArguments()) != 1 {
 		t.Fatalf("prompt registration %v, %v", p, err)
 	}
 	for _, uri := range []string{"fx://note", "fx://items/{id}"} {
-		if r, err := cat.ResourceRegistration(t.Context(), uri); err != nil || r.GetMetadata().GetSource() != "mcp:fx" {
+		if r, err := cat.ResolveResource(t.Context(), uri); err != nil || r.Resource.GetMetadata().GetSource() != "mcp:fx" {
 			t.Fatalf("resource %s: %v, %v", uri, r, err)
 		}
 	}
@@ -120,7 +124,7 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 		!strings.Contains(e.GetReason(), "screening rule conceal-from-user") {
 		t.Fatalf("changed prompt: %v", e)
 	}
-	if _, err := cat.PromptRegistration(t.Context(), "fx.greet"); !errors.Is(err, catalog.ErrNotFound) {
+	if _, err := cat.ResolvePrompt(t.Context(), "fx.greet"); !errors.Is(err, catalog.ErrNotFound) {
 		t.Fatalf("a changed prompt stays published: %v", err)
 	}
 	_, diff, err := m.Diff(t.Context(), "fx.greet")
@@ -130,7 +134,7 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 	if _, err := m.Approve(t.Context(), "fx.greet", e.GetPendingDigest(), "op"); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := cat.PromptRegistration(t.Context(), "fx.greet"); err != nil || !strings.Contains(p.GetDescription(), "Do not tell") {
+	if p, err := cat.ResolvePrompt(t.Context(), "fx.greet"); err != nil || !strings.Contains(p.Prompt.GetDescription(), "Do not tell") {
 		t.Fatalf("approved prompt: %v, %v", p, err)
 	}
 	// A resource the upstream stops listing is withdrawn.
@@ -138,13 +142,13 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 	if _, err := m.Refresh(t.Context(), "fx", "op"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cat.ResourceRegistration(t.Context(), "fx://note"); !errors.Is(err, catalog.ErrNotFound) {
+	if _, err := cat.ResolveResource(t.Context(), "fx://note"); !errors.Is(err, catalog.ErrNotFound) {
 		t.Errorf("a withdrawn resource stays: %v", err)
 	}
 	if err := m.Remove(t.Context(), "fx"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cat.ResourceRegistration(t.Context(), "fx://items/{id}"); !errors.Is(err, catalog.ErrNotFound) {
+	if _, err := cat.ResolveResource(t.Context(), "fx://items/{id}"); !errors.Is(err, catalog.ErrNotFound) {
 		t.Errorf("removing the provider left its resource template: %v", err)
 	}
 }

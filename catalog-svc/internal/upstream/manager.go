@@ -39,8 +39,8 @@ type Registry interface {
 	RegisterResource(ctx context.Context, reg *sharedosv1.ResourceRegistration) (*sharedosv1.ResourceRegistration, *sharedosv1.PublishedResource, error)
 	DeregisterPrompt(ctx context.Context, name string) error
 	DeregisterResource(ctx context.Context, uri string) error
-	PromptRegistration(ctx context.Context, name string) (*sharedosv1.PromptRegistration, error)
-	ResourceRegistration(ctx context.Context, uri string) (*sharedosv1.ResourceRegistration, error)
+	ResolvePrompt(ctx context.Context, name string) (*catalog.ResolvedEntry, error)
+	ResolveResource(ctx context.Context, uri string) (*catalog.ResolvedEntry, error)
 }
 
 // Config wires a Manager.
@@ -309,15 +309,11 @@ func (m *Manager) decide(ctx context.Context, name, digest, actor string, approv
 		return nil, err
 	}
 	t := findTool(rec, name)
-	switch {
-	case t == nil: // a prompt or a resource (a URI names no namespace)
+	if t == nil { // a prompt or a resource (a URI names no namespace)
 		return m.decideEntry(ctx, name, digest, actor, approve)
-	case t.GetPendingDigest() == "":
-		return nil, fmt.Errorf("%w: %s is %s and waits for no decision", ErrPrecondition, name, StateName(t.GetState()))
-	case digest != t.GetPendingDigest():
-		return nil, fmt.Errorf("%w: %s's pending digest is %s, not %s (see tools diff)", ErrPrecondition, name, t.GetPendingDigest(), digest)
-	case !approve && t.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_REJECTED:
-		return nil, fmt.Errorf("%w: %s is rejected already", ErrPrecondition, name)
+	}
+	if err := checkDecision(name, t.GetState(), t.GetPendingDigest(), digest, approve); err != nil {
+		return nil, err
 	}
 	old := t.GetDigest()
 	if approve {
@@ -475,45 +471,33 @@ func (m *Manager) reconcile(ctx context.Context, rec *sharedosv1.GetProviderResp
 	reg *sharedosv1.ToolRegistration, pub *sharedosv1.PublishedTool, upstreamName, flag, actor string) string {
 	ns, digest := rec.GetProvider().GetNamespace(), pub.GetDigest()
 	cur := index[reg.GetName()]
-	switch {
-	case cur == nil:
-		t := &sharedosv1.UpstreamTool{Name: reg.GetName(), UpstreamName: upstreamName}
-		switch {
-		case flag != "":
-			m.quarantine(rec, t, reg, digest, "a new tool: "+flag, actor)
-		case rec.GetProvider().GetAutoApproveNew():
-			if err := m.publish(ctx, ns, reg); err != nil {
-				return err.Error()
-			}
-			t.State, t.Digest, t.Published = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, digest, reg
-			addEvent(rec, t.GetName(), "published", actor, "", digest, "a new tool, approved by the upstream's --auto-approve-new", "")
-		default:
-			m.quarantine(rec, t, reg, digest, "a new tool waits for an operator's approval", actor)
-		}
-		rec.Status.Tools = append(rec.Status.Tools, t)
-		index[t.GetName()] = t
-	case cur.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED && cur.GetDigest() == digest:
-		// Unchanged.
-	case cur.GetPendingDigest() == digest:
-		// Still waiting (or rejected) with the same definition.
-	case cur.GetDigest() == digest:
-		// The upstream serves the approved definition again.
+	s := nextStep(cur != nil, cur.GetState(), cur.GetDigest(), cur.GetPendingDigest(), digest, rec.GetProvider().GetAutoApproveNew(), flag != "")
+	reason := stepReason(s, "tool", flag)
+	if cur == nil {
+		cur = &sharedosv1.UpstreamTool{Name: reg.GetName(), UpstreamName: upstreamName}
+	}
+	switch s {
+	case stepKeep:
+		return ""
+	case stepPublishNew, stepRepublish:
 		if err := m.publish(ctx, ns, reg); err != nil {
 			return err.Error()
 		}
-		cur.State, cur.Published, cur.Pending, cur.PendingDigest, cur.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED, reg, nil, "", ""
-		addEvent(rec, cur.GetName(), "published", actor, "", digest, "the upstream serves the approved definition again", "")
-	default:
-		if cur.GetState() == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+		cur.State, cur.Digest, cur.Published, cur.Pending, cur.PendingDigest, cur.Reason = published, digest, reg, nil, "", ""
+		addEvent(rec, cur.GetName(), "published", actor, "", digest, reason, "")
+	case stepQuarantineChanged:
+		if cur.GetState() == published {
 			if err := m.cfg.Registry.Deregister(ctx, cur.GetName()); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 				return err.Error()
 			}
 		}
-		reason := "the definition changed since it was approved"
-		if flag != "" {
-			reason += "; " + flag
-		}
 		m.quarantine(rec, cur, reg, digest, reason, actor)
+	case stepQuarantineNew:
+		m.quarantine(rec, cur, reg, digest, reason, actor)
+	}
+	if s == stepPublishNew || s == stepQuarantineNew {
+		rec.Status.Tools = append(rec.Status.Tools, cur)
+		index[cur.GetName()] = cur
 	}
 	return ""
 }

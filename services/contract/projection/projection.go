@@ -35,6 +35,11 @@ func CatalogHashFields() []string {
 // MetadataFields returns the keys the projected metadata object may hold.
 func MetadataFields() []string { return []string{"namespace", "source"} }
 
+// UpstreamSourcePrefix starts the metadata.source of every tool, prompt and
+// resource acquired from an upstream MCP server: "mcp:<namespace>"
+// (ADR 0019).
+const UpstreamSourcePrefix = "mcp:"
+
 // Rules named in errors.
 const (
 	RuleJSON       = "RFC 8785 JSON"

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
@@ -418,7 +419,7 @@ func upstreamState(ctx context.Context, e *env, name string, reg *sharedosv1.Too
 	if reg != nil {
 		out.Registration = regfile.FromProto(reg)
 		out.Revision = reg.GetRevision()
-		if !strings.HasPrefix(reg.GetMetadata().GetSource(), "mcp:") {
+		if !strings.HasPrefix(reg.GetMetadata().GetSource(), projection.UpstreamSourcePrefix) {
 			return out, nil
 		}
 	}
