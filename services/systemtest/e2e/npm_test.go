@@ -215,11 +215,13 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 
 		// The requirement sets of both eras, each frozen at its release.
 		for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+			results := t.TempDir()
 			out, err := runNode(t, dir, "conformance", "server", "--url", proxyOrigin+"/mcp", "--requirements", rev,
-				"--expected-failures", filepath.Join(dir, "expected-failures.yml"), "-o", t.TempDir())
+				"--expected-failures", filepath.Join(dir, "expected-failures.yml"), "-o", results)
 			t.Logf("conformance --requirements %s output:\n%s", rev, out)
 			if err != nil {
 				t.Errorf("conformance suite, requirements %s: %v (a failure outside expected-failures.yml, or a stale entry)", rev, err)
+				logFailedChecks(t, results)
 			}
 		}
 		if t.Failed() {
@@ -259,4 +261,28 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			}
 		}
 	})
+}
+
+// logFailedChecks prints every failed check the suite saved under dir
+// (scenario/checks.json), so a failure is diagnosable from the test log
+// alone: the directory goes with the test.
+func logFailedChecks(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "checks.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var checks []map[string]any
+		if json.Unmarshal(b, &checks) != nil {
+			continue
+		}
+		for _, c := range checks {
+			if c["status"] == "FAILURE" {
+				d, _ := json.Marshal(c)
+				t.Logf("%s: %s", filepath.Base(filepath.Dir(f)), d)
+			}
+		}
+	}
 }
