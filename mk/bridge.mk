@@ -26,3 +26,23 @@ e2e-npm: npm-deps build ## the official TS SDK client and MCP conformance suite 
 
 harness-column: build ## real Claude Code, Codex, Gemini CLI and Pi against a live turn (slow tier, not in CI; npm; runner: HARNESS_COLUMN)
 	scripts/harness-column.sh
+
+PROFILE_SECONDS ?= 20
+PROFILE_ERA     ?= 2026-07-28
+
+.PHONY: profile
+profile: build ## the full path at c=16 for PROFILE_SECONDS (20) with --debug-listen on every service: CPU and allocation profiles of each process in bin/profiles/, top functions printed (PROFILE_ERA, PROFILE_DATABASE_URL)
+	@mkdir -p $(BIN)/profiles
+	cd services && PROFILE_SECONDS=$(PROFILE_SECONDS) PROFILE_ERA=$(PROFILE_ERA) PROFILE_DIR=$(CURDIR)/$(BIN)/profiles \
+		$(GO) test -tags perf ./systemtest/perf/ -run TestProfileFullPath -count=1 -v -timeout 10m
+	@for f in $(BIN)/profiles/*.cpu.pprof; do \
+		echo "==== $$f (flat)"; $(GO) tool pprof -top -nodecount=20 $$f 2>/dev/null | tail -n +5; \
+		echo "==== $$f (cum)";  $(GO) tool pprof -top -cum -nodecount=25 $$f 2>/dev/null | tail -n +5; \
+	done
+
+BENCH_QUICK_WINDOW ?= 3s
+
+.PHONY: bench-quick
+bench-quick: build ## the headline ratio table (P1a–P1d of docs/benchmarks.md) in one interleaved run, under 3 minutes; SHAREDOS_BENCH_BASELINE_ROOT=<built checkout> adds before/after
+	cd services && BENCH_QUICK_WINDOW=$(BENCH_QUICK_WINDOW) $(GO) test -tags perf ./systemtest/perf/ -run TestBenchQuick -count=1 -v -timeout 10m
+	@cat $(BIN)/bench-quick.md

@@ -9,6 +9,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/app"
 	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
 // inProcInvoker calls the fake kernel without gRPC: the bridge's own cost.
@@ -31,7 +32,7 @@ func BenchmarkToolCallInProcessKernel(b *testing.B) {
 		modern bool
 	}{{"2026-07-28", true}, {"2025-11-25", false}} {
 		b.Run(e.name+"/c=1", func(b *testing.B) {
-			runCalls(b, &mcpTarget{url: lease.GetMcpUrl(), token: lease.GetToken(), modern: e.modern}, "notes.append", false)
+			runCalls(b, &launch.MCPTarget{URL: lease.GetMcpUrl(), Token: lease.GetToken(), Modern: e.modern}, "notes.append", false)
 		})
 	}
 }

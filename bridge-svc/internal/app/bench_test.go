@@ -3,9 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -16,8 +13,6 @@ import (
 
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -60,101 +55,14 @@ func (l *latencies) report(b *testing.B) {
 	b.ReportMetric(q(0.99), "p99-µs")
 }
 
-// mcpTarget is an endpoint the same raw JSON-RPC client drives.
-type mcpTarget struct {
-	url, token, session string
-	modern              bool
-	args                string // tools/call arguments; {"text":"hello"} when empty
-}
-
-var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
-
-func (m *mcpTarget) post(body, method, name string) (int, error) {
-	req, _ := http.NewRequest(http.MethodPost, m.url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if m.token != "" {
-		req.Header.Set("Authorization", "Bearer "+m.token)
-	}
-	if m.modern {
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", method)
-		if name != "" {
-			req.Header.Set("Mcp-Name", name)
-		}
-	} else if m.session != "" {
-		req.Header.Set("Mcp-Session-Id", m.session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	}
-	resp, err := benchClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if m.session == "" && !m.modern {
-		m.session = resp.Header.Get("Mcp-Session-Id")
-	}
-	return resp.StatusCode, nil
-}
-
-func (m *mcpTarget) callBody(tool string) string {
-	args := m.args
-	if args == "" {
-		args = `{"text":"hello"}`
-	}
-	if m.modern {
-		return modernCall(1, tool, args)
-	}
-	return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
-}
-
-// checkCall makes one call and fails unless it is a successful result
-// (not a refusal, not a JSON-RPC error): the path measured really ran.
-func (m *mcpTarget) checkCall(b *testing.B, tool string) {
-	req, _ := http.NewRequest(http.MethodPost, m.url, strings.NewReader(m.callBody(tool)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if m.token != "" {
-		req.Header.Set("Authorization", "Bearer "+m.token)
-	}
-	if m.modern {
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", tool)
-	} else {
-		req.Header.Set("Mcp-Session-Id", m.session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	}
-	resp, err := benchClient.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) || strings.Contains(string(body), `"isError":true`) {
-		b.Fatalf("tools/call %s: %d %s", tool, resp.StatusCode, body)
-	}
-}
-
-func (m *mcpTarget) init(b *testing.B) {
-	if m.modern {
-		return
-	}
-	if st, err := m.post(legacyInit, "initialize", ""); err != nil || st != 200 || m.session == "" {
-		b.Fatalf("initialize: %d %v", st, err)
-	}
-	m.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", "")
-}
-
-func runCalls(b *testing.B, m *mcpTarget, tool string, parallel bool) {
-	m.init(b)
-	m.checkCall(b, tool)
-	body := m.callBody(tool)
+func runCalls(b *testing.B, m *launch.MCPTarget, tool string, parallel bool) {
+	m.Init(b)
+	m.CheckCall(b, tool)
+	body := m.CallBody(tool)
 	var lat latencies
 	one := func() {
 		start := time.Now()
-		st, err := m.post(body, "tools/call", tool)
+		st, err := m.Post(body, "tools/call", tool)
 		if err != nil || st != 200 {
 			b.Errorf("call: %d %v", st, err)
 		}
@@ -187,21 +95,6 @@ func runLoop(b *testing.B, parallel bool, one func()) {
 	b.ReportMetric(launch.LoadAvg(), "load1")
 }
 
-// plainServer is a bare mcp-go server with an in-process echo tool, the
-// baseline the bridge is measured against.
-func plainServer(b *testing.B) string {
-	s := server.NewMCPServer("plain", "1", server.WithToolCapabilities(false))
-	for _, name := range []string{"notes.append", "files.read"} {
-		s.AddTool(mcp.NewToolWithRawSchema(name, "echo", []byte(`{"type":"object"}`)),
-			func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return mcp.NewToolResultText(string(req.Params.RawArguments)), nil
-			})
-	}
-	ts := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithDisableStreaming(true)))
-	b.Cleanup(ts.Close)
-	return ts.URL + "/mcp"
-}
-
 // BenchmarkToolCall is the full path on the real services, each its own
 // process from bin/ (services/systemtest/launch): MCP client (this process, one raw
 // keep-alive HTTP JSON-RPC client for every target) → bridge-svc → kernel
@@ -219,7 +112,7 @@ const baselineRootEnv = "SHAREDOS_BENCH_BASELINE_ROOT"
 
 func BenchmarkToolCall(b *testing.B) {
 	echo, echoPID := launch.StartEcho(b)
-	plain := plainServer(b)
+	plain := launch.PlainMCP(b)
 	root := launch.RepoRoot(b)
 	newDB := func() string { return pgtest.NewDatabase(b, func(context.Context, string) error { return nil }) }
 	// real-* run with mutual TLS and caller authorization on the internal
@@ -285,13 +178,13 @@ func BenchmarkToolCall(b *testing.B) {
 			parallel bool
 		}{{"c=1", false}, {"c=16", true}} {
 			b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &mcpTarget{url: plain, modern: e.modern, args: args}, "files.read", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: plain, Modern: e.modern, Args: args}, "files.read", c.parallel)
 			})
 			for i, st := range stacks {
 				d := demos[i].demo
 				b.Run(st.name+"/"+e.name+"/"+c.name, func(b *testing.B) {
 					cpu := launch.NewCPUMeter(demos[i].demo.PIDs)
-					runCalls(b, &mcpTarget{url: d.MCPURL, token: d.Token, modern: e.modern, args: args}, "files.read", c.parallel)
+					runCalls(b, &launch.MCPTarget{URL: d.MCPURL, Token: d.Token, Modern: e.modern, Args: args}, "files.read", c.parallel)
 					cpu.Report(b, b.N)
 				})
 			}
@@ -314,7 +207,7 @@ func BenchmarkToolCallFakeKernel(b *testing.B) {
 	// The production default: a lease status read is reused for 500 ms.
 	pgCached := bridgetest.Start(b, addr, dsn, func(c *app.Config) { c.StatusCacheTTL = 500 * time.Millisecond })
 	pgCachedURL := strings.Replace(pgLease.GetMcpUrl(), pgBridge.URL, pgCached.URL, 1)
-	plain := plainServer(b)
+	plain := launch.PlainMCP(b)
 
 	for _, e := range []struct {
 		name   string
@@ -325,18 +218,18 @@ func BenchmarkToolCallFakeKernel(b *testing.B) {
 			parallel bool
 		}{{"c=1", false}, {"c=16", true}} {
 			b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &mcpTarget{url: plain, modern: e.modern}, "notes.append", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: plain, Modern: e.modern}, "notes.append", c.parallel)
 			})
 			b.Run("bridge+fakekernel/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &mcpTarget{url: lease.GetMcpUrl(), token: lease.GetToken(), modern: e.modern}, "notes.append", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: lease.GetMcpUrl(), Token: lease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
 			})
 			// The same with leases in PostgreSQL: one status read per request
 			// (--lease-cache-ttl 0), and the default 500 ms reuse.
 			b.Run("bridge+fakekernel+pgleases-ttl0/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &mcpTarget{url: pgLease.GetMcpUrl(), token: pgLease.GetToken(), modern: e.modern}, "notes.append", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: pgLease.GetMcpUrl(), Token: pgLease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
 			})
 			b.Run("bridge+fakekernel+pgleases-ttl500ms/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &mcpTarget{url: pgCachedURL, token: pgLease.GetToken(), modern: e.modern}, "notes.append", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: pgCachedURL, Token: pgLease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
 			})
 		}
 	}
@@ -422,8 +315,8 @@ func BenchmarkIdleTurnMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			t := &mcpTarget{url: l.GetMcpUrl(), token: l.GetToken(), modern: true}
-			if st, err := t.post(modernList(1), "tools/list", ""); err != nil || st != 200 {
+			t := &launch.MCPTarget{URL: l.GetMcpUrl(), Token: l.GetToken(), Modern: true}
+			if st, err := t.Post(modernList(1), "tools/list", ""); err != nil || st != 200 {
 				b.Fatalf("list: %d %v", st, err)
 			}
 		}

@@ -13,11 +13,11 @@ import (
 // called directly by the same client, in the same run. Beside them, the
 // files provider's full path and plain mcp-go: the goal is that the
 // upstream path adds no more than the files path adds over plain mcp-go.
-// The upstream is plain mcp-go (plainServer) acquired as "everything" (the
+// The upstream is plain mcp-go (launch.PlainMCP) acquired as "everything" (the
 // example policy's integrator role) with its tool confirmed read-only, so
 // calls of one turn run in parallel as files.read's do.
 func BenchmarkUpstreamToolCall(b *testing.B) {
-	up := plainServer(b)
+	up := launch.PlainMCP(b)
 	st := launch.Start(b, launch.Options{})
 	if out, errOut, code := st.Ctl(b, "providers", "add", "--namespace", "everything", "--url", up,
 		"--auto-approve-new", "--read-only", "everything.notes.append"); code != 0 {
@@ -41,19 +41,19 @@ func BenchmarkUpstreamToolCall(b *testing.B) {
 			parallel bool
 		}{{"c=1", false}, {"c=16", true}} {
 			b.Run("upstream-direct/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &mcpTarget{url: up, modern: e.modern}, "notes.append", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: up, Modern: e.modern}, "notes.append", c.parallel)
 			})
 			b.Run("upstream-path/"+e.name+"/"+c.name, func(b *testing.B) {
 				cpu := launch.NewCPUMeter(st.Demo.PIDs)
-				runCalls(b, &mcpTarget{url: turn.McpURL, token: turn.Token, modern: e.modern}, "everything.notes.append", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: turn.McpURL, Token: turn.Token, Modern: e.modern}, "everything.notes.append", c.parallel)
 				cpu.Report(b, b.N)
 			})
 			b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &mcpTarget{url: up, modern: e.modern, args: fileArgs}, "files.read", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: up, Modern: e.modern, Args: fileArgs}, "files.read", c.parallel)
 			})
 			b.Run("files-path/"+e.name+"/"+c.name, func(b *testing.B) {
 				cpu := launch.NewCPUMeter(st.Demo.PIDs)
-				runCalls(b, &mcpTarget{url: st.Demo.MCPURL, token: st.Demo.Token, modern: e.modern, args: fileArgs}, "files.read", c.parallel)
+				runCalls(b, &launch.MCPTarget{URL: st.Demo.MCPURL, Token: st.Demo.Token, Modern: e.modern, Args: fileArgs}, "files.read", c.parallel)
 				cpu.Report(b, b.N)
 			})
 		}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
 // rawReq is one hand-made HTTP request to a turn endpoint.
@@ -99,18 +101,15 @@ func send(q rawReq) (rawResp, error) {
 }
 
 // modernMeta is the _meta every 2026-07-28 request carries.
-const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+const modernMeta = launch.ModernMeta
 
 func modernList(id int) string {
 	return `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"tools/list","params":{` + modernMeta + `}}`
 }
 
-func modernCall(id int, name, args string) string {
-	return `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"tools/call","params":{"name":` + quoteJSON(name) +
-		`,"arguments":` + args + `,` + modernMeta + `}}`
-}
+func modernCall(id int, name, args string) string { return launch.ModernCall(id, name, args) }
 
-const legacyInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+const legacyInit = launch.LegacyInit
 
 func legacyList(id int) string {
 	return `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"tools/list","params":{}}`

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
 // TestMain drops the pgtest templates, and fails the package when anything
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
-	benchClient.CloseIdleConnections()
+	launch.MCPClient.CloseIdleConnections()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)

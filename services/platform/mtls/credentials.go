@@ -149,17 +149,28 @@ func (c *Credentials) CheckListener(addr string) error {
 	if !c.Plaintext() {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(addr)
+	loopback, err := IsLoopback(addr)
 	if err != nil {
 		return fmt.Errorf("tls: listener %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if loopback {
 		return nil
 	}
 	return fmt.Errorf("tls: --insecure-plaintext refuses to listen on %q: plaintext is for loopback only", addr)
+}
+
+// IsLoopback reports whether a listen address (host:port) is on loopback:
+// localhost or a loopback IP. An empty host (every interface) is not.
+func IsLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
 }
 
 // ServerOptions are the gRPC server options of c: TLS 1.3 that requires a

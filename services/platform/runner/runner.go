@@ -90,6 +90,7 @@ func Main[C any](cmd Command[C], args []string, stdout, stderr io.Writer) int {
 	case "config-reference":
 		fs := flag.NewFlagSet(cmd.flagSetName(), flag.ContinueOnError)
 		cmd.bind(fs)
+		bindDebug(fs)
 		if err := config.Reference(stdout, fs); err != nil {
 			fmt.Fprintf(stderr, "%s config-reference: %v\n", cmd.Name, err)
 			return 1
@@ -117,10 +118,15 @@ func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet(cmd.flagSetName(), flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	get, getTLS, plane := cmd.bind(fs)
+	debug := bindDebug(fs)
 	if err := config.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.flagSetName(), err)
+		return 2
+	}
+	if err := debug.check(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.flagSetName(), err)
 		return 2
 	}
@@ -158,6 +164,12 @@ func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.Name, err)
 		return 1
 	}
+	stopDebug, err := debug.serve(env.Logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.Name, err)
+		return 1
+	}
+	defer stopDebug()
 	if err := r.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.Name, err)
 		return 1

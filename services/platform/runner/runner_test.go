@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -132,3 +134,50 @@ func TestPlaneNeedsTLS(t *testing.T) {
 		}
 	}
 }
+
+// --debug-listen serves pprof while the command runs, on loopback unless
+// --debug-listen-remote; a non-loopback address is refused before
+// anything starts.
+func TestDebugListen(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	var status int
+	var body string
+	cmd := command("serve", func(cfg) (runner.Runnable, error) {
+		return runFunc(func(context.Context) error {
+			resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			status, body = resp.StatusCode, string(b)
+			return nil
+		}), nil
+	})
+	if code, _, stderr := run(cmd, "serve", "--debug-listen", addr); code != 0 || status != 200 || !strings.Contains(body, "goroutine profile:") {
+		t.Errorf("debug server: exit %d, GET %d %q, stderr %q", code, status, body, stderr)
+	}
+	if _, err := http.Get("http://" + addr + "/debug/pprof/cmdline"); err == nil {
+		t.Error("the debug server still answers after the command ended")
+	}
+	ran := false
+	refused := command("serve", func(cfg) (runner.Runnable, error) { ran = true; return done{}, nil })
+	if code, _, stderr := run(refused, "serve", "--debug-listen", "0.0.0.0:0"); code != 2 || ran || !strings.Contains(stderr, "--debug-listen-remote") {
+		t.Errorf("non-loopback debug address: exit %d, ran %v, stderr %q", code, ran, stderr)
+	}
+	if code, _, stderr := run(refused, "serve", "--debug-listen", "0.0.0.0:0", "--debug-listen-remote"); code != 0 || !ran {
+		t.Errorf("--debug-listen-remote: exit %d, stderr %q", code, stderr)
+	}
+	if code, out, _ := run(cmd, "config-reference"); code != 0 || !strings.Contains(out, "`--debug-listen`") || !strings.Contains(out, "`SHAREDOS_DEBUG_LISTEN_REMOTE`") {
+		t.Errorf("config-reference lacks the debug flags: %q", out)
+	}
+}
+
+type runFunc func(context.Context) error
+
+func (f runFunc) Run(ctx context.Context) error { return f(ctx) }

@@ -1,0 +1,213 @@
+//go:build perf
+
+package perf_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
+)
+
+// The echo baseline runs in a re-executed copy of this test binary.
+func init() { launch.ServeEchoIfChild() }
+
+// sample is one measured window of one target.
+type sample struct {
+	calls     int
+	perSecond float64
+	p50       time.Duration
+	cpu       float64 // all measured processes and this one, µs per call
+	foreign   float64 // cores
+}
+
+// measure runs call from c goroutines for window and reports it; pids are
+// the target's processes (this one is always counted as "client").
+func measure(t *testing.T, c int, window time.Duration, pids map[string]int, call func() error) sample {
+	t.Helper()
+	lat := make([][]time.Duration, c)
+	var failed sync.Once
+	cpu := launch.NewCPUMeter(pids)
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if err := call(); err != nil {
+					failed.Do(func() { t.Errorf("call: %v", err) })
+					return
+				}
+				lat[g] = append(lat[g], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	s := sample{calls: len(all), perSecond: float64(len(all)) / elapsed.Seconds(), foreign: cpu.ForeignCores()}
+	if len(all) > 0 {
+		s.p50 = all[len(all)/2]
+		s.cpu = cpu.PerCall(len(all))["all"]
+	}
+	return s
+}
+
+// median of a metric over samples, and the largest foreign load among them.
+func median(ss []sample, f func(sample) float64) (float64, float64) {
+	v := make([]float64, len(ss))
+	foreign := 0.0
+	for i, s := range ss {
+		v[i], foreign = f(s), max(foreign, s.foreign)
+	}
+	slices.Sort(v)
+	return v[len(v)/2], foreign
+}
+
+// TestBenchQuick is `make bench-quick`: the headline ratios of issue 20's
+// table (P1a–P1d) in one run, under three minutes. The full path (the
+// make-run stack: mutual TLS, signed grants, embedded store, files.read on
+// the demo turn) and plain mcp-go are driven by the same raw JSON-RPC
+// client, interleaved A B, B A, A B per era and concurrency, each window
+// BENCH_QUICK_WINDOW (3 s); with SHAREDOS_BENCH_BASELINE_ROOT a baseline
+// checkout's stack (built with `make build`) joins every round, for
+// before/after ratios. The table is logged and written to
+// bin/bench-quick.md.
+func TestBenchQuick(t *testing.T) {
+	window := 3 * time.Second
+	if v := os.Getenv("BENCH_QUICK_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("BENCH_QUICK_WINDOW=%q: want a duration", v)
+		}
+		window = d
+	}
+	echo, echoPID := launch.StartEcho(t)
+	plainURL := launch.PlainMCP(t)
+	type target struct {
+		name string
+		url  string
+		tok  string
+		pids map[string]int
+	}
+	st := launch.Start(t, launch.Options{})
+	targets := []target{{"full", st.Demo.MCPURL, st.Demo.Token, st.Demo.PIDs}, {"plain", plainURL, "", nil}}
+	if root := os.Getenv("SHAREDOS_BENCH_BASELINE_ROOT"); root != "" {
+		b := launch.Start(t, launch.Options{Root: root})
+		targets = append(targets, target{"baseline", b.Demo.MCPURL, b.Demo.Token, b.Demo.PIDs})
+	}
+	const args = `{"path":"/public/a.txt"}`
+	results := map[string][]sample{} // "<target>/<era>/c=<n>"
+	for _, era := range []string{"2026-07-28", "2025-11-25"} {
+		for _, c := range []int{1, 16} {
+			for rep := range 3 {
+				order := slices.Clone(targets)
+				if rep%2 == 1 {
+					slices.Reverse(order)
+				}
+				for _, tg := range order {
+					m := &launch.MCPTarget{URL: tg.url, Token: tg.tok, Modern: era == "2026-07-28", Args: args}
+					m.Init(t)
+					m.CheckCall(t, "files.read")
+					body := m.CallBody("files.read")
+					s := measure(t, c, window, tg.pids, func() error {
+						code, err := m.Post(body, "tools/call", "files.read")
+						if err == nil && code != 200 {
+							err = fmt.Errorf("HTTP %d", code)
+						}
+						return err
+					})
+					key := fmt.Sprintf("%s/%s/c=%d", tg.name, era, c)
+					results[key] = append(results[key], s)
+				}
+			}
+		}
+	}
+	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(args)}
+	var hops []sample
+	for range 3 {
+		hops = append(hops, measure(t, 16, window, map[string]int{"echo": echoPID}, func() error {
+			_, err := echo.InvokeTool(context.Background(), echoCall)
+			return err
+		}))
+	}
+	t.Log("\n" + quickTable(results, hops, len(targets) == 3, window))
+	out := filepath.Join(launch.RepoRoot(t), "bin", "bench-quick.md")
+	if err := os.WriteFile(out, []byte(quickTable(results, hops, len(targets) == 3, window)), 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+// quickTable renders the headline ratios, each with its goal and verdict.
+func quickTable(r map[string][]sample, hops []sample, baseline bool, window time.Duration) string {
+	var b strings.Builder
+	rate := func(s sample) float64 { return s.perSecond }
+	p50 := func(s sample) float64 { return float64(s.p50.Microseconds()) }
+	cpu := func(s sample) float64 { return s.cpu }
+	mark := func(foreign float64) string {
+		if foreign > 0.25 {
+			return fmt.Sprintf(" ⚠ %.2f foreign cores", foreign)
+		}
+		return ""
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	fmt.Fprintf(&b, "bench-quick %s, windows of %s, medians of 3 interleaved, load1 %.2f at the end\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), window, launch.LoadAvg())
+	b.WriteString("| # | what | full path | baseline | ratio | goal | verdict |\n|---|---|---|---|---|---|---|\n")
+	for _, g := range []struct {
+		id, era string
+		goal    float64
+	}{{"P1a", "2025-11-25", 0.35}, {"P1b", "2026-07-28", 0.5}} {
+		full, f1 := median(r["full/"+g.era+"/c=16"], rate)
+		plain, f2 := median(r["plain/"+g.era+"/c=16"], rate)
+		fmt.Fprintf(&b, "| %s | c=16 calls/s, %s | %.0f | plain mcp-go %.0f | %.2f× | ≥ %.2f× | %s%s |\n",
+			g.id, g.era, full, plain, full/plain, g.goal, verdict(full/plain >= g.goal), mark(max(f1, f2)))
+	}
+	for _, era := range []string{"2026-07-28", "2025-11-25"} {
+		full, f1 := median(r["full/"+era+"/c=1"], p50)
+		plain, f2 := median(r["plain/"+era+"/c=1"], p50)
+		fmt.Fprintf(&b, "| P1c | c=1 p50, %s | %.0f µs | plain mcp-go %.0f µs | %.1f× | ≤ 3.5× | %s%s |\n",
+			era, full, plain, full/plain, verdict(full/plain <= 3.5), mark(max(f1, f2)))
+	}
+	hop, fh := median(hops, cpu)
+	for _, era := range []string{"2026-07-28", "2025-11-25"} {
+		full, f1 := median(r["full/"+era+"/c=16"], cpu)
+		plain, f2 := median(r["plain/"+era+"/c=16"], cpu)
+		floor := plain + 3*hop
+		fmt.Fprintf(&b, "| P1d | CPU/call c=16, all processes, %s | %.0f µs | plain %.0f + 3 × gRPC hop %.0f = %.0f µs | %.1f× | ≤ 400 µs | %s%s |\n",
+			era, full, plain, hop, floor, full/floor, verdict(full <= 400), mark(max(f1, f2, fh)))
+	}
+	if baseline {
+		b.WriteString("\n| before/after | this build | baseline build | this / baseline |\n|---|---|---|---|\n")
+		for _, era := range []string{"2026-07-28", "2025-11-25"} {
+			now, f1 := median(r["full/"+era+"/c=16"], rate)
+			was, f2 := median(r["baseline/"+era+"/c=16"], rate)
+			fmt.Fprintf(&b, "| c=16 calls/s, %s | %.0f | %.0f | %.2f×%s |\n", era, now, was, now/was, mark(max(f1, f2)))
+			nowC, _ := median(r["full/"+era+"/c=16"], cpu)
+			wasC, _ := median(r["baseline/"+era+"/c=16"], cpu)
+			fmt.Fprintf(&b, "| CPU/call c=16, %s | %.0f µs | %.0f µs | %.2f× |\n", era, nowC, wasC, nowC/wasC)
+			nowP, f3 := median(r["full/"+era+"/c=1"], p50)
+			wasP, f4 := median(r["baseline/"+era+"/c=1"], p50)
+			fmt.Fprintf(&b, "| c=1 p50, %s | %.0f µs | %.0f µs | %.2f×%s |\n", era, nowP, wasP, nowP/wasP, mark(max(f3, f4)))
+		}
+	}
+	return b.String()
+}
