@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	"google.golang.org/grpc"
 
 	"github.com/sharedos/toolshare/authz-svc/internal/decisionlog"
 	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
 	"github.com/sharedos/toolshare/authz-svc/internal/server"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
@@ -30,9 +30,6 @@ const (
 	DefaultListen    = "127.0.0.1:7402"
 	DefaultPolicyDir = "deploy/policies"
 )
-
-// StreamWorkers is the number of gRPC stream workers (see Complete).
-const StreamWorkers = 64
 
 // Health service names this server reports. Liveness stays SERVING for as
 // long as the process serves: a failed policy reload keeps the previous
@@ -76,7 +73,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	listen := config.String(fs, "listen", DefaultListen, "gRPC listen address")
 	policyDir := config.String(fs, "policy-dir", DefaultPolicyDir, "directory of Rego policies and data (relative paths are also looked up from parent directories)")
 	evalTimeout := config.Duration(fs, "eval-timeout", pdp.DefaultEvalTimeout, "bound on one policy evaluation")
-	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
+	metrics := runner.BindMetricsListen(fs)
 	return func() Config {
 		return Config{Listen: *listen, PolicyDir: *policyDir, EvalTimeout: *evalTimeout, MetricsListen: *metrics, Watch: true}
 	}
@@ -130,13 +127,14 @@ func (c Config) Complete(ctx context.Context) (*Completed, error) {
 	// decision paid for growing its stack again (about a third of the CPU
 	// at c=16 in the benchmark profile). Workers keep their grown stacks;
 	// RPCs beyond the pool still get their own goroutine.
-	gs := grpcx.NewServer(grpcx.ServerOptions{Logger: logger, Plane: c.Plane}, grpc.NumStreamWorkers(StreamWorkers))
+	gs := grpcx.NewServer(grpcx.ServerOptions{Logger: logger, Plane: c.Plane})
 	sharedosv1.RegisterAuthzServiceServer(gs.GRPC(), server.New(engine, decisionlog.New(dh)))
 
 	lis := c.Listener
 	if lis == nil {
 		lis, err = net.Listen("tcp", c.Listen)
 		if err != nil {
+			gs.Close()
 			return nil, fmt.Errorf("listen %s: %w", c.Listen, err)
 		}
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/sharedos/toolshare/authz-svc/internal/server"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/runner"
 )
 
 const (
@@ -74,7 +75,7 @@ func serveForBench(role string) int {
 	var run func() error
 	switch role {
 	case "authz":
-		app.TuneRuntime()
+		runner.ApplyGCPercent(app.GCPercent)
 		c, err := app.Config{
 			PolicyDir:   os.Getenv(benchPolicyDirEnv),
 			EvalTimeout: pdp.DefaultEvalTimeout,

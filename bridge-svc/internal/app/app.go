@@ -29,6 +29,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
@@ -135,7 +136,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	retention := config.Duration(fs, "lease-retention", DefaultLeaseRetention, "how long a closed or expired lease is kept before it is deleted (checked hourly, or every retention/24 if sooner; 0: never deleted)")
 	callTimeout := config.Duration(fs, "call-timeout", 2*time.Minute, "deadline of one InvokeTool (kernel pipeline and handler)")
 	statusTTL := config.Duration(fs, "lease-cache-ttl", 500*time.Millisecond, "how long a pod reuses a lease status read: a close through another pod is seen within it (0: read every request)")
-	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
+	metrics := runner.BindMetricsListen(fs)
 	stateKey := config.String(fs, "state-key", "", "PEM file of the key (Ed25519 private key, PKCS #8) input-required requestStates are sealed with, the same on every pod (empty: a key generated at start; states then open only on this pod)")
 	stateRetired := config.StringSlice(fs, "state-retired-keys", nil, "comma-separated PEM files of earlier --state-key keys: states they sealed still open (keep them for 10 minutes after a rotation)")
 	return func() Config {
@@ -347,6 +348,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 	})
 	// a.log already names the service; ServiceName would add it twice.
 	a.grpc = grpcx.NewServer(grpcx.ServerOptions{Logger: a.log, Plane: c.Plane})
+	a.closers = append(a.closers, a.grpc.Close)
 	sharedosv1.RegisterBridgeServiceServer(a.grpc.GRPC(), svc)
 	a.grpc.SetServing(grpcx.LivenessService, true)
 

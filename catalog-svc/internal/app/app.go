@@ -18,6 +18,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/config"
+	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
@@ -81,7 +82,7 @@ type Config struct {
 // returns the function that reads the Config once fs has been parsed.
 func Bind(fs *flag.FlagSet) func() Config {
 	listen := config.String(fs, "listen", "127.0.0.1:7401", "gRPC listen address (CatalogService, RuntimeService, health)")
-	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
+	metrics := runner.BindMetricsListen(fs)
 	db := config.String(fs, "database-url", "", "PostgreSQL URL; empty uses the embedded in-process store")
 	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): records are append-only for it; empty: the login user's own privileges")
 	dbMax := config.Int(fs, "database-max-conns", pgdb.DefaultMaxConns, "PostgreSQL pool size (a pool_max_conns in --database-url wins); the process holds up to two LISTEN connections more")
@@ -272,6 +273,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	sharedosv1.RegisterCatalogServiceServer(a.srv.GRPC(), server.NewCatalogServer(a.catalog, log))
 	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), server.NewRuntimeServer(a.pipeline))
 	sharedosv1.RegisterUpstreamServiceServer(a.srv.GRPC(), server.NewUpstreamServer(a.upstream, log))
+	a.closers = append(a.closers, func() error { a.srv.Close(); return nil })
 	a.lis, err = net.Listen("tcp", c.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", c.Listen, err)

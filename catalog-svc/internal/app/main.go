@@ -14,6 +14,9 @@ var Command = runner.Command[Config]{
 	Name: "catalog-svc", Service: ServiceName, Serve: "serve",
 	Summary: "serve CatalogService and RuntimeService (the kernel)",
 	Bind:    Bind, Plane: true,
+	// The kernel's live heap is the catalogue while every call allocates
+	// its record, decoded arguments and three RPCs: see runner.Command.
+	GCPercent: 400,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
 		c.Plane = env.Plane
 		return c.Complete(ctx, env.Logger, env.Metrics)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -61,8 +62,13 @@ type Command[C any] struct {
 	Complete func(ctx context.Context, cfg C, env Env) (Runnable, error)
 	// Subs are the other subcommands.
 	Subs []Sub
-	// Tune, if set, runs before anything else when serving (e.g. GOMAXPROCS).
-	Tune func()
+	// GCPercent is the GOGC the binary serves with unless GOGC is set (0:
+	// Go's default, 100). A service whose live heap is small while every
+	// request allocates (authz-svc, the kernel, the providers) spends less
+	// CPU on collection and on regrowing its workers' stacks with a higher
+	// value, for a heap a few times its small live size; one whose live heap
+	// grows with its state (bridge-svc's turn cache) keeps the default.
+	GCPercent int
 	// Quiet skips printing the configuration and setting up telemetry: a
 	// developer tool whose output is read by people (sharedos-dev).
 	Quiet bool
@@ -112,9 +118,7 @@ func Main[C any](cmd Command[C], args []string, stdout, stderr io.Writer) int {
 }
 
 func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
-	if cmd.Tune != nil {
-		cmd.Tune()
-	}
+	ApplyGCPercent(cmd.GCPercent)
 	fs := flag.NewFlagSet(cmd.flagSetName(), flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	get, getTLS, plane := cmd.bind(fs)
@@ -134,7 +138,7 @@ func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
 	defer stop()
 	env := Env{Logger: telemetry.Logger(cmd.Service)}
 	if !cmd.Quiet {
-		shutdown, metrics, err := telemetry.SetupWith(ctx, cmd.Service, telemetry.SetupOptions{Prometheus: true})
+		shutdown, metrics, err := telemetry.SetupWith(ctx, cmd.Service, telemetry.SetupOptions{Prometheus: servesMetrics(fs)})
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: telemetry: %v\n", cmd.Name, err)
 			return 1
@@ -175,6 +179,36 @@ func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// MetricsListenFlag is the flag a binary serves its Prometheus /metrics
+// on (each binary binds it; empty: off).
+const MetricsListenFlag = "metrics-listen"
+
+// BindMetricsListen registers --metrics-listen on fs, the one spelling
+// every binary uses.
+func BindMetricsListen(fs *flag.FlagSet) *string {
+	return config.String(fs, MetricsListenFlag, "", "HTTP address of the Prometheus /metrics endpoint (empty: off; then, unless OTLP export is on, no metrics are recorded)")
+}
+
+// servesMetrics reports whether anyone can read the process's metrics
+// through Prometheus: a binary with an empty --metrics-listen does not
+// serve them, so it records none unless OTLP export is on (telemetry.SetupWith
+// then installs no meter provider: every instrument, otelgrpc's per-RPC
+// histograms included, is a no-op — 5–7 % of each service's CPU in the c=16
+// profiles, for figures nobody could read).
+func servesMetrics(fs *flag.FlagSet) bool {
+	f := fs.Lookup(MetricsListenFlag)
+	return f == nil || f.Value.String() != ""
+}
+
+// ApplyGCPercent sets GOGC to percent when the environment does not set
+// GOGC (percent 0 leaves Go's default). Main calls it first when serving; a
+// benchmark's child process that stands in for a main calls it too.
+func ApplyGCPercent(percent int) {
+	if _, set := os.LookupEnv("GOGC"); !set && percent > 0 {
+		debug.SetGCPercent(percent)
+	}
 }
 
 // planeFlags are the internal plane's flags besides TLS.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -181,3 +182,45 @@ func TestDebugListen(t *testing.T) {
 type runFunc func(context.Context) error
 
 func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// A binary with --metrics-listen records metrics only when someone can
+// read them: with the flag empty and no OTLP export it gets no Prometheus
+// handler (and telemetry installs no meter provider); with it set it does.
+func TestMetricsOnlyWhenRead(t *testing.T) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "SHAREDOS_METRICS_LISTEN"} {
+		t.Setenv(k, "")
+	}
+	var handler http.Handler
+	cmd := runner.Command[cfg]{Name: "demo", Service: "demo",
+		Bind: func(fs *flag.FlagSet) func() cfg {
+			runner.BindMetricsListen(fs)
+			return func() cfg { return cfg{} }
+		},
+		Complete: func(_ context.Context, _ cfg, env runner.Env) (runner.Runnable, error) {
+			handler = env.Metrics
+			return done{}, nil
+		},
+	}
+	if code, _, stderr := run(cmd); code != 0 || handler != nil {
+		t.Errorf("--metrics-listen empty: exit %d, Prometheus handler %v (want none), stderr %q", code, handler, stderr)
+	}
+	if code, _, stderr := run(cmd, "--metrics-listen", "127.0.0.1:0"); code != 0 || handler == nil {
+		t.Errorf("--metrics-listen set: exit %d, no Prometheus handler, stderr %q", code, stderr)
+	}
+}
+
+// A binary's GCPercent applies unless GOGC is set.
+func TestApplyGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	runner.ApplyGCPercent(400)
+	if got := debug.SetGCPercent(100); got != 400 {
+		t.Errorf("GOGC unset: GC percent %d, want 400", got)
+	}
+	t.Setenv("GOGC", "50")
+	runner.ApplyGCPercent(400)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC set: GC percent changed to %d", got)
+	}
+}

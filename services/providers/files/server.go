@@ -41,7 +41,7 @@ type Config struct {
 func Bind(fs *flag.FlagSet) func() Config {
 	listen := config.String(fs, "listen", "127.0.0.1:7404", "gRPC listen address")
 	root := config.String(fs, "root", "deploy/demo", "directory holding /public and /private")
-	metrics := config.String(fs, "metrics-listen", "", "HTTP address of the Prometheus /metrics endpoint (empty: off)")
+	metrics := runner.BindMetricsListen(fs)
 	return func() Config { return Config{Listen: *listen, Root: *root, MetricsListen: *metrics} }
 }
 
@@ -50,6 +50,8 @@ var Command = runner.Command[Config]{
 	Name: "files-provider", Service: telemetry.ServiceFiles,
 	Summary: "serve files.read, files.search and files.write over --root",
 	Bind:    Bind, Plane: true,
+	// Nothing lives on the heap between calls: see runner.Command.
+	GCPercent: 400,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
 		c.Logger, c.Metrics, c.Plane = env.Logger, env.Metrics, env.Plane
 		return c.Complete(ctx)
