@@ -2,7 +2,6 @@ package files
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +46,10 @@ type Provider struct {
 	sharedosv1.UnimplementedToolHandlerServiceServer
 	root *os.Root
 	dir  *os.File // the root directory, for openat2 (openBeneath)
+	// linkProofOpen: openBeneath itself refuses a symbolic link on every
+	// component (openat2 with RESOLVE_NO_SYMLINKS works here), so a path
+	// that must exist needs no Lstat walk before it.
+	linkProofOpen bool
 }
 
 var _ sharedosv1.ToolHandlerServiceServer = (*Provider)(nil)
@@ -62,7 +65,9 @@ func New(dir string) (*Provider, error) {
 		_ = r.Close()
 		return nil, fmt.Errorf("files: open root %q: %w", dir, err)
 	}
-	return &Provider{root: r, dir: d}, nil
+	p := &Provider{root: r, dir: d}
+	p.linkProofOpen = p.opensBeneath()
+	return p, nil
 }
 
 // Close releases the root.
@@ -118,13 +123,10 @@ func decode(args []byte, v any) error {
 			return fmt.Errorf("invalid arguments: unknown key %q (keys match exactly)", k)
 		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	// Every key is one of v's exact names, and Unmarshal above refused
+	// anything after the object: decoding into v can only fail on a type.
+	if err := json.Unmarshal(args, v); err != nil {
 		return fmt.Errorf("invalid arguments: %w", err)
-	}
-	if dec.More() {
-		return errors.New("invalid arguments: trailing data after the object")
 	}
 	return nil
 }
@@ -149,8 +151,10 @@ type target struct {
 }
 
 // resolve cleans p (the kernel's POSIX rule, applied again) and refuses NUL,
-// invalid UTF-8 and any symbolic link on the way.
-func (p *Provider) resolve(field, raw string, mustExist bool) (target, error) {
+// invalid UTF-8 and any symbolic link on the way. opened says the caller
+// reaches the target only through openBeneath (files.read), which checks
+// the links itself where openat2 works.
+func (p *Provider) resolve(field, raw string, mustExist, opened bool) (target, error) {
 	if strings.IndexByte(raw, 0) >= 0 || !utf8.ValidString(raw) {
 		return target{}, fmt.Errorf("invalid arguments: %s must be valid UTF-8 without NUL", field)
 	}
@@ -158,6 +162,12 @@ func (p *Provider) resolve(field, raw string, mustExist bool) (target, error) {
 	t := target{display: clean, rel: "."}
 	if clean != "/" {
 		t.rel = clean[1:]
+	}
+	if opened && p.linkProofOpen {
+		// The caller's openBeneath refuses a symlink anywhere on the path
+		// (ELOOP) and a missing component (ENOENT), each described as the
+		// walk would.
+		return t, nil
 	}
 	// Walk the components with Lstat: a symlink anywhere, even one that stays
 	// inside the root, is refused.
@@ -236,7 +246,7 @@ func (p *Provider) read(args []byte) (string, error) {
 	if a.Path == nil {
 		return "", errors.New("invalid arguments: path is required")
 	}
-	t, err := p.resolve("path", *a.Path, true)
+	t, err := p.resolve("path", *a.Path, true, true)
 	if err != nil {
 		return "", err
 	}
@@ -291,7 +301,7 @@ func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 		}
 		limit = *a.Limit
 	}
-	t, err := p.resolve("path", *a.Path, true)
+	t, err := p.resolve("path", *a.Path, true, false)
 	if err != nil {
 		return "", err
 	}
@@ -378,7 +388,7 @@ func (p *Provider) write(args []byte) (string, error) {
 	case len(*a.Content) > MaxFileBytes:
 		return "", fmt.Errorf("invalid arguments: content is longer than %d bytes", MaxFileBytes)
 	}
-	t, err := p.resolve("path", *a.Path, false)
+	t, err := p.resolve("path", *a.Path, false, false)
 	if err != nil {
 		return "", err
 	}

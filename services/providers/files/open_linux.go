@@ -35,3 +35,16 @@ func (p *Provider) openBeneath(rel string, flag int, perm os.FileMode) (*os.File
 		}
 	}
 }
+
+// opensBeneath reports whether openat2 works on this kernel (Linux 5.6+,
+// not blocked by a seccomp profile): then openBeneath refuses every
+// symbolic link itself.
+func (p *Provider) opensBeneath() bool {
+	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS}
+	fd, err := unix.Openat2(int(p.dir.Fd()), ".", &how)
+	if err != nil {
+		return false
+	}
+	_ = unix.Close(fd)
+	return true
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -48,4 +49,51 @@ func TestOpenRefusesLinksItself(t *testing.T) {
 		t.Fatalf("a plain path: %v", err)
 	}
 	f.Close()
+}
+
+// TestReadRefusesLinksEitherWay: files.read refuses a link on any component
+// whether the open checks it (openat2, no Lstat walk) or the walk does (a
+// kernel without openat2), with the same description.
+func TestReadRefusesLinksEitherWay(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"public", "private"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "private", "secret.txt"), []byte("SECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "public", "a.txt"), []byte("A"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../private", filepath.Join(root, "public", "dir-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../private/secret.txt", filepath.Join(root, "public", "file-link")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if !p.linkProofOpen {
+		t.Fatal("openat2 is not usable on this kernel: the open cannot be checked here")
+	}
+	for _, proof := range []bool{true, false} {
+		p.linkProofOpen = proof
+		for _, path := range []string{"/public/dir-link/secret.txt", "/public/file-link"} {
+			text, err := p.read([]byte(`{"path":"` + path + `"}`))
+			if err == nil || !strings.Contains(err.Error(), "symbolic link") || strings.Contains(text, "SECRET") {
+				t.Errorf("linkProofOpen=%v read %s = %q, %v; want a symbolic-link refusal", proof, path, text, err)
+			}
+		}
+		if _, err := p.read([]byte(`{"path":"/public/missing.txt"}`)); err == nil || !strings.Contains(err.Error(), "not found: /public/missing.txt") {
+			t.Errorf("linkProofOpen=%v missing file: %v", proof, err)
+		}
+		if text, err := p.read([]byte(`{"path":"/public/a.txt"}`)); err != nil || text != "A" {
+			t.Errorf("linkProofOpen=%v plain read = %q, %v", proof, text, err)
+		}
+	}
 }

@@ -19,8 +19,15 @@ import (
 )
 
 // The knobs of `make profile` (environment, so make can pass them).
-func knobs(t *testing.T) (seconds int, modern bool, dir string, dsn string) {
-	seconds = 20
+func knobs(t *testing.T) (seconds, callers int, modern bool, dir string, dsn string) {
+	seconds, callers = 20, 16
+	if v := os.Getenv("PROFILE_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("PROFILE_CONCURRENCY=%q: want a positive number of callers", v)
+		}
+		callers = n
+	}
 	if v := os.Getenv("PROFILE_SECONDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -39,19 +46,20 @@ func knobs(t *testing.T) (seconds int, modern bool, dir string, dsn string) {
 	if dir == "" {
 		dir = filepath.Join(launch.RepoRoot(t), "bin", "profiles")
 	}
-	return seconds, modern, dir, os.Getenv("PROFILE_DATABASE_URL")
+	return seconds, callers, modern, dir, os.Getenv("PROFILE_DATABASE_URL")
 }
 
 // services are the stack's binaries, each given a --debug-listen address.
 var services = []string{"authz-svc", "files-provider", "catalog-svc", "bridge-svc"}
 
-// TestProfileFullPath drives files.read on the demo turn from 16 callers
+// TestProfileFullPath drives files.read on the demo turn from
+// PROFILE_CONCURRENCY (16) callers
 // for PROFILE_SECONDS (20) while it takes a CPU profile and an allocation
 // profile (a delta over the same window) of every service, and writes
 // <service>.cpu.pprof and <service>.allocs.pprof under PROFILE_DIR
 // (bin/profiles). It reports calls/s and the CPU per call of each process.
 func TestProfileFullPath(t *testing.T) {
-	seconds, modern, dir, dsn := knobs(t)
+	seconds, callers, modern, dir, dsn := knobs(t)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -93,12 +101,12 @@ func TestProfileFullPath(t *testing.T) {
 	var calls, failures atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), window)
 	defer cancel()
-	var callers sync.WaitGroup
+	var running sync.WaitGroup
 	start := time.Now()
-	for range 16 {
-		callers.Add(1)
+	for range callers {
+		running.Add(1)
 		go func() {
-			defer callers.Done()
+			defer running.Done()
 			for ctx.Err() == nil {
 				if code, err := target.Post(body, "tools/call", "files.read"); err != nil || code != 200 {
 					failures.Add(1)
@@ -108,7 +116,7 @@ func TestProfileFullPath(t *testing.T) {
 			}
 		}()
 	}
-	callers.Wait()
+	running.Wait()
 	elapsed := time.Since(start)
 	per, foreign := cpu.PerCall(int(calls.Load())), cpu.ForeignCores()
 	saves.Wait()
@@ -129,8 +137,8 @@ func TestProfileFullPath(t *testing.T) {
 	if foreign > 0.25 {
 		mark = " (MARKED: more than 0.25 foreign cores)"
 	}
-	t.Logf("full path, %s, c=16, %s: %d calls, %.0f calls/s, load1 %.2f at the start, %.2f at the end, foreign CPU %.2f cores%s",
-		era, elapsed.Round(time.Millisecond), calls.Load(), float64(calls.Load())/elapsed.Seconds(), load1, launch.LoadAvg(), foreign, mark)
+	t.Logf("full path, %s, c=%d, %s: %d calls, %.0f calls/s, load1 %.2f at the start, %.2f at the end, foreign CPU %.2f cores%s",
+		era, callers, elapsed.Round(time.Millisecond), calls.Load(), float64(calls.Load())/elapsed.Seconds(), load1, launch.LoadAvg(), foreign, mark)
 	for _, name := range append([]string{"client"}, append(services, "all")...) {
 		if v, ok := per[name]; ok {
 			t.Logf("  CPU/call %-15s %6.0f µs", name, v)
