@@ -240,11 +240,13 @@ func benchRequest() *sharedosv1.AuthorizeRequest {
 	}
 }
 
-// opaBody is the same input document as benchRequest, for the REST API.
+// opaBody is the same input document authz-svc builds for benchRequest
+// (input.file included), for the REST API.
 func opaBody() []byte {
 	return []byte(`{"input":{"context":{"principal":"alice","tenant":"acme","roles":["engineer"],"attributes":{}},` +
 		`"tool":{"name":"files.read","namespace":"files","class":"managed","annotations":{"readOnlyHint":true},"source":"provider:files"},` +
-		`"action":"read","resource":"file:/public/a.txt","arguments":` + string(benchArgs) + `}}`)
+		`"action":"read","resource":"file:/public/a.txt","arguments":` + string(benchArgs) +
+		`,"file":{"path":"/public/a.txt","absolute":true,"suspicious":false}}}`)
 }
 
 // closedLoop runs b.N calls over c goroutines, each sending its next call as

@@ -89,3 +89,23 @@ func countAllowed(ds []Decision) int {
 	}
 	return n
 }
+
+// BenchmarkDecideFileRead is one decision of the example policy for an
+// allowed files.read, input building included, in this process.
+func BenchmarkDecideFileRead(b *testing.B) {
+	e, err := New(context.Background(), Options{Dir: "../../../deploy/policies"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := Request{
+		Context:  Context{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}},
+		Tool:     Tool{Name: "files.read", Namespace: "files", Class: "managed", Source: "provider:files"},
+		Action:   "read",
+		Resource: "file:/public/a.txt",
+	}
+	for b.Loop() {
+		if d, _, err := e.Decide(context.Background(), req); err != nil || !d.Allow {
+			b.Fatalf("%+v %v", d, err)
+		}
+	}
+}

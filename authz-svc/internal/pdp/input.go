@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/sharedos/toolshare/services/contract/jsonlimits"
+	"github.com/sharedos/toolshare/services/contract/requirement"
 )
 
 // Limits on a JSON object taken from a request (arguments, annotations).
@@ -124,6 +126,10 @@ var (
 	keyClass       = ast.StringTerm("class")
 	keyAnnotations = ast.StringTerm("annotations")
 	keySource      = ast.StringTerm("source")
+	keyFile        = ast.StringTerm("file")
+	keyPath        = ast.StringTerm("path")
+	keyAbsolute    = ast.StringTerm("absolute")
+	keySuspicious  = ast.StringTerm("suspicious")
 )
 
 // contextTerm builds input.context. FilterTools builds it once per call and
@@ -164,11 +170,75 @@ func inputValue(ctxTerm, tool *ast.Term, action, resource string, args ast.Value
 	if args == nil {
 		args = ast.NewObject()
 	}
-	return ast.NewObject(
+	in := ast.NewObject(
 		ast.Item(keyContext, ctxTerm),
 		ast.Item(keyTool, tool),
 		ast.Item(keyAction, ast.StringTerm(action)),
 		ast.Item(keyResource, ast.StringTerm(resource)),
 		ast.Item(keyArguments, ast.NewTerm(args)),
 	)
+	if f, ok := FileFactsOf(resource); ok {
+		in.Insert(keyFile, ast.ObjectTerm(
+			ast.Item(keyPath, ast.StringTerm(f.Path)),
+			ast.Item(keyAbsolute, ast.BooleanTerm(f.Absolute)),
+			ast.Item(keySuspicious, ast.BooleanTerm(f.Suspicious)),
+		))
+	}
+	return in
+}
+
+// MaxPathSeparators bounds the separators of a file resource's path: a
+// path with more is Suspicious.
+const MaxPathSeparators = 64
+
+// FileFacts are what authz-svc itself derives from a file: resource, as
+// input.file: the policy decides on them instead of re-cleaning the path in
+// Rego (which cost the example policy most of its evaluation time). They
+// are computed here, in the decision point, from the raw resource string —
+// never taken from the caller's own cleaning.
+type FileFacts struct {
+	// Path is the path cleaned by the contract's POSIX rule
+	// (requirement.CleanPOSIX: backslashes are separators, "." and ".."
+	// resolved, ".." at the root stays at the root) when Absolute, else the
+	// path with backslashes as slashes.
+	Path string
+	// Absolute: the path (backslashes as slashes) starts with "/".
+	Absolute bool
+	// Suspicious: the raw path holds a percent-encoded dot, slash,
+	// backslash or NUL (%2e %2f %5c %00, any case), a look-alike dot or
+	// slash (U+FF0E, U+2024, U+FF0F), a NUL byte, or more than
+	// MaxPathSeparators separators — something a layer below might decode
+	// into a path the cleaning never saw.
+	Suspicious bool
+}
+
+// FileFactsOf derives the FileFacts of resource; ok is false when it is not
+// a file: resource.
+func FileFactsOf(resource string) (FileFacts, bool) {
+	raw, ok := strings.CutPrefix(resource, "file:")
+	if !ok {
+		return FileFacts{}, false
+	}
+	slashed := strings.ReplaceAll(raw, `\`, "/")
+	f := FileFacts{Path: slashed, Absolute: strings.HasPrefix(slashed, "/")}
+	if f.Absolute {
+		f.Path = requirement.CleanPOSIX(slashed)
+	}
+	f.Suspicious = strings.Count(slashed, "/") > MaxPathSeparators ||
+		strings.ContainsAny(raw, "\x00\uFF0E\u2024\uFF0F") || hasEncodedSeparator(raw)
+	return f, true
+}
+
+// hasEncodedSeparator reports %2e, %2f, %5c or %00 in s, in any case.
+func hasEncodedSeparator(s string) bool {
+	for i := 0; i+2 < len(s); i++ {
+		if s[i] != '%' {
+			continue
+		}
+		switch a, b := s[i+1], s[i+2]|0x20; {
+		case a == '2' && (b == 'e' || b == 'f'), a == '5' && b == 'c', a == '0' && s[i+2] == '0':
+			return true
+		}
+	}
+	return false
 }

@@ -21,8 +21,10 @@
 #
 # A call is allowed when the tool is visible to one of the principal's roles
 # and, for any action but "list", the resource is a file whose cleaned path
-# lies under a root granted for that action. The path is cleaned here, from
-# the raw resource string: the caller's own cleaning is not trusted.
+# lies under a root granted for that action. The path facts come from
+# input.file, which authz-svc derives itself from the raw resource string
+# (docs/authz-input.md): the caller's own cleaning is not trusted, and the
+# policy keeps every check — suspicious, absolute, under a granted root.
 package sharedos.authz
 
 import rego.v1
@@ -48,9 +50,9 @@ decision := {"allow": false, "reason": "principal has no roles"} if {
 } else := {"allow": false, "reason": sprintf("%s may not %s this resource: only file: resources are governed", [role_label, input.action])} if {
 	not startswith(input.resource, "file:")
 } else := {"allow": false, "reason": "path refused: it contains an encoded or look-alike separator, a NUL byte or too many segments"} if {
-	suspicious_path
+	input.file.suspicious
 } else := {"allow": false, "reason": "path refused: it must be absolute"} if {
-	not startswith(normalized_path, "/")
+	not input.file.absolute
 } else := {"allow": true, "reason": sprintf("%s may %s %s", [role_label, input.action, clean_path])} if {
 	granted
 } else := {"allow": false, "reason": sprintf("%s may not %s %s", [role_label, input.action, clean_path])}
@@ -163,56 +165,6 @@ granted if {
 
 clean_path_slash := concat("", [clean_path, "/"])
 
-raw_path := substring(input.resource, 5, -1)
-
-# Backslashes are separators too, so \public\..\private cannot slip past.
-normalized_path := replace(raw_path, "\\", "/")
-
-# Percent-encoded dots, separators and NUL, the fullwidth full stop
-# (U+FF0E), the one-dot leader (U+2024), the fullwidth solidus (U+FF0F) and
-# NUL are refused outright: some layer below may decode them into something
-# the cleaning here never saw.
-suspicious_path if regex.match(`(?i)%2e|%2f|%5c|%00|\x{FF0E}|\x{2024}|\x{FF0F}|\x00`, raw_path)
-
-suspicious_path if strings.count(normalized_path, "/") > max_segments
-
-max_segments := 64
-
-# segments are the path's parts without empty and "." parts.
-segments := [s | some s in split(normalized_path, "/"); not s in {"", "."}]
-
-# clean_path resolves ".." the way path.Clean does for a rooted path (a ".."
-# at the root stays at the root), without loops: depth[i] is the directory
-# depth after segment i; a name segment survives when no later segment
-# climbs above it.
-step(s) := -1 if s == ".."
-
-else := 1
-
-prefix_sums := [total |
-	some i, _ in segments
-	total := sum([step(t) | some t in array.slice(segments, 0, i + 1)])
-]
-
-depths := [d |
-	some i, sum_i in prefix_sums
-	d := sum_i - min(array.concat([0], array.slice(prefix_sums, 0, i + 1)))
-]
-
-kept := [s |
-	some i, s in segments
-	s != ".."
-	not popped(i)
-]
-
-popped(i) if {
-	some j, d in depths
-	j > i
-	d < depths[i]
-}
-
-# Fast path: a path with no empty, "." or ".." segment and no trailing
-# slash is already clean, and most paths are.
-clean_path := normalized_path if {
-	not regex.match(`//|/\.\.?(/|$)|/$`, normalized_path)
-} else := concat("", ["/", concat("/", kept)])
+# clean_path is the path authz-svc cleaned: backslashes are separators,
+# "." and ".." resolved the way path.Clean does for a rooted path.
+clean_path := input.file.path
