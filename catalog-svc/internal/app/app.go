@@ -18,9 +18,9 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/config"
-	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
+	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
