@@ -2,12 +2,14 @@ package catalog
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -74,6 +76,54 @@ func (refusingLoader) Load(url string) (any, error) { return nil, errNoNetwork }
 // local references and no hidden characters in titles and descriptions, and
 // compiles it.
 func compileSchema(field string, raw []byte, d dialect) (*parsedSchema, error) {
+	key := memoKey{d: d, sum: sha256.Sum256(raw)}
+	if ps := compiled.get(key); ps != nil {
+		return ps, nil
+	}
+	ps, err := compileSchemaUncached(field, raw, d)
+	if err == nil {
+		compiled.put(key, ps)
+	}
+	return ps, err
+}
+
+// compiled remembers the schemas compiled lately, by dialect and bytes: a
+// batch whose tools share an output schema, and an upstream's refresh that
+// registers the same schemas again, compile each distinct schema once. A
+// parsedSchema is immutable and a compiled jsonschema.Schema is safe for
+// concurrent validation. Only successes are kept (a refusal names the
+// field it was found in).
+var compiled = &schemaMemo{m: map[memoKey]*parsedSchema{}}
+
+// maxMemoSchemas bounds the memo; when full it starts over.
+const maxMemoSchemas = 4096
+
+type memoKey struct {
+	d   dialect
+	sum [sha256.Size]byte
+}
+
+type schemaMemo struct {
+	mu sync.Mutex
+	m  map[memoKey]*parsedSchema
+}
+
+func (c *schemaMemo) get(k memoKey) *parsedSchema {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *schemaMemo) put(k memoKey, ps *parsedSchema) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxMemoSchemas {
+		clear(c.m)
+	}
+	c.m[k] = ps
+}
+
+func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, error) {
 	if len(raw) == 0 {
 		return nil, invalid(field, RuleRequired, "a JSON Schema object is required")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -286,8 +287,9 @@ func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegi
 	seen := make(map[string]int, len(regs))
 	lower := make(map[string]string, len(regs))
 	h := make(hints, len(regs))
+	prepared := prepareAll(s, regs)
 	for i, reg := range regs {
-		rec, _, sch, err := s.prepare(reg)
+		rec, sch, err := prepared[i].rec, prepared[i].sch, prepared[i].err
 		if err != nil {
 			var ve *ValidationError
 			if errors.As(err, &ve) {
@@ -509,6 +511,36 @@ func (s *Service) Check(reg *sharedosv1.ToolRegistration) (*sharedosv1.Published
 
 // prepare validates reg and computes its published projection. It also
 // returns the compiled input schema for the cache.
+// prepared is one registration of a batch after prepare.
+type prepared struct {
+	rec store.Record
+	sch *lazySchema
+	err error
+}
+
+// prepareAll prepares a batch's registrations on every core (validation and
+// schema compilation are CPU-bound and independent); the caller reads the
+// results in order, so the error reported is the one a sequential pass
+// would report first.
+func prepareAll(s *Service, regs []*sharedosv1.ToolRegistration) []prepared {
+	out := make([]prepared, len(regs))
+	workers := min(runtime.GOMAXPROCS(0), len(regs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(regs); i = int(next.Add(1) - 1) {
+				rec, _, sch, err := s.prepare(regs[i])
+				out[i] = prepared{rec: rec, sch: sch, err: err}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
 func (s *Service) prepare(reg *sharedosv1.ToolRegistration) (store.Record, *sharedosv1.PublishedTool, *lazySchema, error) {
 	input, err := validate(reg)
 	if err != nil {
