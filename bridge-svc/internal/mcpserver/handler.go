@@ -64,6 +64,11 @@ type Config struct {
 	// (defaults DefaultInitializeRate, DefaultInitializeBurst).
 	InitializeRate  float64
 	InitializeBurst int
+	// IdleEvict drops a turn's cached server after this long without a
+	// request (default DefaultIdleEvict, negative: never): a pod's memory
+	// follows its active turns, not every open one. The next request
+	// rebuilds it from the lease, as a request landing on another pod does.
+	IdleEvict time.Duration
 	// Now replaces time.Now (tests).
 	Now func() time.Time
 	// TracerProvider replaces the global one (tests).
@@ -79,6 +84,10 @@ const DefaultNegativeCacheTTL = time.Second
 
 // maxNegative bounds the negative cache; past it the cache starts over.
 const maxNegative = 10_000
+
+// DefaultIdleEvict is how long a turn's cached server outlives its last
+// request on a pod.
+const DefaultIdleEvict = 10 * time.Minute
 
 // Defaults of the initialize budget per turn and pod.
 const (
@@ -125,6 +134,8 @@ type entry struct {
 	err  error
 	// built is set once srv is ready; Served reads it without e.once.
 	built atomic.Bool
+	// used is the pod clock (UnixNano) at the turn's latest request.
+	used atomic.Int64
 }
 
 // NewHandler returns a Handler.
@@ -146,6 +157,9 @@ func NewHandler(cfg Config) *Handler {
 	}
 	if cfg.NegativeCacheTTL == 0 {
 		cfg.NegativeCacheTTL = DefaultNegativeCacheTTL
+	}
+	if cfg.IdleEvict == 0 {
+		cfg.IdleEvict = DefaultIdleEvict
 	}
 	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus), asks: newAsks(),
 		negative: make(map[string]negativeStatus), failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
@@ -602,6 +616,7 @@ func (h *Handler) server(ctx context.Context, turnID string) (*turnServer, error
 		h.turns[turnID] = e
 	}
 	h.mu.Unlock()
+	e.used.Store(h.cfg.Now().UnixNano())
 	e.once.Do(func() {
 		// Not the first request's own context (its client may leave while
 		// the others of the turn wait here), but bounded: a hung store
@@ -666,6 +681,22 @@ func (h *Handler) Cached() []string {
 	return ids
 }
 
+// evictIdle drops the built turn servers idle for longer than IdleEvict;
+// their statuses stay cached.
+func (h *Handler) evictIdle() {
+	if h.cfg.IdleEvict < 0 {
+		return
+	}
+	before := h.cfg.Now().Add(-h.cfg.IdleEvict).UnixNano()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, e := range h.turns {
+		if e.built.Load() && e.used.Load() < before {
+			delete(h.turns, id)
+		}
+	}
+}
+
 // Served is the number of turns this pod holds a built MCP server for
 // (the sharedos.turns.open metric).
 func (h *Handler) Served() int {
@@ -682,11 +713,13 @@ func (h *Handler) Served() int {
 	return n
 }
 
-// Sweep evicts every cached turn the store says is closed, expired or gone:
+// Sweep evicts every cached turn the store says is closed, expired or gone —
 // how a pod frees the memory of turns closed through another pod or expired
-// while idle. Correctness never depends on it (every request reads the
-// lease status); only memory does.
+// while idle — and every turn server idle for longer than IdleEvict.
+// Correctness never depends on it (every request reads the lease status);
+// only memory does.
 func (h *Handler) Sweep(ctx context.Context) error {
+	h.evictIdle()
 	ids := h.Cached()
 	if len(ids) == 0 {
 		return nil

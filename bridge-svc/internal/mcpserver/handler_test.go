@@ -20,58 +20,71 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
 
+// sweepBridge is a Handler over a memory store with helpers to open a turn
+// and list its tools over HTTP.
+type sweepBridge struct {
+	t     *testing.T
+	h     *mcpserver.Handler
+	store *memory.Store
+	srv   *httptest.Server
+}
+
+func newSweepBridge(t *testing.T, cfg mcpserver.Config) *sweepBridge {
+	cfg.Store = memory.New()
+	cfg.Forwarder = &forward.Forwarder{}
+	cfg.Edge = protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts})
+	h := mcpserver.NewHandler(cfg)
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { srv.Client().CloseIdleConnections(); srv.Close() })
+	return &sweepBridge{t: t, h: h, store: cfg.Store.(*memory.Store), srv: srv}
+}
+
+func (b *sweepBridge) open() (*leases.Lease, string) {
+	l := storetest.Sample(b.t, time.Now(), time.Now().Add(time.Hour))
+	token, hash, err := leases.NewToken()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	l.TokenHash = hash
+	if err := b.store.Create(context.Background(), l); err != nil {
+		b.t.Fatal(err)
+	}
+	return l, token
+}
+
+func (b *sweepBridge) list(l *leases.Lease, token string) int {
+	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/list")
+	resp, err := b.srv.Client().Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // TestSweepFreesTurnsClosedElsewhere: a turn closed through another pod (a
 // direct store write here) loses its cached server at the next sweep, and
 // its next request is a 404 whatever the sweep did.
 func TestSweepFreesTurnsClosedElsewhere(t *testing.T) {
-	store := memory.New()
-	h := mcpserver.NewHandler(mcpserver.Config{
-		Store:     store,
-		Forwarder: &forward.Forwarder{},
-		Edge:      protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
-	})
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, h)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
-	ctx := context.Background()
-	open := func() (*leases.Lease, string) {
-		l := storetest.Sample(t, time.Now(), time.Now().Add(time.Hour))
-		token, hash, err := leases.NewToken()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.TokenHash = hash
-		if err := store.Create(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-		return l, token
-	}
-	list := func(l *leases.Lease, token string) int {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/list")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	a, tokA := open()
-	b, tokB := open()
-	if list(a, tokA) != 200 || list(b, tokB) != 200 {
+	br := newSweepBridge(t, mcpserver.Config{})
+	h, ctx := br.h, context.Background()
+	a, tokA := br.open()
+	b, tokB := br.open()
+	if br.list(a, tokA) != 200 || br.list(b, tokB) != 200 {
 		t.Fatal("lists failed")
 	}
 	if n := len(h.Cached()); n != 2 {
 		t.Fatalf("cached = %d, want 2", n)
 	}
-	if err := store.Close(ctx, a.TurnID); err != nil {
+	if err := br.store.Close(ctx, a.TurnID); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Sweep(ctx); err != nil {
@@ -80,10 +93,36 @@ func TestSweepFreesTurnsClosedElsewhere(t *testing.T) {
 	if got := h.Cached(); len(got) != 1 || got[0] != b.TurnID {
 		t.Errorf("cached after sweep = %v, want only %s", got, b.TurnID)
 	}
-	if st := list(a, tokA); st != http.StatusNotFound {
+	if st := br.list(a, tokA); st != http.StatusNotFound {
 		t.Errorf("closed turn answered %d", st)
 	}
-	srv.Client().CloseIdleConnections()
+}
+
+// TestSweepEvictsIdleTurnServers: a turn server unused for longer than
+// IdleEvict is dropped at the next sweep while a recently used one stays;
+// the idle turn's next request rebuilds it from the lease and succeeds.
+func TestSweepEvictsIdleTurnServers(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	br := newSweepBridge(t, mcpserver.Config{IdleEvict: time.Minute, Now: clock.now})
+	a, tokA := br.open()
+	b, tokB := br.open()
+	if br.list(a, tokA) != 200 {
+		t.Fatal("list a failed")
+	}
+	clock.t = clock.t.Add(50 * time.Second)
+	if br.list(b, tokB) != 200 {
+		t.Fatal("list b failed")
+	}
+	clock.t = clock.t.Add(30 * time.Second) // a idle 80 s, b 30 s
+	if err := br.h.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := br.h.Served(); n != 1 {
+		t.Fatalf("turn servers after the sweep = %d, want 1 (b's)", n)
+	}
+	if br.list(a, tokA) != 200 || br.h.Served() != 2 {
+		t.Errorf("the idle turn's next request: served %d turns, want 2 after a rebuild", br.h.Served())
+	}
 }
 
 type fakeClock struct{ t time.Time }
