@@ -20,64 +20,14 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
 
-// sweepBridge is a Handler over a memory store with helpers to open a turn
-// and list its tools over HTTP.
-type sweepBridge struct {
-	t     *testing.T
-	h     *mcpserver.Handler
-	store *memory.Store
-	srv   *httptest.Server
-}
-
-func newSweepBridge(t *testing.T, cfg mcpserver.Config) *sweepBridge {
-	cfg.Store = memory.New()
-	cfg.Forwarder = &forward.Forwarder{}
-	cfg.Edge = protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts})
-	h := mcpserver.NewHandler(cfg)
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() { srv.Client().CloseIdleConnections(); srv.Close() })
-	return &sweepBridge{t: t, h: h, store: cfg.Store.(*memory.Store), srv: srv}
-}
-
-func (b *sweepBridge) open() (*leases.Lease, string) {
-	l := storetest.Sample(b.t, time.Now(), time.Now().Add(time.Hour))
-	token, hash, err := leases.NewToken()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	l.TokenHash = hash
-	if err := b.store.Create(context.Background(), l); err != nil {
-		b.t.Fatal(err)
-	}
-	return l, token
-}
-
-func (b *sweepBridge) list(l *leases.Lease, token string) int {
-	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/list")
-	resp, err := b.srv.Client().Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 // TestSweepFreesTurnsClosedElsewhere: a turn closed through another pod (a
 // direct store write here) loses its cached server at the next sweep, and
 // its next request is a 404 whatever the sweep did.
 func TestSweepFreesTurnsClosedElsewhere(t *testing.T) {
-	br := newSweepBridge(t, mcpserver.Config{})
+	br := newTestBridge(t, mcpserver.Config{})
 	h, ctx := br.h, context.Background()
-	a, tokA := br.open()
-	b, tokB := br.open()
+	a, tokA := br.open(br.storeNow().Add(time.Hour))
+	b, tokB := br.open(br.storeNow().Add(time.Hour))
 	if br.list(a, tokA) != 200 || br.list(b, tokB) != 200 {
 		t.Fatal("lists failed")
 	}
@@ -102,18 +52,17 @@ func TestSweepFreesTurnsClosedElsewhere(t *testing.T) {
 // IdleEvict is dropped at the next sweep while a recently used one stays;
 // the idle turn's next request rebuilds it from the lease and succeeds.
 func TestSweepEvictsIdleTurnServers(t *testing.T) {
-	clock := &fakeClock{t: time.Now()}
-	br := newSweepBridge(t, mcpserver.Config{IdleEvict: time.Minute, Now: clock.now})
-	a, tokA := br.open()
-	b, tokB := br.open()
+	br := newTestBridge(t, mcpserver.Config{IdleEvict: time.Minute})
+	a, tokA := br.open(br.storeNow().Add(time.Hour))
+	b, tokB := br.open(br.storeNow().Add(time.Hour))
 	if br.list(a, tokA) != 200 {
 		t.Fatal("list a failed")
 	}
-	clock.t = clock.t.Add(50 * time.Second)
+	br.pod.t = br.pod.t.Add(50 * time.Second)
 	if br.list(b, tokB) != 200 {
 		t.Fatal("list b failed")
 	}
-	clock.t = clock.t.Add(30 * time.Second) // a idle 80 s, b 30 s
+	br.pod.t = br.pod.t.Add(30 * time.Second) // a idle 80 s, b 30 s
 	if err := br.h.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +78,10 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
 
-// cachedBridge is a Handler with a status cache on a fake pod clock, over a
-// memory store whose clock runs 2 s ahead of the pod's.
-type cachedBridge struct {
+// testBridge is a Handler on a fake pod clock, over a memory store whose
+// clock runs 2 s ahead of the pod's, with helpers to open a turn and list
+// its tools over HTTP.
+type testBridge struct {
 	t     *testing.T
 	pod   *fakeClock
 	store *memory.Store
@@ -139,15 +89,18 @@ type cachedBridge struct {
 	srv   *httptest.Server
 }
 
-func newCachedBridge(t *testing.T, ttl time.Duration) *cachedBridge {
+// newCachedBridge is a testBridge with a status cache of ttl.
+func newCachedBridge(t *testing.T, ttl time.Duration) *testBridge {
+	return newTestBridge(t, mcpserver.Config{StatusCacheTTL: ttl})
+}
+
+func newTestBridge(t *testing.T, cfg mcpserver.Config) *testBridge {
 	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
-	b := &cachedBridge{t: t, pod: pod}
+	b := &testBridge{t: t, pod: pod}
 	b.store = memory.New(memory.WithClock(b.storeNow))
-	b.h = mcpserver.NewHandler(mcpserver.Config{
-		Store: b.store, Forwarder: &forward.Forwarder{},
-		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
-		StatusCacheTTL: ttl, Now: pod.now,
-	})
+	cfg.Store, cfg.Forwarder, cfg.Now = b.store, &forward.Forwarder{}, pod.now
+	cfg.Edge = protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts})
+	b.h = mcpserver.NewHandler(cfg)
 	mux := http.NewServeMux()
 	mux.Handle(mcpserver.Pattern, b.h)
 	b.srv = httptest.NewServer(mux)
@@ -155,9 +108,9 @@ func newCachedBridge(t *testing.T, ttl time.Duration) *cachedBridge {
 	return b
 }
 
-func (b *cachedBridge) storeNow() time.Time { return b.pod.t.Add(2 * time.Second) }
+func (b *testBridge) storeNow() time.Time { return b.pod.t.Add(2 * time.Second) }
 
-func (b *cachedBridge) open(expires time.Time) (*leases.Lease, string) {
+func (b *testBridge) open(expires time.Time) (*leases.Lease, string) {
 	l := storetest.Sample(b.t, b.storeNow().Add(-time.Minute), expires)
 	token, hash, err := leases.NewToken()
 	if err != nil {
@@ -170,7 +123,7 @@ func (b *cachedBridge) open(expires time.Time) (*leases.Lease, string) {
 	return l, token
 }
 
-func (b *cachedBridge) list(l *leases.Lease, token string) int {
+func (b *testBridge) list(l *leases.Lease, token string) int {
 	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
 	req.Header.Set("Content-Type", "application/json")

@@ -1,17 +1,16 @@
 package runner
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/mtls"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
 // debugFlags are --debug-listen and --debug-listen-remote, bound for every
@@ -60,15 +59,6 @@ func (d debugFlags) serve(log *slog.Logger) (stop func(), err error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	// A CPU profile or trace runs for its ?seconds=, so no write timeout.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("debug server", slog.Any("error", err))
-		}
-	}()
 	log.Info("debug server (pprof) listening", slog.String("addr", lis.Addr().String()))
-	return func() { _ = srv.Close(); <-done }, nil
+	return telemetry.ServeHTTP(lis, mux, "debug server", log), nil
 }

@@ -22,13 +22,21 @@ func ServeMetrics(addr string, h http.Handler, log *slog.Logger) (bound string, 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return lis.Addr().String(), ServeHTTP(lis, mux, "metrics server", log), nil
+}
+
+// ServeHTTP serves h on lis in the background until the returned stop
+// function is called (which closes lis and waits for the server to end); a
+// serve error is logged under name. No write timeout: a profile or a scrape
+// may take its time.
+func ServeHTTP(lis net.Listener, h http.Handler, name string, log *slog.Logger) (stop func()) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server", slog.Any("error", err))
+			log.Error(name, slog.Any("error", err))
 		}
 	}()
-	return lis.Addr().String(), func() { _ = srv.Close(); <-done }, nil
+	return func() { _ = srv.Close(); <-done }
 }

@@ -13,18 +13,7 @@ import (
 // walk before it, refuses a symbolic link on any component — the link an
 // attacker swaps in after resolve's Lstat walk — and a path out of the root.
 func TestOpenRefusesLinksItself(t *testing.T) {
-	root := t.TempDir()
-	for _, d := range []string{"public", "private"} {
-		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "private", "secret.txt"), []byte("SECRET"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../private", filepath.Join(root, "public", "swapped")); err != nil {
-		t.Fatal(err)
-	}
+	root := linkTree(t, map[string]string{"public/swapped": "../private"})
 	p, err := New(root)
 	if err != nil {
 		t.Fatal(err)
@@ -55,24 +44,7 @@ func TestOpenRefusesLinksItself(t *testing.T) {
 // whether the open checks it (openat2, no Lstat walk) or the walk does (a
 // kernel without openat2), with the same description.
 func TestReadRefusesLinksEitherWay(t *testing.T) {
-	root := t.TempDir()
-	for _, d := range []string{"public", "private"} {
-		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "private", "secret.txt"), []byte("SECRET"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "public", "a.txt"), []byte("A"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../private", filepath.Join(root, "public", "dir-link")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../private/secret.txt", filepath.Join(root, "public", "file-link")); err != nil {
-		t.Fatal(err)
-	}
+	root := linkTree(t, map[string]string{"public/dir-link": "../private", "public/file-link": "../private/secret.txt"})
 	p, err := New(root)
 	if err != nil {
 		t.Fatal(err)
@@ -96,4 +68,25 @@ func TestReadRefusesLinksEitherWay(t *testing.T) {
 			t.Errorf("linkProofOpen=%v plain read = %q, %v", proof, text, err)
 		}
 	}
+}
+
+// linkTree is a root with /public/a.txt ("A"), /private/secret.txt
+// ("SECRET") and the symbolic links given (name → target).
+func linkTree(t *testing.T, links map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range map[string]string{"public/a.txt": "A", "private/secret.txt": "SECRET"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }
