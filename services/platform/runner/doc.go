@@ -10,9 +10,12 @@
 // Main owns what every binary does alike: the subcommand switch and usage,
 // `config-reference` (the flag/env table docs/configuration.md is made
 // from), flag parsing with every bad value and bad environment variable
-// reported together, SIGINT/SIGTERM, OpenTelemetry and the Prometheus
-// handler, printing the effective configuration (secrets redacted), and the
-// exit codes: 0 done, 1 failed, 2 usage. Nothing listens until Complete has
+// reported together, SIGINT/SIGTERM, the binary's GOGC default
+// (Command.GCPercent), OpenTelemetry and the Prometheus handler (metrics
+// are recorded only when --metrics-listen or OTLP export can carry them),
+// `--debug-listen` (net/http/pprof on its own listener, loopback only unless
+// --debug-listen-remote), printing the effective configuration (secrets
+// redacted), and the exit codes: 0 done, 1 failed, 2 usage. Nothing listens until Complete has
 // succeeded; health (readiness "" and grpcx.LivenessService) is set by the
 // grpcx server each binary builds in Complete.
 package runner
