@@ -1,0 +1,208 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sharedos/toolshare/authz-svc/internal/decisionlog"
+	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
+	"github.com/sharedos/toolshare/authz-svc/internal/server"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// fakeDecider answers from fixed functions and counts its calls.
+type fakeDecider struct {
+	decide func(pdp.Request) (pdp.Decision, error)
+	tools  func([]pdp.Tool) ([]pdp.Decision, error)
+	calls  int
+}
+
+func (f *fakeDecider) Decide(_ context.Context, req pdp.Request) (pdp.Decision, string, error) {
+	f.calls++
+	d, err := f.decide(req)
+	return d, "sha256:rev", err
+}
+
+func (f *fakeDecider) DecideTools(_ context.Context, _ pdp.Context, _ string, tools []pdp.Tool) ([]pdp.Decision, string, error) {
+	f.calls++
+	ds, err := f.tools(tools)
+	return ds, "sha256:rev", err
+}
+
+// records keeps every decision record written.
+type records struct {
+	mu  sync.Mutex
+	all []decisionlog.Record
+}
+
+func (r *records) Write(_ context.Context, rec decisionlog.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, rec)
+}
+
+func authorizeReq(action, args string) *sharedosv1.AuthorizeRequest {
+	return &sharedosv1.AuthorizeRequest{
+		Context:       &sharedosv1.AccessContext{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}},
+		Tool:          &sharedosv1.ToolFacts{Name: "files.read", Namespace: "files", Class: "managed"},
+		Action:        action,
+		Resource:      "file:/public/secret-name.txt",
+		ArgumentsJson: []byte(args),
+		CallId:        "call-1",
+		TurnId:        "turn-1",
+	}
+}
+
+// An allowed call answers ALLOW with the decision id and revision, and
+// leaves exactly one decision record whose argument-derived parts are
+// digests.
+func TestAuthorizeAllowsAndRecords(t *testing.T) {
+	d := &fakeDecider{decide: func(req pdp.Request) (pdp.Decision, error) {
+		if req.Action != "read" || req.Resource != "file:/public/secret-name.txt" || req.Context.Principal != "alice" {
+			return pdp.Decision{}, fmt.Errorf("unexpected request %+v", req)
+		}
+		return pdp.Decision{Allow: true, Reason: "role engineer may read it"}, nil
+	}}
+	log := &records{}
+	resp, err := server.New(d, log).Authorize(context.Background(), authorizeReq("read", `{"path":"/public/secret-name.txt"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetDecision() != sharedosv1.Decision_DECISION_ALLOW || resp.GetDecisionId() == "" || resp.GetPolicyRevision() != "sha256:rev" {
+		t.Errorf("response %v", resp)
+	}
+	if len(log.all) != 1 {
+		t.Fatalf("decision records = %d, want 1", len(log.all))
+	}
+	rec := log.all[0]
+	if rec.Result != decisionlog.ResultAllow || rec.DecisionID != resp.GetDecisionId() || rec.CallID != "call-1" || rec.TurnID != "turn-1" {
+		t.Errorf("record %+v", rec)
+	}
+	if strings.Contains(rec.Resource, "secret-name") || !strings.HasPrefix(rec.ArgumentsDigest, "sha256:") {
+		t.Errorf("the record keeps an argument value: resource %q, digest %q", rec.Resource, rec.ArgumentsDigest)
+	}
+}
+
+// A request that breaks a rule is InvalidArgument naming the field, is
+// never evaluated, and writes no decision record.
+func TestAuthorizeRefusesBadRequests(t *testing.T) {
+	cases := []struct {
+		name  string
+		req   *sharedosv1.AuthorizeRequest
+		field string
+	}{
+		{"list is not a call", authorizeReq("list", `{}`), "action"},
+		{"unknown action", authorizeReq("delete", `{}`), "action"},
+		{"arguments not an object", authorizeReq("read", `[1]`), "arguments_json"},
+		{"arguments not UTF-8", authorizeReq("read", "{\"path\":\"\xff\"}"), "arguments_json"},
+		{"no principal", func() *sharedosv1.AuthorizeRequest {
+			r := authorizeReq("read", `{}`)
+			r.Context.Principal = ""
+			return r
+		}(), "context.principal"},
+		{"no tool", func() *sharedosv1.AuthorizeRequest { r := authorizeReq("read", `{}`); r.Tool = nil; return r }(), "tool"},
+		{"resource too long", func() *sharedosv1.AuthorizeRequest {
+			r := authorizeReq("read", `{}`)
+			r.Resource = "file:/" + strings.Repeat("a", server.MaxResourceBytes)
+			return r
+		}(), "resource"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDecider{decide: func(pdp.Request) (pdp.Decision, error) { return pdp.Decision{Allow: true}, nil }}
+			log := &records{}
+			_, err := server.New(d, log).Authorize(context.Background(), tc.req)
+			if got := status.Code(err); got != codes.InvalidArgument {
+				t.Fatalf("code %v (%v), want InvalidArgument", got, err)
+			}
+			if f := violatedField(err); f != tc.field {
+				t.Errorf("field violation %q, want %q (%v)", f, tc.field, err)
+			}
+			if d.calls != 0 || len(log.all) != 0 {
+				t.Errorf("refused request evaluated %d times, %d records", d.calls, len(log.all))
+			}
+		})
+	}
+}
+
+// An evaluation that produces no decision is never a deny: the caller gets
+// a fixed message with the decision id (DeadlineExceeded for a timeout),
+// the record keeps the error with argument values redacted.
+func TestAuthorizeEvalErrorIsNoDecision(t *testing.T) {
+	for _, tc := range []struct {
+		cause error
+		code  codes.Code
+	}{
+		{errors.New("builtin failed on /public/secret-name.txt"), codes.Internal},
+		{context.DeadlineExceeded, codes.DeadlineExceeded},
+	} {
+		d := &fakeDecider{decide: func(pdp.Request) (pdp.Decision, error) { return pdp.Decision{}, &pdp.EvalError{Err: tc.cause} }}
+		log := &records{}
+		_, err := server.New(d, log).Authorize(context.Background(), authorizeReq("read", `{"path":"/public/secret-name.txt"}`))
+		if got := status.Code(err); got != tc.code {
+			t.Errorf("%v: code %v, want %v", tc.cause, got, tc.code)
+		}
+		if strings.Contains(status.Convert(err).Message(), "secret-name") {
+			t.Errorf("the caller sees the evaluation error: %v", err)
+		}
+		if len(log.all) != 1 || log.all[0].Result != decisionlog.ResultError || strings.Contains(log.all[0].Error, "secret-name") {
+			t.Errorf("%v: records %+v", tc.cause, log.all)
+		}
+	}
+}
+
+// FilterTools keeps request order, shares one decision id and record, and
+// refuses a tool without a valid name before evaluating anything.
+func TestFilterTools(t *testing.T) {
+	d := &fakeDecider{tools: func(tools []pdp.Tool) ([]pdp.Decision, error) {
+		out := make([]pdp.Decision, len(tools))
+		for i, t := range tools {
+			out[i].Allow = t.Name != "files.write"
+		}
+		return out, nil
+	}}
+	log := &records{}
+	s := server.New(d, log)
+	in := &sharedosv1.FilterToolsRequest{
+		Context: &sharedosv1.AccessContext{Principal: "alice", Roles: []string{"engineer"}},
+		Tools: []*sharedosv1.ToolFacts{
+			{Name: "files.search", Class: "managed"},
+			{Name: "files.write", Class: "managed"},
+			{Name: "files.read", Class: "managed"},
+		},
+	}
+	resp, err := s.FilterTools(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.GetAllowedTools(), []string{"files.search", "files.read"}) || resp.GetDecisionId() == "" {
+		t.Errorf("response %v", resp)
+	}
+	if len(log.all) != 1 || log.all[0].ToolCount != 3 || log.all[0].Kind != decisionlog.KindFilterTools {
+		t.Errorf("records %+v", log.all)
+	}
+	in.Tools = append(in.Tools, &sharedosv1.ToolFacts{Name: "not a name", Class: "managed"})
+	calls := d.calls
+	if _, err := s.FilterTools(context.Background(), in); status.Code(err) != codes.InvalidArgument || violatedField(err) != "tools[3].name" || d.calls != calls {
+		t.Errorf("bad tool name: %v (field %q), evaluated %d more times", err, violatedField(err), d.calls-calls)
+	}
+}
+
+// violatedField is the field of err's BadRequest detail ("" when none).
+func violatedField(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			return br.GetFieldViolations()[0].GetField()
+		}
+	}
+	return ""
+}
