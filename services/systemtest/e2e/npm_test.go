@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"syscall"
 
 	"github.com/sharedos/toolshare/services/systemtest/launch"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,6 +211,17 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			},
 			FlushInterval: -1,
 		}
+		// A request the proxy could not pass on (the bridge closed or reset
+		// the connection) would reach the suite as a 502 with no trace in
+		// any log: keep the errors, print them when the suite fails.
+		var proxyMu sync.Mutex
+		var proxyErrors []string
+		rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+			proxyMu.Lock()
+			proxyErrors = append(proxyErrors, fmt.Sprintf("%s %s: %v", r.Method, r.URL.Path, err))
+			proxyMu.Unlock()
+			w.WriteHeader(http.StatusBadGateway)
+		}
 		srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(proxyLis) }()
 		t.Cleanup(func() { _ = srv.Close() })
@@ -222,6 +235,11 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			if err != nil {
 				t.Errorf("conformance suite, requirements %s: %v (a failure outside expected-failures.yml, or a stale entry)", rev, err)
 				logFailedChecks(t, results)
+				proxyMu.Lock()
+				for _, e := range proxyErrors {
+					t.Logf("conformance proxy could not pass on: %s", e)
+				}
+				proxyMu.Unlock()
 			}
 		}
 		if t.Failed() {
