@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -203,14 +204,7 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			}
 		}
 		target, _ := url.Parse(turn.McpURL)
-		rp := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.URL.Path = target.Scheme, target.Host, target.Path
-				pr.Out.Host = pr.In.Host
-				pr.Out.Header.Set("Authorization", "Bearer "+turn.Token)
-			},
-			FlushInterval: -1,
-		}
+		rp := originProxy(target, turn.Token)
 		// A request the proxy could not pass on (the bridge closed or reset
 		// the connection) would reach the suite as a 502 with no trace in
 		// any log: keep the errors, print them when the suite fails.
@@ -279,6 +273,32 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			}
 		}
 	})
+}
+
+// originProxy forwards the conformance CLI's requests to target with the
+// turn's bearer, keeping the client's Host and Origin. It reads each request
+// body whole before sending it upstream: http.Transport reads an outbound body
+// once more after its declared length, possibly after the upstream answered,
+// and by then this proxy's server has begun the response, which (HTTP/1)
+// drains and closes the client's body. That late read fails ("invalid Read on
+// closed Body"), the Transport drops the upstream connection, and an answer
+// longer than one read (a tools/list) reaches the client cut short: undici's
+// "terminated" (golang/go#40747) — the suite's tools-list and
+// input-required-result-unsupported-methods flakes.
+func originProxy(target *url.URL, token string) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.URL.Path = target.Scheme, target.Host, target.Path
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Set("Authorization", "Bearer "+token)
+			if pr.Out.Body != nil {
+				// A short read leaves ContentLength unmet: the Transport refuses it.
+				body, _ := io.ReadAll(pr.Out.Body)
+				pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+			}
+		},
+		FlushInterval: -1,
+	}
 }
 
 // logFailedChecks prints every failed or warning check the suite saved under dir
