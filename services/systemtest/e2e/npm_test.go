@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -216,8 +217,21 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			proxyMu.Unlock()
 			w.WriteHeader(http.StatusBadGateway)
 		}
+		// An answer cut short after its headers went out never reaches
+		// ErrorHandler: ReverseProxy only logs the copy error, then aborts.
+		rp.ErrorLog = log.New(writerFunc(func(p []byte) (int, error) {
+			proxyMu.Lock()
+			proxyErrors = append(proxyErrors, strings.TrimSpace(string(p)))
+			proxyMu.Unlock()
+			return len(p), nil
+		}), "", 0)
 		srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(proxyLis) }()
+		// The suite's streaming checks give a call one second: warm the
+		// turn first (its MCP server on the bridge, the kernel's path, the
+		// policy for this role), waiting for a real answer, not for a time.
+		warm := &launch.MCPTarget{URL: turn.McpURL, Token: turn.Token, Modern: true, Args: "{}"}
+		warm.CheckCall(t, conformance.ToolSimpleText)
 		t.Cleanup(func() { _ = srv.Close() })
 
 		// The requirement sets of both eras, each frozen at its release.
@@ -300,6 +314,11 @@ func originProxy(target *url.URL, token string) *httputil.ReverseProxy {
 		FlushInterval: -1,
 	}
 }
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // logFailedChecks prints every failed or warning check the suite saved under dir
 // (scenario/checks.json), so a failure is diagnosable from the test log
