@@ -27,10 +27,7 @@ func BenchmarkToolCallInProcessKernel(b *testing.B) {
 	addr := bridgetest.ServeFakes(b, catalog, kernel)
 	br := bridgetest.Start(b, addr, "", func(c *app.Config) { c.Invoker = inProcInvoker{kernel} })
 	lease := br.Open(b)
-	for _, e := range []struct {
-		name   string
-		modern bool
-	}{{"2026-07-28", true}, {"2025-11-25", false}} {
+	for _, e := range benchEras {
 		b.Run(e.name+"/c=1", func(b *testing.B) {
 			runCalls(b, &launch.MCPTarget{URL: lease.GetMcpUrl(), Token: lease.GetToken(), Modern: e.modern}, "notes.append", false)
 		})

@@ -72,6 +72,32 @@ func runCalls(b *testing.B, m *launch.MCPTarget, tool string, parallel bool) {
 	lat.report(b)
 }
 
+// benchEra and concurrency name one point of the grid every MCP path is
+// measured on: both protocol eras, one caller and sixteen.
+type benchEra struct {
+	name   string
+	modern bool
+}
+
+type concurrency struct {
+	name     string
+	parallel bool
+}
+
+var (
+	benchEras     = []benchEra{{"2026-07-28", true}, {"2025-11-25", false}}
+	concurrencies = []concurrency{{"c=1", false}, {"c=16", true}}
+)
+
+// eachPoint runs f for every era and concurrency, eras outermost.
+func eachPoint(f func(e benchEra, c concurrency)) {
+	for _, e := range benchEras {
+		for _, c := range concurrencies {
+			f(e, c)
+		}
+	}
+}
+
 // runLoop runs one b.N times, from one goroutine or from 16 (RunParallel),
 // and reports calls/s and the 1-minute load average.
 func runLoop(b *testing.B, parallel bool, one func()) {
@@ -151,10 +177,7 @@ func BenchmarkToolCall(b *testing.B) {
 	}
 	const args = `{"path":"/public/a.txt"}`
 	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(args)}
-	for _, c := range []struct {
-		name     string
-		parallel bool
-	}{{"c=1", false}, {"c=16", true}} {
+	for _, c := range concurrencies {
 		b.Run("echo-grpc-process/"+c.name, func(b *testing.B) {
 			cpu := launch.NewCPUMeter(map[string]int{"echo": echoPID})
 			defer func() { cpu.Report(b, b.N) }()
@@ -169,27 +192,19 @@ func BenchmarkToolCall(b *testing.B) {
 			lat.report(b)
 		})
 	}
-	for _, e := range []struct {
-		name   string
-		modern bool
-	}{{"2026-07-28", true}, {"2025-11-25", false}} {
-		for _, c := range []struct {
-			name     string
-			parallel bool
-		}{{"c=1", false}, {"c=16", true}} {
-			b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &launch.MCPTarget{URL: plain, Modern: e.modern, Args: args}, "files.read", c.parallel)
+	eachPoint(func(e benchEra, c concurrency) {
+		b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
+			runCalls(b, &launch.MCPTarget{URL: plain, Modern: e.modern, Args: args}, "files.read", c.parallel)
+		})
+		for i, st := range stacks {
+			d := demos[i].demo
+			b.Run(st.name+"/"+e.name+"/"+c.name, func(b *testing.B) {
+				cpu := launch.NewCPUMeter(demos[i].demo.PIDs)
+				runCalls(b, &launch.MCPTarget{URL: d.MCPURL, Token: d.Token, Modern: e.modern, Args: args}, "files.read", c.parallel)
+				cpu.Report(b, b.N)
 			})
-			for i, st := range stacks {
-				d := demos[i].demo
-				b.Run(st.name+"/"+e.name+"/"+c.name, func(b *testing.B) {
-					cpu := launch.NewCPUMeter(demos[i].demo.PIDs)
-					runCalls(b, &launch.MCPTarget{URL: d.MCPURL, Token: d.Token, Modern: e.modern, Args: args}, "files.read", c.parallel)
-					cpu.Report(b, b.N)
-				})
-			}
 		}
-	}
+	})
 }
 
 // BenchmarkToolCallFakeKernel is the earlier variant with the FAKE kernel
@@ -209,30 +224,22 @@ func BenchmarkToolCallFakeKernel(b *testing.B) {
 	pgCachedURL := strings.Replace(pgLease.GetMcpUrl(), pgBridge.URL, pgCached.URL, 1)
 	plain := launch.PlainMCP(b)
 
-	for _, e := range []struct {
-		name   string
-		modern bool
-	}{{"2026-07-28", true}, {"2025-11-25", false}} {
-		for _, c := range []struct {
-			name     string
-			parallel bool
-		}{{"c=1", false}, {"c=16", true}} {
-			b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &launch.MCPTarget{URL: plain, Modern: e.modern}, "notes.append", c.parallel)
-			})
-			b.Run("bridge+fakekernel/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &launch.MCPTarget{URL: lease.GetMcpUrl(), Token: lease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
-			})
-			// The same with leases in PostgreSQL: one status read per request
-			// (--lease-cache-ttl 0), and the default 500 ms reuse.
-			b.Run("bridge+fakekernel+pgleases-ttl0/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &launch.MCPTarget{URL: pgLease.GetMcpUrl(), Token: pgLease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
-			})
-			b.Run("bridge+fakekernel+pgleases-ttl500ms/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &launch.MCPTarget{URL: pgCachedURL, Token: pgLease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
-			})
-		}
-	}
+	eachPoint(func(e benchEra, c concurrency) {
+		b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
+			runCalls(b, &launch.MCPTarget{URL: plain, Modern: e.modern}, "notes.append", c.parallel)
+		})
+		b.Run("bridge+fakekernel/"+e.name+"/"+c.name, func(b *testing.B) {
+			runCalls(b, &launch.MCPTarget{URL: lease.GetMcpUrl(), Token: lease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
+		})
+		// The same with leases in PostgreSQL: one status read per request
+		// (--lease-cache-ttl 0), and the default 500 ms reuse.
+		b.Run("bridge+fakekernel+pgleases-ttl0/"+e.name+"/"+c.name, func(b *testing.B) {
+			runCalls(b, &launch.MCPTarget{URL: pgLease.GetMcpUrl(), Token: pgLease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
+		})
+		b.Run("bridge+fakekernel+pgleases-ttl500ms/"+e.name+"/"+c.name, func(b *testing.B) {
+			runCalls(b, &launch.MCPTarget{URL: pgCachedURL, Token: pgLease.GetToken(), Modern: e.modern}, "notes.append", c.parallel)
+		})
+	})
 }
 
 // BenchmarkGRPCEcho is the bare gRPC unary round trip on loopback with the

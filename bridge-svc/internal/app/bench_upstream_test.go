@@ -32,30 +32,22 @@ func BenchmarkUpstreamToolCall(b *testing.B) {
 		b.Fatalf("turn open output: %v\n%s", err, out)
 	}
 	const fileArgs = `{"path":"/public/a.txt"}`
-	for _, e := range []struct {
-		name   string
-		modern bool
-	}{{"2026-07-28", true}, {"2025-11-25", false}} {
-		for _, c := range []struct {
-			name     string
-			parallel bool
-		}{{"c=1", false}, {"c=16", true}} {
-			b.Run("upstream-direct/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &launch.MCPTarget{URL: up, Modern: e.modern}, "notes.append", c.parallel)
-			})
-			b.Run("upstream-path/"+e.name+"/"+c.name, func(b *testing.B) {
-				cpu := launch.NewCPUMeter(st.Demo.PIDs)
-				runCalls(b, &launch.MCPTarget{URL: turn.McpURL, Token: turn.Token, Modern: e.modern}, "everything.notes.append", c.parallel)
-				cpu.Report(b, b.N)
-			})
-			b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
-				runCalls(b, &launch.MCPTarget{URL: up, Modern: e.modern, Args: fileArgs}, "files.read", c.parallel)
-			})
-			b.Run("files-path/"+e.name+"/"+c.name, func(b *testing.B) {
-				cpu := launch.NewCPUMeter(st.Demo.PIDs)
-				runCalls(b, &launch.MCPTarget{URL: st.Demo.MCPURL, Token: st.Demo.Token, Modern: e.modern, Args: fileArgs}, "files.read", c.parallel)
-				cpu.Report(b, b.N)
-			})
-		}
-	}
+	eachPoint(func(e benchEra, c concurrency) {
+		b.Run("upstream-direct/"+e.name+"/"+c.name, func(b *testing.B) {
+			runCalls(b, &launch.MCPTarget{URL: up, Modern: e.modern}, "notes.append", c.parallel)
+		})
+		b.Run("upstream-path/"+e.name+"/"+c.name, func(b *testing.B) {
+			cpu := launch.NewCPUMeter(st.Demo.PIDs)
+			runCalls(b, &launch.MCPTarget{URL: turn.McpURL, Token: turn.Token, Modern: e.modern}, "everything.notes.append", c.parallel)
+			cpu.Report(b, b.N)
+		})
+		b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
+			runCalls(b, &launch.MCPTarget{URL: up, Modern: e.modern, Args: fileArgs}, "files.read", c.parallel)
+		})
+		b.Run("files-path/"+e.name+"/"+c.name, func(b *testing.B) {
+			cpu := launch.NewCPUMeter(st.Demo.PIDs)
+			runCalls(b, &launch.MCPTarget{URL: st.Demo.MCPURL, Token: st.Demo.Token, Modern: e.modern, Args: fileArgs}, "files.read", c.parallel)
+			cpu.Report(b, b.N)
+		})
+	})
 }
