@@ -157,6 +157,9 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*L
 	// over it; the lease keeps both.
 	cat, err := s.cfg.Kernel.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{
 		TurnId: id, Context: req.GetContext(), ExpiresAt: timestamppb.New(now.Add(ttl)),
+		// The run's identity: the kernel signs it into the grant, and every
+		// record of the turn carries it from there.
+		Harness: req.GetHarness(), DeclaredModel: req.GetDeclaredModel(), Policy: req.GetPolicy(),
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", errCatalog, err)

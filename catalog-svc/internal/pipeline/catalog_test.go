@@ -11,6 +11,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/projection"
+	"github.com/sharedos/toolshare/services/contract/systemidentity"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	storememory "github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
@@ -46,7 +47,11 @@ func TestWithRealCatalogue(t *testing.T) {
 			t.Fatal(err)
 		}
 		k := newKernelWith(t, h, cat)
-		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "cat", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		policy := &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_STRICT, HarnessLocal: []string{"patch"}}
+		harness := &sharedosv1.HarnessIdentity{Name: "pi", Version: "0.74.2",
+			McpSupport: sharedosv1.McpSupport_MCP_SUPPORT_EXTENSION, ExtensionName: "pi-mcp-adapter"}
+		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "cat", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour)),
+			Harness: harness, DeclaredModel: "fake-model", Policy: policy})
 		if err != nil {
 			t.Fatalf("GrantTurn: %v", err)
 		}
@@ -90,8 +95,17 @@ func TestWithRealCatalogue(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect(t, invoke(`{"path":"/public/a.txt"}`), denied, outcome.ToolUnavailable)
-		if rows := h.records("cat"); len(rows) != 5 || rows[0].RequestedTool != "files.read" || rows[0].CatalogHash != listing.CatalogHash {
+		rows := h.records("cat")
+		if len(rows) != 5 || rows[0].RequestedTool != "files.read" || rows[0].CatalogHash != listing.CatalogHash {
 			t.Fatalf("rows = %+v", rows)
+		}
+		// Every record carries the run's SystemIdentity from the grant
+		// (ADR 0014), whatever the call itself names as its harness.
+		for _, r := range rows {
+			if r.Harness != "pi" || r.HarnessVersion != "0.74.2" || r.MCPSupport != "extension" || r.Extension != "pi-mcp-adapter" ||
+				r.DeclaredModel != "fake-model" || r.ToolPolicyDigest != systemidentity.PolicyDigest(policy) || r.ToolPolicyDigest == "" {
+				t.Errorf("record identity = %+v", r)
+			}
 		}
 	})
 }

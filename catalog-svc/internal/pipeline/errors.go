@@ -68,6 +68,15 @@ func checkID(field, v string) error {
 	return nil
 }
 
+// checkText refuses a declared string (a harness name, a model) that is
+// too long or not printable UTF-8; empty is allowed.
+func checkText(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	return checkID(field, v)
+}
+
 func containsControl(s string) bool {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {

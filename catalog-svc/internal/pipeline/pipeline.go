@@ -404,8 +404,18 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		CatalogHash:         grant.CatalogHash,
 		ArgumentsDigest:     redact.ArgumentsDigest(args),
 		InstanceID:          s.instanceID,
-		Harness:             call.GetHarness(),
+		Harness:             grant.Identity.Harness,
+		HarnessVersion:      grant.Identity.HarnessVersion,
+		MCPSupport:          grant.Identity.MCPSupport,
+		Extension:           grant.Identity.Extension,
+		DeclaredModel:       grant.Identity.DeclaredModel,
+		ToolPolicyDigest:    grant.Identity.ToolPolicyDigest,
 		StartedAt:           start.UTC(),
+	}
+	if rec.Harness == "" {
+		// A grant issued before grants carried the run's identity (or a
+		// refused one): the harness name the bridge keeps on the lease.
+		rec.Harness = call.GetHarness()
 	}
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		rec.TraceID = sc.TraceID().String()

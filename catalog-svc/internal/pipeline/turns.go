@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/systemidentity"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
@@ -59,6 +60,10 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	case exp.AsTime().After(now.Add(grants.MaxLifetime + grants.ClockSkew)):
 		return nil, invalid("expires_at", fmt.Sprintf("must be at most %s ahead", grants.MaxLifetime))
 	}
+	id, err := grantIdentity(req)
+	if err != nil {
+		return nil, err
+	}
 	if s.catalogue == nil {
 		return nil, &Error{codes.FailedPrecondition, "NO_CATALOGUE", "this kernel has no catalogue to grant"}
 	}
@@ -93,6 +98,7 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	grant, err := s.grants.Issue(grants.Grant{
 		TurnID: req.GetTurnId(), Context: req.GetContext(), CatalogHash: listing.CatalogHash, Tools: pin,
 		Prompts: prompts, Resources: resources, PromptsResourcesHash: pr.Hash, ExpiresAt: exp.AsTime(),
+		Identity: id,
 	}, now)
 	if err != nil {
 		return nil, err
@@ -102,6 +108,24 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 		slog.String("grant_key_id", s.grants.KeyID()))
 	return &sharedosv1.GrantTurnResponse{Grant: grant, CatalogHash: listing.CatalogHash, Tools: listing.Tools,
 		Prompts: pr.Prompts, Resources: pr.Resources, PromptsResourcesHash: pr.Hash}, nil
+}
+
+// grantIdentity is the run's identity as the request declares it (the
+// host's strings, each bounded and printable; the policy as its digest).
+func grantIdentity(req *sharedosv1.GrantTurnRequest) (grants.Identity, error) {
+	h := req.GetHarness()
+	id := grants.Identity{
+		Harness: h.GetName(), HarnessVersion: h.GetVersion(),
+		MCPSupport: systemidentity.MCPSupportName(h.GetMcpSupport()), Extension: h.GetExtensionName(),
+		DeclaredModel: req.GetDeclaredModel(), ToolPolicyDigest: systemidentity.PolicyDigest(req.GetPolicy()),
+	}
+	for _, f := range [...]struct{ field, v string }{{"harness.name", id.Harness}, {"harness.version", id.HarnessVersion},
+		{"harness.extension_name", id.Extension}, {"declared_model", id.DeclaredModel}} {
+		if err := checkText(f.field, f.v); err != nil {
+			return grants.Identity{}, err
+		}
+	}
+	return id, nil
 }
 
 // RevokeTurn voids the turn's grant on every kernel, cancels its calls in

@@ -138,6 +138,8 @@ func TestGrantTurnRefusesBadRequests(t *testing.T) {
 			"no expiry":    {TurnId: "t", Context: alice()},
 			"past":         {TurnId: "t", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(-time.Second))},
 			"too long":     {TurnId: "t", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(25 * time.Hour))},
+			"model":        {TurnId: "t", Context: alice(), ExpiresAt: future, DeclaredModel: "fake\nmodel"},
+			"harness":      {TurnId: "t", Context: alice(), ExpiresAt: future, Harness: &sharedosv1.HarnessIdentity{Name: strings.Repeat("h", 300)}},
 		} {
 			if _, err := rpc.GrantTurn(context.Background(), req); status.Code(err) != codes.InvalidArgument {
 				t.Errorf("%s: GrantTurn = %v, want InvalidArgument", name, err)

@@ -23,105 +23,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type PolicyMode int32
-
-const (
-	PolicyMode_POLICY_MODE_UNSPECIFIED PolicyMode = 0
-	// Only managed tools may have an effect; external_direct is forbidden.
-	PolicyMode_POLICY_MODE_STRICT     PolicyMode = 1
-	PolicyMode_POLICY_MODE_PERMISSIVE PolicyMode = 2
-)
-
-// Enum value maps for PolicyMode.
-var (
-	PolicyMode_name = map[int32]string{
-		0: "POLICY_MODE_UNSPECIFIED",
-		1: "POLICY_MODE_STRICT",
-		2: "POLICY_MODE_PERMISSIVE",
-	}
-	PolicyMode_value = map[string]int32{
-		"POLICY_MODE_UNSPECIFIED": 0,
-		"POLICY_MODE_STRICT":      1,
-		"POLICY_MODE_PERMISSIVE":  2,
-	}
-)
-
-func (x PolicyMode) Enum() *PolicyMode {
-	p := new(PolicyMode)
-	*p = x
-	return p
-}
-
-func (x PolicyMode) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (PolicyMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_sharedos_v1_bridge_proto_enumTypes[0].Descriptor()
-}
-
-func (PolicyMode) Type() protoreflect.EnumType {
-	return &file_sharedos_v1_bridge_proto_enumTypes[0]
-}
-
-func (x PolicyMode) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use PolicyMode.Descriptor instead.
-func (PolicyMode) EnumDescriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{0}
-}
-
-type McpSupport int32
-
-const (
-	McpSupport_MCP_SUPPORT_UNSPECIFIED McpSupport = 0
-	McpSupport_MCP_SUPPORT_NATIVE      McpSupport = 1
-	McpSupport_MCP_SUPPORT_EXTENSION   McpSupport = 2
-)
-
-// Enum value maps for McpSupport.
-var (
-	McpSupport_name = map[int32]string{
-		0: "MCP_SUPPORT_UNSPECIFIED",
-		1: "MCP_SUPPORT_NATIVE",
-		2: "MCP_SUPPORT_EXTENSION",
-	}
-	McpSupport_value = map[string]int32{
-		"MCP_SUPPORT_UNSPECIFIED": 0,
-		"MCP_SUPPORT_NATIVE":      1,
-		"MCP_SUPPORT_EXTENSION":   2,
-	}
-)
-
-func (x McpSupport) Enum() *McpSupport {
-	p := new(McpSupport)
-	*p = x
-	return p
-}
-
-func (x McpSupport) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (McpSupport) Descriptor() protoreflect.EnumDescriptor {
-	return file_sharedos_v1_bridge_proto_enumTypes[1].Descriptor()
-}
-
-func (McpSupport) Type() protoreflect.EnumType {
-	return &file_sharedos_v1_bridge_proto_enumTypes[1]
-}
-
-func (x McpSupport) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use McpSupport.Descriptor instead.
-func (McpSupport) EnumDescriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{1}
-}
-
 type TurnState int32
 
 const (
@@ -158,11 +59,11 @@ func (x TurnState) String() string {
 }
 
 func (TurnState) Descriptor() protoreflect.EnumDescriptor {
-	return file_sharedos_v1_bridge_proto_enumTypes[2].Descriptor()
+	return file_sharedos_v1_bridge_proto_enumTypes[0].Descriptor()
 }
 
 func (TurnState) Type() protoreflect.EnumType {
-	return &file_sharedos_v1_bridge_proto_enumTypes[2]
+	return &file_sharedos_v1_bridge_proto_enumTypes[0]
 }
 
 func (x TurnState) Number() protoreflect.EnumNumber {
@@ -171,139 +72,7 @@ func (x TurnState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TurnState.Descriptor instead.
 func (TurnState) EnumDescriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{2}
-}
-
-// ToolPolicy declares which tool classes a run had (ADR 0014).
-type ToolPolicy struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Mode  PolicyMode             `protobuf:"varint,1,opt,name=mode,proto3,enum=sharedos.v1.PolicyMode" json:"mode,omitempty"`
-	// harness_local names the harness's own tools; must be non-empty under strict.
-	HarnessLocal []string `protobuf:"bytes,2,rep,name=harness_local,json=harnessLocal,proto3" json:"harness_local,omitempty"`
-	// external_direct names independently configured tools; empty under strict.
-	ExternalDirect []string `protobuf:"bytes,3,rep,name=external_direct,json=externalDirect,proto3" json:"external_direct,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
-}
-
-func (x *ToolPolicy) Reset() {
-	*x = ToolPolicy{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ToolPolicy) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ToolPolicy) ProtoMessage() {}
-
-func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ToolPolicy.ProtoReflect.Descriptor instead.
-func (*ToolPolicy) Descriptor() ([]byte, []int) {
 	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *ToolPolicy) GetMode() PolicyMode {
-	if x != nil {
-		return x.Mode
-	}
-	return PolicyMode_POLICY_MODE_UNSPECIFIED
-}
-
-func (x *ToolPolicy) GetHarnessLocal() []string {
-	if x != nil {
-		return x.HarnessLocal
-	}
-	return nil
-}
-
-func (x *ToolPolicy) GetExternalDirect() []string {
-	if x != nil {
-		return x.ExternalDirect
-	}
-	return nil
-}
-
-type HarnessIdentity struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Version    string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	McpSupport McpSupport             `protobuf:"varint,3,opt,name=mcp_support,json=mcpSupport,proto3,enum=sharedos.v1.McpSupport" json:"mcp_support,omitempty"`
-	// extension_name is the MCP client extension when mcp_support is EXTENSION.
-	ExtensionName string `protobuf:"bytes,4,opt,name=extension_name,json=extensionName,proto3" json:"extension_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *HarnessIdentity) Reset() {
-	*x = HarnessIdentity{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *HarnessIdentity) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*HarnessIdentity) ProtoMessage() {}
-
-func (x *HarnessIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use HarnessIdentity.ProtoReflect.Descriptor instead.
-func (*HarnessIdentity) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *HarnessIdentity) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *HarnessIdentity) GetVersion() string {
-	if x != nil {
-		return x.Version
-	}
-	return ""
-}
-
-func (x *HarnessIdentity) GetMcpSupport() McpSupport {
-	if x != nil {
-		return x.McpSupport
-	}
-	return McpSupport_MCP_SUPPORT_UNSPECIFIED
-}
-
-func (x *HarnessIdentity) GetExtensionName() string {
-	if x != nil {
-		return x.ExtensionName
-	}
-	return ""
 }
 
 // SystemIdentity is what makes two runs comparable: the same catalogHash
@@ -323,7 +92,7 @@ type SystemIdentity struct {
 
 func (x *SystemIdentity) Reset() {
 	*x = SystemIdentity{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[2]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +104,7 @@ func (x *SystemIdentity) String() string {
 func (*SystemIdentity) ProtoMessage() {}
 
 func (x *SystemIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[2]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +117,7 @@ func (x *SystemIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemIdentity.ProtoReflect.Descriptor instead.
 func (*SystemIdentity) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{2}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *SystemIdentity) GetCatalogHash() string {
@@ -402,7 +171,7 @@ type LeaseCatalogue struct {
 
 func (x *LeaseCatalogue) Reset() {
 	*x = LeaseCatalogue{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[3]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +183,7 @@ func (x *LeaseCatalogue) String() string {
 func (*LeaseCatalogue) ProtoMessage() {}
 
 func (x *LeaseCatalogue) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[3]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +196,7 @@ func (x *LeaseCatalogue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseCatalogue.ProtoReflect.Descriptor instead.
 func (*LeaseCatalogue) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{3}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *LeaseCatalogue) GetTools() []*PublishedTool {
@@ -488,7 +257,7 @@ type OpenTurnRequest struct {
 
 func (x *OpenTurnRequest) Reset() {
 	*x = OpenTurnRequest{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[4]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +269,7 @@ func (x *OpenTurnRequest) String() string {
 func (*OpenTurnRequest) ProtoMessage() {}
 
 func (x *OpenTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[4]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +282,7 @@ func (x *OpenTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenTurnRequest.ProtoReflect.Descriptor instead.
 func (*OpenTurnRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{4}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OpenTurnRequest) GetContext() *AccessContext {
@@ -584,7 +353,7 @@ type TurnLease struct {
 
 func (x *TurnLease) Reset() {
 	*x = TurnLease{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[5]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +365,7 @@ func (x *TurnLease) String() string {
 func (*TurnLease) ProtoMessage() {}
 
 func (x *TurnLease) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[5]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +378,7 @@ func (x *TurnLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnLease.ProtoReflect.Descriptor instead.
 func (*TurnLease) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{5}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TurnLease) GetTurnId() string {
@@ -684,7 +453,7 @@ type CloseTurnRequest struct {
 
 func (x *CloseTurnRequest) Reset() {
 	*x = CloseTurnRequest{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[6]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +465,7 @@ func (x *CloseTurnRequest) String() string {
 func (*CloseTurnRequest) ProtoMessage() {}
 
 func (x *CloseTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[6]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +478,7 @@ func (x *CloseTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTurnRequest.ProtoReflect.Descriptor instead.
 func (*CloseTurnRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{6}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CloseTurnRequest) GetTurnId() string {
@@ -727,7 +496,7 @@ type CloseTurnResponse struct {
 
 func (x *CloseTurnResponse) Reset() {
 	*x = CloseTurnResponse{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[7]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +508,7 @@ func (x *CloseTurnResponse) String() string {
 func (*CloseTurnResponse) ProtoMessage() {}
 
 func (x *CloseTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[7]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +521,7 @@ func (x *CloseTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTurnResponse.ProtoReflect.Descriptor instead.
 func (*CloseTurnResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{7}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{5}
 }
 
 type GetTurnRequest struct {
@@ -764,7 +533,7 @@ type GetTurnRequest struct {
 
 func (x *GetTurnRequest) Reset() {
 	*x = GetTurnRequest{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[8]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +545,7 @@ func (x *GetTurnRequest) String() string {
 func (*GetTurnRequest) ProtoMessage() {}
 
 func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[8]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +558,7 @@ func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnRequest.ProtoReflect.Descriptor instead.
 func (*GetTurnRequest) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{8}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetTurnRequest) GetTurnId() string {
@@ -815,7 +584,7 @@ type GetTurnResponse struct {
 
 func (x *GetTurnResponse) Reset() {
 	*x = GetTurnResponse{}
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[9]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +596,7 @@ func (x *GetTurnResponse) String() string {
 func (*GetTurnResponse) ProtoMessage() {}
 
 func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharedos_v1_bridge_proto_msgTypes[9]
+	mi := &file_sharedos_v1_bridge_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +609,7 @@ func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnResponse.ProtoReflect.Descriptor instead.
 func (*GetTurnResponse) Descriptor() ([]byte, []int) {
-	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{9}
+	return file_sharedos_v1_bridge_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetTurnResponse) GetTurnId() string {
@@ -903,18 +672,7 @@ var File_sharedos_v1_bridge_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_bridge_proto_rawDesc = "" +
 	"\n" +
-	"\x18sharedos/v1/bridge.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sharedos/v1/catalog.proto\x1a\x18sharedos/v1/common.proto\"\x87\x01\n" +
-	"\n" +
-	"ToolPolicy\x12+\n" +
-	"\x04mode\x18\x01 \x01(\x0e2\x17.sharedos.v1.PolicyModeR\x04mode\x12#\n" +
-	"\rharness_local\x18\x02 \x03(\tR\fharnessLocal\x12'\n" +
-	"\x0fexternal_direct\x18\x03 \x03(\tR\x0eexternalDirect\"\xa0\x01\n" +
-	"\x0fHarnessIdentity\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\x128\n" +
-	"\vmcp_support\x18\x03 \x01(\x0e2\x17.sharedos.v1.McpSupportR\n" +
-	"mcpSupport\x12%\n" +
-	"\x0eextension_name\x18\x04 \x01(\tR\rextensionName\"\xf9\x01\n" +
+	"\x18sharedos/v1/bridge.proto\x12\vsharedos.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sharedos/v1/catalog.proto\x1a\x18sharedos/v1/common.proto\"\xf9\x01\n" +
 	"\x0eSystemIdentity\x12!\n" +
 	"\fcatalog_hash\x18\x01 \x01(\tR\vcatalogHash\x126\n" +
 	"\aharness\x18\x02 \x01(\v2\x1c.sharedos.v1.HarnessIdentityR\aharness\x12%\n" +
@@ -961,17 +719,7 @@ const file_sharedos_v1_bridge_proto_rawDesc = "" +
 	"\acontext\x18\x05 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x12\x14\n" +
 	"\x05tools\x18\x06 \x03(\tR\x05tools\x127\n" +
 	"\topened_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bopenedAt\x127\n" +
-	"\tclosed_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt*]\n" +
-	"\n" +
-	"PolicyMode\x12\x1b\n" +
-	"\x17POLICY_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12POLICY_MODE_STRICT\x10\x01\x12\x1a\n" +
-	"\x16POLICY_MODE_PERMISSIVE\x10\x02*\\\n" +
-	"\n" +
-	"McpSupport\x12\x1b\n" +
-	"\x17MCP_SUPPORT_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12MCP_SUPPORT_NATIVE\x10\x01\x12\x19\n" +
-	"\x15MCP_SUPPORT_EXTENSION\x10\x02*k\n" +
+	"\tclosed_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt*k\n" +
 	"\tTurnState\x12\x1a\n" +
 	"\x16TURN_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTURN_STATE_OPEN\x10\x01\x12\x15\n" +
@@ -994,62 +742,58 @@ func file_sharedos_v1_bridge_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_bridge_proto_rawDescData
 }
 
-var file_sharedos_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sharedos_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_sharedos_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sharedos_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_sharedos_v1_bridge_proto_goTypes = []any{
-	(PolicyMode)(0),               // 0: sharedos.v1.PolicyMode
-	(McpSupport)(0),               // 1: sharedos.v1.McpSupport
-	(TurnState)(0),                // 2: sharedos.v1.TurnState
-	(*ToolPolicy)(nil),            // 3: sharedos.v1.ToolPolicy
-	(*HarnessIdentity)(nil),       // 4: sharedos.v1.HarnessIdentity
-	(*SystemIdentity)(nil),        // 5: sharedos.v1.SystemIdentity
-	(*LeaseCatalogue)(nil),        // 6: sharedos.v1.LeaseCatalogue
-	(*OpenTurnRequest)(nil),       // 7: sharedos.v1.OpenTurnRequest
-	(*TurnLease)(nil),             // 8: sharedos.v1.TurnLease
-	(*CloseTurnRequest)(nil),      // 9: sharedos.v1.CloseTurnRequest
-	(*CloseTurnResponse)(nil),     // 10: sharedos.v1.CloseTurnResponse
-	(*GetTurnRequest)(nil),        // 11: sharedos.v1.GetTurnRequest
-	(*GetTurnResponse)(nil),       // 12: sharedos.v1.GetTurnResponse
-	(*PublishedTool)(nil),         // 13: sharedos.v1.PublishedTool
-	(*PublishedPrompt)(nil),       // 14: sharedos.v1.PublishedPrompt
-	(*PublishedResource)(nil),     // 15: sharedos.v1.PublishedResource
-	(*AccessContext)(nil),         // 16: sharedos.v1.AccessContext
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(TurnState)(0),                // 0: sharedos.v1.TurnState
+	(*SystemIdentity)(nil),        // 1: sharedos.v1.SystemIdentity
+	(*LeaseCatalogue)(nil),        // 2: sharedos.v1.LeaseCatalogue
+	(*OpenTurnRequest)(nil),       // 3: sharedos.v1.OpenTurnRequest
+	(*TurnLease)(nil),             // 4: sharedos.v1.TurnLease
+	(*CloseTurnRequest)(nil),      // 5: sharedos.v1.CloseTurnRequest
+	(*CloseTurnResponse)(nil),     // 6: sharedos.v1.CloseTurnResponse
+	(*GetTurnRequest)(nil),        // 7: sharedos.v1.GetTurnRequest
+	(*GetTurnResponse)(nil),       // 8: sharedos.v1.GetTurnResponse
+	(*HarnessIdentity)(nil),       // 9: sharedos.v1.HarnessIdentity
+	(*ToolPolicy)(nil),            // 10: sharedos.v1.ToolPolicy
+	(*PublishedTool)(nil),         // 11: sharedos.v1.PublishedTool
+	(*PublishedPrompt)(nil),       // 12: sharedos.v1.PublishedPrompt
+	(*PublishedResource)(nil),     // 13: sharedos.v1.PublishedResource
+	(*AccessContext)(nil),         // 14: sharedos.v1.AccessContext
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_sharedos_v1_bridge_proto_depIdxs = []int32{
-	0,  // 0: sharedos.v1.ToolPolicy.mode:type_name -> sharedos.v1.PolicyMode
-	1,  // 1: sharedos.v1.HarnessIdentity.mcp_support:type_name -> sharedos.v1.McpSupport
-	4,  // 2: sharedos.v1.SystemIdentity.harness:type_name -> sharedos.v1.HarnessIdentity
-	3,  // 3: sharedos.v1.SystemIdentity.policy:type_name -> sharedos.v1.ToolPolicy
-	13, // 4: sharedos.v1.LeaseCatalogue.tools:type_name -> sharedos.v1.PublishedTool
-	14, // 5: sharedos.v1.LeaseCatalogue.prompts:type_name -> sharedos.v1.PublishedPrompt
-	15, // 6: sharedos.v1.LeaseCatalogue.resources:type_name -> sharedos.v1.PublishedResource
-	16, // 7: sharedos.v1.OpenTurnRequest.context:type_name -> sharedos.v1.AccessContext
-	3,  // 8: sharedos.v1.OpenTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
-	4,  // 9: sharedos.v1.OpenTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
-	17, // 10: sharedos.v1.OpenTurnRequest.ttl:type_name -> google.protobuf.Duration
-	18, // 11: sharedos.v1.TurnLease.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 12: sharedos.v1.TurnLease.tools:type_name -> sharedos.v1.PublishedTool
-	14, // 13: sharedos.v1.TurnLease.prompts:type_name -> sharedos.v1.PublishedPrompt
-	15, // 14: sharedos.v1.TurnLease.resources:type_name -> sharedos.v1.PublishedResource
-	2,  // 15: sharedos.v1.GetTurnResponse.state:type_name -> sharedos.v1.TurnState
-	18, // 16: sharedos.v1.GetTurnResponse.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 17: sharedos.v1.GetTurnResponse.identity:type_name -> sharedos.v1.SystemIdentity
-	16, // 18: sharedos.v1.GetTurnResponse.context:type_name -> sharedos.v1.AccessContext
-	18, // 19: sharedos.v1.GetTurnResponse.opened_at:type_name -> google.protobuf.Timestamp
-	18, // 20: sharedos.v1.GetTurnResponse.closed_at:type_name -> google.protobuf.Timestamp
-	7,  // 21: sharedos.v1.BridgeService.OpenTurn:input_type -> sharedos.v1.OpenTurnRequest
-	9,  // 22: sharedos.v1.BridgeService.CloseTurn:input_type -> sharedos.v1.CloseTurnRequest
-	11, // 23: sharedos.v1.BridgeService.GetTurn:input_type -> sharedos.v1.GetTurnRequest
-	8,  // 24: sharedos.v1.BridgeService.OpenTurn:output_type -> sharedos.v1.TurnLease
-	10, // 25: sharedos.v1.BridgeService.CloseTurn:output_type -> sharedos.v1.CloseTurnResponse
-	12, // 26: sharedos.v1.BridgeService.GetTurn:output_type -> sharedos.v1.GetTurnResponse
-	24, // [24:27] is the sub-list for method output_type
-	21, // [21:24] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	9,  // 0: sharedos.v1.SystemIdentity.harness:type_name -> sharedos.v1.HarnessIdentity
+	10, // 1: sharedos.v1.SystemIdentity.policy:type_name -> sharedos.v1.ToolPolicy
+	11, // 2: sharedos.v1.LeaseCatalogue.tools:type_name -> sharedos.v1.PublishedTool
+	12, // 3: sharedos.v1.LeaseCatalogue.prompts:type_name -> sharedos.v1.PublishedPrompt
+	13, // 4: sharedos.v1.LeaseCatalogue.resources:type_name -> sharedos.v1.PublishedResource
+	14, // 5: sharedos.v1.OpenTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	10, // 6: sharedos.v1.OpenTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
+	9,  // 7: sharedos.v1.OpenTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
+	15, // 8: sharedos.v1.OpenTurnRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 9: sharedos.v1.TurnLease.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 10: sharedos.v1.TurnLease.tools:type_name -> sharedos.v1.PublishedTool
+	12, // 11: sharedos.v1.TurnLease.prompts:type_name -> sharedos.v1.PublishedPrompt
+	13, // 12: sharedos.v1.TurnLease.resources:type_name -> sharedos.v1.PublishedResource
+	0,  // 13: sharedos.v1.GetTurnResponse.state:type_name -> sharedos.v1.TurnState
+	16, // 14: sharedos.v1.GetTurnResponse.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 15: sharedos.v1.GetTurnResponse.identity:type_name -> sharedos.v1.SystemIdentity
+	14, // 16: sharedos.v1.GetTurnResponse.context:type_name -> sharedos.v1.AccessContext
+	16, // 17: sharedos.v1.GetTurnResponse.opened_at:type_name -> google.protobuf.Timestamp
+	16, // 18: sharedos.v1.GetTurnResponse.closed_at:type_name -> google.protobuf.Timestamp
+	3,  // 19: sharedos.v1.BridgeService.OpenTurn:input_type -> sharedos.v1.OpenTurnRequest
+	5,  // 20: sharedos.v1.BridgeService.CloseTurn:input_type -> sharedos.v1.CloseTurnRequest
+	7,  // 21: sharedos.v1.BridgeService.GetTurn:input_type -> sharedos.v1.GetTurnRequest
+	4,  // 22: sharedos.v1.BridgeService.OpenTurn:output_type -> sharedos.v1.TurnLease
+	6,  // 23: sharedos.v1.BridgeService.CloseTurn:output_type -> sharedos.v1.CloseTurnResponse
+	8,  // 24: sharedos.v1.BridgeService.GetTurn:output_type -> sharedos.v1.GetTurnResponse
+	22, // [22:25] is the sub-list for method output_type
+	19, // [19:22] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_bridge_proto_init() }
@@ -1064,8 +808,8 @@ func file_sharedos_v1_bridge_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_bridge_proto_rawDesc), len(file_sharedos_v1_bridge_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   10,
+			NumEnums:      1,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -150,6 +150,105 @@ func (OperationStatus) EnumDescriptor() ([]byte, []int) {
 	return file_sharedos_v1_common_proto_rawDescGZIP(), []int{1}
 }
 
+type PolicyMode int32
+
+const (
+	PolicyMode_POLICY_MODE_UNSPECIFIED PolicyMode = 0
+	// Only managed tools may have an effect; external_direct is forbidden.
+	PolicyMode_POLICY_MODE_STRICT     PolicyMode = 1
+	PolicyMode_POLICY_MODE_PERMISSIVE PolicyMode = 2
+)
+
+// Enum value maps for PolicyMode.
+var (
+	PolicyMode_name = map[int32]string{
+		0: "POLICY_MODE_UNSPECIFIED",
+		1: "POLICY_MODE_STRICT",
+		2: "POLICY_MODE_PERMISSIVE",
+	}
+	PolicyMode_value = map[string]int32{
+		"POLICY_MODE_UNSPECIFIED": 0,
+		"POLICY_MODE_STRICT":      1,
+		"POLICY_MODE_PERMISSIVE":  2,
+	}
+)
+
+func (x PolicyMode) Enum() *PolicyMode {
+	p := new(PolicyMode)
+	*p = x
+	return p
+}
+
+func (x PolicyMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicyMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_sharedos_v1_common_proto_enumTypes[2].Descriptor()
+}
+
+func (PolicyMode) Type() protoreflect.EnumType {
+	return &file_sharedos_v1_common_proto_enumTypes[2]
+}
+
+func (x PolicyMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicyMode.Descriptor instead.
+func (PolicyMode) EnumDescriptor() ([]byte, []int) {
+	return file_sharedos_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+type McpSupport int32
+
+const (
+	McpSupport_MCP_SUPPORT_UNSPECIFIED McpSupport = 0
+	McpSupport_MCP_SUPPORT_NATIVE      McpSupport = 1
+	McpSupport_MCP_SUPPORT_EXTENSION   McpSupport = 2
+)
+
+// Enum value maps for McpSupport.
+var (
+	McpSupport_name = map[int32]string{
+		0: "MCP_SUPPORT_UNSPECIFIED",
+		1: "MCP_SUPPORT_NATIVE",
+		2: "MCP_SUPPORT_EXTENSION",
+	}
+	McpSupport_value = map[string]int32{
+		"MCP_SUPPORT_UNSPECIFIED": 0,
+		"MCP_SUPPORT_NATIVE":      1,
+		"MCP_SUPPORT_EXTENSION":   2,
+	}
+)
+
+func (x McpSupport) Enum() *McpSupport {
+	p := new(McpSupport)
+	*p = x
+	return p
+}
+
+func (x McpSupport) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (McpSupport) Descriptor() protoreflect.EnumDescriptor {
+	return file_sharedos_v1_common_proto_enumTypes[3].Descriptor()
+}
+
+func (McpSupport) Type() protoreflect.EnumType {
+	return &file_sharedos_v1_common_proto_enumTypes[3]
+}
+
+func (x McpSupport) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use McpSupport.Descriptor instead.
+func (McpSupport) EnumDescriptor() ([]byte, []int) {
+	return file_sharedos_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
 // AccessContext is the trusted identity a turn runs under. It is resolved by the
 // host before a turn opens and is never taken from a harness or a model.
 type AccessContext struct {
@@ -391,6 +490,138 @@ func (x *PublishedTool) GetDigest() string {
 	return ""
 }
 
+// ToolPolicy declares which tool classes a run had (ADR 0014).
+type ToolPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  PolicyMode             `protobuf:"varint,1,opt,name=mode,proto3,enum=sharedos.v1.PolicyMode" json:"mode,omitempty"`
+	// harness_local names the harness's own tools; must be non-empty under strict.
+	HarnessLocal []string `protobuf:"bytes,2,rep,name=harness_local,json=harnessLocal,proto3" json:"harness_local,omitempty"`
+	// external_direct names independently configured tools; empty under strict.
+	ExternalDirect []string `protobuf:"bytes,3,rep,name=external_direct,json=externalDirect,proto3" json:"external_direct,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolPolicy) Reset() {
+	*x = ToolPolicy{}
+	mi := &file_sharedos_v1_common_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolPolicy) ProtoMessage() {}
+
+func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_common_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolPolicy.ProtoReflect.Descriptor instead.
+func (*ToolPolicy) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ToolPolicy) GetMode() PolicyMode {
+	if x != nil {
+		return x.Mode
+	}
+	return PolicyMode_POLICY_MODE_UNSPECIFIED
+}
+
+func (x *ToolPolicy) GetHarnessLocal() []string {
+	if x != nil {
+		return x.HarnessLocal
+	}
+	return nil
+}
+
+func (x *ToolPolicy) GetExternalDirect() []string {
+	if x != nil {
+		return x.ExternalDirect
+	}
+	return nil
+}
+
+type HarnessIdentity struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version    string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	McpSupport McpSupport             `protobuf:"varint,3,opt,name=mcp_support,json=mcpSupport,proto3,enum=sharedos.v1.McpSupport" json:"mcp_support,omitempty"`
+	// extension_name is the MCP client extension when mcp_support is EXTENSION.
+	ExtensionName string `protobuf:"bytes,4,opt,name=extension_name,json=extensionName,proto3" json:"extension_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HarnessIdentity) Reset() {
+	*x = HarnessIdentity{}
+	mi := &file_sharedos_v1_common_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HarnessIdentity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HarnessIdentity) ProtoMessage() {}
+
+func (x *HarnessIdentity) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_common_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HarnessIdentity.ProtoReflect.Descriptor instead.
+func (*HarnessIdentity) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_common_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HarnessIdentity) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HarnessIdentity) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *HarnessIdentity) GetMcpSupport() McpSupport {
+	if x != nil {
+		return x.McpSupport
+	}
+	return McpSupport_MCP_SUPPORT_UNSPECIFIED
+}
+
+func (x *HarnessIdentity) GetExtensionName() string {
+	if x != nil {
+		return x.ExtensionName
+	}
+	return ""
+}
+
 var File_sharedos_v1_common_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_common_proto_rawDesc = "" +
@@ -417,7 +648,18 @@ const file_sharedos_v1_common_proto_rawDesc = "" +
 	"\x10annotations_json\x18\x05 \x01(\fR\x0fannotationsJson\x125\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x19.sharedos.v1.ToolMetadataR\bmetadata\x12%\n" +
 	"\x0ecanonical_json\x18\a \x01(\fR\rcanonicalJson\x12\x16\n" +
-	"\x06digest\x18\b \x01(\tR\x06digest*}\n" +
+	"\x06digest\x18\b \x01(\tR\x06digest\"\x87\x01\n" +
+	"\n" +
+	"ToolPolicy\x12+\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x17.sharedos.v1.PolicyModeR\x04mode\x12#\n" +
+	"\rharness_local\x18\x02 \x03(\tR\fharnessLocal\x12'\n" +
+	"\x0fexternal_direct\x18\x03 \x03(\tR\x0eexternalDirect\"\xa0\x01\n" +
+	"\x0fHarnessIdentity\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x128\n" +
+	"\vmcp_support\x18\x03 \x01(\x0e2\x17.sharedos.v1.McpSupportR\n" +
+	"mcpSupport\x12%\n" +
+	"\x0eextension_name\x18\x04 \x01(\tR\rextensionName*}\n" +
 	"\tToolClass\x12\x1a\n" +
 	"\x16TOOL_CLASS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_CLASS_MANAGED\x10\x01\x12\x1c\n" +
@@ -431,7 +673,17 @@ const file_sharedos_v1_common_proto_rawDesc = "" +
 	"\x17OPERATION_STATUS_FAILED\x10\x04\x12\x1e\n" +
 	"\x1aOPERATION_STATUS_CANCELLED\x10\x05\x12 \n" +
 	"\x1cOPERATION_STATUS_INTERRUPTED\x10\x06\x12#\n" +
-	"\x1fOPERATION_STATUS_INPUT_REQUIRED\x10\aB<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
+	"\x1fOPERATION_STATUS_INPUT_REQUIRED\x10\a*]\n" +
+	"\n" +
+	"PolicyMode\x12\x1b\n" +
+	"\x17POLICY_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12POLICY_MODE_STRICT\x10\x01\x12\x1a\n" +
+	"\x16POLICY_MODE_PERMISSIVE\x10\x02*\\\n" +
+	"\n" +
+	"McpSupport\x12\x1b\n" +
+	"\x17MCP_SUPPORT_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12MCP_SUPPORT_NATIVE\x10\x01\x12\x19\n" +
+	"\x15MCP_SUPPORT_EXTENSION\x10\x02B<Z:github.com/sharedos/toolshare/proto/sharedos/v1;sharedosv1b\x06proto3"
 
 var (
 	file_sharedos_v1_common_proto_rawDescOnce sync.Once
@@ -445,24 +697,30 @@ func file_sharedos_v1_common_proto_rawDescGZIP() []byte {
 	return file_sharedos_v1_common_proto_rawDescData
 }
 
-var file_sharedos_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sharedos_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_sharedos_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_sharedos_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_sharedos_v1_common_proto_goTypes = []any{
-	(ToolClass)(0),        // 0: sharedos.v1.ToolClass
-	(OperationStatus)(0),  // 1: sharedos.v1.OperationStatus
-	(*AccessContext)(nil), // 2: sharedos.v1.AccessContext
-	(*ToolMetadata)(nil),  // 3: sharedos.v1.ToolMetadata
-	(*PublishedTool)(nil), // 4: sharedos.v1.PublishedTool
-	nil,                   // 5: sharedos.v1.AccessContext.AttributesEntry
+	(ToolClass)(0),          // 0: sharedos.v1.ToolClass
+	(OperationStatus)(0),    // 1: sharedos.v1.OperationStatus
+	(PolicyMode)(0),         // 2: sharedos.v1.PolicyMode
+	(McpSupport)(0),         // 3: sharedos.v1.McpSupport
+	(*AccessContext)(nil),   // 4: sharedos.v1.AccessContext
+	(*ToolMetadata)(nil),    // 5: sharedos.v1.ToolMetadata
+	(*PublishedTool)(nil),   // 6: sharedos.v1.PublishedTool
+	(*ToolPolicy)(nil),      // 7: sharedos.v1.ToolPolicy
+	(*HarnessIdentity)(nil), // 8: sharedos.v1.HarnessIdentity
+	nil,                     // 9: sharedos.v1.AccessContext.AttributesEntry
 }
 var file_sharedos_v1_common_proto_depIdxs = []int32{
-	5, // 0: sharedos.v1.AccessContext.attributes:type_name -> sharedos.v1.AccessContext.AttributesEntry
-	3, // 1: sharedos.v1.PublishedTool.metadata:type_name -> sharedos.v1.ToolMetadata
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	9, // 0: sharedos.v1.AccessContext.attributes:type_name -> sharedos.v1.AccessContext.AttributesEntry
+	5, // 1: sharedos.v1.PublishedTool.metadata:type_name -> sharedos.v1.ToolMetadata
+	2, // 2: sharedos.v1.ToolPolicy.mode:type_name -> sharedos.v1.PolicyMode
+	3, // 3: sharedos.v1.HarnessIdentity.mcp_support:type_name -> sharedos.v1.McpSupport
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_common_proto_init() }
@@ -475,8 +733,8 @@ func file_sharedos_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_common_proto_rawDesc), len(file_sharedos_v1_common_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   4,
+			NumEnums:      4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -81,7 +81,14 @@ type GrantTurnRequest struct {
 	Context *AccessContext `protobuf:"bytes,2,opt,name=context,proto3" json:"context,omitempty"`
 	// expires_at is when the turn's lease ends; the grant expires then. At
 	// most 24 hours ahead.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// harness, declared_model and policy are the turn's SystemIdentity as the
+	// host declared it at OpenTurn (ADR 0014). The grant carries them, with
+	// the policy as its digest, and every operation record of the turn takes
+	// them from the grant, never from a call.
+	Harness       *HarnessIdentity `protobuf:"bytes,4,opt,name=harness,proto3" json:"harness,omitempty"`
+	DeclaredModel string           `protobuf:"bytes,5,opt,name=declared_model,json=declaredModel,proto3" json:"declared_model,omitempty"`
+	Policy        *ToolPolicy      `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +140,27 @@ func (x *GrantTurnRequest) GetContext() *AccessContext {
 func (x *GrantTurnRequest) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *GrantTurnRequest) GetHarness() *HarnessIdentity {
+	if x != nil {
+		return x.Harness
+	}
+	return nil
+}
+
+func (x *GrantTurnRequest) GetDeclaredModel() string {
+	if x != nil {
+		return x.DeclaredModel
+	}
+	return ""
+}
+
+func (x *GrantTurnRequest) GetPolicy() *ToolPolicy {
+	if x != nil {
+		return x.Policy
 	}
 	return nil
 }
@@ -797,9 +825,18 @@ type OperationRecord struct {
 	WaitingUntil *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
 	// kind is what the attempt was; requested_tool then holds the prompt's
 	// name or the resource's URI.
-	Kind          CallKind `protobuf:"varint,21,opt,name=kind,proto3,enum=sharedos.v1.CallKind" json:"kind,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Kind CallKind `protobuf:"varint,21,opt,name=kind,proto3,enum=sharedos.v1.CallKind" json:"kind,omitempty"`
+	// harness, declared_model and tool_policy_digest are the turn's
+	// SystemIdentity (with catalog_hash), taken from its grant: what makes
+	// records of two runs comparable. Records of grants issued before they
+	// existed carry the harness name alone.
+	Harness       *HarnessIdentity `protobuf:"bytes,22,opt,name=harness,proto3" json:"harness,omitempty"`
+	DeclaredModel string           `protobuf:"bytes,23,opt,name=declared_model,json=declaredModel,proto3" json:"declared_model,omitempty"`
+	// tool_policy_digest is "sha256:<hex>" of the ToolPolicy's canonical JSON
+	// (services/contract/systemidentity).
+	ToolPolicyDigest string `protobuf:"bytes,24,opt,name=tool_policy_digest,json=toolPolicyDigest,proto3" json:"tool_policy_digest,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *OperationRecord) Reset() {
@@ -977,6 +1014,27 @@ func (x *OperationRecord) GetKind() CallKind {
 		return x.Kind
 	}
 	return CallKind_CALL_KIND_UNSPECIFIED
+}
+
+func (x *OperationRecord) GetHarness() *HarnessIdentity {
+	if x != nil {
+		return x.Harness
+	}
+	return nil
+}
+
+func (x *OperationRecord) GetDeclaredModel() string {
+	if x != nil {
+		return x.DeclaredModel
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetToolPolicyDigest() string {
+	if x != nil {
+		return x.ToolPolicyDigest
+	}
+	return ""
 }
 
 type ToolEvent struct {
@@ -1408,12 +1466,15 @@ var File_sharedos_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\n" +
-	"\x19sharedos/v1/runtime.proto\x12\vsharedos.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sharedos/v1/catalog.proto\x1a\x18sharedos/v1/common.proto\x1a\x19sharedos/v1/handler.proto\"\x9c\x01\n" +
+	"\x19sharedos/v1/runtime.proto\x12\vsharedos.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sharedos/v1/catalog.proto\x1a\x18sharedos/v1/common.proto\x1a\x19sharedos/v1/handler.proto\"\xac\x02\n" +
 	"\x10GrantTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x124\n" +
 	"\acontext\x18\x02 \x01(\v2\x1a.sharedos.v1.AccessContextR\acontext\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xaa\x02\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x126\n" +
+	"\aharness\x18\x04 \x01(\v2\x1c.sharedos.v1.HarnessIdentityR\aharness\x12%\n" +
+	"\x0edeclared_model\x18\x05 \x01(\tR\rdeclaredModel\x12/\n" +
+	"\x06policy\x18\x06 \x01(\v2\x17.sharedos.v1.ToolPolicyR\x06policy\"\xaa\x02\n" +
 	"\x11GrantTurnResponse\x12\x14\n" +
 	"\x05grant\x18\x01 \x01(\tR\x05grant\x12!\n" +
 	"\fcatalog_hash\x18\x02 \x01(\tR\vcatalogHash\x120\n" +
@@ -1467,7 +1528,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x05input\x18\n" +
 	" \x01(\v2\x17.sharedos.v1.InputRoundR\x05input\x122\n" +
 	"\x15missing_input_methods\x18\v \x03(\tR\x13missingInputMethods\x12 \n" +
-	"\vdescription\x18\f \x01(\tR\vdescription\"\xc0\x06\n" +
+	"\vdescription\x18\f \x01(\tR\vdescription\"\xcd\a\n" +
 	"\x0fOperationRecord\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x17\n" +
@@ -1493,7 +1554,10 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x0eprogress_count\x18\x12 \x01(\x05R\rprogressCount\x12!\n" +
 	"\finput_rounds\x18\x13 \x01(\x05R\vinputRounds\x12?\n" +
 	"\rwaiting_until\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingUntil\x12)\n" +
-	"\x04kind\x18\x15 \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kind\"|\n" +
+	"\x04kind\x18\x15 \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kind\x126\n" +
+	"\aharness\x18\x16 \x01(\v2\x1c.sharedos.v1.HarnessIdentityR\aharness\x12%\n" +
+	"\x0edeclared_model\x18\x17 \x01(\tR\rdeclaredModel\x12,\n" +
+	"\x12tool_policy_digest\x18\x18 \x01(\tR\x10toolPolicyDigest\"|\n" +
 	"\tToolEvent\x123\n" +
 	"\bprogress\x18\x01 \x01(\v2\x15.sharedos.v1.ProgressH\x00R\bprogress\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.sharedos.v1.ToolResultH\x00R\x06resultB\a\n" +
@@ -1573,58 +1637,63 @@ var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(*RecordExportResponse)(nil),     // 16: sharedos.v1.RecordExportResponse
 	(*AccessContext)(nil),            // 17: sharedos.v1.AccessContext
 	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
-	(*PublishedTool)(nil),            // 19: sharedos.v1.PublishedTool
-	(*PublishedPrompt)(nil),          // 20: sharedos.v1.PublishedPrompt
-	(*PublishedResource)(nil),        // 21: sharedos.v1.PublishedResource
-	(*InputRequired)(nil),            // 22: sharedos.v1.InputRequired
-	(OperationStatus)(0),             // 23: sharedos.v1.OperationStatus
-	(*Progress)(nil),                 // 24: sharedos.v1.Progress
+	(*HarnessIdentity)(nil),          // 19: sharedos.v1.HarnessIdentity
+	(*ToolPolicy)(nil),               // 20: sharedos.v1.ToolPolicy
+	(*PublishedTool)(nil),            // 21: sharedos.v1.PublishedTool
+	(*PublishedPrompt)(nil),          // 22: sharedos.v1.PublishedPrompt
+	(*PublishedResource)(nil),        // 23: sharedos.v1.PublishedResource
+	(*InputRequired)(nil),            // 24: sharedos.v1.InputRequired
+	(OperationStatus)(0),             // 25: sharedos.v1.OperationStatus
+	(*Progress)(nil),                 // 26: sharedos.v1.Progress
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
 	17, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
 	18, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
-	19, // 2: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
-	20, // 3: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
-	21, // 4: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
-	6,  // 5: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
-	0,  // 6: sharedos.v1.ToolCall.kind:type_name -> sharedos.v1.CallKind
-	22, // 7: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
-	18, // 8: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 9: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
-	7,  // 10: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
-	23, // 11: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	18, // 12: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	18, // 13: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
-	18, // 14: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
-	0,  // 15: sharedos.v1.OperationRecord.kind:type_name -> sharedos.v1.CallKind
-	24, // 16: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
-	8,  // 17: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
-	9,  // 18: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	18, // 19: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
-	9,  // 20: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	5,  // 21: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	5,  // 22: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
-	5,  // 23: sharedos.v1.RuntimeService.GetPrompt:input_type -> sharedos.v1.ToolCall
-	5,  // 24: sharedos.v1.RuntimeService.ReadResource:input_type -> sharedos.v1.ToolCall
-	11, // 25: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	1,  // 26: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
-	3,  // 27: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
-	13, // 28: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
-	15, // 29: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
-	8,  // 30: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	10, // 31: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
-	8,  // 32: sharedos.v1.RuntimeService.GetPrompt:output_type -> sharedos.v1.ToolResult
-	8,  // 33: sharedos.v1.RuntimeService.ReadResource:output_type -> sharedos.v1.ToolResult
-	12, // 34: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	2,  // 35: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
-	4,  // 36: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
-	14, // 37: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
-	16, // 38: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
-	30, // [30:39] is the sub-list for method output_type
-	21, // [21:30] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 2: sharedos.v1.GrantTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
+	20, // 3: sharedos.v1.GrantTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
+	21, // 4: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
+	22, // 5: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
+	23, // 6: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
+	6,  // 7: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
+	0,  // 8: sharedos.v1.ToolCall.kind:type_name -> sharedos.v1.CallKind
+	24, // 9: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
+	18, // 10: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 11: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	7,  // 12: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
+	25, // 13: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	18, // 14: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	18, // 15: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	18, // 16: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
+	0,  // 17: sharedos.v1.OperationRecord.kind:type_name -> sharedos.v1.CallKind
+	19, // 18: sharedos.v1.OperationRecord.harness:type_name -> sharedos.v1.HarnessIdentity
+	26, // 19: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
+	8,  // 20: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
+	9,  // 21: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	18, // 22: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
+	9,  // 23: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	5,  // 24: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	5,  // 25: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
+	5,  // 26: sharedos.v1.RuntimeService.GetPrompt:input_type -> sharedos.v1.ToolCall
+	5,  // 27: sharedos.v1.RuntimeService.ReadResource:input_type -> sharedos.v1.ToolCall
+	11, // 28: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	1,  // 29: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	3,  // 30: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	13, // 31: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
+	15, // 32: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
+	8,  // 33: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	10, // 34: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
+	8,  // 35: sharedos.v1.RuntimeService.GetPrompt:output_type -> sharedos.v1.ToolResult
+	8,  // 36: sharedos.v1.RuntimeService.ReadResource:output_type -> sharedos.v1.ToolResult
+	12, // 37: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	2,  // 38: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	4,  // 39: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	14, // 40: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
+	16, // 41: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_runtime_proto_init() }

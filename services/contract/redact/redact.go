@@ -107,11 +107,15 @@ func wordRune(r rune) bool {
 	return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r))
 }
 
-// ArgumentsDigest is "sha256:<lowercase hex>" of the raw argument bytes: the
-// one form operation records and decision logs carry, so either proves the
-// arguments authorized are the arguments executed (and they can be joined).
-func ArgumentsDigest(argsJSON []byte) string {
-	sum := sha256.Sum256(argsJSON)
+// ArgumentsDigest is SHA256 of the raw argument bytes: the form operation
+// records and decision logs carry, so either proves the arguments
+// authorized are the arguments executed (and they can be joined).
+func ArgumentsDigest(argsJSON []byte) string { return SHA256(argsJSON) }
+
+// SHA256 is "sha256:<lowercase hex>" of b: the one digest form records,
+// decision logs and a run's SystemIdentity carry.
+func SHA256(b []byte) string {
+	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 

@@ -64,6 +64,13 @@ func TestServiceRolesOnPostgres(t *testing.T) {
 	refused(catalog, "disable the append-only trigger", `ALTER TABLE catalog.operations DISABLE TRIGGER operations_no_rewrite`, "must be owner")
 	refused(catalog, "rewrite a finished record", `UPDATE catalog.operations SET status = 'succeeded', code = '' WHERE turn_id = $1`, "can no longer change")
 	refused(catalog, "rewrite a record's identity", `UPDATE catalog.operations SET principal = 'mallory' WHERE turn_id = $1`, "permission denied")
+	// The run's SystemIdentity is written with the row (from the grant) and
+	// never changed.
+	if err := catalog.QueryRow(ctx, `SELECT count(*) FROM catalog.operations WHERE turn_id = $1 AND harness = 'demo'
+	   AND mcp_support = 'native' AND tool_policy_digest LIKE 'sha256:%'`, s.Demo.TurnID).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d records of the demo turn carry its SystemIdentity (%v), want 2", n, err)
+	}
+	refused(catalog, "rewrite a record's system identity", `UPDATE catalog.operations SET declared_model = 'other', tool_policy_digest = '' WHERE turn_id = $1`, "permission denied")
 	refused(catalog, "delete records", `DELETE FROM catalog.operations WHERE turn_id = $1`, "permission denied")
 	refused(catalog, "truncate records", `TRUNCATE catalog.operations`, "permission denied")
 	refused(catalog, "DDL", `CREATE TABLE catalog.evil (turn text)`, "permission denied")

@@ -18,8 +18,10 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
 	"github.com/sharedos/toolshare/services/contract/projection"
+	"github.com/sharedos/toolshare/services/contract/systemidentity"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 	"github.com/sharedos/toolshare/services/tools/devstack"
 )
@@ -177,6 +179,7 @@ func TestMakeRunStack(t *testing.T) {
 
 	var ops []struct {
 		CallID, Tool, Status, Code string
+		SystemIdentity             struct{ CatalogHash, Harness, MCPSupport, DeclaredModel, ToolPolicy string }
 	}
 	s.ctlJSON(t, &ops, "ops", "list", "--turn", s.Demo.TurnID)
 	want := []struct{ tool, status, code string }{
@@ -195,6 +198,12 @@ func TestMakeRunStack(t *testing.T) {
 		}
 		if o.CallID == "" || seen[o.CallID] {
 			t.Errorf("record %d has empty or repeated callId %q", i, o.CallID)
+		}
+		// The run's SystemIdentity, from the turn's grant (ADR 0014): the
+		// demo turn's permissive policy, the "demo" harness, native MCP.
+		if id := o.SystemIdentity; id.CatalogHash != s.Demo.CatalogHash || id.Harness != "demo" || id.MCPSupport != "native" ||
+			id.ToolPolicy != systemidentity.PolicyDigest(&sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE}) {
+			t.Errorf("record %d systemIdentity = %+v (turn's catalogHash %s)", i, id, s.Demo.CatalogHash)
 		}
 		seen[o.CallID] = true
 	}

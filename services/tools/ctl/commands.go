@@ -24,6 +24,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/contract/systemidentity"
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
@@ -452,14 +453,9 @@ func runTurnOpen(ctx context.Context, e *env, o *openFlags, args []string) error
 	case o.userToken == "" && o.access.principal == "":
 		return usagef("--principal (or --user-token) is required")
 	}
-	var support sharedosv1.McpSupport
-	switch o.mcpSupport {
-	case "native":
-		support = sharedosv1.McpSupport_MCP_SUPPORT_NATIVE
-	case "extension":
-		support = sharedosv1.McpSupport_MCP_SUPPORT_EXTENSION
-	default:
-		return usagef("--mcp-support must be native or extension, not %q", o.mcpSupport)
+	support := systemidentity.ParseMCPSupport(o.mcpSupport)
+	if support == sharedosv1.McpSupport_MCP_SUPPORT_UNSPECIFIED {
+		return usagef("--mcp-support must be %s or %s, not %q", systemidentity.Native, systemidentity.Extension, o.mcpSupport)
 	}
 	policy, err := readPolicy(o.policy)
 	if err != nil {
@@ -552,6 +548,22 @@ type OperationJSON struct {
 	// Kind is prompt or resource for a prompts/get or resources/read (tool
 	// is then the prompt's name or the resource's URI); absent for a tool.
 	Kind string `json:"kind,omitempty"`
+	// SystemIdentity is the run's identity the record carries from its
+	// turn's grant (ADR 0014).
+	SystemIdentity SystemIdentityJSON `json:"systemIdentity"`
+}
+
+// SystemIdentityJSON is a run's SystemIdentity as `ops list` and column
+// reports print it: what makes two runs comparable (the same catalogHash
+// means the same tool set). toolPolicy is the ToolPolicy's digest.
+type SystemIdentityJSON struct {
+	CatalogHash    string `json:"catalogHash"`
+	Harness        string `json:"harness"`
+	HarnessVersion string `json:"harnessVersion"`
+	MCPSupport     string `json:"mcpSupport"`
+	Extension      string `json:"extension"`
+	DeclaredModel  string `json:"declaredModel"`
+	ToolPolicy     string `json:"toolPolicy"`
 }
 
 func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
@@ -586,6 +598,11 @@ func operationJSON(r *sharedosv1.OperationRecord) OperationJSON {
 		CatalogHash: r.GetCatalogHash(), ArgumentsDigest: r.GetArgumentsDigest(), Status: outcome.StatusName(r.GetStatus()),
 		Code: r.GetCode(), Reason: r.GetReason(), DecisionID: r.GetDecisionId(), PolicyRevision: r.GetPolicyRevision(),
 		TraceID: r.GetTraceId(), ProgressCount: r.GetProgressCount(), InputRounds: r.GetInputRounds(),
+		SystemIdentity: SystemIdentityJSON{
+			CatalogHash: r.GetCatalogHash(), Harness: r.GetHarness().GetName(), HarnessVersion: r.GetHarness().GetVersion(),
+			MCPSupport: systemidentity.MCPSupportName(r.GetHarness().GetMcpSupport()), Extension: r.GetHarness().GetExtensionName(),
+			DeclaredModel: r.GetDeclaredModel(), ToolPolicy: r.GetToolPolicyDigest(),
+		},
 	}
 	switch r.GetKind() {
 	case sharedosv1.CallKind_CALL_KIND_PROMPT:

@@ -52,6 +52,21 @@ type Grant struct {
 	Resources            map[string]string
 	PromptsResourcesHash string
 	ExpiresAt            time.Time
+	// Identity is the turn's SystemIdentity as the host declared it;
+	// grants issued before it existed carry none (zero).
+	Identity Identity
+}
+
+// Identity is what a grant says of the run: the harness, the model the
+// host declared and the ToolPolicy's digest (systemidentity.PolicyDigest).
+// The kernel records it on every attempt of the turn.
+type Identity struct {
+	Harness          string
+	HarnessVersion   string
+	MCPSupport       string
+	Extension        string
+	DeclaredModel    string
+	ToolPolicyDigest string
 }
 
 // Refusal says why a grant was refused; its text is safe to show a model.
@@ -185,6 +200,16 @@ type claims struct {
 	Prompts     map[string]string `json:"prm,omitempty"`
 	Resources   map[string]string `json:"res,omitempty"`
 	PRHash      string            `json:"prh,omitempty"`
+	Identity    *identity         `json:"sys,omitempty"`
+}
+
+type identity struct {
+	Harness          string `json:"harness,omitempty"`
+	HarnessVersion   string `json:"harnessVersion,omitempty"`
+	MCPSupport       string `json:"mcpSupport,omitempty"`
+	Extension        string `json:"extension,omitempty"`
+	DeclaredModel    string `json:"declaredModel,omitempty"`
+	ToolPolicyDigest string `json:"toolPolicy,omitempty"`
 }
 
 type accessContext struct {
@@ -220,6 +245,10 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 	}
 	if c.Tools == nil {
 		c.Tools = map[string]string{}
+	}
+	if g.Identity != (Identity{}) {
+		id := identity(g.Identity)
+		c.Identity = &id
 	}
 	tok, err := jwt.Signed(k.signer).Claims(std).Claims(c).Serialize()
 	if err != nil {
@@ -282,8 +311,13 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 		}
 		return nil, ErrForged
 	}
+	var id Identity
+	if c.Identity != nil {
+		id = Identity(*c.Identity)
+	}
 	return &Grant{
-		TurnID: c.TurnID, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: std.Expiry.Time(),
+		Identity: id,
+		TurnID:   c.TurnID, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: std.Expiry.Time(),
 		Prompts: maps.Clone(c.Prompts), Resources: maps.Clone(c.Resources), PromptsResourcesHash: c.PRHash,
 		Context: &sharedosv1.AccessContext{
 			Principal: c.Context.Principal, Tenant: c.Context.Tenant,

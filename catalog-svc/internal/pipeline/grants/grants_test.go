@@ -26,6 +26,8 @@ func grant() grants.Grant {
 		CatalogHash: strings.Repeat("c", 64),
 		Tools:       map[string]string{"files.read": strings.Repeat("d", 64)},
 		ExpiresAt:   now.Add(time.Hour),
+		Identity: grants.Identity{Harness: "pi", HarnessVersion: "0.74.2", MCPSupport: "extension",
+			Extension: "pi-mcp-adapter", DeclaredModel: "fake-model", ToolPolicyDigest: "sha256:" + strings.Repeat("e", 64)},
 	}
 }
 
@@ -52,7 +54,7 @@ func TestIssueVerifyRoundTrip(t *testing.T) {
 		want := grant()
 		if g.TurnID != want.TurnID || g.CatalogHash != want.CatalogHash || g.Tools["files.read"] != want.Tools["files.read"] ||
 			g.Context.GetPrincipal() != "alice" || g.Context.GetTenant() != "acme" || g.Context.GetRoles()[0] != "engineer" ||
-			g.Context.GetAttributes()["dept"] != "eng" || !g.ExpiresAt.Equal(want.ExpiresAt) {
+			g.Context.GetAttributes()["dept"] != "eng" || !g.ExpiresAt.Equal(want.ExpiresAt) || g.Identity != want.Identity {
 			t.Fatalf("Verify = %+v", g)
 		}
 	}
@@ -170,5 +172,31 @@ func TestRotation(t *testing.T) {
 	}
 	if _, err := grants.Load(filepath.Join(dir, "missing.key")); err == nil {
 		t.Fatal("Load of a missing file succeeded")
+	}
+}
+
+// A grant issued before grants carried the run's identity verifies with a
+// zero Identity, and one issued without it carries no "sys" claim.
+func TestGrantWithoutIdentity(t *testing.T) {
+	k := mustKeys(t)
+	g := grant()
+	g.Identity = grants.Identity{}
+	tok, err := k.Issue(g, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(payload), `"sys"`) {
+		t.Errorf("claims of a grant without identity: %s", payload)
+	}
+	got, err := k.Verify(tok, "turn-1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Identity != (grants.Identity{}) {
+		t.Errorf("Identity = %+v, want zero", got.Identity)
 	}
 }

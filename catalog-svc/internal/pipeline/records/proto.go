@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/systemidentity"
 )
 
 func toProto(r *Record) *sharedosv1.OperationRecord {
@@ -26,6 +27,12 @@ func toProto(r *Record) *sharedosv1.OperationRecord {
 		ProgressCount:       r.ProgressCount,
 		InputRounds:         r.InputRounds,
 		Kind:                r.Kind,
+		DeclaredModel:       r.DeclaredModel,
+		ToolPolicyDigest:    r.ToolPolicyDigest,
+	}
+	if r.Harness != "" || r.HarnessVersion != "" || r.MCPSupport != "" || r.Extension != "" {
+		p.Harness = &sharedosv1.HarnessIdentity{Name: r.Harness, Version: r.HarnessVersion,
+			McpSupport: systemidentity.ParseMCPSupport(r.MCPSupport), ExtensionName: r.Extension}
 	}
 	if !r.WaitingUntil.IsZero() {
 		p.WaitingUntil = timestamppb.New(r.WaitingUntil)

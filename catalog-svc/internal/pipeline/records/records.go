@@ -69,10 +69,19 @@ type Record struct {
 	Duplicate bool
 	// InstanceID names the kernel process that wrote the row.
 	InstanceID string
-	Harness    string
-	TraceID    string
-	StartedAt  time.Time
-	FinishedAt time.Time
+	// Harness, HarnessVersion, MCPSupport ("native", "extension"),
+	// Extension, DeclaredModel and ToolPolicyDigest are the turn's
+	// SystemIdentity (with CatalogHash) from its grant (ADR 0014): set when
+	// the row is written, never changed.
+	Harness          string
+	HarnessVersion   string
+	MCPSupport       string
+	Extension        string
+	DeclaredModel    string
+	ToolPolicyDigest string
+	TraceID          string
+	StartedAt        time.Time
+	FinishedAt       time.Time
 	// ProgressCount is how many progress reports the kernel passed on.
 	ProgressCount int32
 	// InputRounds is how many times the attempt asked the client for input.
@@ -325,7 +334,8 @@ func plainASCII(s string) bool {
 func (r *Record) Sanitize() {
 	for _, f := range []*string{&r.CallID, &r.TurnID, &r.Principal, &r.ResolvedTool, &r.CatalogHash,
 		&r.ArgumentsDigest, &r.DecisionID, &r.PolicyRevision, &r.Code, &r.Reason, &r.InstanceID,
-		&r.Harness, &r.TraceID, &r.AttemptID, &r.RequestedToolSHA256} {
+		&r.Harness, &r.HarnessVersion, &r.MCPSupport, &r.Extension, &r.DeclaredModel, &r.ToolPolicyDigest,
+		&r.TraceID, &r.AttemptID, &r.RequestedToolSHA256} {
 		*f = sanitizeText(*f)
 	}
 	if len(r.RequestedTool) > MaxToolBytes || !utf8.ValidString(r.RequestedTool) || strings.IndexByte(r.RequestedTool, 0) >= 0 {

@@ -66,6 +66,11 @@ func NewRecord(turn, call, tool string) *records.Record {
 		ArgumentsDigest:     redact.ArgumentsDigest([]byte(`{"path":"/public/a.txt"}`)),
 		InstanceID:          "kernel-1",
 		Harness:             "test",
+		HarnessVersion:      "1.2.3",
+		MCPSupport:          "extension",
+		Extension:           "pi-mcp-adapter",
+		DeclaredModel:       "fake-model",
+		ToolPolicyDigest:    redact.SHA256([]byte(`{"mode":"strict"}`)),
 		TraceID:             strings.Repeat("a", 32),
 		StartedAt:           time.Now().UTC().Truncate(time.Microsecond),
 	}
@@ -130,6 +135,12 @@ func testBeginCompleteList(t *testing.T, s records.Store) {
 	p := rows[0].ToProto()
 	if p.GetStatus() != c.Status || p.GetDecisionId() != "d-1" || p.GetStartedAt() == nil || p.GetFinishedAt() == nil {
 		t.Errorf("proto = %v", p)
+	}
+	// The run's SystemIdentity travels with every record.
+	if h := p.GetHarness(); h.GetName() != "test" || h.GetVersion() != "1.2.3" ||
+		h.GetMcpSupport() != sharedosv1.McpSupport_MCP_SUPPORT_EXTENSION || h.GetExtensionName() != "pi-mcp-adapter" ||
+		p.GetDeclaredModel() != "fake-model" || p.GetToolPolicyDigest() != r.ToolPolicyDigest || p.GetCatalogHash() != r.CatalogHash {
+		t.Errorf("proto identity = %v", p)
 	}
 	if other := list(t, s, tid+"-other"); len(other) != 0 {
 		t.Errorf("another turn sees %d rows", len(other))
