@@ -20,6 +20,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/secretref"
 )
 
 // clientInfo is how SharedOS introduces itself to an upstream.
@@ -123,14 +124,14 @@ func (c *conn) close() {
 func (c *conn) transport() (transport.Interface, error) {
 	headers := map[string]string{}
 	for k, ref := range c.spec.GetHeaders() {
-		v, err := resolve(ref)
+		v, err := secretref.Resolve(ref)
 		if err != nil {
 			return nil, fmt.Errorf("header %s: %w", k, err)
 		}
 		headers[k] = v
 	}
 	if ref := c.spec.GetCredentialRef(); ref != "" {
-		v, err := resolve(ref)
+		v, err := secretref.Resolve(ref)
 		if err != nil {
 			return nil, fmt.Errorf("credential: %w", err)
 		}
@@ -175,7 +176,7 @@ func (c *conn) transport() (transport.Interface, error) {
 // grant: fetched from the token endpoint (through the same guard) and
 // renewed before it expires.
 func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Client) (*http.Client, error) {
-	secret, err := resolve(o.GetClientSecretRef())
+	secret, err := secretref.Resolve(o.GetClientSecretRef())
 	if err != nil {
 		return nil, fmt.Errorf("oauth client secret: %w", err)
 	}

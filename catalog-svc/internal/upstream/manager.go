@@ -17,6 +17,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
+	"github.com/sharedos/toolshare/services/platform/secretref"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
@@ -135,12 +136,12 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 		if !httpguts.ValidHeaderFieldName(k) || strings.EqualFold(k, "Authorization") && spec.GetCredentialRef() != "" {
 			return &ValidationError{"headers", fmt.Sprintf("%q is not a header name this upstream can be given", k)}
 		}
-		if err := CheckRef(ref); err != nil {
+		if err := secretref.Check(ref); err != nil {
 			return &ValidationError{"headers." + k, err.Error()}
 		}
 	}
 	if ref := spec.GetCredentialRef(); ref != "" {
-		if err := CheckRef(ref); err != nil {
+		if err := secretref.Check(ref); err != nil {
 			return &ValidationError{"credential_ref", err.Error()}
 		}
 	}
@@ -156,7 +157,7 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 		if err := m.cfg.Guard.CheckURL(o.GetTokenUrl()); err != nil {
 			return &ValidationError{"oauth.token_url", err.Error()}
 		}
-		if err := CheckRef(o.GetClientSecretRef()); err != nil {
+		if err := secretref.Check(o.GetClientSecretRef()); err != nil {
 			return &ValidationError{"oauth.client_secret_ref", err.Error()}
 		}
 	}

@@ -1,4 +1,8 @@
-package upstream
+// Package secretref resolves secret references: a configuration names where
+// a secret is, never the secret. catalog-svc reads an upstream MCP server's
+// credentials through it (ADR 0019), sharedosctl a live column's model
+// credential.
+package secretref
 
 import (
 	"errors"
@@ -8,7 +12,7 @@ import (
 )
 
 // Secret references name where a value is, never the value: "env:NAME" (an
-// environment variable of catalog-svc; a bare NAME means the same) or
+// environment variable of the process; a bare NAME means the same) or
 // "file:/abs/path" (a mounted Kubernetes Secret, say). Trailing newlines of
 // a file are dropped.
 const (
@@ -16,8 +20,8 @@ const (
 	refFile = "file:"
 )
 
-// CheckRef reports whether ref is a well-formed secret reference.
-func CheckRef(ref string) error {
+// Check reports whether ref is a well-formed secret reference.
+func Check(ref string) error {
 	switch {
 	case strings.HasPrefix(ref, refEnv) && len(ref) > len(refEnv):
 		return nil
@@ -29,12 +33,12 @@ func CheckRef(ref string) error {
 	return fmt.Errorf("%q is not a secret reference: want NAME, env:NAME or file:/absolute/path", ref)
 }
 
-// errEmptySecret: a reference resolved to nothing.
-var errEmptySecret = errors.New("the secret is empty")
+// ErrEmpty: a reference resolved to nothing.
+var ErrEmpty = errors.New("the secret is empty")
 
-// resolve reads the value ref names.
-func resolve(ref string) (string, error) {
-	if err := CheckRef(ref); err != nil {
+// Resolve reads the value ref names; an empty value is an error.
+func Resolve(ref string) (string, error) {
+	if err := Check(ref); err != nil {
 		return "", err
 	}
 	var v string
@@ -48,7 +52,7 @@ func resolve(ref string) (string, error) {
 		v = os.Getenv(strings.TrimPrefix(ref, refEnv))
 	}
 	if v == "" {
-		return "", fmt.Errorf("secret %s: %w", ref, errEmptySecret)
+		return "", fmt.Errorf("secret %s: %w", ref, ErrEmpty)
 	}
 	return v, nil
 }
