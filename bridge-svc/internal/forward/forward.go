@@ -632,9 +632,9 @@ func contentResult(res *sharedosv1.ToolResult) (*mcp.CallToolResult, error) {
 		}
 		out.RawStructuredContent = json.RawMessage(sc)
 	}
-	if res.GetHandlerIsError() {
-		out.Meta = &mcp.Meta{AdditionalFields: map[string]any{outcome.MetaKey: outcome.Meta(res)}}
-	}
+	// Every answer names its record: a success as a refusal does (issue 21:
+	// a column matches each answer to its record by call id).
+	out.Meta = &mcp.Meta{AdditionalFields: map[string]any{outcome.MetaKey: outcome.Meta(res)}}
 	return out, nil
 }
 

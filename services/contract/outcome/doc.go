@@ -12,4 +12,6 @@
 // reads starts with "denied:" or "failed:" (some harnesses drop isError, so
 // the text must carry the meaning on its own), and
 // _meta["io.sharedos/outcome"] carries {status, code, callId, decisionId}.
+// A succeeded answer carries the same _meta (status "succeeded", the
+// record's callId): every answer names the record that backs it.
 package outcome

@@ -4,7 +4,8 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
-// MetaKey is the _meta key under which every refusal carries its outcome.
+// MetaKey is the _meta key under which every tools/call answer carries its
+// outcome: a refusal, and a success (with the record's callId, issue 21).
 const MetaKey = "io.sharedos/outcome"
 
 // Codes of denied outcomes.
