@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs the pinned npm test clients (official TS SDK client, the MCP
-# conformance suite, and Node 22 as an npm package) into services/systemtest/npm/node_modules.
+# Installs a pinned npm folder from its lockfile, once per lockfile: by
+# default services/systemtest/npm (the official TS SDK client, the MCP
+# conformance suite, and Node 22 as an npm package); `make column` passes
+# services/systemtest/columns/npm (the four agent CLIs).
 set -euo pipefail
-cd "$(dirname "$0")/../services/systemtest/npm" 2>/dev/null || { echo "npm-deps: services/systemtest/npm missing"; exit 1; }
+dir=${1:-services/systemtest/npm}
+cd "$(dirname "$0")/../$dir" 2>/dev/null || { echo "npm-deps: $dir missing"; exit 1; }
 if ! command -v npm >/dev/null 2>&1; then
   echo "npm-deps: npm not found: install Node.js (any version >= 18; Node 22 itself comes from npm)" >&2
   exit 1

@@ -1,6 +1,7 @@
 package systemidentity
 
 import (
+	"fmt"
 	"slices"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -81,4 +82,28 @@ func set(names []string) []string {
 		out = []string{}
 	}
 	return out
+}
+
+// Policy is a ToolPolicy as files declare it (sharedosctl --policy, column
+// manifests): {"mode": "strict"|"permissive", "harnessLocal": […],
+// "externalDirect": […]}.
+type Policy struct {
+	Mode           string   `json:"mode"`
+	HarnessLocal   []string `json:"harnessLocal,omitempty"`
+	ExternalDirect []string `json:"externalDirect,omitempty"`
+}
+
+// Proto is the policy as OpenTurn takes it; a mode other than strict or
+// permissive is an error (the bridge checks the rest of the policy).
+func (p Policy) Proto() (*sharedosv1.ToolPolicy, error) {
+	out := &sharedosv1.ToolPolicy{HarnessLocal: p.HarnessLocal, ExternalDirect: p.ExternalDirect}
+	switch p.Mode {
+	case PolicyModeName(sharedosv1.PolicyMode_POLICY_MODE_STRICT):
+		out.Mode = sharedosv1.PolicyMode_POLICY_MODE_STRICT
+	case PolicyModeName(sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE):
+		out.Mode = sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE
+	default:
+		return nil, fmt.Errorf("mode must be strict or permissive, not %q", p.Mode)
+	}
+	return out, nil
 }

@@ -22,9 +22,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
-	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
+	"github.com/sharedos/toolshare/services/tools/opsjson"
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
@@ -370,13 +370,6 @@ func (o *openFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.portable, "portable-names", false, "publish portable names (files_read) mapped back before the call")
 }
 
-// toolPolicyFile is the --policy file shape.
-type toolPolicyFile struct {
-	Mode           string   `json:"mode"`
-	HarnessLocal   []string `json:"harnessLocal,omitempty"`
-	ExternalDirect []string `json:"externalDirect,omitempty"`
-}
-
 func readPolicy(path string) (*sharedosv1.ToolPolicy, error) {
 	if path == "" {
 		return &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE}, nil
@@ -385,18 +378,13 @@ func readPolicy(path string) (*sharedosv1.ToolPolicy, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f toolPolicyFile
+	var f systemidentity.Policy
 	if err := decodeStrictYAMLOrJSON(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	p := &sharedosv1.ToolPolicy{HarnessLocal: f.HarnessLocal, ExternalDirect: f.ExternalDirect}
-	switch f.Mode {
-	case "strict":
-		p.Mode = sharedosv1.PolicyMode_POLICY_MODE_STRICT
-	case "permissive":
-		p.Mode = sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE
-	default:
-		return nil, fmt.Errorf("%s: mode must be strict or permissive, not %q", path, f.Mode)
+	p, err := f.Proto()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, nil
 }
@@ -521,51 +509,6 @@ func runTurnGet(ctx context.Context, e *env, _ *flag.FlagSet, args []string) err
 
 // ---- operations
 
-// OperationJSON is one `ops list` row.
-type OperationJSON struct {
-	Sequence        int64  `json:"sequence"`
-	CallID          string `json:"callId"`
-	TurnID          string `json:"turnId"`
-	Principal       string `json:"principal"`
-	Tool            string `json:"tool"`
-	ToolSHA256      string `json:"toolSha256"`
-	ResolvedTool    string `json:"resolvedTool,omitempty"`
-	CatalogHash     string `json:"catalogHash,omitempty"`
-	ArgumentsDigest string `json:"argumentsDigest,omitempty"`
-	Status          string `json:"status"`
-	Code            string `json:"code"`
-	Reason          string `json:"reason"`
-	DecisionID      string `json:"decisionId"`
-	PolicyRevision  string `json:"policyRevision,omitempty"`
-	StartedAt       string `json:"startedAt,omitempty"`
-	FinishedAt      string `json:"finishedAt,omitempty"`
-	TraceID         string `json:"traceId,omitempty"`
-	ProgressCount   int32  `json:"progressCount,omitempty"`
-	// InputRounds and WaitingUntil: the times the call asked the client for
-	// input, and until when it waits for the answer (ADR 0017).
-	InputRounds  int32  `json:"inputRounds,omitempty"`
-	WaitingUntil string `json:"waitingUntil,omitempty"`
-	// Kind is prompt or resource for a prompts/get or resources/read (tool
-	// is then the prompt's name or the resource's URI); absent for a tool.
-	Kind string `json:"kind,omitempty"`
-	// SystemIdentity is the run's identity the record carries from its
-	// turn's grant (ADR 0014).
-	SystemIdentity SystemIdentityJSON `json:"systemIdentity"`
-}
-
-// SystemIdentityJSON is a run's SystemIdentity as `ops list` and column
-// reports print it: what makes two runs comparable (the same catalogHash
-// means the same tool set). toolPolicy is the ToolPolicy's digest.
-type SystemIdentityJSON struct {
-	CatalogHash    string `json:"catalogHash"`
-	Harness        string `json:"harness"`
-	HarnessVersion string `json:"harnessVersion"`
-	MCPSupport     string `json:"mcpSupport"`
-	Extension      string `json:"extension"`
-	DeclaredModel  string `json:"declaredModel"`
-	ToolPolicy     string `json:"toolPolicy"`
-}
-
 func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
 	if err := noArgs(args); err != nil {
 		return err
@@ -581,45 +524,14 @@ func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
 	if err != nil {
 		return errors.New(describe(err))
 	}
-	out := make([]OperationJSON, 0, len(resp.GetOperations()))
+	out := make([]opsjson.Operation, 0, len(resp.GetOperations()))
 	rows := make([][]string, 0, len(resp.GetOperations()))
 	for _, r := range resp.GetOperations() {
-		o := operationJSON(r)
+		o := opsjson.Of(r)
 		out = append(out, o)
 		rows = append(rows, []string{fmt.Sprint(o.Sequence), o.CallID, o.Tool, o.Status, o.Code, o.Reason})
 	}
 	return e.emit(out, []string{"SEQ", "CALL", "TOOL", "STATUS", "CODE", "REASON"}, rows)
-}
-
-func operationJSON(r *sharedosv1.OperationRecord) OperationJSON {
-	o := OperationJSON{
-		Sequence: r.GetSequence(), CallID: r.GetCallId(), TurnID: r.GetTurnId(), Principal: r.GetPrincipal(),
-		Tool: r.GetRequestedTool(), ToolSHA256: r.GetRequestedToolSha256(), ResolvedTool: r.GetResolvedTool(),
-		CatalogHash: r.GetCatalogHash(), ArgumentsDigest: r.GetArgumentsDigest(), Status: outcome.StatusName(r.GetStatus()),
-		Code: r.GetCode(), Reason: r.GetReason(), DecisionID: r.GetDecisionId(), PolicyRevision: r.GetPolicyRevision(),
-		TraceID: r.GetTraceId(), ProgressCount: r.GetProgressCount(), InputRounds: r.GetInputRounds(),
-		SystemIdentity: SystemIdentityJSON{
-			CatalogHash: r.GetCatalogHash(), Harness: r.GetHarness().GetName(), HarnessVersion: r.GetHarness().GetVersion(),
-			MCPSupport: systemidentity.MCPSupportName(r.GetHarness().GetMcpSupport()), Extension: r.GetHarness().GetExtensionName(),
-			DeclaredModel: r.GetDeclaredModel(), ToolPolicy: r.GetToolPolicyDigest(),
-		},
-	}
-	switch r.GetKind() {
-	case sharedosv1.CallKind_CALL_KIND_PROMPT:
-		o.Kind = "prompt"
-	case sharedosv1.CallKind_CALL_KIND_RESOURCE:
-		o.Kind = "resource"
-	}
-	if r.GetWaitingUntil() != nil {
-		o.WaitingUntil = r.GetWaitingUntil().AsTime().UTC().Format(time.RFC3339Nano)
-	}
-	if r.GetStartedAt() != nil {
-		o.StartedAt = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339Nano)
-	}
-	if r.GetFinishedAt() != nil {
-		o.FinishedAt = r.GetFinishedAt().AsTime().UTC().Format(time.RFC3339Nano)
-	}
-	return o
 }
 
 type exportFlags struct {
@@ -684,7 +596,7 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 			from = resp.GetFromSequence()
 		}
 		for _, r := range resp.GetOperations() {
-			if err := enc.Encode(operationJSON(r)); err != nil {
+			if err := enc.Encode(opsjson.Of(r)); err != nil {
 				finish(false)
 				return err
 			}
