@@ -13,15 +13,6 @@ import (
 	"github.com/sharedos/toolshare/services/tools/column"
 )
 
-// opRecord is the part of an `ops list` row the tests compare.
-type opRecord struct {
-	CallID     string `json:"callId"`
-	Tool       string `json:"tool"`
-	Status     string `json:"status"`
-	Code       string `json:"code"`
-	DecisionID string `json:"decisionId"`
-}
-
 func ctlJSON(t *testing.T, s *launch.Stack, v any, args ...string) {
 	t.Helper()
 	out, stderr, code := s.Ctl(t, args...)

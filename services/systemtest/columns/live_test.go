@@ -17,6 +17,7 @@ import (
 
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 	"github.com/sharedos/toolshare/services/tools/column/driver"
+	"github.com/sharedos/toolshare/services/tools/opsjson"
 )
 
 // TestColumnDriverLive runs the driver's Loop (the live column) for each
@@ -72,7 +73,7 @@ func TestColumnDriverLive(t *testing.T) {
 		observed = append(observed, tr.Observations...)
 	}
 
-	var ops []opRecord
+	var ops []opsjson.Operation
 	ctlJSON(t, s, &ops, "ops", "list", "--turn", s.Demo.TurnID)
 	if len(ops) != len(observed) {
 		t.Fatalf("%d records for %d calls: %+v", len(ops), len(observed), ops)

@@ -10,16 +10,8 @@ import (
 
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 	"github.com/sharedos/toolshare/services/tools/column/driver"
+	"github.com/sharedos/toolshare/services/tools/opsjson"
 )
-
-// opRecord is the part of an `ops list` row the column tests compare.
-type opRecord struct {
-	CallID     string `json:"callId"`
-	Tool       string `json:"tool"`
-	Status     string `json:"status"`
-	Code       string `json:"code"`
-	DecisionID string `json:"decisionId"`
-}
 
 // TestColumnDriverScripted drives the demo turn of the real stack with the
 // vendor-shape driver (services/tools/column/driver): for each vendor shape,
@@ -92,7 +84,7 @@ func TestColumnDriverScripted(t *testing.T) {
 		}
 	}
 
-	var ops []opRecord
+	var ops []opsjson.Operation
 	s.ctlJSON(t, &ops, "ops", "list", "--turn", s.Demo.TurnID)
 	if len(ops) != len(steps) {
 		t.Fatalf("%d records for %d calls: %+v", len(ops), len(steps), ops)

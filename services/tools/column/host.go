@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
 // Kinds of column.
@@ -71,7 +73,7 @@ func ReadHostConfig(path string) (*HostConfig, error) {
 		return nil, err
 	}
 	var h HostConfig
-	if err := decodeStrict(b, &h); err != nil {
+	if err := regfile.DecodeStrict(b, &h); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	h.dir = filepath.Dir(path)

@@ -7,11 +7,11 @@ import (
 	"os"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"sigs.k8s.io/yaml"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
+	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
 // Manifest is one column's committed declaration (YAML or JSON).
@@ -78,7 +78,7 @@ func ReadManifest(path string) (*Manifest, error) {
 // ParseManifest parses and checks a manifest (YAML or JSON).
 func ParseManifest(b []byte) (*Manifest, error) {
 	var f manifestFile
-	if err := decodeStrict(b, &f); err != nil {
+	if err := regfile.DecodeStrict(b, &f); err != nil {
 		return nil, err
 	}
 	m := &Manifest{Context: &sharedosv1.AccessContext{}, Prompt: f.Prompt, Script: f.Script, Attempts: f.Attempts}
@@ -161,15 +161,4 @@ func scriptArguments(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("must be a JSON object (or a string holding one)")
 	}
 	return raw, nil
-}
-
-// decodeStrict decodes YAML or JSON into v, refusing unknown fields.
-func decodeStrict(b []byte, v any) error {
-	j, err := yaml.YAMLToJSON(b)
-	if err != nil {
-		return err
-	}
-	d := json.NewDecoder(bytes.NewReader(j))
-	d.DisallowUnknownFields()
-	return d.Decode(v)
 }

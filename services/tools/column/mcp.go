@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 )
 
@@ -54,39 +53,19 @@ func (r *Run) MCP(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Whatever happens below, the turn closes (once) and the report, if
-	// any, is made after it closed.
-	var closeOnce sync.Once
-	var closeErr error
-	closeTurn := func() {
-		closeOnce.Do(func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_, closeErr = r.Bridge.CloseTurn(cctx, &sharedosv1.CloseTurnRequest{TurnId: lease.GetTurnId()})
-		})
-	}
-	defer closeTurn()
+	closeTurn := r.closer(ctx, lease.GetTurnId())
 	rec, err := newRecorder(lease.GetMcpUrl())
 	if err != nil {
-		return nil, err
+		return r.finish(ctx, lease, h, closeTurn, nil, nil, err)
 	}
 	defer rec.close()
-	notes, runErr := r.runCLI(ctx, home, rec.url, lease.GetToken(), closeTurn)
-	closeTurn()
-	if runErr != nil {
-		return nil, runErr
-	}
-	if closeErr != nil {
-		return nil, fmt.Errorf("close the column's turn: %w", closeErr)
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	return r.report(rctx, lease, h, rec.calls(), append(notes, rec.notes()...))
+	notes, err := r.runCLI(ctx, home, rec.url, lease.GetToken(), closeTurn)
+	return r.finish(ctx, lease, h, closeTurn, rec.calls(), append(notes, rec.notes()...), err)
 }
 
 // runCLI starts the harness and waits for it, or for ctx: then it closes
 // the turn first and stops the CLI's process group.
-func (r *Run) runCLI(ctx context.Context, home, mcpURL, token string, closeTurn func()) ([]string, error) {
+func (r *Run) runCLI(ctx context.Context, home, mcpURL, token string, closeTurn func() error) ([]string, error) {
 	argv, env, err := r.invocation(home, mcpURL, token)
 	if err != nil {
 		return nil, err
@@ -113,7 +92,7 @@ func (r *Run) runCLI(ctx context.Context, home, mcpURL, token string, closeTurn 
 			notes = append(notes, fmt.Sprintf("%s exited: %v; its last output: %s", r.Harness, err, tail(out.String(), 600)))
 		}
 	case <-ctx.Done():
-		closeTurn()
+		_ = closeTurn() // first: a CLI that outlives its turn meets a closed door
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		notes = append(notes, fmt.Sprintf("%s did not finish before the deadline (--timeout): its turn was closed, then it was stopped (%v); its last output: %s",
 			r.Harness, <-done, tail(out.String(), 600)))

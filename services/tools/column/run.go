@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -107,15 +108,46 @@ func (r *Run) Scripted(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	calls, notes, runErr := r.script(ctx, v, lease)
-	_, closeErr := r.Bridge.CloseTurn(context.WithoutCancel(ctx), &sharedosv1.CloseTurnRequest{TurnId: lease.GetTurnId()})
+	closeTurn := r.closer(ctx, lease.GetTurnId())
+	calls, notes, err := r.script(ctx, v, lease)
+	return r.finish(ctx, lease, h, closeTurn, calls, notes, err)
+}
+
+// closeTimeout bounds closing the column's turn and reading its records,
+// which happen even after the run's deadline passed.
+const closeTimeout = 30 * time.Second
+
+// closer returns the close of the column's turn: made once, however often
+// called, and even after ctx ended.
+func (r *Run) closer(ctx context.Context, turn string) func() error {
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			defer cancel()
+			if _, cerr := r.Bridge.CloseTurn(cctx, &sharedosv1.CloseTurnRequest{TurnId: turn}); cerr != nil {
+				err = fmt.Errorf("close the column's turn: %w", cerr)
+			}
+		})
+		return err
+	}
+}
+
+// finish closes the turn and, when the column ran (runErr nil), reports
+// on what it did.
+func (r *Run) finish(ctx context.Context, lease *sharedosv1.TurnLease, h *sharedosv1.HarnessIdentity, closeTurn func() error,
+	calls []Match, notes []string, runErr error) (*Report, error) {
+	closeErr := closeTurn()
 	if runErr != nil {
 		return nil, errors.Join(runErr, closeErr)
 	}
 	if closeErr != nil {
-		return nil, fmt.Errorf("close the column's turn: %w", closeErr)
+		return nil, closeErr
 	}
-	return r.report(ctx, lease, h, calls, notes)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	return r.report(rctx, lease, h, calls, notes)
 }
 
 func (r *Run) script(ctx context.Context, v driver.Vendor, lease *sharedosv1.TurnLease) ([]Match, []string, error) {
@@ -171,16 +203,10 @@ func (r *Run) Live(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	calls, notes, runErr := r.live(ctx, lease, driver.Model{Vendor: wire, BaseURL: r.Host.BaseURL,
+	closeTurn := r.closer(ctx, lease.GetTurnId())
+	calls, notes, err := r.live(ctx, lease, driver.Model{Vendor: wire, BaseURL: r.Host.BaseURL,
 		Credential: credential, Name: r.Host.DeclaredModel})
-	_, closeErr := r.Bridge.CloseTurn(context.WithoutCancel(ctx), &sharedosv1.CloseTurnRequest{TurnId: lease.GetTurnId()})
-	if runErr != nil {
-		return nil, errors.Join(runErr, closeErr)
-	}
-	if closeErr != nil {
-		return nil, fmt.Errorf("close the column's turn: %w", closeErr)
-	}
-	return r.report(ctx, lease, h, calls, notes)
+	return r.finish(ctx, lease, h, closeTurn, calls, notes, err)
 }
 
 func (r *Run) live(ctx context.Context, lease *sharedosv1.TurnLease, m driver.Model) ([]Match, []string, error) {

@@ -379,7 +379,7 @@ func readPolicy(path string) (*sharedosv1.ToolPolicy, error) {
 		return nil, err
 	}
 	var f systemidentity.Policy
-	if err := decodeStrictYAMLOrJSON(b, &f); err != nil {
+	if err := regfile.DecodeStrict(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	p, err := f.Proto()

@@ -146,15 +146,34 @@ func Parse(b []byte, isJSON bool) ([]Registration, error) {
 
 func decodeOne(b []byte) (Registration, error) {
 	var r Registration
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := decodeJSON(b, &r); err != nil {
 		return r, fmt.Errorf("invalid registration: %w", err)
 	}
-	if dec.More() {
-		return r, errors.New("invalid registration: trailing data")
-	}
 	return r, nil
+}
+
+// DecodeStrict decodes an operator's file, YAML or JSON, into v, refusing
+// unknown keys and trailing data: the one reading of every file
+// sharedosctl takes (registrations, policies, column manifests and host
+// configurations).
+func DecodeStrict(b []byte, v any) error {
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(j, v)
+}
+
+func decodeJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
 }
 
 // ToProto converts a file registration into the wire message. Values are not
