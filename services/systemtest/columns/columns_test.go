@@ -79,6 +79,9 @@ func TestColumns(t *testing.T) {
 				for _, n := range rep.Notes {
 					t.Logf("note: %s", n)
 				}
+				if len(rep.Attempts) != 2 {
+					t.Fatalf("%d graded attempts, want the manifest's 2: %+v", len(rep.Attempts), rep.Attempts)
+				}
 				for i, want := range []struct{ resource, status, code string }{
 					{"/public/a.txt", "succeeded", ""}, {"/private/a.txt", "denied", "permission_denied"},
 				} {

@@ -18,8 +18,8 @@ import (
 // a scripted files.read of /public/a.txt (succeeded) and of /private/a.txt
 // (denied), each under the name the vendor catalogue gave it. Each call
 // leaves exactly one kernel record, and the Observation the driver read from
-// the answer is that record: its callId and decisionId where the answer
-// carries the outcome (a refusal does), its status and code always. A call
+// the answer is that record: its callId, decisionId, status and code (every
+// answer carries its outcome, a success too). A call
 // under a name the catalogue does not have is sent as written and refused
 // by the kernel.
 func TestColumnDriverScripted(t *testing.T) {

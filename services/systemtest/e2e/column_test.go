@@ -120,7 +120,7 @@ func TestMCPColumnDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "report.json")
-	stdout, stderr, code := s.Ctl(t, "column", "run", "--kind", "mcp", "--harness", "claude-code", "--timeout", "3s",
+	stdout, stderr, code := s.Ctl(t, "column", "run", "--kind", "mcp", "--harness", "claude-code", "--timeout", "8s",
 		"--manifest", filepath.Join(root, "deploy", "columns", "demo-manifest.yaml"), "--host-config", host, "--out", out)
 	if code != 0 || strings.TrimSpace(stdout) != out {
 		t.Fatalf("column run exit %d, stdout %q, stderr %s", code, stdout, stderr)
@@ -145,5 +145,54 @@ func TestMCPColumnDeadline(t *testing.T) {
 	// column run returned after waiting for the stopped process group.
 	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); !os.IsNotExist(err) {
 		t.Errorf("the harness (pid %s) is still running after column run returned (%v)", strings.TrimSpace(string(pid)), err)
+	}
+}
+
+// TestMCPColumnCalls runs an mcp column whose harness is a stand-in CLI
+// (testdata/standin-cli.mjs on the pinned Node): it reads the MCP server
+// SharedOS wrote into its own configuration and makes the demo manifest's
+// two calls. Through the column's pass-through, each call is matched to
+// its own record on tool and resource, and the turn is closed once the CLI
+// exits.
+func TestMCPColumnCalls(t *testing.T) {
+	s := startStack(t, launch.Options{})
+	root := launch.RepoRoot(t)
+	node := filepath.Join(npmDir(t, root), "node_modules", ".bin", "node")
+	dir := t.TempDir()
+	host := filepath.Join(dir, "host.yaml")
+	standin, err := filepath.Abs(filepath.Join("testdata", "standin-cli.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(host, []byte("mcp:\n  claude-code:\n    executable: "+node+"\n    args: ["+standin+"]\n    version: standin\n    declaredModel: none\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "report.json")
+	stdout, stderr, code := s.Ctl(t, "column", "run", "--kind", "mcp", "--harness", "claude-code", "--timeout", "2m",
+		"--manifest", filepath.Join(root, "deploy", "columns", "demo-manifest.yaml"), "--host-config", host, "--out", out)
+	if code != 0 || strings.TrimSpace(stdout) != out {
+		t.Fatalf("column run exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	rep, err := column.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) != 0 || len(rep.Attempts) != 2 || len(rep.Operations) != 2 {
+		t.Fatalf("report = %+v", rep)
+	}
+	for i, want := range []struct{ status, code string }{{"succeeded", ""}, {"denied", "permission_denied"}} {
+		a := rep.Attempts[i]
+		if a.Grade != column.Exercised || a.Observed == nil || a.Observed.Status != want.status || a.Observed.Code != want.code ||
+			a.CallID != rep.Operations[i].CallID {
+			t.Errorf("attempt %d = %+v, want exercised %s/%s on record %s", i, a, want.status, want.code, rep.Operations[i].CallID)
+		}
+	}
+	if id := rep.SystemIdentity; id.Harness != "claude-code" || id.HarnessVersion != "standin" || id.MCPSupport != "native" {
+		t.Errorf("systemIdentity = %+v", id)
+	}
+	var turn struct{ State string }
+	s.ctlJSON(t, &turn, "turn", "get", rep.TurnID)
+	if turn.State != "TURN_STATE_CLOSED" {
+		t.Errorf("the column's turn is %s after its harness exited, want closed", turn.State)
 	}
 }

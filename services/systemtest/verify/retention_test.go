@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,6 +59,10 @@ func TestRecordRetention(t *testing.T) {
 			var row opRow
 			if err := json.Unmarshal(sc.Bytes(), &row); err != nil || row.Status == "pending" {
 				t.Fatalf("archive line %q: %v", sc.Text(), err)
+			}
+			// An archived record keeps the run's SystemIdentity (ADR 0022).
+			if id := row.SystemIdentity; id.Harness != "verify" || id.MCPSupport != "native" || !strings.HasPrefix(id.ToolPolicy, "sha256:") {
+				t.Fatalf("archive line %q: systemIdentity %+v", sc.Text(), id)
 			}
 		}
 		if lines != sum.Rows || hex.EncodeToString(digest[:]) != sum.SHA256 || sum.ExportID == 0 {

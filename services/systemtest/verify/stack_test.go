@@ -285,6 +285,7 @@ func (s *stack) ctl(args ...string) (string, string, int) {
 type opRow struct {
 	CallID, Tool, Status, Code, Reason, ArgumentsDigest string
 	InputRounds                                         int32
+	SystemIdentity                                      struct{ Harness, MCPSupport, ToolPolicy string }
 }
 
 // ops lists a turn's records through sharedosctl.

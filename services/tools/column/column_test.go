@@ -84,6 +84,21 @@ func TestGrade(t *testing.T) {
 	if c := column.CountOf(ops); c != (column.Counts{Denied: 1, Succeeded: 1}) {
 		t.Errorf("counts = %+v", c)
 	}
+
+	// A scripted attempt is matched by the script call that makes it, and
+	// only to a record of its own tool.
+	scripted := []column.Attempt{{Tool: "files.read", Resource: "/public/a.txt", Expected: "succeeded", Call: "s2"}}
+	byScript := []column.Match{
+		{Ref: "s1", CallID: "c2", Tool: "files.read", Arguments: json.RawMessage(`{"path":"/public/a.txt"}`)},
+		{Ref: "s2", CallID: "c1", Tool: "files.read", Arguments: json.RawMessage(`{"path":"/public/a.txt"}`)},
+	}
+	if g := column.Grade(scripted, byScript, ops, true); g[0].CallID != "c1" || g[0].Observed.Status != "denied" {
+		t.Errorf("scripted grade = %+v, want the record of call s2 (c1)", g[0])
+	}
+	other := []opsjson.Operation{{CallID: "c1", Tool: "files.write", Status: "succeeded"}}
+	if g := column.Grade(scripted, byScript, other, true); g[0].Grade != column.NotExercised {
+		t.Errorf("a record of another tool graded %+v", g[0])
+	}
 }
 
 func TestCompareRefusesOtherToolSets(t *testing.T) {

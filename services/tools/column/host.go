@@ -55,9 +55,11 @@ type Harness struct {
 	Version string `json:"version,omitempty"`
 	// DeclaredModel is recorded on every operation of the run, never used.
 	DeclaredModel string `json:"declaredModel,omitempty"`
-	// Extension names the MCP client extension a harness without its own
-	// (Pi) runs with; its support is then "extension".
-	Extension string `json:"extension,omitempty"`
+	// Extension is the name of the MCP client extension a harness without
+	// its own (Pi) runs with, as records carry it; ExtensionPath is where it
+	// is loaded from (default: Extension). Its support is then "extension".
+	Extension     string `json:"extension,omitempty"`
+	ExtensionPath string `json:"extensionPath,omitempty"`
 	// Vendor, BaseURL and CredentialRef are a live column's model endpoint
 	// (anthropic or openai-responses) and the reference (env:NAME or
 	// file:PATH) its credential is read from.
@@ -102,9 +104,17 @@ func (h *HostConfig) For(kind, harness string) (Harness, error) {
 			return Harness{}, fmt.Errorf("mcp.%s.executable: required", harness)
 		}
 		if harness == "pi" && c.Extension == "" {
-			return Harness{}, fmt.Errorf("mcp.pi.extension: required (pi reaches MCP only through an extension)")
+			return Harness{}, fmt.Errorf("mcp.pi.extension: required (pi reaches MCP only through an extension: its name)")
 		}
-		c.Executable, c.Extension = h.local(c.Executable), h.local(c.Extension)
+		for _, k := range []string{"HOME", "CODEX_HOME", "PI_CODING_AGENT_DIR"} {
+			if _, ok := c.Env[k]; ok {
+				return Harness{}, fmt.Errorf("mcp.%s.env.%s: set by SharedOS (the harness's private home holds its configuration)", harness, k)
+			}
+		}
+		if c.Extension != "" && c.ExtensionPath == "" {
+			c.ExtensionPath = c.Extension
+		}
+		c.Executable, c.ExtensionPath = h.local(c.Executable), h.local(c.ExtensionPath)
 	case KindLive:
 		if c.BaseURL == "" {
 			return Harness{}, fmt.Errorf("live.%s.baseURL: required", harness)

@@ -58,8 +58,10 @@ func (r *Run) MCP(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return r.finish(ctx, lease, h, closeTurn, nil, nil, err)
 	}
-	defer rec.close()
 	notes, err := r.runCLI(ctx, home, rec.url, lease.GetToken(), closeTurn)
+	// Shutdown waits for the pass-through's requests in flight: every
+	// answer the CLI got has been kept.
+	rec.close()
 	return r.finish(ctx, lease, h, closeTurn, rec.calls(), append(notes, rec.notes()...), err)
 }
 
@@ -77,27 +79,55 @@ func (r *Run) runCLI(ctx context.Context, home, mcpURL, token string, closeTurn 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = work, env
 	cmd.Stdin = nil
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &lastBytes{max: 4096}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A descendant that keeps the output pipe open does not hold Wait.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", r.Harness, err)
 	}
+	// Whatever ends the run, nothing the CLI started outlives it.
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var notes []string
 	select {
 	case err := <-done:
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("%s exited: %v; its last output: %s", r.Harness, err, tail(out.String(), 600)))
+			notes = append(notes, fmt.Sprintf("%s exited: %v; its last output: %s", r.Harness, err, out.tail(600)))
 		}
 	case <-ctx.Done():
 		_ = closeTurn() // first: a CLI that outlives its turn meets a closed door
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		notes = append(notes, fmt.Sprintf("%s did not finish before the deadline (--timeout): its turn was closed, then it was stopped (%v); its last output: %s",
-			r.Harness, <-done, tail(out.String(), 600)))
+		err := <-done
+		notes = append(notes, fmt.Sprintf("%s did not finish before the deadline (--timeout or an interrupt): its turn was closed, then it was stopped (%v); its last output: %s",
+			r.Harness, err, out.tail(600)))
 	}
 	return notes, nil
+}
+
+// lastBytes keeps the last max bytes written to it (a CLI's output).
+type lastBytes struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	if len(l.b) > l.max {
+		l.b = append(l.b[:0], l.b[len(l.b)-l.max:]...)
+	}
+	return len(p), nil
+}
+
+func (l *lastBytes) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return tail(string(l.b), n)
 }
 
 func tail(s string, n int) string {
@@ -152,7 +182,7 @@ func (r *Run) invocation(home, mcpURL, token string) ([]string, []string, error)
 			"url": mcpURL, "headers": map[string]string{"Authorization": bearer}, "directTools": true, "lifecycle": "eager"}}}); err != nil {
 			return nil, nil, err
 		}
-		post = []string{"-e", r.Host.Extension, "-p", prompt}
+		post = []string{"-e", r.Host.ExtensionPath, "-p", prompt}
 	default:
 		return nil, nil, fmt.Errorf("--harness for an mcp column must be one of %s, not %q", strings.Join(Harnesses[KindMCP], ", "), r.Harness)
 	}
@@ -281,8 +311,10 @@ func newRecorder(turnURL string) (*recorder, error) {
 
 type requestBodyKey struct{}
 
-// answered reads a tools/call's answer (JSON or an event stream) and keeps
-// the call with the record id its _meta names.
+// answered keeps a tools/call with the record its answer names. The
+// answer passes through as it comes (progress and input requests of an
+// event stream reach the CLI at once); a copy is read when the proxy has
+// passed it all on and closes it.
 func (r *recorder) answered(resp *http.Response) error {
 	body, _ := resp.Request.Context().Value(requestBodyKey{}).([]byte)
 	var req struct {
@@ -296,20 +328,41 @@ func (r *recorder) answered(resp *http.Response) error {
 	if json.Unmarshal(body, &req) != nil || req.Method != "tools/call" {
 		return nil
 	}
-	answer, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(answer))
-	if err != nil {
-		return err
-	}
-	m := Match{Tool: req.Params.Name, Arguments: req.Params.Arguments, CallID: recordOf(answer, req.ID)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if m.CallID == "" {
-		r.odd = append(r.odd, fmt.Sprintf("a tools/call of %q got an answer naming no record (HTTP %d)", m.Tool, resp.StatusCode))
-	}
-	r.seen = append(r.seen, m)
+	resp.Body = &teeAnswer{ReadCloser: resp.Body, done: func(answer []byte) {
+		m := Match{Tool: req.Params.Name, Arguments: req.Params.Arguments, CallID: recordOf(answer, req.ID)}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if m.CallID == "" {
+			r.odd = append(r.odd, fmt.Sprintf("a tools/call of %q got an answer naming no record (HTTP %d)", m.Tool, resp.StatusCode))
+		}
+		r.seen = append(r.seen, m)
+	}}
 	return nil
+}
+
+// maxAnswer bounds the copy of one answer the recorder reads.
+const maxAnswer = 4 << 20
+
+// teeAnswer passes an answer through and hands a copy to done when it is
+// closed.
+type teeAnswer struct {
+	io.ReadCloser
+	copy []byte
+	once sync.Once
+	done func([]byte)
+}
+
+func (t *teeAnswer) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if len(t.copy)+n <= maxAnswer {
+		t.copy = append(t.copy, p[:n]...)
+	}
+	return n, err
+}
+
+func (t *teeAnswer) Close() error {
+	t.once.Do(func() { t.done(t.copy) })
+	return t.ReadCloser.Close()
 }
 
 // recordOf is the callId of _meta["io.sharedos/outcome"] in the JSON-RPC
@@ -359,5 +412,7 @@ func (r *recorder) notes() []string {
 func (r *recorder) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = r.srv.Shutdown(ctx)
+	if r.srv.Shutdown(ctx) != nil {
+		_ = r.srv.Close()
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -47,7 +49,7 @@ type Run struct {
 // the driver's) and the manifest's context and policy.
 func (r *Run) turn(ctx context.Context) (*sharedosv1.TurnLease, *sharedosv1.HarnessIdentity, error) {
 	h := &sharedosv1.HarnessIdentity{Name: r.Harness, Version: r.Host.Version, McpSupport: sharedosv1.McpSupport_MCP_SUPPORT_NATIVE}
-	if r.Kind == KindMCP && r.Host.Extension != "" {
+	if r.Kind == KindMCP && r.Host.ExtensionPath != "" {
 		h.McpSupport, h.ExtensionName = sharedosv1.McpSupport_MCP_SUPPORT_EXTENSION, r.Host.Extension
 	}
 	req := &sharedosv1.OpenTurnRequest{Context: r.Manifest.Context, Policy: r.Manifest.Policy, Harness: h,
@@ -118,7 +120,8 @@ func (r *Run) Scripted(ctx context.Context) (*Report, error) {
 const closeTimeout = 30 * time.Second
 
 // closer returns the close of the column's turn: made once, however often
-// called, and even after ctx ended.
+// called, and even after ctx ended; an Unavailable answer (the bridge could
+// not revoke the turn's grant yet) is retried within closeTimeout.
 func (r *Run) closer(ctx context.Context, turn string) func() error {
 	var once sync.Once
 	var err error
@@ -126,16 +129,35 @@ func (r *Run) closer(ctx context.Context, turn string) func() error {
 		once.Do(func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 			defer cancel()
-			if _, cerr := r.Bridge.CloseTurn(cctx, &sharedosv1.CloseTurnRequest{TurnId: turn}); cerr != nil {
-				err = fmt.Errorf("close the column's turn: %w", cerr)
+			for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+				_, cerr := r.Bridge.CloseTurn(cctx, &sharedosv1.CloseTurnRequest{TurnId: turn})
+				if cerr == nil {
+					return
+				}
+				if status.Code(cerr) != codes.Unavailable || cctx.Err() != nil {
+					err = fmt.Errorf("close the column's turn %s: %w", turn, cerr)
+					return
+				}
+				select {
+				case <-cctx.Done():
+					err = fmt.Errorf("close the column's turn %s: %w", turn, cerr)
+					return
+				case <-time.After(backoff):
+				}
 			}
 		})
 		return err
 	}
 }
 
+// ErrTurnNotClosed is returned with a report whose turn could not be
+// closed: the evidence is kept, and the caller must not take the run as
+// finished cleanly.
+var ErrTurnNotClosed = errors.New("the column's turn could not be closed")
+
 // finish closes the turn and, when the column ran (runErr nil), reports
-// on what it did.
+// on what it did. A turn that would not close still gets its report, with
+// a note, and ErrTurnNotClosed.
 func (r *Run) finish(ctx context.Context, lease *sharedosv1.TurnLease, h *sharedosv1.HarnessIdentity, closeTurn func() error,
 	calls []Match, notes []string, runErr error) (*Report, error) {
 	closeErr := closeTurn()
@@ -143,11 +165,15 @@ func (r *Run) finish(ctx context.Context, lease *sharedosv1.TurnLease, h *shared
 		return nil, errors.Join(runErr, closeErr)
 	}
 	if closeErr != nil {
-		return nil, closeErr
+		notes = append(notes, closeErr.Error()+": it stays open until its lease expires")
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
-	return r.report(rctx, lease, h, calls, notes)
+	rep, err := r.report(rctx, lease, h, calls, notes)
+	if err == nil && closeErr != nil {
+		err = fmt.Errorf("%w: %w", ErrTurnNotClosed, closeErr)
+	}
+	return rep, err
 }
 
 func (r *Run) script(ctx context.Context, v driver.Vendor, lease *sharedosv1.TurnLease) ([]Match, []string, error) {
@@ -217,7 +243,7 @@ func (r *Run) live(ctx context.Context, lease *sharedosv1.TurnLease, m driver.Mo
 	defer func() { _ = t.Close() }()
 	loop := &driver.Loop{Turn: t, Model: m}
 	tr, err := loop.Run(ctx, r.Manifest.Prompt)
-	if err != nil {
+	if tr == nil {
 		return nil, nil, fmt.Errorf("the live turn loop: %w", err)
 	}
 	calls := make([]Match, 0, len(tr.Observations))
@@ -225,6 +251,10 @@ func (r *Run) live(ctx context.Context, lease *sharedosv1.TurnLease, m driver.Mo
 		calls = append(calls, Match{CallID: o.CallID, Tool: o.Tool, Arguments: o.Arguments})
 	}
 	notes := []string{fmt.Sprintf("the model stopped (%s) after %d requests", tr.Stop, tr.Steps)}
+	if err != nil {
+		// What the model did before the loop failed is graded all the same.
+		notes = []string{fmt.Sprintf("the live turn loop stopped after %d requests: %v", tr.Steps, err)}
+	}
 	if tr.InvalidArguments > 0 {
 		notes = append(notes, fmt.Sprintf("%d calls had arguments that were not a JSON object (answered as errors, never sent)", tr.InvalidArguments))
 	}

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -52,6 +56,10 @@ func runColumn(ctx context.Context, e *env, f *columnFlags, args []string) error
 	if f.timeout <= 0 || f.timeout > columnDeadline-time.Minute {
 		return usagef("--timeout must be positive and at most %s", columnDeadline-time.Minute)
 	}
+	// An interrupt ends the run the way its deadline does: the turn is
+	// closed and the harness stopped, never left running with a bearer.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	var missing []string
@@ -63,6 +71,13 @@ func runColumn(ctx context.Context, e *env, f *columnFlags, args []string) error
 	}
 	if len(missing) > 0 {
 		return usagef("%s required", strings.Join(missing, ", "))
+	}
+	// A report is never overwritten: refused before the run, not after.
+	switch _, err := os.Stat(f.out); {
+	case err == nil:
+		return usagef("--out %s exists: a report is never overwritten", f.out)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--out: %w", err)
 	}
 	m, err := column.ReadManifest(f.manifest)
 	if err != nil {
@@ -84,7 +99,9 @@ func runColumn(ctx context.Context, e *env, f *columnFlags, args []string) error
 	if err != nil {
 		return err
 	}
-	run := &column.Run{Kind: f.kind, Harness: f.harness, Manifest: m, Host: h,
+	// The turn outlives the run's bound by the time its close and report
+	// take, never by the bridge's default lease.
+	run := &column.Run{Kind: f.kind, Harness: f.harness, Manifest: m, Host: h, TTL: f.timeout + 2*time.Minute,
 		Bridge: sharedosv1.NewBridgeServiceClient(bc), Records: sharedosv1.NewRuntimeServiceClient(cc)}
 	var rep *column.Report
 	switch f.kind {
@@ -95,9 +112,10 @@ func runColumn(ctx context.Context, e *env, f *columnFlags, args []string) error
 	case column.KindMCP:
 		rep, err = run.MCP(ctx)
 	}
-	if err != nil {
+	if rep == nil {
 		return errors.New(describe(err))
 	}
+	runErr := err // the run completed; its turn may not have closed
 	if err := column.WriteReport(f.out, rep); err != nil {
 		return err
 	}
@@ -105,8 +123,13 @@ func runColumn(ctx context.Context, e *env, f *columnFlags, args []string) error
 	if err != nil {
 		abs = f.out
 	}
-	_, err = fmt.Fprintln(e.stdout, abs)
-	return err
+	if _, err := fmt.Fprintln(e.stdout, abs); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return errors.New(describe(runErr))
+	}
+	return nil
 }
 
 func runColumnCompare(_ context.Context, e *env, _ *flag.FlagSet, args []string) error {
