@@ -113,7 +113,7 @@ func TestCompareRefusesOtherToolSets(t *testing.T) {
 	}
 	b.SystemIdentity.CatalogHash, b.Tools = "h1", a.Tools
 	rows, err := column.Compare([]string{"a.json", "b.json"}, []*column.Report{a, b})
-	if err != nil || len(rows) != 2 || !strings.Contains(rows[0][4], "b.json (scripted pi)") {
+	if err != nil || len(rows) != 2 || !strings.Contains(rows[0][4], "2:b.json (scripted pi)") {
 		t.Fatalf("Compare = %v, %v", rows, err)
 	}
 }

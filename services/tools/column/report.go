@@ -201,7 +201,7 @@ func Compare(names []string, reports []*Report) ([][]string, error) {
 	}
 	header := []string{"TOOL", "RESOURCE", "EXPECTED"}
 	for i, r := range reports {
-		header = append(header, fmt.Sprintf("%s (%s %s)", names[i], r.Kind, r.Harness))
+		header = append(header, fmt.Sprintf("%d:%s (%s %s)", i+1, names[i], r.Kind, r.Harness))
 	}
 	rows := [][]string{header}
 	type key struct{ tool, resource, expected string }

@@ -78,18 +78,26 @@ func (r *Run) report(ctx context.Context, lease *sharedosv1.TurnLease, h *shared
 	for _, t := range lease.GetTools() {
 		tools[t.GetName()] = t.GetDigest()
 	}
+	id := opsjson.SystemIdentity{
+		CatalogHash: lease.GetCatalogHash(), Harness: h.GetName(), HarnessVersion: h.GetVersion(),
+		MCPSupport: systemidentity.MCPSupportName(h.GetMcpSupport()), Extension: h.GetExtensionName(),
+		DeclaredModel: r.Host.DeclaredModel, ToolPolicy: systemidentity.PolicyDigest(r.Manifest.Policy),
+	}
+	for _, o := range ops {
+		// The records are the kernel's word on the run (from its grant); a
+		// record that says otherwise than what the run declared is shown.
+		if o.SystemIdentity != id {
+			notes = append(notes, fmt.Sprintf("record %s carries systemIdentity %+v, the run declared %+v", o.CallID, o.SystemIdentity, id))
+		}
+	}
 	return &Report{
 		Kind: r.Kind, Harness: r.Harness, TurnID: lease.GetTurnId(),
-		SystemIdentity: opsjson.SystemIdentity{
-			CatalogHash: lease.GetCatalogHash(), Harness: h.GetName(), HarnessVersion: h.GetVersion(),
-			MCPSupport: systemidentity.MCPSupportName(h.GetMcpSupport()), Extension: h.GetExtensionName(),
-			DeclaredModel: r.Host.DeclaredModel, ToolPolicy: systemidentity.PolicyDigest(r.Manifest.Policy),
-		},
-		Tools:      tools,
-		Attempts:   Grade(r.Manifest.Attempts, calls, ops, r.Kind == KindScripted),
-		Operations: ops,
-		Counts:     CountOf(ops),
-		Notes:      notes,
+		SystemIdentity: id,
+		Tools:          tools,
+		Attempts:       Grade(r.Manifest.Attempts, calls, ops, r.Kind == KindScripted),
+		Operations:     ops,
+		Counts:         CountOf(ops),
+		Notes:          notes,
 	}, nil
 }
 
