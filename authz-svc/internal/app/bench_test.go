@@ -291,7 +291,7 @@ func closedLoop(b *testing.B, c int, call func() error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	foreign := meter.foreignCores()
+	foreign := meter.ForeignCores()
 	if n := errCount.Load(); n > 0 {
 		b.Logf("%d of %d calls failed; first: %v", n, b.N, firstErr.Load())
 		if n*100 > int64(b.N) {
