@@ -29,6 +29,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require golang.org/x/mod v0.43.0 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

@@ -18,7 +18,10 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require golang.org/x/time v0.15.0 // indirect
+require (
+	golang.org/x/mod v0.43.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
 
 require (
 	github.com/go-jose/go-jose/v4 v4.1.4

@@ -26,6 +26,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
@@ -80,6 +81,19 @@ type Turn struct {
 	Portable map[string]string
 	// aliasKeys maps CollisionKey(name) → canonical name, for diagnostics.
 	aliasKeys map[string]string
+	// pins proves each pinned tool's digest to the kernel under the root
+	// its grant signs (nil when it could not be built: calls then go
+	// without a proof, and a kernel that needs one refuses them).
+	pins *pinproof.Tree
+}
+
+// proof is the pin proof of tool for a call (nil for a tool not pinned).
+func (t *Turn) proof(tool string) *sharedosv1.PinProof {
+	if t.pins == nil {
+		return nil
+	}
+	p, _ := t.pins.Prove(tool)
+	return p
 }
 
 // NewTurn builds a Turn from the pinned tools.
@@ -92,13 +106,16 @@ func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedToo
 	if portable {
 		t.Portable = make(map[string]string, len(tools))
 	}
+	pin := make(map[string]string, len(tools))
 	for _, pt := range tools {
+		pin[pt.GetName()] = pt.GetDigest()
 		t.Tools[pt.GetName()] = Tool{Name: pt.GetName(), Properties: schemaProperties(pt.GetInputSchemaJson())}
 		t.aliasKeys[toolname.CollisionKey(pt.GetName())] = pt.GetName()
 		if portable {
 			t.Portable[PortableName(pt.GetName())] = pt.GetName()
 		}
 	}
+	t.pins, _ = pinproof.Build(pin)
 	return t
 }
 
@@ -214,6 +231,7 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 		Tool:               tool,
 		ArgumentsJson:      args,
 		Grant:              turn.Grant,
+		PinProof:           turn.proof(tool),
 		Harness:            turn.Harness,
 		InputRounds:        req.Modern,
 		InputResponsesJson: req.InputResponses,
@@ -326,7 +344,7 @@ func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, re
 	in := res.GetInput()
 	next := &sharedosv1.ToolCall{
 		CallId: NewCallID(), TurnId: first.GetTurnId(), Tool: first.GetTool(), ArgumentsJson: first.GetArgumentsJson(),
-		Grant: first.GetGrant(), Harness: first.GetHarness(), InputRounds: true, InputMethods: first.GetInputMethods(), Kind: first.GetKind(),
+		Grant: first.GetGrant(), PinProof: first.GetPinProof(), Harness: first.GetHarness(), InputRounds: true, InputMethods: first.GetInputMethods(), Kind: first.GetKind(),
 		Resume: &sharedosv1.Resume{AttemptId: in.GetAttemptId(), Round: in.GetRound(), RequestState: in.GetInput().GetRequestState()},
 	}
 	answers, err := req.Ask(ctx, in.GetInput().GetInputRequestsJson(), in.GetExpiresAt().AsTime())

@@ -19,6 +19,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -39,8 +40,8 @@ func (s *stubInvoker) InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, _
 
 func turn(portable bool) *forward.Turn {
 	tools := []*sharedosv1.PublishedTool{
-		{Name: "files.read", InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
-		{Name: "notes.append", InputSchemaJson: []byte(`{"type":"object","properties":{"wait_for_previous":{"type":"boolean"}}}`)},
+		{Name: "files.read", Digest: strings.Repeat("a", 64), InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
+		{Name: "notes.append", Digest: strings.Repeat("b", 64), InputSchemaJson: []byte(`{"type":"object","properties":{"wait_for_previous":{"type":"boolean"}}}`)},
 	}
 	return forward.NewTurn("t1", "grant-of-t1", "h", tools, "gemini", portable)
 }
@@ -68,10 +69,19 @@ func TestCallBuildsToolCall(t *testing.T) {
 	if got := string(c.GetArgumentsJson()); got != `{"path":"/public/a.txt","big":12345678901234567890}` {
 		t.Errorf("arguments = %s, want wait_for_previous stripped and the rest byte-exact", got)
 	}
-	// A name outside the turn goes to the kernel too, with the same grant:
-	// the kernel refuses it by the grant's pin and records it.
+	// The call proves its one tool's pinned digest under the root the
+	// grant signs (the kernel builds the same tree from the same pin).
+	tree, err := pinproof.Build(map[string]string{"files.read": strings.Repeat("a", 64), "notes.append": strings.Repeat("b", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := pinproof.Check(tree.Root(), tree.Size(), "files.read", c.GetPinProof()); err != nil || d != strings.Repeat("a", 64) {
+		t.Errorf("pin proof %v: %q, %v", c.GetPinProof(), d, err)
+	}
+	// A name outside the turn goes to the kernel too, with the same grant
+	// and no proof: the kernel refuses it as outside the pin and records it.
 	f.Call(context.Background(), turn(false), forward.Request{Name: "nope.tool", Arguments: json.RawMessage(`{}`)})
-	if inv.got.GetTool() != "nope.tool" || inv.got.GetGrant() != "grant-of-t1" {
+	if inv.got.GetTool() != "nope.tool" || inv.got.GetGrant() != "grant-of-t1" || inv.got.GetPinProof() != nil {
 		t.Errorf("ToolCall of an unpinned name = %v", inv.got)
 	}
 	if !strings.HasPrefix(c.GetCallId(), "c") || len(c.GetCallId()) != 27 {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sharedos/toolshare/services/contract/callers"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -31,8 +32,9 @@ type realStack struct {
 }
 
 // benchTurn grants a turn for alice/engineer as the bridge does at
-// OpenTurn (GrantTurn, with a bridge identity) and returns its id and grant.
-func (s *realStack) benchTurn(b *testing.B, kernel sharedosv1.RuntimeServiceClient) (string, string) {
+// OpenTurn (GrantTurn, with a bridge identity) and returns its id, grant
+// and files.read's pin proof (which the bridge sends with each call).
+func (s *realStack) benchTurn(b *testing.B, kernel sharedosv1.RuntimeServiceClient) (string, string, *sharedosv1.PinProof) {
 	b.Helper()
 	turn := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	resp, err := kernel.GrantTurn(context.Background(), &sharedosv1.GrantTurnRequest{
@@ -43,7 +45,19 @@ func (s *realStack) benchTurn(b *testing.B, kernel sharedosv1.RuntimeServiceClie
 	if err != nil {
 		b.Fatalf("GrantTurn: %v", err)
 	}
-	return turn, resp.GetGrant()
+	pins := map[string]string{}
+	for _, t := range resp.GetTools() {
+		pins[t.GetName()] = t.GetDigest()
+	}
+	tree, err := pinproof.Build(pins)
+	if err != nil {
+		b.Fatal(err)
+	}
+	proof, ok := tree.Prove("files.read")
+	if !ok {
+		b.Fatal("files.read is not in the granted catalogue")
+	}
+	return turn, resp.GetGrant(), proof
 }
 
 // kernelClient dials the real kernel (catalog-svc) through grpcx, as the

@@ -119,13 +119,14 @@ func BenchmarkInvokeTool(b *testing.B) {
 		client sharedosv1.RuntimeServiceClient
 		turn   string
 		grant  string
+		proof  *sharedosv1.PinProof
 	}
 	targets := make([]target, len(stacks))
 	for i, st := range stacks {
 		s := startRealStack(b, st.dsn())
 		client := s.kernelClient(b)
-		turn, grant := s.benchTurn(b, client)
-		targets[i] = target{stack: s, client: client, turn: turn, grant: grant}
+		turn, grant, proof := s.benchTurn(b, client)
+		targets[i] = target{stack: s, client: client, turn: turn, grant: grant, proof: proof}
 	}
 	var seq atomic.Int64 // call ids are unique per turn across every round
 	echoCall := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "files.read", ArgumentsJson: []byte(`{"path":"/public/a.txt"}`)}
@@ -146,7 +147,7 @@ func BenchmarkInvokeTool(b *testing.B) {
 				runConcurrent(b, c, func(ctx context.Context, _ int64) error {
 					res, err := t.client.InvokeTool(ctx, &sharedosv1.ToolCall{
 						CallId: fmt.Sprintf("bench-%d", seq.Add(1)), TurnId: t.turn, Tool: "files.read",
-						ArgumentsJson: []byte(`{"path":"/public/a.txt"}`), Grant: t.grant, Harness: "bench",
+						ArgumentsJson: []byte(`{"path":"/public/a.txt"}`), Grant: t.grant, PinProof: t.proof, Harness: "bench",
 					})
 					if err == nil && res.GetStatus() != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
 						err = fmt.Errorf("outcome %v %s %s", res.GetStatus(), res.GetCode(), res.GetReason())

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
 
@@ -70,9 +72,23 @@ func TestWithRealCatalogue(t *testing.T) {
 			g.Prompts["test_simple_prompt"] != granted.GetPrompts()[0].GetDigest() || g.PromptsResourcesHash != pr.Hash {
 			t.Fatalf("GrantTurn pinned prompts %v (grant %+v, %v)", granted.GetPrompts(), g, err)
 		}
+		// The grant signs the pin's Merkle root, not the pin; each call
+		// proves its one tool (as the bridge does).
+		pins := map[string]string{}
+		for _, tl := range granted.GetTools() {
+			pins[tl.GetName()] = tl.GetDigest()
+		}
+		tree, err := pinproof.Build(pins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Tools != nil || g.PinRoot != tree.Root() || g.PinSize != 1 {
+			t.Fatalf("grant pin: map %v, root %q size %d; want no map, root %q size 1", g.Tools, g.PinRoot, g.PinSize, tree.Root())
+		}
+		proof, _ := tree.Prove("files.read")
 		invoke := func(args string) *sharedosv1.ToolResult {
 			c := h.newCall("cat", "files.read", args)
-			c.Grant = granted.GetGrant()
+			c.Grant, c.PinProof = granted.GetGrant(), proof
 			res, err := k.InvokeTool(ctx, c)
 			if err != nil {
 				t.Fatal(err)
@@ -85,6 +101,20 @@ func TestWithRealCatalogue(t *testing.T) {
 		expect(t, invoke(`{"path":"/public/a.txt"}`), succeeded, "")
 		expect(t, invoke(`{"path":"/public/../private/a.txt"}`), denied, outcome.PermissionDenied)
 		expect(t, invoke(`{"path":1}`), failed, outcome.InvalidArguments)
+		// Without its proof, or with one for another digest, the tool is not
+		// in the turn's catalogue.
+		for _, bad := range []*sharedosv1.PinProof{nil, {Index: proof.GetIndex(), Digest: strings.Repeat("0", 64), Hashes: proof.GetHashes()}} {
+			c := h.newCall("cat", "files.read", `{"path":"/public/a.txt"}`)
+			c.Grant, c.PinProof = granted.GetGrant(), bad
+			res, err := k.InvokeTool(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.mu.Lock()
+			h.attempts["cat"]++
+			h.mu.Unlock()
+			expect(t, res, denied, outcome.ToolUnavailable)
+		}
 
 		reg.Description = "Read a file (changed after the turn pinned it)."
 		if _, _, err := cat.Update(ctx, reg, 0); err != nil {
@@ -96,7 +126,7 @@ func TestWithRealCatalogue(t *testing.T) {
 		}
 		expect(t, invoke(`{"path":"/public/a.txt"}`), denied, outcome.ToolUnavailable)
 		rows := h.records("cat")
-		if len(rows) != 5 || rows[0].RequestedTool != "files.read" || rows[0].CatalogHash != listing.CatalogHash {
+		if len(rows) != 7 || rows[0].RequestedTool != "files.read" || rows[0].CatalogHash != listing.CatalogHash {
 			t.Fatalf("rows = %+v", rows)
 		}
 		// Every record carries the run's SystemIdentity from the grant

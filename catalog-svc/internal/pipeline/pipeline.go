@@ -23,6 +23,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/redact"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
@@ -731,7 +732,7 @@ func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant
 func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant) (*sharedosv1.ToolResult, *catalog.Resolved) {
 	raw := call.GetTool()
 	shown := records.Escape(raw, 80)
-	pinned, ok := grant.Tools[raw]
+	pinned, ok := pinnedDigest(grant, raw, call.GetPinProof())
 	if !ok {
 		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q is not in this turn's catalogue", shown)), nil
 	}
@@ -760,6 +761,18 @@ func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall, grant
 		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q has no handler", shown)), nil
 	}
 	return nil, resolved
+}
+
+// pinnedDigest is the digest the turn pinned for tool: proven by the call
+// under the grant's pin root, or (a grant issued before pin roots) read
+// from its pin map.
+func pinnedDigest(grant *grants.Grant, tool string, proof *sharedosv1.PinProof) (string, bool) {
+	if grant.PinRoot == "" {
+		d, ok := grant.Tools[tool]
+		return d, ok
+	}
+	d, err := pinproof.Check(grant.PinRoot, grant.PinSize, tool, proof)
+	return d, err == nil
 }
 
 // validate decodes the arguments and validates them against the tool's

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
@@ -87,6 +88,12 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	for _, t := range listing.Tools {
 		pin[t.GetName()] = t.GetDigest()
 	}
+	// The grant signs the root of the pin's Merkle tree, not the pin: each
+	// call carries its one tool's proof (services/contract/pinproof).
+	tree, err := pinproof.Build(pin)
+	if err != nil {
+		return nil, fmt.Errorf("pin tree: %w", err)
+	}
 	prompts := make(map[string]string, len(pr.Prompts))
 	for _, p := range pr.Prompts {
 		prompts[p.GetName()] = p.GetDigest()
@@ -96,7 +103,8 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 		resources[r.GetUri()] = r.GetDigest()
 	}
 	grant, err := s.grants.Issue(grants.Grant{
-		TurnID: req.GetTurnId(), Context: req.GetContext(), CatalogHash: listing.CatalogHash, Tools: pin,
+		TurnID: req.GetTurnId(), Context: req.GetContext(), CatalogHash: listing.CatalogHash,
+		PinRoot: tree.Root(), PinSize: tree.Size(),
 		Prompts: prompts, Resources: resources, PromptsResourcesHash: pr.Hash, ExpiresAt: exp.AsTime(),
 		Identity: id,
 	}, now)

@@ -391,7 +391,12 @@ type ToolCall struct {
 	// turn, for the same tool and arguments digest.
 	Resume *Resume `protobuf:"bytes,13,opt,name=resume,proto3" json:"resume,omitempty"`
 	// kind is what the attempt is; set by the RPC that carries the call.
-	Kind          CallKind `protobuf:"varint,14,opt,name=kind,proto3,enum=sharedos.v1.CallKind" json:"kind,omitempty"`
+	Kind CallKind `protobuf:"varint,14,opt,name=kind,proto3,enum=sharedos.v1.CallKind" json:"kind,omitempty"`
+	// pin_proof is the called tool's pinned digest with its inclusion proof
+	// under the pin root the grant signs (services/contract/pinproof): what
+	// the kernel needs to check the one tool, instead of the whole pin in the
+	// grant. A grant that still carries the pin map (issued before) ignores it.
+	PinProof      *PinProof `protobuf:"bytes,15,opt,name=pin_proof,json=pinProof,proto3" json:"pin_proof,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -508,6 +513,13 @@ func (x *ToolCall) GetKind() CallKind {
 		return x.Kind
 	}
 	return CallKind_CALL_KIND_UNSPECIFIED
+}
+
+func (x *ToolCall) GetPinProof() *PinProof {
+	if x != nil {
+		return x.PinProof
+	}
+	return nil
 }
 
 // Resume names the input round a call continues.
@@ -1462,6 +1474,68 @@ func (x *RecordExportResponse) GetExportId() int64 {
 	return 0
 }
 
+// PinProof proves one tool pinned by a turn: leaf index, pinned digest, and
+// the RFC 6962 inclusion proof's hashes (32 bytes each).
+type PinProof struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         int64                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	Hashes        [][]byte               `protobuf:"bytes,3,rep,name=hashes,proto3" json:"hashes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinProof) Reset() {
+	*x = PinProof{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinProof) ProtoMessage() {}
+
+func (x *PinProof) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinProof.ProtoReflect.Descriptor instead.
+func (*PinProof) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PinProof) GetIndex() int64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PinProof) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *PinProof) GetHashes() [][]byte {
+	if x != nil {
+		return x.Hashes
+	}
+	return nil
+}
+
 var File_sharedos_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_sharedos_v1_runtime_proto_rawDesc = "" +
@@ -1485,7 +1559,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x11RevokeTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"2\n" +
 	"\x12RevokeTurnResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\xba\x03\n" +
+	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\xee\x03\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -1499,7 +1573,8 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\rinput_methods\x18\v \x03(\tR\finputMethods\x120\n" +
 	"\x14input_responses_json\x18\f \x01(\fR\x12inputResponsesJson\x12+\n" +
 	"\x06resume\x18\r \x01(\v2\x13.sharedos.v1.ResumeR\x06resume\x12)\n" +
-	"\x04kind\x18\x0e \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kindJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
+	"\x04kind\x18\x0e \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kind\x122\n" +
+	"\tpin_proof\x18\x0f \x01(\v2\x15.sharedos.v1.PinProofR\bpinProofJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
 	"\x06Resume\x12\x1d\n" +
 	"\n" +
 	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x14\n" +
@@ -1585,7 +1660,11 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x16\n" +
 	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"3\n" +
 	"\x14RecordExportResponse\x12\x1b\n" +
-	"\texport_id\x18\x01 \x01(\x03R\bexportId*S\n" +
+	"\texport_id\x18\x01 \x01(\x03R\bexportId\"P\n" +
+	"\bPinProof\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x16\n" +
+	"\x06hashes\x18\x03 \x03(\fR\x06hashes*S\n" +
 	"\bCallKind\x12\x19\n" +
 	"\x15CALL_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CALL_KIND_PROMPT\x10\x01\x12\x16\n" +
@@ -1616,7 +1695,7 @@ func file_sharedos_v1_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_sharedos_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(CallKind)(0),                    // 0: sharedos.v1.CallKind
 	(*GrantTurnRequest)(nil),         // 1: sharedos.v1.GrantTurnRequest
@@ -1635,65 +1714,67 @@ var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(*ExportOperationsResponse)(nil), // 14: sharedos.v1.ExportOperationsResponse
 	(*RecordExportRequest)(nil),      // 15: sharedos.v1.RecordExportRequest
 	(*RecordExportResponse)(nil),     // 16: sharedos.v1.RecordExportResponse
-	(*AccessContext)(nil),            // 17: sharedos.v1.AccessContext
-	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
-	(*HarnessIdentity)(nil),          // 19: sharedos.v1.HarnessIdentity
-	(*ToolPolicy)(nil),               // 20: sharedos.v1.ToolPolicy
-	(*PublishedTool)(nil),            // 21: sharedos.v1.PublishedTool
-	(*PublishedPrompt)(nil),          // 22: sharedos.v1.PublishedPrompt
-	(*PublishedResource)(nil),        // 23: sharedos.v1.PublishedResource
-	(*InputRequired)(nil),            // 24: sharedos.v1.InputRequired
-	(OperationStatus)(0),             // 25: sharedos.v1.OperationStatus
-	(*Progress)(nil),                 // 26: sharedos.v1.Progress
+	(*PinProof)(nil),                 // 17: sharedos.v1.PinProof
+	(*AccessContext)(nil),            // 18: sharedos.v1.AccessContext
+	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
+	(*HarnessIdentity)(nil),          // 20: sharedos.v1.HarnessIdentity
+	(*ToolPolicy)(nil),               // 21: sharedos.v1.ToolPolicy
+	(*PublishedTool)(nil),            // 22: sharedos.v1.PublishedTool
+	(*PublishedPrompt)(nil),          // 23: sharedos.v1.PublishedPrompt
+	(*PublishedResource)(nil),        // 24: sharedos.v1.PublishedResource
+	(*InputRequired)(nil),            // 25: sharedos.v1.InputRequired
+	(OperationStatus)(0),             // 26: sharedos.v1.OperationStatus
+	(*Progress)(nil),                 // 27: sharedos.v1.Progress
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
-	17, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
-	18, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
-	19, // 2: sharedos.v1.GrantTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
-	20, // 3: sharedos.v1.GrantTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
-	21, // 4: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
-	22, // 5: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
-	23, // 6: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
+	18, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	19, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 2: sharedos.v1.GrantTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
+	21, // 3: sharedos.v1.GrantTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
+	22, // 4: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
+	23, // 5: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
+	24, // 6: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
 	6,  // 7: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
 	0,  // 8: sharedos.v1.ToolCall.kind:type_name -> sharedos.v1.CallKind
-	24, // 9: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
-	18, // 10: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 11: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
-	7,  // 12: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
-	25, // 13: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	18, // 14: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	18, // 15: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
-	18, // 16: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
-	0,  // 17: sharedos.v1.OperationRecord.kind:type_name -> sharedos.v1.CallKind
-	19, // 18: sharedos.v1.OperationRecord.harness:type_name -> sharedos.v1.HarnessIdentity
-	26, // 19: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
-	8,  // 20: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
-	9,  // 21: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	18, // 22: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
-	9,  // 23: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	5,  // 24: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	5,  // 25: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
-	5,  // 26: sharedos.v1.RuntimeService.GetPrompt:input_type -> sharedos.v1.ToolCall
-	5,  // 27: sharedos.v1.RuntimeService.ReadResource:input_type -> sharedos.v1.ToolCall
-	11, // 28: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	1,  // 29: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
-	3,  // 30: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
-	13, // 31: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
-	15, // 32: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
-	8,  // 33: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	10, // 34: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
-	8,  // 35: sharedos.v1.RuntimeService.GetPrompt:output_type -> sharedos.v1.ToolResult
-	8,  // 36: sharedos.v1.RuntimeService.ReadResource:output_type -> sharedos.v1.ToolResult
-	12, // 37: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	2,  // 38: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
-	4,  // 39: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
-	14, // 40: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
-	16, // 41: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	17, // 9: sharedos.v1.ToolCall.pin_proof:type_name -> sharedos.v1.PinProof
+	25, // 10: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
+	19, // 11: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 12: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	7,  // 13: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
+	26, // 14: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	19, // 15: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	19, // 16: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 17: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
+	0,  // 18: sharedos.v1.OperationRecord.kind:type_name -> sharedos.v1.CallKind
+	20, // 19: sharedos.v1.OperationRecord.harness:type_name -> sharedos.v1.HarnessIdentity
+	27, // 20: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
+	8,  // 21: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
+	9,  // 22: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	19, // 23: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
+	9,  // 24: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
+	5,  // 25: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	5,  // 26: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
+	5,  // 27: sharedos.v1.RuntimeService.GetPrompt:input_type -> sharedos.v1.ToolCall
+	5,  // 28: sharedos.v1.RuntimeService.ReadResource:input_type -> sharedos.v1.ToolCall
+	11, // 29: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	1,  // 30: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	3,  // 31: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	13, // 32: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
+	15, // 33: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
+	8,  // 34: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	10, // 35: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
+	8,  // 36: sharedos.v1.RuntimeService.GetPrompt:output_type -> sharedos.v1.ToolResult
+	8,  // 37: sharedos.v1.RuntimeService.ReadResource:output_type -> sharedos.v1.ToolResult
+	12, // 38: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	2,  // 39: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	4,  // 40: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	14, // 41: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
+	16, // 42: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
+	34, // [34:43] is the sub-list for method output_type
+	25, // [25:34] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_runtime_proto_init() }
@@ -1714,7 +1795,7 @@ func file_sharedos_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_runtime_proto_rawDesc), len(file_sharedos_v1_runtime_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

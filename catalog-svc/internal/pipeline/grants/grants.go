@@ -43,7 +43,13 @@ type Grant struct {
 	TurnID      string
 	Context     *sharedosv1.AccessContext
 	CatalogHash string
-	// Tools maps each pinned tool's name to its digest.
+	// PinRoot and PinSize are the root and size of the Merkle tree over the
+	// pinned tools (services/contract/pinproof): each call proves its one
+	// tool's digest under them. Grants issued before carry Tools instead.
+	PinRoot string
+	PinSize int64
+	// Tools maps each pinned tool's name to its digest (grants issued
+	// before PinRoot; nil in a grant that has one).
 	Tools map[string]string
 	// Prompts and Resources map each pinned prompt's name and resource's
 	// URI (or URI template) to its digest (ADR 0018); PromptsResourcesHash
@@ -196,7 +202,9 @@ type claims struct {
 	TurnID      string            `json:"tid"`
 	Context     accessContext     `json:"ctx"`
 	CatalogHash string            `json:"cat"`
-	Tools       map[string]string `json:"pin"`
+	Tools       map[string]string `json:"pin,omitempty"`
+	PinRoot     string            `json:"pinRoot,omitempty"`
+	PinSize     int64             `json:"pinSize,omitempty"`
 	Prompts     map[string]string `json:"prm,omitempty"`
 	Resources   map[string]string `json:"res,omitempty"`
 	PRHash      string            `json:"prh,omitempty"`
@@ -236,15 +244,15 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(g.ExpiresAt),
 	}
 	c := claims{
-		TurnID: g.TurnID, CatalogHash: g.CatalogHash, Tools: g.Tools,
+		TurnID: g.TurnID, CatalogHash: g.CatalogHash, Tools: g.Tools, PinRoot: g.PinRoot, PinSize: g.PinSize,
 		Prompts: g.Prompts, Resources: g.Resources, PRHash: g.PromptsResourcesHash,
 		Context: accessContext{
 			Principal: g.Context.GetPrincipal(), Tenant: g.Context.GetTenant(),
 			Roles: g.Context.GetRoles(), Attributes: g.Context.GetAttributes(),
 		},
 	}
-	if c.Tools == nil {
-		c.Tools = map[string]string{}
+	if c.Tools == nil && c.PinRoot == "" {
+		c.Tools = map[string]string{} // an empty pin, said explicitly
 	}
 	if g.Identity != (Identity{}) {
 		id := identity(g.Identity)
@@ -317,7 +325,7 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 	}
 	return &Grant{
 		Identity: id,
-		TurnID:   c.TurnID, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: std.Expiry.Time(),
+		TurnID:   c.TurnID, PinRoot: c.PinRoot, PinSize: c.PinSize, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: std.Expiry.Time(),
 		Prompts: maps.Clone(c.Prompts), Resources: maps.Clone(c.Resources), PromptsResourcesHash: c.PRHash,
 		Context: &sharedosv1.AccessContext{
 			Principal: c.Context.Principal, Tenant: c.Context.Tenant,

@@ -1,0 +1,116 @@
+package pinproof
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// Tree is the Merkle tree over one turn's pinned tools.
+type Tree struct {
+	stored []tlog.Hash
+	index  map[string]int64
+	digest []string
+	root   tlog.Hash
+}
+
+// leaf is a pinned tool's record: its kind, name and digest, NUL-separated
+// (a tool name never holds a NUL: ToolNameSchema).
+func leaf(name, digest string) []byte {
+	return []byte("tool\x00" + name + "\x00" + digest)
+}
+
+// Build returns the tree over pin (tool name → digest).
+func Build(pin map[string]string) (*Tree, error) {
+	names := make([]string, 0, len(pin))
+	for n := range pin {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	t := &Tree{index: make(map[string]int64, len(names)), digest: make([]string, len(names))}
+	read := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			if x < 0 || x >= int64(len(t.stored)) {
+				return nil, fmt.Errorf("pinproof: stored hash %d of %d", x, len(t.stored))
+			}
+			out[i] = t.stored[x]
+		}
+		return out, nil
+	})
+	for i, n := range names {
+		hs, err := tlog.StoredHashes(int64(i), leaf(n, pin[n]), read)
+		if err != nil {
+			return nil, err
+		}
+		t.stored = append(t.stored, hs...)
+		t.index[n], t.digest[i] = int64(i), pin[n]
+	}
+	root, err := tlog.TreeHash(int64(len(names)), read)
+	if err != nil {
+		return nil, err
+	}
+	t.root = root
+	return t, nil
+}
+
+// Root is the tree's hash (what the grant signs), in tlog's base64 form.
+func (t *Tree) Root() string { return t.root.String() }
+
+// Size is the number of pinned tools.
+func (t *Tree) Size() int64 { return int64(len(t.digest)) }
+
+// Prove returns the pinned digest of tool and its inclusion proof; false
+// when the tool is not pinned.
+func (t *Tree) Prove(tool string) (*sharedosv1.PinProof, bool) {
+	i, ok := t.index[tool]
+	if !ok {
+		return nil, false
+	}
+	p, err := tlog.ProveRecord(t.Size(), i, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for k, x := range idx {
+			out[k] = t.stored[x]
+		}
+		return out, nil
+	}))
+	if err != nil {
+		return nil, false
+	}
+	out := &sharedosv1.PinProof{Index: i, Digest: t.digest[i], Hashes: make([][]byte, len(p))}
+	for k, h := range p {
+		out.Hashes[k] = h[:]
+	}
+	return out, true
+}
+
+// ErrNotPinned: the call carries no proof, or one that does not prove its
+// tool pinned under the grant's root.
+var ErrNotPinned = errors.New("not in this turn's pinned catalogue")
+
+// Check returns the digest proof pins tool under root (Root) in a tree of
+// size n; ErrNotPinned otherwise.
+func Check(root string, n int64, tool string, proof *sharedosv1.PinProof) (string, error) {
+	if proof == nil || proof.GetIndex() < 0 || proof.GetIndex() >= n {
+		return "", ErrNotPinned
+	}
+	th, err := tlog.ParseHash(root)
+	if err != nil {
+		return "", ErrNotPinned
+	}
+	p := make(tlog.RecordProof, len(proof.GetHashes()))
+	for i, h := range proof.GetHashes() {
+		if len(h) != tlog.HashSize {
+			return "", ErrNotPinned
+		}
+		copy(p[i][:], h)
+	}
+	if tlog.CheckRecord(p, n, th, proof.GetIndex(), tlog.RecordHash(leaf(tool, proof.GetDigest()))) != nil {
+		return "", ErrNotPinned
+	}
+	return proof.GetDigest(), nil
+}

@@ -1,0 +1,101 @@
+package pinproof_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
+)
+
+type pp = sharedosv1.PinProof
+
+// with is a copy of p changed by f.
+func with(p *pp, f func(*pp)) *pp {
+	c := proto.Clone(p).(*pp)
+	f(c)
+	return c
+}
+
+func pin(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("ns.tool%03d", i)] = fmt.Sprintf("%064x", i+1)
+	}
+	return m
+}
+
+// Every pinned tool proves its own digest under the root, in trees of
+// every shape; nothing else does.
+func TestProveCheck(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 8, 33} {
+		p := pin(n)
+		tree, err := pinproof.Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tree.Size() != int64(n) {
+			t.Fatalf("size %d, want %d", tree.Size(), n)
+		}
+		for name, digest := range p {
+			proof, ok := tree.Prove(name)
+			if !ok {
+				t.Fatalf("n=%d: no proof for %s", n, name)
+			}
+			got, err := pinproof.Check(tree.Root(), tree.Size(), name, proof)
+			if err != nil || got != digest {
+				t.Fatalf("n=%d %s: Check = %q, %v; want %q", n, name, got, err, digest)
+			}
+			// Another tool's name, another digest, another index, a longer
+			// proof: refused. (Root and size come from the signed grant,
+			// never from the caller.)
+			for what, f := range map[string]func() (string, int64, string, any){
+				"name": func() (string, int64, string, any) { return tree.Root(), tree.Size(), name + "x", proof },
+				"digest": func() (string, int64, string, any) {
+					return tree.Root(), tree.Size(), name, with(proof, func(c *pp) { c.Digest = c.Digest[:63] + map[bool]string{true: "e", false: "f"}[c.Digest[63] == 'f'] })
+				},
+				"index": func() (string, int64, string, any) {
+					return tree.Root(), tree.Size(), name, with(proof, func(c *pp) { c.Index = (c.Index + 1) % int64(n+1) })
+				},
+				"hashes": func() (string, int64, string, any) {
+					return tree.Root(), tree.Size(), name, with(proof, func(c *pp) { c.Hashes = append(c.Hashes, make([]byte, 32)) })
+				},
+			} {
+				root, size, tool, pr := f()
+				if _, err := pinproof.Check(root, size, tool, pr.(*pp)); !errors.Is(err, pinproof.ErrNotPinned) {
+					t.Errorf("n=%d %s: a proof with another %s was accepted (%v)", n, name, what, err)
+				}
+			}
+		}
+		if _, ok := tree.Prove("not.pinned"); ok {
+			t.Errorf("n=%d: a proof for a tool not pinned", n)
+		}
+		if _, err := pinproof.Check(tree.Root(), tree.Size(), "ns.tool000", nil); !errors.Is(err, pinproof.ErrNotPinned) {
+			t.Errorf("no proof accepted: %v", err)
+		}
+	}
+	other, _ := pinproof.Build(map[string]string{"ns.tool000": fmt.Sprintf("%064x", 1)})
+	tree, _ := pinproof.Build(pin(2))
+	proof, _ := tree.Prove("ns.tool000")
+	if _, err := pinproof.Check(other.Root(), tree.Size(), "ns.tool000", proof); !errors.Is(err, pinproof.ErrNotPinned) {
+		t.Errorf("a proof under another root was accepted: %v", err)
+	}
+}
+
+// The root depends on every pinned tool and digest, not on map order.
+func TestRootBindsThePin(t *testing.T) {
+	a, _ := pinproof.Build(pin(5))
+	b, _ := pinproof.Build(pin(5))
+	if a.Root() != b.Root() {
+		t.Fatal("two builds of one pin differ")
+	}
+	p := pin(5)
+	p["ns.tool002"] = fmt.Sprintf("%064x", 99)
+	c, _ := pinproof.Build(p)
+	if c.Root() == a.Root() {
+		t.Fatal("a changed digest kept the root")
+	}
+}
