@@ -99,3 +99,14 @@ func TestRootBindsThePin(t *testing.T) {
 		t.Fatal("a changed digest kept the root")
 	}
 }
+
+// An empty pin has a root, and nothing proves membership in it.
+func TestEmptyPin(t *testing.T) {
+	tree, err := pinproof.Build(nil)
+	if err != nil || tree.Size() != 0 || tree.Root() == "" {
+		t.Fatalf("Build(nil) = %v size %d root %q", err, tree.Size(), tree.Root())
+	}
+	if _, err := pinproof.Check(tree.Root(), 0, "files.read", &pp{Digest: "d"}); !errors.Is(err, pinproof.ErrNotPinned) {
+		t.Errorf("a proof against the empty pin: %v", err)
+	}
+}
