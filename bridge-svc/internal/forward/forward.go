@@ -87,17 +87,24 @@ type Turn struct {
 	pins *pinproof.Tree
 }
 
-// proof is the pin proof of tool for a call (nil for a tool not pinned).
-func (t *Turn) proof(tool string) *sharedosv1.PinProof {
+// proof is the pin proof of a call of kind for name (nil for an entry not
+// pinned, and for a resource: resources are pinned by the grant's map).
+func (t *Turn) proof(kind sharedosv1.CallKind, name string) *sharedosv1.PinProof {
 	if t.pins == nil {
 		return nil
 	}
-	p, _ := t.pins.Prove(tool)
+	var p *sharedosv1.PinProof
+	switch kind {
+	case sharedosv1.CallKind_CALL_KIND_UNSPECIFIED:
+		p, _ = t.pins.Prove(pinproof.Tool, name)
+	case sharedosv1.CallKind_CALL_KIND_PROMPT:
+		p, _ = t.pins.Prove(pinproof.Prompt, name)
+	}
 	return p
 }
 
-// NewTurn builds a Turn from the pinned tools.
-func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedTool, harness string, portable bool) *Turn {
+// NewTurn builds a Turn from the pinned tools and prompts.
+func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedTool, prompts []*sharedosv1.PublishedPrompt, harness string, portable bool) *Turn {
 	t := &Turn{
 		TurnID: turnID, Grant: grant, Harness: harness, CatalogHash: catalogHash,
 		Tools:     make(map[string]Tool, len(tools)),
@@ -115,7 +122,11 @@ func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedToo
 			t.Portable[PortableName(pt.GetName())] = pt.GetName()
 		}
 	}
-	t.pins, _ = pinproof.Build(pin)
+	pinnedPrompts := make(map[string]string, len(prompts))
+	for _, p := range prompts {
+		pinnedPrompts[p.GetName()] = p.GetDigest()
+	}
+	t.pins, _ = pinproof.Build(pin, pinnedPrompts)
 	return t
 }
 
@@ -231,7 +242,7 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 		Tool:               tool,
 		ArgumentsJson:      args,
 		Grant:              turn.Grant,
-		PinProof:           turn.proof(tool),
+		PinProof:           turn.proof(sharedosv1.CallKind_CALL_KIND_UNSPECIFIED, tool),
 		Harness:            turn.Harness,
 		InputRounds:        req.Modern,
 		InputResponsesJson: req.InputResponses,
@@ -703,7 +714,7 @@ func (f *Forwarder) Entry(ctx context.Context, turn *Turn, kind sharedosv1.CallK
 		attribute.String(telemetry.AttrTurnID, turn.TurnID))
 	req.Name = key
 	call := &sharedosv1.ToolCall{CallId: callID, TurnId: turn.TurnID, Tool: key, ArgumentsJson: args, Grant: turn.Grant,
-		Harness: turn.Harness, InputResponsesJson: req.InputResponses, Kind: kind}
+		PinProof: turn.proof(kind, key), Harness: turn.Harness, InputResponsesJson: req.InputResponses, Kind: kind}
 	res, sealed, rerr, ok := f.attempt(ctx, turn, call, req, f.entryRPC(kind))
 	if ok && rerr == nil && sealed == nil {
 		if res.GetCallId() == "" {

@@ -43,7 +43,7 @@ func turn(portable bool) *forward.Turn {
 		{Name: "files.read", Digest: strings.Repeat("a", 64), InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
 		{Name: "notes.append", Digest: strings.Repeat("b", 64), InputSchemaJson: []byte(`{"type":"object","properties":{"wait_for_previous":{"type":"boolean"}}}`)},
 	}
-	return forward.NewTurn("t1", "grant-of-t1", "h", tools, "gemini", portable)
+	return forward.NewTurn("t1", "grant-of-t1", "h", tools, nil, "gemini", portable)
 }
 
 func text(r *mcp.CallToolResult) string {
@@ -71,11 +71,11 @@ func TestCallBuildsToolCall(t *testing.T) {
 	}
 	// The call proves its one tool's pinned digest under the root the
 	// grant signs (the kernel builds the same tree from the same pin).
-	tree, err := pinproof.Build(map[string]string{"files.read": strings.Repeat("a", 64), "notes.append": strings.Repeat("b", 64)})
+	tree, err := pinproof.Build(map[string]string{"files.read": strings.Repeat("a", 64), "notes.append": strings.Repeat("b", 64)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := pinproof.Check(tree.Root(), tree.Size(), "files.read", c.GetPinProof()); err != nil || d != strings.Repeat("a", 64) {
+	if d, err := pinproof.Check(tree.Root(), tree.Size(), pinproof.Tool, "files.read", c.GetPinProof()); err != nil || d != strings.Repeat("a", 64) {
 		t.Errorf("pin proof %v: %q, %v", c.GetPinProof(), d, err)
 	}
 	// A name outside the turn goes to the kernel too, with the same grant

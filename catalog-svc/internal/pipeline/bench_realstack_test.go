@@ -45,15 +45,18 @@ func (s *realStack) benchTurn(b *testing.B, kernel sharedosv1.RuntimeServiceClie
 	if err != nil {
 		b.Fatalf("GrantTurn: %v", err)
 	}
-	pins := map[string]string{}
+	tools, prompts := map[string]string{}, map[string]string{}
 	for _, t := range resp.GetTools() {
-		pins[t.GetName()] = t.GetDigest()
+		tools[t.GetName()] = t.GetDigest()
 	}
-	tree, err := pinproof.Build(pins)
+	for _, p := range resp.GetPrompts() {
+		prompts[p.GetName()] = p.GetDigest()
+	}
+	tree, err := pinproof.Build(tools, prompts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	proof, ok := tree.Prove("files.read")
+	proof, ok := tree.Prove(pinproof.Tool, "files.read")
 	if !ok {
 		b.Fatal("files.read is not in the granted catalogue")
 	}

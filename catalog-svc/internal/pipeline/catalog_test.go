@@ -68,24 +68,21 @@ func TestWithRealCatalogue(t *testing.T) {
 			t.Fatal(err)
 		}
 		g, err := testKeys.Verify(granted.GetGrant(), "cat", time.Now())
-		if err != nil || len(granted.GetPrompts()) != 1 || granted.GetPromptsResourcesHash() != pr.Hash ||
-			g.Prompts["test_simple_prompt"] != granted.GetPrompts()[0].GetDigest() || g.PromptsResourcesHash != pr.Hash {
+		if err != nil || len(granted.GetPrompts()) != 1 || granted.GetPromptsResourcesHash() != pr.Hash || g.PromptsResourcesHash != pr.Hash {
 			t.Fatalf("GrantTurn pinned prompts %v (grant %+v, %v)", granted.GetPrompts(), g, err)
+		}
+		if p, ok := pinTree(t, granted).Prove(pinproof.Prompt, "test_simple_prompt"); !ok ||
+			p.GetDigest() != granted.GetPrompts()[0].GetDigest() {
+			t.Fatalf("the pinned prompt's proof: %v", p)
 		}
 		// The grant signs the pin's Merkle root, not the pin; each call
 		// proves its one tool (as the bridge does).
-		pins := map[string]string{}
-		for _, tl := range granted.GetTools() {
-			pins[tl.GetName()] = tl.GetDigest()
+		tree := pinTree(t, granted)
+		if g.Tools != nil || g.Prompts != nil || g.PinRoot != tree.Root() || g.PinSize != 2 {
+			t.Fatalf("grant pin: maps %v %v, root %q size %d; want no maps, root %q size 2 (a tool and a prompt)",
+				g.Tools, g.Prompts, g.PinRoot, g.PinSize, tree.Root())
 		}
-		tree, err := pinproof.Build(pins)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g.Tools != nil || g.PinRoot != tree.Root() || g.PinSize != 1 {
-			t.Fatalf("grant pin: map %v, root %q size %d; want no map, root %q size 1", g.Tools, g.PinRoot, g.PinSize, tree.Root())
-		}
-		proof, _ := tree.Prove("files.read")
+		proof, _ := tree.Prove(pinproof.Tool, "files.read")
 		invoke := func(args string) *sharedosv1.ToolResult {
 			c := h.newCall("cat", "files.read", args)
 			c.Grant, c.PinProof = granted.GetGrant(), proof
@@ -153,4 +150,22 @@ func realCatalogue(t *testing.T, h *harness) *catalog.Service {
 	}
 	t.Cleanup(func() { cat.Close() })
 	return cat
+}
+
+// pinTree is the Merkle tree over a granted turn's tools and prompts, as
+// the bridge builds it from the lease to prove each call's entry.
+func pinTree(t *testing.T, granted *sharedosv1.GrantTurnResponse) *pinproof.Tree {
+	t.Helper()
+	tools, prompts := map[string]string{}, map[string]string{}
+	for _, tl := range granted.GetTools() {
+		tools[tl.GetName()] = tl.GetDigest()
+	}
+	for _, p := range granted.GetPrompts() {
+		prompts[p.GetName()] = p.GetDigest()
+	}
+	tree, err := pinproof.Build(tools, prompts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }

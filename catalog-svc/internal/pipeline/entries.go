@@ -18,6 +18,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
@@ -96,7 +97,7 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 	case sharedosv1.CallKind_CALL_KIND_PROMPT:
 		class, name = requirement.ClassPrompt, raw
 		var ok bool
-		if pinned, ok = grant.Prompts[raw]; !ok {
+		if pinned, ok = pinnedDigest(grant, pinproof.Prompt, raw, call.GetPinProof()); !ok {
 			return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("prompt %q is not in this turn's catalogue", shown))
 		}
 		resolved, err = s.entries.ResolvePrompt(ctx, raw)

@@ -10,6 +10,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
@@ -49,11 +50,15 @@ func TestPromptsAndResources(t *testing.T) {
 			t.Fatalf("GrantTurn: %v, %v", granted, err)
 		}
 		n := 0
+		tree := pinTree(t, granted)
 		call := func(kind sharedosv1.CallKind, name, args string) *sharedosv1.ToolResult {
 			t.Helper()
 			n++
 			c := &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "pr", Tool: name, ArgumentsJson: []byte(args), Grant: granted.GetGrant(),
 				Harness: "test", InputRounds: true, InputMethods: pipeline.InputMethods}
+			if kind == sharedosv1.CallKind_CALL_KIND_PROMPT {
+				c.PinProof, _ = tree.Prove(pinproof.Prompt, name) // as the bridge does
+			}
 			var res *sharedosv1.ToolResult
 			var err error
 			if kind == sharedosv1.CallKind_CALL_KIND_PROMPT {
@@ -105,8 +110,9 @@ func TestPromptsAndResources(t *testing.T) {
 		first := call(prompt, "review", `{}`)
 		expect(t, first, inputRequired, "")
 		n++
+		reviewProof, _ := tree.Prove(pinproof.Prompt, "review")
 		retry := &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "pr", Tool: "review", ArgumentsJson: []byte(`{}`), Grant: granted.GetGrant(),
-			InputRounds: true, InputMethods: pipeline.InputMethods, InputResponsesJson: []byte(`{"who":{"action":"accept"}}`),
+			PinProof: reviewProof, InputRounds: true, InputMethods: pipeline.InputMethods, InputResponsesJson: []byte(`{"who":{"action":"accept"}}`),
 			Resume: &sharedosv1.Resume{AttemptId: first.GetInput().GetAttemptId(), Round: first.GetInput().GetRound()}}
 		done, err := rpc.GetPrompt(ctx, retry)
 		if err != nil {

@@ -732,7 +732,7 @@ func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant
 func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant) (*sharedosv1.ToolResult, *catalog.Resolved) {
 	raw := call.GetTool()
 	shown := records.Escape(raw, 80)
-	pinned, ok := pinnedDigest(grant, raw, call.GetPinProof())
+	pinned, ok := pinnedDigest(grant, pinproof.Tool, raw, call.GetPinProof())
 	if !ok {
 		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q is not in this turn's catalogue", shown)), nil
 	}
@@ -763,15 +763,19 @@ func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall, grant
 	return nil, resolved
 }
 
-// pinnedDigest is the digest the turn pinned for tool: proven by the call
-// under the grant's pin root, or (a grant issued before pin roots) read
-// from its pin map.
-func pinnedDigest(grant *grants.Grant, tool string, proof *sharedosv1.PinProof) (string, bool) {
+// pinnedDigest is the digest the turn pinned for the tool or prompt name:
+// proven by the call under the grant's pin root, or (a grant issued before
+// pin roots) read from its pin maps.
+func pinnedDigest(grant *grants.Grant, kind, name string, proof *sharedosv1.PinProof) (string, bool) {
 	if grant.PinRoot == "" {
-		d, ok := grant.Tools[tool]
+		pin := grant.Tools
+		if kind == pinproof.Prompt {
+			pin = grant.Prompts
+		}
+		d, ok := pin[name]
 		return d, ok
 	}
-	d, err := pinproof.Check(grant.PinRoot, grant.PinSize, tool, proof)
+	d, err := pinproof.Check(grant.PinRoot, grant.PinSize, kind, name, proof)
 	return d, err == nil
 }
 

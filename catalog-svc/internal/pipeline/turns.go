@@ -88,15 +88,17 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	for _, t := range listing.Tools {
 		pin[t.GetName()] = t.GetDigest()
 	}
-	// The grant signs the root of the pin's Merkle tree, not the pin: each
-	// call carries its one tool's proof (services/contract/pinproof).
-	tree, err := pinproof.Build(pin)
-	if err != nil {
-		return nil, fmt.Errorf("pin tree: %w", err)
-	}
 	prompts := make(map[string]string, len(pr.Prompts))
 	for _, p := range pr.Prompts {
 		prompts[p.GetName()] = p.GetDigest()
+	}
+	// The grant signs the root of a Merkle tree over the pinned tools and
+	// prompts, not the pin: each call carries its one entry's proof
+	// (services/contract/pinproof). Resources stay a map: a URI is matched
+	// against every pinned URI and template.
+	tree, err := pinproof.Build(pin, prompts)
+	if err != nil {
+		return nil, fmt.Errorf("pin tree: %w", err)
 	}
 	resources := make(map[string]string, len(pr.Resources))
 	for _, r := range pr.Resources {
@@ -105,7 +107,7 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	grant, err := s.grants.Issue(grants.Grant{
 		TurnID: req.GetTurnId(), Context: req.GetContext(), CatalogHash: listing.CatalogHash,
 		PinRoot: tree.Root(), PinSize: tree.Size(),
-		Prompts: prompts, Resources: resources, PromptsResourcesHash: pr.Hash, ExpiresAt: exp.AsTime(),
+		Resources: resources, PromptsResourcesHash: pr.Hash, ExpiresAt: exp.AsTime(),
 		Identity: id,
 	}, now)
 	if err != nil {

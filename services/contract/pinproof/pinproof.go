@@ -4,13 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
-// Tree is the Merkle tree over one turn's pinned tools.
+// Kinds of pinned entry.
+const (
+	Tool   = "tool"
+	Prompt = "prompt"
+)
+
+// Tree is the Merkle tree over one turn's pinned tools and prompts.
 type Tree struct {
 	stored []tlog.Hash
 	index  map[string]int64
@@ -18,20 +25,29 @@ type Tree struct {
 	root   tlog.Hash
 }
 
-// leaf is a pinned tool's record: its kind, name and digest, NUL-separated
-// (a tool name never holds a NUL: ToolNameSchema).
-func leaf(name, digest string) []byte {
-	return []byte("tool\x00" + name + "\x00" + digest)
+// leaf is a pinned entry's record: its kind, name and digest,
+// NUL-separated (a tool or prompt name never holds a NUL: ToolNameSchema).
+func leaf(kind, name, digest string) []byte {
+	return []byte(kind + "\x00" + name + "\x00" + digest)
 }
 
-// Build returns the tree over pin (tool name → digest).
-func Build(pin map[string]string) (*Tree, error) {
-	names := make([]string, 0, len(pin))
-	for n := range pin {
-		names = append(names, n)
+// Build returns the tree over the pinned tools and prompts (name → digest).
+func Build(tools, prompts map[string]string) (*Tree, error) {
+	type entry struct{ kind, name, digest string }
+	entries := make([]entry, 0, len(tools)+len(prompts))
+	for n, d := range tools {
+		entries = append(entries, entry{Tool, n, d})
 	}
-	slices.Sort(names)
-	t := &Tree{index: make(map[string]int64, len(names)), digest: make([]string, len(names))}
+	for n, d := range prompts {
+		entries = append(entries, entry{Prompt, n, d})
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if a.kind != b.kind {
+			return strings.Compare(a.kind, b.kind)
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	t := &Tree{index: make(map[string]int64, len(entries)), digest: make([]string, len(entries))}
 	read := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
 		out := make([]tlog.Hash, len(idx))
 		for i, x := range idx {
@@ -42,15 +58,15 @@ func Build(pin map[string]string) (*Tree, error) {
 		}
 		return out, nil
 	})
-	for i, n := range names {
-		hs, err := tlog.StoredHashes(int64(i), leaf(n, pin[n]), read)
+	for i, e := range entries {
+		hs, err := tlog.StoredHashes(int64(i), leaf(e.kind, e.name, e.digest), read)
 		if err != nil {
 			return nil, err
 		}
 		t.stored = append(t.stored, hs...)
-		t.index[n], t.digest[i] = int64(i), pin[n]
+		t.index[e.kind+"\x00"+e.name], t.digest[i] = int64(i), e.digest
 	}
-	root, err := tlog.TreeHash(int64(len(names)), read)
+	root, err := tlog.TreeHash(int64(len(entries)), read)
 	if err != nil {
 		return nil, err
 	}
@@ -61,13 +77,13 @@ func Build(pin map[string]string) (*Tree, error) {
 // Root is the tree's hash (what the grant signs), in tlog's base64 form.
 func (t *Tree) Root() string { return t.root.String() }
 
-// Size is the number of pinned tools.
+// Size is the number of pinned entries.
 func (t *Tree) Size() int64 { return int64(len(t.digest)) }
 
-// Prove returns the pinned digest of tool and its inclusion proof; false
-// when the tool is not pinned.
-func (t *Tree) Prove(tool string) (*sharedosv1.PinProof, bool) {
-	i, ok := t.index[tool]
+// Prove returns the pinned digest of the entry (kind Tool or Prompt) and
+// its inclusion proof; false when it is not pinned.
+func (t *Tree) Prove(kind, name string) (*sharedosv1.PinProof, bool) {
+	i, ok := t.index[kind+"\x00"+name]
 	if !ok {
 		return nil, false
 	}
@@ -92,9 +108,9 @@ func (t *Tree) Prove(tool string) (*sharedosv1.PinProof, bool) {
 // tool pinned under the grant's root.
 var ErrNotPinned = errors.New("not in this turn's pinned catalogue")
 
-// Check returns the digest proof pins tool under root (Root) in a tree of
-// size n; ErrNotPinned otherwise.
-func Check(root string, n int64, tool string, proof *sharedosv1.PinProof) (string, error) {
+// Check returns the digest proof pins the entry (kind Tool or Prompt) under
+// root (Root) in a tree of size n; ErrNotPinned otherwise.
+func Check(root string, n int64, kind, name string, proof *sharedosv1.PinProof) (string, error) {
 	if proof == nil || proof.GetIndex() < 0 || proof.GetIndex() >= n {
 		return "", ErrNotPinned
 	}
@@ -109,7 +125,7 @@ func Check(root string, n int64, tool string, proof *sharedosv1.PinProof) (strin
 		}
 		copy(p[i][:], h)
 	}
-	if tlog.CheckRecord(p, n, th, proof.GetIndex(), tlog.RecordHash(leaf(tool, proof.GetDigest()))) != nil {
+	if tlog.CheckRecord(p, n, th, proof.GetIndex(), tlog.RecordHash(leaf(kind, name, proof.GetDigest()))) != nil {
 		return "", ErrNotPinned
 	}
 	return proof.GetDigest(), nil

@@ -33,7 +33,7 @@ func pin(n int) map[string]string {
 func TestProveCheck(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 7, 8, 33} {
 		p := pin(n)
-		tree, err := pinproof.Build(p)
+		tree, err := pinproof.Build(p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,11 +41,11 @@ func TestProveCheck(t *testing.T) {
 			t.Fatalf("size %d, want %d", tree.Size(), n)
 		}
 		for name, digest := range p {
-			proof, ok := tree.Prove(name)
+			proof, ok := tree.Prove(pinproof.Tool, name)
 			if !ok {
 				t.Fatalf("n=%d: no proof for %s", n, name)
 			}
-			got, err := pinproof.Check(tree.Root(), tree.Size(), name, proof)
+			got, err := pinproof.Check(tree.Root(), tree.Size(), pinproof.Tool, name, proof)
 			if err != nil || got != digest {
 				t.Fatalf("n=%d %s: Check = %q, %v; want %q", n, name, got, err, digest)
 			}
@@ -65,36 +65,36 @@ func TestProveCheck(t *testing.T) {
 				},
 			} {
 				root, size, tool, pr := f()
-				if _, err := pinproof.Check(root, size, tool, pr.(*pp)); !errors.Is(err, pinproof.ErrNotPinned) {
+				if _, err := pinproof.Check(root, size, pinproof.Tool, tool, pr.(*pp)); !errors.Is(err, pinproof.ErrNotPinned) {
 					t.Errorf("n=%d %s: a proof with another %s was accepted (%v)", n, name, what, err)
 				}
 			}
 		}
-		if _, ok := tree.Prove("not.pinned"); ok {
+		if _, ok := tree.Prove(pinproof.Tool, "not.pinned"); ok {
 			t.Errorf("n=%d: a proof for a tool not pinned", n)
 		}
-		if _, err := pinproof.Check(tree.Root(), tree.Size(), "ns.tool000", nil); !errors.Is(err, pinproof.ErrNotPinned) {
+		if _, err := pinproof.Check(tree.Root(), tree.Size(), pinproof.Tool, "ns.tool000", nil); !errors.Is(err, pinproof.ErrNotPinned) {
 			t.Errorf("no proof accepted: %v", err)
 		}
 	}
-	other, _ := pinproof.Build(map[string]string{"ns.tool000": fmt.Sprintf("%064x", 1)})
-	tree, _ := pinproof.Build(pin(2))
-	proof, _ := tree.Prove("ns.tool000")
-	if _, err := pinproof.Check(other.Root(), tree.Size(), "ns.tool000", proof); !errors.Is(err, pinproof.ErrNotPinned) {
+	other, _ := pinproof.Build(map[string]string{"ns.tool000": fmt.Sprintf("%064x", 1)}, nil)
+	tree, _ := pinproof.Build(pin(2), nil)
+	proof, _ := tree.Prove(pinproof.Tool, "ns.tool000")
+	if _, err := pinproof.Check(other.Root(), tree.Size(), pinproof.Tool, "ns.tool000", proof); !errors.Is(err, pinproof.ErrNotPinned) {
 		t.Errorf("a proof under another root was accepted: %v", err)
 	}
 }
 
 // The root depends on every pinned tool and digest, not on map order.
 func TestRootBindsThePin(t *testing.T) {
-	a, _ := pinproof.Build(pin(5))
-	b, _ := pinproof.Build(pin(5))
+	a, _ := pinproof.Build(pin(5), nil)
+	b, _ := pinproof.Build(pin(5), nil)
 	if a.Root() != b.Root() {
 		t.Fatal("two builds of one pin differ")
 	}
 	p := pin(5)
 	p["ns.tool002"] = fmt.Sprintf("%064x", 99)
-	c, _ := pinproof.Build(p)
+	c, _ := pinproof.Build(p, nil)
 	if c.Root() == a.Root() {
 		t.Fatal("a changed digest kept the root")
 	}
@@ -102,11 +102,32 @@ func TestRootBindsThePin(t *testing.T) {
 
 // An empty pin has a root, and nothing proves membership in it.
 func TestEmptyPin(t *testing.T) {
-	tree, err := pinproof.Build(nil)
+	tree, err := pinproof.Build(nil, nil)
 	if err != nil || tree.Size() != 0 || tree.Root() == "" {
 		t.Fatalf("Build(nil) = %v size %d root %q", err, tree.Size(), tree.Root())
 	}
-	if _, err := pinproof.Check(tree.Root(), 0, "files.read", &pp{Digest: "d"}); !errors.Is(err, pinproof.ErrNotPinned) {
+	if _, err := pinproof.Check(tree.Root(), 0, pinproof.Tool, "files.read", &pp{Digest: "d"}); !errors.Is(err, pinproof.ErrNotPinned) {
 		t.Errorf("a proof against the empty pin: %v", err)
+	}
+}
+
+// A prompt and a tool of one name are two entries: neither's proof stands
+// for the other.
+func TestKindsAreApart(t *testing.T) {
+	d := fmt.Sprintf("%064x", 7)
+	tree, err := pinproof.Build(map[string]string{"x.y": d}, map[string]string{"x.y": d})
+	if err != nil || tree.Size() != 2 {
+		t.Fatalf("Build = %v, size %d", err, tree.Size())
+	}
+	tp, _ := tree.Prove(pinproof.Tool, "x.y")
+	prp, _ := tree.Prove(pinproof.Prompt, "x.y")
+	if got, err := pinproof.Check(tree.Root(), tree.Size(), pinproof.Prompt, "x.y", prp); err != nil || got != d {
+		t.Fatalf("the prompt's proof: %q, %v", got, err)
+	}
+	if _, err := pinproof.Check(tree.Root(), tree.Size(), pinproof.Prompt, "x.y", tp); !errors.Is(err, pinproof.ErrNotPinned) {
+		t.Errorf("a tool's proof stood for the prompt: %v", err)
+	}
+	if _, err := pinproof.Check(tree.Root(), tree.Size(), pinproof.Tool, "x.y", prp); !errors.Is(err, pinproof.ErrNotPinned) {
+		t.Errorf("a prompt's proof stood for the tool: %v", err)
 	}
 }

@@ -44,8 +44,9 @@ type Grant struct {
 	Context     *sharedosv1.AccessContext
 	CatalogHash string
 	// PinRoot and PinSize are the root and size of the Merkle tree over the
-	// pinned tools (services/contract/pinproof): each call proves its one
-	// tool's digest under them. Grants issued before carry Tools instead.
+	// pinned tools and prompts (services/contract/pinproof): each call
+	// proves its one entry's digest under them. Grants issued before carry
+	// the Tools and Prompts maps instead.
 	PinRoot string
 	PinSize int64
 	// Tools maps each pinned tool's name to its digest (grants issued
