@@ -81,7 +81,7 @@ type Turn struct {
 	Portable map[string]string
 	// aliasKeys maps CollisionKey(name) → canonical name, for diagnostics.
 	aliasKeys map[string]string
-	// pins proves each pinned tool's digest to the kernel under the root
+	// pins proves each pinned tool's and prompt's digest to the kernel under the root
 	// its grant signs (nil when it could not be built: calls then go
 	// without a proof, and a kernel that needs one refuses them).
 	pins *pinproof.Tree
