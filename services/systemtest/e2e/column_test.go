@@ -115,20 +115,7 @@ func TestMCPColumnDeadline(t *testing.T) {
 	if err := os.WriteFile(cli, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 600\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	host := filepath.Join(dir, "host.yaml")
-	if err := os.WriteFile(host, []byte("mcp:\n  claude-code:\n    executable: "+cli+"\n    declaredModel: none\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "report.json")
-	stdout, stderr, code := s.Ctl(t, "column", "run", "--kind", "mcp", "--harness", "claude-code", "--timeout", "8s",
-		"--manifest", filepath.Join(root, "deploy", "columns", "demo-manifest.yaml"), "--host-config", host, "--out", out)
-	if code != 0 || strings.TrimSpace(stdout) != out {
-		t.Fatalf("column run exit %d, stdout %q, stderr %s", code, stdout, stderr)
-	}
-	rep, err := column.ReadReport(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runMCPColumn(t, s, root, "claude-code:\n    executable: "+cli+"\n    declaredModel: none\n", "8s")
 	if len(rep.Operations) != 0 || len(rep.Attempts) != 2 || rep.Attempts[0].Grade != column.NotExercised ||
 		rep.Attempts[1].Grade != column.NotExercised || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "did not finish before the deadline") {
 		t.Fatalf("report = %+v", rep)
@@ -158,25 +145,11 @@ func TestMCPColumnCalls(t *testing.T) {
 	s := startStack(t, launch.Options{})
 	root := launch.RepoRoot(t)
 	node := filepath.Join(npmDir(t, root), "node_modules", ".bin", "node")
-	dir := t.TempDir()
-	host := filepath.Join(dir, "host.yaml")
 	standin, err := filepath.Abs(filepath.Join("testdata", "standin-cli.mjs"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(host, []byte("mcp:\n  claude-code:\n    executable: "+node+"\n    args: ["+standin+"]\n    version: standin\n    declaredModel: none\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "report.json")
-	stdout, stderr, code := s.Ctl(t, "column", "run", "--kind", "mcp", "--harness", "claude-code", "--timeout", "2m",
-		"--manifest", filepath.Join(root, "deploy", "columns", "demo-manifest.yaml"), "--host-config", host, "--out", out)
-	if code != 0 || strings.TrimSpace(stdout) != out {
-		t.Fatalf("column run exit %d, stdout %q, stderr %s", code, stdout, stderr)
-	}
-	rep, err := column.ReadReport(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runMCPColumn(t, s, root, "claude-code:\n    executable: "+node+"\n    args: ["+standin+"]\n    version: standin\n    declaredModel: none\n", "2m")
 	if len(rep.Notes) != 0 || len(rep.Attempts) != 2 || len(rep.Operations) != 2 {
 		t.Fatalf("report = %+v", rep)
 	}
@@ -195,4 +168,27 @@ func TestMCPColumnCalls(t *testing.T) {
 	if turn.State != "TURN_STATE_CLOSED" {
 		t.Errorf("the column's turn is %s after its harness exited, want closed", turn.State)
 	}
+}
+
+// runMCPColumn runs the demo manifest's mcp column of the claude-code
+// harness a host file section (harness: …) configures, as a user would, and
+// returns its report.
+func runMCPColumn(t *testing.T, s *stack, root, harness, timeout string) *column.Report {
+	t.Helper()
+	dir := t.TempDir()
+	host := filepath.Join(dir, "host.yaml")
+	if err := os.WriteFile(host, []byte("mcp:\n  "+harness), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "report.json")
+	stdout, stderr, code := s.Ctl(t, "column", "run", "--kind", "mcp", "--harness", "claude-code", "--timeout", timeout,
+		"--manifest", filepath.Join(root, "deploy", "columns", "demo-manifest.yaml"), "--host-config", host, "--out", out)
+	if code != 0 || strings.TrimSpace(stdout) != out {
+		t.Fatalf("column run exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	rep, err := column.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
