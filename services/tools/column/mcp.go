@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 )
 
@@ -144,6 +146,9 @@ func tail(s string, n int) string {
 // configuration, unattended tool use) around the host's args, and the
 // host's env over a minimal one whose HOME is the private home.
 func (r *Run) invocation(home, mcpURL, token string) ([]string, []string, error) {
+	if err := r.checkHostServers(); err != nil {
+		return nil, nil, err
+	}
 	for rel, content := range r.Host.Files {
 		if err := writeHomeFile(home, rel, content); err != nil {
 			return nil, nil, err
@@ -194,6 +199,39 @@ func (r *Run) invocation(home, mcpURL, token string) ([]string, []string, error)
 		out = append(out, k+"="+env[k])
 	}
 	return argv, out, nil
+}
+
+// codexSection is a Codex config.toml section naming an MCP server.
+var codexSection = regexp.MustCompile(`(?m)^\s*\[mcp_servers\.("?)([^\]"]+)("?)\]`)
+
+// checkHostServers refuses host files that declare MCP servers of their
+// own where the run's record would not say so: the server name SharedOS
+// writes is its own, and a strict ToolPolicy names no external_direct
+// tools, so a harness given another server would run a column its record
+// misdeclares. A permissive run may carry them (its policy says so).
+func (r *Run) checkHostServers() error {
+	strict := r.Manifest.Policy.GetMode() == sharedosv1.PolicyMode_POLICY_MODE_STRICT
+	for _, rel := range slices.Sorted(maps.Keys(r.Host.Files)) {
+		var names []string
+		var doc struct {
+			MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		}
+		if json.Unmarshal([]byte(r.Host.Files[rel]), &doc) == nil {
+			names = slices.Sorted(maps.Keys(doc.MCPServers))
+		}
+		for _, m := range codexSection.FindAllStringSubmatch(r.Host.Files[rel], -1) {
+			names = append(names, m[2])
+		}
+		for _, n := range names {
+			switch {
+			case n == ServerName:
+				return fmt.Errorf("mcp.%s.files.%s: the MCP server %q is the one SharedOS writes (the turn)", r.Harness, rel, n)
+			case strict:
+				return fmt.Errorf("mcp.%s.files.%s: declares the MCP server %q, but the manifest's ToolPolicy is strict (no external_direct tools)", r.Harness, rel, n)
+			}
+		}
+	}
+	return nil
 }
 
 // codexServer is Codex's config.toml section for the turn's server.

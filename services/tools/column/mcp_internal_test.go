@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
 // recordOf finds the record an answer names, in a JSON body or in any
@@ -49,7 +51,7 @@ func TestHomeFilesStayInTheHome(t *testing.T) {
 func TestInvocationWritesTheHarnessesConfig(t *testing.T) {
 	for _, harness := range Harnesses[KindMCP] {
 		home := t.TempDir()
-		r := &Run{Kind: KindMCP, Harness: harness, Manifest: &Manifest{Prompt: "read the files"},
+		r := &Run{Kind: KindMCP, Harness: harness, Manifest: &Manifest{Prompt: "read the files", Policy: &sharedosv1.ToolPolicy{Mode: sharedosv1.PolicyMode_POLICY_MODE_STRICT}},
 			Host: Harness{Executable: "cli", Args: []string{"--host-arg"}, Env: map[string]string{"K": "V"}, ExtensionPath: "/ext",
 				Files: map[string]string{".gemini/settings.json": `{"telemetry":{"enabled":false}}`}}}
 		argv, env, err := r.invocation(home, "http://127.0.0.1:1/turns/t/mcp", "tok-123")
@@ -99,5 +101,34 @@ func TestLastBytes(t *testing.T) {
 	}
 	if got := l.tail(100); got != "o world!" {
 		t.Errorf("tail = %q", got)
+	}
+}
+
+// A host file declaring an MCP server of its own: refused when the run is
+// strict (its record would misdeclare it) and always under SharedOS's own
+// server name; a permissive run may carry it.
+func TestHostServersAgainstThePolicy(t *testing.T) {
+	run := func(mode sharedosv1.PolicyMode, files map[string]string) error {
+		r := &Run{Kind: KindMCP, Harness: "codex", Manifest: &Manifest{Prompt: "p", Policy: &sharedosv1.ToolPolicy{Mode: mode}},
+			Host: Harness{Executable: "codex", Files: files}}
+		_, _, err := r.invocation(t.TempDir(), "http://127.0.0.1:1/turns/t/mcp", "tok")
+		return err
+	}
+	strict, permissive := sharedosv1.PolicyMode_POLICY_MODE_STRICT, sharedosv1.PolicyMode_POLICY_MODE_PERMISSIVE
+	jira := map[string]string{".codex/config.toml": "model = \"m\"\n\n[mcp_servers.jira]\nurl = \"http://jira\"\n"}
+	if err := run(strict, jira); err == nil || !strings.Contains(err.Error(), `"jira"`) {
+		t.Errorf("strict with a host MCP server (TOML): %v", err)
+	}
+	if err := run(strict, map[string]string{".pi/agent/other.json": `{"mcpServers":{"github":{"url":"x"}}}`}); err == nil || !strings.Contains(err.Error(), `"github"`) {
+		t.Errorf("strict with a host MCP server (JSON): %v", err)
+	}
+	if err := run(permissive, jira); err != nil {
+		t.Errorf("permissive with a host MCP server: %v", err)
+	}
+	if err := run(permissive, map[string]string{".codex/config.toml": "[mcp_servers.sharedos]\nurl = \"x\"\n"}); err == nil || !strings.Contains(err.Error(), "SharedOS writes") {
+		t.Errorf("a host file taking SharedOS's server name: %v", err)
+	}
+	if err := run(strict, map[string]string{".codex/config.toml": "model = \"m\"\n[model_providers.fake]\nname = \"fake\"\n"}); err != nil {
+		t.Errorf("strict with model configuration only: %v", err)
 	}
 }
