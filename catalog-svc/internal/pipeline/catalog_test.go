@@ -83,7 +83,7 @@ func TestWithRealCatalogue(t *testing.T) {
 				g.Tools, g.Prompts, g.PinRoot, g.PinSize, tree.Root())
 		}
 		proof, _ := tree.Prove(pinproof.Tool, "files.read")
-		invoke := func(args string) *sharedosv1.ToolResult {
+		invokeWith := func(proof *sharedosv1.PinProof, args string) *sharedosv1.ToolResult {
 			c := h.newCall("cat", "files.read", args)
 			c.Grant, c.PinProof = granted.GetGrant(), proof
 			res, err := k.InvokeTool(ctx, c)
@@ -95,22 +95,14 @@ func TestWithRealCatalogue(t *testing.T) {
 			h.mu.Unlock()
 			return res
 		}
+		invoke := func(args string) *sharedosv1.ToolResult { return invokeWith(proof, args) }
 		expect(t, invoke(`{"path":"/public/a.txt"}`), succeeded, "")
 		expect(t, invoke(`{"path":"/public/../private/a.txt"}`), denied, outcome.PermissionDenied)
 		expect(t, invoke(`{"path":1}`), failed, outcome.InvalidArguments)
 		// Without its proof, or with one for another digest, the tool is not
 		// in the turn's catalogue.
 		for _, bad := range []*sharedosv1.PinProof{nil, {Index: proof.GetIndex(), Digest: strings.Repeat("0", 64), Hashes: proof.GetHashes()}} {
-			c := h.newCall("cat", "files.read", `{"path":"/public/a.txt"}`)
-			c.Grant, c.PinProof = granted.GetGrant(), bad
-			res, err := k.InvokeTool(ctx, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.mu.Lock()
-			h.attempts["cat"]++
-			h.mu.Unlock()
-			expect(t, res, denied, outcome.ToolUnavailable)
+			expect(t, invokeWith(bad, `{"path":"/public/a.txt"}`), denied, outcome.ToolUnavailable)
 		}
 
 		reg.Description = "Read a file (changed after the turn pinned it)."

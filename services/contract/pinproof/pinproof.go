@@ -48,30 +48,32 @@ func Build(tools, prompts map[string]string) (*Tree, error) {
 		return strings.Compare(a.name, b.name)
 	})
 	t := &Tree{index: make(map[string]int64, len(entries)), digest: make([]string, len(entries))}
-	read := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			if x < 0 || x >= int64(len(t.stored)) {
-				return nil, fmt.Errorf("pinproof: stored hash %d of %d", x, len(t.stored))
-			}
-			out[i] = t.stored[x]
-		}
-		return out, nil
-	})
 	for i, e := range entries {
-		hs, err := tlog.StoredHashes(int64(i), leaf(e.kind, e.name, e.digest), read)
+		hs, err := tlog.StoredHashes(int64(i), leaf(e.kind, e.name, e.digest), t)
 		if err != nil {
 			return nil, err
 		}
 		t.stored = append(t.stored, hs...)
 		t.index[e.kind+"\x00"+e.name], t.digest[i] = int64(i), e.digest
 	}
-	root, err := tlog.TreeHash(int64(len(entries)), read)
+	root, err := tlog.TreeHash(int64(len(entries)), t)
 	if err != nil {
 		return nil, err
 	}
 	t.root = root
 	return t, nil
+}
+
+// ReadHashes implements tlog.HashReader over the tree's stored hashes.
+func (t *Tree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		if x < 0 || x >= int64(len(t.stored)) {
+			return nil, fmt.Errorf("pinproof: stored hash %d of %d", x, len(t.stored))
+		}
+		out[i] = t.stored[x]
+	}
+	return out, nil
 }
 
 // Root is the tree's hash (what the grant signs), in tlog's base64 form.
@@ -87,13 +89,7 @@ func (t *Tree) Prove(kind, name string) (*sharedosv1.PinProof, bool) {
 	if !ok {
 		return nil, false
 	}
-	p, err := tlog.ProveRecord(t.Size(), i, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for k, x := range idx {
-			out[k] = t.stored[x]
-		}
-		return out, nil
-	}))
+	p, err := tlog.ProveRecord(t.Size(), i, t)
 	if err != nil {
 		return nil, false
 	}
