@@ -9,5 +9,9 @@
 // with the operation, table, database and SQLSTATE, never the query text or
 // its arguments.
 //
+// A Group commits the single statements of concurrent callers together (one
+// round trip, one commit for a batch; ADR 0025); each caller still returns
+// only once its own statement has committed.
+//
 // Tests get per-test databases from the pgtest subpackage.
 package pgdb

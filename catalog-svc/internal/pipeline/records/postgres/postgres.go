@@ -18,15 +18,45 @@ import (
 )
 
 // Store is the PostgreSQL store.
+//
+// The statements every call makes — its pending row, the revocation check
+// and its completion — go through one pgdb.Group: concurrent calls share a
+// round trip and a commit (group commit), and each still returns only once
+// its own row is durable.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	group *pgdb.Group
 }
 
 var _ records.Store = (*Store)(nil)
 
 // New returns a store over pool; the schema must be migrated
 // (migrations.Up).
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, group: pgdb.NewGroup(pool)} }
+
+var (
+	beginStmt = pgdb.NewStmt(insertSQL + `
+ON CONFLICT (turn_id, call_id) WHERE NOT duplicate DO NOTHING
+RETURNING sequence`)
+	completeStmt = pgdb.NewStmt(`
+UPDATE catalog.operations
+   SET status = $2, code = $3, reason = $4, resolved_tool = $5, decision_id = $6,
+       policy_revision = $7, finished_at = $8, progress_count = progress_count + $9, waiting_until = NULL
+ WHERE attempt_id = $1 AND status = 'pending'`)
+	revokedStmt = pgdb.NewStmt(`SELECT EXISTS (SELECT 1 FROM catalog.revoked_turns WHERE turn_id = $1)`)
+)
+
+func scanInt64(row pgx.Row) (int64, error) {
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
+func scanBool(row pgx.Row) (bool, error) {
+	var b bool
+	err := row.Scan(&b)
+	return b, err
+}
 
 const insertSQL = `
 INSERT INTO catalog.operations (attempt_id, call_id, turn_id, duplicate, principal, requested_tool,
@@ -38,8 +68,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 
 // Begin implements records.Store. The first attempt of a (turn, call) is
 // inserted pending; the partial unique index turns a repeat into a no-op
-// insert, after which the repeat is written as its own completed row. Both
-// statements autocommit: Begin returns only once the row is durable.
+// insert, after which the repeat is written as its own completed row. The
+// insert commits with its group's batch, the repeat's row alone: Begin
+// returns only once the row is durable.
 func (s *Store) Begin(ctx context.Context, r *records.Record) error {
 	if err := r.Check(); err != nil {
 		return err
@@ -48,10 +79,9 @@ func (s *Store) Begin(ctx context.Context, r *records.Record) error {
 	r.Duplicate = false
 	r.Status = sharedosv1.OperationStatus_OPERATION_STATUS_PENDING
 	r.Code, r.Reason, r.FinishedAt = "", "", time.Time{}
-	err := s.pool.QueryRow(ctx, insertSQL+`
-ON CONFLICT (turn_id, call_id) WHERE NOT duplicate DO NOTHING
-RETURNING sequence`, args(r)...).Scan(&r.Sequence)
+	seq, err := pgdb.QueryRow(ctx, s.group, beginStmt, args(r), scanInt64)
 	if err == nil {
+		r.Sequence = seq
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -94,11 +124,7 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 		return err
 	}
 	c.Sanitize()
-	tag, err := s.pool.Exec(ctx, `
-UPDATE catalog.operations
-   SET status = $2, code = $3, reason = $4, resolved_tool = $5, decision_id = $6,
-       policy_revision = $7, finished_at = $8, progress_count = progress_count + $9, waiting_until = NULL
- WHERE attempt_id = $1 AND status = 'pending'`,
+	tag, err := s.group.Exec(ctx, completeStmt,
 		attemptID, outcome.StatusName(c.Status), c.Code, c.Reason, c.ResolvedTool, c.DecisionID,
 		c.PolicyRevision, c.FinishedAt, c.ProgressCount)
 	affected := tag.RowsAffected()
@@ -337,9 +363,8 @@ SELECT pg_notify('`+revocationChannel+`', $1)`, turnID, until); err != nil {
 
 // TurnRevoked implements records.Store.
 func (s *Store) TurnRevoked(ctx context.Context, turnID string) (bool, error) {
-	var revoked bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM catalog.revoked_turns WHERE turn_id = $1)`,
-		turnID).Scan(&revoked); err != nil {
+	revoked, err := pgdb.QueryRow(ctx, s.group, revokedStmt, []any{turnID}, scanBool)
+	if err != nil {
 		return false, fmt.Errorf("postgres: turn revoked: %w", err)
 	}
 	return revoked, nil
