@@ -27,6 +27,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
@@ -83,28 +84,33 @@ type Turn struct {
 	aliasKeys map[string]string
 	// pins proves each pinned tool's and prompt's digest to the kernel under the root
 	// its grant signs (nil when it could not be built: calls then go
-	// without a proof, and a kernel that needs one refuses them).
-	pins *pinproof.Tree
+	// without a proof, and a kernel that needs one refuses them);
+	// resourcePins does the same for the concrete resource URIs.
+	pins, resourcePins *pinproof.Tree
 }
 
 // proof is the pin proof of a call of kind for name (nil for an entry not
-// pinned, and for a resource: resources are pinned by the grant's map).
+// pinned). A resource URI pinned itself proves its inclusion; any other
+// proves its absence, and the kernel reads it through a template.
 func (t *Turn) proof(kind sharedosv1.CallKind, name string) *sharedosv1.PinProof {
-	if t.pins == nil {
-		return nil
-	}
 	var p *sharedosv1.PinProof
-	switch kind {
-	case sharedosv1.CallKind_CALL_KIND_UNSPECIFIED:
+	switch {
+	case kind == sharedosv1.CallKind_CALL_KIND_UNSPECIFIED && t.pins != nil:
 		p, _ = t.pins.Prove(pinproof.Tool, name)
-	case sharedosv1.CallKind_CALL_KIND_PROMPT:
+	case kind == sharedosv1.CallKind_CALL_KIND_PROMPT && t.pins != nil:
 		p, _ = t.pins.Prove(pinproof.Prompt, name)
+	case kind == sharedosv1.CallKind_CALL_KIND_RESOURCE && t.resourcePins != nil:
+		var ok bool
+		if p, ok = t.resourcePins.Prove(pinproof.Resource, name); !ok {
+			p, _ = t.resourcePins.ProveAbsent(pinproof.Resource, name)
+		}
 	}
 	return p
 }
 
-// NewTurn builds a Turn from the pinned tools and prompts.
-func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedTool, prompts []*sharedosv1.PublishedPrompt, harness string, portable bool) *Turn {
+// NewTurn builds a Turn from the pinned tools, prompts and resources.
+func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedTool, prompts []*sharedosv1.PublishedPrompt,
+	resources []*sharedosv1.PublishedResource, harness string, portable bool) *Turn {
 	t := &Turn{
 		TurnID: turnID, Grant: grant, Harness: harness, CatalogHash: catalogHash,
 		Tools:     make(map[string]Tool, len(tools)),
@@ -127,6 +133,13 @@ func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedToo
 		pinnedPrompts[p.GetName()] = p.GetDigest()
 	}
 	t.pins, _ = pinproof.Build(pin, pinnedPrompts)
+	uris := make(map[string]string, len(resources))
+	for _, r := range resources {
+		if !resourceuri.IsTemplate(r.GetUri()) {
+			uris[r.GetUri()] = r.GetDigest()
+		}
+	}
+	t.resourcePins, _ = pinproof.BuildResources(uris)
 	return t
 }
 

@@ -43,7 +43,7 @@ func turn(portable bool) *forward.Turn {
 		{Name: "files.read", Digest: strings.Repeat("a", 64), InputSchemaJson: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
 		{Name: "notes.append", Digest: strings.Repeat("b", 64), InputSchemaJson: []byte(`{"type":"object","properties":{"wait_for_previous":{"type":"boolean"}}}`)},
 	}
-	return forward.NewTurn("t1", "grant-of-t1", "h", tools, nil, "gemini", portable)
+	return forward.NewTurn("t1", "grant-of-t1", "h", tools, nil, nil, "gemini", portable)
 }
 
 func text(r *mcp.CallToolResult) string {
@@ -227,5 +227,52 @@ func TestStreamHasTheCallDeadline(t *testing.T) {
 	res, _ := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Progress: func(*sharedosv1.Progress) {}})
 	if res == nil || !res.IsError || !strings.Contains(fmt.Sprint(res.Content), "timeout") {
 		t.Fatalf("result %+v, want failed: timeout", res)
+	}
+}
+
+// entryStub is a kernel client serving prompts and resources too.
+type entryStub struct{ stubInvoker }
+
+func (s *entryStub) GetPrompt(ctx context.Context, in *sharedosv1.ToolCall, o ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	return s.InvokeTool(ctx, in, o...)
+}
+
+func (s *entryStub) ReadResource(ctx context.Context, in *sharedosv1.ToolCall, o ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	return s.InvokeTool(ctx, in, o...)
+}
+
+// TestReadProvesItsURI: a read of a pinned URI proves it pinned under the
+// resource root the grant signs; a read of any other URI proves it absent
+// (the kernel then reads it through the first template it matches).
+func TestReadProvesItsURI(t *testing.T) {
+	inv := &entryStub{stubInvoker{res: &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+		ContentJson: []byte(`[]`)}}}
+	f := &forward.Forwarder{Invoker: inv}
+	resources := []*sharedosv1.PublishedResource{
+		{Uri: "test://a", Digest: strings.Repeat("a", 64)},
+		{Uri: "test://c", Digest: strings.Repeat("c", 64)},
+		{Uri: "test://t/{id}", Digest: strings.Repeat("f", 64)},
+	}
+	tr := forward.NewTurn("t1", "grant-of-t1", "h", nil, nil, resources, "gemini", false)
+	// The kernel's tree: the concrete URIs only.
+	tree, err := pinproof.BuildResources(map[string]string{"test://a": strings.Repeat("a", 64), "test://c": strings.Repeat("c", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(uri string) *sharedosv1.PinProof {
+		t.Helper()
+		f.Entry(context.Background(), tr, sharedosv1.CallKind_CALL_KIND_RESOURCE, uri, nil, forward.Request{})
+		if inv.got.GetTool() != uri || inv.got.GetKind() != sharedosv1.CallKind_CALL_KIND_RESOURCE {
+			t.Fatalf("ReadResource got %v", inv.got)
+		}
+		return inv.got.GetPinProof()
+	}
+	if d, err := pinproof.Check(tree.Root(), tree.Size(), pinproof.Resource, "test://c", read("test://c")); err != nil || d != strings.Repeat("c", 64) {
+		t.Errorf("pinned URI: %q, %v", d, err)
+	}
+	for _, uri := range []string{"test://t/7", "test://b", "test://0", "test://z"} {
+		if err := pinproof.CheckAbsent(tree.Root(), tree.Size(), pinproof.Resource, uri, read(uri)); err != nil {
+			t.Errorf("%s: %v, want a proof of its absence", uri, err)
+		}
 	}
 }

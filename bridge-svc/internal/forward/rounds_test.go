@@ -101,7 +101,7 @@ func TestInputRoundRefusals(t *testing.T) {
 	res, _ := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: args, Modern: true})
 	good := res.RequestState
 
-	other := forward.NewTurn("t2", "grant-of-t2", "h", []*sharedosv1.PublishedTool{{Name: "files.read"}}, nil, "x", false)
+	other := forward.NewTurn("t2", "grant-of-t2", "h", []*sharedosv1.PublishedTool{{Name: "files.read"}}, nil, nil, "x", false)
 	late := &forward.Forwarder{Invoker: inv, States: states, Now: func() time.Time { return now.Add(time.Hour) }}
 	for name, c := range map[string]struct {
 		f     *forward.Forwarder

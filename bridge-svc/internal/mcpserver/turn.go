@@ -132,7 +132,7 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		published[name] = true
 		tools = append(tools, server.ServerTool{Tool: tool})
 	}
-	turn := forward.NewTurn(l.TurnID, l.Grant, l.CatalogHash, l.Tools, l.Prompts, l.Harness.GetName(), l.PortableNames)
+	turn := forward.NewTurn(l.TurnID, l.Grant, l.CatalogHash, l.Tools, l.Prompts, l.Resources, l.Harness.GetName(), l.PortableNames)
 
 	unknown := unknownNames{published: published}
 	handler := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

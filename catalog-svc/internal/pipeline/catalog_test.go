@@ -161,3 +161,24 @@ func pinTree(t *testing.T, granted *sharedosv1.GrantTurnResponse) *pinproof.Tree
 	}
 	return tree
 }
+
+// resourceProof is the pin proof the bridge sends with a read of uri: its
+// inclusion among the granted concrete URIs, else its absence from them.
+func resourceProof(t *testing.T, granted *sharedosv1.GrantTurnResponse, uri string) *sharedosv1.PinProof {
+	t.Helper()
+	uris := map[string]string{}
+	for _, r := range granted.GetResources() {
+		if !strings.Contains(r.GetUri(), "{") {
+			uris[r.GetUri()] = r.GetDigest()
+		}
+	}
+	tree, err := pinproof.BuildResources(uris)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := tree.Prove(pinproof.Resource, uri); ok {
+		return p
+	}
+	p, _ := tree.ProveAbsent(pinproof.Resource, uri)
+	return p
+}

@@ -78,6 +78,26 @@ func (s *Pipeline) prepareEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 	}
 }
 
+// pinnedResource is the registration (its URI or URI template) a read of
+// uri goes to within the turn's pin, and its pinned digest: the concrete
+// URI when the proof shows it pinned, else — the proof showing it is not —
+// the first pinned template it matches (resourceuri.Match). Grants issued
+// before the resource tree carry every URI and template in a map.
+func pinnedResource(grant *grants.Grant, uri string, proof *sharedosv1.PinProof) (name, digest string, ok bool) {
+	if grant.ResourceRoot == "" {
+		name, ok = resourceuri.Match(slices.Collect(maps.Keys(grant.Resources)), uri)
+		return name, grant.Resources[name], ok
+	}
+	if d, err := pinproof.Check(grant.ResourceRoot, grant.ResourceSize, pinproof.Resource, uri, proof); err == nil {
+		return uri, d, true
+	}
+	if pinproof.CheckAbsent(grant.ResourceRoot, grant.ResourceSize, pinproof.Resource, uri, proof) != nil {
+		return "", "", false
+	}
+	name, ok = resourceuri.Match(slices.Collect(maps.Keys(grant.ResourceTemplates)), uri)
+	return name, grant.ResourceTemplates[name], ok
+}
+
 // resolveEntry finds the prompt (by name) or the resource registration (a
 // concrete URI against the pinned URIs and templates) the call names,
 // within the turn's pin and unchanged since the turn was granted.
@@ -104,10 +124,9 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 	case sharedosv1.CallKind_CALL_KIND_RESOURCE:
 		class = requirement.ClassResource
 		var ok bool
-		if name, ok = resourceuri.Match(slices.Collect(maps.Keys(grant.Resources)), raw); !ok {
+		if name, pinned, ok = pinnedResource(grant, raw, call.GetPinProof()); !ok {
 			return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource of this turn has URI %q", shown))
 		}
-		pinned = grant.Resources[name]
 		resolved, err = s.entries.ResolveResource(ctx, name)
 	default:
 		return nil, outcome.Failed(outcome.InvalidRequest, "unknown call kind")

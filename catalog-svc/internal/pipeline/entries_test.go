@@ -13,6 +13,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 )
 
@@ -58,6 +59,8 @@ func TestPromptsAndResources(t *testing.T) {
 				Harness: "test", InputRounds: true, InputMethods: pipeline.InputMethods}
 			if kind == sharedosv1.CallKind_CALL_KIND_PROMPT {
 				c.PinProof, _ = tree.Prove(pinproof.Prompt, name) // as the bridge does
+			} else {
+				c.PinProof = resourceProof(t, granted, name)
 			}
 			var res *sharedosv1.ToolResult
 			var err error
@@ -106,6 +109,51 @@ func TestPromptsAndResources(t *testing.T) {
 			}
 		}
 
+		// A read proves its URI pinned, or not pinned (then a template reads
+		// it): without that proof, or with another URI's, it is refused.
+		read := func(uri string, proof *sharedosv1.PinProof) *sharedosv1.ToolResult {
+			t.Helper()
+			n++
+			res, err := rpc.ReadResource(ctx, &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "pr", Tool: uri,
+				Grant: granted.GetGrant(), PinProof: proof, Harness: "test", Kind: resource})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		static := resourceProof(t, granted, "test://static-text")
+		for what, res := range map[string]*sharedosv1.ToolResult{
+			"a template's URI without a proof":           read("test://template/8/data", nil),
+			"a template's URI with a pinned URI's proof": read("test://template/9/data", static),
+			"the pinned URI with a proof of absence":     read("test://static-text", resourceProof(t, granted, "test://template/8/data")),
+			"the pinned URI without a proof":             read("test://static-text", nil),
+		} {
+			if res.GetStatus() != denied || res.GetCode() != outcome.ToolUnavailable || !strings.Contains(res.GetReason(), "no resource of this turn") {
+				t.Errorf("%s: %v/%s %q, want denied/tool_unavailable", what, res.GetStatus(), res.GetCode(), res.GetReason())
+			}
+		}
+
+		// A grant issued before the resource tree carries every pinned URI
+		// and template in a map, and a read needs no proof.
+		pinned := map[string]string{}
+		for _, r := range granted.GetResources() {
+			pinned[r.GetUri()] = r.GetDigest()
+		}
+		older, err := testKeys.Issue(grants.Grant{TurnID: "pr", Context: alice(), CatalogHash: granted.GetCatalogHash(),
+			Tools: map[string]string{}, Resources: pinned, ExpiresAt: time.Now().Add(time.Hour)}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, uri := range []string{"test://static-text", "test://template/5/data"} {
+			n++
+			res, err := rpc.ReadResource(ctx, &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "pr", Tool: uri,
+				Grant: older, Harness: "test", Kind: resource})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, res, succeeded, "")
+		}
+
 		// A prompt that needs input: INPUT_REQUIRED, then the same attempt.
 		first := call(prompt, "review", `{}`)
 		expect(t, first, inputRequired, "")
@@ -130,8 +178,8 @@ func TestPromptsAndResources(t *testing.T) {
 		}
 
 		rows := h.records("pr")
-		if len(rows) != 13 { // the retry of review is its first attempt's
-			t.Fatalf("%d records for 13 attempts", len(rows))
+		if len(rows) != 19 { // the retry of review is its first attempt's
+			t.Fatalf("%d records for 19 attempts", len(rows))
 		}
 		kinds := map[sharedosv1.CallKind]int{}
 		for _, r := range rows {
@@ -140,12 +188,12 @@ func TestPromptsAndResources(t *testing.T) {
 				t.Errorf("record %s still pending", r.CallID)
 			}
 		}
-		if kinds[prompt] != 8 || kinds[resource] != 5 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
+		if kinds[prompt] != 8 || kinds[resource] != 11 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
 			rows[1].RequestedTool != "test://template/7/data" {
 			t.Errorf("kinds %v, first rows %+v %+v", kinds, rows[0], rows[1])
 		}
 		h.mu.Lock()
-		h.attempts["pr"] = 13
+		h.attempts["pr"] = 19
 		h.mu.Unlock()
 	})
 }

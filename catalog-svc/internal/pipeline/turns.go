@@ -12,6 +12,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
@@ -93,21 +94,31 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 		prompts[p.GetName()] = p.GetDigest()
 	}
 	// The grant signs the root of a Merkle tree over the pinned tools and
-	// prompts, not the pin: each call carries its one entry's proof
-	// (services/contract/pinproof). Resources stay a map: a URI is matched
-	// against every pinned URI and template.
+	// prompts, and one over the concrete resource URIs, not the pin: each
+	// call carries its one entry's proof (services/contract/pinproof). URI
+	// templates are listed: a URI not pinned itself is read through the
+	// first template it matches.
 	tree, err := pinproof.Build(pin, prompts)
 	if err != nil {
 		return nil, fmt.Errorf("pin tree: %w", err)
 	}
-	resources := make(map[string]string, len(pr.Resources))
+	uris, templates := map[string]string{}, map[string]string{}
 	for _, r := range pr.Resources {
-		resources[r.GetUri()] = r.GetDigest()
+		if resourceuri.IsTemplate(r.GetUri()) {
+			templates[r.GetUri()] = r.GetDigest()
+		} else {
+			uris[r.GetUri()] = r.GetDigest()
+		}
+	}
+	resTree, err := pinproof.BuildResources(uris)
+	if err != nil {
+		return nil, fmt.Errorf("resource pin tree: %w", err)
 	}
 	grant, err := s.grants.Issue(grants.Grant{
 		TurnID: req.GetTurnId(), Context: req.GetContext(), CatalogHash: listing.CatalogHash,
 		PinRoot: tree.Root(), PinSize: tree.Size(),
-		Resources: resources, PromptsResourcesHash: pr.Hash, ExpiresAt: exp.AsTime(),
+		ResourceRoot: resTree.Root(), ResourceSize: resTree.Size(), ResourceTemplates: templates,
+		PromptsResourcesHash: pr.Hash, ExpiresAt: exp.AsTime(),
 		Identity: id,
 	}, now)
 	if err != nil {

@@ -1474,13 +1474,18 @@ func (x *RecordExportResponse) GetExportId() int64 {
 	return 0
 }
 
-// PinProof proves one tool pinned by a turn: leaf index, pinned digest, and
-// the RFC 6962 inclusion proof's hashes (32 bytes each).
+// PinProof proves one tool, prompt or resource pinned by a turn: leaf index,
+// pinned digest, and the RFC 6962 inclusion proof's hashes (32 bytes each).
+// For a resource URI read through a template, it proves instead that the URI
+// itself is not pinned: the pinned entries just before and after where it
+// would sit in the tree's order (either absent at an end of the tree).
 type PinProof struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         int64                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
 	Hashes        [][]byte               `protobuf:"bytes,3,rep,name=hashes,proto3" json:"hashes,omitempty"`
+	Before        *PinEntry              `protobuf:"bytes,4,opt,name=before,proto3" json:"before,omitempty"`
+	After         *PinEntry              `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1530,6 +1535,97 @@ func (x *PinProof) GetDigest() string {
 }
 
 func (x *PinProof) GetHashes() [][]byte {
+	if x != nil {
+		return x.Hashes
+	}
+	return nil
+}
+
+func (x *PinProof) GetBefore() *PinEntry {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *PinProof) GetAfter() *PinEntry {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+// PinEntry is one pinned entry with its inclusion proof.
+type PinEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Digest        string                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	Index         int64                  `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	Hashes        [][]byte               `protobuf:"bytes,5,rep,name=hashes,proto3" json:"hashes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinEntry) Reset() {
+	*x = PinEntry{}
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinEntry) ProtoMessage() {}
+
+func (x *PinEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sharedos_v1_runtime_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinEntry.ProtoReflect.Descriptor instead.
+func (*PinEntry) Descriptor() ([]byte, []int) {
+	return file_sharedos_v1_runtime_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PinEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PinEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PinEntry) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *PinEntry) GetIndex() int64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PinEntry) GetHashes() [][]byte {
 	if x != nil {
 		return x.Hashes
 	}
@@ -1660,11 +1756,19 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x16\n" +
 	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"3\n" +
 	"\x14RecordExportResponse\x12\x1b\n" +
-	"\texport_id\x18\x01 \x01(\x03R\bexportId\"P\n" +
+	"\texport_id\x18\x01 \x01(\x03R\bexportId\"\xac\x01\n" +
 	"\bPinProof\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x16\n" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x16\n" +
-	"\x06hashes\x18\x03 \x03(\fR\x06hashes*S\n" +
+	"\x06hashes\x18\x03 \x03(\fR\x06hashes\x12-\n" +
+	"\x06before\x18\x04 \x01(\v2\x15.sharedos.v1.PinEntryR\x06before\x12+\n" +
+	"\x05after\x18\x05 \x01(\v2\x15.sharedos.v1.PinEntryR\x05after\"x\n" +
+	"\bPinEntry\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x03R\x05index\x12\x16\n" +
+	"\x06hashes\x18\x05 \x03(\fR\x06hashes*S\n" +
 	"\bCallKind\x12\x19\n" +
 	"\x15CALL_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CALL_KIND_PROMPT\x10\x01\x12\x16\n" +
@@ -1695,7 +1799,7 @@ func file_sharedos_v1_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_sharedos_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sharedos_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(CallKind)(0),                    // 0: sharedos.v1.CallKind
 	(*GrantTurnRequest)(nil),         // 1: sharedos.v1.GrantTurnRequest
@@ -1715,66 +1819,69 @@ var file_sharedos_v1_runtime_proto_goTypes = []any{
 	(*RecordExportRequest)(nil),      // 15: sharedos.v1.RecordExportRequest
 	(*RecordExportResponse)(nil),     // 16: sharedos.v1.RecordExportResponse
 	(*PinProof)(nil),                 // 17: sharedos.v1.PinProof
-	(*AccessContext)(nil),            // 18: sharedos.v1.AccessContext
-	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
-	(*HarnessIdentity)(nil),          // 20: sharedos.v1.HarnessIdentity
-	(*ToolPolicy)(nil),               // 21: sharedos.v1.ToolPolicy
-	(*PublishedTool)(nil),            // 22: sharedos.v1.PublishedTool
-	(*PublishedPrompt)(nil),          // 23: sharedos.v1.PublishedPrompt
-	(*PublishedResource)(nil),        // 24: sharedos.v1.PublishedResource
-	(*InputRequired)(nil),            // 25: sharedos.v1.InputRequired
-	(OperationStatus)(0),             // 26: sharedos.v1.OperationStatus
-	(*Progress)(nil),                 // 27: sharedos.v1.Progress
+	(*PinEntry)(nil),                 // 18: sharedos.v1.PinEntry
+	(*AccessContext)(nil),            // 19: sharedos.v1.AccessContext
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*HarnessIdentity)(nil),          // 21: sharedos.v1.HarnessIdentity
+	(*ToolPolicy)(nil),               // 22: sharedos.v1.ToolPolicy
+	(*PublishedTool)(nil),            // 23: sharedos.v1.PublishedTool
+	(*PublishedPrompt)(nil),          // 24: sharedos.v1.PublishedPrompt
+	(*PublishedResource)(nil),        // 25: sharedos.v1.PublishedResource
+	(*InputRequired)(nil),            // 26: sharedos.v1.InputRequired
+	(OperationStatus)(0),             // 27: sharedos.v1.OperationStatus
+	(*Progress)(nil),                 // 28: sharedos.v1.Progress
 }
 var file_sharedos_v1_runtime_proto_depIdxs = []int32{
-	18, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
-	19, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
-	20, // 2: sharedos.v1.GrantTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
-	21, // 3: sharedos.v1.GrantTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
-	22, // 4: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
-	23, // 5: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
-	24, // 6: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
+	19, // 0: sharedos.v1.GrantTurnRequest.context:type_name -> sharedos.v1.AccessContext
+	20, // 1: sharedos.v1.GrantTurnRequest.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 2: sharedos.v1.GrantTurnRequest.harness:type_name -> sharedos.v1.HarnessIdentity
+	22, // 3: sharedos.v1.GrantTurnRequest.policy:type_name -> sharedos.v1.ToolPolicy
+	23, // 4: sharedos.v1.GrantTurnResponse.tools:type_name -> sharedos.v1.PublishedTool
+	24, // 5: sharedos.v1.GrantTurnResponse.prompts:type_name -> sharedos.v1.PublishedPrompt
+	25, // 6: sharedos.v1.GrantTurnResponse.resources:type_name -> sharedos.v1.PublishedResource
 	6,  // 7: sharedos.v1.ToolCall.resume:type_name -> sharedos.v1.Resume
 	0,  // 8: sharedos.v1.ToolCall.kind:type_name -> sharedos.v1.CallKind
 	17, // 9: sharedos.v1.ToolCall.pin_proof:type_name -> sharedos.v1.PinProof
-	25, // 10: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
-	19, // 11: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 12: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
+	26, // 10: sharedos.v1.InputRound.input:type_name -> sharedos.v1.InputRequired
+	20, // 11: sharedos.v1.InputRound.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 12: sharedos.v1.ToolResult.status:type_name -> sharedos.v1.OperationStatus
 	7,  // 13: sharedos.v1.ToolResult.input:type_name -> sharedos.v1.InputRound
-	26, // 14: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
-	19, // 15: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
-	19, // 16: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 17: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
+	27, // 14: sharedos.v1.OperationRecord.status:type_name -> sharedos.v1.OperationStatus
+	20, // 15: sharedos.v1.OperationRecord.started_at:type_name -> google.protobuf.Timestamp
+	20, // 16: sharedos.v1.OperationRecord.finished_at:type_name -> google.protobuf.Timestamp
+	20, // 17: sharedos.v1.OperationRecord.waiting_until:type_name -> google.protobuf.Timestamp
 	0,  // 18: sharedos.v1.OperationRecord.kind:type_name -> sharedos.v1.CallKind
-	20, // 19: sharedos.v1.OperationRecord.harness:type_name -> sharedos.v1.HarnessIdentity
-	27, // 20: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
+	21, // 19: sharedos.v1.OperationRecord.harness:type_name -> sharedos.v1.HarnessIdentity
+	28, // 20: sharedos.v1.ToolEvent.progress:type_name -> sharedos.v1.Progress
 	8,  // 21: sharedos.v1.ToolEvent.result:type_name -> sharedos.v1.ToolResult
 	9,  // 22: sharedos.v1.ListOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	19, // 23: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
+	20, // 23: sharedos.v1.ExportOperationsRequest.since:type_name -> google.protobuf.Timestamp
 	9,  // 24: sharedos.v1.ExportOperationsResponse.operations:type_name -> sharedos.v1.OperationRecord
-	5,  // 25: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
-	5,  // 26: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
-	5,  // 27: sharedos.v1.RuntimeService.GetPrompt:input_type -> sharedos.v1.ToolCall
-	5,  // 28: sharedos.v1.RuntimeService.ReadResource:input_type -> sharedos.v1.ToolCall
-	11, // 29: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
-	1,  // 30: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
-	3,  // 31: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
-	13, // 32: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
-	15, // 33: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
-	8,  // 34: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
-	10, // 35: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
-	8,  // 36: sharedos.v1.RuntimeService.GetPrompt:output_type -> sharedos.v1.ToolResult
-	8,  // 37: sharedos.v1.RuntimeService.ReadResource:output_type -> sharedos.v1.ToolResult
-	12, // 38: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
-	2,  // 39: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
-	4,  // 40: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
-	14, // 41: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
-	16, // 42: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
-	34, // [34:43] is the sub-list for method output_type
-	25, // [25:34] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	18, // 25: sharedos.v1.PinProof.before:type_name -> sharedos.v1.PinEntry
+	18, // 26: sharedos.v1.PinProof.after:type_name -> sharedos.v1.PinEntry
+	5,  // 27: sharedos.v1.RuntimeService.InvokeTool:input_type -> sharedos.v1.ToolCall
+	5,  // 28: sharedos.v1.RuntimeService.InvokeToolStream:input_type -> sharedos.v1.ToolCall
+	5,  // 29: sharedos.v1.RuntimeService.GetPrompt:input_type -> sharedos.v1.ToolCall
+	5,  // 30: sharedos.v1.RuntimeService.ReadResource:input_type -> sharedos.v1.ToolCall
+	11, // 31: sharedos.v1.RuntimeService.ListOperations:input_type -> sharedos.v1.ListOperationsRequest
+	1,  // 32: sharedos.v1.RuntimeService.GrantTurn:input_type -> sharedos.v1.GrantTurnRequest
+	3,  // 33: sharedos.v1.RuntimeService.RevokeTurn:input_type -> sharedos.v1.RevokeTurnRequest
+	13, // 34: sharedos.v1.RuntimeService.ExportOperations:input_type -> sharedos.v1.ExportOperationsRequest
+	15, // 35: sharedos.v1.RuntimeService.RecordExport:input_type -> sharedos.v1.RecordExportRequest
+	8,  // 36: sharedos.v1.RuntimeService.InvokeTool:output_type -> sharedos.v1.ToolResult
+	10, // 37: sharedos.v1.RuntimeService.InvokeToolStream:output_type -> sharedos.v1.ToolEvent
+	8,  // 38: sharedos.v1.RuntimeService.GetPrompt:output_type -> sharedos.v1.ToolResult
+	8,  // 39: sharedos.v1.RuntimeService.ReadResource:output_type -> sharedos.v1.ToolResult
+	12, // 40: sharedos.v1.RuntimeService.ListOperations:output_type -> sharedos.v1.ListOperationsResponse
+	2,  // 41: sharedos.v1.RuntimeService.GrantTurn:output_type -> sharedos.v1.GrantTurnResponse
+	4,  // 42: sharedos.v1.RuntimeService.RevokeTurn:output_type -> sharedos.v1.RevokeTurnResponse
+	14, // 43: sharedos.v1.RuntimeService.ExportOperations:output_type -> sharedos.v1.ExportOperationsResponse
+	16, // 44: sharedos.v1.RuntimeService.RecordExport:output_type -> sharedos.v1.RecordExportResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_runtime_proto_init() }
@@ -1795,7 +1902,7 @@ func file_sharedos_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharedos_v1_runtime_proto_rawDesc), len(file_sharedos_v1_runtime_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

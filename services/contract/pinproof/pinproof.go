@@ -15,48 +15,66 @@ import (
 const (
 	Tool   = "tool"
 	Prompt = "prompt"
+	// Resource is a concrete resource URI; URI templates are not leaves
+	// (a URI is read by the first template it matches, a rule over all of
+	// them: the grant lists them).
+	Resource = "resource"
 )
 
-// Tree is the Merkle tree over one turn's pinned tools and prompts.
+// Tree is the Merkle tree over one turn's pinned tools and prompts, or over
+// its concrete resource URIs. Leaves are in key order (key: kind, NUL,
+// name), so a key that is not a leaf sits between two adjacent ones.
 type Tree struct {
 	stored []tlog.Hash
-	index  map[string]int64
+	keys   []string // sorted
 	digest []string
 	root   tlog.Hash
 }
 
+// key orders entries: by kind, then name (a NUL sorts before any byte a
+// kind or name holds, so comparing keys compares kind first).
+func key(kind, name string) string { return kind + "\x00" + name }
+
 // leaf is a pinned entry's record: its kind, name and digest,
-// NUL-separated (a tool or prompt name never holds a NUL: ToolNameSchema).
+// NUL-separated (a tool or prompt name never holds a NUL: ToolNameSchema;
+// Build refuses a resource URI that does).
 func leaf(kind, name, digest string) []byte {
-	return []byte(kind + "\x00" + name + "\x00" + digest)
+	return []byte(key(kind, name) + "\x00" + digest)
 }
 
 // Build returns the tree over the pinned tools and prompts (name → digest).
 func Build(tools, prompts map[string]string) (*Tree, error) {
-	type entry struct{ kind, name, digest string }
-	entries := make([]entry, 0, len(tools)+len(prompts))
-	for n, d := range tools {
-		entries = append(entries, entry{Tool, n, d})
-	}
-	for n, d := range prompts {
-		entries = append(entries, entry{Prompt, n, d})
-	}
-	slices.SortFunc(entries, func(a, b entry) int {
-		if a.kind != b.kind {
-			return strings.Compare(a.kind, b.kind)
+	return build(map[string]map[string]string{Tool: tools, Prompt: prompts})
+}
+
+// BuildResources returns the tree over the pinned concrete resource URIs
+// (URI → digest).
+func BuildResources(uris map[string]string) (*Tree, error) {
+	return build(map[string]map[string]string{Resource: uris})
+}
+
+func build(kinds map[string]map[string]string) (*Tree, error) {
+	t := &Tree{}
+	for kind, entries := range kinds {
+		for name := range entries {
+			if strings.Contains(name, "\x00") {
+				return nil, fmt.Errorf("pinproof: a %s name holds a NUL", kind)
+			}
+			t.keys = append(t.keys, key(kind, name))
 		}
-		return strings.Compare(a.name, b.name)
-	})
-	t := &Tree{index: make(map[string]int64, len(entries)), digest: make([]string, len(entries))}
-	for i, e := range entries {
-		hs, err := tlog.StoredHashes(int64(i), leaf(e.kind, e.name, e.digest), t)
+	}
+	slices.Sort(t.keys)
+	t.digest = make([]string, len(t.keys))
+	for i, k := range t.keys {
+		kind, name, _ := strings.Cut(k, "\x00")
+		t.digest[i] = kinds[kind][name]
+		hs, err := tlog.StoredHashes(int64(i), leaf(kind, name, t.digest[i]), t)
 		if err != nil {
 			return nil, err
 		}
 		t.stored = append(t.stored, hs...)
-		t.index[e.kind+"\x00"+e.name], t.digest[i] = int64(i), e.digest
 	}
-	root, err := tlog.TreeHash(int64(len(entries)), t)
+	root, err := tlog.TreeHash(int64(len(t.keys)), t)
 	if err != nil {
 		return nil, err
 	}
@@ -82,20 +100,60 @@ func (t *Tree) Root() string { return t.root.String() }
 // Size is the number of pinned entries.
 func (t *Tree) Size() int64 { return int64(len(t.digest)) }
 
-// Prove returns the pinned digest of the entry (kind Tool or Prompt) and
-// its inclusion proof; false when it is not pinned.
+// Prove returns the pinned digest of the entry and its inclusion proof;
+// false when it is not pinned.
 func (t *Tree) Prove(kind, name string) (*sharedosv1.PinProof, bool) {
-	i, ok := t.index[kind+"\x00"+name]
+	i, ok := slices.BinarySearch(t.keys, key(kind, name))
 	if !ok {
 		return nil, false
 	}
+	hashes, ok := t.hashes(int64(i))
+	if !ok {
+		return nil, false
+	}
+	return &sharedosv1.PinProof{Index: int64(i), Digest: t.digest[i], Hashes: hashes}, true
+}
+
+// ProveAbsent proves that the entry is not pinned: the entries just before
+// and after its place, each with its inclusion proof (nil at an end of the
+// tree); false when it is pinned.
+func (t *Tree) ProveAbsent(kind, name string) (*sharedosv1.PinProof, bool) {
+	i, found := slices.BinarySearch(t.keys, key(kind, name))
+	if found {
+		return nil, false
+	}
+	out := &sharedosv1.PinProof{}
+	var ok bool
+	if i > 0 {
+		if out.Before, ok = t.entry(i - 1); !ok {
+			return nil, false
+		}
+	}
+	if i < len(t.keys) {
+		if out.After, ok = t.entry(i); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+func (t *Tree) entry(i int) (*sharedosv1.PinEntry, bool) {
+	hashes, ok := t.hashes(int64(i))
+	if !ok {
+		return nil, false
+	}
+	kind, name, _ := strings.Cut(t.keys[i], "\x00")
+	return &sharedosv1.PinEntry{Kind: kind, Name: name, Digest: t.digest[i], Index: int64(i), Hashes: hashes}, true
+}
+
+func (t *Tree) hashes(i int64) ([][]byte, bool) {
 	p, err := tlog.ProveRecord(t.Size(), i, t)
 	if err != nil {
 		return nil, false
 	}
-	out := &sharedosv1.PinProof{Index: i, Digest: t.digest[i], Hashes: make([][]byte, len(p))}
+	out := make([][]byte, len(p))
 	for k, h := range p {
-		out.Hashes[k] = h[:]
+		out[k] = h[:]
 	}
 	return out, true
 }
@@ -104,25 +162,66 @@ func (t *Tree) Prove(kind, name string) (*sharedosv1.PinProof, bool) {
 // tool pinned under the grant's root.
 var ErrNotPinned = errors.New("not in this turn's pinned catalogue")
 
-// Check returns the digest proof pins the entry (kind Tool or Prompt) under
-// root (Root) in a tree of size n; ErrNotPinned otherwise.
+// Check returns the digest proof pins the entry under root (Root) in a tree
+// of size n; ErrNotPinned otherwise.
 func Check(root string, n int64, kind, name string, proof *sharedosv1.PinProof) (string, error) {
-	if proof == nil || proof.GetIndex() < 0 || proof.GetIndex() >= n {
-		return "", ErrNotPinned
-	}
-	th, err := tlog.ParseHash(root)
-	if err != nil {
-		return "", ErrNotPinned
-	}
-	p := make(tlog.RecordProof, len(proof.GetHashes()))
-	for i, h := range proof.GetHashes() {
-		if len(h) != tlog.HashSize {
-			return "", ErrNotPinned
-		}
-		copy(p[i][:], h)
-	}
-	if tlog.CheckRecord(p, n, th, proof.GetIndex(), tlog.RecordHash(leaf(kind, name, proof.GetDigest()))) != nil {
+	if proof == nil || !included(root, n, kind, name, proof.GetDigest(), proof.GetIndex(), proof.GetHashes()) {
 		return "", ErrNotPinned
 	}
 	return proof.GetDigest(), nil
+}
+
+// ErrNotAbsent: the proof does not show the entry absent from the tree.
+var ErrNotAbsent = errors.New("not proven absent from this turn's pinned catalogue")
+
+// CheckAbsent returns nil when proof (ProveAbsent) shows the entry is not a
+// leaf of the tree of size n under root: the entries it names are leaves,
+// adjacent, at the tree's ends where one is missing, and the entry's key
+// falls strictly between theirs.
+func CheckAbsent(root string, n int64, kind, name string, proof *sharedosv1.PinProof) error {
+	if proof == nil || strings.Contains(name, "\x00") {
+		return ErrNotAbsent
+	}
+	k := key(kind, name)
+	before, after := proof.GetBefore(), proof.GetAfter()
+	next := int64(0) // the index after's must have
+	if before != nil {
+		if !included(root, n, before.GetKind(), before.GetName(), before.GetDigest(), before.GetIndex(), before.GetHashes()) ||
+			key(before.GetKind(), before.GetName()) >= k {
+			return ErrNotAbsent
+		}
+		next = before.GetIndex() + 1
+	}
+	if after == nil {
+		if next != n {
+			return ErrNotAbsent
+		}
+		return nil
+	}
+	if after.GetIndex() != next ||
+		!included(root, n, after.GetKind(), after.GetName(), after.GetDigest(), after.GetIndex(), after.GetHashes()) ||
+		key(after.GetKind(), after.GetName()) <= k {
+		return ErrNotAbsent
+	}
+	return nil
+}
+
+// included reports whether the entry is the leaf at index of the tree of
+// size n under root, by its inclusion proof.
+func included(root string, n int64, kind, name, digest string, index int64, hashes [][]byte) bool {
+	if index < 0 || index >= n || strings.Contains(kind, "\x00") || strings.Contains(name, "\x00") {
+		return false
+	}
+	th, err := tlog.ParseHash(root)
+	if err != nil {
+		return false
+	}
+	p := make(tlog.RecordProof, len(hashes))
+	for i, h := range hashes {
+		if len(h) != tlog.HashSize {
+			return false
+		}
+		copy(p[i][:], h)
+	}
+	return tlog.CheckRecord(p, n, th, index, tlog.RecordHash(leaf(kind, name, digest))) == nil
 }

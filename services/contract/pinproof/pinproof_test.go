@@ -131,3 +131,77 @@ func TestKindsAreApart(t *testing.T) {
 		t.Errorf("a prompt's proof stood for the tool: %v", err)
 	}
 }
+
+// A resource URI that is not pinned is proven absent by its two neighbours
+// (or one, at an end), in trees of every size; a pinned one is not, and
+// every change to a proof of absence is refused.
+func TestProveAbsent(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 7, 8, 33} {
+		uris := map[string]string{}
+		for i := range n {
+			uris[fmt.Sprintf("file:///r/%03d", 2*i+1)] = fmt.Sprintf("%064x", i+1) // odd numbers pinned
+		}
+		tree, err := pinproof.BuildResources(uris)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, size := tree.Root(), tree.Size()
+		for i := range 2*n + 2 {
+			uri := fmt.Sprintf("file:///r/%03d", i)
+			_, pinned := uris[uri]
+			proof, ok := tree.ProveAbsent(pinproof.Resource, uri)
+			if ok == pinned {
+				t.Fatalf("n=%d %s: ProveAbsent ok=%v for a pinned=%v URI", n, uri, ok, pinned)
+			}
+			if pinned {
+				exact, _ := tree.Prove(pinproof.Resource, uri)
+				if pinproof.CheckAbsent(root, size, pinproof.Resource, uri, exact) == nil {
+					t.Fatalf("n=%d %s: an inclusion proof passed for absence", n, uri)
+				}
+				continue
+			}
+			if err := pinproof.CheckAbsent(root, size, pinproof.Resource, uri, proof); err != nil {
+				t.Fatalf("n=%d %s: CheckAbsent = %v", n, uri, err)
+			}
+			// The proof stands for this URI's place only, and no edit of it
+			// passes.
+			type bad struct {
+				uri   string
+				proof *pp
+			}
+			refused := map[string]bad{
+				"a NUL in the URI": {uri + "\x00", proof},
+				"nil":              {uri, nil},
+			}
+			if proof.Before != nil {
+				refused["a pinned neighbour's URI"] = bad{proof.Before.Name, proof}
+				refused["no before"] = bad{uri, with(proof, func(c *pp) { c.Before = nil })}
+				refused["before's digest"] = bad{uri, with(proof, func(c *pp) { c.Before.Digest = "0" })}
+				refused["before's index"] = bad{uri, with(proof, func(c *pp) { c.Before.Index-- })}
+				refused["before as the after"] = bad{uri, with(proof, func(c *pp) { c.After, c.Before = c.Before, nil })}
+			}
+			if proof.After != nil {
+				refused["after's URI"] = bad{proof.After.Name, proof}
+				refused["no after"] = bad{uri, with(proof, func(c *pp) { c.After = nil })}
+				refused["after's name"] = bad{uri, with(proof, func(c *pp) { c.After.Name += "x" })}
+				refused["after's index"] = bad{uri, with(proof, func(c *pp) { c.After.Index++ })}
+			}
+			for what, r := range refused {
+				if err := pinproof.CheckAbsent(root, size, pinproof.Resource, r.uri, r.proof); !errors.Is(err, pinproof.ErrNotAbsent) {
+					t.Errorf("n=%d %s, %s: CheckAbsent = %v, want refused", n, uri, what, err)
+				}
+			}
+			// Skipping a leaf: neighbours two apart do not prove absence.
+			if n >= 2 && proof.Before != nil && proof.After != nil && proof.After.Index+1 < size {
+				far, _ := tree.ProveAbsent(pinproof.Resource, fmt.Sprintf("file:///r/%03d", 2*int(proof.After.Index)+2))
+				skip := with(proof, func(c *pp) { c.After = far.After })
+				if pinproof.CheckAbsent(root, size, pinproof.Resource, uri, skip) == nil {
+					t.Errorf("n=%d %s: neighbours two apart passed", n, uri)
+				}
+			}
+		}
+	}
+	if _, err := pinproof.BuildResources(map[string]string{"a\x00b": "d"}); err == nil {
+		t.Error("BuildResources took a URI holding a NUL")
+	}
+}

@@ -54,11 +54,21 @@ type Grant struct {
 	Tools map[string]string
 	// Prompts and Resources map each pinned prompt's name and resource's
 	// URI (or URI template) to its digest (ADR 0018); PromptsResourcesHash
-	// is their hash. Grants issued before them carry none.
+	// is their hash. Grants issued before them carry none. Grants with a
+	// PinRoot carry no Prompts (they are in its tree), and grants with a
+	// ResourceRoot no Resources.
 	Prompts              map[string]string
 	Resources            map[string]string
 	PromptsResourcesHash string
-	ExpiresAt            time.Time
+	// ResourceRoot and ResourceSize are the root and size of the Merkle
+	// tree over the pinned concrete resource URIs (pinproof.BuildResources);
+	// ResourceTemplates maps each pinned URI template to its digest. A read
+	// proves its URI pinned there, or proves it absent and names the first
+	// template it matches (ADR 0015 amended).
+	ResourceRoot      string
+	ResourceSize      int64
+	ResourceTemplates map[string]string
+	ExpiresAt         time.Time
 	// Identity is the turn's SystemIdentity as the host declared it;
 	// grants issued before it existed carry none (zero).
 	Identity Identity
@@ -209,6 +219,9 @@ type claims struct {
 	Prompts     map[string]string `json:"prm,omitempty"`
 	Resources   map[string]string `json:"res,omitempty"`
 	PRHash      string            `json:"prh,omitempty"`
+	ResRoot     string            `json:"resRoot,omitempty"`
+	ResSize     int64             `json:"resSize,omitempty"`
+	Templates   map[string]string `json:"rtp,omitempty"`
 	Identity    *identity         `json:"sys,omitempty"`
 }
 
@@ -247,6 +260,7 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 	c := claims{
 		TurnID: g.TurnID, CatalogHash: g.CatalogHash, Tools: g.Tools, PinRoot: g.PinRoot, PinSize: g.PinSize,
 		Prompts: g.Prompts, Resources: g.Resources, PRHash: g.PromptsResourcesHash,
+		ResRoot: g.ResourceRoot, ResSize: g.ResourceSize, Templates: g.ResourceTemplates,
 		Context: accessContext{
 			Principal: g.Context.GetPrincipal(), Tenant: g.Context.GetTenant(),
 			Roles: g.Context.GetRoles(), Attributes: g.Context.GetAttributes(),
@@ -328,6 +342,7 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 		Identity: id,
 		TurnID:   c.TurnID, PinRoot: c.PinRoot, PinSize: c.PinSize, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: std.Expiry.Time(),
 		Prompts: maps.Clone(c.Prompts), Resources: maps.Clone(c.Resources), PromptsResourcesHash: c.PRHash,
+		ResourceRoot: c.ResRoot, ResourceSize: c.ResSize, ResourceTemplates: maps.Clone(c.Templates),
 		Context: &sharedosv1.AccessContext{
 			Principal: c.Context.Principal, Tenant: c.Context.Tenant,
 			Roles: slices.Clone(c.Context.Roles), Attributes: maps.Clone(c.Context.Attributes),

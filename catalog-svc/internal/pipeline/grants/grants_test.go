@@ -3,6 +3,7 @@ package grants_test
 import (
 	"encoding/base64"
 	"errors"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,6 +27,8 @@ func grant() grants.Grant {
 		CatalogHash: strings.Repeat("c", 64),
 		Tools:       map[string]string{"files.read": strings.Repeat("d", 64)},
 		ExpiresAt:   now.Add(time.Hour),
+		// The resource pin: the concrete URIs' tree, the templates listed.
+		ResourceRoot: "root", ResourceSize: 3, ResourceTemplates: map[string]string{"file:///{p}": strings.Repeat("f", 64)},
 		Identity: grants.Identity{Harness: "pi", HarnessVersion: "0.74.2", MCPSupport: "extension",
 			Extension: "pi-mcp-adapter", DeclaredModel: "fake-model", ToolPolicyDigest: "sha256:" + strings.Repeat("e", 64)},
 	}
@@ -54,7 +57,8 @@ func TestIssueVerifyRoundTrip(t *testing.T) {
 		want := grant()
 		if g.TurnID != want.TurnID || g.CatalogHash != want.CatalogHash || g.Tools["files.read"] != want.Tools["files.read"] ||
 			g.Context.GetPrincipal() != "alice" || g.Context.GetTenant() != "acme" || g.Context.GetRoles()[0] != "engineer" ||
-			g.Context.GetAttributes()["dept"] != "eng" || !g.ExpiresAt.Equal(want.ExpiresAt) || g.Identity != want.Identity {
+			g.Context.GetAttributes()["dept"] != "eng" || !g.ExpiresAt.Equal(want.ExpiresAt) || g.Identity != want.Identity ||
+			g.ResourceRoot != "root" || g.ResourceSize != 3 || !maps.Equal(g.ResourceTemplates, want.ResourceTemplates) || g.Resources != nil {
 			t.Fatalf("Verify = %+v", g)
 		}
 	}
