@@ -38,6 +38,10 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
 
+// turnLockSpace names the advisory locks that order a turn's calls that are
+// not read-only across replicas.
+const turnLockSpace = "sharedos.turn-writes"
+
 // ServiceName is this process's OpenTelemetry service.name.
 const ServiceName = telemetry.ServiceCatalog
 
@@ -85,7 +89,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	metrics := runner.BindMetricsListen(fs)
 	db := config.String(fs, "database-url", "", "PostgreSQL URL; empty uses the embedded in-process store")
 	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): records are append-only for it; empty: the login user's own privileges")
-	dbMax := config.Int(fs, "database-max-conns", pgdb.DefaultMaxConns, "PostgreSQL pool size (a pool_max_conns in --database-url wins); the process holds up to two LISTEN connections more")
+	dbMax := config.Int(fs, "database-max-conns", pgdb.DefaultMaxConns, "PostgreSQL pool size (a pool_max_conns in --database-url wins); the process holds up to two LISTEN connections more, and a second pool of this size for the order of each turn's calls across replicas")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use; production runs `catalog-svc migrate`)")
 	authz := config.String(fs, "authz", "127.0.0.1:7402", "authz-svc gRPC address")
 	authzTimeout := config.Duration(fs, "authz-timeout", 2*time.Second, "deadline of one Authorize call")
@@ -187,6 +191,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	}()
 	var tools store.Store
 	var recs records.Store
+	var turnLocks pipeline.TurnLocker
 	if c.DatabaseURL == "" {
 		log.Info("using the embedded store (nothing persists across restarts)")
 		tools, recs = memory.New(), recmemory.New()
@@ -205,6 +210,14 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		}
 		a.closers = append(a.closers, func() error { a.pool.Close(); return nil })
 		tools, recs = postgres.New(a.pool, postgres.WithLogger(log)), recpostgres.New(a.pool)
+		// The turns' order across replicas: advisory locks on a pool of
+		// their own (a held lock keeps its connection for the call).
+		lockPool, err := pgdb.Open(ctx, c.DatabaseURL, pgdb.WithRole(c.DatabaseRole), pgdb.WithMaxConns(c.DatabaseMaxConns))
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, func() error { lockPool.Close(); return nil })
+		turnLocks = pgdb.NewLocks(lockPool, turnLockSpace)
 	}
 	a.authz, err = grpcx.Dial(c.AuthzAddr, c.Plane.TLS.DialOption(callers.Authz))
 	if err != nil {
@@ -257,7 +270,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		Resolver: a.catalog, Entries: a.catalog, Catalogue: a.catalog, Grants: keys, Records: recs, Journal: jr, Authz: authz, Logger: log,
 		Handlers:     handlers,
 		AuthzTimeout: c.AuthzTimeout, DefaultHandlerTimeout: c.DefaultHandlerTimeout, InstanceID: c.InstanceID,
-		Instances: instances,
+		Instances: instances, TurnLocks: turnLocks,
 	})
 	if err != nil {
 		return nil, err

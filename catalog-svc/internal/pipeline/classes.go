@@ -8,8 +8,9 @@ import (
 // Concurrency classes (ADR 0019): a call of a tool the operator confirmed
 // read-only (catalog.Resolved.ReadOnly) runs beside any other; every other
 // call of a turn waits until the turn's previous such call has ended, at
-// most the tool's own timeout. The order is per kernel process: calls of
-// one turn that reach two replicas are not ordered between them.
+// most the tool's own timeout. The order is taken in this process first,
+// then across kernel replicas when Config.TurnLocks is set (a PostgreSQL
+// advisory lock per turn, held for the call: pgdb.Locks).
 
 // turnLocks holds one lock per turn with a serialized call running or
 // waiting; a turn's entry goes when its last holder leaves.

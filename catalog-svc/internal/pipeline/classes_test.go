@@ -2,6 +2,8 @@ package pipeline_test
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,13 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/pgdb"
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/postgres"
+	"github.com/sharedos/toolshare/catalog-svc/internal/server"
+	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
 
 // gateHandler holds every call until the test lets it go, and tells the
@@ -125,4 +134,102 @@ func TestWritesOfATurnAreSerialized(t *testing.T) {
 			expect(t, res, sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, "")
 		}
 	})
+}
+
+// TestWritesOfATurnAreSerializedAcrossReplicas: two kernels on one
+// PostgreSQL database (two replicas): a turn's second write, sent to the
+// other replica, starts only once the first has ended; a read of the turn
+// and another turn's write on that replica do not wait.
+func TestWritesOfATurnAreSerializedAcrossReplicas(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	ctx := context.Background()
+	open := func() *pgxpool.Pool {
+		p, err := pgdb.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	recs := open()
+	h := newHarness(t, postgres.New(recs), func() int {
+		var n int
+		if err := recs.QueryRow(ctx, `SELECT count(*) FROM catalog.operations`).Scan(&n); err != nil {
+			t.Errorf("count rows: %v", err)
+		}
+		return n
+	}, options{})
+	g := &gateHandler{started: make(chan string, 8), release: map[string]chan struct{}{}, running: map[string]bool{}}
+	addr := serveGRPC(t, func(s *grpcx.Server) { sharedosv1.RegisterToolHandlerServiceServer(s.GRPC(), g) })
+	managed := sharedosv1.ToolClass_TOOL_CLASS_MANAGED
+	h.resolver.add(t, "slow.read", sleepSchema, "read", "file:/public/r", addr, managed, 0)
+	h.resolver.add(t, "slow.write", sleepSchema, "write", "file:/public/w", addr, managed, 0)
+	h.resolver.mu.Lock()
+	h.resolver.tools["slow.write"].ReadOnly = false
+	h.resolver.mu.Unlock()
+	replica := func() *server.RuntimeServer {
+		k, err := pipeline.New(pipeline.Config{Resolver: h.resolver, Records: h.store, Authz: h.authzClient, Grants: testKeys,
+			InstanceID: "replica", Logger: quiet, TurnLocks: pgdb.NewLocks(open(), "test-turns")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		return server.NewRuntimeServer(k)
+	}
+	a, b := replica(), replica()
+	results := make(chan *sharedosv1.ToolResult, 8)
+	start := func(on *server.RuntimeServer, call *sharedosv1.ToolCall) {
+		go func() {
+			res, err := on.InvokeTool(ctx, call)
+			if err != nil {
+				t.Errorf("InvokeTool %s: %v", call.GetCallId(), err)
+			} else {
+				h.mu.Lock()
+				h.attempts[call.GetTurnId()]++ // the harness's last check counts them
+				h.mu.Unlock()
+			}
+			results <- res
+		}()
+	}
+	w1 := h.newCall("turn-x", "slow.write", `{}`)
+	start(a, w1)
+	if id := wait(t, g.started, "the first write"); id != w1.GetCallId() {
+		t.Fatalf("started %s", id)
+	}
+	w2 := h.newCall("turn-x", "slow.write", `{}`)
+	start(b, w2)
+	// The second write waits in PostgreSQL for the turn's lock.
+	for {
+		var waiting int
+		if err := recs.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 1 {
+			break
+		}
+		select {
+		case id := <-g.started:
+			t.Fatalf("%s started on the other replica while the turn's first write ran", id)
+		default:
+		}
+		time.Sleep(time.Millisecond) // polling a condition
+	}
+	r, other := h.newCall("turn-x", "slow.read", `{}`), h.newCall("turn-y", "slow.write", `{}`)
+	start(b, r)
+	start(b, other)
+	wait(t, g.started, "the read")
+	wait(t, g.started, "the other turn's write")
+	if g.isRunning(w2.GetCallId()) || !g.isRunning(r.GetCallId()) || !g.isRunning(other.GetCallId()) {
+		t.Fatal("on the other replica, the turn's second write ran beside its first, or a read or another turn's write waited")
+	}
+	close(g.gate(w1.GetCallId()))
+	if id := wait(t, g.started, "the second write"); id != w2.GetCallId() {
+		t.Fatalf("started %s after the first write ended", id)
+	}
+	for _, c := range []*sharedosv1.ToolCall{w2, r, other} {
+		close(g.gate(c.GetCallId()))
+	}
+	for range 4 {
+		expect(t, wait(t, results, "a result"), sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, "")
+	}
 }

@@ -99,6 +99,15 @@ type Config struct {
 	// marks their pending rows interrupted at once, then forgets them. Nil:
 	// only the age cutoff (and a stable InstanceID) close them.
 	Instances *journal.Instance
+	// TurnLocks orders a turn's calls that are not read-only across kernel
+	// replicas (pgdb.Locks on the shared database); nil: within this
+	// process only (the embedded store has one replica).
+	TurnLocks TurnLocker
+}
+
+// TurnLocker takes a turn's lock across kernel replicas.
+type TurnLocker interface {
+	Lock(ctx context.Context, turn string) (unlock func(), err error)
 }
 
 // Pipeline is the enforcement pipeline behind RuntimeService (served by
@@ -114,8 +123,10 @@ type Pipeline struct {
 	ownedJournal bool
 	authz        sharedosv1.AuthzServiceClient
 	handlers     HandlerClients
-	// writes orders the calls of a turn that are not read-only.
-	writes turnLocks
+	// writes orders the calls of a turn that are not read-only: in this
+	// process, then across replicas (turnLocks, when set).
+	writes    turnLocks
+	turnLocks TurnLocker
 	// unary holds the handler targets that answered Invoke UNIMPLEMENTED,
 	// with when (contract v1 providers): Handle only, for unaryRetry.
 	unary          sync.Map
@@ -170,6 +181,7 @@ func New(cfg Config) (*Pipeline, error) {
 		inputWait:      orDefault(cfg.InputWait, DefaultInputWait),
 		instanceID:     cfg.InstanceID,
 		instances:      cfg.Instances,
+		turnLocks:      cfg.TurnLocks,
 		started:        time.Now(),
 	}
 	if s.handlerTimeout > s.maxHandler {
@@ -859,6 +871,36 @@ func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, acc
 	}
 }
 
+// serialize waits, until hctx ends, for the turn's previous call that is
+// not read-only to end — in this process, then on every replica — and
+// returns the release; or the refusal when it did not end in time or the
+// replicas' order could not be taken (the call is not run: fail closed).
+func (s *Pipeline) serialize(ctx, hctx context.Context, turn string, timeout time.Duration) (func(), *sharedosv1.ToolResult) {
+	late := func() *sharedosv1.ToolResult {
+		if res := contextOutcome(ctx); res != nil {
+			return res
+		}
+		return outcome.Failed(outcome.Timeout, fmt.Sprintf("the turn's previous call of a tool that is not read-only did not end within this tool's %s", timeout))
+	}
+	release, err := s.writes.acquire(hctx, turn)
+	if err != nil {
+		return nil, late()
+	}
+	if s.turnLocks == nil {
+		return release, nil
+	}
+	unlock, err := s.turnLocks.Lock(hctx, turn)
+	if err != nil {
+		release()
+		if hctx.Err() != nil {
+			return nil, late()
+		}
+		s.logger.ErrorContext(ctx, "turn order across replicas not taken; call refused", slog.String(telemetry.LogTurnID, turn), slog.Any("error", err))
+		return nil, outcome.Failed(outcome.Internal, "the turn's order across kernel replicas could not be taken; the call was not run")
+	}
+	return func() { unlock(); release() }, nil
+}
+
 func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, reg *sharedosv1.ToolRegistration, readOnly bool, args []byte, decisionID string) *sharedosv1.ToolResult {
 	if res := contextOutcome(ctx); res != nil {
 		return res
@@ -875,12 +917,9 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if !readOnly {
-		release, err := s.writes.acquire(hctx, call.GetTurnId())
-		if err != nil {
-			if res := contextOutcome(ctx); res != nil {
-				return res
-			}
-			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the turn's previous call of a tool that is not read-only did not end within this tool's %s", timeout))
+		release, res := s.serialize(ctx, hctx, call.GetTurnId(), timeout)
+		if res != nil {
+			return res
 		}
 		defer release()
 	}

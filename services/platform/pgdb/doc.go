@@ -11,7 +11,8 @@
 //
 // A Group commits the single statements of concurrent callers together (one
 // round trip, one commit for a batch; ADR 0025); each caller still returns
-// only once its own statement has committed.
+// only once its own statement has committed. Locks are named session
+// advisory locks, what orders work across a service's replicas.
 //
 // Tests get per-test databases from the pgtest subpackage.
 package pgdb
