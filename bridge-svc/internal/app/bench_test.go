@@ -15,11 +15,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/app"
 	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
 	"github.com/sharedos/toolshare/bridge-svc/migrations"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 )
 
@@ -278,8 +280,41 @@ func fiftyTools() []*sharedosv1.PublishedTool {
 }
 
 // BenchmarkOpenTurn50Tools: OpenTurn over gRPC with a 50-tool catalogue
-// (fake catalog over gRPC), on the memory and the PostgreSQL store.
+// (fake catalog over gRPC), on the memory and the PostgreSQL store; and, as
+// P6's baseline, one INSERT with synchronous commit of a row holding the
+// same 50 published tools.
 func BenchmarkOpenTurn50Tools(b *testing.B) {
+	b.Run("insert-baseline", func(b *testing.B) {
+		ctx := context.Background()
+		pool, err := pgdb.Open(ctx, pgtest.NewDatabase(b, migrations.Up))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		if _, err := pool.Exec(ctx, `CREATE TABLE bench_insert (id bigserial PRIMARY KEY, turn_id text NOT NULL, tools bytea NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			b.Fatal(err)
+		}
+		var row []byte
+		for _, t := range fiftyTools() {
+			m, err := proto.Marshal(t)
+			if err != nil {
+				b.Fatal(err)
+			}
+			row = append(row, m...)
+		}
+		var lat latencies
+		i := 0
+		for b.Loop() {
+			i++
+			start := time.Now()
+			if _, err := pool.Exec(ctx, `INSERT INTO bench_insert (turn_id, tools) VALUES ($1, $2)`, fmt.Sprint("turn-", i), row); err != nil {
+				b.Fatal(err)
+			}
+			lat.add(time.Since(start))
+		}
+		lat.report(b)
+		b.ReportMetric(float64(len(row)), "row-B")
+	})
 	for _, store := range []string{"memory", "postgres"} {
 		b.Run(store, func(b *testing.B) {
 			catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()

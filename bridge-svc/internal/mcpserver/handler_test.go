@@ -82,7 +82,7 @@ func (c *fakeClock) now() time.Time { return c.t }
 // clock runs 2 s ahead of the pod's, with helpers to open a turn and list
 // its tools over HTTP.
 type testBridge struct {
-	t     *testing.T
+	t     testing.TB
 	pod   *fakeClock
 	store *memory.Store
 	h     *mcpserver.Handler
@@ -94,7 +94,7 @@ func newCachedBridge(t *testing.T, ttl time.Duration) *testBridge {
 	return newTestBridge(t, mcpserver.Config{StatusCacheTTL: ttl})
 }
 
-func newTestBridge(t *testing.T, cfg mcpserver.Config) *testBridge {
+func newTestBridge(t testing.TB, cfg mcpserver.Config) *testBridge {
 	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
 	b := &testBridge{t: t, pod: pod}
 	b.store = memory.New(memory.WithClock(b.storeNow))

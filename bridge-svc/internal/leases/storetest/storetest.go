@@ -65,7 +65,7 @@ func testTerminateSession(t *testing.T, s leases.Store) {
 }
 
 // Sample returns a lease with every field set, expiring at expires.
-func Sample(t *testing.T, opened, expires time.Time) *leases.Lease {
+func Sample(t testing.TB, opened, expires time.Time) *leases.Lease {
 	t.Helper()
 	id, err := leases.NewTurnID()
 	if err != nil {
