@@ -3,6 +3,8 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -21,6 +23,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
 	"github.com/sharedos/toolshare/bridge-svc/migrations"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 )
@@ -369,4 +372,86 @@ func BenchmarkIdleTurnMemory(b *testing.B) {
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/turn")
 	b.ReportMetric(n, "turns")
 	b.ReportMetric(float64(len(tools)), "tools/turn")
+}
+
+// BenchmarkOpenTurnToolsList10k (issue 20, P3): OpenTurn over gRPC with
+// 10,000 visible tools, then the turn's tools/list over HTTP (2026-07-28),
+// its whole answer read — and, in the same run, the baseline: one gRPC
+// unary call carrying as many bytes as that answer to a bare echo process.
+func BenchmarkOpenTurnToolsList10k(b *testing.B) {
+	tools := make([]*sharedosv1.PublishedTool, 10_000)
+	for i := range tools {
+		tools[i] = bridgetest.Tool(fmt.Sprintf("bench.tool_%05d", i), "A benchmark tool with a realistic description.",
+			`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer","minimum":1}},"required":["path"]}`,
+			"", `{"readOnlyHint":true}`)
+	}
+	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+	catalog.SetTools(tools)
+	br := bridgetest.Start(b, bridgetest.ServeFakes(b, catalog, kernel), "")
+	// A host's client for 10,000 tools takes answers past gRPC's 4 MiB
+	// default, as grpcx's clients do.
+	cc, err := grpc.NewClient(br.App.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcx.MaxMessageSize)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	host := sharedosv1.NewBridgeServiceClient(cc)
+	// The answer's size, for the baseline.
+	l, err := host.OpenTurn(context.Background(), bridgetest.OpenRequest())
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := &launch.MCPTarget{URL: l.GetMcpUrl(), Token: l.GetToken(), Modern: true}
+	req, _ := http.NewRequest(http.MethodPost, m.URL, strings.NewReader(modernList(1)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+m.Token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/list")
+	resp, err := launch.MCPClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), "bench.tool_09999") {
+		b.Fatalf("tools/list: %d, %d bytes, %v", resp.StatusCode, len(body), err)
+	}
+
+	b.Run("open+list", func(b *testing.B) {
+		var lat, open latencies
+		for b.Loop() {
+			start := time.Now()
+			l, err := host.OpenTurn(context.Background(), bridgetest.OpenRequest())
+			if err != nil {
+				b.Fatal(err)
+			}
+			open.add(time.Since(start))
+			t := &launch.MCPTarget{URL: l.GetMcpUrl(), Token: l.GetToken(), Modern: true}
+			if st, err := t.Post(modernList(1), "tools/list", ""); err != nil || st != 200 {
+				b.Fatalf("tools/list: %d %v", st, err)
+			}
+			lat.add(time.Since(start))
+		}
+		lat.report(b)
+		open.mu.Lock()
+		slices.Sort(open.d)
+		b.ReportMetric(float64(open.d[len(open.d)/2].Microseconds()), "open-p50-µs")
+		open.mu.Unlock()
+		b.ReportMetric(float64(len(body)), "list-B")
+	})
+	b.Run("grpc-unary-same-bytes", func(b *testing.B) {
+		echo, _ := launch.StartEcho(b)
+		call := &sharedosv1.ToolCall{CallId: "c", TurnId: "t", Tool: "echo", ArgumentsJson: body}
+		var lat latencies
+		for b.Loop() {
+			start := time.Now()
+			if _, err := echo.InvokeTool(context.Background(), call); err != nil {
+				b.Fatal(err)
+			}
+			lat.add(time.Since(start))
+		}
+		lat.report(b)
+	})
 }

@@ -62,8 +62,18 @@ var clientIDKeys = []string{
 type Tool struct {
 	// Name is the canonical (catalogue) name.
 	Name string
-	// Properties are the top-level property names of its inputSchema.
-	Properties map[string]bool
+	// properties reads its inputSchema's top-level property names once,
+	// on the tool's first call: a turn of 10,000 tools parses none of their
+	// schemas to open.
+	properties func() map[string]bool
+}
+
+// Properties are the top-level property names of the tool's inputSchema.
+func (t Tool) Properties() map[string]bool {
+	if t.properties == nil {
+		return nil
+	}
+	return t.properties()
 }
 
 // Turn is what forwarding needs from a lease; built once per cached server.
@@ -122,7 +132,8 @@ func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedToo
 	pin := make(map[string]string, len(tools))
 	for _, pt := range tools {
 		pin[pt.GetName()] = pt.GetDigest()
-		t.Tools[pt.GetName()] = Tool{Name: pt.GetName(), Properties: schemaProperties(pt.GetInputSchemaJson())}
+		schema := pt.GetInputSchemaJson()
+		t.Tools[pt.GetName()] = Tool{Name: pt.GetName(), properties: sync.OnceValue(func() map[string]bool { return schemaProperties(schema) })}
 		t.aliasKeys[toolname.CollisionKey(pt.GetName())] = pt.GetName()
 		if portable {
 			t.Portable[PortableName(pt.GetName())] = pt.GetName()
@@ -525,13 +536,14 @@ func stripInjected(args json.RawMessage, tool Tool) (json.RawMessage, []string) 
 	}
 	needle := false
 	for _, k := range HarnessInjectedKeys {
-		if !tool.Properties[k] && bytes.Contains(trimmed, []byte(k)) {
+		if bytes.Contains(trimmed, []byte(k)) {
 			needle = true
 		}
 	}
 	if !needle {
 		return args, nil
 	}
+	declared := tool.Properties()
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if _, err := dec.Token(); err != nil {
 		return args, nil
@@ -550,7 +562,7 @@ func stripInjected(args json.RawMessage, tool Tool) (json.RawMessage, []string) 
 		if err := dec.Decode(&v); err != nil {
 			return args, nil
 		}
-		if isInjected(key) && !tool.Properties[key] {
+		if isInjected(key) && !declared[key] {
 			stripped = append(stripped, key)
 			continue
 		}
