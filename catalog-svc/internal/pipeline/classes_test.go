@@ -143,14 +143,7 @@ func TestWritesOfATurnAreSerialized(t *testing.T) {
 func TestWritesOfATurnAreSerializedAcrossReplicas(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, migrations.Up)
 	ctx := context.Background()
-	open := func() *pgxpool.Pool {
-		p, err := pgdb.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
-	}
+	open := func() *pgxpool.Pool { return pgtest.Pool(t, dsn) }
 	recs := open()
 	h := newHarness(t, postgres.New(recs), func() int {
 		var n int

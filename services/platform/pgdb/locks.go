@@ -37,7 +37,7 @@ const unlockTimeout = 5 * time.Second
 func (l *Locks) Lock(ctx context.Context, name string) (unlock func(), err error) {
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", l.space, err)
+		return nil, fmt.Errorf("lock %s: no connection of the lock pool free: %w", l.space, err)
 	}
 	key := lockKey(l.space, name)
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {

@@ -38,14 +38,7 @@ func heldLocks(t *testing.T, pool *pgxpool.Pool) int {
 func TestLocksOrderAcrossPools(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, nil)
 	ctx := context.Background()
-	open := func() *pgxpool.Pool {
-		p, err := pgdb.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
-	}
+	open := func() *pgxpool.Pool { return pgtest.Pool(t, dsn) }
 	a, b := pgdb.NewLocks(open(), "test"), pgdb.NewLocks(open(), "test")
 	probe := open()
 

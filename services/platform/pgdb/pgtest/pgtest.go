@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 )
@@ -307,4 +308,18 @@ func withDatabase(admin, db string) string {
 	}
 	// Keyword/value: a later setting overrides an earlier one.
 	return admin + " dbname=" + db
+}
+
+// Pool opens a pool on dsn with pgdb's defaults and closes it when the test
+// ends.
+func Pool(t testing.TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := pgdb.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }
