@@ -89,7 +89,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	metrics := runner.BindMetricsListen(fs)
 	db := config.String(fs, "database-url", "", "PostgreSQL URL; empty uses the embedded in-process store")
 	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): records are append-only for it; empty: the login user's own privileges")
-	dbMax := config.Int(fs, "database-max-conns", pgdb.DefaultMaxConns, "PostgreSQL pool size (a pool_max_conns in --database-url wins); the process holds up to two LISTEN connections more, and a second pool of this size for the order of each turn's calls across replicas")
+	dbMax := config.Int(fs, "database-max-conns", pgdb.DefaultMaxConns, "PostgreSQL pool size (a pool_max_conns in --database-url wins); the process holds up to two LISTEN connections more")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use; production runs `catalog-svc migrate`)")
 	authz := config.String(fs, "authz", "127.0.0.1:7402", "authz-svc gRPC address")
 	authzTimeout := config.Duration(fs, "authz-timeout", 2*time.Second, "deadline of one Authorize call")
@@ -210,14 +210,11 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		}
 		a.closers = append(a.closers, func() error { a.pool.Close(); return nil })
 		tools, recs = postgres.New(a.pool, postgres.WithLogger(log)), recpostgres.New(a.pool)
-		// The turns' order across replicas: advisory locks on a pool of
-		// their own (a held lock keeps its connection for the call).
-		lockPool, err := pgdb.Open(ctx, c.DatabaseURL, pgdb.WithRole(c.DatabaseRole), pgdb.WithMaxConns(c.DatabaseMaxConns))
-		if err != nil {
-			return nil, err
-		}
-		a.closers = append(a.closers, func() error { lockPool.Close(); return nil })
-		turnLocks = pgdb.NewLocks(lockPool, turnLockSpace)
+		// The turns' order across replicas: advisory locks, all on one
+		// session of the pool while any is held.
+		locks := pgdb.NewLocks(a.pool, turnLockSpace, log)
+		a.closers = append(a.closers, locks.Close)
+		turnLocks = locks
 	}
 	a.authz, err = grpcx.Dial(c.AuthzAddr, c.Plane.TLS.DialOption(callers.Authz))
 	if err != nil {

@@ -160,16 +160,19 @@ func TestWritesOfATurnAreSerializedAcrossReplicas(t *testing.T) {
 	h.resolver.mu.Lock()
 	h.resolver.tools["slow.write"].ReadOnly = false
 	h.resolver.mu.Unlock()
-	replica := func() *server.RuntimeServer {
+	replica := func(locks pipeline.TurnLocker) *server.RuntimeServer {
 		k, err := pipeline.New(pipeline.Config{Resolver: h.resolver, Records: h.store, Authz: h.authzClient, Grants: testKeys,
-			InstanceID: "replica", Logger: quiet, TurnLocks: pgdb.NewLocks(open(), "test-turns")})
+			InstanceID: "replica", Logger: quiet, TurnLocks: locks})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { k.Close() })
 		return server.NewRuntimeServer(k)
 	}
-	a, b := replica(), replica()
+	// b's locks tell the test when a call has asked for its turn's lock.
+	asked := make(chan string, 8)
+	a := replica(pgdb.NewLocks(open(), "test-turns", quiet))
+	b := replica(askingLocks{pgdb.NewLocks(open(), "test-turns", quiet), asked})
 	results := make(chan *sharedosv1.ToolResult, 8)
 	start := func(on *server.RuntimeServer, call *sharedosv1.ToolCall) {
 		go func() {
@@ -191,21 +194,11 @@ func TestWritesOfATurnAreSerializedAcrossReplicas(t *testing.T) {
 	}
 	w2 := h.newCall("turn-x", "slow.write", `{}`)
 	start(b, w2)
-	// The second write waits in PostgreSQL for the turn's lock.
-	for {
-		var waiting int
-		if err := recs.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 1 {
-			break
-		}
-		select {
-		case id := <-g.started:
-			t.Fatalf("%s started on the other replica while the turn's first write ran", id)
-		default:
-		}
-		time.Sleep(time.Millisecond) // polling a condition
+	// The second write asks for the turn's lock, held on the other replica.
+	select {
+	case <-asked:
+	case id := <-g.started:
+		t.Fatalf("%s started on the other replica while the turn's first write ran", id)
 	}
 	r, other := h.newCall("turn-x", "slow.read", `{}`), h.newCall("turn-y", "slow.write", `{}`)
 	start(b, r)
@@ -225,4 +218,15 @@ func TestWritesOfATurnAreSerializedAcrossReplicas(t *testing.T) {
 	for range 4 {
 		expect(t, wait(t, results, "a result"), sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, "")
 	}
+}
+
+// askingLocks reports each Lock on asked before taking it.
+type askingLocks struct {
+	*pgdb.Locks
+	asked chan<- string
+}
+
+func (l askingLocks) Lock(ctx context.Context, turn string) (func(), error) {
+	l.asked <- turn
+	return l.Locks.Lock(ctx, turn)
 }

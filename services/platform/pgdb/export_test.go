@@ -19,3 +19,7 @@ func (g *Group) HoldForTest() (queued func() int, release func()) {
 	}
 	return queued, release
 }
+
+// OnWaitForTest has Lock call f each time it finds its lock taken (here
+// or elsewhere).
+func (l *Locks) OnWaitForTest(f func()) { l.waited = f }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -12,16 +11,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 )
 
-// waitingLocks counts advisory lock requests PostgreSQL has not granted.
-func waitingLocks(t *testing.T, pool *pgxpool.Pool) int {
-	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
+// heldLocks counts the advisory locks granted in the test's database.
 func heldLocks(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
@@ -31,28 +21,45 @@ func heldLocks(t *testing.T, pool *pgxpool.Pool) int {
 	return n
 }
 
-// TestLocksOrderAcrossPools: two pools (two replicas) on one database: a
-// name's second Lock waits in PostgreSQL until the first unlocks; another
-// name does not wait; a Lock whose context ends while it waits returns an
-// error and holds nothing.
+// sessions counts the connections of the test's database other than the
+// probe's own.
+func sessions(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestLocksOrderAcrossPools: two Locks on one database (two replicas): a
+// name's second Lock returns only once the first unlocks; another name,
+// and the same name in another space, do not wait; a Lock whose context
+// ends while it waits returns its error and holds nothing; in one process
+// a held name waits for its own unlock; many held locks share one session.
 func TestLocksOrderAcrossPools(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, nil)
 	ctx := context.Background()
-	open := func() *pgxpool.Pool { return pgtest.Pool(t, dsn) }
-	a, b := pgdb.NewLocks(open(), "test"), pgdb.NewLocks(open(), "test")
-	probe := open()
+	a, b := pgdb.NewLocks(pgtest.Pool(t, dsn), "test", nil), pgdb.NewLocks(pgtest.Pool(t, dsn), "test", nil)
+	probe := pgtest.Pool(t, dsn)
+	waits := make(chan struct{}, 64)
+	b.OnWaitForTest(func() {
+		select {
+		case waits <- struct{}{}:
+		default: // never hold Lock up
+		}
+	})
 
 	unlockA, err := a.Lock(ctx, "turn-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another name, and the same name in another space, are free.
 	unlockOther, err := b.Lock(ctx, "turn-2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	unlockOther()
-	unlockSpace, err := pgdb.NewLocks(probe, "other").Lock(ctx, "turn-1")
+	unlockSpace, err := pgdb.NewLocks(probe, "other", nil).Lock(ctx, "turn-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,31 +75,23 @@ func TestLocksOrderAcrossPools(t *testing.T) {
 		}
 		got <- unlock
 	}()
-	for waitingLocks(t, probe) == 0 {
-		time.Sleep(time.Millisecond) // polling a condition
-	}
+	<-waits // b asked and found it taken
+	<-waits // and again
 	select {
 	case <-got:
 		t.Fatal("the second Lock returned while the first held the lock")
 	default:
 	}
-	// A third, on a context that ends while it waits, gives up and holds
-	// nothing.
+	// A third, on a context that ends while it waits, gives up.
 	cctx, cancel := context.WithCancel(ctx)
 	gaveUp := make(chan error, 1)
 	go func() {
-		_, err := a.Lock(cctx, "turn-1")
+		_, err := b.Lock(cctx, "turn-1")
 		gaveUp <- err
 	}()
-	for waitingLocks(t, probe) < 2 {
-		time.Sleep(time.Millisecond)
-	}
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Lock: %v, want context.Canceled", err)
-	}
-	for waitingLocks(t, probe) != 1 { // its request left PostgreSQL's queue
-		time.Sleep(time.Millisecond)
 	}
 	unlockA()
 	unlockB := <-got
@@ -102,7 +101,41 @@ func TestLocksOrderAcrossPools(t *testing.T) {
 	if n := heldLocks(t, probe); n != 1 {
 		t.Fatalf("%d advisory locks held, want the second holder's alone", n)
 	}
+
+	// In one process: a held name waits for its own unlock (the session's
+	// locks are re-entrant, Locks is not); many names, one session.
+	for len(waits) > 0 { // nothing else waits on b now
+		<-waits
+	}
+	before := sessions(t, probe)
+	unlock3, err := b.Lock(ctx, "turn-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := make(chan func(), 1)
+	go func() {
+		u, err := b.Lock(ctx, "turn-1")
+		if err != nil {
+			t.Errorf("Lock of a name held here: %v", err)
+		}
+		again <- u
+	}()
+	<-waits // it found the name held here
+	if n := heldLocks(t, probe); n != 2 || sessions(t, probe) != before {
+		t.Fatalf("%d locks on %d sessions (from %d), want 2 on the same one", n, sessions(t, probe), before)
+	}
+	select {
+	case <-again:
+		t.Fatal("a name held in this process was taken again before its unlock")
+	default:
+	}
 	unlockB()
+	u := <-again
+	if u == nil {
+		t.FailNow()
+	}
+	u()
+	unlock3()
 	if n := heldLocks(t, probe); n != 0 {
 		t.Fatalf("%d advisory locks held after every unlock", n)
 	}
