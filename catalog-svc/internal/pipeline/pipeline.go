@@ -893,8 +893,8 @@ func (s *Pipeline) serialize(ctx, hctx context.Context, turn string, timeout tim
 	if err != nil {
 		release()
 		if hctx.Err() != nil {
-			// Waiting for the turn's lock, or for a free connection of the
-			// lock pool (--database-max-conns): the log tells which.
+			// Waiting for the turn's lock held on another replica (or for
+			// the lock session): the log tells which.
 			s.logger.WarnContext(ctx, "turn order across replicas not taken in time", slog.String(telemetry.LogTurnID, turn), slog.Any("error", err))
 			return nil, late()
 		}

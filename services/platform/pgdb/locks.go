@@ -137,6 +137,9 @@ func (l *Locks) try(key int64) (bool, error) {
 func (l *Locks) unlock(key int64, h *heldLock) {
 	l.sem <- struct{}{}
 	defer func() { <-l.sem }()
+	if l.held[key] != h {
+		return // unlocked already
+	}
 	delete(l.held, key)
 	close(h.free)
 	if h.session != l.session {
