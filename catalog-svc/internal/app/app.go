@@ -42,6 +42,10 @@ import (
 // not read-only across replicas.
 const turnLockSpace = "sharedos.turn-writes"
 
+// upstreamLockSpace names the advisory lock that orders changes of upstream
+// records across replicas.
+const upstreamLockSpace = "sharedos.upstreams"
+
 // ServiceName is this process's OpenTelemetry service.name.
 const ServiceName = telemetry.ServiceCatalog
 
@@ -192,6 +196,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	var tools store.Store
 	var recs records.Store
 	var turnLocks pipeline.TurnLocker
+	var upstreamLocks upstream.Locker
 	if c.DatabaseURL == "" {
 		log.Info("using the embedded store (nothing persists across restarts)")
 		tools, recs = memory.New(), recmemory.New()
@@ -215,6 +220,10 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		locks := pgdb.NewLocks(a.pool, turnLockSpace, log)
 		a.closers = append(a.closers, locks.Close)
 		turnLocks = locks
+		// Upstream records change on one replica at a time.
+		changes := pgdb.NewLocks(a.pool, upstreamLockSpace, log)
+		a.closers = append(a.closers, changes.Close)
+		upstreamLocks = changes
 	}
 	a.authz, err = grpcx.Dial(c.AuthzAddr, c.Plane.TLS.DialOption(callers.Authz))
 	if err != nil {
@@ -256,7 +265,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 			return nil, fmt.Errorf("--upstream-screening: %w", err)
 		}
 	}
-	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: c.Upstreams, Screening: screening, Logger: log})
+	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: c.Upstreams, Screening: screening, Logger: log, Locks: upstreamLocks})
 	a.closers = append(a.closers, a.upstream.Close)
 	handlers := upstream.Handlers{Upstreams: a.upstream, Next: conns}
 	keys, err := c.grantKeys(log)

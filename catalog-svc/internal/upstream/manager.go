@@ -52,7 +52,20 @@ type Config struct {
 	// Screening is the poisoning rule set (nil: DefaultScreening).
 	Screening *Screening
 	Logger    *slog.Logger
+	// Locks orders changes of upstream records across catalog-svc
+	// replicas (pgdb.Locks on the shared database; nil: this process only).
+	Locks Locker
 }
+
+// Locker takes a named lock across replicas.
+type Locker interface {
+	Lock(ctx context.Context, name string) (unlock func(), err error)
+}
+
+// recordsLock is the one lock every change of an upstream record takes:
+// changes are rare (an operator, a refresh interval), and a prompt's or
+// resource's approval does not name its upstream.
+const recordsLock = "records"
 
 var (
 	// ErrNotFound: no upstream with that namespace, or no acquired tool of
@@ -83,7 +96,8 @@ type Manager struct {
 	life   context.Context
 	cancel context.CancelFunc
 
-	// mu serializes every change of an upstream's record and its tools.
+	// mu serializes every change of an upstream's record and its tools in
+	// this process; cfg.Locks across replicas (exclusive takes both).
 	mu sync.Mutex
 
 	connsMu sync.Mutex
@@ -100,6 +114,22 @@ func New(cfg Config) *Manager {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, conns: map[string]*conn{}}
+}
+
+// exclusive takes the right to change upstream records: in this process,
+// then across replicas (a load, change and save of one replica never
+// interleaves with another's, which would lose one of them).
+func (m *Manager) exclusive(ctx context.Context) (func(), error) {
+	m.mu.Lock()
+	if m.cfg.Locks == nil {
+		return m.mu.Unlock, nil
+	}
+	unlock, err := m.cfg.Locks.Lock(ctx, recordsLock)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("upstream records: %w", err)
+	}
+	return func() { unlock(); m.mu.Unlock() }, nil
 }
 
 // Close closes every upstream connection.
@@ -192,8 +222,11 @@ func (m *Manager) Add(ctx context.Context, spec *sharedosv1.UpstreamProvider, ac
 	if err := m.Validate(spec); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	done, err := m.exclusive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	ns := spec.GetNamespace()
 	if _, err := m.load(ctx, ns); err == nil {
 		return nil, fmt.Errorf("%w: %s", ErrAlreadyExists, ns)
@@ -236,20 +269,46 @@ func (m *Manager) List(ctx context.Context) ([]*sharedosv1.GetProviderResponse, 
 
 // Refresh lists the upstream's tools again now.
 func (m *Manager) Refresh(ctx context.Context, ns, actor string) (*sharedosv1.GetProviderResponse, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	rec, _, err := m.refresh(ctx, ns, actor, false)
+	return rec, err
+}
+
+// RefreshIfDue refreshes the upstream when its refresh interval has passed
+// since its last refresh on any replica (read under the lock, so replicas
+// sharing a database refresh it once per interval); refreshed says whether
+// it did.
+func (m *Manager) RefreshIfDue(ctx context.Context, ns, actor string) (refreshed bool, err error) {
+	_, refreshed, err = m.refresh(ctx, ns, actor, true)
+	return refreshed, err
+}
+
+func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*sharedosv1.GetProviderResponse, bool, error) {
+	done, err := m.exclusive(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
 	rec, err := m.load(ctx, ns)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if ifDue {
+		d := rec.GetProvider().GetRefresh().AsDuration()
+		if d <= 0 || time.Since(rec.GetStatus().GetRefreshedAt().AsTime()) < d {
+			return rec, false, nil
+		}
 	}
 	m.refreshLocked(ctx, rec, actor)
-	return rec, m.save(ctx, rec)
+	return rec, true, m.save(ctx, rec)
 }
 
 // Remove deregisters every published tool of the upstream and forgets it.
 func (m *Manager) Remove(ctx context.Context, ns string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	done, err := m.exclusive(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	rec, err := m.load(ctx, ns)
 	if err != nil {
 		return err
@@ -302,8 +361,11 @@ func (m *Manager) Reject(ctx context.Context, name, digest, actor string) (*shar
 }
 
 func (m *Manager) decide(ctx context.Context, name, digest, actor string, approve bool) (*sharedosv1.UpstreamTool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	done, err := m.exclusive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	ns, _, _ := strings.Cut(name, ".")
 	rec, err := m.load(ctx, ns)
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -379,7 +441,7 @@ func (m *Manager) Run(ctx context.Context, every time.Duration) {
 			if d <= 0 || time.Since(last) < d {
 				continue
 			}
-			if _, err := m.Refresh(ctx, rec.GetProvider().GetNamespace(), "refresh"); err != nil {
+			if _, err := m.RefreshIfDue(ctx, rec.GetProvider().GetNamespace(), "refresh"); err != nil {
 				m.log.WarnContext(ctx, "upstream refresh", slog.String(telemetry.LogUpstream, rec.GetProvider().GetNamespace()), slog.Any("error", err))
 			}
 		}

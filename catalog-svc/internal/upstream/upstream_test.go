@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
@@ -53,6 +54,10 @@ type fixtureState struct {
 	blockStarted, blockEnded chan struct{}
 	// stepSeen paces the steps tool: one receive per progress report.
 	stepSeen chan struct{}
+	// listing, when set, hears each tools/list begin, which then waits
+	// for listGate.
+	listing  chan struct{}
+	listGate chan struct{}
 }
 
 func newState() *fixtureState {
@@ -79,6 +84,13 @@ const echoSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","t
 func fixture(st *fixtureState) *fixtureServer {
 	s := server.NewMCPServer("fixture", "1.0.0", server.WithToolCapabilities(true),
 		server.WithToolFilter(func(_ context.Context, tools []mcp.Tool) []mcp.Tool {
+			st.mu.Lock()
+			listing, gate := st.listing, st.listGate
+			st.mu.Unlock()
+			if listing != nil {
+				listing <- struct{}{}
+				<-gate
+			}
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			out := tools[:0]
@@ -702,5 +714,93 @@ func TestInputRoundsRelayed(t *testing.T) {
 	}
 	if seenState != "upstream-state-1" {
 		t.Errorf("the upstream got state %q back", seenState)
+	}
+}
+
+// sharedLocks stands for PostgreSQL's advisory locks between replicas (the
+// real ones are tested in pgdb): one lock per name, and each Lock reported
+// on asked first.
+type sharedLocks struct {
+	mu    sync.Mutex
+	locks map[string]chan struct{}
+	asked chan string
+}
+
+func (l *sharedLocks) Lock(ctx context.Context, name string) (func(), error) {
+	l.asked <- name
+	l.mu.Lock()
+	ch := l.locks[name]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		l.locks[name] = ch
+	}
+	l.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestReplicasChangeUpstreamsInTurn: two replicas on one store: an
+// approval on one waits while the other refreshes the same upstream, and
+// then applies to what that refresh saved (interleaved, one of the two
+// saves would be lost: the approval, here); a refresh that another replica
+// already made within the interval is not made again.
+func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
+	st := newState()
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(fixture(st).srv))
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	cat := newCatalog(t, mem)
+	locks := &sharedLocks{locks: map[string]chan struct{}{}, asked: make(chan string, 16)}
+	a := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks})
+	b := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ctx := t.Context()
+
+	rec, err := a.Add(ctx, &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs.URL + "/mcp", Refresh: durationpb.New(time.Hour)}, "tester")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-locks.asked
+	pending := toolOf(t, rec, "fx.echo").GetPendingDigest()
+
+	st.mu.Lock()
+	st.listing, st.listGate = make(chan struct{}, 1), make(chan struct{})
+	st.mu.Unlock()
+	refreshed := make(chan error, 1)
+	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
+	<-locks.asked
+	<-st.listing // a holds the records, listing the upstream
+	approved := make(chan error, 1)
+	go func() { _, err := b.Approve(ctx, "fx.echo", pending, "op"); approved <- err }()
+	select {
+	case <-locks.asked:
+	case err := <-approved:
+		t.Fatalf("the approval ran (%v) while another replica's refresh held the records", err)
+	}
+	st.mu.Lock()
+	st.listing = nil
+	st.mu.Unlock()
+	close(st.listGate)
+	if err := <-refreshed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-approved; err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(ctx, "fx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := toolOf(t, got, "fx.echo"); e.GetState() != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED || e.GetDigest() != pending {
+		t.Fatalf("after a refresh and an approval on two replicas: %v", e)
+	}
+
+	// Refreshed a moment ago (on a): not due on b.
+	if did, err := b.RefreshIfDue(ctx, "fx", "refresh"); err != nil || did {
+		t.Fatalf("RefreshIfDue right after a refresh: %v, %v", did, err)
 	}
 }
