@@ -1,13 +1,10 @@
 package catalog_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/postgres"
@@ -16,17 +13,7 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func openPool(t testing.TB, dsn string) *pgxpool.Pool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := pgdb.Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open %s: %v", pgdb.RedactDSN(dsn), err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
+func openPool(t testing.TB, dsn string) *pgxpool.Pool { return pgtest.Pool(t, dsn) }
 
 // Two catalog-svc replicas over one PostgreSQL database: every change made
 // on one is in the other's cache within 1 s (LISTEN/NOTIFY).

@@ -24,7 +24,6 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
-	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 	"github.com/sharedos/toolshare/services/providers/files"
 
@@ -376,14 +375,7 @@ var backends = []backend{
 		return s, s.Len
 	}},
 	{"postgres", func(t *testing.T) (records.Store, func() int) {
-		dsn := pgtest.NewDatabase(t, migrations.Up)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		pool, err := pgdb.Open(ctx, dsn)
-		if err != nil {
-			t.Fatalf("open test database: %v", err)
-		}
-		t.Cleanup(pool.Close)
+		pool := pgtest.Pool(t, pgtest.NewDatabase(t, migrations.Up))
 		return postgres.New(pool), func() int {
 			var n int
 			if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM catalog.operations`).Scan(&n); err != nil {
