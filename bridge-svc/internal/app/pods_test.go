@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/migrations"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
@@ -116,5 +117,29 @@ func TestInputAnswerReachesAnotherPod(t *testing.T) {
 	final := next(t, stream)
 	if string(final["id"]) != "3" || !strings.Contains(string(final["result"]), `\"ok\":false`) {
 		t.Fatalf("final on pod1: %v", final)
+	}
+}
+
+// TestInputAnswersPerTurnBudget: answers to input requests nobody is
+// waiting for are passed on (202) up to leases.MaxPassedAnswers per turn;
+// past that the client is told to slow down (429) and nothing is stored.
+func TestInputAnswersPerTurnBudget(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+	catalog.SetTools(bridgetest.DefaultTools())
+	pod := bridgetest.Start(t, bridgetest.ServeFakes(t, catalog, kernel), dsn)
+	lease := pod.Open(t)
+	session := initWith(t, lease, `{"elicitation":{}}`)
+	answer := func(i int) rawResp {
+		return do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), headers: session,
+			body: `{"jsonrpc":"2.0","id":"sharedos-ask-bogus-` + itoa(i) + `","result":{"action":"accept"}}`})
+	}
+	for i := range leases.MaxPassedAnswers {
+		if r := answer(i); r.status != http.StatusAccepted {
+			t.Fatalf("answer %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if r := answer(leases.MaxPassedAnswers); r.status != http.StatusTooManyRequests {
+		t.Fatalf("answer past the budget: %d %s, want 429", r.status, r.body)
 	}
 }

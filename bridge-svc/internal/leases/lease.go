@@ -133,11 +133,21 @@ type Answer struct {
 	ID, Result, Error []byte
 }
 
+// MaxPassedAnswers bounds the answers of one turn passed on and not (yet)
+// taken: a client posting answers to requests nobody asked cannot fill the
+// store (an answer goes after 15 minutes at most).
+const MaxPassedAnswers = 64
+
+// ErrAnswerBudget: the turn has MaxPassedAnswers answers nobody took.
+var ErrAnswerBudget = errors.New("leases: too many input answers of the turn wait to be taken")
+
 // Answers relays answers between pods: the pod an answer reached passes it
 // on, the pod whose call asked takes it. Stores that serve one process
 // only do not implement it (every answer reaches the pod that asked).
 type Answers interface {
-	// PassAnswer keeps a for whichever pod asked and announces its id.
+	// PassAnswer keeps a for whichever pod asked and announces its id;
+	// ErrAnswerBudget when the turn already has MaxPassedAnswers answers
+	// nobody took.
 	PassAnswer(ctx context.Context, a Answer) error
 	// TakeAnswer removes and returns the answer passed for id; exactly
 	// one taker gets it, ErrNotFound when none was passed (yet).

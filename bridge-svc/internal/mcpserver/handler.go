@@ -308,6 +308,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 				return
 			}
 			switch passed, err := h.pass(ctx, turnID, sid, msg); {
+			case errors.Is(err, leases.ErrAnswerBudget):
+				h.refuse(w, r, http.StatusTooManyRequests, "too many input answers of this turn wait to be taken")
+				return
 			case err != nil:
 				h.cfg.Logger.ErrorContext(ctx, "input answer not passed on", slog.String(telemetry.LogTurnID, turnID), slog.String("error", err.Error()))
 				h.refuse(w, r, http.StatusServiceUnavailable, "lease store unavailable")

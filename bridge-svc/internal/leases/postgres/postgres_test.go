@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +79,37 @@ func TestAnswersRelay(t *testing.T) {
 	}
 	if _, err := s.TakeAnswer(ctx, []byte(`"sharedos-ask-2"`)); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("TakeAnswer of an id never passed: %v", err)
+	}
+}
+
+// TestAnswersBudget: a turn keeps at most leases.MaxPassedAnswers answers
+// nobody took; past that a pass is ErrAnswerBudget and stores nothing,
+// another turn is not held up, and an answer taken makes room.
+func TestAnswersBudget(t *testing.T) {
+	s := open(t)
+	ctx := t.Context()
+	pass := func(turn string, i int) error {
+		return s.PassAnswer(ctx, leases.Answer{TurnID: turn, SessionID: "s", ID: []byte(fmt.Sprintf(`"sharedos-ask-%s-%d"`, turn, i)), Result: []byte(`{}`)})
+	}
+	for i := range leases.MaxPassedAnswers {
+		if err := pass("t1", i); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+	}
+	if err := pass("t1", leases.MaxPassedAnswers); !errors.Is(err, leases.ErrAnswerBudget) {
+		t.Fatalf("answer past the budget: %v, want ErrAnswerBudget", err)
+	}
+	if _, err := s.TakeAnswer(ctx, []byte(fmt.Sprintf(`"sharedos-ask-t1-%d"`, leases.MaxPassedAnswers))); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("the refused answer was stored: %v", err)
+	}
+	if err := pass("t2", 0); err != nil {
+		t.Fatalf("another turn's answer: %v", err)
+	}
+	if _, err := s.TakeAnswer(ctx, []byte(`"sharedos-ask-t1-0"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pass("t1", leases.MaxPassedAnswers+1); err != nil {
+		t.Fatalf("an answer after one was taken: %v", err)
 	}
 }
 
