@@ -27,7 +27,6 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
-	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
@@ -144,13 +143,11 @@ func NewTurn(turnID, grant, catalogHash string, tools []*sharedosv1.PublishedToo
 		pinnedPrompts[p.GetName()] = p.GetDigest()
 	}
 	t.pins, _ = pinproof.Build(pin, pinnedPrompts)
-	uris := make(map[string]string, len(resources))
+	pinnedResources := make(map[string]string, len(resources))
 	for _, r := range resources {
-		if !resourceuri.IsTemplate(r.GetUri()) {
-			uris[r.GetUri()] = r.GetDigest()
-		}
+		pinnedResources[r.GetUri()] = r.GetDigest()
 	}
-	t.resourcePins, _ = pinproof.BuildResources(uris)
+	t.resourcePins, _ = pinproof.BuildResources(pinnedResources)
 	return t
 }
 

@@ -166,13 +166,11 @@ func pinTree(t *testing.T, granted *sharedosv1.GrantTurnResponse) *pinproof.Tree
 // inclusion among the granted concrete URIs, else its absence from them.
 func resourceProof(t *testing.T, granted *sharedosv1.GrantTurnResponse, uri string) *sharedosv1.PinProof {
 	t.Helper()
-	uris := map[string]string{}
+	resources := map[string]string{}
 	for _, r := range granted.GetResources() {
-		if !strings.Contains(r.GetUri(), "{") {
-			uris[r.GetUri()] = r.GetDigest()
-		}
+		resources[r.GetUri()] = r.GetDigest()
 	}
-	tree, err := pinproof.BuildResources(uris)
+	tree, err := pinproof.BuildResources(resources)
 	if err != nil {
 		t.Fatal(err)
 	}

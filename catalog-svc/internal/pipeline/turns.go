@@ -102,15 +102,14 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	if err != nil {
 		return nil, fmt.Errorf("pin tree: %w", err)
 	}
-	uris, templates := map[string]string{}, map[string]string{}
+	resources, templates := map[string]string{}, map[string]string{}
 	for _, r := range pr.Resources {
+		resources[r.GetUri()] = r.GetDigest()
 		if resourceuri.IsTemplate(r.GetUri()) {
 			templates[r.GetUri()] = r.GetDigest()
-		} else {
-			uris[r.GetUri()] = r.GetDigest()
 		}
 	}
-	resTree, err := pinproof.BuildResources(uris)
+	resTree, err := pinproof.BuildResources(resources)
 	if err != nil {
 		return nil, fmt.Errorf("resource pin tree: %w", err)
 	}

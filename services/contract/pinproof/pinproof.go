@@ -9,6 +9,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 )
 
 // Kinds of pinned entry.
@@ -47,9 +48,16 @@ func Build(tools, prompts map[string]string) (*Tree, error) {
 	return build(map[string]map[string]string{Tool: tools, Prompt: prompts})
 }
 
-// BuildResources returns the tree over the pinned concrete resource URIs
-// (URI → digest).
-func BuildResources(uris map[string]string) (*Tree, error) {
+// BuildResources returns the tree over a turn's pinned resources (URI or
+// URI template → digest): its leaves are the concrete URIs; templates are
+// left out (resourceuri.IsTemplate), the grant lists them.
+func BuildResources(resources map[string]string) (*Tree, error) {
+	uris := make(map[string]string, len(resources))
+	for u, d := range resources {
+		if !resourceuri.IsTemplate(u) {
+			uris[u] = d
+		}
+	}
 	return build(map[string]map[string]string{Resource: uris})
 }
 

@@ -201,6 +201,12 @@ func TestProveAbsent(t *testing.T) {
 			}
 		}
 	}
+	// A template is not a leaf: the tree is the concrete URIs' alone.
+	concrete, _ := pinproof.BuildResources(map[string]string{"file:///a": "1", "file:///c": "2"})
+	withTemplate, _ := pinproof.BuildResources(map[string]string{"file:///a": "1", "file:///c": "2", "file:///{p}": "3"})
+	if concrete.Root() != withTemplate.Root() || withTemplate.Size() != 2 {
+		t.Errorf("a template became a leaf: size %d", withTemplate.Size())
+	}
 	if _, err := pinproof.BuildResources(map[string]string{"a\x00b": "d"}); err == nil {
 		t.Error("BuildResources took a URI holding a NUL")
 	}
