@@ -263,22 +263,19 @@ var _ leases.Answers = (*Store)(nil)
 // passes at once may both see room: the bound is the budget plus the
 // passes in flight).
 func (s *Store) PassAnswer(ctx context.Context, a leases.Answer) error {
-	var within bool
-	if err := s.pool.QueryRow(ctx, `
+	tag, err := s.pool.Exec(ctx, `
 WITH gone AS (DELETE FROM bridge.input_answers WHERE passed_at < now() - interval '15 minutes'),
      budget AS (SELECT count(*) < $6 AS within FROM bridge.input_answers
                  WHERE turn_id = $2 AND passed_at >= now() - interval '15 minutes'),
      kept AS (INSERT INTO bridge.input_answers (id, turn_id, session_id, result, error)
               SELECT $1, $2, $3, $4, $5 FROM budget WHERE within
               ON CONFLICT (id) DO NOTHING)
-SELECT b.within FROM budget b, (SELECT pg_notify('`+answerChannel+`', $1) WHERE (SELECT within FROM budget)) n`,
-		string(a.ID), a.TurnID, a.SessionID, a.Result, a.Error, leases.MaxPassedAnswers).Scan(&within); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return leases.ErrAnswerBudget // the notification's row is there only within the budget
-		}
+SELECT pg_notify('`+answerChannel+`', $1) FROM budget WHERE within`,
+		string(a.ID), a.TurnID, a.SessionID, a.Result, a.Error, leases.MaxPassedAnswers)
+	if err != nil {
 		return fmt.Errorf("leases/postgres: pass answer: %w", err)
 	}
-	if !within {
+	if tag.RowsAffected() == 0 { // no announcement: over the budget
 		return leases.ErrAnswerBudget
 	}
 	return nil
