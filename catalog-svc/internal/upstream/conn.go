@@ -48,6 +48,12 @@ type conn struct {
 
 	progressMu sync.Mutex
 	progress   map[string]func(mcp.ProgressNotificationParams)
+
+	// callsMu guards the requests running now and those parked between
+	// the kernel's rounds (relay.go).
+	callsMu sync.Mutex
+	running map[*running]struct{}
+	parked  map[string]parked
 }
 
 type serverInfo struct {
@@ -56,7 +62,8 @@ type serverInfo struct {
 
 func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard, log *slog.Logger) *conn {
 	life, end := context.WithCancel(parent)
-	return &conn{spec: spec, guard: g, log: log, life: life, end: end, checked: time.Now(), progress: map[string]func(mcp.ProgressNotificationParams){}}
+	return &conn{spec: spec, guard: g, log: log, life: life, end: end, checked: time.Now(),
+		progress: map[string]func(mcp.ProgressNotificationParams){}, running: map[*running]struct{}{}, parked: map[string]parked{}}
 }
 
 // session returns a live client, connecting when there is none.
@@ -72,7 +79,8 @@ func (c *conn) session(ctx context.Context) (*client.Client, serverInfo, error) 
 	}
 	// One round at a time (ADR 0017, ADR 0019): an upstream's
 	// input_required ends the call with its raw result, which the provider
-	// hands the kernel as contract v3 rounds; SharedOS answers no input
+	// hands the kernel as contract v3 rounds; a 2025-era upstream's own
+	// requests become rounds too (relay.go). SharedOS answers no input
 	// request itself. Every capability is declared: the kernel refuses a
 	// request the harness cannot answer (missing_capability).
 	cl := client.NewClient(tr, client.WithMaxInputRoundTrips(1), client.WithClientCapabilities(mcp.ClientCapabilities{
@@ -152,7 +160,7 @@ func (c *conn) transport() (transport.Interface, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &capturingHTTP{tr}, nil
+		return &capturingHTTP{StreamableHTTP: tr, c: c}, nil
 	}
 	argv := c.spec.GetCommand()
 	if err := c.guard.CheckCommand(argv); err != nil {
@@ -169,7 +177,7 @@ func (c *conn) transport() (transport.Interface, error) {
 		}),
 		transport.WithCommandLogger(c.log),
 		transport.WithCommandStderrWriter(io.Discard))
-	return &capturingStdio{tr}, nil
+	return &capturingStdio{Stdio: tr, c: c}, nil
 }
 
 // oauthClient is base with the bearer token of the client credentials
@@ -239,19 +247,36 @@ func (c *conn) onProgress(token string, f func(mcp.ProgressNotificationParams)) 
 
 // The capturing transports keep the raw result of each request in the
 // request's context (see withRaw), so SharedOS reads the upstream's
-// schemas and content as sent rather than as mcp-go re-types them.
-// Embedding keeps every other method (protocol version, server requests)
-// of the transport mcp-go looks for.
-type capturingHTTP struct{ *transport.StreamableHTTP }
+// schemas and content as sent rather than as mcp-go re-types them, and
+// route the upstream's own requests to the call they belong to (relay.go).
+// Embedding keeps every other method (protocol version) of the transport
+// mcp-go looks for.
+type capturingHTTP struct {
+	*transport.StreamableHTTP
+	c *conn
+}
 
 func (t *capturingHTTP) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	return capture(ctx, r, t.StreamableHTTP.SendRequest)
 }
 
-type capturingStdio struct{ *transport.Stdio }
+// SetRequestHandler implements transport.BidirectionalInterface.
+func (t *capturingHTTP) SetRequestHandler(h transport.RequestHandler) {
+	t.StreamableHTTP.SetRequestHandler(t.c.serverRequest(false, h))
+}
+
+type capturingStdio struct {
+	*transport.Stdio
+	c *conn
+}
 
 func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	return capture(ctx, r, t.Stdio.SendRequest)
+}
+
+// SetRequestHandler implements transport.BidirectionalInterface.
+func (t *capturingStdio) SetRequestHandler(h transport.RequestHandler) {
+	t.Stdio.SetRequestHandler(t.c.serverRequest(true, h))
 }
 
 type rawKey struct{}

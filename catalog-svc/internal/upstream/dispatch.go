@@ -65,25 +65,24 @@ func (p *provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest, _ 
 	return p.call(ctx, req, nil)
 }
 
-// call is one tools/call; meta, when set, is its request _meta (a progress
-// token).
-func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, meta *mcp.Meta) (*sharedosv1.HandleResponse, error) {
+// call is one tools/call, or its next round; progress, when set, gets the
+// upstream's progress reports for it.
+func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, progress func(mcp.ProgressNotificationParams)) (*sharedosv1.HandleResponse, error) {
 	name, ok := strings.CutPrefix(req.GetTool(), p.ns+".")
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "tool %q is not in namespace %s", req.GetTool(), p.ns)
 	}
-	call := mcp.CallToolRequest{}
-	call.Params.Name = name
-	call.Params.Meta = meta
-	if args := req.GetArgumentsJson(); len(args) > 0 {
-		call.Params.Arguments = json.RawMessage(args)
-	}
-	ctx = withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState()))
-	body, err := p.roundTrip(ctx, string(mcp.MethodToolsCall), func(ctx context.Context, cl *client.Client) error {
+	body, in, err := p.run(ctx, req, string(mcp.MethodToolsCall), progress, func(ctx context.Context, cl *client.Client, meta *mcp.Meta) error {
+		call := mcp.CallToolRequest{}
+		call.Params.Name = name
+		call.Params.Meta = meta
+		if args := req.GetArgumentsJson(); len(args) > 0 {
+			call.Params.Arguments = json.RawMessage(args)
+		}
 		_, err := cl.CallTool(ctx, call)
 		return err
 	})
-	if in := inputRequired(body, err); in != nil {
+	if in != nil {
 		return &sharedosv1.HandleResponse{InputRequired: in}, nil
 	}
 	if err != nil {
@@ -98,6 +97,38 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, meta
 		return nil, status.Errorf(codes.Unavailable, "the upstream's result is not JSON: %v", err)
 	}
 	return &sharedosv1.HandleResponse{ContentJson: nonNull(res.Content), StructuredContentJson: nonNull(res.StructuredContent), IsError: res.IsError}, nil
+}
+
+// run is one request of method that may span the kernel's rounds: a new
+// one is sent (with a progress token when progress is set), a parked one
+// named by the round's state gets the round's answers; either is then
+// awaited. It returns the raw result, or the input the next round needs
+// (the upstream's input_required, or its own requests to the client).
+func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, method string, progress func(mcp.ProgressNotificationParams),
+	send func(context.Context, *client.Client, *mcp.Meta) error) (json.RawMessage, *sharedosv1.InputRequired, error) {
+	r, err := p.c.resumed(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r == nil {
+		var meta *mcp.Meta
+		token := ""
+		if progress != nil {
+			token = progressToken(req.GetCallId())
+			meta = &mcp.Meta{ProgressToken: mcp.ProgressToken(token)}
+		}
+		r = p.c.start(withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState())), token, func(ctx context.Context) (json.RawMessage, error) {
+			return p.roundTrip(ctx, method, func(ctx context.Context, cl *client.Client) error { return send(ctx, cl, meta) })
+		})
+	}
+	body, in, err := p.c.await(ctx, r, req.GetInputMethods(), progress)
+	if in != nil {
+		return nil, in, nil
+	}
+	if in := inputRequired(body, err); in != nil {
+		return nil, in, nil
+	}
+	return body, nil, err
 }
 
 // unavailable is err as the status the kernel reads: the caller's own end
@@ -122,20 +153,17 @@ func isTransportError(err error) bool {
 // Invoke (v2) is the call with a progress token: the upstream's
 // notifications/progress for it are streamed ahead of the one result.
 func (p *provider) Invoke(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[sharedosv1.HandleEvent], error) {
-	token := progressToken(req.GetCallId())
 	events := make(chan *sharedosv1.HandleEvent, 64)
 	st := &eventStream{ctx: ctx, events: events}
-	unregister := p.c.onProgress(token, func(n mcp.ProgressNotificationParams) {
-		ev := &sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Progress{Progress: &sharedosv1.Progress{
-			Progress: n.Progress, Total: n.Total, Message: n.Message}}}
-		select {
-		case events <- ev:
-		default: // a client that reads slowly misses a report, never the result
-		}
-	})
 	go func() {
-		defer unregister()
-		resp, err := p.call(ctx, req, &mcp.Meta{ProgressToken: mcp.ProgressToken(token)})
+		resp, err := p.call(ctx, req, func(n mcp.ProgressNotificationParams) {
+			ev := &sharedosv1.HandleEvent{Event: &sharedosv1.HandleEvent_Progress{Progress: &sharedosv1.Progress{
+				Progress: n.Progress, Total: n.Total, Message: n.Message}}}
+			select {
+			case events <- ev:
+			default: // a client that reads slowly misses a report, never the result
+			}
+		})
 		st.finish(resp, err)
 	}()
 	return st, nil
@@ -229,12 +257,11 @@ func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest,
 	}
 	get := mcp.GetPromptRequest{}
 	get.Params.Name, get.Params.Arguments = name, args
-	ctx = withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState()))
-	body, err := p.roundTrip(ctx, string(mcp.MethodPromptsGet), func(ctx context.Context, cl *client.Client) error {
+	body, in, err := p.run(ctx, req, string(mcp.MethodPromptsGet), nil, func(ctx context.Context, cl *client.Client, _ *mcp.Meta) error {
 		_, err := cl.GetPrompt(ctx, get)
 		return err
 	})
-	if in := inputRequired(body, err); in != nil {
+	if in != nil {
 		return &sharedosv1.PromptResponse{InputRequired: in}, nil
 	}
 	if err != nil {

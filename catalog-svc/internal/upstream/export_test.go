@@ -11,3 +11,11 @@ func ExpireSpecChecks(m *Manager) {
 		c.checked = time.Time{}
 	}
 }
+
+// SetParkedFor makes parked calls run out after d (tests); the returned
+// func restores the default.
+func SetParkedFor(d time.Duration) func() {
+	old := parkedFor
+	parkedFor = d
+	return func() { parkedFor = old }
+}

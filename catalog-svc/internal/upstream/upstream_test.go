@@ -34,7 +34,9 @@ const stdioEnv = "UPSTREAM_TEST_STDIO_SERVER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(stdioEnv) == "1" {
-		if err := server.ServeStdio(fixture(newState()).srv); err != nil {
+		// Server requests over stdio, whichever era the client speaks.
+		//nolint:staticcheck // the deprecated behaviour is the point: a 2025-era server over stdio
+		if err := server.ServeStdio(fixture(newState(), server.WithLegacyServerInitiatedRequests()).srv); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -58,10 +60,12 @@ type fixtureState struct {
 	// for listGate.
 	listing  chan struct{}
 	listGate chan struct{}
+	// askFailed hears the ask tool's request end without an answer.
+	askFailed chan struct{}
 }
 
 func newState() *fixtureState {
-	return &fixtureState{description: "Echo the text back.", blockStarted: make(chan struct{}, 1), blockEnded: make(chan struct{}, 1), stepSeen: make(chan struct{}, 1)}
+	return &fixtureState{description: "Echo the text back.", blockStarted: make(chan struct{}, 1), blockEnded: make(chan struct{}, 1), stepSeen: make(chan struct{}, 1), askFailed: make(chan struct{}, 1)}
 }
 
 func mark(name string, ch chan struct{}) {
@@ -81,8 +85,8 @@ type fixtureServer struct {
 // ($schema, minProperties, a big integer) must survive acquisition.
 const echoSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"text":{"type":"string","maxLength":12345678901234567890}},"required":["text"],"minProperties":1}`
 
-func fixture(st *fixtureState) *fixtureServer {
-	s := server.NewMCPServer("fixture", "1.0.0", server.WithToolCapabilities(true),
+func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
+	s := server.NewMCPServer("fixture", "1.0.0", append([]server.ServerOption{server.WithToolCapabilities(true),
 		server.WithToolFilter(func(_ context.Context, tools []mcp.Tool) []mcp.Tool {
 			st.mu.Lock()
 			listing, gate := st.listing, st.listGate
@@ -104,7 +108,7 @@ func fixture(st *fixtureState) *fixtureServer {
 				out = append(out, t)
 			}
 			return out
-		}))
+		})}, opts...)...)
 	s.AddTool(mcp.NewToolWithRawSchema("echo", "", json.RawMessage(echoSchema)), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		st.mu.Lock()
 		st.args = append(st.args, string(req.Params.RawArguments))
@@ -141,6 +145,22 @@ func fixture(st *fixtureState) *fixtureServer {
 			}
 		}
 		return mcp.NewToolResultText("done"), nil
+	})
+	s.AddTool(mcp.NewTool("ask", mcp.WithDescription("Asks its client for a name (a 2025-era server request), twice when told.")), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args struct{ Times int }
+		_ = json.Unmarshal(req.Params.RawArguments, &args)
+		var got []string
+		for i := 0; i < max(args.Times, 1); i++ {
+			res, err := server.ServerFromContext(ctx).RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+				Message: fmt.Sprintf("Your name? (%d)", i+1), RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}})
+			if err != nil {
+				mark("ask-failed", st.askFailed)
+				return mcp.NewToolResultError("no answer: " + err.Error()), nil
+			}
+			b, _ := json.Marshal(res.Content)
+			got = append(got, string(res.Action)+" "+string(b))
+		}
+		return mcp.NewToolResultText(strings.Join(got, "; ")), nil
 	})
 	s.AddTool(mcp.NewTool("env", mcp.WithDescription("Lists its environment.")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText(strings.Join(os.Environ(), "\n")), nil
@@ -544,6 +564,22 @@ func TestStdioUpstream(t *testing.T) {
 		t.Errorf("cancelled stdio call: %v", err)
 	}
 	waitFile(t, filepath.Join(marks, "ended"))
+
+	// The server's request during a call is that call's input round (over
+	// stdio: the one call running), answered back through the next round.
+	resp, err = c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "sx.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	if err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("stdio server request: %v, %v", resp, err)
+	}
+	key, _, msg := oneRequest(t, resp.GetInputRequired())
+	if msg != "Your name? (1)" {
+		t.Errorf("asked %q", msg)
+	}
+	resp, err = c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "sx.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
+		RequestState: resp.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":{"action":"decline"}}`)})
+	if err != nil || resp.GetIsError() || !strings.Contains(string(resp.GetContentJson()), "decline") {
+		t.Errorf("stdio answer: %v, %v", resp, err)
+	}
 }
 
 // The guard refuses what the operator did not allow.

@@ -309,23 +309,8 @@ func TestUpstreamServersThroughTheStack(t *testing.T) {
 		s.ctlJSON(t, &p, "providers", "add", "--namespace", "asker", "--url", askerSrv.URL+"/mcp", "--auto-approve-new")
 		t.Cleanup(func() { s.ctl(t, "providers", "remove", "asker") })
 		turn := openTurn(t, s, "--principal", "cara", "--role", "canary", "--harness", "e2e")
-		tr, err := transport.NewStreamableHTTP(turn.McpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + turn.Token}))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var asked []string
-		c := client.NewClient(tr, client.WithElicitationHandler(elicitFunc(func(req mcp.ElicitationRequest) *mcp.ElicitationResult {
-			asked = append(asked, req.Params.Message)
-			return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept,
-				Content: map[string]any{"name": "Ada"}}}
-		})))
-		if err := c.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		if _, err := c.Initialize(t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "e2e", Version: "0"}}}); err != nil {
-			t.Fatal(err)
-		}
+		c := answeringClient(t, turn, "", &asked)
 		if v := c.ProtocolVersion(); v != "2026-07-28" {
 			t.Fatalf("negotiated %s, want 2026-07-28", v)
 		}
@@ -339,7 +324,7 @@ func TestUpstreamServersThroughTheStack(t *testing.T) {
 				text += tc.Text
 			}
 		}
-		if res.IsError || !strings.Contains(text, "state asked") || !strings.Contains(text, "Ada") || len(asked) != 1 || asked[0] != "Whom shall I greet?" {
+		if res.IsError || !strings.Contains(text, "state asked") || !strings.Contains(text, "Ada") || len(asked) != 1 || asked[0] != "elicitation: Whom shall I greet?" {
 			t.Fatalf("result %q (isError %v), asked %v", text, res.IsError, asked)
 		}
 		var ops []struct{ Tool, Status, Code string }
@@ -470,9 +455,28 @@ func checkEverything(t *testing.T, s *stack, dir string, p providerOut) {
 	if err != nil || len(pr.Messages) == 0 {
 		t.Errorf("prompts/get everything.simple-prompt: %v, %v", pr, err)
 	}
+	// Its tools that ask the client while they run (2025-era server
+	// requests) get the harness's answers through the kernel's input
+	// rounds: a 2025-11-25 client is asked by the bridge, a 2026-07-28
+	// client gets input_required; each call is one attempt, one record.
+	for _, version := range []string{"2025-11-25", ""} {
+		var asked []string
+		ac := answeringClient(t, turn, version, &asked)
+		text, isError := call(t, t.Context(), ac, "everything.trigger-elicitation-request", map[string]any{})
+		if isError || !strings.Contains(text, "Name: Ada") {
+			t.Errorf("%s: elicitation through the stack: %q (isError %v)", ac.ProtocolVersion(), text, isError)
+		}
+		text, isError = call(t, t.Context(), ac, "everything.trigger-sampling-request", map[string]any{"prompt": "a haiku", "maxTokens": 20})
+		if isError || !strings.Contains(text, "a sampled reply") {
+			t.Errorf("%s: sampling through the stack: %q (isError %v)", ac.ProtocolVersion(), text, isError)
+		}
+		if len(asked) != 2 || !strings.HasPrefix(asked[0], "elicitation: Please provide inputs") || !strings.Contains(asked[1], "a haiku") {
+			t.Errorf("%s: the client was asked %q", ac.ProtocolVersion(), asked)
+		}
+	}
 	var ops []struct{ Tool, Status, Code string }
 	s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
-	if len(ops) != 4 {
+	if len(ops) != 8 {
 		t.Fatalf("records %+v", ops)
 	}
 	for _, o := range ops {
@@ -482,9 +486,40 @@ func checkEverything(t *testing.T, s *stack, dir string, p providerOut) {
 	}
 }
 
-// elicitFunc is a client.ElicitationHandler from a function.
-type elicitFunc func(mcp.ElicitationRequest) *mcp.ElicitationResult
+// answeringClient is an mcp-go client of turn at version ("" negotiates
+// 2026-07-28) that answers elicitation with the name Ada and sampling
+// with "a sampled reply", noting each request in asked.
+func answeringClient(t *testing.T, turn conformanceTurn, version string, asked *[]string) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(turn.McpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + turn.Token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := answers{asked: asked}
+	c := client.NewClient(tr, client.WithElicitationHandler(h), client.WithSamplingHandler(h))
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Initialize(t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: version,
+		ClientInfo: mcp.Implementation{Name: "e2e", Version: "0"}}}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
-func (f elicitFunc) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
-	return f(req), nil
+// answers is answeringClient's elicitation and sampling handler.
+type answers struct{ asked *[]string }
+
+func (a answers) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	*a.asked = append(*a.asked, "elicitation: "+req.Params.Message)
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept,
+		Content: map[string]any{"name": "Ada"}}}, nil
+}
+
+func (a answers) CreateMessage(_ context.Context, req mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	b, _ := json.Marshal(req.Messages)
+	*a.asked = append(*a.asked, "sampling: "+string(b))
+	return &mcp.CreateMessageResult{SamplingMessage: mcp.SamplingMessage{Role: mcp.RoleAssistant, Content: mcp.NewTextContent("a sampled reply")},
+		Model: "e2e-model", StopReason: "endTurn"}, nil
 }

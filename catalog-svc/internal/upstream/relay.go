@@ -1,0 +1,359 @@
+package upstream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// A 2025-era upstream asks its client while a call runs: elicitation/create,
+// sampling/createMessage or roots/list as a JSON-RPC request of its own
+// (ADR 0019, "server requests"). SharedOS answers none itself: the request
+// becomes an input round of the kernel (contract v3 input_required), so the
+// harness answers it through the bridge exactly as it answers a 2026-07-28
+// upstream's input_required, and the answer goes back to the upstream as
+// that request's result. The upstream call stays open meanwhile: it is
+// parked on this replica under an unguessable handle, which is the round's
+// provider state; the next round finds it there, answers, and waits on.
+//
+// Which call a request belongs to: over Streamable HTTP the request arrives
+// on the call's own response stream (mcp-go hands it over with that
+// request's context); over stdio nothing in the message says, so it is the
+// call's only when exactly one call of that upstream is running, and
+// roots/list (which stdio servers send unprompted, to scope themselves) is
+// never relayed there. A request that belongs to no call is answered as
+// before: an error.
+const (
+	// maxParked bounds the calls parked per upstream connection.
+	maxParked = 256
+	// parkedState prefixes the provider state of a parked call's round.
+	parkedState = "sharedos-upstream-call:"
+)
+
+// parkedFor bounds how long a parked call waits for its next round: the
+// kernel's own wait (pipeline.DefaultInputWait). Over Streamable HTTP
+// mcp-go gives a server request 30 s to be answered; past that the
+// upstream gets an error and its tool goes on as it decides. (A variable
+// for tests.)
+var parkedFor = 10 * time.Minute
+
+// relayed is whether a server request of method is handed to the harness
+// over this transport (stdio: not roots/list, see above).
+func relayed(method string, stdio bool) bool {
+	switch method {
+	case string(mcp.MethodElicitationCreate), string(mcp.MethodSamplingCreateMessage):
+		return true
+	case string(mcp.MethodListRoots):
+		return !stdio
+	}
+	return false
+}
+
+// running is one upstream request (tools/call or prompts/get) that may
+// outlive the kernel's round that started it.
+type running struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed once body and err are set
+	body   json.RawMessage
+	err    error
+	asks   chan *ask // the upstream's requests, not yet handed out
+
+	mu       sync.Mutex
+	progress func(mcp.ProgressNotificationParams) // the waiting round's; nil between rounds
+	open     map[string]*ask                      // handed out, by key, until the next round
+	seq      int
+}
+
+// ask is one server request waiting for the harness's answer.
+type ask struct {
+	method string
+	params json.RawMessage
+	answer chan json.RawMessage // one result; closed without one: no answer
+}
+
+type runningKey struct{}
+
+// start runs do in the background on a context of its own: the round's
+// values, not its end (a round ending with input_required must not cancel
+// the upstream request); it ends when a round's caller leaves, when a
+// parked call runs out, or when the connection closes. The upstream's
+// progress for token, when set, goes to whichever round waits for r.
+func (c *conn) start(ctx context.Context, token string, do func(context.Context) (json.RawMessage, error)) *running {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(c.life, cancel)
+	r := &running{cancel: cancel, done: make(chan struct{}), asks: make(chan *ask, maxRoundRequests)}
+	r.ctx = context.WithValue(rctx, runningKey{}, r)
+	unregister := func() {}
+	if token != "" {
+		unregister = c.onProgress(token, r.report)
+	}
+	c.callsMu.Lock()
+	c.running[r] = struct{}{}
+	c.callsMu.Unlock()
+	go func() {
+		defer func() {
+			unregister()
+			stop()
+			cancel()
+			c.callsMu.Lock()
+			delete(c.running, r)
+			c.callsMu.Unlock()
+		}()
+		r.body, r.err = do(r.ctx)
+		close(r.done)
+	}()
+	return r
+}
+
+// maxRoundRequests is the most server requests one round hands out (the
+// kernel's MaxInputRequests); more wait for the next round.
+const maxRoundRequests = 16
+
+// await waits for r's outcome, or for its upstream's next requests, which
+// it hands out as input_required with r parked; the caller leaving cancels
+// the upstream request. methods are what the harness can answer: a request
+// it cannot ends the call (the kernel records missing_capability).
+func (c *conn) await(ctx context.Context, r *running, methods []string, progress func(mcp.ProgressNotificationParams)) (json.RawMessage, *sharedosv1.InputRequired, error) {
+	r.mu.Lock()
+	r.progress = progress
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.progress = nil
+		r.mu.Unlock()
+	}()
+	select {
+	case <-r.done:
+		return r.body, nil, r.err
+	case <-ctx.Done():
+		r.cancel()
+		<-r.done
+		return nil, nil, unavailable(ctx, ctx.Err())
+	case a := <-r.asks:
+		asks := []*ask{a}
+	more:
+		for len(asks) < maxRoundRequests {
+			select {
+			case a := <-r.asks:
+				asks = append(asks, a)
+			default:
+				break more
+			}
+		}
+		in, err := r.handOut(asks)
+		if err != nil {
+			r.cancel()
+			<-r.done
+			return nil, nil, status.Errorf(codes.Unavailable, "upstream: %v", err)
+		}
+		for _, a := range asks {
+			if !slices.Contains(methods, a.method) {
+				// The harness cannot answer: the tool goes no further.
+				r.cancel()
+				<-r.done
+				return nil, in, nil
+			}
+		}
+		handle, err := c.park(r)
+		if err != nil {
+			r.cancel()
+			<-r.done
+			return nil, nil, err
+		}
+		in.RequestState = []byte(parkedState + handle)
+		return nil, in, nil
+	}
+}
+
+// handOut keys asks (each round's keys new) and makes them contract v3's
+// inputRequests: {key: {method, params}}.
+func (r *running) handOut(asks []*ask) (*sharedosv1.InputRequired, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.open = map[string]*ask{}
+	reqs := map[string]json.RawMessage{}
+	for _, a := range asks {
+		r.seq++
+		key := fmt.Sprintf("upstream-%d", r.seq)
+		b, err := json.Marshal(struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}{a.method, a.params})
+		if err != nil {
+			return nil, err
+		}
+		r.open[key], reqs[key] = a, b
+	}
+	b, err := json.Marshal(reqs)
+	if err != nil {
+		return nil, err
+	}
+	return &sharedosv1.InputRequired{InputRequestsJson: b}, nil
+}
+
+// answer sends the round's input responses to the requests handed out
+// last; one without a response gets none (the upstream sees an error).
+func (r *running) answer(responses []byte) error {
+	var m map[string]json.RawMessage
+	if len(responses) > 0 {
+		if err := json.Unmarshal(responses, &m); err != nil {
+			return fmt.Errorf("input responses: %w", err)
+		}
+	}
+	r.mu.Lock()
+	open := r.open
+	r.open = nil
+	r.mu.Unlock()
+	for key, a := range open {
+		if res, ok := m[key]; ok {
+			a.answer <- res
+		}
+		close(a.answer)
+	}
+	return nil
+}
+
+// report hands a progress notification to the round waiting now.
+func (r *running) report(n mcp.ProgressNotificationParams) {
+	r.mu.Lock()
+	f := r.progress
+	r.mu.Unlock()
+	if f != nil {
+		f(n)
+	}
+}
+
+// park keeps r for its next round under a new handle, at most parkedFor.
+func (c *conn) park(r *running) (string, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	handle := hex.EncodeToString(b[:])
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	if len(c.parked) >= maxParked {
+		return "", status.Errorf(codes.ResourceExhausted, "upstream: %d calls already wait for their client's input", maxParked)
+	}
+	c.parked[handle] = parked{r: r, expiry: time.AfterFunc(parkedFor, func() {
+		if r := c.unpark(handle); r != nil {
+			r.cancel()
+			_ = r.answer(nil)
+		}
+	})}
+	return handle, nil
+}
+
+type parked struct {
+	r      *running
+	expiry *time.Timer
+}
+
+// unpark takes the call parked under handle (nil: none, or taken).
+func (c *conn) unpark(handle string) *running {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	p, ok := c.parked[handle]
+	if !ok {
+		return nil
+	}
+	delete(c.parked, handle)
+	p.expiry.Stop()
+	return p.r
+}
+
+// resumed is the call a round's provider state names: the parked call with
+// the round's answers sent, (nil, nil) when the state is not a parked
+// call's (a 2026-07-28 upstream's own), or an error when it names a call
+// this replica no longer holds.
+func (c *conn) resumed(req *sharedosv1.HandleRequest) (*running, error) {
+	handle, ok := strings.CutPrefix(string(req.GetRequestState()), parkedState)
+	if !ok {
+		return nil, nil
+	}
+	r := c.unpark(handle)
+	if r == nil {
+		return nil, status.Error(codes.Unavailable,
+			"upstream: the call this round answers is no longer open on this replica (its wait ran out, its upstream was replaced, or another replica holds it)")
+	}
+	if err := r.answer(req.GetInputResponsesJson()); err != nil {
+		r.cancel()
+		<-r.done
+		return nil, status.Errorf(codes.InvalidArgument, "upstream: %v", err)
+	}
+	return r, nil
+}
+
+// callOf is the running call a server request belongs to: over HTTP the
+// one whose request stream carried it, over stdio the only one running.
+func (c *conn) callOf(ctx context.Context, stdio bool) *running {
+	if !stdio {
+		r, _ := ctx.Value(runningKey{}).(*running)
+		return r
+	}
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	if len(c.running) != 1 {
+		return nil
+	}
+	for r := range c.running {
+		return r
+	}
+	return nil
+}
+
+// errNoAnswer: the harness gave no answer to the upstream's request.
+var errNoAnswer = errors.New("the client gave no answer")
+
+// serverRequest is the transports' handler of the upstream's requests:
+// a relayed one of a running call waits for the harness's answer; the
+// rest go to mcp-go's own handler (ping; an error for the others).
+func (c *conn) serverRequest(stdio bool, next transport.RequestHandler) transport.RequestHandler {
+	return func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+		if !relayed(req.Method, stdio) {
+			return next(ctx, req)
+		}
+		r := c.callOf(ctx, stdio)
+		if r == nil {
+			c.log.Info("upstream request belongs to no running call; refused", slog.String("method", req.Method))
+			return next(ctx, req)
+		}
+		params, err := json.Marshal(req.Params)
+		if err != nil {
+			return nil, err
+		}
+		a := &ask{method: req.Method, params: params, answer: make(chan json.RawMessage, 1)}
+		select {
+		case r.asks <- a:
+		case <-r.done:
+			return nil, errors.New("the call this request belongs to has ended")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		select {
+		case res, ok := <-a.answer:
+			if !ok {
+				return nil, errNoAnswer
+			}
+			return transport.NewJSONRPCResultResponse(req.ID, res), nil
+		case <-r.ctx.Done():
+			return nil, r.ctx.Err()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

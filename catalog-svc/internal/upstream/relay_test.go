@@ -1,0 +1,187 @@
+package upstream_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
+)
+
+// legacyOnly answers server/discover "method not found", as a server of
+// the 2025 eras does: mcp-go's client then initializes, and the session
+// may carry server-to-client requests.
+func legacyOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// legacyUpstream is the fixture as a 2025-era upstream "lg" on a manager.
+func legacyUpstream(t *testing.T) (sharedosv1.ToolHandlerServiceClient, *upstream.Manager, *fixtureState) {
+	t.Helper()
+	st := newState()
+	hs := httptest.NewServer(legacyOnly(server.NewStreamableHTTPServer(fixture(st).srv)))
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	t.Cleanup(func() { _ = m.Close() })
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "lg", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
+	}
+	if v := rec.GetStatus().GetProtocolVersion(); v != "2025-11-25" {
+		t.Fatalf("negotiated %q, want the 2025 era", v)
+	}
+	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("lg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, m, st
+}
+
+var elicit = []string{"elicitation/create"}
+
+// oneRequest is a round's single input request: its key, method and message.
+func oneRequest(t *testing.T, in *sharedosv1.InputRequired) (key, method, message string) {
+	t.Helper()
+	var m map[string]struct {
+		Method string
+		Params struct{ Message string }
+	}
+	if err := json.Unmarshal(in.GetInputRequestsJson(), &m); err != nil || len(m) != 1 {
+		t.Fatalf("inputRequests %s: %v", in.GetInputRequestsJson(), err)
+	}
+	for k, r := range m {
+		return k, r.Method, r.Params.Message
+	}
+	return
+}
+
+// A 2025-era upstream's elicitation during a call is the kernel's input
+// round: the call stays open across rounds, each answer reaches the
+// upstream as its request's result, and a round's state resumes it once.
+func TestServerRequestsRelayed(t *testing.T) {
+	c, _, _ := legacyUpstream(t)
+	req := &sharedosv1.HandleRequest{CallId: "c1", Tool: "lg.ask", ArgumentsJson: []byte(`{"times":2}`), InputMethods: elicit}
+	resp, err := c.Handle(t.Context(), req)
+	if err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("first round: %v, %v", resp, err)
+	}
+	in := resp.GetInputRequired()
+	key, method, msg := oneRequest(t, in)
+	if method != "elicitation/create" || msg != "Your name? (1)" || len(in.GetRequestState()) == 0 {
+		t.Fatalf("first round asks %s %q (state %q)", method, msg, in.GetRequestState())
+	}
+	next := func(in *sharedosv1.InputRequired, key, answer string, round int32) (*sharedosv1.HandleResponse, error) {
+		return c.Handle(t.Context(), &sharedosv1.HandleRequest{CallId: "c1", Tool: "lg.ask", ArgumentsJson: []byte(`{"times":2}`), InputMethods: elicit,
+			Round: round, RequestState: in.GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":` + answer + `}`)})
+	}
+	resp, err = next(in, key, `{"action":"accept","content":{"name":"Ada"}}`, 1)
+	if err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("second round: %v, %v", resp, err)
+	}
+	second := resp.GetInputRequired()
+	key2, _, msg := oneRequest(t, second)
+	if msg != "Your name? (2)" || key2 == key || bytes.Equal(second.GetRequestState(), in.GetRequestState()) {
+		t.Fatalf("second round asks %q under %s (state %q)", msg, key2, second.GetRequestState())
+	}
+	resp, err = next(second, key2, `{"action":"accept","content":{"name":"Bob"}}`, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.GetContentJson()); resp.GetIsError() || !strings.Contains(got, `accept {\"name\":\"Ada\"}; accept {\"name\":\"Bob\"}`) {
+		t.Fatalf("result %s (isError %v)", got, resp.GetIsError())
+	}
+	// A state resumes its call once.
+	if _, err := next(second, key2, `{"action":"accept","content":{"name":"Eve"}}`, 2); status.Code(err) != codes.Unavailable {
+		t.Errorf("a replayed round: %v, want Unavailable", err)
+	}
+	if _, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
+		RequestState: []byte("sharedos-upstream-call:00112233445566778899aabbccddeeff")}); status.Code(err) != codes.Unavailable {
+		t.Errorf("an invented handle: %v, want Unavailable", err)
+	}
+}
+
+// A declined answer or none at all reaches the upstream too: the request
+// missing from the round's responses gets an error, and the tool decides.
+func TestServerRequestUnanswered(t *testing.T) {
+	c, _, st := legacyUpstream(t)
+	resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	if err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("first round: %v, %v", resp, err)
+	}
+	resp, err = c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
+		RequestState: resp.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{}`)})
+	if err != nil || !resp.GetIsError() || !strings.Contains(string(resp.GetContentJson()), "no answer") {
+		t.Fatalf("unanswered: %v, %v", resp, err)
+	}
+	<-st.askFailed
+}
+
+// A client that cannot answer ends the call: the round is handed to the
+// kernel unparked (it records missing_capability) and the upstream's
+// request ends.
+func TestServerRequestTheClientCannotAnswer(t *testing.T) {
+	c, _, st := legacyUpstream(t)
+	resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`)})
+	if err != nil || resp.GetInputRequired() == nil || len(resp.GetInputRequired().GetRequestState()) != 0 {
+		t.Fatalf("no input methods: %v, %v", resp, err)
+	}
+	if _, method, _ := oneRequest(t, resp.GetInputRequired()); method != "elicitation/create" {
+		t.Errorf("method %s", method)
+	}
+	<-st.askFailed
+}
+
+// A parked call is not kept forever: past its wait, or when its upstream
+// connection closes, the upstream request ends, and its state resumes
+// nothing.
+func TestParkedCallsEnd(t *testing.T) {
+	t.Run("its wait runs out", func(t *testing.T) {
+		defer upstream.SetParkedFor(time.Millisecond)()
+		c, _, st := legacyUpstream(t)
+		resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+		if err != nil || resp.GetInputRequired() == nil {
+			t.Fatalf("first round: %v, %v", resp, err)
+		}
+		<-st.askFailed
+		// Taken by its expiry (which ran before the upstream heard of it).
+		if _, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
+			RequestState: resp.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{}`)}); status.Code(err) != codes.Unavailable {
+			t.Errorf("after the wait ran out: %v", err)
+		}
+	})
+	t.Run("the upstream is closed", func(t *testing.T) {
+		c, m, st := legacyUpstream(t)
+		resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+		if err != nil || resp.GetInputRequired() == nil {
+			t.Fatalf("first round: %v, %v", resp, err)
+		}
+		_ = m.Close()
+		<-st.askFailed
+	})
+}
