@@ -28,6 +28,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/toolname"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -310,14 +311,20 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 	if req.Modern || req.Ask != nil {
 		call.InputRounds, call.InputMethods = true, req.InputMethods
 	}
+	// Every round of the attempt goes to the kernel replica of its first
+	// (a parked upstream call lives in that replica's memory, ADR 0019):
+	// here while a 2025-era session is asked, through the sealed state
+	// when a 2026-07-28 client retries, on whichever pod.
+	kernel := ""
 	if req.HasRequestState {
-		resume, rerr := f.resume(turn, req.RequestState, call.GetTool(), call.GetArgumentsJson())
+		resume, addr, rerr := f.resume(turn, req.RequestState, call.GetTool(), call.GetArgumentsJson())
 		if rerr != nil {
 			f.RejectKind(ctx, turn, call.GetKind(), req.Name, rerr.Message)
 			return nil, nil, rerr, true
 		}
-		call.Resume = resume
+		call.Resume, kernel = resume, addr
 	}
+	ctx, affinity := grpcx.WithAffinity(ctx, kernel)
 	res, ok := f.run(ctx, call, send)
 	// A 2025-era session's rounds are asked and continued here, on this
 	// pod, while the client's request stays open.
@@ -330,7 +337,7 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 	if req.Modern {
 		switch {
 		case res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED:
-			sealed, err := f.seal(turn, call.GetTool(), call.GetArgumentsJson(), res)
+			sealed, err := f.seal(turn, call.GetTool(), call.GetArgumentsJson(), res, affinity.Addr())
 			if err == nil {
 				recordOutcome(span, res)
 				return res, sealed, nil, true

@@ -32,27 +32,29 @@ func (f *Forwarder) states() *requeststate.Sealer {
 
 // resume opens a request's requestState for turn: the round of the
 // attempt it continues, provided it was sealed for this very tool and
-// these arguments. Anything else is -32602: the spec leaves no result
-// form for a state that fails its integrity check.
-func (f *Forwarder) resume(turn *Turn, token, tool string, args []byte) (*sharedosv1.Resume, *protocol.RPCError) {
+// these arguments, and the kernel replica that answered it. Anything else
+// is -32602: the spec leaves no result form for a state that fails its
+// integrity check.
+func (f *Forwarder) resume(turn *Turn, token, tool string, args []byte) (*sharedosv1.Resume, string, *protocol.RPCError) {
 	st, err := f.states().Open(token, turn.TurnID, f.now())
 	if err != nil {
 		msg := requeststate.ErrSeal.Error()
 		if errors.Is(err, requeststate.ErrExpired) {
 			msg = requeststate.ErrExpired.Error()
 		}
-		return nil, &protocol.RPCError{Code: protocol.CodeInvalidParams, Message: "invalid params: " + msg}
+		return nil, "", &protocol.RPCError{Code: protocol.CodeInvalidParams, Message: "invalid params: " + msg}
 	}
 	if st.Tool != tool || st.ArgumentsDigest != redact.ArgumentsDigest(args) {
-		return nil, &protocol.RPCError{Code: protocol.CodeInvalidParams,
+		return nil, "", &protocol.RPCError{Code: protocol.CodeInvalidParams,
 			Message: "invalid params: requestState is not valid: it belongs to another tool call (name and arguments must be the same)"}
 	}
-	return &sharedosv1.Resume{AttemptId: st.AttemptID, Round: st.Round, RequestState: st.Provider}, nil
+	return &sharedosv1.Resume{AttemptId: st.AttemptID, Round: st.Round, RequestState: st.Provider}, st.Kernel, nil
 }
 
 // seal is the 2026-07-28 form of an INPUT_REQUIRED result: the
-// provider's input requests, and the round sealed as requestState.
-func (f *Forwarder) seal(turn *Turn, tool string, args []byte, res *sharedosv1.ToolResult) (*Sealed, error) {
+// provider's input requests, and the round sealed as requestState with
+// the address of the kernel replica that answered it.
+func (f *Forwarder) seal(turn *Turn, tool string, args []byte, res *sharedosv1.ToolResult, kernel string) (*Sealed, error) {
 	in := res.GetInput()
 	var reqs mcp.InputRequests
 	if err := json.Unmarshal(in.GetInput().GetInputRequestsJson(), &reqs); err != nil {
@@ -61,7 +63,7 @@ func (f *Forwarder) seal(turn *Turn, tool string, args []byte, res *sharedosv1.T
 	token, err := f.states().Seal(requeststate.State{
 		TurnID: turn.TurnID, AttemptID: in.GetAttemptId(), Round: in.GetRound(), Tool: tool,
 		ArgumentsDigest: redact.ArgumentsDigest(args), ExpiresAt: in.GetExpiresAt().AsTime(),
-		Provider: in.GetInput().GetRequestState(),
+		Provider: in.GetInput().GetRequestState(), Kernel: kernel,
 	})
 	if err != nil {
 		return nil, err

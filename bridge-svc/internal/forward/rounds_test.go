@@ -16,17 +16,26 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 )
 
 // roundsInvoker answers INPUT_REQUIRED for a fresh call and records what
-// every call carried.
+// every call carried, and the kernel address its context asked for (it
+// stands for the balancer: a call without one is "picked" to pick).
 type roundsInvoker struct {
-	calls []*sharedosv1.ToolCall
-	res   func(*sharedosv1.ToolCall) *sharedosv1.ToolResult
+	calls   []*sharedosv1.ToolCall
+	kernels []string
+	pick    string
+	res     func(*sharedosv1.ToolCall) *sharedosv1.ToolResult
 }
 
-func (r *roundsInvoker) InvokeTool(_ context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+func (r *roundsInvoker) InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
 	r.calls = append(r.calls, in)
+	a := grpcx.AffinityFrom(ctx)
+	r.kernels = append(r.kernels, a.Addr())
+	if a != nil && a.Addr() == "" {
+		a.Set(r.pick)
+	}
 	if in.GetEdgeRejection() != "" {
 		return outcome.Failed(outcome.InvalidRequest, in.GetEdgeRejection()), nil
 	}
@@ -54,7 +63,7 @@ func TestInputRoundTrip(t *testing.T) {
 			return waiting("attempt-1", 1, now.Add(time.Minute))
 		}
 		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[{"type":"text","text":"Hello, Ada!"}]`)}
-	}}
+	}, pick: "10.0.0.7:9090"}
 	f := &forward.Forwarder{Invoker: inv, States: states, Now: func() time.Time { return now }}
 	args := json.RawMessage(`{"path":"/a"}`)
 	req := forward.Request{Name: "files.read", Arguments: args, Modern: true, InputMethods: protocol.InputMethods([]string{"elicitation", "sampling"})}
@@ -83,6 +92,11 @@ func TestInputRoundTrip(t *testing.T) {
 	if r := resumed.GetResume(); r.GetAttemptId() != "attempt-1" || r.GetRound() != 1 || string(r.GetRequestState()) != "provider-state" ||
 		string(resumed.GetInputResponsesJson()) != string(req.InputResponses) {
 		t.Fatalf("resumed ToolCall %+v", resumed)
+	}
+	// The retry goes to the kernel replica that answered the first round
+	// (on any pod: the address travels sealed).
+	if strings.Join(inv.kernels, ",") != ",10.0.0.7:9090" || strings.Contains(res.RequestState, "10.0.0.7") {
+		t.Errorf("kernel addresses asked for %q", inv.kernels)
 	}
 }
 
@@ -142,5 +156,31 @@ func TestInputRoundRefusals(t *testing.T) {
 	legacy, rerr := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: args})
 	if rerr != nil || legacy == nil || !legacy.IsError || !strings.HasPrefix(text(legacy), "failed: the tool needs input") {
 		t.Errorf("2025-era: %v, %v: want a failed result", legacy, rerr)
+	}
+}
+
+// TestAskedRoundsStayOnOneKernel: a 2025-era session's rounds, asked on
+// this pod, go to the kernel replica that answered the first.
+func TestAskedRoundsStayOnOneKernel(t *testing.T) {
+	now := time.Now()
+	inv := &roundsInvoker{res: func(c *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		if c.GetResume().GetRound() < 2 {
+			return waiting("attempt-1", c.GetResume().GetRound()+1, now.Add(time.Minute))
+		}
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[{"type":"text","text":"done"}]`)}
+	}, pick: "10.0.0.8:9090"}
+	f := &forward.Forwarder{Invoker: inv, Now: func() time.Time { return now }}
+	asked := 0
+	req := forward.Request{Name: "files.read", Arguments: json.RawMessage(`{}`), InputMethods: []string{"elicitation/create"},
+		Ask: func(context.Context, json.RawMessage, time.Time) (json.RawMessage, error) {
+			asked++
+			return json.RawMessage(`{"user_name":{"action":"accept","content":{"name":"Ada"}}}`), nil
+		}}
+	res, rerr := f.Call(context.Background(), turn(false), req)
+	if rerr != nil || text(res) != "done" || asked != 2 {
+		t.Fatalf("Call = %v, %v (asked %d)", res, rerr, asked)
+	}
+	if strings.Join(inv.kernels, ",") != ",10.0.0.8:9090,10.0.0.8:9090" {
+		t.Errorf("kernel addresses asked for %q", inv.kernels)
 	}
 }

@@ -30,6 +30,9 @@ type State struct {
 	ExpiresAt       time.Time `json:"e"`
 	// Provider is the provider's state of the round, verbatim.
 	Provider []byte `json:"p,omitempty"`
+	// Kernel is the address of the kernel replica that answered the round:
+	// the retry goes there (an upstream call may wait in its memory).
+	Kernel string `json:"k,omitempty"`
 }
 
 // Errors Open returns; each wraps ErrInvalid.

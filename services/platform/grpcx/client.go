@@ -45,8 +45,9 @@ func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		// callers that want retries decide per call, knowing the semantics.
 		grpc.WithDisableRetry(),
 		// Spread calls over every address a name resolves to (headless
-		// Services in Kubernetes), so pods added by an autoscaler get traffic.
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		// Services in Kubernetes), so pods added by an autoscaler get traffic;
+		// the calls of a context with an Affinity stay on one (affinity.go).
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+BalancerName+`":{}}]}`),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                ClientKeepaliveTime,
 			Timeout:             10 * time.Second,

@@ -25,5 +25,9 @@
 // for unary calls whose context has none (gRPC sets none by default and a
 // missing deadline turns a stuck peer into a stuck caller), 64 MiB message
 // limits and retries explicitly disabled: a tool invocation must never be
-// replayed behind the caller's back once it may have reached a handler.
+// replayed behind the caller's back once it may have reached a handler. Its
+// balancer (BalancerName) is round robin over every resolved address, except
+// that the calls of a context with an Affinity stay on one address: the
+// rounds of one attempt reach the kernel replica where its upstream call
+// waits.
 package grpcx
