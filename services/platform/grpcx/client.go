@@ -47,7 +47,7 @@ func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		// Spread calls over every address a name resolves to (headless
 		// Services in Kubernetes), so pods added by an autoscaler get traffic;
 		// the calls of a context with an Affinity stay on one (affinity.go).
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+BalancerName+`":{}}]}`),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"` + BalancerName + `":{}}]}`),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                ClientKeepaliveTime,
 			Timeout:             10 * time.Second,
