@@ -80,6 +80,9 @@ func (g Guard) checkAddr(ip netip.Addr) error {
 	return nil
 }
 
+// maxIdleConnsPerUpstream is how many idle connections an upstream keeps.
+const maxIdleConnsPerUpstream = 64
+
 // httpClient dials only addresses the guard allows and re-checks every
 // redirect's URL.
 func (g Guard) httpClient() *http.Client {
@@ -99,6 +102,9 @@ func (g Guard) httpClient() *http.Client {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // an upstream is dialled directly: the guard sees the real address
+	// Concurrent calls to one upstream keep their connections: with the
+	// default (2 idle per host) every call past the second dialled anew.
+	tr.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -838,5 +839,49 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	// Refreshed a moment ago (on a): not due on b.
 	if did, err := b.RefreshIfDue(ctx, "fx", "refresh"); err != nil || did {
 		t.Fatalf("RefreshIfDue right after a refresh: %v, %v", did, err)
+	}
+}
+
+// Concurrent calls to one upstream reuse their connections: 6 waves of 16
+// calls dial about 16 (plus the session's own), not 16 more per wave past
+// the transport's default two idle per host.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	var mu sync.Mutex
+	dialled := 0
+	hs := httptest.NewUnstartedServer(server.NewStreamableHTTPServer(fixture(newState()).srv))
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			dialled++
+			mu.Unlock()
+		}
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	t.Cleanup(func() { _ = m.Close() })
+	if _, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("fx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				if resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"x"}`)}); err != nil || resp.GetIsError() {
+					t.Errorf("call: %v, %v", resp, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if dialled > 40 {
+		t.Errorf("96 calls in waves of 16 dialled %d connections", dialled)
 	}
 }
