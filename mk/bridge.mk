@@ -30,11 +30,12 @@ harness-column: build ## real Claude Code, Codex, Gemini CLI and Pi against a li
 PROFILE_SECONDS ?= 20
 PROFILE_ERA     ?= 2026-07-28
 PROFILE_CONCURRENCY ?= 16
+PROFILE_PATH    ?= files
 
 .PHONY: profile
-profile: build ## the full path at c=16 for PROFILE_SECONDS (20) with --debug-listen on every service: CPU and allocation profiles of each process in bin/profiles/, top functions printed (PROFILE_ERA, PROFILE_CONCURRENCY, PROFILE_DATABASE_URL)
+profile: build ## the full path at c=16 for PROFILE_SECONDS (20) with --debug-listen on every service: CPU and allocation profiles of each process in bin/profiles/, top functions printed (PROFILE_ERA, PROFILE_CONCURRENCY, PROFILE_PATH files|upstream, PROFILE_DATABASE_URL)
 	@mkdir -p $(BIN)/profiles
-	cd services && PROFILE_SECONDS=$(PROFILE_SECONDS) PROFILE_ERA=$(PROFILE_ERA) PROFILE_CONCURRENCY=$(PROFILE_CONCURRENCY) PROFILE_DIR=$(CURDIR)/$(BIN)/profiles \
+	cd services && PROFILE_SECONDS=$(PROFILE_SECONDS) PROFILE_ERA=$(PROFILE_ERA) PROFILE_PATH=$(PROFILE_PATH) PROFILE_CONCURRENCY=$(PROFILE_CONCURRENCY) PROFILE_DIR=$(CURDIR)/$(BIN)/profiles \
 		$(GO) test -tags perf ./systemtest/perf/ -run TestProfileFullPath -count=1 -v -timeout 10m
 	@for f in $(BIN)/profiles/*.cpu.pprof; do \
 		echo "==== $$f (flat)"; $(GO) tool pprof -top -nodecount=20 $$f 2>/dev/null | tail -n +5; \

@@ -54,6 +54,9 @@ type conn struct {
 	callsMu sync.Mutex
 	running map[*running]struct{}
 	parked  map[string]parked
+	// jobs hands a request to an idle worker; idle counts them (relay.go).
+	jobs chan func()
+	idle chan struct{}
 }
 
 type serverInfo struct {
@@ -63,7 +66,8 @@ type serverInfo struct {
 func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard, log *slog.Logger) *conn {
 	life, end := context.WithCancel(parent)
 	return &conn{spec: spec, guard: g, log: log, life: life, end: end, checked: time.Now(),
-		progress: map[string]func(mcp.ProgressNotificationParams){}, running: map[*running]struct{}{}, parked: map[string]parked{}}
+		progress: map[string]func(mcp.ProgressNotificationParams){}, running: map[*running]struct{}{}, parked: map[string]parked{},
+		jobs: make(chan func()), idle: make(chan struct{}, maxIdleWorkers)}
 }
 
 // session returns a live client, connecting when there is none.

@@ -4,6 +4,7 @@ package perf_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,7 +53,9 @@ func knobs(t *testing.T) (seconds, callers int, modern bool, dir string, dsn str
 // services are the stack's binaries, each given a --debug-listen address.
 var services = []string{"authz-svc", "files-provider", "catalog-svc", "bridge-svc"}
 
-// TestProfileFullPath drives files.read on the demo turn from
+// TestProfileFullPath drives files.read on the demo turn (PROFILE_PATH
+// files), or an upstream MCP server's tool (PROFILE_PATH upstream: plain
+// mcp-go acquired as "everything", as make bench-upstream does), from
 // PROFILE_CONCURRENCY (16) callers
 // for PROFILE_SECONDS (20) while it takes a CPU profile and an allocation
 // profile (a delta over the same window) of every service, and writes
@@ -72,14 +75,22 @@ func TestProfileFullPath(t *testing.T) {
 	}
 	st := launch.Start(t, launch.Options{DatabaseURL: dsn, Flags: flags})
 	target := &launch.MCPTarget{URL: st.Demo.MCPURL, Token: st.Demo.Token, Modern: modern, Args: `{"path":"/public/a.txt"}`}
+	tool := "files.read"
+	switch path := os.Getenv("PROFILE_PATH"); path {
+	case "", "files":
+	case "upstream":
+		target, tool = upstreamTarget(t, st, modern)
+	default:
+		t.Fatalf("PROFILE_PATH=%q: want files or upstream", path)
+	}
 	target.Init(t)
-	target.CheckCall(t, "files.read")
-	body := target.CallBody("files.read")
+	target.CheckCall(t, tool)
+	body := target.CallBody(tool)
 
 	// Warm up (connections, caches, the policy's first evaluations) before
 	// the window opens.
 	for range 200 {
-		if code, err := target.Post(body, "tools/call", "files.read"); err != nil || code != 200 {
+		if code, err := target.Post(body, "tools/call", tool); err != nil || code != 200 {
 			t.Fatalf("warm-up call: %d %v", code, err)
 		}
 	}
@@ -108,7 +119,7 @@ func TestProfileFullPath(t *testing.T) {
 		go func() {
 			defer running.Done()
 			for ctx.Err() == nil {
-				if code, err := target.Post(body, "tools/call", "files.read"); err != nil || code != 200 {
+				if code, err := target.Post(body, "tools/call", tool); err != nil || code != 200 {
 					failures.Add(1)
 					continue
 				}
@@ -137,8 +148,8 @@ func TestProfileFullPath(t *testing.T) {
 	if foreign > 0.25 {
 		mark = " (MARKED: more than 0.25 foreign cores)"
 	}
-	t.Logf("full path, %s, c=%d, %s: %d calls, %.0f calls/s, load1 %.2f at the start, %.2f at the end, foreign CPU %.2f cores%s",
-		era, callers, elapsed.Round(time.Millisecond), calls.Load(), float64(calls.Load())/elapsed.Seconds(), load1, launch.LoadAvg(), foreign, mark)
+	t.Logf("full path of %s, %s, c=%d, %s: %d calls, %.0f calls/s, load1 %.2f at the start, %.2f at the end, foreign CPU %.2f cores%s",
+		tool, era, callers, elapsed.Round(time.Millisecond), calls.Load(), float64(calls.Load())/elapsed.Seconds(), load1, launch.LoadAvg(), foreign, mark)
 	for _, name := range append([]string{"client"}, append(services, "all")...) {
 		if v, ok := per[name]; ok {
 			t.Logf("  CPU/call %-15s %6.0f µs", name, v)
@@ -168,4 +179,24 @@ func save(addr, kind string, seconds int, file string) error {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	return f.Close()
+}
+
+// upstreamTarget acquires plain mcp-go (in this process) as the upstream
+// "everything", its tool confirmed read-only, and opens an integrator turn.
+func upstreamTarget(t *testing.T, st *launch.Stack, modern bool) (*launch.MCPTarget, string) {
+	t.Helper()
+	up := launch.PlainMCP(t)
+	if out, errOut, code := st.Ctl(t, "providers", "add", "--namespace", "everything", "--url", up,
+		"--auto-approve-new", "--read-only", "everything.notes.append"); code != 0 {
+		t.Fatalf("providers add: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := st.Ctl(t, "turn", "open", "--principal", "bench", "--role", "integrator", "--ttl", "1h", "--harness", "bench")
+	if code != 0 {
+		t.Fatalf("turn open: exit %d\n%s", code, errOut)
+	}
+	var turn struct{ McpURL, Token string }
+	if err := json.Unmarshal([]byte(out), &turn); err != nil || turn.McpURL == "" {
+		t.Fatalf("turn open output: %v\n%s", err, out)
+	}
+	return &launch.MCPTarget{URL: turn.McpURL, Token: turn.Token, Modern: modern}, "everything.notes.append"
 }
