@@ -121,7 +121,7 @@ func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, metho
 			return p.roundTrip(ctx, method, func(ctx context.Context, cl *client.Client) error { return send(ctx, cl, meta) })
 		})
 	}
-	body, in, err := p.c.await(ctx, r, req.GetInputMethods(), progress)
+	body, in, err := p.c.await(ctx, r, req.GetRound(), req.GetInputMethods(), progress)
 	if in != nil {
 		return nil, in, nil
 	}

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 )
 
 // A 2025-era upstream asks its client while a call runs: elicitation/create,
@@ -46,11 +48,11 @@ const (
 )
 
 // parkedFor bounds how long a parked call waits for its next round: the
-// kernel's own wait (pipeline.DefaultInputWait). Over Streamable HTTP
+// kernel's own wait. Over Streamable HTTP
 // mcp-go gives a server request 30 s to be answered; past that the
 // upstream gets an error and its tool goes on as it decides. (A variable
 // for tests.)
-var parkedFor = 10 * time.Minute
+var parkedFor = pipeline.DefaultInputWait
 
 // relayed is whether a server request of method is handed to the harness
 // over this transport (stdio: not roots/list, see above).
@@ -155,15 +157,21 @@ func (c *conn) worker(job func()) {
 	}
 }
 
-// maxRoundRequests is the most server requests one round hands out (the
-// kernel's MaxInputRequests); more wait for the next round.
-const maxRoundRequests = 16
+// The kernel's bounds of a round: at most maxRoundRequests server requests
+// are handed out per round (more wait for the next); a round larger than
+// maxRoundRequestsBytes, or past maxRounds, the kernel refuses.
+const (
+	maxRoundRequests      = pipeline.MaxInputRequests
+	maxRoundRequestsBytes = pipeline.MaxInputRequestsBytes
+	maxRounds             = pipeline.MaxInputRounds
+)
 
 // await waits for r's outcome, or for its upstream's next requests, which
 // it hands out as input_required with r parked; the caller leaving cancels
-// the upstream request. methods are what the harness can answer: a request
-// it cannot ends the call (the kernel records missing_capability).
-func (c *conn) await(ctx context.Context, r *running, methods []string, progress func(mcp.ProgressNotificationParams)) (json.RawMessage, *sharedosv1.InputRequired, error) {
+// the upstream request. round is the kernel's round now, methods what the
+// harness can answer: a request it cannot ends the call (the kernel
+// records missing_capability).
+func (c *conn) await(ctx context.Context, r *running, round int32, methods []string, progress func(mcp.ProgressNotificationParams)) (json.RawMessage, *sharedosv1.InputRequired, error) {
 	r.mu.Lock()
 	r.progress = progress
 	r.mu.Unlock()
@@ -196,13 +204,17 @@ func (c *conn) await(ctx context.Context, r *running, methods []string, progress
 			<-r.done
 			return nil, nil, status.Errorf(codes.Unavailable, "upstream: %v", err)
 		}
+		// What the kernel will refuse — a request the harness cannot
+		// answer, more than the kernel hands out, a round past its last —
+		// is handed over unparked: the tool goes no further.
+		refused := len(in.GetInputRequestsJson()) > maxRoundRequestsBytes || round >= maxRounds
 		for _, a := range asks {
-			if !slices.Contains(methods, a.method) {
-				// The harness cannot answer: the tool goes no further.
-				r.cancel()
-				<-r.done
-				return nil, in, nil
-			}
+			refused = refused || !slices.Contains(methods, a.method)
+		}
+		if refused {
+			r.cancel()
+			<-r.done
+			return nil, in, nil
 		}
 		handle, err := c.park(r)
 		if err != nil {

@@ -144,7 +144,7 @@ func TestServerRequestUnanswered(t *testing.T) {
 
 // A client that cannot answer ends the call: the round is handed to the
 // kernel unparked (it records missing_capability) and the upstream's
-// request ends.
+// request ends; so does a round the kernel would refuse.
 func TestServerRequestTheClientCannotAnswer(t *testing.T) {
 	c, _, st := legacyUpstream(t)
 	resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`)})
@@ -153,6 +153,12 @@ func TestServerRequestTheClientCannotAnswer(t *testing.T) {
 	}
 	if _, method, _ := oneRequest(t, resp.GetInputRequired()); method != "elicitation/create" {
 		t.Errorf("method %s", method)
+	}
+	<-st.askFailed
+	// So does a round past the kernel's last.
+	resp, err = c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 16})
+	if err != nil || resp.GetInputRequired() == nil || len(resp.GetInputRequired().GetRequestState()) != 0 {
+		t.Fatalf("round 16: %v, %v", resp, err)
 	}
 	<-st.askFailed
 }
