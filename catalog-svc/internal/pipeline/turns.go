@@ -164,7 +164,7 @@ func (s *Pipeline) RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnReq
 		}
 		return nil, ErrRevocationUnavailable
 	}
-	cancelled := s.inflight.cancel(turn)
+	cancelled := s.cancelTurn(turn)
 	// A call that passed its revocation check before the revocation
 	// committed is pending; wait for every such call, on any kernel, to end.
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
@@ -198,7 +198,7 @@ func (s *Pipeline) RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnReq
 func (s *Pipeline) RunRevocationWatch(ctx context.Context) {
 	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
 		err := s.records.WatchRevocations(ctx, func() { s.sweepRevoked(ctx) }, func(turn string) {
-			if n := s.inflight.cancel(turn); n > 0 {
+			if n := s.cancelTurn(turn); n > 0 {
 				s.logger.InfoContext(ctx, "calls of a revoked turn cancelled", slog.String(telemetry.LogTurnID, turn),
 					slog.Int("cancelled", n))
 			}
@@ -213,6 +213,23 @@ func (s *Pipeline) RunRevocationWatch(ctx context.Context) {
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// TurnCanceller is a HandlerClients whose providers hold calls of a turn
+// between its input rounds (upstream.Handlers: a 2025-era upstream's call
+// waits open for the client's answer); a revoked turn's are ended too.
+type TurnCanceller interface {
+	CancelTurn(turn string) int
+}
+
+// cancelTurn cancels turn's calls in flight here and those its providers
+// hold between rounds; it returns how many.
+func (s *Pipeline) cancelTurn(turn string) int {
+	n := s.inflight.cancel(turn)
+	if tc, ok := s.handlers.(TurnCanceller); ok {
+		n += tc.CancelTurn(turn)
+	}
+	return n
 }
 
 func (s *Pipeline) sweepRevoked(ctx context.Context) {

@@ -158,3 +158,44 @@ func TestUpstreamThroughThePipeline(t *testing.T) {
 		}
 	})
 }
+
+// cancelRecorder is HandlerClients whose providers hold calls between
+// rounds (a TurnCanceller, as upstream.Handlers is): it notes each turn.
+type cancelRecorder struct {
+	pipeline.HandlerClients
+	mu    sync.Mutex
+	turns []string
+}
+
+func (c *cancelRecorder) CancelTurn(turn string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.turns = append(c.turns, turn)
+	return 2
+}
+
+// RevokeTurn also ends the calls a provider holds for the turn between its
+// input rounds (a 2025-era upstream's call waiting for the client), and
+// counts them.
+func TestRevokeTurnEndsCallsHeldBetweenRounds(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		conns := pipeline.NewConnCache()
+		t.Cleanup(func() { _ = conns.Close() })
+		rec := &cancelRecorder{HandlerClients: conns}
+		k, err := pipeline.New(pipeline.Config{Resolver: h.resolver, Records: h.store, Authz: h.authzClient, Grants: testKeys,
+			InstanceID: "test-kernel", Logger: quiet, Handlers: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		resp, err := k.RevokeTurn(t.Context(), &sharedosv1.RevokeTurnRequest{TurnId: "held"})
+		if err != nil || resp.GetCancelled() != 2 {
+			t.Fatalf("RevokeTurn = %v, %v", resp, err)
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if strings.Join(rec.turns, ",") != "held" {
+			t.Errorf("providers were told of %v", rec.turns)
+		}
+	})
+}

@@ -47,6 +47,17 @@ func (h Handlers) Client(target string) (sharedosv1.ToolHandlerServiceClient, er
 	return h.Next.Client(target)
 }
 
+// CancelTurn ends the upstream calls of turn that wait between the
+// kernel's rounds (pipeline.TurnCanceller): its turn was closed or
+// revoked, so no round of them will come. It returns how many.
+func (h Handlers) CancelTurn(turn string) int {
+	n := h.Upstreams.cancelTurn(turn)
+	if tc, ok := h.Next.(interface{ CancelTurn(string) int }); ok {
+		n += tc.CancelTurn(turn)
+	}
+	return n
+}
+
 // provider is the provider contract (ToolHandlerService v1, v2, v4) spoken
 // to one upstream: one tools/call per Handle, the upstream name being the
 // tool's name without the namespace, the arguments the authorized bytes.
@@ -117,7 +128,7 @@ func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, metho
 			token = progressToken(req.GetCallId())
 			meta = &mcp.Meta{ProgressToken: mcp.ProgressToken(token)}
 		}
-		r = p.c.start(withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState())), token, func(ctx context.Context) (json.RawMessage, error) {
+		r = p.c.start(withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState())), req.GetTurnId(), token, func(ctx context.Context) (json.RawMessage, error) {
 			return p.roundTrip(ctx, method, func(ctx context.Context, cl *client.Client) error { return send(ctx, cl, meta) })
 		})
 	}

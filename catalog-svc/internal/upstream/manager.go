@@ -597,6 +597,21 @@ func (m *Manager) publish(ctx context.Context, ns string, reg *sharedosv1.ToolRe
 // compared with the stored one at most this often.
 const specRecheck = 10 * time.Second
 
+// cancelTurn ends the parked calls of turn on every upstream.
+func (m *Manager) cancelTurn(turn string) int {
+	m.connsMu.Lock()
+	conns := make([]*conn, 0, len(m.conns))
+	for _, c := range m.conns {
+		conns = append(conns, c)
+	}
+	m.connsMu.Unlock()
+	n := 0
+	for _, c := range conns {
+		n += c.cancelTurn(turn)
+	}
+	return n
+}
+
 func (m *Manager) conn(ns string) (*conn, error) {
 	m.connsMu.Lock()
 	defer m.connsMu.Unlock()

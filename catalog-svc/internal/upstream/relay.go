@@ -69,6 +69,7 @@ func relayed(method string, stdio bool) bool {
 // running is one upstream request (tools/call or prompts/get) that may
 // outlive the kernel's round that started it.
 type running struct {
+	turn   string
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed once body and err are set
@@ -96,10 +97,10 @@ type runningKey struct{}
 // the upstream request); it ends when a round's caller leaves, when a
 // parked call runs out, or when the connection closes. The upstream's
 // progress for token, when set, goes to whichever round waits for r.
-func (c *conn) start(ctx context.Context, token string, do func(context.Context) (json.RawMessage, error)) *running {
+func (c *conn) start(ctx context.Context, turn, token string, do func(context.Context) (json.RawMessage, error)) *running {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(c.life, cancel)
-	r := &running{cancel: cancel, done: make(chan struct{}), asks: make(chan *ask, maxRoundRequests)}
+	r := &running{turn: turn, cancel: cancel, done: make(chan struct{}), asks: make(chan *ask, maxRoundRequests)}
 	r.ctx = context.WithValue(rctx, runningKey{}, r)
 	unregister := func() {}
 	if token != "" {
@@ -320,6 +321,26 @@ func (c *conn) unpark(handle string) *running {
 	delete(c.parked, handle)
 	p.expiry.Stop()
 	return p.r
+}
+
+// cancelTurn ends the parked calls of turn (it was closed or revoked: no
+// round of it will come) and returns how many.
+func (c *conn) cancelTurn(turn string) int {
+	c.callsMu.Lock()
+	var ended []*running
+	for handle, p := range c.parked {
+		if p.r.turn == turn {
+			delete(c.parked, handle)
+			p.expiry.Stop()
+			ended = append(ended, p.r)
+		}
+	}
+	c.callsMu.Unlock()
+	for _, r := range ended {
+		r.cancel()
+		_ = r.answer(nil)
+	}
+	return len(ended)
 }
 
 // resumed is the call a round's provider state names: the parked call with

@@ -163,9 +163,9 @@ func TestServerRequestTheClientCannotAnswer(t *testing.T) {
 	<-st.askFailed
 }
 
-// A parked call is not kept forever: past its wait, or when its upstream
-// connection closes, the upstream request ends, and its state resumes
-// nothing.
+// A parked call is not kept forever: past its wait, when its turn is
+// closed, or when its upstream connection closes, the upstream request
+// ends, and its state resumes nothing.
 func TestParkedCallsEnd(t *testing.T) {
 	t.Run("its wait runs out", func(t *testing.T) {
 		defer upstream.SetParkedFor(time.Millisecond)()
@@ -179,6 +179,31 @@ func TestParkedCallsEnd(t *testing.T) {
 		if _, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
 			RequestState: resp.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{}`)}); status.Code(err) != codes.Unavailable {
 			t.Errorf("after the wait ran out: %v", err)
+		}
+	})
+	t.Run("its turn is closed", func(t *testing.T) {
+		c, m, st := legacyUpstream(t)
+		open := func(turn string) *sharedosv1.InputRequired {
+			resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: turn, Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+			if err != nil || resp.GetInputRequired() == nil {
+				t.Fatalf("first round of %s: %v, %v", turn, resp, err)
+			}
+			return resp.GetInputRequired()
+		}
+		closed, kept := open("t-closed"), open("t-kept")
+		if n := (upstream.Handlers{Upstreams: m}).CancelTurn("t-closed"); n != 1 {
+			t.Errorf("CancelTurn ended %d calls, want 1", n)
+		}
+		<-st.askFailed
+		if _, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: "t-closed", Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
+			RequestState: closed.GetRequestState(), InputResponsesJson: []byte(`{}`)}); status.Code(err) != codes.Unavailable {
+			t.Errorf("a round of the closed turn: %v", err)
+		}
+		key, _, _ := oneRequest(t, kept)
+		resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: "t-kept", Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
+			RequestState: kept.GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":{"action":"accept","content":{"name":"Ada"}}}`)})
+		if err != nil || !strings.Contains(string(resp.GetContentJson()), "Ada") {
+			t.Errorf("the other turn's call: %v, %v", resp, err)
 		}
 	})
 	t.Run("the upstream is closed", func(t *testing.T) {
