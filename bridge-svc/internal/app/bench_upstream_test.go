@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/sharedos/toolshare/services/systemtest/launch"
@@ -19,18 +18,7 @@ import (
 func BenchmarkUpstreamToolCall(b *testing.B) {
 	up := launch.PlainMCP(b)
 	st := launch.Start(b, launch.Options{})
-	if out, errOut, code := st.Ctl(b, "providers", "add", "--namespace", "everything", "--url", up,
-		"--auto-approve-new", "--read-only", "everything.notes.append"); code != 0 {
-		b.Fatalf("providers add: exit %d\n%s%s", code, out, errOut)
-	}
-	out, errOut, code := st.Ctl(b, "turn", "open", "--principal", "bench", "--role", "integrator", "--ttl", "8h", "--harness", "bench")
-	if code != 0 {
-		b.Fatalf("turn open: exit %d\n%s", code, errOut)
-	}
-	var turn struct{ McpURL, Token string }
-	if err := json.Unmarshal([]byte(out), &turn); err != nil || turn.McpURL == "" {
-		b.Fatalf("turn open output: %v\n%s", err, out)
-	}
+	mcpURL, token := st.UpstreamTurn(b, up)
 	const fileArgs = `{"path":"/public/a.txt"}`
 	eachPoint(func(e benchEra, c concurrency) {
 		b.Run("upstream-direct/"+e.name+"/"+c.name, func(b *testing.B) {
@@ -38,7 +26,7 @@ func BenchmarkUpstreamToolCall(b *testing.B) {
 		})
 		b.Run("upstream-path/"+e.name+"/"+c.name, func(b *testing.B) {
 			cpu := launch.NewCPUMeter(st.Demo.PIDs)
-			runCalls(b, &launch.MCPTarget{URL: turn.McpURL, Token: turn.Token, Modern: e.modern}, "everything.notes.append", c.parallel)
+			runCalls(b, &launch.MCPTarget{URL: mcpURL, Token: token, Modern: e.modern}, "everything.notes.append", c.parallel)
 			cpu.Report(b, b.N)
 		})
 		b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"testing"
 
@@ -24,4 +25,26 @@ func PlainMCP(tb testing.TB) string {
 	ts := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithDisableStreaming(true)))
 	tb.Cleanup(ts.Close)
 	return ts.URL + "/mcp"
+}
+
+// UpstreamTurn acquires the MCP server at url as the upstream "everything"
+// (new tools approved, notes.append confirmed read-only, so a turn's calls
+// of it run in parallel) and opens a turn of the example policy's
+// integrator role: its MCP URL and bearer token. The upstream benchmarks
+// and `make profile PROFILE_PATH=upstream` call notes.append there.
+func (s *Stack) UpstreamTurn(tb testing.TB, url string) (mcpURL, token string) {
+	tb.Helper()
+	if out, errOut, code := s.Ctl(tb, "providers", "add", "--namespace", "everything", "--url", url,
+		"--auto-approve-new", "--read-only", "everything.notes.append"); code != 0 {
+		tb.Fatalf("providers add: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := s.Ctl(tb, "turn", "open", "--principal", "bench", "--role", "integrator", "--ttl", "8h", "--harness", "bench")
+	if code != 0 {
+		tb.Fatalf("turn open: exit %d\n%s", code, errOut)
+	}
+	var turn struct{ McpURL, Token string }
+	if err := json.Unmarshal([]byte(out), &turn); err != nil || turn.McpURL == "" {
+		tb.Fatalf("turn open output: %v\n%s", err, out)
+	}
+	return turn.McpURL, turn.Token
 }

@@ -4,7 +4,6 @@ package perf_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -181,22 +180,10 @@ func save(addr, kind string, seconds int, file string) error {
 	return f.Close()
 }
 
-// upstreamTarget acquires plain mcp-go (in this process) as the upstream
-// "everything", its tool confirmed read-only, and opens an integrator turn.
+// upstreamTarget is plain mcp-go (in this process) as the upstream
+// "everything" of an integrator turn, as make bench-upstream has it.
 func upstreamTarget(t *testing.T, st *launch.Stack, modern bool) (*launch.MCPTarget, string) {
 	t.Helper()
-	up := launch.PlainMCP(t)
-	if out, errOut, code := st.Ctl(t, "providers", "add", "--namespace", "everything", "--url", up,
-		"--auto-approve-new", "--read-only", "everything.notes.append"); code != 0 {
-		t.Fatalf("providers add: exit %d\n%s%s", code, out, errOut)
-	}
-	out, errOut, code := st.Ctl(t, "turn", "open", "--principal", "bench", "--role", "integrator", "--ttl", "1h", "--harness", "bench")
-	if code != 0 {
-		t.Fatalf("turn open: exit %d\n%s", code, errOut)
-	}
-	var turn struct{ McpURL, Token string }
-	if err := json.Unmarshal([]byte(out), &turn); err != nil || turn.McpURL == "" {
-		t.Fatalf("turn open output: %v\n%s", err, out)
-	}
-	return &launch.MCPTarget{URL: turn.McpURL, Token: turn.Token, Modern: modern}, "everything.notes.append"
+	url, token := st.UpstreamTurn(t, launch.PlainMCP(t))
+	return &launch.MCPTarget{URL: url, Token: token, Modern: modern}, "everything.notes.append"
 }
