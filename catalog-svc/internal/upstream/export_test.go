@@ -1,6 +1,11 @@
 package upstream
 
-import "time"
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+)
 
 // ExpireSpecChecks makes m compare every connection's spec with the store
 // on its next use (tests: instead of waiting specRecheck).
@@ -18,4 +23,14 @@ func SetParkedFor(d time.Duration) func() {
 	old := parkedFor
 	parkedFor = d
 	return func() { parkedFor = old }
+}
+
+// RunOnWorker runs do as an upstream request of a connection to nowhere
+// and returns its outcome (tests of the worker's recovery).
+func RunOnWorker(do func() error) error {
+	c := newConn(context.Background(), nil, Guard{}, slog.New(slog.DiscardHandler))
+	defer c.close()
+	r := c.start(context.Background(), "", "", func(context.Context) (json.RawMessage, error) { return nil, do() })
+	<-r.done
+	return r.err
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -118,7 +119,18 @@ func (c *conn) start(ctx context.Context, turn, token string, do func(context.Co
 			delete(c.running, r)
 			c.callsMu.Unlock()
 		}()
-		r.body, r.err = do(r.ctx)
+		func() {
+			// A panic in the client library is the call's error, not the
+			// process's end (on the caller's goroutine grpcx's recovery
+			// would have caught it).
+			defer func() {
+				if p := recover(); p != nil {
+					c.log.Error("upstream request panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+					r.body, r.err = nil, status.Error(codes.Internal, "internal error")
+				}
+			}()
+			r.body, r.err = do(r.ctx)
+		}()
 		close(r.done)
 	})
 	return r

@@ -216,3 +216,15 @@ func TestParkedCallsEnd(t *testing.T) {
 		<-st.askFailed
 	})
 }
+
+// A panic in an upstream request (the client library's) is that call's
+// Internal error, not catalog-svc's end.
+func TestUpstreamRequestPanicIsAnError(t *testing.T) {
+	err := upstream.RunOnWorker(func() error { panic("client bug") })
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("a panicking request: %v", err)
+	}
+	if err := upstream.RunOnWorker(func() error { return nil }); err != nil {
+		t.Fatalf("a request that returns: %v", err)
+	}
+}
