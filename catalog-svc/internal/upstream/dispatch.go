@@ -128,7 +128,7 @@ func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, metho
 			token = progressToken(req.GetCallId())
 			meta = &mcp.Meta{ProgressToken: mcp.ProgressToken(token)}
 		}
-		r = p.c.start(withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState())), req.GetTurnId(), token, func(ctx context.Context) (json.RawMessage, error) {
+		r = p.c.start(withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState())), req.GetTurnId(), token, progress, func(ctx context.Context) (json.RawMessage, error) {
 			return p.roundTrip(ctx, method, func(ctx context.Context, cl *client.Client) error { return send(ctx, cl, meta) })
 		})
 	}

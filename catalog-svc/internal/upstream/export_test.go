@@ -30,7 +30,7 @@ func SetParkedFor(d time.Duration) func() {
 func RunOnWorker(do func() error) error {
 	c := newConn(context.Background(), nil, Guard{}, slog.New(slog.DiscardHandler))
 	defer c.close()
-	r := c.start(context.Background(), "", "", func(context.Context) (json.RawMessage, error) { return nil, do() })
+	r := c.start(context.Background(), "", "", nil, func(context.Context) (json.RawMessage, error) { return nil, do() })
 	<-r.done
 	return r.err
 }

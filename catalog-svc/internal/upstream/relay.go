@@ -97,11 +97,12 @@ type runningKey struct{}
 // values, not its end (a round ending with input_required must not cancel
 // the upstream request); it ends when a round's caller leaves, when a
 // parked call runs out, or when the connection closes. The upstream's
-// progress for token, when set, goes to whichever round waits for r.
-func (c *conn) start(ctx context.Context, turn, token string, do func(context.Context) (json.RawMessage, error)) *running {
+// progress for token, when set, goes to whichever round waits for r:
+// progress, the first round's, from the start.
+func (c *conn) start(ctx context.Context, turn, token string, progress func(mcp.ProgressNotificationParams), do func(context.Context) (json.RawMessage, error)) *running {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(c.life, cancel)
-	r := &running{turn: turn, cancel: cancel, done: make(chan struct{}), asks: make(chan *ask, maxRoundRequests)}
+	r := &running{turn: turn, cancel: cancel, done: make(chan struct{}), asks: make(chan *ask, maxRoundRequests), progress: progress}
 	r.ctx = context.WithValue(rctx, runningKey{}, r)
 	unregister := func() {}
 	if token != "" {

@@ -228,3 +228,39 @@ func TestUpstreamRequestPanicIsAnError(t *testing.T) {
 		t.Fatalf("a request that returns: %v", err)
 	}
 }
+
+// Progress of a call that spans rounds reaches the round waiting for it:
+// the first step the first round's stream, the step after the answer the
+// second's.
+func TestProgressAcrossRounds(t *testing.T) {
+	c, _, st := legacyUpstream(t)
+	round := func(req *sharedosv1.HandleRequest) (progress []string, res *sharedosv1.HandleResponse) {
+		t.Helper()
+		s, err := c.Invoke(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			ev, err := s.Recv()
+			if err != nil {
+				t.Fatalf("stream ended before the result: %v (saw %v)", err, progress)
+			}
+			if p := ev.GetProgress(); p != nil {
+				progress = append(progress, p.GetMessage())
+				st.stepSeen <- struct{}{}
+				continue
+			}
+			return progress, ev.GetResult()
+		}
+	}
+	got, res := round(&sharedosv1.HandleRequest{CallId: "p1", TurnId: "t", Tool: "lg.askprogress", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	if strings.Join(got, ",") != "step 1" || res.GetInputRequired() == nil {
+		t.Fatalf("first round: progress %v, result %v", got, res)
+	}
+	key, _, _ := oneRequest(t, res.GetInputRequired())
+	got, res = round(&sharedosv1.HandleRequest{CallId: "p2", TurnId: "t", Tool: "lg.askprogress", ArgumentsJson: []byte(`{}`), InputMethods: elicit,
+		Round: 1, RequestState: res.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":{"action":"accept","content":{}}}`)})
+	if strings.Join(got, ",") != "step 2" || !strings.Contains(string(res.GetContentJson()), "answered accept") {
+		t.Fatalf("second round: progress %v, result %v", got, res)
+	}
+}

@@ -163,6 +163,34 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 		}
 		return mcp.NewToolResultText(strings.Join(got, "; ")), nil
 	})
+	s.AddTool(mcp.NewTool("askprogress", mcp.WithDescription("Reports progress, asks its client, reports again.")), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		srv := server.ServerFromContext(ctx)
+		step := func(i int) error {
+			if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+				return nil
+			}
+			_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+				"progressToken": req.Params.Meta.ProgressToken, "progress": i, "total": 2, "message": fmt.Sprintf("step %d", i)})
+			select {
+			case <-st.stepSeen:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := step(1); err != nil {
+			return nil, err
+		}
+		res, err := srv.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+			Message: "Go on?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}})
+		if err != nil {
+			return mcp.NewToolResultError("no answer: " + err.Error()), nil
+		}
+		if err := step(2); err != nil {
+			return nil, err
+		}
+		return mcp.NewToolResultText("answered " + string(res.Action)), nil
+	})
 	s.AddTool(mcp.NewTool("env", mcp.WithDescription("Lists its environment.")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText(strings.Join(os.Environ(), "\n")), nil
 	})
