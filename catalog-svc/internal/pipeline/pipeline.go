@@ -489,7 +489,12 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		res = outcome.Denied(outcome.InvalidGrant, refused.Reason)
 	case call.GetEdgeRejection() != "":
 		// Refused at the MCP edge as a protocol error: recorded, never run.
+		// A round the client would not answer ends the attempt: a provider
+		// holding its call for the next round lets it go now.
 		res = outcome.Failed(outcome.InvalidRequest, truncate(call.GetEdgeRejection(), 512))
+		if rc, ok := s.handlers.(RoundCanceller); ok && call.GetResume() != nil {
+			rc.CancelRound(call.GetResume().GetRequestState())
+		}
 	case closedRound:
 		res = outcome.Failed(outcome.InvalidRequest, roundClosedReason)
 	case checkInputResponses(call.GetInputResponsesJson()) != "":

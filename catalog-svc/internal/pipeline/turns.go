@@ -222,6 +222,14 @@ type TurnCanceller interface {
 	CancelTurn(turn string) int
 }
 
+// RoundCanceller is a HandlerClients whose providers hold a call between
+// its input rounds under the round's provider state (upstream.Handlers):
+// told when the attempt ends at the edge (the client did not answer), so
+// the held call ends at once rather than at its expiry.
+type RoundCanceller interface {
+	CancelRound(state []byte) bool
+}
+
 // cancelTurn cancels turn's calls in flight here and those its providers
 // hold between rounds; it returns how many.
 func (s *Pipeline) cancelTurn(turn string) int {

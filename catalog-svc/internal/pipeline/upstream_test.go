@@ -160,11 +160,20 @@ func TestUpstreamThroughThePipeline(t *testing.T) {
 }
 
 // cancelRecorder is HandlerClients whose providers hold calls between
-// rounds (a TurnCanceller, as upstream.Handlers is): it notes each turn.
+// rounds (a TurnCanceller and RoundCanceller, as upstream.Handlers is): it
+// notes each turn and round state it is told of.
 type cancelRecorder struct {
 	pipeline.HandlerClients
-	mu    sync.Mutex
-	turns []string
+	mu     sync.Mutex
+	turns  []string
+	rounds []string
+}
+
+func (c *cancelRecorder) CancelRound(state []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rounds = append(c.rounds, string(state))
+	return true
 }
 
 func (c *cancelRecorder) CancelTurn(turn string) int {
@@ -196,6 +205,38 @@ func TestRevokeTurnEndsCallsHeldBetweenRounds(t *testing.T) {
 		defer rec.mu.Unlock()
 		if strings.Join(rec.turns, ",") != "held" {
 			t.Errorf("providers were told of %v", rec.turns)
+		}
+	})
+}
+
+// A round the client would not answer (the bridge's edge rejection of the
+// resumption) ends the attempt, and the provider holding the call for that
+// round is told, with the round's state.
+func TestEdgeRejectedRoundReleasesTheHeldCall(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		const args = `{"path":"/public/a.txt"}`
+		h.handler.mu.Lock()
+		h.handler.ask = askTwice
+		h.handler.mu.Unlock()
+		conns := pipeline.NewConnCache()
+		t.Cleanup(func() { _ = conns.Close() })
+		rec := &cancelRecorder{HandlerClients: conns}
+		k, err := pipeline.New(pipeline.Config{Resolver: h.resolver, Records: h.store, Authz: h.authzClient, Grants: testKeys,
+			InstanceID: "test-kernel", Logger: quiet, Handlers: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		h.rpc = server.NewRuntimeServer(k)
+		res := h.call2(h.roundCall("e", args, pipeline.InputMethods...))
+		expect(t, res, inputRequired, "")
+		next := h.resumeCall("e", args, res, "")
+		next.EdgeRejection = "the client did not answer the tool's input request: it left"
+		expect(t, h.resumed(next), failed, outcome.InvalidRequest)
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if strings.Join(rec.rounds, ",") != "s1" {
+			t.Errorf("providers were told of rounds %q", rec.rounds)
 		}
 	})
 }

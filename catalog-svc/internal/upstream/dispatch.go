@@ -58,6 +58,17 @@ func (h Handlers) CancelTurn(turn string) int {
 	return n
 }
 
+// CancelRound ends the upstream call parked under a round's provider
+// state (pipeline.RoundCanceller): its attempt ended at the edge, so no
+// round of it will come. It reports whether there was one.
+func (h Handlers) CancelRound(state []byte) bool {
+	if h.Upstreams.cancelRound(state) {
+		return true
+	}
+	rc, ok := h.Next.(interface{ CancelRound([]byte) bool })
+	return ok && rc.CancelRound(state)
+}
+
 // provider is the provider contract (ToolHandlerService v1, v2, v4) spoken
 // to one upstream: one tools/call per Handle, the upstream name being the
 // tool's name without the namespace, the arguments the authorized bytes.

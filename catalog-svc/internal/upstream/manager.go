@@ -597,19 +597,41 @@ func (m *Manager) publish(ctx context.Context, ns string, reg *sharedosv1.ToolRe
 // compared with the stored one at most this often.
 const specRecheck = 10 * time.Second
 
-// cancelTurn ends the parked calls of turn on every upstream.
-func (m *Manager) cancelTurn(turn string) int {
+// connections are the upstream connections open now.
+func (m *Manager) connections() []*conn {
 	m.connsMu.Lock()
+	defer m.connsMu.Unlock()
 	conns := make([]*conn, 0, len(m.conns))
 	for _, c := range m.conns {
 		conns = append(conns, c)
 	}
-	m.connsMu.Unlock()
+	return conns
+}
+
+// cancelTurn ends the parked calls of turn on every upstream.
+func (m *Manager) cancelTurn(turn string) int {
 	n := 0
-	for _, c := range conns {
+	for _, c := range m.connections() {
 		n += c.cancelTurn(turn)
 	}
 	return n
+}
+
+// cancelRound ends the call parked under a round's provider state, on
+// whichever upstream holds it.
+func (m *Manager) cancelRound(state []byte) bool {
+	handle, ok := strings.CutPrefix(string(state), parkedState)
+	if !ok {
+		return false
+	}
+	for _, c := range m.connections() {
+		if r := c.unpark(handle); r != nil {
+			r.cancel()
+			_ = r.answer(nil)
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Manager) conn(ns string) (*conn, error) {

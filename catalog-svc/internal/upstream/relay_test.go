@@ -164,8 +164,8 @@ func TestServerRequestTheClientCannotAnswer(t *testing.T) {
 }
 
 // A parked call is not kept forever: past its wait, when its turn is
-// closed, or when its upstream connection closes, the upstream request
-// ends, and its state resumes nothing.
+// closed, when its client gave no answer, or when its upstream connection
+// closes, the upstream request ends, and its state resumes nothing.
 func TestParkedCallsEnd(t *testing.T) {
 	t.Run("its wait runs out", func(t *testing.T) {
 		defer upstream.SetParkedFor(time.Millisecond)()
@@ -204,6 +204,24 @@ func TestParkedCallsEnd(t *testing.T) {
 			RequestState: kept.GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":{"action":"accept","content":{"name":"Ada"}}}`)})
 		if err != nil || !strings.Contains(string(resp.GetContentJson()), "Ada") {
 			t.Errorf("the other turn's call: %v, %v", resp, err)
+		}
+	})
+	t.Run("its client gave no answer", func(t *testing.T) {
+		c, m, st := legacyUpstream(t)
+		resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: "t", Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+		if err != nil || resp.GetInputRequired() == nil {
+			t.Fatalf("first round: %v, %v", resp, err)
+		}
+		h := upstream.Handlers{Upstreams: m}
+		if h.CancelRound([]byte("upstream-own-state")) {
+			t.Error("a state that names no parked call ended one")
+		}
+		if !h.CancelRound(resp.GetInputRequired().GetRequestState()) {
+			t.Fatal("the parked call was not found")
+		}
+		<-st.askFailed
+		if h.CancelRound(resp.GetInputRequired().GetRequestState()) {
+			t.Error("ended twice")
 		}
 	})
 	t.Run("the upstream is closed", func(t *testing.T) {
