@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,6 +78,9 @@ type Config struct {
 	// NoExampleUpstream leaves out the example upstream MCP server Run
 	// otherwise acquires when npx is present.
 	NoExampleUpstream bool
+	// DebugListenBase, when set, gives every service --debug-listen on
+	// consecutive ports from it, in start order (DebugAddrs).
+	DebugListenBase string
 }
 
 // Bind registers the flags on fs (each also read from SHAREDOS_<NAME>) and
@@ -94,10 +99,11 @@ func Bind(fs *flag.FlagSet) func() Config {
 	ready := config.String(fs, "ready-file", "", "write the demo turn as JSON to this file once ready (for scripts and tests)")
 	example := config.Bool(fs, "example-upstream", true, "acquire "+ExampleUpstreamPackage+" over stdio as the upstream fs when npx is present (its tools wait for approval)")
 	pkiDir := config.String(fs, "pki-dir", "", "directory of the throwaway local CA made at each start (empty: "+PKIDir+" under --root)")
+	debugBase := config.String(fs, "debug-listen-base", "", "serve every service's net/http/pprof on consecutive loopback ports from this address, in start order (authz-svc, files-provider, catalog-svc, bridge-svc; empty: off)")
 	return func() Config {
 		return Config{Bin: *bin, Root: *root, CatalogAddr: *catalog, AuthzAddr: *authz, BridgeAddr: *bridge,
 			FilesAddr: *files, MCPAddr: *mcp, DatabaseURL: *db, Principal: *principal, Verbose: *verbose, ReadyFile: *ready,
-			PKIDir: *pkiDir, NoExampleUpstream: !*example}
+			PKIDir: *pkiDir, NoExampleUpstream: !*example, DebugListenBase: *debugBase}
 	}
 }
 
@@ -172,7 +178,11 @@ func Services(cfg Config) []Service {
 		{"catalog-svc", catalogArgs, cfg.CatalogAddr},
 		{"bridge-svc", bridgeArgs, cfg.BridgeAddr},
 	}
+	debug, _ := DebugAddrs(cfg.DebugListenBase, len(svcs)) // checked by Run
 	for i := range svcs {
+		if i < len(debug) {
+			svcs[i].Args = append(svcs[i].Args, "--debug-listen", debug[i])
+		}
 		if cfg.Plaintext {
 			svcs[i].Args = append(svcs[i].Args, "--insecure-plaintext")
 		} else {
@@ -181,6 +191,27 @@ func Services(cfg Config) []Service {
 		svcs[i].Args = append(svcs[i].Args, cfg.Flags[svcs[i].Name]...)
 	}
 	return svcs
+}
+
+// DebugAddrs are n consecutive addresses from base (host:port); none when
+// base is empty. Each service refuses a non-loopback one itself.
+func DebugAddrs(base string, n int) ([]string, error) {
+	if base == "" {
+		return nil, nil
+	}
+	host, port, err := net.SplitHostPort(base)
+	if err != nil {
+		return nil, fmt.Errorf("--debug-listen-base %q: %w", base, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p+n-1 > 65535 {
+		return nil, fmt.Errorf("--debug-listen-base %q: want a port from 1 to %d", base, 65536-n)
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = net.JoinHostPort(host, strconv.Itoa(p+i))
+	}
+	return out, nil
 }
 
 type proc struct {
@@ -243,6 +274,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	defer creds.Close()
+	if _, err := DebugAddrs(cfg.DebugListenBase, len(Services(cfg))); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "SharedOS toolshare: starting on loopback (%s, internal plane: %s)\n", store, plane(cfg))
 	npx, noExample := exampleUpstream(&cfg)
 
@@ -270,7 +304,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if err := waitHealthy(ctx, creds, s.Addr, 30*time.Second, died); err != nil {
 			return fmt.Errorf("%s did not become healthy at %s: %w\n%s", s.Name, s.Addr, err, tail(p.log.Name(), 20))
 		}
-		fmt.Fprintf(out, "  %-15s serving on %s\n", s.Name, s.Addr)
+		fmt.Fprintf(out, "  %-15s serving on %s%s\n", s.Name, s.Addr, debugNote(s.Args))
 	}
 
 	demo, err := Setup(ctx, cfg, creds)
@@ -503,4 +537,14 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		p.buf = p.buf[i+1:]
 	}
 	return len(b), nil
+}
+
+// debugNote names a service's profiles when it was given --debug-listen.
+func debugNote(args []string) string {
+	for i, a := range args {
+		if a == "--debug-listen" && i+1 < len(args) {
+			return " (profiles: http://" + args[i+1] + "/debug/pprof/)"
+		}
+	}
+	return ""
 }

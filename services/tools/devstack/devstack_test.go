@@ -1,0 +1,40 @@
+package devstack_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/toolshare/services/tools/devstack"
+)
+
+// --debug-listen-base gives each service of `make run` its own pprof
+// address, consecutive in start order; none without it; a bad base is
+// refused with the flag's name.
+func TestDebugListenBase(t *testing.T) {
+	cfg := devstack.Config{Root: "/repo", DebugListenBase: "127.0.0.1:6060"}
+	var got []string
+	for _, s := range devstack.Services(cfg) {
+		i := slices.Index(s.Args, "--debug-listen")
+		if i < 0 || i+1 >= len(s.Args) {
+			t.Fatalf("%s has no --debug-listen: %v", s.Name, s.Args)
+		}
+		got = append(got, s.Name+"="+s.Args[i+1])
+	}
+	if want := "authz-svc=127.0.0.1:6060,files-provider=127.0.0.1:6061,catalog-svc=127.0.0.1:6062,bridge-svc=127.0.0.1:6063"; strings.Join(got, ",") != want {
+		t.Errorf("debug addresses %v, want %s", got, want)
+	}
+	for _, s := range devstack.Services(devstack.Config{Root: "/repo"}) {
+		if slices.Contains(s.Args, "--debug-listen") {
+			t.Errorf("%s profiles without --debug-listen-base: %v", s.Name, s.Args)
+		}
+	}
+	for _, bad := range []string{"6060", "127.0.0.1:x", "127.0.0.1:65534", "127.0.0.1:0"} {
+		if _, err := devstack.DebugAddrs(bad, 4); err == nil || !strings.Contains(err.Error(), "--debug-listen-base") {
+			t.Errorf("base %q: %v", bad, err)
+		}
+	}
+	if a, err := devstack.DebugAddrs("[::1]:7000", 2); err != nil || strings.Join(a, ",") != "[::1]:7000,[::1]:7001" {
+		t.Errorf("IPv6 base: %v, %v", a, err)
+	}
+}
