@@ -183,20 +183,29 @@ func (c *cancelRecorder) CancelTurn(turn string) int {
 	return 2
 }
 
+// heldCallsKernel is a kernel of h's whose handler clients are a
+// cancelRecorder; h's calls go to it.
+func heldCallsKernel(t *testing.T, h *harness) (*pipeline.Pipeline, *cancelRecorder) {
+	t.Helper()
+	conns := pipeline.NewConnCache()
+	t.Cleanup(func() { _ = conns.Close() })
+	rec := &cancelRecorder{HandlerClients: conns}
+	k, err := pipeline.New(pipeline.Config{Resolver: h.resolver, Records: h.store, Authz: h.authzClient, Grants: testKeys,
+		InstanceID: "test-kernel", Logger: quiet, Handlers: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	h.rpc = server.NewRuntimeServer(k)
+	return k, rec
+}
+
 // RevokeTurn also ends the calls a provider holds for the turn between its
 // input rounds (a 2025-era upstream's call waiting for the client), and
 // counts them.
 func TestRevokeTurnEndsCallsHeldBetweenRounds(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
-		conns := pipeline.NewConnCache()
-		t.Cleanup(func() { _ = conns.Close() })
-		rec := &cancelRecorder{HandlerClients: conns}
-		k, err := pipeline.New(pipeline.Config{Resolver: h.resolver, Records: h.store, Authz: h.authzClient, Grants: testKeys,
-			InstanceID: "test-kernel", Logger: quiet, Handlers: rec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { k.Close() })
+		k, rec := heldCallsKernel(t, h)
 		resp, err := k.RevokeTurn(t.Context(), &sharedosv1.RevokeTurnRequest{TurnId: "held"})
 		if err != nil || resp.GetCancelled() != 2 {
 			t.Fatalf("RevokeTurn = %v, %v", resp, err)
@@ -218,16 +227,7 @@ func TestEdgeRejectedRoundReleasesTheHeldCall(t *testing.T) {
 		h.handler.mu.Lock()
 		h.handler.ask = askTwice
 		h.handler.mu.Unlock()
-		conns := pipeline.NewConnCache()
-		t.Cleanup(func() { _ = conns.Close() })
-		rec := &cancelRecorder{HandlerClients: conns}
-		k, err := pipeline.New(pipeline.Config{Resolver: h.resolver, Records: h.store, Authz: h.authzClient, Grants: testKeys,
-			InstanceID: "test-kernel", Logger: quiet, Handlers: rec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { k.Close() })
-		h.rpc = server.NewRuntimeServer(k)
+		_, rec := heldCallsKernel(t, h)
 		res := h.call2(h.roundCall("e", args, pipeline.InputMethods...))
 		expect(t, res, inputRequired, "")
 		next := h.resumeCall("e", args, res, "")

@@ -3,8 +3,6 @@ package upstream_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,36 +13,17 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
-// legacyOnly answers server/discover "method not found", as a server of
-// the 2025 eras does: mcp-go's client then initializes, and the session
-// may carry server-to-client requests.
-func legacyOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`))
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		next.ServeHTTP(w, r)
-	})
-}
-
 // legacyUpstream is the fixture as a 2025-era upstream "lg" on a manager.
 func legacyUpstream(t *testing.T) (sharedosv1.ToolHandlerServiceClient, *upstream.Manager, *fixtureState) {
 	t.Helper()
 	st := newState()
-	hs := httptest.NewServer(legacyOnly(server.NewStreamableHTTPServer(fixture(st).srv)))
+	hs := httptest.NewServer(launch.LegacyOnly(server.NewStreamableHTTPServer(fixture(st).srv)))
 	t.Cleanup(hs.Close)
 	mem := memory.New()
 	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -80,7 +81,7 @@ func upstreamPolicy(t *testing.T, root, allowed string) string {
 	}
 	roles := data["sharedos"]["roles"]
 	roles["fsreader"] = map[string]any{"tools": []string{"fs.read_text_file"}, "grants": map[string]any{"read": []string{allowed}}}
-	roles["canary"] = map[string]any{"namespaces": []string{"canary", "hold", "asker"}}
+	roles["canary"] = map[string]any{"namespaces": []string{"canary", "hold", "asker", "legacy"}}
 	out, _ := json.Marshal(data)
 	if err := os.WriteFile(filepath.Join(dir, "data.json"), out, 0o644); err != nil {
 		t.Fatal(err)
@@ -212,6 +213,23 @@ func TestUpstreamServersThroughTheStack(t *testing.T) {
 	askerSrv := httptest.NewServer(mcpserver.NewStreamableHTTPServer(asker))
 	t.Cleanup(askerSrv.Close)
 
+	// A 2025-era upstream whose tool asks its client for a go-ahead with a
+	// request of its own (no server/discover, so no input_required), and
+	// says when that request ended without an answer.
+	legacyEnded := make(chan string, 4)
+	legacy := mcpserver.NewMCPServer("legacy", "1", mcpserver.WithToolCapabilities(true))
+	legacy.AddTool(mcp.NewTool("confirm", mcp.WithDescription("Asks the client to confirm first.")), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := mcpserver.ServerFromContext(ctx).RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+			Message: "Go ahead?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}})
+		if err != nil {
+			legacyEnded <- err.Error()
+			return mcp.NewToolResultError("not confirmed"), nil
+		}
+		return mcp.NewToolResultText("confirmed: " + string(res.Action)), nil
+	})
+	legacySrv := httptest.NewServer(launch.LegacyOnly(mcpserver.NewStreamableHTTPServer(legacy)))
+	t.Cleanup(legacySrv.Close)
+
 	s := startStack(t, launch.Options{
 		PolicyDir: upstreamPolicy(t, root, allowed),
 		Env:       []string{"UPSTREAM_CANARY_CREDENTIAL=upstream-credential-7f3a"},
@@ -331,6 +349,60 @@ func TestUpstreamServersThroughTheStack(t *testing.T) {
 		s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
 		if len(ops) != 1 || ops[0].Status != "succeeded" {
 			t.Errorf("records %+v, want the rounds as one succeeded attempt", ops)
+		}
+	})
+
+	t.Run("a 2025-era upstream's question: answered, or refused and its call released", func(t *testing.T) {
+		var p providerOut
+		s.ctlJSON(t, &p, "providers", "add", "--namespace", "legacy", "--url", legacySrv.URL+"/mcp", "--auto-approve-new")
+		t.Cleanup(func() { s.ctl(t, "providers", "remove", "legacy") })
+		if p.Status.ProtocolVersion != "2025-11-25" {
+			t.Fatalf("the legacy upstream negotiated %q", p.Status.ProtocolVersion)
+		}
+		turn := openTurn(t, s, "--principal", "cara", "--role", "canary", "--harness", "e2e")
+		var asked []string
+		text, isError := call(t, t.Context(), answeringClient(t, turn, "", &asked), "legacy.confirm", map[string]any{})
+		if isError || text != "confirmed: accept" || len(asked) != 1 || asked[0] != "elicitation: Go ahead?" {
+			t.Errorf("answered through input_required: %q (isError %v), asked %v", text, isError, asked)
+		}
+		// A 2025-11-25 client that refuses: the bridge ends the attempt at
+		// the edge, and the upstream's request ends at once (not at the
+		// parked call's expiry).
+		tr, err := transport.NewStreamableHTTP(turn.McpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + turn.Token}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refusing := client.NewClient(tr, client.WithElicitationHandler(refuse{}))
+		if err := refusing.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { refusing.Close() })
+		if _, err := refusing.Initialize(t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: "2025-11-25",
+			ClientInfo: mcp.Implementation{Name: "e2e", Version: "0"}}}); err != nil {
+			t.Fatal(err)
+		}
+		text, isError = call(t, t.Context(), refusing, "legacy.confirm", map[string]any{})
+		if !isError || !strings.HasPrefix(text, "failed") {
+			t.Errorf("refused: %q (isError %v)", text, isError)
+		}
+		select {
+		case why := <-legacyEnded:
+			// Released: the upstream request cancelled (mcp-go's client
+			// would otherwise answer "request timed out" after 30 s).
+			if !strings.Contains(why, "cancel") {
+				t.Errorf("the upstream's request ended with %q, want it cancelled", why)
+			}
+		case <-t.Context().Done():
+			t.Fatal("the upstream's request never ended")
+		}
+		var ops []struct{ Tool, Status, Code string }
+		s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
+		var got []string
+		for _, o := range ops {
+			got = append(got, o.Status+" "+o.Code)
+		}
+		if !slices.Equal(got, []string{"succeeded ", "failed invalid_request"}) {
+			t.Errorf("records %v", got)
 		}
 	})
 
@@ -506,6 +578,13 @@ func answeringClient(t *testing.T, turn conformanceTurn, version string, asked *
 		t.Fatal(err)
 	}
 	return c
+}
+
+// refuse is an elicitation handler that refuses every request.
+type refuse struct{}
+
+func (refuse) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	return nil, errors.New("the user closed the dialog")
 }
 
 // answers is answeringClient's elicitation and sampling handler.

@@ -1,8 +1,11 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -47,4 +50,24 @@ func (s *Stack) UpstreamTurn(tb testing.TB, url string) (mcpURL, token string) {
 		tb.Fatalf("turn open output: %v\n%s", err, out)
 	}
 	return turn.McpURL, turn.Token
+}
+
+// LegacyOnly serves next as a server of the 2025 eras only: server/discover
+// is answered "method not found", so a client falls back to initialize and
+// its session may carry server-to-client requests (elicitation, sampling).
+func LegacyOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
 }
