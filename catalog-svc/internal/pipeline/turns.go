@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -217,9 +218,11 @@ func (s *Pipeline) RunRevocationWatch(ctx context.Context) {
 
 // TurnCanceller is a HandlerClients whose providers hold calls of a turn
 // between its input rounds (upstream.Handlers: a 2025-era upstream's call
-// waits open for the client's answer); a revoked turn's are ended too.
+// waits open for the client's answer); a revoked turn's are ended too, and
+// the turns it holds calls of are swept like those of calls in flight.
 type TurnCanceller interface {
 	CancelTurn(turn string) int
+	HeldTurns() []string
 }
 
 // RoundCanceller is a HandlerClients whose providers hold a call between
@@ -241,9 +244,14 @@ func (s *Pipeline) cancelTurn(turn string) int {
 }
 
 func (s *Pipeline) sweepRevoked(ctx context.Context) {
-	for _, turn := range s.inflight.turns() {
+	turns := s.inflight.turns()
+	if tc, ok := s.handlers.(TurnCanceller); ok {
+		turns = append(turns, tc.HeldTurns()...)
+	}
+	slices.Sort(turns)
+	for _, turn := range slices.Compact(turns) {
 		if revoked, err := s.records.TurnRevoked(ctx, turn); err == nil && revoked {
-			s.inflight.cancel(turn)
+			s.cancelTurn(turn)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -14,11 +15,15 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+	recordspg "github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/postgres"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 	toolmemory "github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
+	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
 
 // An upstream MCP server's tools go through the one pipeline (ADR 0019):
@@ -167,6 +172,7 @@ type cancelRecorder struct {
 	mu     sync.Mutex
 	turns  []string
 	rounds []string
+	told   chan string // hears each CancelTurn when set
 }
 
 func (c *cancelRecorder) CancelRound(state []byte) bool {
@@ -180,8 +186,13 @@ func (c *cancelRecorder) CancelTurn(turn string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.turns = append(c.turns, turn)
+	if c.told != nil {
+		c.told <- turn
+	}
 	return 2
 }
+
+func (c *cancelRecorder) HeldTurns() []string { return []string{"held", "kept"} }
 
 // heldCallsKernel is a kernel of h's whose handler clients are a
 // cancelRecorder; h's calls go to it.
@@ -239,4 +250,32 @@ func TestEdgeRejectedRoundReleasesTheHeldCall(t *testing.T) {
 			t.Errorf("providers were told of rounds %q", rec.rounds)
 		}
 	})
+}
+
+// A revocation this kernel did not hear of (its watch was down) still ends
+// the calls a provider holds for the turn: the sweep after the watch
+// (re)connects checks the held calls' turns too. PostgreSQL only: the
+// embedded store is one replica and has no watch.
+func TestSweepEndsHeldCallsOfMissedRevocations(t *testing.T) {
+	pool := pgtest.Pool(t, pgtest.NewDatabase(t, migrations.Up))
+	store := recordspg.New(pool)
+	h := newHarness(t, store, func() int { return 0 }, options{})
+	k, rec := heldCallsKernel(t, h)
+	rec.told = make(chan string, 4)
+	// Revoked by another kernel while this one was not listening.
+	if err := store.RevokeTurn(t.Context(), "held", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); k.RunRevocationWatch(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case turn := <-rec.told:
+		if turn != "held" {
+			t.Errorf("the sweep ended calls of %q", turn)
+		}
+	case <-t.Context().Done():
+		t.Fatal("the sweep never ended the held calls of the revoked turn")
+	}
 }

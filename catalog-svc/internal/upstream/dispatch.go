@@ -58,6 +58,16 @@ func (h Handlers) CancelTurn(turn string) int {
 	return n
 }
 
+// HeldTurns are the turns of the upstream calls parked between rounds
+// (pipeline.TurnCanceller: swept for revocations the watch missed).
+func (h Handlers) HeldTurns() []string {
+	turns := h.Upstreams.heldTurns()
+	if tc, ok := h.Next.(interface{ HeldTurns() []string }); ok {
+		turns = append(turns, tc.HeldTurns()...)
+	}
+	return turns
+}
+
 // CancelRound ends the upstream call parked under a round's provider
 // state (pipeline.RoundCanceller): its attempt ended at the edge, so no
 // round of it will come. It reports whether there was one.

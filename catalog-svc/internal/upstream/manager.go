@@ -617,6 +617,19 @@ func (m *Manager) cancelTurn(turn string) int {
 	return n
 }
 
+// heldTurns are the turns of the calls parked on every upstream.
+func (m *Manager) heldTurns() []string {
+	var turns []string
+	for _, c := range m.connections() {
+		c.callsMu.Lock()
+		for _, p := range c.parked {
+			turns = append(turns, p.r.turn)
+		}
+		c.callsMu.Unlock()
+	}
+	return turns
+}
+
 // cancelRound ends the call parked under a round's provider state, on
 // whichever upstream holds it.
 func (m *Manager) cancelRound(state []byte) bool {

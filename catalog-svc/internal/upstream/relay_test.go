@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,11 @@ func TestParkedCallsEnd(t *testing.T) {
 			return resp.GetInputRequired()
 		}
 		closed, kept := open("t-closed"), open("t-kept")
+		held := (upstream.Handlers{Upstreams: m}).HeldTurns()
+		slices.Sort(held)
+		if !slices.Equal(held, []string{"t-closed", "t-kept"}) {
+			t.Errorf("held turns %v", held)
+		}
 		if n := (upstream.Handlers{Upstreams: m}).CancelTurn("t-closed"); n != 1 {
 			t.Errorf("CancelTurn ended %d calls, want 1", n)
 		}
