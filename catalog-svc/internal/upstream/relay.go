@@ -49,10 +49,9 @@ const (
 )
 
 // parkedFor bounds how long a parked call waits for its next round: the
-// kernel's own wait. Over Streamable HTTP
-// mcp-go gives a server request 30 s to be answered; past that the
-// upstream gets an error and its tool goes on as it decides. (A variable
-// for tests.)
+// kernel's own wait. (Over Streamable HTTP mcp-go gives a server request
+// 30 s to be answered; past that the upstream gets an error and its tool
+// goes on as it decides.) A variable for tests.
 var parkedFor = pipeline.DefaultInputWait
 
 // relayed is whether a server request of method is handed to the harness
