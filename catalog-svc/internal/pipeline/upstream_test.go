@@ -187,7 +187,10 @@ func (c *cancelRecorder) CancelTurn(turn string) int {
 	defer c.mu.Unlock()
 	c.turns = append(c.turns, turn)
 	if c.told != nil {
-		c.told <- turn
+		select {
+		case c.told <- turn:
+		default: // heard enough
+		}
 	}
 	return 2
 }
