@@ -150,9 +150,10 @@ func grantIdentity(req *sharedosv1.GrantTurnRequest) (grants.Identity, error) {
 }
 
 // RevokeTurn voids the turn's grant on every kernel, cancels its calls in
-// flight here (other kernels hear of it from the store) and returns once no
-// call of the turn is pending anywhere: after it returns, no handler of the
-// turn starts. It is idempotent.
+// flight here and those its providers hold between input rounds (other
+// kernels hear of it from the store) and returns once no call of the turn
+// is pending anywhere: after it returns, no handler of the turn starts. It
+// is idempotent.
 func (s *Pipeline) RevokeTurn(ctx context.Context, req *sharedosv1.RevokeTurnRequest) (*sharedosv1.RevokeTurnResponse, error) {
 	turn := req.GetTurnId()
 	if err := checkID("turn_id", turn); err != nil {
