@@ -621,11 +621,7 @@ func (m *Manager) cancelTurn(turn string) int {
 func (m *Manager) heldTurns() []string {
 	var turns []string
 	for _, c := range m.connections() {
-		c.callsMu.Lock()
-		for _, p := range c.parked {
-			turns = append(turns, p.r.turn)
-		}
-		c.callsMu.Unlock()
+		turns = append(turns, c.heldTurns()...)
 	}
 	return turns
 }
@@ -638,9 +634,7 @@ func (m *Manager) cancelRound(state []byte) bool {
 		return false
 	}
 	for _, c := range m.connections() {
-		if r := c.unpark(handle); r != nil {
-			r.cancel()
-			_ = r.answer(nil)
+		if c.cancelRound(handle) {
 			return true
 		}
 	}

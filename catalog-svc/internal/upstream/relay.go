@@ -197,8 +197,7 @@ func (c *conn) await(ctx context.Context, r *running, round int32, methods []str
 	case <-r.done:
 		return r.body, nil, r.err
 	case <-ctx.Done():
-		r.cancel()
-		<-r.done
+		r.end()
 		return nil, nil, unavailable(ctx, ctx.Err())
 	case a := <-r.asks:
 		asks := []*ask{a}
@@ -213,8 +212,7 @@ func (c *conn) await(ctx context.Context, r *running, round int32, methods []str
 		}
 		in, err := r.handOut(asks)
 		if err != nil {
-			r.cancel()
-			<-r.done
+			r.end()
 			return nil, nil, status.Errorf(codes.Unavailable, "upstream: %v", err)
 		}
 		// What the kernel will refuse — a request the harness cannot
@@ -225,14 +223,12 @@ func (c *conn) await(ctx context.Context, r *running, round int32, methods []str
 			refused = refused || !slices.Contains(methods, a.method)
 		}
 		if refused {
-			r.cancel()
-			<-r.done
+			r.end()
 			return nil, in, nil
 		}
 		handle, err := c.park(r)
 		if err != nil {
-			r.cancel()
-			<-r.done
+			r.end()
 			return nil, nil, err
 		}
 		in.RequestState = []byte(parkedState + handle)
@@ -288,6 +284,19 @@ func (r *running) answer(responses []byte) error {
 	return nil
 }
 
+// end cancels r's upstream request and waits until it has ended.
+func (r *running) end() {
+	r.cancel()
+	<-r.done
+}
+
+// abandon cancels a parked r: no round of it will come, so the requests it
+// handed out get no answer.
+func (r *running) abandon() {
+	r.cancel()
+	_ = r.answer(nil)
+}
+
 // report hands a progress notification to the round waiting now.
 func (r *running) report(n mcp.ProgressNotificationParams) {
 	r.mu.Lock()
@@ -308,12 +317,7 @@ func (c *conn) park(r *running) (string, error) {
 	if len(c.parked) >= maxParked {
 		return "", status.Errorf(codes.ResourceExhausted, "upstream: %d calls already wait for their client's input", maxParked)
 	}
-	c.parked[handle] = parked{r: r, expiry: time.AfterFunc(parkedFor, func() {
-		if r := c.unpark(handle); r != nil {
-			r.cancel()
-			_ = r.answer(nil)
-		}
-	})}
+	c.parked[handle] = parked{r: r, expiry: time.AfterFunc(parkedFor, func() { c.cancelRound(handle) })}
 	return handle, nil
 }
 
@@ -349,10 +353,29 @@ func (c *conn) cancelTurn(turn string) int {
 	}
 	c.callsMu.Unlock()
 	for _, r := range ended {
-		r.cancel()
-		_ = r.answer(nil)
+		r.abandon()
 	}
 	return len(ended)
+}
+
+// heldTurns are the turns of the calls parked here.
+func (c *conn) heldTurns() []string {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	turns := make([]string, 0, len(c.parked))
+	for _, p := range c.parked {
+		turns = append(turns, p.r.turn)
+	}
+	return turns
+}
+
+// cancelRound ends the call parked here under handle; false: none.
+func (c *conn) cancelRound(handle string) bool {
+	r := c.unpark(handle)
+	if r != nil {
+		r.abandon()
+	}
+	return r != nil
 }
 
 // resumed is the call a round's provider state names: the parked call with
@@ -370,8 +393,7 @@ func (c *conn) resumed(req *sharedosv1.HandleRequest) (*running, error) {
 			"upstream: the call this round answers is no longer open on this replica (its wait ran out, its upstream was replaced, or another replica holds it)")
 	}
 	if err := r.answer(req.GetInputResponsesJson()); err != nil {
-		r.cancel()
-		<-r.done
+		r.end()
 		return nil, status.Errorf(codes.InvalidArgument, "upstream: %v", err)
 	}
 	return r, nil
