@@ -227,6 +227,13 @@ type countingHandler struct {
 	asked []*sharedosv1.HandleRequest
 }
 
+// asks makes f the handler's ask (contract v3 rounds).
+func (h *countingHandler) asks(f func(*sharedosv1.HandleRequest) *sharedosv1.HandleResponse) {
+	h.mu.Lock()
+	h.ask = f
+	h.mu.Unlock()
+}
+
 func (h *countingHandler) Invoke(req *sharedosv1.HandleRequest, stream grpc.ServerStreamingServer[sharedosv1.HandleEvent]) error {
 	h.mu.Lock()
 	progress := h.progress

@@ -73,9 +73,7 @@ func (h *harness) resumed(call *sharedosv1.ToolCall) *sharedosv1.ToolResult {
 func TestInputRounds(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		const args = `{"path":"/public/a.txt"}`
-		h.handler.mu.Lock()
-		h.handler.ask = askTwice
-		h.handler.mu.Unlock()
+		h.handler.asks(askTwice)
 		authz := h.authz.calls.Load()
 
 		first := h.call("r", "files.read", args) // a client without input rounds
@@ -156,9 +154,7 @@ func TestInputRoundRefusals(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		const args = `{"path":"/public/a.txt"}`
 		var answer *sharedosv1.HandleResponse
-		h.handler.mu.Lock()
-		h.handler.ask = func(*sharedosv1.HandleRequest) *sharedosv1.HandleResponse { return answer }
-		h.handler.mu.Unlock()
+		h.handler.asks(func(*sharedosv1.HandleRequest) *sharedosv1.HandleResponse { return answer })
 		asking := func(reqs string) *sharedosv1.HandleResponse {
 			return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{InputRequestsJson: []byte(reqs)}}
 		}
@@ -199,9 +195,7 @@ func TestInputRoundRefusals(t *testing.T) {
 func TestInputRoundReauthorized(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		const args = `{"path":"/public/a.txt"}`
-		h.handler.mu.Lock()
-		h.handler.ask = askTwice
-		h.handler.mu.Unlock()
+		h.handler.asks(askTwice)
 		res := h.call2(h.roundCall("z", args, pipeline.InputMethods...))
 		expect(t, res, inputRequired, "")
 		h.authz.mode.Store("error")
@@ -220,9 +214,7 @@ func TestInputRoundReauthorized(t *testing.T) {
 func TestInputRoundEndsWithTheTurn(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		const args = `{"path":"/public/a.txt"}`
-		h.handler.mu.Lock()
-		h.handler.ask = askTwice
-		h.handler.mu.Unlock()
+		h.handler.asks(askTwice)
 		res := h.call2(h.roundCall("w", args, pipeline.InputMethods...))
 		expect(t, res, inputRequired, "")
 		if _, err := h.kernel.RevokeTurn(context.Background(), &sharedosv1.RevokeTurnRequest{TurnId: "w"}); err != nil {

@@ -238,9 +238,7 @@ func TestRevokeTurnEndsCallsHeldBetweenRounds(t *testing.T) {
 func TestEdgeRejectedRoundReleasesTheHeldCall(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		const args = `{"path":"/public/a.txt"}`
-		h.handler.mu.Lock()
-		h.handler.ask = askTwice
-		h.handler.mu.Unlock()
+		h.handler.asks(askTwice)
 		_, rec := heldCallsKernel(t, h)
 		res := h.call2(h.roundCall("e", args, pipeline.InputMethods...))
 		expect(t, res, inputRequired, "")
