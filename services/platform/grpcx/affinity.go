@@ -67,17 +67,15 @@ func (affinePickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 	}
 	p := &affinePicker{byAddr: make(map[string]balancer.SubConn, len(info.ReadySCs))}
 	for sc, sci := range info.ReadySCs {
-		p.scs = append(p.scs, sc)
 		p.addrs = append(p.addrs, sci.Address.Addr)
 		p.byAddr[sci.Address.Addr] = sc
 	}
 	return p
 }
 
-// affinePicker is round robin over scs, but a context's Affinity keeps
-// its address (and learns it from its first pick).
+// affinePicker is round robin over the ready addresses, but a context's
+// Affinity keeps its address (and learns it from its first pick).
 type affinePicker struct {
-	scs    []balancer.SubConn
 	addrs  []string
 	byAddr map[string]balancer.SubConn
 	next   atomic.Uint32
@@ -89,11 +87,11 @@ func (p *affinePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error)
 	if sc, ok := p.byAddr[addr]; ok && addr != "" {
 		return balancer.PickResult{SubConn: sc}, nil
 	}
-	i := int(p.next.Add(1)-1) % len(p.scs)
+	next := p.addrs[int(p.next.Add(1)-1)%len(p.addrs)]
 	if a != nil && addr == "" {
 		// Its first call. An address this connection does not have (gone,
 		// or another connection's) is kept, never replaced.
-		a.Set(p.addrs[i])
+		a.Set(next)
 	}
-	return balancer.PickResult{SubConn: p.scs[i]}, nil
+	return balancer.PickResult{SubConn: p.byAddr[next]}, nil
 }
