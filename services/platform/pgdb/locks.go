@@ -169,6 +169,12 @@ func (l *Locks) lose(err error) {
 		l.log.Error("advisory lock session lost; the locks it held are released for every replica",
 			slog.String("space", l.space), slog.Int("held", n), slog.Any("error", fmt.Errorf("%w: %w", errSessionLost, err)))
 	}
+	l.endSession()
+}
+
+// endSession closes the session's connection, never returning it to the
+// pool (its locks end with it); sem is held.
+func (l *Locks) endSession() {
 	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
 	defer cancel()
 	_ = l.session.Hijack().Close(ctx)
@@ -181,10 +187,7 @@ func (l *Locks) Close() error {
 	l.sem <- struct{}{}
 	defer func() { <-l.sem }()
 	if l.session != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
-		defer cancel()
-		_ = l.session.Hijack().Close(ctx)
-		l.session = nil
+		l.endSession()
 	}
 	return nil
 }
