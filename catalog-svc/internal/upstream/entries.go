@@ -264,14 +264,10 @@ func encodeEntry(reg proto.Message) []byte {
 	return b
 }
 
-// refreshEntries brings rec's prompts and resources up to date with what
-// the upstream lists, as refreshLocked does for tools.
-func (m *Manager) refreshEntries(ctx context.Context, rec *sharedosv1.GetProviderResponse, c *conn, actor string) error {
-	spec, st := rec.GetProvider(), rec.GetStatus()
-	listed, err := c.listEntries(ctx, spec)
-	if err != nil {
-		return err
-	}
+// applyEntries brings rec's prompts and resources up to date with what
+// the upstream listed, as apply does for tools.
+func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderResponse, listed []candidate, actor string) {
+	st := rec.GetStatus()
 	index := map[string]*sharedosv1.UpstreamEntry{}
 	for _, e := range st.GetEntries() {
 		index[e.GetKind()+" "+e.GetKey()] = e
@@ -312,7 +308,6 @@ func (m *Manager) refreshEntries(ctx context.Context, rec *sharedosv1.GetProvide
 	slices.SortFunc(st.Entries, func(a, b *sharedosv1.UpstreamEntry) int {
 		return strings.Compare(a.GetKind()+" "+a.GetKey(), b.GetKind()+" "+b.GetKey())
 	})
-	return nil
 }
 
 func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProviderResponse, index map[string]*sharedosv1.UpstreamEntry,

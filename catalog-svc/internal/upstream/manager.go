@@ -63,7 +63,8 @@ type Locker interface {
 }
 
 // recordsLock is the one lock every change of an upstream record takes:
-// changes are rare (an operator, a refresh interval), and a prompt's or
+// changes are rare (an operator, a refresh interval) and short (a refresh
+// lists its upstream before it takes the lock), and a prompt's or
 // resource's approval does not name its upstream.
 const recordsLock = "records"
 
@@ -222,27 +223,35 @@ func (m *Manager) Add(ctx context.Context, spec *sharedosv1.UpstreamProvider, ac
 	if err := m.Validate(spec); err != nil {
 		return nil, err
 	}
+	if err := m.create(ctx, spec); err != nil {
+		return nil, err
+	}
+	// Acquired as any refresh: listed holding no lock, then applied.
+	rec, _, err := m.refresh(ctx, spec.GetNamespace(), actor, false)
+	return rec, err
+}
+
+// create stores spec as a new upstream, not listed yet.
+func (m *Manager) create(ctx context.Context, spec *sharedosv1.UpstreamProvider) error {
 	done, err := m.exclusive(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer done()
 	ns := spec.GetNamespace()
 	if _, err := m.load(ctx, ns); err == nil {
-		return nil, fmt.Errorf("%w: %s", ErrAlreadyExists, ns)
+		return fmt.Errorf("%w: %s", ErrAlreadyExists, ns)
 	} else if !errors.Is(err, ErrNotFound) {
-		return nil, err
+		return err
 	}
 	spec = proto.CloneOf(spec)
 	now := timestamppb.Now()
 	spec.CreatedAt, spec.UpdatedAt = now, now
-	rec := &sharedosv1.GetProviderResponse{Provider: spec, Status: &sharedosv1.UpstreamStatus{}}
-	if err := m.save(ctx, rec); err != nil {
-		return nil, err
+	if err := m.save(ctx, &sharedosv1.GetProviderResponse{Provider: spec, Status: &sharedosv1.UpstreamStatus{}}); err != nil {
+		return err
 	}
-	m.dropConn(ns)
-	m.refreshLocked(ctx, rec, actor)
-	return rec, m.save(ctx, rec)
+	m.dropConn(ns, nil)
+	return nil
 }
 
 // Get returns one upstream with its status.
@@ -282,7 +291,53 @@ func (m *Manager) RefreshIfDue(ctx context.Context, ns, actor string) (refreshed
 	return refreshed, err
 }
 
+// refresh lists the upstream holding no lock — a listing waits on the
+// network, up to the upstream's timeout, and must not hold every other
+// change of upstream records, on every replica, while it does — and then
+// applies it under the records lock to the record as it is then: an
+// approval made meanwhile is kept, not saved over. A listing of a provider
+// that was replaced meanwhile (removed and added again) is dropped and made
+// again; one that was removed is ErrNotFound.
 func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*sharedosv1.GetProviderResponse, bool, error) {
+	for range maxRelists {
+		rec, err := m.load(ctx, ns)
+		if err != nil {
+			return nil, false, err
+		}
+		if ifDue && !refreshDue(rec) {
+			return rec, false, nil
+		}
+		l, err := m.list(ctx, ns)
+		if err != nil {
+			return nil, false, err
+		}
+		rec, applied, err := m.applyListing(ctx, ns, l, actor, ifDue)
+		if !errors.Is(err, errReplaced) {
+			return rec, applied, err
+		}
+		m.dropConn(ns, l.created) // the replaced provider's: list the new one
+	}
+	return nil, false, fmt.Errorf("upstream %s: replaced %d times while it was listed", ns, maxRelists)
+}
+
+// maxRelists bounds refresh's tries when the provider keeps being replaced
+// while it is listed.
+const maxRelists = 3
+
+// errReplaced: the provider was removed and added again while it was
+// listed; the listing is of the old one.
+var errReplaced = errors.New("upstream: replaced while it was listed")
+
+// refreshDue reports whether rec's refresh interval has passed since its
+// last refresh (on any replica: the time is in the record).
+func refreshDue(rec *sharedosv1.GetProviderResponse) bool {
+	d := rec.GetProvider().GetRefresh().AsDuration()
+	return d > 0 && time.Since(rec.GetStatus().GetRefreshedAt().AsTime()) >= d
+}
+
+// applyListing reconciles the stored record with l under the records lock.
+// applied is false when ifDue and another replica refreshed it since.
+func (m *Manager) applyListing(ctx context.Context, ns string, l *listing, actor string, ifDue bool) (*sharedosv1.GetProviderResponse, bool, error) {
 	done, err := m.exclusive(ctx)
 	if err != nil {
 		return nil, false, err
@@ -292,13 +347,13 @@ func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*s
 	if err != nil {
 		return nil, false, err
 	}
-	if ifDue {
-		d := rec.GetProvider().GetRefresh().AsDuration()
-		if d <= 0 || time.Since(rec.GetStatus().GetRefreshedAt().AsTime()) < d {
-			return rec, false, nil
-		}
+	if !proto.Equal(rec.GetProvider().GetCreatedAt(), l.created) {
+		return nil, false, errReplaced
 	}
-	m.refreshLocked(ctx, rec, actor)
+	if ifDue && !refreshDue(rec) {
+		return rec, false, nil
+	}
+	m.apply(ctx, rec, l, actor)
 	return rec, true, m.save(ctx, rec)
 }
 
@@ -330,7 +385,7 @@ func (m *Manager) Remove(ctx context.Context, ns string) error {
 	if err := m.cfg.Store.DeleteEntry(ctx, store.KindUpstream, ns); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	m.dropConn(ns)
+	m.dropConn(ns, nil)
 	return nil
 }
 
@@ -448,23 +503,52 @@ func (m *Manager) Run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// refreshLocked lists rec's tools and reconciles the registry with them.
-// A failed listing changes no tool: it is reported in the status.
-func (m *Manager) refreshLocked(ctx context.Context, rec *sharedosv1.GetProviderResponse, actor string) {
-	spec, st := rec.GetProvider(), rec.GetStatus()
-	ns := spec.GetNamespace()
-	st.RefreshedAt = timestamppb.Now()
+// listing is what one refresh read from an upstream: its tools, prompts
+// and resources as listed, or why it could not.
+type listing struct {
+	// created names the provider that was listed (its CreatedAt: a
+	// provider removed and added again is another one).
+	created *timestamppb.Timestamp
+	// at is when the listing began.
+	at      *timestamppb.Timestamp
+	info    serverInfo
+	tools   []listedTool
+	entries []candidate
+	// err: no tools/list (nothing changes); entriesErr: no prompts or
+	// resources listing.
+	err, entriesErr error
+}
+
+// list reads the upstream of ns over its connection, holding no lock; an
+// error when there is no connection to read it over (the provider is gone,
+// or its record cannot be read).
+func (m *Manager) list(ctx context.Context, ns string) (*listing, error) {
+	l := &listing{at: timestamppb.Now()}
 	c, err := m.conn(ns)
 	if err != nil {
-		st.Error = err.Error()
+		return nil, err
+	}
+	l.created = c.spec.GetCreatedAt()
+	if l.tools, l.info, l.err = c.listTools(ctx); l.err != nil {
+		m.log.WarnContext(ctx, "upstream listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", l.err))
+		return l, nil
+	}
+	if l.entries, l.entriesErr = c.listEntries(ctx, c.spec); l.entriesErr != nil {
+		m.log.WarnContext(ctx, "upstream prompts/resources listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", l.entriesErr))
+	}
+	return l, nil
+}
+
+// apply reconciles rec's tools, prompts and resources, and the registry,
+// with l. A failed listing changes no tool: it is reported in the status.
+func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse, l *listing, actor string) {
+	spec, st := rec.GetProvider(), rec.GetStatus()
+	st.RefreshedAt = l.at
+	if l.err != nil {
+		st.Error = l.err.Error()
 		return
 	}
-	listed, info, err := c.listTools(ctx)
-	if err != nil {
-		st.Error = err.Error()
-		m.log.WarnContext(ctx, "upstream listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", err))
-		return
-	}
+	listed, info := l.tools, l.info
 	st.Error, st.ProtocolVersion, st.ServerName, st.ServerVersion = "", info.protocol, info.name, info.version
 	st.Skipped = nil
 	index := map[string]*sharedosv1.UpstreamTool{}
@@ -520,10 +604,11 @@ func (m *Manager) refreshLocked(ctx context.Context, rec *sharedosv1.GetProvider
 	}
 	st.Tools = kept
 	slices.SortFunc(st.Tools, func(a, b *sharedosv1.UpstreamTool) int { return strings.Compare(a.GetName(), b.GetName()) })
-	if err := m.refreshEntries(ctx, rec, c, actor); err != nil {
-		st.Error = "prompts and resources: " + err.Error()
-		m.log.WarnContext(ctx, "upstream prompts/resources listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", err))
+	if l.entriesErr != nil {
+		st.Error = "prompts and resources: " + l.entriesErr.Error()
+		return
 	}
+	m.applyEntries(ctx, rec, l.entries, actor)
 }
 
 // reconcile brings one listed tool's state up to date; a reason when it
@@ -668,10 +753,12 @@ func (m *Manager) conn(ns string) (*conn, error) {
 	return c, nil
 }
 
-func (m *Manager) dropConn(ns string) {
+// dropConn closes ns's connection; with created set, only when it is the
+// connection of the provider created then (one since replaced).
+func (m *Manager) dropConn(ns string, created *timestamppb.Timestamp) {
 	m.connsMu.Lock()
 	defer m.connsMu.Unlock()
-	if c, ok := m.conns[ns]; ok {
+	if c, ok := m.conns[ns]; ok && (created == nil || proto.Equal(c.spec.GetCreatedAt(), created)) {
 		c.close()
 		delete(m.conns, ns)
 	}

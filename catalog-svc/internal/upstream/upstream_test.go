@@ -61,6 +61,8 @@ type fixtureState struct {
 	// for listGate.
 	listing  chan struct{}
 	listGate chan struct{}
+	// lists counts the tools/list requests served.
+	lists int
 	// askFailed hears the ask tool's request end without an answer.
 	askFailed chan struct{}
 }
@@ -98,6 +100,7 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 			}
 			st.mu.Lock()
 			defer st.mu.Unlock()
+			st.lists++
 			out := tools[:0]
 			for _, t := range tools {
 				if t.Name == "extra" && !st.extra {
@@ -808,18 +811,28 @@ func (l *sharedLocks) Lock(ctx context.Context, name string) (func(), error) {
 	}
 }
 
-// TestReplicasChangeUpstreamsInTurn: two replicas on one store: an
-// approval on one waits while the other refreshes the same upstream, and
-// then applies to what that refresh saved (interleaved, one of the two
-// saves would be lost: the approval, here); a refresh that another replica
-// already made within the interval is not made again.
+// held reports whether the lock name is held now.
+func (l *sharedLocks) held(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.locks[name]) > 0
+}
+
+// TestReplicasChangeUpstreamsInTurn: two replicas on one store. A refresh
+// lists its upstream holding no lock, so an approval on the other replica
+// lands while the listing waits on the network (a slow upstream holds up no
+// other change of upstream records, on any replica); the refresh then
+// applies its listing to the record as it is by then and keeps the
+// approval (applied to the record it had loaded before, it would lose it).
+// A refresh another replica made within the interval is not made again,
+// and a provider removed while it was listed stays removed.
 func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	st := newState()
 	hs := httptest.NewServer(server.NewStreamableHTTPServer(fixture(st).srv))
 	t.Cleanup(hs.Close)
 	mem := memory.New()
 	cat := newCatalog(t, mem)
-	locks := &sharedLocks{locks: map[string]chan struct{}{}, asked: make(chan string, 16)}
+	locks := &sharedLocks{locks: map[string]chan struct{}{}, asked: make(chan string, 64)}
 	a := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks})
 	b := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
@@ -829,31 +842,34 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-locks.asked
 	pending := toolOf(t, rec, "fx.echo").GetPendingDigest()
 
-	st.mu.Lock()
-	st.listing, st.listGate = make(chan struct{}, 1), make(chan struct{})
-	st.mu.Unlock()
+	gate := func() {
+		st.mu.Lock()
+		st.listing, st.listGate = make(chan struct{}, 1), make(chan struct{})
+		st.mu.Unlock()
+	}
+	release := func() {
+		st.mu.Lock()
+		gate := st.listGate
+		st.listing, st.listGate = nil, nil
+		st.mu.Unlock()
+		close(gate)
+	}
+	gate()
 	refreshed := make(chan error, 1)
 	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
-	<-locks.asked
-	<-st.listing // a holds the records, listing the upstream
-	approved := make(chan error, 1)
-	go func() { _, err := b.Approve(ctx, "fx.echo", pending, "op"); approved <- err }()
-	select {
-	case <-locks.asked:
-	case err := <-approved:
-		t.Fatalf("the approval ran (%v) while another replica's refresh held the records", err)
+	<-st.listing // a lists the upstream, which waits
+	if locks.held("records") {
+		release()
+		t.Fatal("a refresh holds the upstream records while it lists its upstream")
 	}
-	st.mu.Lock()
-	st.listing = nil
-	st.mu.Unlock()
-	close(st.listGate)
+	_, err = b.Approve(ctx, "fx.echo", pending, "op")
+	release()
+	if err != nil {
+		t.Fatalf("approval while another replica lists the upstream: %v", err)
+	}
 	if err := <-refreshed; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-approved; err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.Get(ctx, "fx")
@@ -863,10 +879,68 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	if e := toolOf(t, got, "fx.echo"); e.GetState() != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED || e.GetDigest() != pending {
 		t.Fatalf("after a refresh and an approval on two replicas: %v", e)
 	}
+	if _, err := cat.Resolve(ctx, "fx.echo"); err != nil {
+		t.Fatalf("the approved tool is not in the registry after the refresh: %v", err)
+	}
 
 	// Refreshed a moment ago (on a): not due on b.
 	if did, err := b.RefreshIfDue(ctx, "fx", "refresh"); err != nil || did {
 		t.Fatalf("RefreshIfDue right after a refresh: %v, %v", did, err)
+	}
+
+	// Removed on b while a lists it: a's refresh reports it gone and
+	// brings nothing back.
+	gate()
+	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
+	<-st.listing
+	if err := b.Remove(ctx, "fx"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := <-refreshed; !errors.Is(err, upstream.ErrNotFound) {
+		t.Fatalf("refresh of an upstream removed while it was listed: %v, want ErrNotFound", err)
+	}
+	if _, err := a.Get(ctx, "fx"); !errors.Is(err, upstream.ErrNotFound) {
+		t.Fatalf("the removed upstream is back: %v", err)
+	}
+	if _, err := cat.Resolve(ctx, "fx.echo"); err == nil {
+		t.Fatal("the removed upstream's tool is back in the registry")
+	}
+
+	// Replaced on b (added again, at another URL) while a lists the old
+	// one: a drops that listing and refreshes the provider there is now.
+	if _, err := b.Add(ctx, &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs.URL + "/mcp"}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	other := newState()
+	hs2 := httptest.NewServer(server.NewStreamableHTTPServer(fixture(other).srv))
+	t.Cleanup(hs2.Close)
+	gate()
+	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
+	<-st.listing
+	err = b.Remove(ctx, "fx")
+	if err == nil {
+		_, err = b.Add(ctx, &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs2.URL + "/mcp", AutoApproveNew: true}, "tester")
+	}
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-refreshed; err != nil {
+		t.Fatalf("refresh of an upstream replaced while it was listed: %v", err)
+	}
+	got, err = a.Get(ctx, "fx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetProvider().GetUrl() != hs2.URL+"/mcp" || toolOf(t, got, "fx.echo").GetState() != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+		t.Fatalf("after the replacement: %v", got)
+	}
+	other.mu.Lock()
+	lists := other.lists
+	other.mu.Unlock()
+	if lists < 2 {
+		t.Fatalf("the new provider was listed %d times (its Add, then a's refresh), want 2", lists)
 	}
 }
 
