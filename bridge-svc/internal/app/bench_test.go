@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -377,13 +380,18 @@ func BenchmarkIdleTurnMemory(b *testing.B) {
 // BenchmarkOpenTurnToolsList10k (issue 20, P3): OpenTurn over gRPC with
 // 10,000 visible tools, then the turn's tools/list over HTTP (2026-07-28),
 // its whole answer read — and, in the same run, the baseline: one gRPC
-// unary call carrying as many bytes as that answer to a bare echo process.
+// unary call carrying as many bytes as that answer to a bare echo process;
+// and the floor mcp-go sets for any server of these 10,000 tools: plain
+// mcp-go answering tools/list (its server built once), and building that
+// server (AddTools) and then answering, as a turn's first list must.
 func BenchmarkOpenTurnToolsList10k(b *testing.B) {
+	const (
+		desc   = "A benchmark tool with a realistic description."
+		schema = `{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer","minimum":1}},"required":["path"]}`
+	)
 	tools := make([]*sharedosv1.PublishedTool, 10_000)
 	for i := range tools {
-		tools[i] = bridgetest.Tool(fmt.Sprintf("bench.tool_%05d", i), "A benchmark tool with a realistic description.",
-			`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer","minimum":1}},"required":["path"]}`,
-			"", `{"readOnlyHint":true}`)
+		tools[i] = bridgetest.Tool(fmt.Sprintf("bench.tool_%05d", i), desc, schema, "", `{"readOnlyHint":true}`)
 	}
 	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
 	catalog.SetTools(tools)
@@ -440,6 +448,60 @@ func BenchmarkOpenTurnToolsList10k(b *testing.B) {
 		b.ReportMetric(float64(open.d[len(open.d)/2].Microseconds()), "open-p50-µs")
 		open.mu.Unlock()
 		b.ReportMetric(float64(len(body)), "list-B")
+	})
+	plainTools := make([]server.ServerTool, len(tools))
+	for i, t := range tools {
+		tool := mcp.NewToolWithRawSchema(t.GetName(), desc, []byte(schema))
+		tool.Annotations.ReadOnlyHint = mcp.ToBoolPtr(true)
+		plainTools[i] = server.ServerTool{Tool: tool, Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("ok"), nil
+		}}
+	}
+	plainServer := func() *server.MCPServer {
+		s := server.NewMCPServer("plain", "1", server.WithToolCapabilities(false))
+		s.AddTools(plainTools...)
+		return s
+	}
+	plainList := func(b *testing.B, url string) {
+		t := &launch.MCPTarget{URL: url, Modern: true}
+		if st, err := t.Post(modernList(1), "tools/list", ""); err != nil || st != 200 {
+			b.Fatalf("plain tools/list: %d %v", st, err)
+		}
+	}
+	b.Run("plain-mcp-go-list", func(b *testing.B) {
+		ts := httptest.NewServer(server.NewStreamableHTTPServer(plainServer(), server.WithDisableStreaming(true)))
+		defer ts.Close()
+		var lat latencies
+		for b.Loop() {
+			start := time.Now()
+			plainList(b, ts.URL)
+			lat.add(time.Since(start))
+		}
+		lat.report(b)
+	})
+	b.Run("plain-mcp-go-build+list", func(b *testing.B) {
+		var (
+			mu  sync.Mutex
+			cur http.Handler
+		)
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			h := cur
+			mu.Unlock()
+			h.ServeHTTP(w, r)
+		}))
+		defer ts.Close()
+		var lat latencies
+		for b.Loop() {
+			start := time.Now()
+			h := server.NewStreamableHTTPServer(plainServer(), server.WithDisableStreaming(true))
+			mu.Lock()
+			cur = h
+			mu.Unlock()
+			plainList(b, ts.URL)
+			lat.add(time.Since(start))
+		}
+		lat.report(b)
 	})
 	b.Run("grpc-unary-same-bytes", func(b *testing.B) {
 		echo, _ := launch.StartEcho(b)
