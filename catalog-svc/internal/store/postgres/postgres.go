@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +65,17 @@ const readColumns = `name, description, input_schema_raw, output_schema_raw, ann
 	namespace, source, class, requirement_action, requirement_resource, path_cleaning,
 	handler_target, handler_timeout_ns, credential_ref, canonical, digest,
 	revision, created_at, updated_at, requirement_open_arguments, read_only`
+
+// Rows is recs as the rows of catalog.tools that CreateBatch copies in:
+// the columns and each record's values (a bare COPY of the same rows is
+// RegisterBatch's benchmark baseline).
+func Rows(recs []store.Record) (columns []string, rows [][]any) {
+	rows = make([][]any, len(recs))
+	for i, r := range recs {
+		rows[i] = values(r)
+	}
+	return slices.Clone(writeColumns), rows
+}
 
 // values is rec as writeColumns values. Empty JSON is NULL (absent).
 func values(rec store.Record) []any {
@@ -240,16 +252,13 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, erro
 	if err := checkBatch(recs); err != nil {
 		return 0, err
 	}
-	rows := make([][]any, len(recs))
-	for i, r := range recs {
-		rows[i] = values(r)
-	}
+	cols, rows := Rows(recs)
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE tools_stage (LIKE catalog.tools INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
 			return err
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tools_stage"}, writeColumns, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tools_stage"}, cols, pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
 		var newName, oldName, rule string
