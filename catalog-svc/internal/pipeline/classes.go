@@ -12,9 +12,10 @@ import (
 // then across kernel replicas when Config.TurnLocks is set (a PostgreSQL
 // advisory lock per turn, held for the call: pgdb.Locks).
 
-// turnLocks holds one lock per turn with a serialized call running or
-// waiting; a turn's entry goes when its last holder leaves.
-type turnLocks struct {
+// localTurnLocks holds, in this process, one lock per turn with a
+// serialized call running or waiting; a turn's entry goes when its last
+// holder leaves.
+type localTurnLocks struct {
 	mu sync.Mutex
 	m  map[string]*turnLock
 }
@@ -25,7 +26,7 @@ type turnLock struct {
 }
 
 // acquire waits for turn's slot until ctx ends; release frees it.
-func (l *turnLocks) acquire(ctx context.Context, turn string) (release func(), err error) {
+func (l *localTurnLocks) acquire(ctx context.Context, turn string) (release func(), err error) {
 	l.mu.Lock()
 	if l.m == nil {
 		l.m = map[string]*turnLock{}

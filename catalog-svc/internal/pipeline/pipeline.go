@@ -123,10 +123,10 @@ type Pipeline struct {
 	ownedJournal bool
 	authz        sharedosv1.AuthzServiceClient
 	handlers     HandlerClients
-	// writes orders the calls of a turn that are not read-only: in this
-	// process, then across replicas (turnLocks, when set).
-	writes    turnLocks
-	turnLocks TurnLocker
+	// The calls of a turn that are not read-only are ordered in this
+	// process (localTurns), then across replicas (replicaTurns, when set).
+	localTurns   localTurnLocks
+	replicaTurns TurnLocker
 	// unary holds the handler targets that answered Invoke UNIMPLEMENTED,
 	// with when (contract v1 providers): Handle only, for unaryRetry.
 	unary          sync.Map
@@ -181,7 +181,7 @@ func New(cfg Config) (*Pipeline, error) {
 		inputWait:      orDefault(cfg.InputWait, DefaultInputWait),
 		instanceID:     cfg.InstanceID,
 		instances:      cfg.Instances,
-		turnLocks:      cfg.TurnLocks,
+		replicaTurns:   cfg.TurnLocks,
 		started:        time.Now(),
 	}
 	if s.handlerTimeout > s.maxHandler {
@@ -887,14 +887,14 @@ func (s *Pipeline) serialize(ctx, hctx context.Context, turn string, timeout tim
 		}
 		return outcome.Failed(outcome.Timeout, fmt.Sprintf("the turn's previous call of a tool that is not read-only did not end within this tool's %s", timeout))
 	}
-	release, err := s.writes.acquire(hctx, turn)
+	release, err := s.localTurns.acquire(hctx, turn)
 	if err != nil {
 		return nil, late()
 	}
-	if s.turnLocks == nil {
+	if s.replicaTurns == nil {
 		return release, nil
 	}
-	unlock, err := s.turnLocks.Lock(hctx, turn)
+	unlock, err := s.replicaTurns.Lock(hctx, turn)
 	if err != nil {
 		release()
 		if hctx.Err() != nil {
