@@ -297,27 +297,49 @@ func (m *Manager) RefreshIfDue(ctx context.Context, ns, actor string) (refreshed
 // applies it under the records lock to the record as it is then: an
 // approval made meanwhile is kept, not saved over. A listing of a provider
 // that was replaced meanwhile (removed and added again) is dropped and made
-// again; one that was removed is ErrNotFound.
+// again; one that was removed is ErrNotFound. With ifDue it refreshes only
+// an upstream whose interval has passed, and claims it first (claimRefresh).
 func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*sharedosv1.GetProviderResponse, bool, error) {
+	if ifDue {
+		rec, claimed, err := m.claimRefresh(ctx, ns)
+		if err != nil || !claimed {
+			return rec, false, err
+		}
+	}
 	for range maxRelists {
-		rec, err := m.load(ctx, ns)
-		if err != nil {
-			return nil, false, err
-		}
-		if ifDue && !refreshDue(rec) {
-			return rec, false, nil
-		}
 		l, err := m.list(ctx, ns)
 		if err != nil {
 			return nil, false, err
 		}
-		rec, applied, err := m.applyListing(ctx, ns, l, actor, ifDue)
+		rec, err := m.applyListing(ctx, ns, l, actor)
 		if !errors.Is(err, errReplaced) {
-			return rec, applied, err
+			return rec, err == nil, err
 		}
 		m.dropConn(ns, l.created) // the replaced provider's: list the new one
 	}
 	return nil, false, fmt.Errorf("upstream %s: replaced %d times while it was listed", ns, maxRelists)
+}
+
+// claimRefresh takes ns's periodic refresh for this replica when it is due:
+// its refresh time is set to now under the lock, so the other replicas find
+// it not due while this one lists it (one listing per interval across
+// replicas). A replica that stops while it lists leaves the refresh to the
+// next interval, as a failed listing does.
+func (m *Manager) claimRefresh(ctx context.Context, ns string) (*sharedosv1.GetProviderResponse, bool, error) {
+	done, err := m.exclusive(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	rec, err := m.load(ctx, ns)
+	if err != nil {
+		return nil, false, err
+	}
+	if !refreshDue(rec) {
+		return rec, false, nil
+	}
+	rec.Status.RefreshedAt = timestamppb.Now()
+	return rec, true, m.save(ctx, rec)
 }
 
 // maxRelists bounds refresh's tries when the provider keeps being replaced
@@ -336,25 +358,21 @@ func refreshDue(rec *sharedosv1.GetProviderResponse) bool {
 }
 
 // applyListing reconciles the stored record with l under the records lock.
-// applied is false when ifDue and another replica refreshed it since.
-func (m *Manager) applyListing(ctx context.Context, ns string, l *listing, actor string, ifDue bool) (*sharedosv1.GetProviderResponse, bool, error) {
+func (m *Manager) applyListing(ctx context.Context, ns string, l *listing, actor string) (*sharedosv1.GetProviderResponse, error) {
 	done, err := m.exclusive(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	defer done()
 	rec, err := m.load(ctx, ns)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if !proto.Equal(rec.GetProvider().GetCreatedAt(), l.created) {
-		return nil, false, errReplaced
-	}
-	if ifDue && !refreshDue(rec) {
-		return rec, false, nil
+		return nil, errReplaced
 	}
 	m.apply(ctx, rec, l, actor)
-	return rec, true, m.save(ctx, rec)
+	return rec, m.save(ctx, rec)
 }
 
 // Remove deregisters every published tool of the upstream and forgets it.

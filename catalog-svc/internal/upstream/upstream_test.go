@@ -22,10 +22,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
@@ -811,6 +813,27 @@ func (l *sharedLocks) Lock(ctx context.Context, name string) (func(), error) {
 	}
 }
 
+// refreshedLongAgo makes ns's last refresh two hours old in st: its
+// refresh interval has passed.
+func refreshedLongAgo(t *testing.T, st *memory.Store, ns string) {
+	t.Helper()
+	e, err := st.GetEntry(t.Context(), store.KindUpstream, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &sharedosv1.GetProviderResponse{}
+	if err := proto.Unmarshal(e.Registration, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Status.RefreshedAt = timestamppb.New(time.Now().Add(-2 * time.Hour))
+	if e.Registration, err = proto.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutEntry(t.Context(), store.KindUpstream, e); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // held reports whether the lock name is held now.
 func (l *sharedLocks) held(name string) bool {
 	l.mu.Lock()
@@ -886,6 +909,40 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	// Refreshed a moment ago (on a): not due on b.
 	if did, err := b.RefreshIfDue(ctx, "fx", "refresh"); err != nil || did {
 		t.Fatalf("RefreshIfDue right after a refresh: %v, %v", did, err)
+	}
+
+	// A periodic refresh claims its upstream before it lists it: while a
+	// lists an upstream that is due, b finds it not due and lists nothing.
+	refreshedLongAgo(t, mem, "fx")
+	gate()
+	dueOnA := make(chan error, 1)
+	go func() {
+		did, err := a.RefreshIfDue(ctx, "fx", "refresh")
+		if err == nil && !did {
+			err = errors.New("not refreshed")
+		}
+		dueOnA <- err
+	}()
+	<-st.listing
+	dueOnB := make(chan error, 1)
+	go func() {
+		did, err := b.RefreshIfDue(ctx, "fx", "refresh")
+		if err == nil && did {
+			err = errors.New("refreshed it too")
+		}
+		dueOnB <- err
+	}()
+	select {
+	case err = <-dueOnB:
+	case <-st.listing:
+		err = errors.New("listed it too")
+	}
+	release()
+	if err != nil {
+		t.Fatalf("b's periodic refresh while a lists the due upstream: %v", err)
+	}
+	if err := <-dueOnA; err != nil {
+		t.Fatalf("a's periodic refresh of the due upstream: %v", err)
 	}
 
 	// Removed on b while a lists it: a's refresh reports it gone and
