@@ -295,7 +295,8 @@ func (m *Manager) RefreshIfDue(ctx context.Context, ns, actor string) (refreshed
 // network, up to the upstream's timeout, and must not hold every other
 // change of upstream records, on every replica, while it does — and then
 // applies it under the records lock to the record as it is then: an
-// approval made meanwhile is kept, not saved over. A listing of a provider
+// approval made meanwhile is kept, not saved over, and a listing begun
+// before one already applied is dropped. A listing of a provider
 // that was replaced meanwhile (removed and added again) is dropped and made
 // again; one that was removed is ErrNotFound. With ifDue it refreshes only
 // an upstream whose interval has passed, and claims it first (claimRefresh).
@@ -312,6 +313,9 @@ func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*s
 			return nil, false, err
 		}
 		rec, err := m.applyListing(ctx, ns, l, actor)
+		if errors.Is(err, errSuperseded) {
+			return rec, false, nil
+		}
 		if !errors.Is(err, errReplaced) {
 			return rec, err == nil, err
 		}
@@ -371,9 +375,18 @@ func (m *Manager) applyListing(ctx context.Context, ns string, l *listing, actor
 	if !proto.Equal(rec.GetProvider().GetCreatedAt(), l.created) {
 		return nil, errReplaced
 	}
+	if last := rec.GetStatus().GetRefreshedAt(); last != nil && last.AsTime().After(l.at.AsTime()) {
+		// A listing begun later was applied (or a periodic one claimed)
+		// while this one ran: applied after it, this one would take the
+		// record back to what the upstream served before.
+		return rec, errSuperseded
+	}
 	m.apply(ctx, rec, l, actor)
 	return rec, m.save(ctx, rec)
 }
+
+// errSuperseded: a listing begun later was applied, or claimed, first.
+var errSuperseded = errors.New("upstream: a later listing came first")
 
 // Remove deregisters every published tool of the upstream and forgets it.
 func (m *Manager) Remove(ctx context.Context, ns string) error {

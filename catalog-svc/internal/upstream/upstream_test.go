@@ -906,6 +906,31 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 		t.Fatalf("the approved tool is not in the registry after the refresh: %v", err)
 	}
 
+	// Two listings out of order: b's, made while a's waits, is applied
+	// first; a's, begun earlier and done later, is dropped (applied last,
+	// it would take the record back to what the upstream served before).
+	gate()
+	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
+	<-st.listing
+	st.mu.Lock()
+	held := st.listGate // a's listing waits on it; b's goes through
+	st.listing, st.listGate = nil, nil
+	st.mu.Unlock()
+	newer, err := b.Refresh(ctx, "fx", "op")
+	close(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-refreshed; err != nil {
+		t.Fatal(err)
+	}
+	if got, err = b.Get(ctx, "fx"); err != nil {
+		t.Fatal(err)
+	}
+	if at, want := got.GetStatus().GetRefreshedAt().AsTime(), newer.GetStatus().GetRefreshedAt().AsTime(); !at.Equal(want) {
+		t.Fatalf("the record is of the listing begun at %v, not of the later one (%v) applied before it", at, want)
+	}
+
 	// Refreshed a moment ago (on a): not due on b.
 	if did, err := b.RefreshIfDue(ctx, "fx", "refresh"); err != nil || did {
 		t.Fatalf("RefreshIfDue right after a refresh: %v, %v", did, err)
