@@ -25,6 +25,14 @@ func SetParkedFor(d time.Duration) func() {
 	return func() { parkedFor = old }
 }
 
+// SetMaxParkedPerTurn bounds one turn's parked calls per upstream at n
+// (tests); the returned func restores the default.
+func SetMaxParkedPerTurn(n int) func() {
+	old := maxParkedPerTurn
+	maxParkedPerTurn = n
+	return func() { maxParkedPerTurn = old }
+}
+
 // RunOnWorker runs do as an upstream request of a connection to nowhere
 // and returns its outcome (tests of the worker's recovery).
 func RunOnWorker(do func() error) error {

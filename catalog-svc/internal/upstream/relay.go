@@ -42,11 +42,18 @@ import (
 // never relayed there. A request that belongs to no call is answered as
 // before: an error.
 const (
-	// maxParked bounds the calls parked per upstream connection.
+	// maxParked bounds the calls parked per upstream connection; see
+	// also maxParkedPerTurn.
 	maxParked = 256
 	// parkedState prefixes the provider state of a parked call's round.
 	parkedState = "sharedos-upstream-call:"
 )
+
+// maxParkedPerTurn bounds one turn's calls parked on one upstream, so a
+// harness that never answers (or never retries) cannot hold every parked
+// slot of the upstream, for every other turn, until the calls run out. A
+// variable for tests.
+var maxParkedPerTurn = 16
 
 // parkedFor bounds how long a parked call waits for its next round: the
 // kernel's own wait. (Over Streamable HTTP mcp-go gives a server request
@@ -316,6 +323,15 @@ func (c *conn) park(r *running) (string, error) {
 	defer c.callsMu.Unlock()
 	if len(c.parked) >= maxParked {
 		return "", status.Errorf(codes.ResourceExhausted, "upstream: %d calls already wait for their client's input", maxParked)
+	}
+	ofTurn := 0
+	for _, p := range c.parked {
+		if p.r.turn == r.turn {
+			ofTurn++
+		}
+	}
+	if ofTurn >= maxParkedPerTurn {
+		return "", status.Errorf(codes.ResourceExhausted, "upstream: %d calls of this turn already wait for its client's input", ofTurn)
 	}
 	c.parked[handle] = parked{r: r, expiry: time.AfterFunc(parkedFor, func() { c.cancelRound(handle) })}
 	return handle, nil

@@ -220,6 +220,49 @@ func TestParkedCallsEnd(t *testing.T) {
 	})
 }
 
+// One turn cannot hold every parked slot of an upstream: past its bound a
+// turn's next call that asks for input is refused, its upstream request
+// ended, while another turn's call still parks.
+func TestParkedCallsPerTurn(t *testing.T) {
+	defer upstream.SetMaxParkedPerTurn(2)()
+	c, m, st := legacyUpstream(t)
+	ask := func(turn string) (*sharedosv1.HandleResponse, error) {
+		return c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: turn, Tool: "lg.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	}
+	for i := range 2 {
+		if resp, err := ask("t-busy"); err != nil || resp.GetInputRequired() == nil {
+			t.Fatalf("waiting call %d of the turn: %v, %v", i+1, resp, err)
+		}
+	}
+	h := upstream.Handlers{Upstreams: m}
+	// end lets the parked asks of turn fail, one at a time as the fixture
+	// reports them, so that the upstream can close.
+	end := func(turn string) int {
+		n := h.CancelTurn(turn)
+		for range n {
+			<-st.askFailed
+		}
+		return n
+	}
+	if resp, err := ask("t-busy"); status.Code(err) != codes.ResourceExhausted {
+		end("t-busy")
+		t.Fatalf("a third waiting call of the turn: %v, %v; want ResourceExhausted", resp, err)
+	}
+	<-st.askFailed // the refused call's upstream request ended
+	if resp, err := ask("t-other"); err != nil || resp.GetInputRequired() == nil {
+		end("t-busy")
+		t.Fatalf("another turn's call: %v, %v", resp, err)
+	}
+	for _, turn := range []struct {
+		id     string
+		parked int
+	}{{"t-busy", 2}, {"t-other", 1}} {
+		if n := end(turn.id); n != turn.parked {
+			t.Errorf("turn %s had %d parked calls, want %d", turn.id, n, turn.parked)
+		}
+	}
+}
+
 // A panic in an upstream request (the client library's) is that call's
 // Internal error, not catalog-svc's end.
 func TestUpstreamRequestPanicIsAnError(t *testing.T) {
