@@ -234,7 +234,7 @@ func shaOnly(entries []cataloghash.Entry) {
 // a bare COPY of the same rows (issue 20's P5 baseline), the store's COPY
 // path alone (a staging table, the conflict check, the change notice), and
 // the whole service call (validation, projection, the store's path and the
-// cache reload), interleaved with -count.
+// cache reload), in that order in one run.
 func BenchmarkRegisterBatch(b *testing.B) {
 	const n = 10000
 	// As catalog-svc serves: with its GOGC unless GOGC is set (ADR 0021).
