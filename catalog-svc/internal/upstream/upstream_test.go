@@ -788,16 +788,13 @@ func TestInputRoundsRelayed(t *testing.T) {
 }
 
 // sharedLocks stands for PostgreSQL's advisory locks between replicas (the
-// real ones are tested in pgdb): one lock per name, and each Lock reported
-// on asked first.
+// real ones are tested in pgdb): one lock per name.
 type sharedLocks struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{}
-	asked chan string
 }
 
 func (l *sharedLocks) Lock(ctx context.Context, name string) (func(), error) {
-	l.asked <- name
 	l.mu.Lock()
 	ch := l.locks[name]
 	if ch == nil {
@@ -847,15 +844,19 @@ func (l *sharedLocks) held(name string) bool {
 // other change of upstream records, on any replica); the refresh then
 // applies its listing to the record as it is by then and keeps the
 // approval (applied to the record it had loaded before, it would lose it).
-// A refresh another replica made within the interval is not made again,
-// and a provider removed while it was listed stays removed.
+// Of two listings that end out of order the older is dropped; a refresh
+// another replica made within the interval is not made again, and a
+// periodic one is claimed before it lists; a provider removed while it was
+// listed stays removed, one replaced while it was listed is listed again.
+// Whatever fails, the held listing is released first: the upstream's
+// server can then close.
 func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	st := newState()
 	hs := httptest.NewServer(server.NewStreamableHTTPServer(fixture(st).srv))
 	t.Cleanup(hs.Close)
 	mem := memory.New()
 	cat := newCatalog(t, mem)
-	locks := &sharedLocks{locks: map[string]chan struct{}{}, asked: make(chan string, 64)}
+	locks := &sharedLocks{locks: map[string]chan struct{}{}}
 	a := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks})
 	b := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
@@ -879,10 +880,21 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 		st.mu.Unlock()
 		close(gate)
 	}
-	gate()
 	refreshed := make(chan error, 1)
+	// listed waits until a's refresh (reporting on done) lists the
+	// upstream, which then waits at the gate; a refresh that ends first
+	// fails the test.
+	listed := func(done chan error) {
+		t.Helper()
+		select {
+		case <-st.listing:
+		case err := <-done:
+			t.Fatalf("the refresh ended (%v) before it listed the upstream", err)
+		}
+	}
+	gate()
 	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
-	<-st.listing // a lists the upstream, which waits
+	listed(refreshed) // a lists the upstream, which waits
 	if locks.held("records") {
 		release()
 		t.Fatal("a refresh holds the upstream records while it lists its upstream")
@@ -911,7 +923,7 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	// it would take the record back to what the upstream served before).
 	gate()
 	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
-	<-st.listing
+	listed(refreshed)
 	st.mu.Lock()
 	held := st.listGate // a's listing waits on it; b's goes through
 	st.listing, st.listGate = nil, nil
@@ -948,7 +960,7 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 		}
 		dueOnA <- err
 	}()
-	<-st.listing
+	listed(dueOnA)
 	dueOnB := make(chan error, 1)
 	go func() {
 		did, err := b.RefreshIfDue(ctx, "fx", "refresh")
@@ -974,11 +986,12 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	// brings nothing back.
 	gate()
 	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
-	<-st.listing
-	if err := b.Remove(ctx, "fx"); err != nil {
+	listed(refreshed)
+	err = b.Remove(ctx, "fx")
+	release()
+	if err != nil {
 		t.Fatal(err)
 	}
-	release()
 	if err := <-refreshed; !errors.Is(err, upstream.ErrNotFound) {
 		t.Fatalf("refresh of an upstream removed while it was listed: %v, want ErrNotFound", err)
 	}
@@ -999,7 +1012,7 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	t.Cleanup(hs2.Close)
 	gate()
 	go func() { _, err := a.Refresh(ctx, "fx", "refresher"); refreshed <- err }()
-	<-st.listing
+	listed(refreshed)
 	err = b.Remove(ctx, "fx")
 	if err == nil {
 		_, err = b.Add(ctx, &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs2.URL + "/mcp", AutoApproveNew: true}, "tester")
