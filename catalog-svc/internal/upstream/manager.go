@@ -522,9 +522,7 @@ func (m *Manager) Run(ctx context.Context, every time.Duration) {
 			continue
 		}
 		for _, rec := range recs {
-			d := rec.GetProvider().GetRefresh().AsDuration()
-			last := rec.GetStatus().GetRefreshedAt().AsTime()
-			if d <= 0 || time.Since(last) < d {
+			if !refreshDue(rec) {
 				continue
 			}
 			if _, err := m.RefreshIfDue(ctx, rec.GetProvider().GetNamespace(), "refresh"); err != nil {
