@@ -55,6 +55,10 @@ type Config struct {
 	// Locks orders changes of upstream records across catalog-svc
 	// replicas (pgdb.Locks on the shared database; nil: this process only).
 	Locks Locker
+	// Now is this replica's clock (nil: time.Now): when a listing began
+	// and when a refresh is due. Which of two listings is the later never
+	// depends on it (UpstreamStatus.listings).
+	Now func() time.Time
 }
 
 // Locker takes a named lock across replicas.
@@ -112,6 +116,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Screening == nil {
 		cfg.Screening = DefaultScreening()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	life, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, conns: map[string]*conn{}}
@@ -301,14 +308,20 @@ func (m *Manager) RefreshIfDue(ctx context.Context, ns, actor string) (refreshed
 // again; one that was removed is ErrNotFound. With ifDue it refreshes only
 // an upstream whose interval has passed, and claims it first (claimRefresh).
 func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*sharedosv1.GetProviderResponse, bool, error) {
+	var t ticket
 	if ifDue {
-		rec, claimed, err := m.claimRefresh(ctx, ns)
+		rec, claimed, err := m.claimRefresh(ctx, ns, &t)
 		if err != nil || !claimed {
 			return rec, false, err
 		}
 	}
 	for range maxRelists {
-		l, err := m.list(ctx, ns)
+		if t.number == 0 {
+			if err := m.beginListing(ctx, ns, &t); err != nil {
+				return nil, false, err
+			}
+		}
+		l, err := m.list(ctx, ns, t)
 		if err != nil {
 			return nil, false, err
 		}
@@ -320,8 +333,39 @@ func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*s
 			return rec, err == nil, err
 		}
 		m.dropConn(ns, l.created) // the replaced provider's: list the new one
+		t = ticket{}
 	}
 	return nil, false, fmt.Errorf("upstream %s: replaced %d times while it was listed", ns, maxRelists)
+}
+
+// ticket is the number a listing takes before it begins (its order among
+// the listings of one provider, on every replica) and the provider it
+// was taken from.
+type ticket struct {
+	number  uint64
+	created *timestamppb.Timestamp
+}
+
+// take gives rec's next listing number to t; rec is saved by the caller,
+// under the lock it was loaded under.
+func (t *ticket) take(rec *sharedosv1.GetProviderResponse) {
+	rec.Status.Listings++
+	t.number, t.created = rec.Status.Listings, rec.GetProvider().GetCreatedAt()
+}
+
+// beginListing numbers a listing of ns before it begins.
+func (m *Manager) beginListing(ctx context.Context, ns string, t *ticket) error {
+	done, err := m.exclusive(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rec, err := m.load(ctx, ns)
+	if err != nil {
+		return err
+	}
+	t.take(rec)
+	return m.save(ctx, rec)
 }
 
 // claimRefresh takes ns's periodic refresh for this replica when it is due:
@@ -329,7 +373,7 @@ func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*s
 // it not due while this one lists it (one listing per interval across
 // replicas). A replica that stops while it lists leaves the refresh to the
 // next interval, as a failed listing does.
-func (m *Manager) claimRefresh(ctx context.Context, ns string) (*sharedosv1.GetProviderResponse, bool, error) {
+func (m *Manager) claimRefresh(ctx context.Context, ns string, t *ticket) (*sharedosv1.GetProviderResponse, bool, error) {
 	done, err := m.exclusive(ctx)
 	if err != nil {
 		return nil, false, err
@@ -339,10 +383,11 @@ func (m *Manager) claimRefresh(ctx context.Context, ns string) (*sharedosv1.GetP
 	if err != nil {
 		return nil, false, err
 	}
-	if !refreshDue(rec) {
+	if !m.refreshDue(rec) {
 		return rec, false, nil
 	}
-	rec.Status.RefreshedAt = timestamppb.Now()
+	t.take(rec)
+	rec.Status.RefreshedAt, rec.Status.AppliedListing = timestamppb.New(m.cfg.Now()), t.number
 	return rec, true, m.save(ctx, rec)
 }
 
@@ -356,9 +401,9 @@ var errReplaced = errors.New("upstream: replaced while it was listed")
 
 // refreshDue reports whether rec's refresh interval has passed since its
 // last refresh (on any replica: the time is in the record).
-func refreshDue(rec *sharedosv1.GetProviderResponse) bool {
+func (m *Manager) refreshDue(rec *sharedosv1.GetProviderResponse) bool {
 	d := rec.GetProvider().GetRefresh().AsDuration()
-	return d > 0 && time.Since(rec.GetStatus().GetRefreshedAt().AsTime()) >= d
+	return d > 0 && m.cfg.Now().Sub(rec.GetStatus().GetRefreshedAt().AsTime()) >= d
 }
 
 // applyListing reconciles the stored record with l under the records lock.
@@ -372,11 +417,11 @@ func (m *Manager) applyListing(ctx context.Context, ns string, l *listing, actor
 	if err != nil {
 		return nil, err
 	}
-	if !proto.Equal(rec.GetProvider().GetCreatedAt(), l.created) {
+	if !proto.Equal(rec.GetProvider().GetCreatedAt(), l.created) || !proto.Equal(l.created, l.ticket.created) {
 		return nil, errReplaced
 	}
-	if last := rec.GetStatus().GetRefreshedAt(); last != nil && last.AsTime().After(l.at.AsTime()) {
-		// A listing begun later was applied (or a periodic one claimed)
+	if l.ticket.number < rec.GetStatus().GetAppliedListing() {
+		// A listing numbered later was applied (or a periodic one claimed)
 		// while this one ran: applied after it, this one would take the
 		// record back to what the upstream served before.
 		return rec, errSuperseded
@@ -522,7 +567,7 @@ func (m *Manager) Run(ctx context.Context, every time.Duration) {
 			continue
 		}
 		for _, rec := range recs {
-			if !refreshDue(rec) {
+			if !m.refreshDue(rec) {
 				continue
 			}
 			if _, err := m.RefreshIfDue(ctx, rec.GetProvider().GetNamespace(), "refresh"); err != nil {
@@ -538,8 +583,10 @@ type listing struct {
 	// created names the provider that was listed (its CreatedAt: a
 	// provider removed and added again is another one).
 	created *timestamppb.Timestamp
-	// at is when the listing began.
+	// at is when the listing began (the record's refreshed_at), by this
+	// replica's clock; ticket orders it among the provider's listings.
 	at      *timestamppb.Timestamp
+	ticket  ticket
 	info    serverInfo
 	tools   []listedTool
 	entries []candidate
@@ -551,8 +598,8 @@ type listing struct {
 // list reads the upstream of ns over its connection, holding no lock; an
 // error when there is no connection to read it over (the provider is gone,
 // or its record cannot be read).
-func (m *Manager) list(ctx context.Context, ns string) (*listing, error) {
-	l := &listing{at: timestamppb.Now()}
+func (m *Manager) list(ctx context.Context, ns string, t ticket) (*listing, error) {
+	l := &listing{at: timestamppb.New(m.cfg.Now()), ticket: t}
 	c, err := m.conn(ns)
 	if err != nil {
 		return nil, err
@@ -572,7 +619,7 @@ func (m *Manager) list(ctx context.Context, ns string) (*listing, error) {
 // with l. A failed listing changes no tool: it is reported in the status.
 func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse, l *listing, actor string) {
 	spec, st := rec.GetProvider(), rec.GetStatus()
-	st.RefreshedAt = l.at
+	st.RefreshedAt, st.AppliedListing = l.at, l.ticket.number
 	if l.err != nil {
 		st.Error = l.err.Error()
 		return

@@ -844,7 +844,8 @@ func (l *sharedLocks) held(name string) bool {
 // other change of upstream records, on any replica); the refresh then
 // applies its listing to the record as it is by then and keeps the
 // approval (applied to the record it had loaded before, it would lose it).
-// Of two listings that end out of order the older is dropped; a refresh
+// Of two listings that end out of order the older is dropped, whatever the
+// replicas' clocks (b's is an hour behind a's); a refresh
 // another replica made within the interval is not made again, and a
 // periodic one is claimed before it lists; a provider removed while it was
 // listed stays removed, one replaced while it was listed is listed again.
@@ -858,7 +859,9 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	cat := newCatalog(t, mem)
 	locks := &sharedLocks{locks: map[string]chan struct{}{}}
 	a := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks})
-	b := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks})
+	// b's clock is an hour behind a's: which listing is the later must not
+	// depend on the replicas' clocks.
+	b := upstream.New(upstream.Config{Store: mem, Registry: cat, Locks: locks, Now: func() time.Time { return time.Now().Add(-time.Hour) }})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	ctx := t.Context()
 
@@ -940,7 +943,10 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	if at, want := got.GetStatus().GetRefreshedAt().AsTime(), newer.GetStatus().GetRefreshedAt().AsTime(); !at.Equal(want) {
-		t.Fatalf("the record is of the listing begun at %v, not of the later one (%v) applied before it", at, want)
+		t.Fatalf("the record is of the listing begun at %v, not of the later one (%v, by a clock an hour behind) applied before it", at, want)
+	}
+	if n, applied := got.GetStatus().GetListings(), got.GetStatus().GetAppliedListing(); applied != n {
+		t.Fatalf("the record holds listing %d of %d: the last listing begun was applied", applied, n)
 	}
 
 	// Refreshed a moment ago (on a): not due on b.

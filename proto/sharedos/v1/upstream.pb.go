@@ -601,9 +601,16 @@ type UpstreamStatus struct {
 	Events []*UpstreamEvent `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"`
 	// entries are the upstream's prompts and resources, acquired and pinned
 	// like its tools.
-	Entries       []*UpstreamEntry `protobuf:"bytes,9,rep,name=entries,proto3" json:"entries,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Entries []*UpstreamEntry `protobuf:"bytes,9,rep,name=entries,proto3" json:"entries,omitempty"`
+	// listings is the number of the last listing begun for this upstream, on
+	// any replica (each takes the next one under the records lock), and
+	// applied_listing the number of the last listing applied, or claimed by
+	// a periodic refresh: a listing numbered below it is dropped, never
+	// applied over a later one. Numbers, not times: replicas' clocks differ.
+	Listings       uint64 `protobuf:"varint,10,opt,name=listings,proto3" json:"listings,omitempty"`
+	AppliedListing uint64 `protobuf:"varint,11,opt,name=applied_listing,json=appliedListing,proto3" json:"applied_listing,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UpstreamStatus) Reset() {
@@ -697,6 +704,20 @@ func (x *UpstreamStatus) GetEntries() []*UpstreamEntry {
 		return x.Entries
 	}
 	return nil
+}
+
+func (x *UpstreamStatus) GetListings() uint64 {
+	if x != nil {
+		return x.Listings
+	}
+	return 0
+}
+
+func (x *UpstreamStatus) GetAppliedListing() uint64 {
+	if x != nil {
+		return x.AppliedListing
+	}
+	return 0
 }
 
 // UpstreamEntry is one acquired prompt or resource: states and digests as
@@ -1606,7 +1627,7 @@ const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\n" +
 	"new_digest\x18\x06 \x01(\tR\tnewDigest\x12\x16\n" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x12\n" +
-	"\x04diff\x18\b \x01(\tR\x04diff\"\xa7\x03\n" +
+	"\x04diff\x18\b \x01(\tR\x04diff\"\xec\x03\n" +
 	"\x0eUpstreamStatus\x12=\n" +
 	"\frefreshed_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12)\n" +
@@ -1617,7 +1638,10 @@ const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\x05tools\x18\x06 \x03(\v2\x19.sharedos.v1.UpstreamToolR\x05tools\x122\n" +
 	"\askipped\x18\a \x03(\v2\x18.sharedos.v1.SkippedToolR\askipped\x122\n" +
 	"\x06events\x18\b \x03(\v2\x1a.sharedos.v1.UpstreamEventR\x06events\x124\n" +
-	"\aentries\x18\t \x03(\v2\x1a.sharedos.v1.UpstreamEntryR\aentries\"\x9f\x02\n" +
+	"\aentries\x18\t \x03(\v2\x1a.sharedos.v1.UpstreamEntryR\aentries\x12\x1a\n" +
+	"\blistings\x18\n" +
+	" \x01(\x04R\blistings\x12'\n" +
+	"\x0fapplied_listing\x18\v \x01(\x04R\x0eappliedListing\"\x9f\x02\n" +
 	"\rUpstreamEntry\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12#\n" +
