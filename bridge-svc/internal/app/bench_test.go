@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/app"
 	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
@@ -288,8 +289,36 @@ func fiftyTools() []*sharedosv1.PublishedTool {
 // BenchmarkOpenTurn50Tools: OpenTurn over gRPC with a 50-tool catalogue
 // (fake catalog over gRPC), on the memory and the PostgreSQL store; and, as
 // P6's baseline, one INSERT with synchronous commit of a row holding the
-// same 50 published tools.
+// same 50 published tools. grant-hop is the one round trip OpenTurn makes
+// before its INSERT: the same GrantTurn to the same fake kernel, called
+// directly (the floor of P6 is insert-baseline + grant-hop).
 func BenchmarkOpenTurn50Tools(b *testing.B) {
+	b.Run("grant-hop", func(b *testing.B) {
+		catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+		catalog.SetTools(fiftyTools())
+		cc, err := grpc.NewClient(bridgetest.ServeFakes(b, catalog, kernel), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cc.Close()
+		client := sharedosv1.NewRuntimeServiceClient(cc)
+		open := bridgetest.OpenRequest()
+		var lat latencies
+		i := 0
+		for b.Loop() {
+			i++
+			start := time.Now()
+			resp, err := client.GrantTurn(context.Background(), &sharedosv1.GrantTurnRequest{
+				TurnId: fmt.Sprint("turn-", i), Context: open.GetContext(), ExpiresAt: timestamppb.New(start.Add(10 * time.Minute)),
+				Harness: open.GetHarness(), DeclaredModel: open.GetDeclaredModel(), Policy: open.GetPolicy(),
+			})
+			if err != nil || len(resp.GetTools()) != 50 {
+				b.Fatalf("GrantTurn: %d tools, %v", len(resp.GetTools()), err)
+			}
+			lat.add(time.Since(start))
+		}
+		lat.report(b)
+	})
 	b.Run("insert-baseline", func(b *testing.B) {
 		ctx := context.Background()
 		pool, err := pgdb.Open(ctx, pgtest.NewDatabase(b, migrations.Up))
