@@ -306,26 +306,20 @@ func (m *Manager) RefreshIfDue(ctx context.Context, ns, actor string) (refreshed
 // before one already applied is dropped. A listing of a provider
 // that was replaced meanwhile (removed and added again) is dropped and made
 // again; one that was removed is ErrNotFound. With ifDue it refreshes only
-// an upstream whose interval has passed, and claims it first (claimRefresh).
+// an upstream whose interval has passed, and claims it first.
 func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*sharedosv1.GetProviderResponse, bool, error) {
-	var t ticket
-	if ifDue {
-		rec, claimed, err := m.claimRefresh(ctx, ns, &t)
-		if err != nil || !claimed {
+	claim := ifDue
+	for range maxRelists {
+		rec, t, err := m.numberListing(ctx, ns, claim)
+		if err != nil || t.number == 0 {
 			return rec, false, err
 		}
-	}
-	for range maxRelists {
-		if t.number == 0 {
-			if err := m.beginListing(ctx, ns, &t); err != nil {
-				return nil, false, err
-			}
-		}
+		claim = false // a relist of a replaced provider is not a periodic one
 		l, err := m.list(ctx, ns, t)
 		if err != nil {
 			return nil, false, err
 		}
-		rec, err := m.applyListing(ctx, ns, l, actor)
+		rec, err = m.applyListing(ctx, ns, l, actor)
 		if errors.Is(err, errSuperseded) {
 			return rec, false, nil
 		}
@@ -333,7 +327,6 @@ func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*s
 			return rec, err == nil, err
 		}
 		m.dropConn(ns, l.created) // the replaced provider's: list the new one
-		t = ticket{}
 	}
 	return nil, false, fmt.Errorf("upstream %s: replaced %d times while it was listed", ns, maxRelists)
 }
@@ -346,49 +339,34 @@ type ticket struct {
 	created *timestamppb.Timestamp
 }
 
-// take gives rec's next listing number to t; rec is saved by the caller,
-// under the lock it was loaded under.
-func (t *ticket) take(rec *sharedosv1.GetProviderResponse) {
-	rec.Status.Listings++
-	t.number, t.created = rec.Status.Listings, rec.GetProvider().GetCreatedAt()
-}
-
-// beginListing numbers a listing of ns before it begins.
-func (m *Manager) beginListing(ctx context.Context, ns string, t *ticket) error {
+// numberListing gives a listing of ns, about to begin, the provider's next
+// listing number, under the lock. With claim it does so only when the
+// upstream's periodic refresh is due (no ticket otherwise), and claims the
+// refresh for this replica: its refresh time is set to now and the listing
+// counts as applied, so the other replicas find it not due while this one
+// lists it (one listing per interval across replicas) and a listing begun
+// before it is dropped. A replica that stops while it lists leaves the
+// refresh to the next interval, as a failed listing does.
+func (m *Manager) numberListing(ctx context.Context, ns string, claim bool) (*sharedosv1.GetProviderResponse, ticket, error) {
 	done, err := m.exclusive(ctx)
 	if err != nil {
-		return err
+		return nil, ticket{}, err
 	}
 	defer done()
 	rec, err := m.load(ctx, ns)
 	if err != nil {
-		return err
+		return nil, ticket{}, err
 	}
-	t.take(rec)
-	return m.save(ctx, rec)
-}
-
-// claimRefresh takes ns's periodic refresh for this replica when it is due:
-// its refresh time is set to now under the lock, so the other replicas find
-// it not due while this one lists it (one listing per interval across
-// replicas). A replica that stops while it lists leaves the refresh to the
-// next interval, as a failed listing does.
-func (m *Manager) claimRefresh(ctx context.Context, ns string, t *ticket) (*sharedosv1.GetProviderResponse, bool, error) {
-	done, err := m.exclusive(ctx)
-	if err != nil {
-		return nil, false, err
+	if claim && !m.refreshDue(rec) {
+		return rec, ticket{}, nil
 	}
-	defer done()
-	rec, err := m.load(ctx, ns)
-	if err != nil {
-		return nil, false, err
+	st := rec.GetStatus()
+	st.Listings++
+	t := ticket{number: st.Listings, created: rec.GetProvider().GetCreatedAt()}
+	if claim {
+		st.RefreshedAt, st.AppliedListing = timestamppb.New(m.cfg.Now()), t.number
 	}
-	if !m.refreshDue(rec) {
-		return rec, false, nil
-	}
-	t.take(rec)
-	rec.Status.RefreshedAt, rec.Status.AppliedListing = timestamppb.New(m.cfg.Now()), t.number
-	return rec, true, m.save(ctx, rec)
+	return rec, t, m.save(ctx, rec)
 }
 
 // maxRelists bounds refresh's tries when the provider keeps being replaced
