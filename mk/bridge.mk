@@ -45,6 +45,6 @@ profile: build ## the full path at c=16 for PROFILE_SECONDS (20) with --debug-li
 BENCH_QUICK_WINDOW ?= 3s
 
 .PHONY: bench-quick
-bench-quick: build ## the headline ratio table (P1a–P1e of docs/benchmarks.md; P1e needs the local PostgreSQL) in one interleaved run, under 3 minutes; SHAREDOS_BENCH_BASELINE_ROOT=<built checkout> adds before/after
+bench-quick: build ## the headline ratio table (P1a–P1e of docs/benchmarks.md; P1e needs the local PostgreSQL) and what the floor measured beside it allows, in one interleaved run, under 3 minutes; SHAREDOS_BENCH_BASELINE_ROOT=<built checkout> adds before/after
 	cd services && BENCH_QUICK_WINDOW=$(BENCH_QUICK_WINDOW) $(GO) test -tags perf ./systemtest/perf/ -run TestBenchQuick -count=1 -v -timeout 10m
 	@cat $(BIN)/bench-quick.md
