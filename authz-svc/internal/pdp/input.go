@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -98,6 +99,45 @@ func ParseObject(raw []byte) (ast.Value, error) {
 	}
 	return v, nil
 }
+
+// ParseSharedObject is ParseObject for small objects many requests repeat,
+// such as a catalogue's tool annotations (FilterTools parses one per tool):
+// the value parsed from the same bytes before is returned again, shared, so
+// callers must not change it (evaluation does not change input terms).
+// Bounded: at most maxShared objects of at most maxSharedBytes each are kept;
+// refused input is never kept.
+func ParseSharedObject(raw []byte) (ast.Value, error) {
+	if len(raw) > maxSharedBytes {
+		return ParseObject(raw)
+	}
+	shared.mu.RLock()
+	v, ok := shared.m[string(raw)]
+	shared.mu.RUnlock()
+	if ok {
+		return v, nil
+	}
+	v, err := ParseObject(raw)
+	if err != nil {
+		return nil, err
+	}
+	shared.mu.Lock()
+	if len(shared.m) >= maxShared {
+		clear(shared.m)
+	}
+	shared.m[string(raw)] = v
+	shared.mu.Unlock()
+	return v, nil
+}
+
+const (
+	maxShared      = 4096
+	maxSharedBytes = 1024
+)
+
+var shared = struct {
+	mu sync.RWMutex
+	m  map[string]ast.Value
+}{m: map[string]ast.Value{}}
 
 func firstNonSpace(raw []byte) byte {
 	for _, c := range raw {

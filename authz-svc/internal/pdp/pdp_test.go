@@ -3,9 +3,11 @@ package pdp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -146,4 +148,78 @@ func TestRevision(t *testing.T) {
 	if revisionOf(moved) == r || revisionOf(changed) == r {
 		t.Error("revision did not change with the files")
 	}
+}
+
+// TestParseSharedObject: the same bytes give the same value back, shared;
+// refused input is refused every time and never kept; the memo is bounded;
+// and shared values are evaluated by many requests at once (run with -race).
+func TestParseSharedObject(t *testing.T) {
+	raw := []byte(`{"readOnlyHint":true,"title":"Read a file"}`)
+	a, err := ParseSharedObject(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseSharedObject(append([]byte(nil), raw...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatal("the same bytes parsed twice: want the value parsed first, shared")
+	}
+	if want, _ := ParseObject(raw); a.Compare(want) != 0 {
+		t.Fatalf("shared %v, want %v", a, want)
+	}
+	for range 2 {
+		if _, err := ParseSharedObject([]byte(`[1]`)); err == nil || !strings.Contains(err.Error(), "must be a JSON object") {
+			t.Fatalf("an array: %v, want refused", err)
+		}
+	}
+	shared.mu.RLock()
+	_, kept := shared.m[`[1]`]
+	shared.mu.RUnlock()
+	if kept {
+		t.Fatal("refused input was kept")
+	}
+	for i := range maxShared + 10 {
+		if _, err := ParseSharedObject(fmt.Appendf(nil, `{"i":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared.mu.RLock()
+	n := len(shared.m)
+	shared.mu.RUnlock()
+	if n > maxShared {
+		t.Fatalf("%d objects kept, want at most %d", n, maxShared)
+	}
+
+	e, err := New(context.Background(), Options{Dir: "../../../deploy/policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := ParseObject([]byte(`{"path":"/public/a.txt"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				ann, err := ParseSharedObject(raw)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				d, _, err := e.Decide(context.Background(), Request{
+					Context: Context{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}},
+					Tool:    Tool{Name: "files.read", Namespace: "files", Class: "managed", Source: "provider:files", Annotations: ann},
+					Action:  "read", Resource: "file:/public/a.txt", Arguments: args,
+				})
+				if err != nil || !d.Allow {
+					t.Errorf("decision on a shared annotations value: %+v, %v", d, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

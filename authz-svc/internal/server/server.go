@@ -313,7 +313,7 @@ func toolFacts(field string, t *sharedosv1.ToolFacts) (pdp.Tool, error) {
 		}
 		return pdp.Tool{}, invalid(field+".name", "%v", err)
 	}
-	ann, err := pdp.ParseObject(t.GetAnnotationsJson())
+	ann, err := pdp.ParseSharedObject(t.GetAnnotationsJson())
 	if err != nil {
 		return pdp.Tool{}, jsonField(field+".annotations_json", err)
 	}
