@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/open-policy-agent/opa/v1/ast"
+
 	"github.com/sharedos/toolshare/services/contract/requirement"
 )
 
@@ -108,16 +110,22 @@ func BenchmarkDecideFileRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := Request{
+	req := fileReadRequest(args, ann)
+	for b.Loop() {
+		if d, _, err := e.Decide(context.Background(), req); err != nil || !d.Allow {
+			b.Fatalf("%+v %v", d, err)
+		}
+	}
+}
+
+// fileReadRequest is the demo turn's allowed files.read of /public/a.txt
+// by an engineer, with args and ann as its arguments and annotations.
+func fileReadRequest(args, ann ast.Value) Request {
+	return Request{
 		Context:   Context{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}},
 		Tool:      Tool{Name: "files.read", Namespace: "files", Class: "managed", Source: "provider:files", Annotations: ann},
 		Action:    "read",
 		Resource:  "file:/public/a.txt",
 		Arguments: args,
-	}
-	for b.Loop() {
-		if d, _, err := e.Decide(context.Background(), req); err != nil || !d.Allow {
-			b.Fatalf("%+v %v", d, err)
-		}
 	}
 }

@@ -209,11 +209,7 @@ func TestParseSharedObject(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				d, _, err := e.Decide(context.Background(), Request{
-					Context: Context{Principal: "alice", Tenant: "acme", Roles: []string{"engineer"}},
-					Tool:    Tool{Name: "files.read", Namespace: "files", Class: "managed", Source: "provider:files", Annotations: ann},
-					Action:  "read", Resource: "file:/public/a.txt", Arguments: args,
-				})
+				d, _, err := e.Decide(context.Background(), fileReadRequest(args, ann))
 				if err != nil || !d.Allow {
 					t.Errorf("decision on a shared annotations value: %+v, %v", d, err)
 					return
