@@ -118,7 +118,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	kernel := config.String(fs, "kernel", "", "kernel (RuntimeService) gRPC address (default: --catalog)")
 	dbURL := config.String(fs, "database-url", "", "PostgreSQL DSN for leases (empty: embedded in-memory store)")
 	dbMax := config.Int(fs, "database-max-conns", pgdb.DefaultMaxConns, "PostgreSQL pool size (a pool_max_conns in --database-url wins)")
-	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): only bridge.leases; empty: the login user's own privileges")
+	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): only the bridge schema; empty: the login user's own privileges")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use)")
 	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin, and from the bridge's own origin — the public URL's, and the loopback names with its port on a loopback listener — are always allowed)")
 	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")

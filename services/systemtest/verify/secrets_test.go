@@ -87,12 +87,13 @@ func checkNoSecrets(t *testing.T, s *stack, sink *otlpSink, tr turn, canaryBeare
 	s.waitSettled(tr.ID, 10*time.Second)
 	secrets := map[string]string{"turn token": tr.Token, "canary bearer": canaryBearer, "canary argument": canaryArg}
 
-	// Operation and lease rows, every column as text.
+	// Operation, lease and pinned-catalogue rows, every column as text.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, q := range []string{
 		`SELECT row_to_json(o)::text FROM catalog.operations o`,
 		`SELECT row_to_json(l)::text FROM bridge.leases l`,
+		`SELECT row_to_json(c)::text FROM bridge.catalogues c`,
 	} {
 		rows, err := s.db.Query(ctx, q)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,8 @@ import (
 // Store is a leases.Store over a pgx pool.
 type Store struct {
 	pool *pgxpool.Pool
+	// stored: digests of catalogues this Store wrote lately.
+	stored digests
 }
 
 var (
@@ -39,7 +42,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-const uniqueViolation = "23505"
+const (
+	uniqueViolation     = "23505"
+	foreignKeyViolation = "23503"
+)
 
 // Create implements leases.Store.
 func (s *Store) Create(ctx context.Context, l *leases.Lease) error {
@@ -55,25 +61,77 @@ func (s *Store) Create(ctx context.Context, l *leases.Lease) error {
 	if err != nil {
 		return fmt.Errorf("leases/postgres: encode harness: %w", err)
 	}
-	catalogue, err := proto.Marshal(&sharedosv1.LeaseCatalogue{Tools: l.Tools, CatalogHash: l.CatalogHash,
-		Prompts: l.Prompts, Resources: l.Resources, PromptsResourcesHash: l.PromptsResourcesHash})
+	catalogue, err := proto.MarshalOptions{Deterministic: true}.Marshal(&sharedosv1.LeaseCatalogue{Tools: l.Tools,
+		CatalogHash: l.CatalogHash, Prompts: l.Prompts, Resources: l.Resources, PromptsResourcesHash: l.PromptsResourcesHash})
 	if err != nil {
 		return fmt.Errorf("leases/postgres: encode catalogue: %w", err)
 	}
-	_, err = s.pool.Exec(ctx, `
-		INSERT INTO bridge.leases (turn_id, token_sha256, context, policy, harness, declared_model,
-			catalog_hash, catalogue, portable_names, grant_token, opened_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		l.TurnID, l.TokenHash[:], ctxJSON, policyJSON, harnessJSON, l.DeclaredModel,
-		l.CatalogHash, catalogue, l.PortableNames, l.Grant, l.OpenedAt, l.ExpiresAt)
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
-			return leases.ErrExists
+	sum := sha256.Sum256(catalogue)
+	args := []any{l.TurnID, l.TokenHash[:], ctxJSON, policyJSON, harnessJSON, l.DeclaredModel,
+		l.CatalogHash, sum[:], l.PortableNames, l.Grant, l.OpenedAt, l.ExpiresAt}
+	// The catalogue is stored once per content (migration 00008) and a
+	// lease names it by digest. A catalogue this store wrote lately is
+	// named without being sent again. The foreign key catches a catalogue
+	// a purge deleted meanwhile — after it was remembered here, or between
+	// this statement's conflict check and its key check — and the next
+	// attempt stores it again.
+	known := s.stored.has(sum)
+	for attempt := 0; ; attempt++ {
+		q, a := insertLease, args
+		if !known {
+			q, a = insertLeaseAndCatalogue, append(args[:len(args):len(args)], catalogue)
 		}
-		return fmt.Errorf("leases/postgres: insert lease: %w", err)
+		_, err = s.pool.Exec(ctx, q, a...)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			s.stored.add(sum)
+			return nil
+		case errors.As(err, &pgErr) && pgErr.Code == uniqueViolation:
+			return leases.ErrExists
+		case errors.As(err, &pgErr) && pgErr.Code == foreignKeyViolation && attempt < 2:
+			known = false
+		default:
+			return fmt.Errorf("leases/postgres: insert lease: %w", err)
+		}
 	}
-	return nil
+}
+
+const (
+	insertLease = `
+		INSERT INTO bridge.leases (turn_id, token_sha256, context, policy, harness, declared_model,
+			catalog_hash, catalogue_sha256, portable_names, grant_token, opened_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	insertLeaseAndCatalogue = `
+		WITH stored AS (
+			INSERT INTO bridge.catalogues (sha256, catalogue) VALUES ($8, $13)
+			ON CONFLICT (sha256) DO NOTHING)` + insertLease
+)
+
+// maxKnownCatalogues bounds the digests a Store remembers writing; when
+// full it starts over.
+const maxKnownCatalogues = 1024
+
+// digests is a bounded set of catalogue digests, safe for concurrent use.
+type digests struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]struct{}
+}
+
+func (d *digests) has(sum [sha256.Size]byte) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.m[sum]
+	return ok
+}
+
+func (d *digests) add(sum [sha256.Size]byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil || len(d.m) >= maxKnownCatalogues {
+		d.m = make(map[[sha256.Size]byte]struct{})
+	}
+	d.m[sum] = struct{}{}
 }
 
 func orEmpty[M proto.Message](m M, empty M) M {
@@ -95,8 +153,10 @@ func (s *Store) Get(ctx context.Context, turnID string) (*leases.Lease, leases.S
 	)
 	err := s.pool.QueryRow(ctx, `
 		SELECT turn_id, token_sha256, context, policy, harness, declared_model, catalog_hash,
-			catalogue, portable_names, grant_token, opened_at, expires_at, closed_at, expires_at <= now(), now()
-		FROM bridge.leases WHERE turn_id = $1`, turnID).Scan(
+			coalesce(l.catalogue, c.catalogue), portable_names, grant_token, opened_at, expires_at, closed_at,
+			expires_at <= now(), now()
+		FROM bridge.leases l LEFT JOIN bridge.catalogues c ON c.sha256 = l.catalogue_sha256
+		WHERE turn_id = $1`, turnID).Scan(
 		&l.TurnID, &hash, &ctxJSON, &policyJSON, &hJSON, &l.DeclaredModel, &l.CatalogHash,
 		&catalogue, &l.PortableNames, &l.Grant, &l.OpenedAt, &l.ExpiresAt, &closedAt, &st.Expired, &st.StoreNow)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -247,7 +307,31 @@ func (s *Store) PurgeInactive(ctx context.Context, before time.Time) (int64, err
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < purgeBatch {
-			return total, nil
+			break
+		}
+	}
+	return total, s.purgeCatalogues(ctx)
+}
+
+// purgeCatalogues deletes the catalogues no lease names. A catalogue an
+// OpenTurn is naming right now is locked by its foreign-key check and
+// skipped; one named by a lease that committed after this statement began
+// fails the statement's own key check, and the next purge takes the rest.
+func (s *Store) purgeCatalogues(ctx context.Context) error {
+	for {
+		tag, err := s.pool.Exec(ctx, `
+		DELETE FROM bridge.catalogues WHERE sha256 IN (
+			SELECT c.sha256 FROM bridge.catalogues c
+			 WHERE NOT EXISTS (SELECT 1 FROM bridge.leases l WHERE l.catalogue_sha256 = c.sha256)
+			 LIMIT $1 FOR UPDATE OF c SKIP LOCKED)`, purgeBatch)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == foreignKeyViolation:
+			return nil
+		case err != nil:
+			return fmt.Errorf("leases/postgres: purge catalogues: %w", err)
+		case tag.RowsAffected() < purgeBatch:
+			return nil
 		}
 	}
 }

@@ -128,3 +128,181 @@ func TestOldCatalogueRowsDecode(t *testing.T) {
 		t.Fatalf("decoded %v, %v", &cat, err)
 	}
 }
+
+// TestCataloguesShared: leases pinning the same catalogue share one stored
+// copy (migration 00008); a lease stored before it, its catalogue inline,
+// still reads whole; the purge deletes a catalogue only when no lease
+// names it.
+func TestCataloguesShared(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	pool, err := pgdb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, ctx, now := postgres.New(pool), t.Context(), time.Now()
+	count := func() (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM bridge.catalogues`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Every catalogue a statement sends, stored or not, is counted.
+	if _, err := pool.Exec(ctx, `
+		CREATE TABLE bridge.test_sent (n int NOT NULL);
+		CREATE FUNCTION bridge.test_sent() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO bridge.test_sent VALUES (1); RETURN NEW; END $$;
+		CREATE TRIGGER test_sent BEFORE INSERT ON bridge.catalogues FOR EACH ROW EXECUTE FUNCTION bridge.test_sent()`); err != nil {
+		t.Fatal(err)
+	}
+	sent := func() (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM bridge.test_sent`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b, other := storetest.Sample(t, now, now.Add(time.Hour)), storetest.Sample(t, now, now.Add(time.Hour)), storetest.Sample(t, now, now.Add(time.Hour))
+	other.Tools = append(other.Tools, &sharedosv1.PublishedTool{Name: "files.list", CanonicalJson: []byte(`{"name":"files.list"}`)})
+	for _, l := range []*leases.Lease{a, b, other} {
+		if err := s.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("%d catalogues stored for three leases of two catalogues, want 2", n)
+	}
+	// b's catalogue was not sent again: the store had just written it.
+	if n := sent(); n != 2 {
+		t.Fatalf("%d catalogues sent for three leases of two catalogues, want 2", n)
+	}
+	// Another pod's store sends it once, and stores no second copy.
+	otherPod := postgres.New(pool)
+	for range 2 {
+		if err := otherPod.Create(ctx, storetest.Sample(t, now, now.Add(time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, m := sent(), count(); n != 3 || m != 2 {
+		t.Fatalf("after another pod's two leases: %d sent, %d stored; want 3 and 2", n, m)
+	}
+	var inline int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM bridge.leases WHERE catalogue IS NOT NULL`).Scan(&inline); err != nil || inline != 0 {
+		t.Fatalf("%d leases hold their catalogue inline (%v), want 0", inline, err)
+	}
+
+	// A lease as stored before migration 00008.
+	old := storetest.Sample(t, now, now.Add(time.Hour))
+	cat, err := proto.Marshal(&sharedosv1.LeaseCatalogue{Tools: old.Tools, CatalogHash: old.CatalogHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO bridge.leases (turn_id, token_sha256, context, policy, harness, declared_model, catalog_hash,
+			catalogue, opened_at, expires_at)
+		VALUES ($1, $2, '{}', '{}', '{}', '', $3, $4, $5, $6)`,
+		old.TurnID, old.TokenHash[:], old.CatalogHash, cat, old.OpenedAt, old.ExpiresAt); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*leases.Lease{a, b, other, old} {
+		got, _, err := s.Get(ctx, l.TurnID)
+		if err != nil || len(got.Tools) != len(l.Tools) || !proto.Equal(got.Tools[len(l.Tools)-1], l.Tools[len(l.Tools)-1]) {
+			t.Fatalf("Get(%s) = %v, %v; want its own %d tools", l.TurnID, got, err, len(l.Tools))
+		}
+	}
+
+	// Both leases of the shared catalogue closed: it goes, other's stays.
+	for _, l := range []*leases.Lease{a, b} {
+		if err := s.Close(ctx, l.TurnID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(ctx, other.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, storetest.Sample(t, now, now.Add(time.Hour))); err != nil { // names the shared one again
+		t.Fatal(err)
+	}
+	if n, err := s.PurgeInactive(ctx, time.Now().Add(time.Minute)); err != nil || n != 3 {
+		t.Fatalf("PurgeInactive = %d, %v, want 3", n, err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d catalogues after the purge, want 1 (the one a lease still names)", n)
+	}
+}
+
+// TestCreateAfterPurgeTookItsCatalogue: a purge that deletes a catalogue an
+// OpenTurn is about to name does not fail the OpenTurn: the next attempt
+// stores the catalogue again. On another pod the store sends the catalogue
+// with the lease, and the purge comes between the statement's conflict
+// check (the catalogue is there) and its foreign-key check (it is gone); on
+// the pod that wrote it, the store names it without sending it. A test
+// trigger holds the statement before its key check until the purge has
+// committed: after-row triggers fire by name, "A_…" before the foreign
+// key's "RI_…", and all after the statement's WITH part has run.
+func TestCreateAfterPurgeTookItsCatalogue(t *testing.T) {
+	for _, pod := range []string{"another pod", "the pod that wrote it"} {
+		t.Run(pod, func(t *testing.T) {
+			dsn := pgtest.NewDatabase(t, migrations.Up)
+			pool, err := pgdb.Open(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			writer, ctx, now := postgres.New(pool), t.Context(), time.Now()
+			// The catalogue is stored and then unnamed: its only lease is closed.
+			first := storetest.Sample(t, now, now.Add(time.Hour))
+			if err := writer.Create(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+			if err := writer.Close(ctx, first.TurnID); err != nil {
+				t.Fatal(err)
+			}
+			s := writer
+			if pod == "another pod" {
+				s = postgres.New(pool)
+			}
+			const gate = 7400
+			if _, err := pool.Exec(ctx, fmt.Sprintf(`
+				CREATE FUNCTION bridge.test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN NULL; END $$;
+				CREATE TRIGGER "A_test_gate" AFTER INSERT ON bridge.leases FOR EACH ROW EXECUTE FUNCTION bridge.test_gate()`, gate)); err != nil {
+				t.Fatal(err)
+			}
+			holder, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Release()
+			if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, gate); err != nil {
+				t.Fatal(err)
+			}
+			second := storetest.Sample(t, now, now.Add(time.Hour))
+			created := make(chan error, 1)
+			go func() { created <- s.Create(ctx, second) }()
+			// The INSERT waits at the gate, before its key check.
+			for waiting := 0; waiting == 0; {
+				if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`, gate).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n, err := writer.PurgeInactive(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
+				t.Fatalf("PurgeInactive = %d, %v, want the closed lease", n, err)
+			}
+			var left int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM bridge.catalogues`).Scan(&left); err != nil || left != 0 {
+				t.Fatalf("%d catalogues left (%v): the purge should have taken the unnamed one", left, err)
+			}
+			if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, gate); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-created; err != nil {
+				t.Fatalf("Create after the purge took its catalogue: %v", err)
+			}
+			if got, _, err := s.Get(ctx, second.TurnID); err != nil || len(got.Tools) != len(second.Tools) {
+				t.Fatalf("Get = %v, %v; want the lease with its catalogue", got, err)
+			}
+		})
+	}
+}

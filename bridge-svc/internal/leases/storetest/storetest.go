@@ -297,6 +297,10 @@ func testPurgeInactive(t *testing.T, s leases.Store) {
 			if _, err := s.Status(ctx, l.TurnID); err != nil {
 				t.Errorf("Status(%s) after purge = %v, want kept", l.TurnID, err)
 			}
+			// Whole: the purge took nothing a kept lease pinned.
+			if got, _, err := s.Get(ctx, l.TurnID); err != nil || len(got.Tools) != len(l.Tools) || len(got.Prompts) != len(l.Prompts) {
+				t.Errorf("Get(%s) after purge = %v, want its pinned catalogue", l.TurnID, err)
+			}
 		}
 	}
 	gone := func(want ...*leases.Lease) {
