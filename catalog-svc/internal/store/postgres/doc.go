@@ -9,6 +9,7 @@
 //
 // Uniqueness (exact name, collision key, lower-case name) is enforced by
 // unique indexes, so concurrent registrations cannot both win. Batch
-// registration streams rows with COPY into a transaction-local staging table
-// and moves them with one INSERT … SELECT after a conflict check.
+// registration streams rows with COPY into the table in one transaction; when
+// a unique index refuses a row, one query over the batch's names and keys
+// names the stored tool it clashed with.
 package postgres

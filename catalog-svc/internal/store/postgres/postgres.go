@@ -243,8 +243,9 @@ func (s *Store) existing(ctx context.Context, where, arg string) string {
 	return n
 }
 
-// CreateBatch implements store.Store: COPY into a staging table, check
-// conflicts, INSERT … SELECT, NOTIFY — one transaction.
+// CreateBatch implements store.Store: COPY into the table and NOTIFY, one
+// transaction. A clash with a stored tool fails the COPY on a unique index;
+// batchConflict then names both tools (the index error names neither).
 func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
@@ -255,40 +256,51 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, erro
 	cols, rows := Rows(recs)
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE tools_stage (LIKE catalog.tools INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
+		var err error
+		if n, err = tx.CopyFrom(ctx, pgx.Identifier{"catalog", "tools"}, cols, pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tools_stage"}, cols, pgx.CopyFromRows(rows)); err != nil {
-			return err
-		}
-		var newName, oldName, rule string
-		err := tx.QueryRow(ctx, `
-			SELECT s.name, t.name, 'name' FROM tools_stage s JOIN catalog.tools t ON t.name = s.name
-			UNION ALL
-			SELECT s.name, t.name, 'key' FROM tools_stage s JOIN catalog.tools t ON t.collision_key = s.collision_key
-			LIMIT 1`).Scan(&newName, &oldName, &rule)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
-			return err
-		case rule == "name":
-			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, newName)
-		default:
-			return &store.ConflictError{Name: newName, Existing: oldName, Rule: store.ConflictRule(newName, oldName)}
-		}
-		cols := strings.Join(writeColumns, ", ")
-		tag, err := tx.Exec(ctx, `INSERT INTO catalog.tools (`+cols+`) SELECT `+cols+` FROM tools_stage`)
-		if err != nil {
-			return err
-		}
-		n = tag.RowsAffected()
 		_, err = tx.Exec(ctx, notifySQL, store.AllChanged)
 		return err
 	})
-	if err != nil {
-		return 0, s.translate(ctx, err, "", "create batch")
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return int(n), nil
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		if cerr := s.batchConflict(ctx, recs); cerr != nil {
+			return 0, cerr
+		}
+		// The clashing tool is gone again (deleted since).
 	}
-	return int(n), nil
+	return 0, s.translate(ctx, err, "", "create batch")
+}
+
+// batchConflict reports the first stored tool one of recs clashes with, by
+// name (ErrAlreadyExists) or collision key (a ConflictError naming both);
+// nil when there is none.
+func (s *Store) batchConflict(ctx context.Context, recs []store.Record) error {
+	names, keys := make([]string, len(recs)), make([]string, len(recs))
+	for i, r := range recs {
+		names[i], keys[i] = r.Name(), toolname.FoldedKey(r.Name())
+	}
+	var newName, oldName, rule string
+	err := s.pool.QueryRow(ctx, `
+		WITH b (name, collision_key) AS (SELECT * FROM unnest($1::text[], $2::text[]))
+		SELECT b.name, t.name, 'name' FROM b JOIN catalog.tools t ON t.name = b.name COLLATE "C"
+		UNION ALL
+		SELECT b.name, t.name, 'key' FROM b JOIN catalog.tools t ON t.collision_key = b.collision_key COLLATE "C"
+		LIMIT 1`, names, keys).Scan(&newName, &oldName, &rule)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("postgres: create batch: find the clashing tool: %w", err)
+	case rule == "name":
+		return fmt.Errorf("%w: %q", store.ErrAlreadyExists, newName)
+	default:
+		return &store.ConflictError{Name: newName, Existing: oldName, Rule: store.ConflictRule(newName, oldName)}
+	}
 }
 
 // checkBatch applies the uniqueness rules within the batch, so the error

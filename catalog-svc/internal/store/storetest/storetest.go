@@ -409,9 +409,12 @@ func testBatchAllOrNothing(t *testing.T, s store.Store) {
 		extra store.Record
 		check func(error) bool
 	}{
-		{"existing name", Record("files.read"), func(err error) bool { return errors.Is(err, store.ErrAlreadyExists) }},
-		{"collision key with stored", Record("files_read"), func(err error) bool { return errors.Is(err, store.ErrConflict) }},
-		{"case with stored", Record("GitHub.search"), func(err error) bool { return errors.Is(err, store.ErrConflict) }},
+		{"existing name", Record("files.read"), func(err error) bool {
+			return errors.Is(err, store.ErrAlreadyExists) && strings.Contains(err.Error(), `"files.read"`)
+		}},
+		// A clash with a stored tool names both tools.
+		{"collision key with stored", Record("files_read"), clash("files_read", "files.read")},
+		{"case with stored", Record("GitHub.search"), clash("GitHub.search", "github.search")},
 		{"collision within batch", Record("bulk_t0003"), func(err error) bool { return errors.Is(err, store.ErrConflict) }},
 		{"duplicate within batch", Record("bulk.t0004"), func(err error) bool {
 			return errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrConflict)
@@ -427,6 +430,14 @@ func testBatchAllOrNothing(t *testing.T, s store.Store) {
 		if len(all) != 2 {
 			t.Fatalf("%s: failed batch left %d tools, want the 2 from before", c.name, len(all))
 		}
+	}
+}
+
+// clash accepts a ConflictError between name and the stored existing.
+func clash(name, existing string) func(error) bool {
+	return func(err error) bool {
+		var ce *store.ConflictError
+		return errors.As(err, &ce) && ce.Name == name && ce.Existing == existing
 	}
 }
 
