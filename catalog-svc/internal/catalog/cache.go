@@ -145,6 +145,22 @@ func (s *snapshot) withChange(name string, e *entry) *snapshot {
 	return newSnapshot(entries)
 }
 
+// withChanges returns a copy of s with each of es in place of the entry of
+// the same name, or added.
+func (s *snapshot) withChanges(es []*entry) *snapshot {
+	changed := make(map[string]bool, len(es))
+	for _, e := range es {
+		changed[e.name()] = true
+	}
+	entries := make([]*entry, 0, len(s.entries)+len(es))
+	for _, old := range s.entries {
+		if !changed[old.name()] {
+			entries = append(entries, old)
+		}
+	}
+	return newSnapshot(append(entries, es...))
+}
+
 // hashAll is the catalogHash of every listed tool, computed on first use.
 func (s *snapshot) hashAll() string {
 	s.allOnce.Do(func() {

@@ -64,7 +64,8 @@ type Service struct {
 
 	// refreshMu serialises cache updates: each update reads the store's
 	// current state and applies it while holding the lock, so updates from
-	// the write path and from the change feed cannot reorder.
+	// the write path and from the change feed cannot reorder. A batch
+	// holds it across its write (createBatch).
 	refreshMu sync.Mutex
 	feed      *store.Feed
 
@@ -222,6 +223,31 @@ func (s *Service) refresh(ctx context.Context, name string, h hints) error {
 	return nil
 }
 
+// createBatch stores a batch and makes it visible on this replica before
+// the RPC returns, from the records as the store returned them rather than
+// by reading the whole table again. The cache lock is held across the
+// write: no update (the change feed's) can then bring into the cache a
+// change committed after the batch that the batch's own records would
+// overwrite. The feed's updates wait for the batch meanwhile.
+func (s *Service) createBatch(ctx context.Context, recs []store.Record, h hints) (int, error) {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	stored, err := s.store.CreateBatch(ctx, recs)
+	if err != nil {
+		return 0, err
+	}
+	if cur := s.snap.Load(); cur != nil {
+		entries := make([]*entry, len(stored))
+		for i, rec := range stored {
+			old, _ := cur.lookup(rec.Name())
+			entries[i] = buildEntry(rec, old, h)
+			s.reportUnservable(ctx, entries[i], old)
+		}
+		s.snap.Store(cur.withChanges(entries))
+	}
+	return len(stored), nil
+}
+
 // afterWrite makes a write visible on this replica before the RPC returns
 // (read-your-writes); other replicas learn it from the change feed. If the
 // refresh fails the feed retries it.
@@ -312,11 +338,10 @@ func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegi
 	if c, found := toolname.FindCollision(names); found {
 		return 0, invalid("registrations.name", RuleCollisionKey, "%v", c)
 	}
-	n, err := s.store.CreateBatch(ctx, recs)
+	n, err := s.createBatch(ctx, recs, h)
 	if err != nil {
 		return 0, fromStore(err, "")
 	}
-	s.afterWrite(ctx, store.AllChanged, h)
 	return n, nil
 }
 

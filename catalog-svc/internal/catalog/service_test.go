@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -572,5 +573,89 @@ func TestUnservableStoredToolIsLeftOut(t *testing.T) {
 		if err != nil || len(l.Tools) != 1 || l.Tools[0].GetName() != "files.read" {
 			t.Errorf("ListTools(%v) = %v, %v; want files.read alone", actx, l.Tools, err)
 		}
+	}
+}
+
+// quietStore is a memory store whose change feed is the test's: the cache
+// changes only through the write path and what the test pushes. during,
+// when set, runs inside CreateBatch once the batch is stored.
+type quietStore struct {
+	*memory.Store
+	feed   *store.Feed
+	during func()
+}
+
+func (q *quietStore) Watch(context.Context) (*store.Feed, error) { return q.feed, nil }
+
+func (q *quietStore) CreateBatch(ctx context.Context, recs []store.Record) ([]store.Record, error) {
+	out, err := q.Store.CreateBatch(ctx, recs)
+	if err == nil && q.during != nil {
+		q.during()
+	}
+	return out, err
+}
+
+// TestRegisterBatchCache: a batch is in the cache when RegisterBatch
+// returns, as stored (revision, timestamps), without the change feed; and
+// an update of one of its tools that another replica commits while the
+// batch is written reaches the cache after the batch's own records, never
+// under them.
+func TestRegisterBatchCache(t *testing.T) {
+	ctx := testCtx(t)
+	batch := func(prefix string) []*sharedosv1.ToolRegistration {
+		var regs []*sharedosv1.ToolRegistration
+		for i := range 5 {
+			regs = append(regs, reg(fmt.Sprintf("%s.t%02d", prefix, i)))
+		}
+		return regs
+	}
+	q := &quietStore{Store: memory.New(), feed: store.NewFeed()}
+	svc := newService(t, q, nil)
+	if n, err := svc.RegisterBatch(ctx, batch("bulk")); err != nil || n != 5 {
+		t.Fatalf("RegisterBatch = %d, %v", n, err)
+	}
+	stored, err := q.Get(ctx, "bulk.t01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Resolve(ctx, "bulk.t01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(res.Registration, stored.Registration) {
+		t.Fatalf("cached %v; want as stored %v", res.Registration, stored.Registration)
+	}
+
+	q.during = func() {
+		rec, err := q.Store.Get(ctx, "more.t01")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := q.Store.Update(ctx, rec, 0); err != nil { // revision 2
+			t.Error(err)
+			return
+		}
+		q.feed.Push("more.t01")
+	}
+	if n, err := svc.RegisterBatch(ctx, batch("more")); err != nil || n != 5 {
+		t.Fatalf("RegisterBatch = %d, %v", n, err)
+	}
+	revision := func() int64 {
+		r, err := svc.Resolve(ctx, "more.t01")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Registration.GetRevision()
+	}
+	// The feed's refresh comes after the batch: revision 1 now or 2, then 2.
+	for rev := revision(); rev != 2; rev = revision() {
+		if rev != 1 || ctx.Err() != nil {
+			t.Fatalf("more.t01 cached at revision %d (%v); want 1, then 2", rev, ctx.Err())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if l, _ := svc.ListTools(ctx, nil); len(l.Tools) != 10 {
+		t.Fatalf("cache holds %d tools, want 10", len(l.Tools))
 	}
 }

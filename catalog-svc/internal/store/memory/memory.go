@@ -82,9 +82,9 @@ func (s *Store) Create(ctx context.Context, rec store.Record) (store.Record, err
 }
 
 // CreateBatch implements store.Store: all or nothing.
-func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, error) {
+func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -95,24 +95,25 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, erro
 	for _, r := range recs {
 		n := r.Name()
 		if err := s.conflict(n); err != nil {
-			return 0, err
+			return nil, err
 		}
 		if names[n] {
-			return 0, fmt.Errorf("%w: %q", store.ErrAlreadyExists, n)
+			return nil, fmt.Errorf("%w: %q", store.ErrAlreadyExists, n)
 		}
 		if other, ok := keys[toolname.FoldedKey(n)]; ok {
-			return 0, &store.ConflictError{Name: n, Existing: other, Rule: store.ConflictRule(n, other)}
+			return nil, &store.ConflictError{Name: n, Existing: other, Rule: store.ConflictRule(n, other)}
 		}
 		names[n], keys[toolname.FoldedKey(n)] = true, n
 	}
 	now := s.now()
-	for _, r := range recs {
-		s.insert(r, now)
+	out := make([]store.Record, len(recs))
+	for i, r := range recs {
+		out[i] = s.insert(r, now)
 	}
 	if len(recs) > 0 {
 		s.notify(store.AllChanged)
 	}
-	return len(recs), nil
+	return out, nil
 }
 
 // Update implements store.Store.

@@ -246,19 +246,27 @@ func (s *Store) existing(ctx context.Context, where, arg string) string {
 // CreateBatch implements store.Store: COPY into the table and NOTIFY, one
 // transaction. A clash with a stored tool fails the COPY on a unique index;
 // batchConflict then names both tools (the index error names neither).
-func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, error) {
+func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.Record, error) {
 	if len(recs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	if err := checkBatch(recs); err != nil {
-		return 0, err
+		return nil, err
 	}
 	cols, rows := Rows(recs)
-	var n int64
+	// The rows' created_at and updated_at default to now(), the
+	// transaction's start: read once, they are every stored record's.
+	var now time.Time
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if n, err = tx.CopyFrom(ctx, pgx.Identifier{"catalog", "tools"}, cols, pgx.CopyFromRows(rows)); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 			return err
+		}
+		n, err := tx.CopyFrom(ctx, pgx.Identifier{"catalog", "tools"}, cols, pgx.CopyFromRows(rows))
+		if err != nil {
+			return err
+		}
+		if n != int64(len(recs)) {
+			return fmt.Errorf("copied %d of %d rows", n, len(recs))
 		}
 		_, err = tx.Exec(ctx, notifySQL, store.AllChanged)
 		return err
@@ -266,14 +274,18 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) (int, erro
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
-		return int(n), nil
+		out := make([]store.Record, len(recs))
+		for i, r := range recs {
+			out[i] = withStored(r, 1, now, now)
+		}
+		return out, nil
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
 		if cerr := s.batchConflict(ctx, recs); cerr != nil {
-			return 0, cerr
+			return nil, cerr
 		}
 		// The clashing tool is gone again (deleted since).
 	}
-	return 0, s.translate(ctx, err, "", "create batch")
+	return nil, s.translate(ctx, err, "", "create batch")
 }
 
 // batchConflict reports the first stored tool one of recs clashes with, by

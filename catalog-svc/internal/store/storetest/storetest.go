@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -380,14 +381,14 @@ func batch(prefix string, n int) []store.Record {
 }
 
 func testBatch(t *testing.T, s store.Store) {
-	if n, err := s.CreateBatch(ctx(t), nil); n != 0 || err != nil {
-		t.Fatalf("empty batch = %d, %v", n, err)
+	if got, err := s.CreateBatch(ctx(t), nil); len(got) != 0 || err != nil {
+		t.Fatalf("empty batch = %d, %v", len(got), err)
 	}
 	recs := batch("bulk", 50)
 	recs[7].Registration.OutputSchemaJson = []byte(`{"type":"object" }`)
-	n, err := s.CreateBatch(ctx(t), recs)
-	if err != nil || n != 50 {
-		t.Fatalf("CreateBatch = %d, %v; want 50", n, err)
+	stored, err := s.CreateBatch(ctx(t), recs)
+	if err != nil || len(stored) != 50 {
+		t.Fatalf("CreateBatch = %d, %v; want 50", len(stored), err)
 	}
 	all, err := s.Snapshot(ctx(t))
 	if err != nil || len(all) != 50 {
@@ -398,6 +399,16 @@ func testBatch(t *testing.T, s store.Store) {
 		if r.Registration.GetRevision() != 1 {
 			t.Errorf("%s revision %d, want 1", r.Name(), r.Registration.GetRevision())
 		}
+		// What CreateBatch returned is what was stored, timestamps too.
+		if !proto.Equal(stored[i].Registration, r.Registration) || !bytes.Equal(stored[i].Canonical, r.Canonical) || stored[i].Digest != r.Digest {
+			t.Errorf("CreateBatch returned %v, stored %v", stored[i].Registration, r.Registration)
+		}
+	}
+	// The returned records are the caller's to keep: they share nothing
+	// with the store.
+	stored[0].Registration.Description = "changed by the caller"
+	if again, _ := s.Snapshot(ctx(t)); again[0].Registration.GetDescription() == "changed by the caller" {
+		t.Error("a record CreateBatch returned aliases the stored one")
 	}
 }
 
@@ -422,9 +433,9 @@ func testBatchAllOrNothing(t *testing.T, s store.Store) {
 	}
 	for _, c := range cases {
 		recs := append(batch("bulk", 10), c.extra)
-		n, err := s.CreateBatch(ctx(t), recs)
-		if !c.check(err) || n != 0 {
-			t.Errorf("%s: CreateBatch = %d, %v", c.name, n, err)
+		got, err := s.CreateBatch(ctx(t), recs)
+		if !c.check(err) || got != nil {
+			t.Errorf("%s: CreateBatch = %d, %v", c.name, len(got), err)
 		}
 		all, _ := s.Snapshot(ctx(t))
 		if len(all) != 2 {
