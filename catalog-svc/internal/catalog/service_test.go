@@ -627,12 +627,12 @@ func TestRegisterBatchCache(t *testing.T) {
 	}
 
 	q.during = func() {
-		rec, err := q.Store.Get(ctx, "more.t01")
+		rec, err := q.Get(ctx, "more.t01")
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		if _, err := q.Store.Update(ctx, rec, 0); err != nil { // revision 2
+		if _, err := q.Update(ctx, rec, 0); err != nil { // revision 2
 			t.Error(err)
 			return
 		}
