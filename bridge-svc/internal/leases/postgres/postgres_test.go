@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
@@ -19,14 +20,17 @@ import (
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 )
 
-func open(t *testing.T) *postgres.Store {
+func open(t *testing.T) *postgres.Store { return postgres.New(openPool(t)) }
+
+// openPool opens a pool on a fresh, migrated database.
+func openPool(t *testing.T) *pgxpool.Pool {
 	dsn := pgtest.NewDatabase(t, migrations.Up)
 	pool, err := pgdb.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("open %s: %v", pgdb.RedactDSN(dsn), err)
 	}
 	t.Cleanup(pool.Close)
-	return postgres.New(pool)
+	return pool
 }
 
 func TestConformance(t *testing.T) {
@@ -134,12 +138,7 @@ func TestOldCatalogueRowsDecode(t *testing.T) {
 // still reads whole; the purge deletes a catalogue only when no lease
 // names it.
 func TestCataloguesShared(t *testing.T) {
-	dsn := pgtest.NewDatabase(t, migrations.Up)
-	pool, err := pgdb.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := openPool(t)
 	s, ctx, now := postgres.New(pool), t.Context(), time.Now()
 	count := func() (n int) {
 		t.Helper()
@@ -244,12 +243,7 @@ func TestCataloguesShared(t *testing.T) {
 func TestCreateAfterPurgeTookItsCatalogue(t *testing.T) {
 	for _, pod := range []string{"another pod", "the pod that wrote it"} {
 		t.Run(pod, func(t *testing.T) {
-			dsn := pgtest.NewDatabase(t, migrations.Up)
-			pool, err := pgdb.Open(t.Context(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
+			pool := openPool(t)
 			writer, ctx, now := postgres.New(pool), t.Context(), time.Now()
 			// The catalogue is stored and then unnamed: its only lease is closed.
 			first := storetest.Sample(t, now, now.Add(time.Hour))
