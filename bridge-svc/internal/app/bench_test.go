@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -289,10 +290,40 @@ func fiftyTools() []*sharedosv1.PublishedTool {
 // BenchmarkOpenTurn50Tools: OpenTurn over gRPC with a 50-tool catalogue
 // (fake catalog over gRPC), on the memory and the PostgreSQL store; and, as
 // P6's baseline, one INSERT with synchronous commit of a row holding the
-// same 50 published tools. grant-hop is the one round trip OpenTurn makes
-// before its INSERT: the same GrantTurn to the same fake kernel, called
-// directly (the floor of P6 is insert-baseline + grant-hop).
+// same 50 published tools. The two round trips an OpenTurn is made of
+// beside its INSERT are measured alone: grant-hop, the same GrantTurn to
+// the same fake kernel called directly, and client-hop, the client's
+// OpenTurn answered with the same lease by a server that does nothing
+// else. The floor of P6 is insert-baseline + grant-hop + client-hop.
 func BenchmarkOpenTurn50Tools(b *testing.B) {
+	b.Run("client-hop", func(b *testing.B) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		sharedosv1.RegisterBridgeServiceServer(srv, fixedLease{lease: &sharedosv1.TurnLease{
+			TurnId: "turn-0", McpUrl: "http://127.0.0.1:1/turns/turn-0/mcp", Token: strings.Repeat("t", 43),
+			ExpiresAt: timestamppb.Now(), CatalogHash: "sha256:" + strings.Repeat("0", 64), Tools: fiftyTools(),
+		}})
+		go func() { _ = srv.Serve(lis) }()
+		defer srv.Stop()
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cc.Close()
+		client, req := sharedosv1.NewBridgeServiceClient(cc), bridgetest.OpenRequest()
+		var lat latencies
+		for b.Loop() {
+			start := time.Now()
+			if l, err := client.OpenTurn(context.Background(), req); err != nil || len(l.GetTools()) != 50 {
+				b.Fatalf("OpenTurn: %d tools, %v", len(l.GetTools()), err)
+			}
+			lat.add(time.Since(start))
+		}
+		lat.report(b)
+	})
 	b.Run("grant-hop", func(b *testing.B) {
 		catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
 		catalog.SetTools(fiftyTools())
@@ -372,6 +403,16 @@ func BenchmarkOpenTurn50Tools(b *testing.B) {
 			lat.report(b)
 		})
 	}
+}
+
+// fixedLease answers every OpenTurn with the same lease.
+type fixedLease struct {
+	sharedosv1.UnimplementedBridgeServiceServer
+	lease *sharedosv1.TurnLease
+}
+
+func (f fixedLease) OpenTurn(context.Context, *sharedosv1.OpenTurnRequest) (*sharedosv1.TurnLease, error) {
+	return f.lease, nil
 }
 
 // BenchmarkIdleTurnMemory: heap held per open, idle turn whose MCP server
