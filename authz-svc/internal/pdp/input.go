@@ -134,6 +134,9 @@ const (
 	maxSharedBytes = 1024
 )
 
+// shared is its own map, not a services/platform/memo: a lookup by
+// shared.m[string(raw)] does not copy raw, and through a generic Get it
+// would (≈ 90 ns and an allocation against 23 ns per tool).
 var shared = struct {
 	mu sync.RWMutex
 	m  map[string]ast.Value

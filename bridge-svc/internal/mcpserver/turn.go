@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -16,6 +15,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/mcptool"
+	"github.com/sharedos/toolshare/services/platform/memo"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -129,39 +129,31 @@ func ValidateTools(tools []*sharedosv1.PublishedTool) error {
 
 // servable is the set of tool digests ValidateTools passed, bounded: past
 // maxServable it starts again empty.
-var servable digestSet
+var servable = digestSet{memo.New[string, struct{}](maxServable)}
 
 const maxServable = 1 << 16
 
 type digestSet struct {
-	mu  sync.RWMutex
-	set map[string]struct{}
+	m *memo.Bounded[string, struct{}]
 }
 
 // servableKey is the tool's digest with its name (the digest covers the name; the
 // name keeps a tool without a digest from sharing an entry).
 func servableKey(pt *sharedosv1.PublishedTool) string { return pt.GetDigest() + "\x00" + pt.GetName() }
 
-func (d *digestSet) has(pt *sharedosv1.PublishedTool) bool {
+func (d digestSet) has(pt *sharedosv1.PublishedTool) bool {
 	if pt.GetDigest() == "" {
 		return false
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	_, ok := d.set[servableKey(pt)]
+	_, ok := d.m.Get(servableKey(pt))
 	return ok
 }
 
-func (d *digestSet) add(pt *sharedosv1.PublishedTool) {
+func (d digestSet) add(pt *sharedosv1.PublishedTool) {
 	if pt.GetDigest() == "" {
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.set == nil || len(d.set) >= maxServable {
-		d.set = make(map[string]struct{})
-	}
-	d.set[servableKey(pt)] = struct{}{}
+	d.m.Put(servableKey(pt), struct{}{})
 }
 
 // newTurnServer builds the MCP server of lease l.

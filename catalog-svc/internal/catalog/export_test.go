@@ -2,8 +2,4 @@ package catalog
 
 // ForgetCompiledSchemas empties the memo of compiled schemas, so a
 // benchmark measures registrations whose schemas were never seen.
-func ForgetCompiledSchemas() {
-	compiled.mu.Lock()
-	defer compiled.mu.Unlock()
-	clear(compiled.m)
-}
+func ForgetCompiledSchemas() { compiled.Clear() }

@@ -9,10 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/sharedos/toolshare/services/platform/memo"
 )
 
 // Schema caps. MCP servers must not dereference network $refs and should
@@ -77,12 +78,12 @@ func (refusingLoader) Load(url string) (any, error) { return nil, errNoNetwork }
 // compiles it.
 func compileSchema(field string, raw []byte, d dialect) (*parsedSchema, error) {
 	key := memoKey{d: d, sum: sha256.Sum256(raw)}
-	if ps := compiled.get(key); ps != nil {
+	if ps, ok := compiled.Get(key); ok {
 		return ps, nil
 	}
 	ps, err := compileSchemaUncached(field, raw, d)
 	if err == nil {
-		compiled.put(key, ps)
+		compiled.Put(key, ps)
 	}
 	return ps, err
 }
@@ -92,35 +93,14 @@ func compileSchema(field string, raw []byte, d dialect) (*parsedSchema, error) {
 // registers the same schemas again, compile each distinct schema once. A
 // parsedSchema is immutable and a compiled jsonschema.Schema is safe for
 // concurrent validation. Only successes are kept (a refusal names the
-// field it was found in).
-var compiled = &schemaMemo{m: map[memoKey]*parsedSchema{}}
+// field it was found in). When full it starts over.
+var compiled = memo.New[memoKey, *parsedSchema](maxMemoSchemas)
 
-// maxMemoSchemas bounds the memo; when full it starts over.
 const maxMemoSchemas = 4096
 
 type memoKey struct {
 	d   dialect
 	sum [sha256.Size]byte
-}
-
-type schemaMemo struct {
-	mu sync.Mutex
-	m  map[memoKey]*parsedSchema
-}
-
-func (c *schemaMemo) get(k memoKey) *parsedSchema {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[k]
-}
-
-func (c *schemaMemo) put(k memoKey, ps *parsedSchema) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= maxMemoSchemas {
-		clear(c.m)
-	}
-	c.m[k] = ps
 }
 
 func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, error) {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/memo"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 )
 
@@ -23,7 +23,7 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	// stored: digests of catalogues this Store wrote lately.
-	stored digests
+	stored *memo.Bounded[[sha256.Size]byte, struct{}]
 }
 
 var (
@@ -32,7 +32,9 @@ var (
 )
 
 // New returns a Store on pool; the schema must already be migrated.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, stored: memo.New[[sha256.Size]byte, struct{}](maxKnownCatalogues)}
+}
 
 // Ping implements leases.Pinger.
 func (s *Store) Ping(ctx context.Context) error {
@@ -75,7 +77,7 @@ func (s *Store) Create(ctx context.Context, l *leases.Lease) error {
 	// a purge deleted meanwhile — after it was remembered here, or between
 	// this statement's conflict check and its key check — and the next
 	// attempt stores it again.
-	known := s.stored.has(sum)
+	_, known := s.stored.Get(sum)
 	for attempt := 0; ; attempt++ {
 		q, a := insertLease, args
 		if !known {
@@ -85,7 +87,7 @@ func (s *Store) Create(ctx context.Context, l *leases.Lease) error {
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
-			s.stored.add(sum)
+			s.stored.Put(sum, struct{}{})
 			return nil
 		case errors.As(err, &pgErr) && pgErr.Code == uniqueViolation:
 			return leases.ErrExists
@@ -111,28 +113,6 @@ const (
 // maxKnownCatalogues bounds the digests a Store remembers writing; when
 // full it starts over.
 const maxKnownCatalogues = 1024
-
-// digests is a bounded set of catalogue digests, safe for concurrent use.
-type digests struct {
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]struct{}
-}
-
-func (d *digests) has(sum [sha256.Size]byte) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.m[sum]
-	return ok
-}
-
-func (d *digests) add(sum [sha256.Size]byte) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.m == nil || len(d.m) >= maxKnownCatalogues {
-		d.m = make(map[[sha256.Size]byte]struct{})
-	}
-	d.m[sum] = struct{}{}
-}
 
 func orEmpty[M proto.Message](m M, empty M) M {
 	if proto.Message(m) == nil || !m.ProtoReflect().IsValid() {
