@@ -39,7 +39,8 @@ type entry struct {
 	unservable error
 
 	// The input schema is compiled on first Resolve (or handed over by the
-	// write path that just compiled it), not when the cache is built: a
+	// single-tool write that just compiled it; a batch hands none over, see
+	// prepareAll), not when the cache is built: a
 	// replica reloading 10k tools after a batch must stay within the 1 s
 	// visibility bound, and compiling is the dominant cost of a reload.
 	schema      *lazySchema

@@ -29,8 +29,8 @@
 //   - an UpdateTool whose expected_revision does not match is ErrRevisionMismatch
 //     (gRPC Aborted: the read-modify-write lost a race; re-read and retry).
 //   - input schemas are compiled on first Resolve (or handed over by the
-//     write path that validated them), so a replica reloading a large batch
-//     stays within the 1 s visibility bound.
+//     single-tool write that validated them; a batch hands none over), so a
+//     replica reloading a large batch stays within the 1 s visibility bound.
 //   - ListTools without an access context is the admin listing of every
 //     published tool; with one, authz-svc filters (never a global union) and
 //     an authz failure fails the call instead of returning tools unfiltered.

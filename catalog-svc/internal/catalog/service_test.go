@@ -328,6 +328,17 @@ func TestRegisterBatch(t *testing.T) {
 	if len(l.Tools) != 20 {
 		t.Errorf("cache holds %d tools after the batch, want 20", len(l.Tools))
 	}
+	// A batch's input schemas compile on first Resolve (not handed over).
+	res, err := svc.Resolve(testCtx(t), "bulk.t03")
+	if err != nil || res.InputSchema == nil {
+		t.Fatalf("Resolve(bulk.t03) = %v, %v; want its compiled input schema", res, err)
+	}
+	if err := res.InputSchema.Validate(map[string]any{"path": "/a"}); err != nil {
+		t.Errorf("valid arguments refused: %v", err)
+	}
+	if err := res.InputSchema.Validate(map[string]any{}); err == nil {
+		t.Error("arguments without the required path accepted")
+	}
 	// One bad registration rejects the batch, naming its index.
 	bad := []*sharedosv1.ToolRegistration{reg("more.a"), reg("more.b")}
 	bad[1].Description = "x\u200b"
