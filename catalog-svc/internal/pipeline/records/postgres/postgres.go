@@ -247,17 +247,39 @@ RETURNING id`, e.After, e.Through, e.Rows, e.SHA256).Scan(&id)
 	return id, nil
 }
 
-// Reconcile implements records.Store.
+// sinceWatermark bounds a search for pending rows: no index names the
+// status (a completion is a heap-only update, migration 00014), so pending
+// rows are found among those started since catalog.reconcile_watermark,
+// which no pending row predates.
+const sinceWatermark = `started_at >= (SELECT through FROM catalog.reconcile_watermark)`
+
+// Reconcile implements records.Store. The stale rows are marked, then the
+// watermark moves up to the oldest row left pending (waiting for input, or
+// resumed and not stale yet) or, when none is, to startedBefore — in one
+// transaction, so the rows it marked no longer count as pending.
 func (s *Store) Reconcile(ctx context.Context, startedBefore time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
 UPDATE catalog.operations
    SET status = 'interrupted', reason = $2, finished_at = now()
- WHERE status = 'pending' AND waiting_until IS NULL AND COALESCE(resumed_at, started_at) < $1`,
-		startedBefore, records.InterruptedReason)
+ WHERE `+sinceWatermark+` AND started_at < $1
+   AND status = 'pending' AND waiting_until IS NULL AND COALESCE(resumed_at, started_at) < $1`,
+			startedBefore, records.InterruptedReason)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `
+UPDATE catalog.reconcile_watermark w
+   SET through = GREATEST(w.through, COALESCE((SELECT min(o.started_at) FROM catalog.operations o
+        WHERE o.started_at >= w.through AND o.started_at < $1 AND o.status = 'pending'), $1))`, startedBefore)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("postgres: reconcile operations: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // ReconcileInstance implements records.Store.
@@ -268,7 +290,7 @@ func (s *Store) ReconcileInstance(ctx context.Context, instanceID string, starte
 	tag, err := s.pool.Exec(ctx, `
 UPDATE catalog.operations
    SET status = 'interrupted', reason = $3, finished_at = now()
- WHERE status = 'pending' AND waiting_until IS NULL
+ WHERE `+sinceWatermark+` AND status = 'pending' AND waiting_until IS NULL
    AND CASE WHEN resumed_at IS NULL THEN instance_id = $1 AND started_at < $2
             ELSE resumed_by = $1 AND resumed_at < $2 END`, instanceID, startedBefore, records.InterruptedReason)
 	if err != nil {

@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +201,126 @@ func TestPurgeOnlyExported(t *testing.T) {
 	}
 	if _, err := owner.Exec(ctx, `TRUNCATE catalog.operations`); err == nil {
 		t.Error("TRUNCATE accepted")
+	}
+}
+
+// TestCompletionIsHeapOnly: no index of catalog.operations names a column
+// a completion writes, and its pages keep room for the completed version,
+// so PostgreSQL can complete a row without a new entry in every index (a
+// heap-only update; migration 00014, issue 20 P1e). waiting_until is the
+// exception a completion leaves alone: it writes NULL over NULL unless the
+// row was waiting, and an equal value does not stop a heap-only update.
+func TestCompletionIsHeapOnly(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	written := regexp.MustCompile(`\b(status|code|reason|resolved_tool|decision_id|policy_revision|finished_at|progress_count)\b`)
+	rows, err := pool.Query(ctx, `SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid)
+  FROM pg_index WHERE indrelid = 'catalog.operations'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if col := written.FindString(def); col != "" {
+			t.Errorf("index %s names %s, which a completion writes: %s", name, col, def)
+		}
+	}
+	if rows.Close(); rows.Err() != nil || n == 0 {
+		t.Fatalf("read %d indexes: %v", n, rows.Err())
+	}
+	var opts []string
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(reloptions, '{}') FROM pg_class WHERE oid = 'catalog.operations'::regclass`).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(opts, "fillfactor=80") {
+		t.Errorf("catalog.operations options %v, want fillfactor=80", opts)
+	}
+}
+
+// TestReconcileWatermark: the service role's reconcile moves the watermark
+// up to the oldest row it leaves pending — one waiting for input holds it —
+// and then to its cutoff; a reconcile with an older cutoff never moves it
+// back. A row that started before the watermark is outside every search:
+// the bound the reconciler assumes (a row commits within the longest call
+// of its start).
+func TestReconcileWatermark(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	service, err := pgdb.Open(ctx, dsn, pgdb.WithRole(migrations.ServiceRole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(service.Close)
+	s := postgres.New(service)
+	watermark := func() time.Time {
+		t.Helper()
+		var w time.Time
+		if err := service.QueryRow(ctx, `SELECT through FROM catalog.reconcile_watermark`).Scan(&w); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if w := watermark(); w.After(now.Add(-time.Hour)) {
+		t.Fatalf("watermark after migration %v, want an hour back at least", w)
+	}
+	waiting := recordstest.NewRecord("t1", "waiting", "files.read")
+	waiting.StartedAt = now.Add(-30 * time.Minute)
+	stale := recordstest.NewRecord("t1", "stale", "files.read")
+	stale.StartedAt = now.Add(-20 * time.Minute)
+	for _, r := range []*records.Record{waiting, stale} {
+		if err := s.Begin(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Park(ctx, waiting.AttemptID, records.Wait{Round: 1, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	cutoff := now.Add(-time.Minute)
+	if n, err := s.Reconcile(ctx, cutoff); err != nil || n != 1 {
+		t.Fatalf("Reconcile = %d, %v; want the stale row", n, err)
+	}
+	if w := watermark(); !w.Equal(waiting.StartedAt) {
+		t.Fatalf("watermark %v, want %v: the waiting row is still pending", w, waiting.StartedAt)
+	}
+	if _, err := s.Resume(ctx, records.Resumption{AttemptID: waiting.AttemptID, TurnID: "t1", RequestedToolSHA256: waiting.RequestedToolSHA256,
+		ArgumentsDigest: waiting.ArgumentsDigest, Round: 1, InstanceID: "kernel-2"}); err != nil {
+		t.Fatal(err)
+	}
+	// Resumed just now: not stale, and still holding the watermark.
+	if n, err := s.Reconcile(ctx, cutoff); err != nil || n != 0 {
+		t.Fatalf("Reconcile = %d, %v; want nothing", n, err)
+	}
+	if w := watermark(); !w.Equal(waiting.StartedAt) {
+		t.Fatalf("watermark %v, want %v: the resumed row is still pending", w, waiting.StartedAt)
+	}
+	if n, err := s.ReconcileInstance(ctx, "kernel-2", time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("ReconcileInstance(kernel-2) = %d, %v; want the resumed row", n, err)
+	}
+	if n, err := s.Reconcile(ctx, cutoff); err != nil || n != 0 {
+		t.Fatalf("Reconcile = %d, %v; want nothing", n, err)
+	}
+	if w := watermark(); !w.Equal(cutoff) {
+		t.Fatalf("watermark %v, want the cutoff %v: nothing is pending before it", w, cutoff)
+	}
+	if _, err := s.Reconcile(ctx, now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if w := watermark(); !w.Equal(cutoff) {
+		t.Fatalf("watermark %v after an older cutoff, want it kept at %v", w, cutoff)
+	}
+	before := recordstest.NewRecord("t1", "before", "files.read")
+	before.StartedAt = cutoff.Add(-time.Minute)
+	if err := s.Begin(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Reconcile(ctx, now); err != nil || n != 0 {
+		t.Fatalf("Reconcile = %d, %v; a row started before the watermark was searched", n, err)
 	}
 }
