@@ -26,6 +26,8 @@ import (
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/app"
 	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
+	leasespg "github.com/sharedos/toolshare/bridge-svc/internal/leases/postgres"
 	"github.com/sharedos/toolshare/bridge-svc/migrations"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
@@ -294,7 +296,8 @@ func fiftyTools() []*sharedosv1.PublishedTool {
 // beside its INSERT are measured alone: grant-hop, the same GrantTurn to
 // the same fake kernel called directly, and client-hop, the client's
 // OpenTurn answered with the same lease by a server that does nothing
-// else. The floor of P6 is insert-baseline + grant-hop + client-hop.
+// else. The floor of P6 is insert-baseline + grant-hop + client-hop;
+// lease-insert is the path's own INSERT alone.
 func BenchmarkOpenTurn50Tools(b *testing.B) {
 	b.Run("client-hop", func(b *testing.B) {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -380,6 +383,48 @@ func BenchmarkOpenTurn50Tools(b *testing.B) {
 		}
 		lat.report(b)
 		b.ReportMetric(float64(len(row)), "row-B")
+	})
+	// The path's own INSERT: the PostgreSQL lease store's Create of the
+	// lease the postgres sub-benchmark stores (the same 50 tools, its
+	// catalogue already stored), as the bridge's service role.
+	b.Run("lease-insert", func(b *testing.B) {
+		ctx := context.Background()
+		catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+		catalog.SetTools(fiftyTools())
+		cc, err := grpc.NewClient(bridgetest.ServeFakes(b, catalog, kernel), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cc.Close()
+		open, now := bridgetest.OpenRequest(), time.Now().UTC().Truncate(time.Microsecond)
+		resp, err := sharedosv1.NewRuntimeServiceClient(cc).GrantTurn(ctx, &sharedosv1.GrantTurnRequest{
+			TurnId: "turn-0", Context: open.GetContext(), ExpiresAt: timestamppb.New(now.Add(10 * time.Minute)),
+			Harness: open.GetHarness(), DeclaredModel: open.GetDeclaredModel(), Policy: open.GetPolicy(),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool, err := pgdb.Open(ctx, pgtest.NewDatabase(b, migrations.Up), pgdb.WithRole(migrations.ServiceRole))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		st := leasespg.New(pool)
+		var lat latencies
+		i := 0
+		for b.Loop() {
+			i++
+			l := &leases.Lease{TurnID: fmt.Sprint("turn-", i), Context: open.GetContext(), Policy: open.GetPolicy(),
+				Harness: open.GetHarness(), DeclaredModel: open.GetDeclaredModel(), CatalogHash: resp.GetCatalogHash(),
+				Tools: resp.GetTools(), Grant: resp.GetGrant(), OpenedAt: now, ExpiresAt: now.Add(10 * time.Minute)}
+			l.TokenHash[0], l.TokenHash[1], l.TokenHash[2] = byte(i), byte(i>>8), byte(i>>16)
+			start := time.Now()
+			if err := st.Create(ctx, l); err != nil {
+				b.Fatal(err)
+			}
+			lat.add(time.Since(start))
+		}
+		lat.report(b)
 	})
 	for _, store := range []string{"memory", "postgres"} {
 		b.Run(store, func(b *testing.B) {
