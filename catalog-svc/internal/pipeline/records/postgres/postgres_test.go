@@ -246,8 +246,8 @@ func TestCompletionIsHeapOnly(t *testing.T) {
 // up to the oldest row it leaves pending — one waiting for input holds it —
 // and then to its cutoff; a reconcile with an older cutoff never moves it
 // back. A row that started before the watermark is outside every search:
-// the bound the reconciler assumes (a row commits within the longest call
-// of its start).
+// the bound the watermark assumes (a pending row's insert commits within
+// the reconciler's cutoff of its start, ADR 0027).
 func TestReconcileWatermark(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, migrations.Up)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
