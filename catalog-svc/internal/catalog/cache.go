@@ -74,6 +74,14 @@ func newLazySchema(raw []byte, d dialect, compiled *jsonschema.Schema) *lazySche
 	return l
 }
 
+// uncompiled is the same schema, to be compiled on first use (nil for nil).
+func (l *lazySchema) uncompiled() *lazySchema {
+	if l == nil {
+		return nil
+	}
+	return newLazySchema(l.raw, l.dialect, nil)
+}
+
 func (l *lazySchema) get() (*jsonschema.Schema, error) {
 	l.once.Do(func() {
 		ps, err := compileSchema("inputSchema", l.raw, l.dialect)

@@ -173,18 +173,23 @@ func (s *Service) reloadAll(ctx context.Context, h hints) error {
 	if err != nil {
 		return fmt.Errorf("catalog: load registrations: %w", err)
 	}
-	prev := s.snap.Load()
-	entries := make([]*entry, len(recs))
+	s.snap.Store(newSnapshot(s.entries(ctx, s.snap.Load(), recs, h)))
+	return nil
+}
+
+// entries builds the cache entries of recs, each over its predecessor in
+// prev (nil: none), reporting the tools that became unservable.
+func (s *Service) entries(ctx context.Context, prev *snapshot, recs []store.Record, h hints) []*entry {
+	out := make([]*entry, len(recs))
 	for i, rec := range recs {
 		var old *entry
 		if prev != nil {
 			old, _ = prev.lookup(rec.Name())
 		}
-		entries[i] = buildEntry(rec, old, h)
-		s.reportUnservable(ctx, entries[i], old)
+		out[i] = buildEntry(rec, old, h)
+		s.reportUnservable(ctx, out[i], old)
 	}
-	s.snap.Store(newSnapshot(entries))
-	return nil
+	return out
 }
 
 // reportUnservable says that a stored tool is left out of every turn (it was
@@ -237,13 +242,7 @@ func (s *Service) createBatch(ctx context.Context, recs []store.Record, h hints)
 		return 0, err
 	}
 	if cur := s.snap.Load(); cur != nil {
-		entries := make([]*entry, len(stored))
-		for i, rec := range stored {
-			old, _ := cur.lookup(rec.Name())
-			entries[i] = buildEntry(rec, old, h)
-			s.reportUnservable(ctx, entries[i], old)
-		}
-		s.snap.Store(cur.withChanges(entries))
+		s.snap.Store(cur.withChanges(s.entries(ctx, cur, stored, h)))
 	}
 	return len(stored), nil
 }
@@ -562,11 +561,8 @@ func prepareAll(s *Service, regs []*sharedosv1.ToolRegistration) []prepared {
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(regs); i = int(next.Add(1) - 1) {
-				rec, _, _, err := s.prepare(regs[i])
-				out[i] = prepared{rec: rec, err: err}
-				if err == nil {
-					out[i].sch = newLazySchema(rec.Registration.GetInputSchemaJson(), dialectOf(rec.Registration), nil)
-				}
+				rec, _, sch, err := s.prepare(regs[i])
+				out[i] = prepared{rec: rec, sch: sch.uncompiled(), err: err}
 			}
 		}()
 	}
