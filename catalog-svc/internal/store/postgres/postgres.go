@@ -170,6 +170,9 @@ var insertSQL = `INSERT INTO catalog.tools (` + strings.Join(writeColumns, ", ")
 	ON CONFLICT (name) DO NOTHING
 	RETURNING revision, created_at, updated_at`
 
+// uniqueViolation is PostgreSQL's SQLSTATE for a unique index refusing a row.
+const uniqueViolation = "23505"
+
 const notifySQL = `SELECT pg_notify('` + Channel + `', $1)`
 
 // Create implements store.Store.
@@ -219,7 +222,7 @@ func (s *Store) translate(ctx context.Context, err error, name, op string) error
 		return fmt.Errorf("postgres: %s %q: %w", op, name, err)
 	}
 	switch pgErr.Code {
-	case "23505": // unique_violation
+	case uniqueViolation:
 		switch pgErr.ConstraintName {
 		case "tools_pkey":
 			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, name)
@@ -279,7 +282,7 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 			out[i] = withStored(r, 1, now, now)
 		}
 		return out, nil
-	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+	case errors.As(err, &pgErr) && pgErr.Code == uniqueViolation:
 		if cerr := s.batchConflict(ctx, recs); cerr != nil {
 			return nil, cerr
 		}
