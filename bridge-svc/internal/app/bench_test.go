@@ -328,24 +328,13 @@ func BenchmarkOpenTurn50Tools(b *testing.B) {
 		lat.report(b)
 	})
 	b.Run("grant-hop", func(b *testing.B) {
-		catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
-		catalog.SetTools(fiftyTools())
-		cc, err := grpc.NewClient(bridgetest.ServeFakes(b, catalog, kernel), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cc.Close()
-		client := sharedosv1.NewRuntimeServiceClient(cc)
-		open := bridgetest.OpenRequest()
+		client, open := fiftyToolKernel(b), bridgetest.OpenRequest()
 		var lat latencies
 		i := 0
 		for b.Loop() {
 			i++
 			start := time.Now()
-			resp, err := client.GrantTurn(context.Background(), &sharedosv1.GrantTurnRequest{
-				TurnId: fmt.Sprint("turn-", i), Context: open.GetContext(), ExpiresAt: timestamppb.New(start.Add(10 * time.Minute)),
-				Harness: open.GetHarness(), DeclaredModel: open.GetDeclaredModel(), Policy: open.GetPolicy(),
-			})
+			resp, err := client.GrantTurn(context.Background(), grantRequest(open, fmt.Sprint("turn-", i), start.Add(10*time.Minute)))
 			if err != nil || len(resp.GetTools()) != 50 {
 				b.Fatalf("GrantTurn: %d tools, %v", len(resp.GetTools()), err)
 			}
@@ -389,18 +378,8 @@ func BenchmarkOpenTurn50Tools(b *testing.B) {
 	// catalogue already stored), as the bridge's service role.
 	b.Run("lease-insert", func(b *testing.B) {
 		ctx := context.Background()
-		catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
-		catalog.SetTools(fiftyTools())
-		cc, err := grpc.NewClient(bridgetest.ServeFakes(b, catalog, kernel), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cc.Close()
 		open, now := bridgetest.OpenRequest(), time.Now().UTC().Truncate(time.Microsecond)
-		resp, err := sharedosv1.NewRuntimeServiceClient(cc).GrantTurn(ctx, &sharedosv1.GrantTurnRequest{
-			TurnId: "turn-0", Context: open.GetContext(), ExpiresAt: timestamppb.New(now.Add(10 * time.Minute)),
-			Harness: open.GetHarness(), DeclaredModel: open.GetDeclaredModel(), Policy: open.GetPolicy(),
-		})
+		resp, err := fiftyToolKernel(b).GrantTurn(ctx, grantRequest(open, "turn-0", now.Add(10*time.Minute)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -447,6 +426,27 @@ func BenchmarkOpenTurn50Tools(b *testing.B) {
 			}
 			lat.report(b)
 		})
+	}
+}
+
+// fiftyToolKernel is a client of the fake kernel over fiftyTools, as
+// plain gRPC; it closes at the benchmark's end.
+func fiftyToolKernel(b *testing.B) sharedosv1.RuntimeServiceClient {
+	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+	catalog.SetTools(fiftyTools())
+	cc, err := grpc.NewClient(bridgetest.ServeFakes(b, catalog, kernel), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cc.Close() })
+	return sharedosv1.NewRuntimeServiceClient(cc)
+}
+
+// grantRequest is the GrantTurn the bridge sends for open as turn.
+func grantRequest(open *sharedosv1.OpenTurnRequest, turn string, expires time.Time) *sharedosv1.GrantTurnRequest {
+	return &sharedosv1.GrantTurnRequest{
+		TurnId: turn, Context: open.GetContext(), ExpiresAt: timestamppb.New(expires),
+		Harness: open.GetHarness(), DeclaredModel: open.GetDeclaredModel(), Policy: open.GetPolicy(),
 	}
 }
 
