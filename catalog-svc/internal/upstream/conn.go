@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -45,6 +46,13 @@ type conn struct {
 	mu     sync.Mutex
 	client *client.Client
 	info   serverInfo
+	// direct is what sending on the session itself needs (send.go).
+	direct sender
+	// headerTools are the listed tools with x-mcp-header annotations,
+	// by upstream name (send.go); kept across sessions.
+	headerTools atomic.Pointer[map[string]mcp.Tool]
+	// ids numbers the requests sent directly (send.go).
+	ids atomic.Int64
 
 	progressMu sync.Mutex
 	progress   map[string]func(mcp.ProgressNotificationParams)
@@ -70,29 +78,52 @@ func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard,
 		jobs: make(chan func()), idle: make(chan struct{}, maxIdleWorkers)}
 }
 
+// capabilities are what SharedOS declares to every upstream. Every
+// capability is declared: the kernel refuses a request the harness cannot
+// answer (missing_capability).
+var capabilities = mcp.ClientCapabilities{
+	Elicitation: &mcp.ElicitationCapability{}, Sampling: &mcp.SamplingCapability{}, Roots: &struct {
+		ListChanged bool `json:"listChanged,omitempty"`
+	}{}}
+
 // session returns a live client, connecting when there is none.
 func (c *conn) session(ctx context.Context) (*client.Client, serverInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.connectLocked(ctx); err != nil {
+		return nil, serverInfo{}, err
+	}
+	return c.client, c.info, nil
+}
+
+// sender returns what sending on the live session directly needs,
+// connecting when there is none.
+func (c *conn) sender(ctx context.Context) (sender, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.connectLocked(ctx); err != nil {
+		return sender{}, err
+	}
+	return c.direct, nil
+}
+
+// connectLocked connects when there is no live session (c.mu held).
+func (c *conn) connectLocked(ctx context.Context) error {
 	if c.client != nil {
-		return c.client, c.info, nil
+		return nil
 	}
 	tr, err := c.transport()
 	if err != nil {
-		return nil, serverInfo{}, err
+		return err
 	}
 	// One round at a time (ADR 0017, ADR 0019): an upstream's
 	// input_required ends the call with its raw result, which the provider
 	// hands the kernel as contract v3 rounds; a 2025-era upstream's own
 	// requests become rounds too (relay.go). SharedOS answers no input
-	// request itself. Every capability is declared: the kernel refuses a
-	// request the harness cannot answer (missing_capability).
-	cl := client.NewClient(tr, client.WithMaxInputRoundTrips(1), client.WithClientCapabilities(mcp.ClientCapabilities{
-		Elicitation: &mcp.ElicitationCapability{}, Sampling: &mcp.SamplingCapability{}, Roots: &struct {
-			ListChanged bool `json:"listChanged,omitempty"`
-		}{}}))
+	// request itself.
+	cl := client.NewClient(tr, client.WithMaxInputRoundTrips(1), client.WithClientCapabilities(capabilities))
 	if err := cl.Start(c.life); err != nil {
-		return nil, serverInfo{}, fmt.Errorf("start: %w", err)
+		return fmt.Errorf("start: %w", err)
 	}
 	cl.OnNotification(c.notified)
 	req := mcp.InitializeRequest{}
@@ -102,11 +133,16 @@ func (c *conn) session(ctx context.Context) (*client.Client, serverInfo, error) 
 	res, err := cl.Initialize(ictx, req)
 	if err != nil {
 		_ = cl.Close()
-		return nil, serverInfo{}, fmt.Errorf("initialize: %w", err)
+		return fmt.Errorf("initialize: %w", err)
 	}
-	c.client = cl
+	direct, err := newSender(cl, tr)
+	if err != nil {
+		_ = cl.Close()
+		return err
+	}
+	c.client, c.direct = cl, direct
 	c.info = serverInfo{protocol: cl.ProtocolVersion(), name: res.ServerInfo.Name, version: res.ServerInfo.Version}
-	return cl, c.info, nil
+	return nil
 }
 
 // broken drops cl after a failure that may have ended its session; the
@@ -116,7 +152,7 @@ func (c *conn) broken(cl *client.Client) {
 	defer c.mu.Unlock()
 	if c.client == cl {
 		_ = cl.Close()
-		c.client = nil
+		c.client, c.direct = nil, sender{}
 	}
 }
 
@@ -127,7 +163,7 @@ func (c *conn) close() {
 	defer c.mu.Unlock()
 	if c.client != nil {
 		_ = c.client.Close()
-		c.client = nil
+		c.client, c.direct = nil, sender{}
 	}
 	c.end()
 }

@@ -104,15 +104,14 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "tool %q is not in namespace %s", req.GetTool(), p.ns)
 	}
-	body, in, err := p.run(ctx, req, string(mcp.MethodToolsCall), progress, func(ctx context.Context, cl *client.Client, meta *mcp.Meta) error {
-		call := mcp.CallToolRequest{}
-		call.Params.Name = name
-		call.Params.Meta = meta
-		if args := req.GetArgumentsJson(); len(args) > 0 {
-			call.Params.Arguments = json.RawMessage(args)
-		}
-		_, err := cl.CallTool(ctx, call)
-		return err
+	var args json.RawMessage
+	if a := req.GetArgumentsJson(); len(a) > 0 {
+		args = a
+	}
+	body, in, err := p.run(ctx, req, progress, func(ctx context.Context, token string) (json.RawMessage, error) {
+		return p.roundTrip(ctx, func(ctx context.Context, s sender) (json.RawMessage, error) {
+			return p.c.callTool(ctx, s, name, args, token)
+		})
 	})
 	if in != nil {
 		return &sharedosv1.HandleResponse{InputRequired: in}, nil
@@ -121,36 +120,60 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 		return nil, err
 	}
 	var res struct {
+		inputResult
 		Content           json.RawMessage `json:"content"`
 		StructuredContent json.RawMessage `json:"structuredContent"`
 		IsError           bool            `json:"isError"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "the upstream's result is not JSON: %v", err)
+		return nil, status.Errorf(codes.Unavailable, "the upstream's result is not a tools/call result: %v", err)
+	}
+	if in := res.required(); in != nil {
+		return &sharedosv1.HandleResponse{InputRequired: in}, nil
+	}
+	if err := checkContent(res.Content); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the upstream's result: %v", err)
 	}
 	return &sharedosv1.HandleResponse{ContentJson: nonNull(res.Content), StructuredContentJson: nonNull(res.StructuredContent), IsError: res.IsError}, nil
 }
 
-// run is one request of method that may span the kernel's rounds: a new
-// one is sent (with a progress token when progress is set), a parked one
-// named by the round's state gets the round's answers; either is then
-// awaited. It returns the raw result, or the input the next round needs
-// (the upstream's input_required, or its own requests to the client).
-func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, method string, progress func(mcp.ProgressNotificationParams),
-	send func(context.Context, *client.Client, *mcp.Meta) error) (json.RawMessage, *sharedosv1.InputRequired, error) {
+// checkContent refuses what mcp-go's typed result refuses: no content, or
+// an item that is no MCP content. The content itself is kept as sent.
+func checkContent(content json.RawMessage) error {
+	if content == nil {
+		return errors.New("content is missing")
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(content, &items); err != nil {
+		return fmt.Errorf("content: %w", err)
+	}
+	for i, item := range items {
+		if _, err := mcp.UnmarshalContent(item); err != nil {
+			return fmt.Errorf("content[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// run is one request that may span the kernel's rounds: a new one is sent
+// by send (with a progress token when progress is set), a parked one named
+// by the round's state gets the round's answers; either is then awaited.
+// It returns the raw result, or the input the next round needs (the
+// upstream's input_required as mcp-go's client reports it, or a 2025-era
+// upstream's own requests to the client).
+func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, progress func(mcp.ProgressNotificationParams),
+	send func(ctx context.Context, token string) (json.RawMessage, error)) (json.RawMessage, *sharedosv1.InputRequired, error) {
 	r, err := p.c.resumed(req)
 	if err != nil {
 		return nil, nil, err
 	}
 	if r == nil {
-		var meta *mcp.Meta
 		token := ""
 		if progress != nil {
 			token = progressToken(req.GetCallId())
-			meta = &mcp.Meta{ProgressToken: mcp.ProgressToken(token)}
 		}
 		r = p.c.start(withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState())), req.GetTurnId(), token, progress, func(ctx context.Context) (json.RawMessage, error) {
-			return p.roundTrip(ctx, method, func(ctx context.Context, cl *client.Client) error { return send(ctx, cl, meta) })
+			return send(ctx, token)
 		})
 	}
 	body, in, err := p.c.await(ctx, r, req.GetRound(), req.GetInputMethods(), progress)
@@ -289,9 +312,11 @@ func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest,
 	}
 	get := mcp.GetPromptRequest{}
 	get.Params.Name, get.Params.Arguments = name, args
-	body, in, err := p.run(ctx, req, string(mcp.MethodPromptsGet), nil, func(ctx context.Context, cl *client.Client, _ *mcp.Meta) error {
-		_, err := cl.GetPrompt(ctx, get)
-		return err
+	body, in, err := p.run(ctx, req, nil, func(ctx context.Context, _ string) (json.RawMessage, error) {
+		return p.roundTrip(ctx, viaClient(string(mcp.MethodPromptsGet), func(ctx context.Context, cl *client.Client) error {
+			_, err := cl.GetPrompt(ctx, get)
+			return err
+		}))
 	})
 	if in != nil {
 		return &sharedosv1.PromptResponse{InputRequired: in}, nil
@@ -314,10 +339,10 @@ func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest,
 func (p *provider) ReadResource(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (*sharedosv1.ResourceResponse, error) {
 	read := mcp.ReadResourceRequest{}
 	read.Params.URI = req.GetTool()
-	body, err := p.roundTrip(ctx, string(mcp.MethodResourcesRead), func(ctx context.Context, cl *client.Client) error {
+	body, err := p.roundTrip(ctx, viaClient(string(mcp.MethodResourcesRead), func(ctx context.Context, cl *client.Client) error {
 		_, err := cl.ReadResource(ctx, read)
 		return err
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -330,49 +355,71 @@ func (p *provider) ReadResource(ctx context.Context, req *sharedosv1.HandleReque
 	return &sharedosv1.ResourceResponse{ContentsJson: nonNull(res.Contents)}, nil
 }
 
-// inputRequired is the upstream's input_required result as contract v3's
-// InputRequired (its inputRequests as sent, its requestState as the
-// provider state the kernel hands back on the next round); nil for any
-// other outcome.
+// inputRequired is the upstream's input_required result as mcp-go's
+// client reports it (one round at a time: ErrMaxInputRoundTripsExceeded,
+// the raw result kept) as contract v3's InputRequired; nil for any other
+// outcome.
 func inputRequired(body json.RawMessage, err error) *sharedosv1.InputRequired {
 	if body == nil || !errors.Is(err, client.ErrMaxInputRoundTripsExceeded) {
 		return nil
 	}
-	var res struct {
-		ResultType    string          `json:"resultType"`
-		InputRequests json.RawMessage `json:"inputRequests"`
-		RequestState  string          `json:"requestState"`
-	}
-	if json.Unmarshal(body, &res) != nil || res.ResultType != string(mcp.ResultTypeInputRequired) {
+	var res inputResult
+	if json.Unmarshal(body, &res) != nil {
 		return nil
 	}
-	return &sharedosv1.InputRequired{InputRequestsJson: nonNull(res.InputRequests), RequestState: []byte(res.RequestState)}
+	return res.required()
 }
 
-// roundTrip runs one request of method and returns its raw result: the
-// caller's end as Canceled/DeadlineExceeded, the upstream's "not found" as
-// NotFound, anything else Unavailable.
-func (p *provider) roundTrip(ctx context.Context, method string, send func(context.Context, *client.Client) error) (json.RawMessage, error) {
-	cl, _, err := p.c.session(ctx)
+// inputResult is the part of a result that asks for input (SEP-2322).
+type inputResult struct {
+	ResultType    string          `json:"resultType"`
+	InputRequests json.RawMessage `json:"inputRequests"`
+	RequestState  string          `json:"requestState"`
+}
+
+// required is r as contract v3's InputRequired (its inputRequests as
+// sent, its requestState as the provider state the kernel hands back on
+// the next round); nil when r asks for nothing.
+func (r inputResult) required() *sharedosv1.InputRequired {
+	if r.ResultType != string(mcp.ResultTypeInputRequired) {
+		return nil
+	}
+	return &sharedosv1.InputRequired{InputRequestsJson: nonNull(r.InputRequests), RequestState: []byte(r.RequestState)}
+}
+
+// roundTrip runs one request on the live session and returns its raw
+// result: the caller's end as Canceled/DeadlineExceeded, the upstream's
+// "not found" as NotFound, anything else Unavailable.
+func (p *provider) roundTrip(ctx context.Context, send func(context.Context, sender) (json.RawMessage, error)) (json.RawMessage, error) {
+	s, err := p.c.sender(ctx)
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
-	rctx, raw := withRaw(ctx, method)
-	if err := send(rctx, cl); err != nil {
+	body, err := send(ctx, s)
+	if err != nil {
 		if ctx.Err() == nil && isTransportError(err) {
-			p.c.broken(cl)
+			p.c.broken(s.cl)
 		}
 		if errors.Is(err, client.ErrMaxInputRoundTripsExceeded) {
-			return raw.get(), err // an input_required result (inputRequired reads it)
+			return body, err // an input_required result (inputRequired reads it)
 		}
 		if errors.Is(err, mcp.ErrResourceNotFound) {
 			return nil, status.Error(codes.NotFound, err.Error())
 		}
 		return nil, unavailable(ctx, err)
 	}
-	body := raw.get()
 	if body == nil {
 		return nil, status.Error(codes.Unavailable, errNoRaw.Error())
 	}
 	return body, nil
+}
+
+// viaClient sends a request of method through mcp-go's client (send) and
+// returns the raw result the transport saw.
+func viaClient(method string, send func(context.Context, *client.Client) error) func(context.Context, sender) (json.RawMessage, error) {
+	return func(ctx context.Context, s sender) (json.RawMessage, error) {
+		rctx, raw := withRaw(ctx, method)
+		err := send(rctx, s.cl)
+		return raw.get(), err
+	}
 }

@@ -90,6 +90,11 @@ type fixtureServer struct {
 // ($schema, minProperties, a big integer) must survive acquisition.
 const echoSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"text":{"type":"string","maxLength":12345678901234567890}},"required":["text"],"minProperties":1}`
 
+// regionSchema binds its argument to a header (SEP-2243): mcp-go's server
+// refuses a 2026-07-28 call over HTTP whose Mcp-Param-Region is missing or
+// disagrees.
+const regionSchema = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`
+
 func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 	s := server.NewMCPServer("fixture", "1.0.0", append([]server.ServerOption{server.WithToolCapabilities(true),
 		server.WithToolFilter(func(_ context.Context, tools []mcp.Tool) []mcp.Tool {
@@ -125,6 +130,12 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 		res := mcp.NewToolResultText(args.Text)
 		res.StructuredContent = map[string]any{"echoed": args.Text}
 		return res, nil
+	})
+	s.AddTool(mcp.NewToolWithRawSchema("region", "Takes a region that travels in the Mcp-Param-Region header too.", json.RawMessage(regionSchema)), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		st.mu.Lock()
+		st.headers = append(st.headers, req.Header.Clone())
+		st.mu.Unlock()
+		return mcp.NewToolResultText("region " + req.GetString("region", "")), nil
 	})
 	s.AddTool(mcp.NewTool("fail", mcp.WithDescription("Always reports an error.")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultError("it went wrong"), nil
@@ -213,7 +224,7 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 }
 
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	cat *catalog.Service
 	m   *upstream.Manager
 	h   upstream.Handlers
@@ -221,7 +232,7 @@ type harness struct {
 	url string
 }
 
-func newHarness(t *testing.T, guard upstream.Guard) *harness {
+func newHarness(t testing.TB, guard upstream.Guard) *harness {
 	t.Helper()
 	st := newState()
 	f := fixture(st)
@@ -235,7 +246,7 @@ func newHarness(t *testing.T, guard upstream.Guard) *harness {
 }
 
 // newCatalog is a started catalogue over st.
-func newCatalog(t *testing.T, st *memory.Store) *catalog.Service {
+func newCatalog(t testing.TB, st *memory.Store) *catalog.Service {
 	t.Helper()
 	cat, err := catalog.New(catalog.Config{Store: st})
 	if err != nil {
@@ -347,6 +358,9 @@ func TestHandleForwardsExactly(t *testing.T) {
 	if a := hdr.Get("Authorization"); a != "Bearer upstream-secret" {
 		t.Errorf("Authorization %q", a)
 	}
+	if m, n := hdr.Get("Mcp-Method"), hdr.Get("Mcp-Name"); m != "tools/call" || n != "echo" {
+		t.Errorf("standard headers Mcp-Method %q, Mcp-Name %q", m, n)
+	}
 	for k := range hdr {
 		if strings.HasPrefix(strings.ToLower(k), "x-sharedos") || strings.EqualFold(k, "Cookie") {
 			t.Errorf("header %s reached the upstream", k)
@@ -355,6 +369,86 @@ func TestHandleForwardsExactly(t *testing.T) {
 	resp, err = h.call("fx", "fx.fail", `{}`)
 	if err != nil || !resp.GetIsError() || !strings.Contains(string(resp.GetContentJson()), "it went wrong") {
 		t.Errorf("isError result = %v, %v", resp, err)
+	}
+}
+
+// A parameter the tool binds to a header travels in it as well
+// (Mcp-Param-*), from the definition the listing gave.
+func TestHandleMirrorsParamHeaders(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	if _, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.call("fx", "fx.region", `{"region":"eu-west"}`)
+	if err != nil || resp.GetIsError() || !strings.Contains(string(resp.GetContentJson()), "region eu-west") {
+		t.Fatalf("call: %v, %v", resp, err)
+	}
+	h.st.mu.Lock()
+	hdr := h.st.headers[len(h.st.headers)-1]
+	h.st.mu.Unlock()
+	if got := hdr.Get("Mcp-Param-Region"); got != "eu-west" {
+		t.Errorf("Mcp-Param-Region %q", got)
+	}
+}
+
+// What the upstream answers outside the protocol is upstream_unavailable
+// (Unavailable), not a result: content of no MCP type, or none at all.
+func TestHandleRefusesMalformedResults(t *testing.T) {
+	st := newState()
+	mcpSrv := server.NewStreamableHTTPServer(fixture(st).srv)
+	var rewrite struct {
+		sync.Mutex
+		from, to string
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rewrite.Lock()
+		from, to := rewrite.from, rewrite.to
+		rewrite.Unlock()
+		if from == "" {
+			mcpSrv.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		mcpSrv.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			if k != "Content-Length" {
+				w.Header()[k] = v
+			}
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write([]byte(strings.ReplaceAll(rec.Body.String(), from, to)))
+	}))
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	t.Cleanup(func() { _ = m.Close() })
+	if rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs.URL + "/mcp", AutoApproveNew: true}, "tester"); err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
+	}
+	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("fx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, from, to string }{
+		{"no MCP content type", `"type":"text"`, `"type":"hologram"`},
+		{"no content", `"content":`, `"contents":`},
+		{"content not an array", `"content":[`, `"content":7,"x":[`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rewrite.Lock()
+			rewrite.from, rewrite.to = tc.from, tc.to
+			rewrite.Unlock()
+			resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"hi"}`)})
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("got %v, %v; want Unavailable", resp, err)
+			}
+		})
+	}
+	rewrite.Lock()
+	rewrite.from = ""
+	rewrite.Unlock()
+	if resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"hi"}`)}); err != nil || !strings.Contains(string(resp.GetContentJson()), "hi") {
+		t.Errorf("unchanged answer: %v, %v", resp, err)
 	}
 }
 
