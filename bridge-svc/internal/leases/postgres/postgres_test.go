@@ -231,6 +231,82 @@ func TestCataloguesShared(t *testing.T) {
 	}
 }
 
+// A purge whose catalogue got named after its statement began — a lease
+// committed meanwhile by a pod that remembered the digest (it sends no
+// catalogue, only the lease) — fails its own key check (23503): the purge
+// ends without an error and the catalogue stays with the lease. The lease's
+// own key check, which would wait for the purge's row lock, is switched off
+// for the pod's session (session_replication_role) so that it commits
+// while the purge's DELETE waits at a gate between its snapshot and its
+// key check.
+func TestPurgeKeepsACatalogueNamedMeanwhile(t *testing.T) {
+	pool := openPool(t)
+	ctx, now := t.Context(), time.Now()
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["session_replication_role"] = "replica"
+	podPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(podPool.Close)
+	pod := postgres.New(podPool)
+	first := storetest.Sample(t, now, now.Add(time.Hour))
+	if err := pod.Create(ctx, first); err != nil { // the pod now remembers the digest
+		t.Fatal(err)
+	}
+	if err := pod.Close(ctx, first.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	const gate = 7401
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION bridge.test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN OLD; END $$;
+		CREATE TRIGGER test_gate BEFORE DELETE ON bridge.catalogues FOR EACH ROW EXECUTE FUNCTION bridge.test_gate()`, gate)); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, gate); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	purged := make(chan result, 1)
+	go func() {
+		n, err := postgres.New(pool).PurgeInactive(ctx, time.Now().Add(time.Minute))
+		purged <- result{n, err}
+	}()
+	// The DELETE of the unnamed catalogue waits at the gate: its snapshot
+	// is taken, its key check is not done.
+	for waiting := 0; waiting == 0; {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`, gate).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := storetest.Sample(t, now, now.Add(time.Hour))
+	if err := pod.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, gate); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-purged; r.err != nil || r.n != 1 {
+		t.Fatalf("PurgeInactive = %d, %v; want the closed lease and no error", r.n, r.err)
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM bridge.catalogues`).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("%d catalogues left (%v); want the one the new lease names", left, err)
+	}
+	if got, _, err := postgres.New(pool).Get(ctx, second.TurnID); err != nil || len(got.Tools) != len(second.Tools) {
+		t.Fatalf("Get = %v, %v; want the lease with its catalogue", got, err)
+	}
+}
+
 // TestCreateAfterPurgeTookItsCatalogue: a purge that deletes a catalogue an
 // OpenTurn is about to name does not fail the OpenTurn: the next attempt
 // stores the catalogue again. On another pod the store sends the catalogue
