@@ -257,21 +257,7 @@ func TestPurgeKeepsACatalogueNamedMeanwhile(t *testing.T) {
 	if err := pod.Close(ctx, first.TurnID); err != nil {
 		t.Fatal(err)
 	}
-	const gate = 7401
-	if _, err := pool.Exec(ctx, fmt.Sprintf(`
-		CREATE FUNCTION bridge.test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN OLD; END $$;
-		CREATE TRIGGER test_gate BEFORE DELETE ON bridge.catalogues FOR EACH ROW EXECUTE FUNCTION bridge.test_gate()`, gate)); err != nil {
-		t.Fatal(err)
-	}
-	holder, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Release()
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, gate); err != nil {
-		t.Fatal(err)
-	}
+	g := closeGate(t, pool, "test_gate", "BEFORE DELETE ON bridge.catalogues", "OLD")
 	type result struct {
 		n   int64
 		err error
@@ -283,18 +269,12 @@ func TestPurgeKeepsACatalogueNamedMeanwhile(t *testing.T) {
 	}()
 	// The DELETE of the unnamed catalogue waits at the gate: its snapshot
 	// is taken, its key check is not done.
-	for waiting := 0; waiting == 0; {
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`, gate).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-	}
+	g.awaitWaiter()
 	second := storetest.Sample(t, now, now.Add(time.Hour))
 	if err := pod.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, gate); err != nil {
-		t.Fatal(err)
-	}
+	g.open()
 	if r := <-purged; r.err != nil || r.n != 1 {
 		t.Fatalf("PurgeInactive = %d, %v; want the closed lease and no error", r.n, r.err)
 	}
@@ -333,30 +313,13 @@ func TestCreateAfterPurgeTookItsCatalogue(t *testing.T) {
 			if pod == "another pod" {
 				s = postgres.New(pool)
 			}
-			const gate = 7400
-			if _, err := pool.Exec(ctx, fmt.Sprintf(`
-				CREATE FUNCTION bridge.test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN NULL; END $$;
-				CREATE TRIGGER "A_test_gate" AFTER INSERT ON bridge.leases FOR EACH ROW EXECUTE FUNCTION bridge.test_gate()`, gate)); err != nil {
-				t.Fatal(err)
-			}
-			holder, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Release()
-			if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, gate); err != nil {
-				t.Fatal(err)
-			}
+			// "A_…" fires before the key's "RI_…" trigger.
+			g := closeGate(t, pool, `"A_test_gate"`, "AFTER INSERT ON bridge.leases", "NULL")
 			second := storetest.Sample(t, now, now.Add(time.Hour))
 			created := make(chan error, 1)
 			go func() { created <- s.Create(ctx, second) }()
 			// The INSERT waits at the gate, before its key check.
-			for waiting := 0; waiting == 0; {
-				if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`, gate).Scan(&waiting); err != nil {
-					t.Fatal(err)
-				}
-			}
+			g.awaitWaiter()
 			if n, err := writer.PurgeInactive(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
 				t.Fatalf("PurgeInactive = %d, %v, want the closed lease", n, err)
 			}
@@ -364,9 +327,7 @@ func TestCreateAfterPurgeTookItsCatalogue(t *testing.T) {
 			if err := pool.QueryRow(ctx, `SELECT count(*) FROM bridge.catalogues`).Scan(&left); err != nil || left != 0 {
 				t.Fatalf("%d catalogues left (%v): the purge should have taken the unnamed one", left, err)
 			}
-			if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, gate); err != nil {
-				t.Fatal(err)
-			}
+			g.open()
 			if err := <-created; err != nil {
 				t.Fatalf("Create after the purge took its catalogue: %v", err)
 			}
@@ -374,5 +335,59 @@ func TestCreateAfterPurgeTookItsCatalogue(t *testing.T) {
 				t.Fatalf("Get = %v, %v; want the lease with its catalogue", got, err)
 			}
 		})
+	}
+}
+
+// gate holds statements at a trigger until opened: the trigger takes a
+// shared advisory lock the test holds exclusively.
+type gate struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	holder *pgxpool.Conn
+}
+
+// gateLock is the advisory lock behind the gate (advisory locks are per
+// database: each test has its own).
+const gateLock = 7400
+
+// closeGate creates the trigger name (timing: e.g. "AFTER INSERT ON
+// bridge.leases"; result: what its function returns) and closes the gate.
+func closeGate(t *testing.T, pool *pgxpool.Pool, name, timing, result string) *gate {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION bridge.test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN %s; END $$;
+		CREATE TRIGGER %s %s FOR EACH ROW EXECUTE FUNCTION bridge.test_gate()`, gateLock, result, name, timing)); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(holder.Release)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, gateLock); err != nil {
+		t.Fatal(err)
+	}
+	return &gate{t: t, pool: pool, holder: holder}
+}
+
+// awaitWaiter returns once a statement waits at the gate (a condition,
+// polled).
+func (g *gate) awaitWaiter() {
+	g.t.Helper()
+	for waiting := 0; waiting == 0; {
+		if err := g.pool.QueryRow(g.t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted
+		   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, gateLock).Scan(&waiting); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+}
+
+// open lets the waiting statements go on.
+func (g *gate) open() {
+	g.t.Helper()
+	if _, err := g.holder.Exec(g.t.Context(), `SELECT pg_advisory_unlock($1)`, gateLock); err != nil {
+		g.t.Fatal(err)
 	}
 }
