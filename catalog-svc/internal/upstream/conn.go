@@ -358,8 +358,9 @@ func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.
 type roundKey struct{}
 
 // round is a resumed call's answers and the upstream's state of its last
-// round (SEP-2322), set on the tools/call or prompts/get the client sends:
-// mcp-go's CallTool and GetPrompt start every request without them.
+// round (SEP-2322), set on the outgoing tools/call (the provider's own,
+// send.go) or prompts/get (mcp-go's GetPrompt starts every request
+// without them).
 type round struct {
 	responses json.RawMessage
 	state     string
