@@ -50,7 +50,6 @@ func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) 
 		return nil, info, nil // it offers none
 	}
 	var out []listedTool
-	var typed []mcp.Tool
 	var cursor mcp.Cursor
 	for range maxPages {
 		rctx, raw := withRaw(ctx, string(mcp.MethodToolsList))
@@ -74,9 +73,7 @@ func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) 
 			return nil, info, fmt.Errorf("tools/list: %w", err)
 		}
 		out = append(out, page.Tools...)
-		typed = append(typed, res.Tools...)
 		if res.NextCursor == "" {
-			c.rememberHeaderTools(typed)
 			return out, info, nil
 		}
 		cursor = res.NextCursor

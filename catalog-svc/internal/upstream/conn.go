@@ -48,9 +48,6 @@ type conn struct {
 	info   serverInfo
 	// direct is what sending on the session itself needs (send.go).
 	direct sender
-	// headerTools are the listed tools with x-mcp-header annotations,
-	// by upstream name (send.go); kept across sessions.
-	headerTools atomic.Pointer[map[string]mcp.Tool]
 	// ids numbers the requests sent directly (send.go).
 	ids atomic.Int64
 

@@ -42,7 +42,7 @@ func (h Handlers) Client(target string) (sharedosv1.ToolHandlerServiceClient, er
 		if err != nil {
 			return nil, err
 		}
-		return &provider{ns: ns, c: c}, nil
+		return &provider{ns: ns, c: c, reg: h.Upstreams.cfg.Registry}, nil
 	}
 	return h.Next.Client(target)
 }
@@ -83,8 +83,9 @@ func (h Handlers) CancelRound(state []byte) bool {
 // to one upstream: one tools/call per Handle, the upstream name being the
 // tool's name without the namespace, the arguments the authorized bytes.
 type provider struct {
-	ns string
-	c  *conn
+	ns  string
+	c   *conn
+	reg Registry
 }
 
 var _ sharedosv1.ToolHandlerServiceClient = (*provider)(nil)
@@ -108,9 +109,10 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 	if a := req.GetArgumentsJson(); len(a) > 0 {
 		args = a
 	}
+	bound := headerBindings(ctx, p.reg, req.GetTool(), name)
 	body, in, err := p.run(ctx, req, progress, func(ctx context.Context, token string) (json.RawMessage, error) {
 		return p.roundTrip(ctx, func(ctx context.Context, s sender) (json.RawMessage, error) {
-			return p.c.callTool(ctx, s, name, args, token)
+			return p.c.callTool(ctx, s, name, args, token, bound)
 		})
 	})
 	if in != nil {

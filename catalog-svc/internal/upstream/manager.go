@@ -32,6 +32,9 @@ type Registry interface {
 	Update(ctx context.Context, reg *sharedosv1.ToolRegistration, expectedRevision int64) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
 	Deregister(ctx context.Context, name string) error
 	Get(ctx context.Context, name string) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
+	// Resolve is the published tool from the cache: a call's definition
+	// (its x-mcp-header bindings, send.go) on every replica.
+	Resolve(ctx context.Context, name string) (*catalog.Resolved, error)
 
 	// Prompts and resources (ADR 0018).
 	CheckPrompt(reg *sharedosv1.PromptRegistration) (*sharedosv1.PublishedPrompt, error)

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,7 +19,9 @@ import (
 // them) and types a result the provider then reads raw — ≈ 60 µs of
 // catalog-svc's CPU per call (issue 19, item 9). The request is the one
 // mcp-go's client would send: the same _meta, the same Mcp-Method, Mcp-Name
-// and Mcp-Param-* headers, the same cancellation. Everything else (the
+// and Mcp-Param-* headers (from the published definition, where mcp-go's
+// client had them only from a listing on the same session), the same
+// cancellation. Everything else (the
 // handshake, listings, prompts/get, resources/read) stays on the client.
 
 // sender is what sending on one session directly needs.
@@ -86,10 +89,11 @@ const directIDs = 1 << 40
 const cancelNotice = 5 * time.Second
 
 // callTool sends one tools/call of the upstream tool name with args (the
-// authorized bytes) on s and returns its raw result. A failure to get an
-// answer is a transport.Error (isTransportError); a JSON-RPC error is the
-// error mcp-go makes of it.
-func (c *conn) callTool(ctx context.Context, s sender, name string, args json.RawMessage, token string) (json.RawMessage, error) {
+// authorized bytes) on s and returns its raw result; bound, when set, is
+// the tool's definition whose x-mcp-header bindings become Mcp-Param-*
+// headers. A failure to get an answer is a transport.Error
+// (isTransportError); a JSON-RPC error is the error mcp-go makes of it.
+func (c *conn) callTool(ctx context.Context, s sender, name string, args json.RawMessage, token string, bound *mcp.Tool) (json.RawMessage, error) {
 	meta, err := s.metaWith(token)
 	if err != nil {
 		return nil, err
@@ -105,8 +109,8 @@ func (c *conn) callTool(ctx context.Context, s sender, name string, args json.Ra
 		if v, ok := mcp.EncodeHeaderValue(name); ok {
 			header.Set(mcp.HeaderName, v)
 		}
-		if t, ok := c.headerTool(name); ok {
-			for k, v := range mcp.GenerateParamHeaders(&t, params) {
+		if bound != nil {
+			for k, v := range mcp.GenerateParamHeaders(bound, params) {
 				header.Set(k, v)
 			}
 		}
@@ -144,24 +148,23 @@ func (s sender) cancelled(ctx context.Context, id mcp.RequestId) {
 	}()
 }
 
-// rememberHeaderTools keeps, of a whole listing, the tools whose
-// x-mcp-header annotations a call mirrors into Mcp-Param-* headers
-// (mcp-go's client drops the tools whose annotations are invalid).
-func (c *conn) rememberHeaderTools(tools []mcp.Tool) {
-	bound := map[string]mcp.Tool{}
-	for _, t := range tools {
-		if len(mcp.ExtractParamHeaderBindings(&t)) > 0 {
-			bound[t.Name] = t
-		}
+// headerBindings is the published definition of tool (the upstream's name
+// for it: name) when its input schema binds arguments to headers
+// (x-mcp-header): the definition the upstream had when it was approved,
+// the same on every replica whether or not it listed the upstream itself.
+// nil when it binds none, or is no longer published.
+func headerBindings(ctx context.Context, reg Registry, tool, name string) *mcp.Tool {
+	res, err := reg.Resolve(ctx, tool)
+	if err != nil {
+		return nil
 	}
-	c.headerTools.Store(&bound)
-}
-
-func (c *conn) headerTool(name string) (mcp.Tool, bool) {
-	bound := c.headerTools.Load()
-	if bound == nil {
-		return mcp.Tool{}, false
+	schema := res.Registration.GetInputSchemaJson()
+	if !bytes.Contains(schema, []byte("x-mcp-header")) {
+		return nil
 	}
-	t, ok := (*bound)[name]
-	return t, ok
+	t := &mcp.Tool{Name: name, RawInputSchema: schema}
+	if len(mcp.ExtractParamHeaderBindings(t)) == 0 {
+		return nil
+	}
+	return t
 }

@@ -391,6 +391,36 @@ func TestHandleMirrorsParamHeaders(t *testing.T) {
 	}
 }
 
+// A replica that never listed the upstream mirrors the same headers: they
+// come from the published definition, not from a listing of its own.
+func TestParamHeadersOnAnotherReplica(t *testing.T) {
+	st := newState()
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(fixture(st).srv))
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	cat := newCatalog(t, mem)
+	a := upstream.New(upstream.Config{Store: mem, Registry: cat})
+	b := upstream.New(upstream.Config{Store: mem, Registry: cat})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	if rec, err := a.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs.URL + "/mcp", AutoApproveNew: true}, "tester"); err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
+	}
+	c, err := upstream.Handlers{Upstreams: b}.Client(upstream.Target("fx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.region", ArgumentsJson: []byte(`{"region":"eu-north"}`)})
+	if err != nil || !strings.Contains(string(resp.GetContentJson()), "region eu-north") {
+		t.Fatalf("call on the other replica: %v, %v", resp, err)
+	}
+	st.mu.Lock()
+	hdr := st.headers[len(st.headers)-1]
+	st.mu.Unlock()
+	if got := hdr.Get("Mcp-Param-Region"); got != "eu-north" {
+		t.Errorf("Mcp-Param-Region %q", got)
+	}
+}
+
 // What the upstream answers outside the protocol is upstream_unavailable
 // (Unavailable), not a result: content of no MCP type, or none at all.
 func TestHandleRefusesMalformedResults(t *testing.T) {
