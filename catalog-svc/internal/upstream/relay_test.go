@@ -16,7 +16,6 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 
-	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
@@ -26,19 +25,9 @@ func legacyUpstream(t *testing.T) (sharedosv1.ToolHandlerServiceClient, *upstrea
 	st := newState()
 	hs := httptest.NewServer(launch.LegacyOnly(server.NewStreamableHTTPServer(fixture(st).srv)))
 	t.Cleanup(hs.Close)
-	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
-	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "lg", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op")
-	if err != nil || rec.GetStatus().GetError() != "" {
-		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
-	}
+	c, m, rec := upstreamAt(t, "lg", hs.URL+"/mcp")
 	if v := rec.GetStatus().GetProtocolVersion(); v != "2025-11-25" {
 		t.Fatalf("negotiated %q, want the 2025 era", v)
-	}
-	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("lg"))
-	if err != nil {
-		t.Fatal(err)
 	}
 	return c, m, st
 }

@@ -259,6 +259,25 @@ func newCatalog(t testing.TB, st *memory.Store) *catalog.Service {
 	return cat
 }
 
+// upstreamAt acquires the upstream at url (an MCP endpoint) as namespace
+// ns on a manager of its own, over a fresh store and catalogue, and
+// returns the kernel's client of it, the manager and the provider's record.
+func upstreamAt(t *testing.T, ns, url string) (sharedosv1.ToolHandlerServiceClient, *upstream.Manager, *sharedosv1.GetProviderResponse) {
+	t.Helper()
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	t.Cleanup(func() { _ = m.Close() })
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: url, AutoApproveNew: true}, "op")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
+	}
+	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, m, rec
+}
+
 func (h *harness) call(ns, tool, args string) (*sharedosv1.HandleResponse, error) {
 	h.t.Helper()
 	c, err := h.h.Client(upstream.Target(ns))
@@ -449,16 +468,7 @@ func TestHandleRefusesMalformedResults(t *testing.T) {
 		_, _ = w.Write([]byte(strings.ReplaceAll(rec.Body.String(), from, to)))
 	}))
 	t.Cleanup(hs.Close)
-	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
-	if rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs.URL + "/mcp", AutoApproveNew: true}, "tester"); err != nil || rec.GetStatus().GetError() != "" {
-		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
-	}
-	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("fx"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := upstreamAt(t, "fx", hs.URL+"/mcp")
 	for _, tc := range []struct{ name, from, to string }{
 		{"no MCP content type", `"type":"text"`, `"type":"hologram"`},
 		{"no content", `"content":`, `"contents":`},
@@ -879,16 +889,7 @@ func TestInputRoundsRelayed(t *testing.T) {
 	})
 	hs := httptest.NewServer(server.NewStreamableHTTPServer(srv))
 	t.Cleanup(hs.Close)
-	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
-	if rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "ak", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op"); err != nil || rec.GetStatus().GetError() != "" {
-		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
-	}
-	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("ak"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := upstreamAt(t, "ak", hs.URL+"/mcp")
 	first, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "ak.ask", ArgumentsJson: []byte(`{}`), InputMethods: []string{"elicitation/create"}})
 	if err != nil {
 		t.Fatal(err)
@@ -1185,16 +1186,7 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 	}
 	hs.Start()
 	t.Cleanup(hs.Close)
-	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
-	if _, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("fx"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := upstreamAt(t, "fx", hs.URL+"/mcp")
 	for range 6 {
 		var wg sync.WaitGroup
 		for range 16 {
