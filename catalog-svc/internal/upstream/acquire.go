@@ -42,10 +42,11 @@ const maxPages = 100
 
 // listTools lists every tool of the upstream, page by page.
 func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) {
-	cl, info, err := c.session(ctx)
+	s, err := c.session(ctx)
 	if err != nil {
-		return nil, info, err
+		return nil, serverInfo{}, err
 	}
+	cl, info := s.cl, s.info
 	if cl.GetServerCapabilities().Tools == nil {
 		return nil, info, nil // it offers none
 	}

@@ -43,11 +43,9 @@ type conn struct {
 	// (guarded by the manager's connsMu).
 	checked time.Time
 
-	mu     sync.Mutex
-	client *client.Client
-	info   serverInfo
-	// direct is what sending on the session itself needs (send.go).
-	direct sender
+	mu sync.Mutex
+	// live is the session now; its client is nil when there is none.
+	live session
 	// ids numbers the requests sent directly (send.go).
 	ids atomic.Int64
 
@@ -83,35 +81,16 @@ var capabilities = mcp.ClientCapabilities{
 		ListChanged bool `json:"listChanged,omitempty"`
 	}{}}
 
-// session returns a live client, connecting when there is none.
-func (c *conn) session(ctx context.Context) (*client.Client, serverInfo, error) {
+// session returns the live session, connecting when there is none.
+func (c *conn) session(ctx context.Context) (session, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.connectLocked(ctx); err != nil {
-		return nil, serverInfo{}, err
-	}
-	return c.client, c.info, nil
-}
-
-// sender returns what sending on the live session directly needs,
-// connecting when there is none.
-func (c *conn) sender(ctx context.Context) (sender, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.connectLocked(ctx); err != nil {
-		return sender{}, err
-	}
-	return c.direct, nil
-}
-
-// connectLocked connects when there is no live session (c.mu held).
-func (c *conn) connectLocked(ctx context.Context) error {
-	if c.client != nil {
-		return nil
+	if c.live.cl != nil {
+		return c.live, nil
 	}
 	tr, err := c.transport()
 	if err != nil {
-		return err
+		return session{}, err
 	}
 	// One round at a time (ADR 0017, ADR 0019): an upstream's
 	// input_required ends the call with its raw result, which the provider
@@ -120,7 +99,7 @@ func (c *conn) connectLocked(ctx context.Context) error {
 	// request itself.
 	cl := client.NewClient(tr, client.WithMaxInputRoundTrips(1), client.WithClientCapabilities(capabilities))
 	if err := cl.Start(c.life); err != nil {
-		return fmt.Errorf("start: %w", err)
+		return session{}, fmt.Errorf("start: %w", err)
 	}
 	cl.OnNotification(c.notified)
 	req := mcp.InitializeRequest{}
@@ -130,16 +109,15 @@ func (c *conn) connectLocked(ctx context.Context) error {
 	res, err := cl.Initialize(ictx, req)
 	if err != nil {
 		_ = cl.Close()
-		return fmt.Errorf("initialize: %w", err)
+		return session{}, fmt.Errorf("initialize: %w", err)
 	}
-	direct, err := newSender(cl, tr)
+	live, err := newSession(cl, tr, serverInfo{protocol: cl.ProtocolVersion(), name: res.ServerInfo.Name, version: res.ServerInfo.Version})
 	if err != nil {
 		_ = cl.Close()
-		return err
+		return session{}, err
 	}
-	c.client, c.direct = cl, direct
-	c.info = serverInfo{protocol: cl.ProtocolVersion(), name: res.ServerInfo.Name, version: res.ServerInfo.Version}
-	return nil
+	c.live = live
+	return live, nil
 }
 
 // broken drops cl after a failure that may have ended its session; the
@@ -147,9 +125,9 @@ func (c *conn) connectLocked(ctx context.Context) error {
 func (c *conn) broken(cl *client.Client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.client == cl {
+	if c.live.cl == cl {
 		_ = cl.Close()
-		c.client, c.direct = nil, sender{}
+		c.live = session{}
 	}
 }
 
@@ -158,9 +136,9 @@ func (c *conn) broken(cl *client.Client) {
 func (c *conn) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.client != nil {
-		_ = c.client.Close()
-		c.client, c.direct = nil, sender{}
+	if c.live.cl != nil {
+		_ = c.live.cl.Close()
+		c.live = session{}
 	}
 	c.end()
 }

@@ -105,13 +105,10 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "tool %q is not in namespace %s", req.GetTool(), p.ns)
 	}
-	var args json.RawMessage
-	if a := req.GetArgumentsJson(); len(a) > 0 {
-		args = a
-	}
+	args := json.RawMessage(req.GetArgumentsJson()) // none: omitted
 	bound := headerBindings(ctx, p.reg, req.GetTool(), name)
 	body, in, err := p.run(ctx, req, progress, func(ctx context.Context, token string) (json.RawMessage, error) {
-		return p.roundTrip(ctx, func(ctx context.Context, s sender) (json.RawMessage, error) {
+		return p.roundTrip(ctx, func(ctx context.Context, s session) (json.RawMessage, error) {
 			return p.c.callTool(ctx, s, name, args, token, bound)
 		})
 	})
@@ -392,8 +389,8 @@ func (r inputResult) required() *sharedosv1.InputRequired {
 // roundTrip runs one request on the live session and returns its raw
 // result: the caller's end as Canceled/DeadlineExceeded, the upstream's
 // "not found" as NotFound, anything else Unavailable.
-func (p *provider) roundTrip(ctx context.Context, send func(context.Context, sender) (json.RawMessage, error)) (json.RawMessage, error) {
-	s, err := p.c.sender(ctx)
+func (p *provider) roundTrip(ctx context.Context, send func(context.Context, session) (json.RawMessage, error)) (json.RawMessage, error) {
+	s, err := p.c.session(ctx)
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
@@ -418,8 +415,8 @@ func (p *provider) roundTrip(ctx context.Context, send func(context.Context, sen
 
 // viaClient sends a request of method through mcp-go's client (send) and
 // returns the raw result the transport saw.
-func viaClient(method string, send func(context.Context, *client.Client) error) func(context.Context, sender) (json.RawMessage, error) {
-	return func(ctx context.Context, s sender) (json.RawMessage, error) {
+func viaClient(method string, send func(context.Context, *client.Client) error) func(context.Context, session) (json.RawMessage, error) {
+	return func(ctx context.Context, s session) (json.RawMessage, error) {
 		rctx, raw := withRaw(ctx, method)
 		err := send(rctx, s.cl)
 		return raw.get(), err

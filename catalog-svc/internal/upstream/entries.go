@@ -82,10 +82,11 @@ func rawPages(ctx context.Context, method string, page func(json.RawMessage) err
 
 // listEntries lists the upstream's prompts and resources (those it offers).
 func (c *conn) listEntries(ctx context.Context, spec *sharedosv1.UpstreamProvider) ([]candidate, error) {
-	cl, _, err := c.session(ctx)
+	s, err := c.session(ctx)
 	if err != nil {
 		return nil, err
 	}
+	cl := s.cl
 	caps := cl.GetServerCapabilities()
 	var out []candidate
 	if caps.Prompts != nil {

@@ -24,12 +24,13 @@ import (
 // cancellation. Everything else (the
 // handshake, listings, prompts/get, resources/read) stays on the client.
 
-// sender is what sending on one session directly needs.
-type sender struct {
-	cl *client.Client
-	tr transport.Interface
-	// protocol is the session's protocol version.
-	protocol string
+// session is one live MCP session with an upstream: mcp-go's client, the
+// transport under it (a tools/call is sent there directly), what the
+// handshake said, and the _meta each request carries.
+type session struct {
+	cl   *client.Client
+	tr   transport.Interface
+	info serverInfo
 	// meta is the _meta every request carries on a 2026-07-28 session
 	// (protocol version, capabilities, client info); nil on an earlier
 	// era, whose handshake said them once.
@@ -39,18 +40,18 @@ type sender struct {
 	notifies bool
 }
 
-func newSender(cl *client.Client, tr transport.Interface) (sender, error) {
-	s := sender{cl: cl, tr: tr, protocol: cl.ProtocolVersion()}
+func newSession(cl *client.Client, tr transport.Interface, info serverInfo) (session, error) {
+	s := session{cl: cl, tr: tr, info: info}
 	_, isHTTP := tr.(transport.HTTPConnection)
 	s.notifies = !isHTTP
-	if mcp.IsModernProtocol(s.protocol) {
+	if mcp.IsModernProtocol(info.protocol) {
 		meta, err := json.Marshal(map[string]any{
-			mcp.MetaKeyProtocolVersion:    s.protocol,
+			mcp.MetaKeyProtocolVersion:    info.protocol,
 			mcp.MetaKeyClientCapabilities: capabilities,
 			mcp.MetaKeyClientInfo:         clientInfo,
 		})
 		if err != nil {
-			return sender{}, err
+			return session{}, err
 		}
 		s.meta = meta
 	}
@@ -59,7 +60,7 @@ func newSender(cl *client.Client, tr transport.Interface) (sender, error) {
 
 // metaWith is the request's _meta: the session's, with token as the
 // progress token when set.
-func (s sender) metaWith(token string) (json.RawMessage, error) {
+func (s session) metaWith(token string) (json.RawMessage, error) {
 	if token == "" {
 		return s.meta, nil
 	}
@@ -93,7 +94,7 @@ const cancelNotice = 5 * time.Second
 // the tool's definition whose x-mcp-header bindings become Mcp-Param-*
 // headers. A failure to get an answer is a transport.Error
 // (isTransportError); a JSON-RPC error is the error mcp-go makes of it.
-func (c *conn) callTool(ctx context.Context, s sender, name string, args json.RawMessage, token string, bound *mcp.Tool) (json.RawMessage, error) {
+func (c *conn) callTool(ctx context.Context, s session, name string, args json.RawMessage, token string, bound *mcp.Tool) (json.RawMessage, error) {
 	meta, err := s.metaWith(token)
 	if err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func (c *conn) callTool(ctx context.Context, s sender, name string, args json.Ra
 		return nil, fmt.Errorf("tools/call params: %w", err)
 	}
 	var header http.Header
-	if mcp.RequiresStandardHeaders(s.protocol) {
+	if mcp.RequiresStandardHeaders(s.info.protocol) {
 		header = http.Header{}
 		header.Set(mcp.HeaderMethod, string(mcp.MethodToolsCall))
 		if v, ok := mcp.EncodeHeaderValue(name); ok {
@@ -135,7 +136,7 @@ func (c *conn) callTool(ctx context.Context, s sender, name string, args json.Ra
 
 // cancelled tells the upstream to stop the request id, whose caller left:
 // off the caller's path, best effort, as mcp-go's client does.
-func (s sender) cancelled(ctx context.Context, id mcp.RequestId) {
+func (s session) cancelled(ctx context.Context, id mcp.RequestId) {
 	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
 		Method: string(mcp.MethodNotificationCancelled),
 		Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": ctx.Err().Error()}},
