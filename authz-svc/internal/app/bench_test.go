@@ -14,8 +14,9 @@ package app_test
 //   - opa: `opa run --server` built from the same OPA module version
 //     (bin/tools/opa, or $SHAREDOS_OPA_BIN), same policy directory, queried
 //     with POST /v1/data/sharedos/authz/decision over keep-alive HTTP/1.1.
-// Each benchmark is a closed loop of c goroutines; it reports ops/s and the
-// p50/p99 of every call's wall time. BenchmarkAuthorizeEval is the embedded
+// Each benchmark is a closed loop of c goroutines; it reports ops/s, the
+// p50/p99 of every call's wall time and the CPU per call (client and server
+// together, and the servers alone). BenchmarkAuthorizeEval is the embedded
 // evaluation alone (args parse + input build + prepared eval), the "+ eval"
 // term of the c=1 goal.
 
@@ -32,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -292,6 +294,7 @@ func closedLoop(b *testing.B, c int, call func() error) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	foreign := meter.ForeignCores()
+	cpu := meter.PerCall(b.N)
 	if n := errCount.Load(); n > 0 {
 		b.Logf("%d of %d calls failed; first: %v", n, b.N, firstErr.Load())
 		if n*100 > int64(b.N) {
@@ -308,6 +311,11 @@ func closedLoop(b *testing.B, c int, call func() error) {
 	b.ReportMetric(float64(all[len(all)/2].Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(all[len(all)*99/100].Nanoseconds())/1e3, "p99-µs")
 	b.ReportMetric(foreign, "foreign-cores")
+	// CPU per call of the client and of the server under test (the other
+	// servers idle meanwhile): on a saturated box ops/s follows from it,
+	// and it is what the P2 bound in docs/benchmarks.md is computed from.
+	b.ReportMetric(cpu["all"], "all-cpu-µs/call")
+	b.ReportMetric(cpu["all"]-cpu["client"], "server-cpu-µs/call")
 }
 
 func benchPolicyDir(b *testing.B) string {
@@ -385,8 +393,11 @@ func postOPA(hc *http.Client, url string, body []byte) error {
 }
 
 // BenchmarkAuthorizeEval is the embedded evaluation alone: argument parse,
-// input build and the prepared query, in this process, one goroutine.
+// input build and the prepared query, in this process, one goroutine, with
+// the GOGC authz-svc serves with (its all-cpu-µs/call is an evaluation's
+// CPU, garbage collection included, for the P2 bound).
 func BenchmarkAuthorizeEval(b *testing.B) {
+	defer servingGC()()
 	engine, err := pdp.New(context.Background(), pdp.Options{
 		Dir: benchPolicyDir(b), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
@@ -461,10 +472,22 @@ func dialBench(b *testing.B, addr string) *grpc.ClientConn {
 	return conn
 }
 
+// servingGC sets this process's GOGC to the one authz-svc serves with
+// (unless GOGC is set) and returns the function that restores it.
+func servingGC() (restore func()) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return func() {}
+	}
+	old := debug.SetGCPercent(app.GCPercent)
+	return func() { debug.SetGCPercent(old) }
+}
+
 // BenchmarkAuthorizeHandler is the server's Authorize handler in process,
-// without gRPC: validation, evaluation and the decision record (to
-// io.Discard). It isolates the per-call work authz-svc adds to eval.
+// without gRPC, with authz-svc's GOGC: validation, evaluation and the
+// decision record (to io.Discard). It isolates the per-call work authz-svc
+// adds to eval.
 func BenchmarkAuthorizeHandler(b *testing.B) {
+	defer servingGC()()
 	engine, err := pdp.New(context.Background(), pdp.Options{
 		Dir: benchPolicyDir(b), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})

@@ -87,26 +87,27 @@ func (s *Server) Authorize(ctx context.Context, in *sharedosv1.AuthorizeRequest)
 	id := newDecisionID()
 	d, rev, err := s.decider.Decide(ctx, req)
 
+	// The resource is built from the arguments, and a reason or an
+	// evaluation error may quote them: the record carries their
+	// argument-derived parts as digests, like the arguments (invariant 11).
+	args := redact.ValuesOf(in.GetArgumentsJson())
 	rec := decisionlog.Record{
-		Kind:       decisionlog.KindAuthorize,
-		DecisionID: id,
-		Revision:   rev,
-		Principal:  req.Context.Principal,
-		Tenant:     req.Context.Tenant,
-		Roles:      req.Context.Roles,
-		Tool:       req.Tool.Name,
-		Action:     req.Action,
-		// The resource is built from the arguments: its argument-derived
-		// parts are logged as digests, like the arguments themselves.
-		Resource:        redact.Arguments(req.Resource, in.GetArgumentsJson()),
+		Kind:            decisionlog.KindAuthorize,
+		DecisionID:      id,
+		Revision:        rev,
+		Principal:       req.Context.Principal,
+		Tenant:          req.Context.Tenant,
+		Roles:           req.Context.Roles,
+		Tool:            req.Tool.Name,
+		Action:          req.Action,
+		Resource:        args.Redact(req.Resource),
 		ArgumentsDigest: redact.ArgumentsDigest(in.GetArgumentsJson()),
 		CallID:          in.GetCallId(),
 		TurnID:          in.GetTurnId(),
 	}
 	finish(ctx, &rec, start, err, d)
-	// An evaluation error may quote the input too (invariant 11).
-	rec.Reason = redact.Arguments(rec.Reason, in.GetArgumentsJson())
-	rec.Error = redact.Arguments(rec.Error, in.GetArgumentsJson())
+	rec.Reason = args.Redact(rec.Reason)
+	rec.Error = args.Redact(rec.Error)
 	s.log.Write(ctx, rec)
 	s.observe(ctx, &rec)
 	annotate(ctx, id, rev, req.Action, err == nil && d.Allow)

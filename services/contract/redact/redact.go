@@ -23,16 +23,34 @@ const MinLen = 4
 // arguments — strings and their cleaned-path form, which is how values
 // reach resources, and numbers and booleans — replaced by
 // "[arg sha256:<12 hex>]". Invalid JSON redacts nothing but is not an
-// error: the text then quotes no parsed value.
+// error: the text then quotes no parsed value. To redact several texts of
+// one call, collect the values once with ValuesOf.
 func Arguments(text string, argsJSON []byte) string {
 	if text == "" || len(argsJSON) == 0 {
 		return text
+	}
+	return ValuesOf(argsJSON).Redact(text)
+}
+
+// Values are the values of one call's JSON arguments, collected once and
+// ordered for replacement (see Arguments).
+type Values struct {
+	// long are strings of at least MinLen bytes, replaced wherever they
+	// occur; tokens the rest, replaced where they stand as a whole token.
+	// Both longest first.
+	long, tokens []string
+}
+
+// ValuesOf collects the values of argsJSON; invalid or empty JSON has none.
+func ValuesOf(argsJSON []byte) Values {
+	if len(argsJSON) == 0 {
+		return Values{}
 	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(argsJSON))
 	dec.UseNumber()
 	if err := dec.Decode(&v); err != nil {
-		return text
+		return Values{}
 	}
 	seen, tokens := map[string]bool{}, map[string]bool{}
 	collect(v, func(s string, str bool) {
@@ -49,12 +67,20 @@ func Arguments(text string, argsJSON []byte) string {
 			}
 		}
 	})
-	for _, s := range longestFirst(seen) {
+	return Values{long: longestFirst(seen), tokens: longestFirst(tokens)}
+}
+
+// Redact returns text with the values replaced (see Arguments).
+func (v Values) Redact(text string) string {
+	if text == "" {
+		return text
+	}
+	for _, s := range v.long {
 		if strings.Contains(text, s) {
 			text = strings.ReplaceAll(text, s, Digest(s))
 		}
 	}
-	for _, s := range longestFirst(tokens) {
+	for _, s := range v.tokens {
 		text = replaceTokens(text, s)
 	}
 	return text

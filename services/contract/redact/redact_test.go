@@ -34,6 +34,9 @@ func TestArguments(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := redact.Arguments(c.text, []byte(c.args))
+			if once := redact.ValuesOf([]byte(c.args)).Redact(c.text); once != got {
+				t.Errorf("ValuesOf(args).Redact = %q, Arguments = %q", once, got)
+			}
 			for _, g := range c.gone {
 				if strings.Contains(got, g) {
 					t.Errorf("%q still contains %q", got, g)
@@ -53,6 +56,24 @@ func TestEqualValuesStayEqual(t *testing.T) {
 	b := redact.Arguments("write /private/a.txt", []byte(`{"path":"/private/a.txt"}`))
 	if strings.TrimPrefix(a, "read ") != strings.TrimPrefix(b, "write ") {
 		t.Fatalf("%q vs %q", a, b)
+	}
+}
+
+// One call's values, collected once, redact each of its texts alike.
+func TestValuesRedactSeveralTexts(t *testing.T) {
+	args := []byte(`{"path":"/private/a.txt","limit":7}`)
+	v := redact.ValuesOf(args)
+	for _, text := range []string{"file:/private/a.txt", "role engineer may not read /private/a.txt", "limit 7 reached", ""} {
+		got := v.Redact(text)
+		if want := redact.Arguments(text, args); got != want {
+			t.Errorf("Redact(%q) = %q, Arguments = %q", text, got, want)
+		}
+		if strings.Contains(got, "a.txt") || strings.Contains(got, " 7 ") {
+			t.Errorf("Redact(%q) = %q kept a value", text, got)
+		}
+	}
+	if got := redact.ValuesOf(nil).Redact("x /private/a.txt"); got != "x /private/a.txt" {
+		t.Errorf("no arguments changed the text: %q", got)
 	}
 }
 
