@@ -269,7 +269,7 @@ func storedRecords(b *testing.B, regs []*sharedosv1.ToolRegistration) []store.Re
 // a bare COPY of the same rows (issue 20's P5 baseline), the store's COPY
 // path alone (the COPY and the change notice in one transaction), and
 // the whole service call (validation, projection, the store's path and the
-// cache reload), in that order in one run.
+// cache update from the stored records), in that order in one run.
 func BenchmarkRegisterBatch(b *testing.B) {
 	const n = 10000
 	// As catalog-svc serves: with its GOGC unless GOGC is set (ADR 0021).

@@ -1,12 +1,16 @@
 package catalog_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/postgres"
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
@@ -22,6 +26,53 @@ func TestChangeFeedAcrossReplicasPostgres(t *testing.T) {
 	a := newService(t, postgres.New(openPool(t, dsn)), nil)
 	b := newService(t, postgres.New(openPool(t, dsn)), nil)
 	testReplicas(t, a, b)
+}
+
+// snapshots counts the store's full reads: each is a reload of every tool.
+type snapshots struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (s *snapshots) Snapshot(ctx context.Context) ([]store.Record, error) {
+	s.n.Add(1)
+	return s.Store.Snapshot(ctx)
+}
+
+// The replica that registers a batch applies it from the records it
+// stored; hearing its own batch's notice does not make it read every tool
+// again. Another replica's batch does.
+func TestOwnBatchIsNotReloadedPostgres(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	st := &snapshots{Store: postgres.New(openPool(t, dsn))}
+	a := newService(t, st, nil)
+	b := newService(t, postgres.New(openPool(t, dsn)), nil)
+	ctx := testCtx(t)
+	if _, err := a.RegisterBatch(ctx, []*sharedosv1.ToolRegistration{reg("bulk.a"), reg("bulk.b")}); err != nil {
+		t.Fatal(err)
+	}
+	// Notices arrive in commit order: once a change committed after the
+	// batch is in a's cache, a's feed has passed the batch's notice.
+	if _, _, err := b.Register(ctx, reg("files.read")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the later change visible on the writing replica", func() bool {
+		_, err := a.Resolve(ctx, "files.read")
+		return err == nil
+	})
+	if n := st.n.Load(); n != 1 {
+		t.Fatalf("the writing replica read the whole store %d times (its start, and again for its own batch?), want 1", n)
+	}
+	if _, err := b.RegisterBatch(ctx, []*sharedosv1.ToolRegistration{reg("bulk.c")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the other replica's batch visible", func() bool {
+		l, err := a.ListTools(ctx, nil)
+		return err == nil && len(l.Tools) == 4
+	})
+	if n := st.n.Load(); n < 2 {
+		t.Fatalf("another replica's batch was applied without a reload (%d reads)", n)
+	}
 }
 
 // A replica started after tools exist loads them, with their stored

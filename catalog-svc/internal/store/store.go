@@ -52,7 +52,9 @@ type Store interface {
 	// Watch subscribes to changes made through any store sharing the same
 	// backing data (every replica for Postgres). It returns once the
 	// subscription is live, so a Snapshot taken afterwards misses nothing.
-	// The feed stops when ctx ends.
+	// The feed stops when ctx ends. A batch written through this same value
+	// may be left out (Postgres, where a Store is one replica's, leaves it
+	// out: CreateBatch's caller has the records it returned).
 	Watch(ctx context.Context) (*Feed, error)
 
 	// Entries keeps the prompt and resource registrations (ADR 0018).

@@ -9,5 +9,8 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+	storetest.Run(t, func(*testing.T) (store.Store, store.Store) {
+		s := memory.New()
+		return s, s
+	})
 }

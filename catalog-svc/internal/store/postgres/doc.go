@@ -5,7 +5,10 @@
 // the notification is delivered exactly when the change commits; Watch
 // LISTENs on a dedicated connection (reconnecting after failures, then
 // reporting "everything changed" because notifications may have been missed)
-// and so carries every replica's changes to every other replica.
+// and so carries every replica's changes to every other replica. A batch is
+// announced as "everything changed"; the Store that wrote it leaves that
+// notice out of its own feed, recognised by the sending backend's PID
+// (own.go), since its caller applies the records CreateBatch returns.
 //
 // Uniqueness (exact name, collision key, lower-case name) is enforced by
 // unique indexes, so concurrent registrations cannot both win. Batch

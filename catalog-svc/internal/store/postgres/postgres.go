@@ -22,7 +22,8 @@ import (
 )
 
 // Channel is the NOTIFY channel; the payload is a tool name, or
-// store.AllChanged after a batch.
+// store.AllChanged after a batch (which the writing Store's own feed leaves
+// out: ownBatches).
 const Channel = "catalog_changes"
 
 // Store is the PostgreSQL store.
@@ -31,6 +32,8 @@ type Store struct {
 	log  *slog.Logger
 	// reconnectMin/Max bound the LISTEN reconnect backoff.
 	reconnectMin, reconnectMax time.Duration
+	// own keeps this Store's batch notices out of its own feeds.
+	own ownBatches
 }
 
 var _ store.Store = (*Store)(nil)
@@ -248,7 +251,8 @@ func (s *Store) existing(ctx context.Context, where, arg string) string {
 
 // CreateBatch implements store.Store: COPY into the table and NOTIFY, one
 // transaction. A clash with a stored tool fails the COPY on a unique index;
-// batchConflict then names both tools (the index error names neither).
+// batchConflict then names both tools (the index error names neither). The
+// notice reaches every other Store's feed, not this one's (ownBatches).
 func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.Record, error) {
 	if len(recs) == 0 {
 		return nil, nil
@@ -259,7 +263,11 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 	cols, rows := Rows(recs)
 	// The rows' created_at and updated_at default to now(), the
 	// transaction's start: read once, they are every stored record's.
-	var now time.Time
+	var (
+		now      time.Time
+		pid      uint32
+		expected bool
+	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 			return err
@@ -271,9 +279,16 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 		if n != int64(len(recs)) {
 			return fmt.Errorf("copied %d of %d rows", n, len(recs))
 		}
-		_, err = tx.Exec(ctx, notifySQL, store.AllChanged)
-		return err
+		if _, err = tx.Exec(ctx, notifySQL, store.AllChanged); err != nil {
+			return err
+		}
+		pid = tx.Conn().PgConn().PID()
+		expected = s.own.expect(pid)
+		return nil
 	})
+	if err != nil && expected {
+		s.own.withdraw(pid)
+	}
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

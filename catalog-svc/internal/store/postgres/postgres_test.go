@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -40,7 +41,10 @@ func openPool(t *testing.T, dsn string) *pgxpool.Pool {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return postgres.New(newPool(t)) })
+	storetest.Run(t, func(t *testing.T) (store.Store, store.Store) {
+		pool := newPool(t)
+		return postgres.New(pool), postgres.New(pool)
+	})
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -63,6 +67,62 @@ func TestWatchAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitName(t, feed, "files.read")
+}
+
+// A batch reaches every other replica's feed as "all changed" and not the
+// feed of the Store that wrote it, whose caller has the records: the next
+// thing that feed reports is the writer's next change, by name.
+func TestOwnBatchNotInOwnFeed(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	a, b := postgres.New(openPool(t, dsn)), postgres.New(openPool(t, dsn))
+	own, err := a.Watch(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := b.Watch(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		if _, err := a.CreateBatch(testCtx(t), storetest.Batch(fmt.Sprintf("bulk%d", round), 3)); err != nil {
+			t.Fatal(err)
+		}
+		next := fmt.Sprintf("files.read%d", round)
+		if _, err := a.Create(testCtx(t), storetest.Record(next)); err != nil {
+			t.Fatal(err)
+		}
+		// Notices arrive in commit order: had the batch's been reported,
+		// it would come first (or coalesce with the name into "all").
+		names, all := takeNext(t, own)
+		if all || !slices.Equal(names, []string{next}) {
+			t.Fatalf("round %d: own feed reported %v (all=%v), want only %s", round, names, all, next)
+		}
+		// The other feed: the batch as "all changed" (the name after it
+		// may be folded into it, or come on its own before the next batch).
+		for all := false; !all; {
+			_, all = takeNext(t, other)
+		}
+	}
+	// A batch the other replica writes is "all changed" here.
+	if _, err := b.CreateBatch(testCtx(t), storetest.Batch("theirs", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, all := takeNext(t, own); !all {
+		t.Fatal("another replica's batch was not reported as all changed")
+	}
+}
+
+// takeNext waits for the feed's next report.
+func takeNext(t *testing.T, feed *store.Feed) ([]string, bool) {
+	t.Helper()
+	select {
+	case <-feed.Ready():
+		return feed.Take()
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing reported within 10s")
+		return nil, false
+	}
 }
 
 // The listening connection is killed server-side; the feed reconnects and

@@ -17,14 +17,19 @@ import (
 // one of the pool's, which would be lost to every other query) and returns
 // once LISTEN is active. After a connection failure it reconnects with
 // backoff and pushes store.AllChanged: notifications sent while it was
-// disconnected are gone, so the consumer must reload.
+// disconnected are gone, so the consumer must reload. A batch this Store
+// wrote is not in its feed (ownBatches).
 func (s *Store) Watch(ctx context.Context) (*store.Feed, error) {
 	conn, err := s.listen(ctx)
 	if err != nil {
 		return nil, err
 	}
 	feed := store.NewFeed()
-	go s.follow(ctx, conn, feed)
+	stop := s.own.watch(feed)
+	go func() {
+		defer stop()
+		s.follow(ctx, conn, feed)
+	}()
 	return feed, nil
 }
 
@@ -51,7 +56,9 @@ func (s *Store) follow(ctx context.Context, conn *pgx.Conn, feed *store.Feed) {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err == nil {
-			feed.Push(n.Payload)
+			if n.Payload != store.AllChanged || !s.own.skip(n.PID) {
+				feed.Push(n.Payload)
+			}
 			continue
 		}
 		if ctx.Err() != nil {
@@ -73,6 +80,9 @@ func (s *Store) follow(ctx context.Context, conn *pgx.Conn, feed *store.Feed) {
 				delay = min(2*delay, s.reconnectMax)
 			}
 		}
+		// Listening again: registrations from before may have lost their
+		// notice with the old connection; the reload covers them.
+		s.own.forget()
 		feed.Push(store.AllChanged)
 	}
 }

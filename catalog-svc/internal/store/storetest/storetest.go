@@ -21,11 +21,13 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
 
-// Run runs the suite; newStore returns an empty store for one subtest.
-func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+// Run runs the suite. newStores returns, for one subtest, an empty store
+// and another replica over the same data (the same value where the backend
+// has no other: one process's memory).
+func Run(t *testing.T, newStores func(t *testing.T) (s, replica store.Store)) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s store.Store)
+		fn   func(t *testing.T, s, replica store.Store)
 	}{
 		{"CreateGet", testCreateGet},
 		{"VerbatimJSON", testVerbatimJSON},
@@ -49,7 +51,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newStore(t))
+			s, replica := newStores(t)
+			tc.fn(t, s, replica)
 		})
 	}
 }
@@ -104,7 +107,7 @@ func sameRegistration(t *testing.T, got, want store.Record) {
 	}
 }
 
-func testCreateGet(t *testing.T, s store.Store) {
+func testCreateGet(t *testing.T, s, _ store.Store) {
 	rec := Record("files.read")
 	// Every authority field is kept, the flags included.
 	rec.Registration.ReadOnly = true
@@ -134,7 +137,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 	}
 }
 
-func testVerbatimJSON(t *testing.T, s store.Store) {
+func testVerbatimJSON(t *testing.T, s, _ store.Store) {
 	rec := Record("json.verbatim")
 	rec.Registration.InputSchemaJson = []byte("{\n  \"type\" : \"object\",\n  \"properties\": {\"b\": {}, \"a\": {\"description\": \"é <&> \\u00e9\"}},\n  \"x-n\": 1.50\n}")
 	rec.Registration.OutputSchemaJson = []byte(`{"type":"object","required":["z","a"]}`)
@@ -162,7 +165,7 @@ func testVerbatimJSON(t *testing.T, s store.Store) {
 	}
 }
 
-func testAuthorityRoundTrip(t *testing.T, s store.Store) {
+func testAuthorityRoundTrip(t *testing.T, s, _ store.Store) {
 	rec := Record("files.write")
 	rec.Registration.Requirement = &sharedosv1.Requirement{Action: "write", Resource: "file:{z}", PathCleaning: sharedosv1.PathCleaning_PATH_CLEANING_POSIX}
 	rec.Registration.Handler = &sharedosv1.HandlerRef{Target: "dns:///files:7404", Timeout: durationpb.New(1500 * time.Millisecond)}
@@ -183,7 +186,7 @@ func testAuthorityRoundTrip(t *testing.T, s store.Store) {
 	}
 }
 
-func testDuplicate(t *testing.T, s store.Store) {
+func testDuplicate(t *testing.T, s, _ store.Store) {
 	mustCreate(t, s, Record("files.read"))
 	dup := Record("files.read")
 	dup.Registration.Description = "second"
@@ -207,7 +210,7 @@ func wantConflict(t *testing.T, err error, rule, existing string) {
 	}
 }
 
-func testCollisionKey(t *testing.T, s store.Store) {
+func testCollisionKey(t *testing.T, s, _ store.Store) {
 	mustCreate(t, s, Record("files.read"))
 	for _, name := range []string{"files_read", "files-read"} {
 		_, err := s.Create(ctx(t), Record(name))
@@ -217,7 +220,7 @@ func testCollisionKey(t *testing.T, s store.Store) {
 	mustCreate(t, s, Record("files.reads"))
 }
 
-func testCaseInsensitive(t *testing.T, s store.Store) {
+func testCaseInsensitive(t *testing.T, s, _ store.Store) {
 	mustCreate(t, s, Record("github.search"))
 	for _, name := range []string{"GitHub.search", "GITHUB.SEARCH"} {
 		_, err := s.Create(ctx(t), Record(name))
@@ -225,7 +228,7 @@ func testCaseInsensitive(t *testing.T, s store.Store) {
 	}
 }
 
-func testConcurrentCollidingCreates(t *testing.T, s store.Store) {
+func testConcurrentCollidingCreates(t *testing.T, s, _ store.Store) {
 	names := []string{"files.read", "files_read", "files-read", "FILES.read", "files.READ", "Files_Read", "files.read", "files-READ", "FILES-READ"}
 	var wg sync.WaitGroup
 	errs := make([]error, len(names))
@@ -257,7 +260,7 @@ func testConcurrentCollidingCreates(t *testing.T, s store.Store) {
 	}
 }
 
-func testUpdate(t *testing.T, s store.Store) {
+func testUpdate(t *testing.T, s, _ store.Store) {
 	created := mustCreate(t, s, Record("files.read"))
 	upd := Record("files.read")
 	upd.Registration.Description = "updated"
@@ -285,7 +288,7 @@ func testUpdate(t *testing.T, s store.Store) {
 	}
 }
 
-func testUpdateConditional(t *testing.T, s store.Store) {
+func testUpdateConditional(t *testing.T, s, _ store.Store) {
 	mustCreate(t, s, Record("files.read"))
 	upd := Record("files.read")
 	upd.Registration.Description = "v2"
@@ -302,7 +305,7 @@ func testUpdateConditional(t *testing.T, s store.Store) {
 	}
 }
 
-func testUpdateMissing(t *testing.T, s store.Store) {
+func testUpdateMissing(t *testing.T, s, _ store.Store) {
 	if _, err := s.Update(ctx(t), Record("files.read"), 0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Update of missing tool error = %v, want ErrNotFound", err)
 	}
@@ -311,7 +314,7 @@ func testUpdateMissing(t *testing.T, s store.Store) {
 	}
 }
 
-func testDelete(t *testing.T, s store.Store) {
+func testDelete(t *testing.T, s, _ store.Store) {
 	mustCreate(t, s, Record("files.read"))
 	if err := s.Delete(ctx(t), "files.read"); err != nil {
 		t.Fatalf("Delete: %v", err)
@@ -329,7 +332,7 @@ func testDelete(t *testing.T, s store.Store) {
 	}
 }
 
-func testListPaging(t *testing.T, s store.Store) {
+func testListPaging(t *testing.T, s, _ store.Store) {
 	names := []string{"b.x", "a.b-c", "a.b_d", "a.bc", "Z.last", "a.B9", "m.m", "a.b.e"}
 	for _, n := range names {
 		mustCreate(t, s, Record(n))
@@ -372,7 +375,9 @@ func recordNames(recs []store.Record) []string {
 	return out
 }
 
-func batch(prefix string, n int) []store.Record {
+// Batch returns n records named prefix.t0000 and on, for tests of other
+// packages too.
+func Batch(prefix string, n int) []store.Record {
 	out := make([]store.Record, n)
 	for i := range out {
 		out[i] = Record(fmt.Sprintf("%s.t%04d", prefix, i))
@@ -380,11 +385,11 @@ func batch(prefix string, n int) []store.Record {
 	return out
 }
 
-func testBatch(t *testing.T, s store.Store) {
+func testBatch(t *testing.T, s, _ store.Store) {
 	if got, err := s.CreateBatch(ctx(t), nil); len(got) != 0 || err != nil {
 		t.Fatalf("empty batch = %d, %v", len(got), err)
 	}
-	recs := batch("bulk", 50)
+	recs := Batch("bulk", 50)
 	recs[7].Registration.OutputSchemaJson = []byte(`{"type":"object" }`)
 	stored, err := s.CreateBatch(ctx(t), recs)
 	if err != nil || len(stored) != 50 {
@@ -412,7 +417,7 @@ func testBatch(t *testing.T, s store.Store) {
 	}
 }
 
-func testBatchAllOrNothing(t *testing.T, s store.Store) {
+func testBatchAllOrNothing(t *testing.T, s, _ store.Store) {
 	mustCreate(t, s, Record("files.read"))
 	mustCreate(t, s, Record("github.search"))
 	cases := []struct {
@@ -432,7 +437,7 @@ func testBatchAllOrNothing(t *testing.T, s store.Store) {
 		}},
 	}
 	for _, c := range cases {
-		recs := append(batch("bulk", 10), c.extra)
+		recs := append(Batch("bulk", 10), c.extra)
 		got, err := s.CreateBatch(ctx(t), recs)
 		if !c.check(err) || got != nil {
 			t.Errorf("%s: CreateBatch = %d, %v", c.name, len(got), err)
@@ -472,7 +477,7 @@ func has(name string) func([]string, bool) bool {
 	return func(names []string, all bool) bool { return all || slices.Contains(names, name) }
 }
 
-func testWatch(t *testing.T, s store.Store) {
+func testWatch(t *testing.T, s, replica store.Store) {
 	wctx, cancel := context.WithCancel(ctx(t))
 	defer cancel()
 	f, err := s.Watch(wctx)
@@ -489,7 +494,9 @@ func testWatch(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	waitFor(t, f, "delete", has("files.read"))
-	if _, err := s.CreateBatch(ctx(t), batch("bulk", 3)); err != nil {
+	// Another replica's batch is "all changed" (the writing Store's own
+	// feed may leave its batch out: its caller has the records).
+	if _, err := replica.CreateBatch(ctx(t), Batch("bulk", 3)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, f, "batch (all changed)", func(_ []string, all bool) bool { return all })
@@ -505,7 +512,7 @@ func testWatch(t *testing.T, s store.Store) {
 	})
 }
 
-func testWatchStops(t *testing.T, s store.Store) {
+func testWatchStops(t *testing.T, s, _ store.Store) {
 	wctx, cancel := context.WithCancel(ctx(t))
 	if _, err := s.Watch(wctx); err != nil {
 		t.Fatalf("Watch: %v", err)
@@ -534,7 +541,7 @@ func entry(key, body string) store.Entry {
 
 // testEntries: an entry is stored at revision 1, replaced at revision 2
 // with the new bytes, listed by key in byte order, and deleted once.
-func testEntries(t *testing.T, s store.Store) {
+func testEntries(t *testing.T, s, _ store.Store) {
 	e := entries(t, s)
 	ctx := context.Background()
 	first, err := e.PutEntry(ctx, store.KindPrompt, entry("b.prompt", `{"name":"b.prompt"}`))
@@ -576,7 +583,7 @@ func testEntries(t *testing.T, s store.Store) {
 
 // testEntriesKinds: a prompt and a resource with the same key are two
 // entries; tools are not entries.
-func testEntriesKinds(t *testing.T, s store.Store) {
+func testEntriesKinds(t *testing.T, s, _ store.Store) {
 	e := entries(t, s)
 	ctx := context.Background()
 	for _, k := range []store.Kind{store.KindPrompt, store.KindResource, store.KindUpstream} {
