@@ -53,16 +53,30 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// replicas are two Stores over one new database, each with a pool of its
+// own, as two catalog-svc replicas have.
+func replicas(t *testing.T) (a, b *postgres.Store) {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	return postgres.New(openPool(t, dsn)), postgres.New(openPool(t, dsn))
+}
+
+// watch is s's feed for the test's lifetime.
+func watch(t *testing.T, s *postgres.Store) *store.Feed {
+	t.Helper()
+	feed, err := s.Watch(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return feed
+}
+
 // Two stores over one database stand for two replicas: each sees the
 // other's writes through LISTEN/NOTIFY.
 func TestWatchAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.NewDatabase(t, migrations.Up)
-	a, b := postgres.New(openPool(t, dsn)), postgres.New(openPool(t, dsn))
-	feed, err := b.Watch(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := replicas(t)
+	feed := watch(t, b)
 	if _, err := a.Create(testCtx(t), storetest.Record("files.read")); err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +88,9 @@ func TestWatchAcrossReplicas(t *testing.T) {
 // thing that feed reports is the writer's next change, by name.
 func TestOwnBatchNotInOwnFeed(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.NewDatabase(t, migrations.Up)
-	a, b := postgres.New(openPool(t, dsn)), postgres.New(openPool(t, dsn))
-	own, err := a.Watch(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := b.Watch(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := replicas(t)
+	own := watch(t, a)
+	other := watch(t, b)
 	for round := range 3 {
 		if _, err := a.CreateBatch(testCtx(t), storetest.Batch(fmt.Sprintf("bulk%d", round), 3)); err != nil {
 			t.Fatal(err)
@@ -131,12 +138,9 @@ func TestWatchReconnects(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
 	s := postgres.New(pool)
-	feed, err := s.Watch(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	feed := watch(t, s)
 	var killed int
-	err = pool.QueryRow(testCtx(t), `
+	err := pool.QueryRow(testCtx(t), `
 		SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %'`).Scan(&killed)
 	if err != nil || killed != 1 {
