@@ -15,91 +15,93 @@ import (
 // unchanged, so replicas of an older build still reload on it.
 //
 // A notice is recognised by the backend that sent it (the PID PostgreSQL
-// puts in every notification): CreateBatch registers its transaction's
-// backend before the commit, so the notice, delivered only after the
-// commit, always finds it. Every doubt is resolved towards a reload:
+// puts in every notification): CreateBatch asks its transaction's backend
+// for its PID (pg_backend_pid(), the process that will send the notice,
+// also behind a pooler that gives clients made-up PIDs) and registers it
+// with every listening feed before the commit, so the notice, delivered
+// only after the commit, always finds it. Each feed keeps its own
+// registrations: one feed's listener taking a notice leaves another's
+// untouched. Every doubt is resolved towards a reload:
 //   - a batch whose outcome CreateBatch cannot confirm withdraws its
-//     registration; if its notice was skipped meanwhile (the commit
-//     happened after all), the feeds get AllChanged;
-//   - a listener that reconnects forgets every registration (it pushes
-//     AllChanged anyway): a notice it missed cannot be skipped later, and a
-//     registration whose notice it missed cannot match a notice another
-//     replica sends from a backend that reuses the PID;
-//   - nothing is registered while no feed listens.
+//     registrations; a feed whose listener skipped its notice meanwhile
+//     (the commit happened after all) gets AllChanged;
+//   - a listener that reconnects forgets its feed's registrations (it
+//     pushes AllChanged anyway): a notice it missed cannot be skipped
+//     later, and a registration whose notice it missed cannot match a
+//     notice another replica sends from a backend that reuses the PID;
+//   - a feed that stops takes its registrations with it, and nothing is
+//     registered while no feed listens.
 type ownBatches struct {
 	mu sync.Mutex
-	// pending counts, per backend PID, this Store's committed batches
-	// whose notice no listener has seen yet.
-	pending map[uint32]int
-	feeds   map[*store.Feed]struct{}
+	// pending counts, per listening feed and backend PID, this Store's
+	// committed batches whose notice that feed's listener has not seen.
+	pending map[*store.Feed]map[uint32]int
 }
 
 // watch adds a listening feed; the returned func removes it.
 func (o *ownBatches) watch(f *store.Feed) (stop func()) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.feeds == nil {
-		o.feeds, o.pending = map[*store.Feed]struct{}{}, map[uint32]int{}
+	if o.pending == nil {
+		o.pending = map[*store.Feed]map[uint32]int{}
 	}
-	o.feeds[f] = struct{}{}
+	o.pending[f] = map[uint32]int{}
 	return func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		delete(o.feeds, f)
-		if len(o.feeds) == 0 {
-			clear(o.pending)
-		}
+		delete(o.pending, f)
 	}
 }
 
-// expect registers a batch about to commit on backend pid; false when no
-// feed listens (then there is nothing to withdraw either).
+// expect registers a batch about to commit on backend pid with every
+// listening feed; false when none listens (then there is nothing to
+// withdraw either).
 func (o *ownBatches) expect(pid uint32) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.feeds) == 0 {
-		return false
+	for _, m := range o.pending {
+		m[pid]++
 	}
-	o.pending[pid]++
-	return true
+	return len(o.pending) > 0
 }
 
-// withdraw takes back the registration of a batch CreateBatch cannot
-// confirm. If a listener has skipped its notice already, the batch did
-// commit and the feeds get AllChanged.
+// withdraw takes back the registrations of a batch CreateBatch cannot
+// confirm. A feed whose listener has skipped its notice already gets
+// AllChanged: the batch did commit.
 func (o *ownBatches) withdraw(pid uint32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.pending[pid] > 0 {
-		o.decrement(pid)
-		return
-	}
-	for f := range o.feeds {
+	for f, m := range o.pending {
+		if m[pid] > 0 {
+			decrement(m, pid)
+			continue
+		}
 		f.Push(store.AllChanged)
 	}
 }
 
-// skip reports whether a listener's AllChanged notice from backend pid is
-// a batch of this Store's, and consumes its registration.
-func (o *ownBatches) skip(pid uint32) bool {
+// skip reports whether an AllChanged notice from backend pid, heard by
+// f's listener, is a batch of this Store's, and consumes f's registration.
+func (o *ownBatches) skip(f *store.Feed, pid uint32) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.pending[pid] == 0 {
+	m := o.pending[f]
+	if m[pid] == 0 {
 		return false
 	}
-	o.decrement(pid)
+	decrement(m, pid)
 	return true
 }
 
-// forget drops every registration (a listener reconnected).
-func (o *ownBatches) forget() {
+// forget drops f's registrations (its listener reconnected).
+func (o *ownBatches) forget(f *store.Feed) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	clear(o.pending)
+	clear(o.pending[f])
 }
 
-func (o *ownBatches) decrement(pid uint32) {
-	if o.pending[pid]--; o.pending[pid] == 0 {
-		delete(o.pending, pid)
+func decrement(m map[uint32]int, pid uint32) {
+	if m[pid]--; m[pid] == 0 {
+		delete(m, pid)
 	}
 }

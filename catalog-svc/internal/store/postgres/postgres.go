@@ -269,7 +269,9 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 		expected bool
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		// The backend's own PID, the one its notice will carry: the
+		// connection's startup PID may be a pooler's made-up one.
+		if err := tx.QueryRow(ctx, `SELECT now(), pg_backend_pid()`).Scan(&now, &pid); err != nil {
 			return err
 		}
 		n, err := tx.CopyFrom(ctx, pgx.Identifier{"catalog", "tools"}, cols, pgx.CopyFromRows(rows))
@@ -282,7 +284,6 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 		if _, err = tx.Exec(ctx, notifySQL, store.AllChanged); err != nil {
 			return err
 		}
-		pid = tx.Conn().PgConn().PID()
 		expected = s.own.expect(pid)
 		return nil
 	})

@@ -56,7 +56,7 @@ func (s *Store) follow(ctx context.Context, conn *pgx.Conn, feed *store.Feed) {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err == nil {
-			if n.Payload != store.AllChanged || !s.own.skip(n.PID) {
+			if n.Payload != store.AllChanged || !s.own.skip(feed, n.PID) {
 				feed.Push(n.Payload)
 			}
 			continue
@@ -82,7 +82,7 @@ func (s *Store) follow(ctx context.Context, conn *pgx.Conn, feed *store.Feed) {
 		}
 		// Listening again: registrations from before may have lost their
 		// notice with the old connection; the reload covers them.
-		s.own.forget()
+		s.own.forget(feed)
 		feed.Push(store.AllChanged)
 	}
 }
