@@ -144,7 +144,9 @@ func TestFilterToolsExamplePolicy(t *testing.T) {
 }
 
 func TestProbePolicyContract(t *testing.T) {
-	h := start(t, filepath.Join("testdata", "probe"), withEvalTimeout(300*time.Millisecond))
+	// The eval timeout ends probe.slow; every other case must finish within
+	// it on a loaded machine, so it is not short.
+	h := start(t, filepath.Join("testdata", "probe"), withEvalTimeout(2*time.Second))
 	call := func(tool, args string) *sharedosv1.AuthorizeRequest {
 		return &sharedosv1.AuthorizeRequest{Context: engineer, Tool: &sharedosv1.ToolFacts{Name: tool}, Action: "call", ArgumentsJson: []byte(args)}
 	}
@@ -386,6 +388,7 @@ func TestDecisionLogRecord(t *testing.T) {
 
 func TestCancelledRequestIsStillLogged(t *testing.T) {
 	h := start(t, filepath.Join("testdata", "probe"))
+	started := serverSpans.watch(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -394,9 +397,10 @@ func TestCancelledRequestIsStillLogged(t *testing.T) {
 		})
 		errc <- err
 	}()
-	// Cancel once the server is evaluating: its RPC span has started and no
-	// record exists yet, so the record can only come from the cancelled call.
-	time.Sleep(100 * time.Millisecond)
+	// Cancel once the server has taken the call (its RPC span has started)
+	// and before any record exists (probe.slow does not finish by itself),
+	// so the record can only come from the cancelled call.
+	waitSpan(t, started, "/Authorize")
 	cancel()
 	if err := <-errc; status.Code(err) != codes.Canceled {
 		t.Fatalf("err = %v, want Canceled", err)

@@ -459,7 +459,7 @@ func newHarness(t *testing.T, store records.Store, rows func() int, opts options
 	h.resolver.add(t, "files.search", searchSchema, "search", "file:{path}", handlerAddr, managed, 0)
 	h.resolver.add(t, "files.write", writeSchema, "write", "file:{path}", handlerAddr, managed, 0)
 	h.resolver.add(t, "test.sleep", sleepSchema, "read", "file:/public/sleep", handlerAddr, managed, 0)
-	h.resolver.add(t, "test.quick_timeout", sleepSchema, "read", "file:/public/sleep", handlerAddr, managed, 300*time.Millisecond)
+	h.resolver.add(t, "test.quick_timeout", sleepSchema, "read", "file:/public/sleep", handlerAddr, managed, quickTimeout)
 	h.resolver.add(t, "test.local", pathSchema, "read", "file:{path}", handlerAddr, sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, 0)
 	h.resolver.add(t, "test.unreachable", pathSchema, "read", "file:{path}", deadAddr(t), managed, 0)
 
@@ -472,6 +472,10 @@ func newHarness(t *testing.T, store records.Store, rows func() int, opts options
 }
 
 // newKernelWith builds a kernel over h's store and authz with resolver.
+// quickTimeout is test.quick_timeout's handler timeout: the call must reach
+// the handler within it on a loaded machine before the timeout ends it.
+const quickTimeout = 2 * time.Second
+
 func newKernelWith(t *testing.T, h *harness, resolver pipeline.ToolResolver) *pipeline.Pipeline {
 	t.Helper()
 	lister, _ := resolver.(pipeline.CatalogueLister)

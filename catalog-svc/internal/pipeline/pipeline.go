@@ -136,6 +136,9 @@ type Pipeline struct {
 	handlerTimeout time.Duration
 	maxHandler     time.Duration
 	inputWait      time.Duration
+	// completionWait bounds how long an answer waits for a store that is
+	// down (maxCompletionWait; shorter in tests).
+	completionWait time.Duration
 	instanceID     string
 	instances      *journal.Instance
 	started        time.Time
@@ -179,6 +182,7 @@ func New(cfg Config) (*Pipeline, error) {
 		handlerTimeout: orDefault(cfg.DefaultHandlerTimeout, DefaultHandlerTimeout),
 		maxHandler:     orDefault(cfg.MaxHandlerTimeout, DefaultMaxHandlerTimeout),
 		inputWait:      orDefault(cfg.InputWait, DefaultInputWait),
+		completionWait: maxCompletionWait,
 		instanceID:     cfg.InstanceID,
 		instances:      cfg.Instances,
 		replicaTurns:   cfg.TurnLocks,
@@ -573,7 +577,7 @@ func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedos
 		s.logger.ErrorContext(ctx, "operation record completion could not be journaled",
 			slog.String(telemetry.LogAttemptID, attemptID), slog.Any("error", jerr))
 	}
-	deadline := time.Now().Add(maxCompletionWait)
+	deadline := time.Now().Add(s.completionWait)
 	if d, ok := ctx.Deadline(); ok {
 		d = d.Add(-min(time.Second, time.Until(d)/10)) // leave time for the answer
 		if d.Before(deadline) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -432,6 +433,8 @@ type failingStore struct {
 	failComplete atomic.Bool
 	failNext     atomic.Int32
 	completes    atomic.Int32
+	// onFail, when set, runs after each failed Complete.
+	onFail func()
 }
 
 func (f *failingStore) Begin(ctx context.Context, r *records.Record) error {
@@ -444,6 +447,9 @@ func (f *failingStore) Begin(ctx context.Context, r *records.Record) error {
 func (f *failingStore) Complete(ctx context.Context, id string, c records.Completion) error {
 	f.completes.Add(1)
 	if f.failComplete.Load() || f.failNext.Add(-1) >= 0 {
+		if f.onFail != nil {
+			f.onFail()
+		}
 		return errInjected
 	}
 	return f.Store.Complete(ctx, id, c)
@@ -507,7 +513,9 @@ func TestCompletionPastTheDeadline(t *testing.T) {
 			fs := &failingStore{Store: store}
 			fs.failComplete.Store(true)
 			k := newKernelOnly(t, fs, "pod-a")
-			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			// The wait for the store ends before the caller's deadline,
+			// with room left for the answer on a loaded machine.
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "d", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "d", nil)})
 			if err != nil {
@@ -564,7 +572,9 @@ func TestCompletionClientLeaves(t *testing.T) {
 	fs.failComplete.Store(true)
 	k := newKernelOnly(t, fs, "pod-a")
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
+	// The client leaves once the first completion write has failed, while
+	// the answer waits for the store.
+	fs.onFail = sync.OnceFunc(func() { go cancel() })
 	start := time.Now()
 	res, err := k.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c1", TurnId: "l", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "l", nil)})
 	if err != nil {
@@ -614,9 +624,8 @@ func TestCompletionJournaledAcrossRestart(t *testing.T) {
 			fb := &failingStore{Store: store}
 			fb.failComplete.Store(true)
 			kb := newKernelOnly(t, fb, "pod-b")
-			bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			defer cancel()
-			lost, _ := kb.InvokeTool(bctx, &sharedosv1.ToolCall{CallId: "c2", TurnId: "j", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "j", nil)})
+			kb.SetCompletionWait(100 * time.Millisecond)
+			lost, _ := kb.InvokeTool(ctx, &sharedosv1.ToolCall{CallId: "c2", TurnId: "j", Tool: "nope", ArgumentsJson: []byte(`{}`), Grant: grantFor(t, "j", nil)})
 			expect(t, lost, failed, outcome.RecordUnavailable)
 			// pod-a "crashes" (its files closed, the journal left on disk).
 			_ = jr.Close()

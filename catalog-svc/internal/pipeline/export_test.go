@@ -1,0 +1,8 @@
+package pipeline
+
+import "time"
+
+// SetCompletionWait shortens how long an answer waits for a store that is
+// down, so a test reaches record_unavailable without a caller's deadline
+// racing the call.
+func (s *Pipeline) SetCompletionWait(d time.Duration) { s.completionWait = d }
