@@ -15,6 +15,12 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 )
 
+// failMargin is what a refused call may take beyond the authz timeout:
+// bridge, kernel and two record writes on a shared 2-core box under load.
+// A call that waited on the PDP instead would run to its client's deadline
+// (20 s and more), so the check still tells the two apart.
+const failMargin = 5 * time.Second
+
 // TestFailClosedAuthzKilled: with authz-svc SIGKILLed every call of an
 // allowed tool is failed/authz_unavailable, never succeeded, and no handler
 // runs (neither the counting provider nor files.write's side effect); one
@@ -36,8 +42,10 @@ func TestFailClosedAuthzKilled(t *testing.T) {
 			c = mustCall(t, tr, "files.write", `{"path":"/public/written-while-authz-down.txt","content":"must not exist"}`)
 		}
 		expectOutcome(t, c, "failed", "authz_unavailable")
-		if d := time.Since(start); d > 3*time.Second {
-			t.Errorf("call %d took %s with authz-svc dead, want < authz-timeout + 2s", i, d)
+		// Bounded by the authz timeout, with a margin for a loaded machine
+		// (a call that waited on the dead PDP would run to its own deadline).
+		if d := time.Since(start); d > time.Second+failMargin {
+			t.Errorf("call %d took %s with authz-svc dead, want < authz-timeout 1s + %s", i, d, failMargin)
 		}
 	}
 	if got := s.provider.handled.Load() - before; got != 0 {
@@ -105,9 +113,8 @@ func TestFailClosedAuthzHung(t *testing.T) {
 	wg.Wait()
 	for i, c := range results {
 		expectOutcome(t, c, "failed", "authz_unavailable")
-		// Margin: bridge + kernel + two record writes, on a shared 2-core box.
-		if c.resp.elapsed > authzTimeout+2*time.Second {
-			t.Errorf("call %d answered after %s, want within authz-timeout %s + 2s", i, c.resp.elapsed, authzTimeout)
+		if c.resp.elapsed > authzTimeout+failMargin {
+			t.Errorf("call %d answered after %s, want within authz-timeout %s + %s", i, c.resp.elapsed, authzTimeout, failMargin)
 		}
 	}
 	if got := s.provider.handled.Load() - before; got != 0 {

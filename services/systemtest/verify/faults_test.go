@@ -299,6 +299,8 @@ func TestJournaledCompletionSurvivesKernelKill(t *testing.T) {
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 
 	done := make(chan callResult, 1)
+	release := s.provider.hold()
+	defer release()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -311,6 +313,7 @@ func TestJournaledCompletionSurvivesKernelKill(t *testing.T) {
 		t.Fatal("verify.slow never reached the handler")
 	}
 	s.cluster.StopImmediate(t) // while the handler runs; its record is pending
+	release()                  // the handler finishes during the outage
 	if c := <-done; !c.succeeded() {
 		t.Fatalf("call whose handler finished during the outage: %s, want succeeded (backed by the journal)", c)
 	}

@@ -383,6 +383,10 @@ type provider struct {
 	addr    string
 	handled atomic.Int64
 	started chan string // call ids of verify.slow as they start (buffered)
+	// held, while set, keeps verify.slow running until it is closed (or the
+	// kernel cancels) instead of for its ms: a test releases it after what
+	// must happen during the handler, however slowly that happened.
+	held atomic.Pointer[chan struct{}]
 
 	mu    sync.Mutex
 	calls []handled
@@ -410,6 +414,13 @@ func startProvider(t testing.TB, creds *mtls.Credentials) *provider {
 	return p
 }
 
+// hold makes verify.slow run until release is called.
+func (p *provider) hold() (release func()) {
+	ch := make(chan struct{})
+	p.held.Store(&ch)
+	return sync.OnceFunc(func() { close(ch); p.held.Store(nil) })
+}
+
 func (p *provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*sharedosv1.HandleResponse, error) {
 	p.handled.Add(1)
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -428,10 +439,18 @@ func (p *provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest) (*
 			default:
 			}
 		}
+		var end <-chan struct{}
+		var sleep <-chan time.Time
+		if h := p.held.Load(); h != nil && req.GetTool() == "verify.slow" {
+			end = *h
+		} else {
+			sleep = time.After(time.Duration(min(args.MS, 20000)) * time.Millisecond)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(time.Duration(min(args.MS, 20000)) * time.Millisecond):
+		case <-end:
+		case <-sleep:
 		}
 	}
 	if req.GetTool() == "verify.ask" {
