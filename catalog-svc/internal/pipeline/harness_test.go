@@ -471,11 +471,11 @@ func newHarness(t *testing.T, store records.Store, rows func() int, opts options
 	return h
 }
 
-// newKernelWith builds a kernel over h's store and authz with resolver.
 // quickTimeout is test.quick_timeout's handler timeout: the call must reach
 // the handler within it on a loaded machine before the timeout ends it.
 const quickTimeout = 2 * time.Second
 
+// newKernelWith builds a kernel over h's store and authz with resolver.
 func newKernelWith(t *testing.T, h *harness, resolver pipeline.ToolResolver) *pipeline.Pipeline {
 	t.Helper()
 	lister, _ := resolver.(pipeline.CatalogueLister)
