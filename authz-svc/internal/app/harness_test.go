@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 	// otelgrpc spans real, so decision records carry trace and span ids that
 	// match the client's trace. grpcx reads the globals when a server or
 	// connection is built, so they are set before any test runs.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(serverSpans))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	code := m.Run()
@@ -52,45 +53,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// serverSpans tells a test when a server RPC span starts (the server has
-// taken the request), a condition to wait for instead of a duration.
-var serverSpans = &spanStarts{}
+// spans records every span the tests' servers and clients start, so a test
+// can wait for the server to take a call instead of waiting a duration.
+var spans = tracetest.NewSpanRecorder()
 
-type spanStarts struct {
-	mu sync.Mutex
-	ch chan string
-}
-
-// watch returns a channel that receives the name of each server span
-// started until the test ends.
-func (s *spanStarts) watch(t *testing.T) <-chan string {
-	ch := make(chan string, 64)
-	s.mu.Lock()
-	s.ch = ch
-	s.mu.Unlock()
-	t.Cleanup(func() {
-		s.mu.Lock()
-		s.ch = nil
-		s.mu.Unlock()
-	})
-	return ch
-}
-
-func (s *spanStarts) OnStart(_ context.Context, span sdktrace.ReadWriteSpan) {
-	if span.SpanKind() != trace.SpanKindServer {
-		return
+// serverStarted reports whether a server span whose name ends with suffix
+// started after the first seen spans.
+func serverStarted(seen int, suffix string) bool {
+	for _, s := range spans.Started()[seen:] {
+		if s.SpanKind() == trace.SpanKindServer && strings.HasSuffix(s.Name(), suffix) {
+			return true
+		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case s.ch <- span.Name():
-	default: // nobody watching (a nil channel), or a full one
-	}
+	return false
 }
-
-func (*spanStarts) OnEnd(sdktrace.ReadOnlySpan)      {}
-func (*spanStarts) Shutdown(context.Context) error   { return nil }
-func (*spanStarts) ForceFlush(context.Context) error { return nil }
 
 // syncBuffer is a goroutine-safe log sink.
 type syncBuffer struct {
@@ -275,21 +251,5 @@ func writeFile(t *testing.T, path, content string) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitSpan waits for a server span whose name ends with suffix.
-func waitSpan(t *testing.T, started <-chan string, suffix string) {
-	t.Helper()
-	timeout := time.After(15 * time.Second)
-	for {
-		select {
-		case name := <-started:
-			if strings.HasSuffix(name, suffix) {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no server span %s started", suffix)
-		}
 	}
 }
