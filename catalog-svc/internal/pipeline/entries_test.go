@@ -9,10 +9,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 
-	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 )
@@ -56,7 +56,7 @@ func TestPromptsAndResources(t *testing.T) {
 			t.Helper()
 			n++
 			c := &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "pr", Tool: name, ArgumentsJson: []byte(args), Grant: granted.GetGrant(),
-				Harness: "test", InputRounds: true, InputMethods: pipeline.InputMethods}
+				Harness: "test", InputRounds: true, InputMethods: inputround.Names()}
 			if kind == sharedosv1.CallKind_CALL_KIND_PROMPT {
 				c.PinProof, _ = tree.Prove(pinproof.Prompt, name) // as the bridge does
 			} else {
@@ -160,7 +160,7 @@ func TestPromptsAndResources(t *testing.T) {
 		n++
 		reviewProof, _ := tree.Prove(pinproof.Prompt, "review")
 		retry := &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "pr", Tool: "review", ArgumentsJson: []byte(`{}`), Grant: granted.GetGrant(),
-			PinProof: reviewProof, InputRounds: true, InputMethods: pipeline.InputMethods, InputResponsesJson: []byte(`{"who":{"action":"accept"}}`),
+			PinProof: reviewProof, InputRounds: true, InputMethods: inputround.Names(), InputResponsesJson: []byte(`{"who":{"action":"accept"}}`),
 			Resume: &sharedosv1.Resume{AttemptId: first.GetInput().GetAttemptId(), Round: first.GetInput().GetRound()}}
 		done, err := rpc.GetPrompt(ctx, retry)
 		if err != nil {

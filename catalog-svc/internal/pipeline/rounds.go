@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
@@ -35,9 +36,6 @@ const (
 	MaxInputRequestsBytes = 64 << 10
 	MaxRequestStateBytes  = 8 << 10
 )
-
-// InputMethods are the input requests MCP defines (SEP-2322).
-var InputMethods = []string{"elicitation/create", "sampling/createMessage", "roots/list"}
 
 // errRoundClosed refuses a resumption whose wait is not open.
 const roundClosedReason = "the input round this call answers is not open: it was answered already, ran out, or its turn was closed"
@@ -91,7 +89,7 @@ func inputRequired(call *sharedosv1.ToolCall, in *sharedosv1.InputRequired) *sha
 	var missing []string
 	for _, r := range m {
 		p := bytes.TrimSpace(r.Params)
-		if !slices.Contains(InputMethods, r.Method) || (len(p) > 0 && p[0] != '{') {
+		if !inputround.Known(r.Method) || (len(p) > 0 && p[0] != '{') {
 			return outcome.Failed(outcome.HandlerError, "the tool's provider asked for input in a malformed form")
 		}
 		if !slices.Contains(call.GetInputMethods(), r.Method) && !slices.Contains(missing, r.Method) {

@@ -6,9 +6,8 @@ import (
 	"testing"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/outcome"
-
-	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 )
 
 const (
@@ -45,7 +44,7 @@ func (h *harness) roundCall(turn, args string, methods ...string) *sharedosv1.To
 // resumeCall is the client's retry of res's round: a new call id, the same
 // tool and arguments, its answers.
 func (h *harness) resumeCall(turn, args string, res *sharedosv1.ToolResult, answers string) *sharedosv1.ToolCall {
-	c := h.roundCall(turn, args, pipeline.InputMethods...)
+	c := h.roundCall(turn, args, inputround.Names()...)
 	c.InputResponsesJson = []byte(answers)
 	c.Resume = &sharedosv1.Resume{AttemptId: res.GetInput().GetAttemptId(), Round: res.GetInput().GetRound(),
 		RequestState: res.GetInput().GetInput().GetRequestState()}
@@ -79,7 +78,7 @@ func TestInputRounds(t *testing.T) {
 		first := h.call("r", "files.read", args) // a client without input rounds
 		expect(t, first, failed, outcome.MissingCapability)
 
-		res, err := h.invoke(context.Background(), h.roundCall("r", args, pipeline.InputMethods...))
+		res, err := h.invoke(context.Background(), h.roundCall("r", args, inputround.Names()...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +115,7 @@ func TestInputRounds(t *testing.T) {
 		h.handler.mu.Unlock()
 		last := asked[len(asked)-1]
 		if last.GetRound() != 2 || string(last.GetInputResponsesJson()) != `{"colour":{"action":"accept","content":{"colour":"red"}}}` ||
-			!slices.Equal(last.GetInputMethods(), pipeline.InputMethods) {
+			!slices.Equal(last.GetInputMethods(), inputround.Names()) {
 			t.Errorf("the provider's last request %+v", last)
 		}
 		if n := len(asked); asked[n-1].GetCallId() != asked[n-3].GetCallId() || done.GetCallId() != asked[n-3].GetCallId() {
@@ -172,14 +171,14 @@ func TestInputRoundRefusals(t *testing.T) {
 			"nothing asked":  `{}`,
 		} {
 			answer = asking(reqs)
-			if res := h.call2(h.roundCall("x", args, pipeline.InputMethods...)); res.GetCode() != outcome.HandlerError {
+			if res := h.call2(h.roundCall("x", args, inputround.Names()...)); res.GetCode() != outcome.HandlerError {
 				t.Errorf("%s: %v/%s, want failed/handler_error", name, res.GetStatus(), res.GetCode())
 			}
 		}
-		bad := h.roundCall("x", args, pipeline.InputMethods...)
+		bad := h.roundCall("x", args, inputround.Names()...)
 		bad.InputResponsesJson = []byte(`{"q":12345}`)
 		expect(t, h.call2(bad), failed, outcome.InvalidRequest)
-		unknown := h.roundCall("x", args, pipeline.InputMethods...)
+		unknown := h.roundCall("x", args, inputround.Names()...)
 		unknown.Resume = &sharedosv1.Resume{AttemptId: "0123456789abcdef0123456789abcdef", Round: 1}
 		expect(t, h.call2(unknown), failed, outcome.InvalidRequest)
 		for _, r := range h.records("x") {
@@ -196,7 +195,7 @@ func TestInputRoundReauthorized(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		const args = `{"path":"/public/a.txt"}`
 		h.handler.asks(askTwice)
-		res := h.call2(h.roundCall("z", args, pipeline.InputMethods...))
+		res := h.call2(h.roundCall("z", args, inputround.Names()...))
 		expect(t, res, inputRequired, "")
 		h.authz.mode.Store("error")
 		defer h.authz.mode.Store("")
@@ -215,7 +214,7 @@ func TestInputRoundEndsWithTheTurn(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		const args = `{"path":"/public/a.txt"}`
 		h.handler.asks(askTwice)
-		res := h.call2(h.roundCall("w", args, pipeline.InputMethods...))
+		res := h.call2(h.roundCall("w", args, inputround.Names()...))
 		expect(t, res, inputRequired, "")
 		if _, err := h.kernel.RevokeTurn(context.Background(), &sharedosv1.RevokeTurnRequest{TurnId: "w"}); err != nil {
 			t.Fatalf("RevokeTurn with an attempt waiting: %v", err)

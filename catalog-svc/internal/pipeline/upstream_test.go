@@ -13,6 +13,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
@@ -240,7 +241,7 @@ func TestEdgeRejectedRoundReleasesTheHeldCall(t *testing.T) {
 		const args = `{"path":"/public/a.txt"}`
 		h.handler.asks(askTwice)
 		_, rec := heldCallsKernel(t, h)
-		res := h.call2(h.roundCall("e", args, pipeline.InputMethods...))
+		res := h.call2(h.roundCall("e", args, inputround.Names()...))
 		expect(t, res, inputRequired, "")
 		next := h.resumeCall("e", args, res, "")
 		next.EdgeRejection = "the client did not answer the tool's input request: it left"

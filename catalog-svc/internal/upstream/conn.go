@@ -21,6 +21,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/platform/secretref"
 )
 
@@ -73,13 +74,33 @@ func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard,
 		jobs: make(chan func()), idle: make(chan struct{}, maxIdleWorkers)}
 }
 
-// capabilities are what SharedOS declares to every upstream. Every
-// capability is declared: the kernel refuses a request the harness cannot
-// answer (missing_capability).
-var capabilities = mcp.ClientCapabilities{
-	Elicitation: &mcp.ElicitationCapability{}, Sampling: &mcp.SamplingCapability{}, Roots: &struct {
-		ListChanged bool `json:"listChanged,omitempty"`
-	}{}}
+// capabilities are what mcp-go's client declares to an upstream: once, in
+// a 2025-era session's handshake (its requests belong to no call yet), and
+// in every request that client sends on a 2026-07-28 session (listings,
+// prompts/get, resources/read). Every input capability is declared: the
+// kernel refuses a request the harness cannot answer (missing_capability).
+// A tools/call on a 2026-07-28 session declares only the capabilities of
+// the input its harness can answer (send.go).
+var capabilities = capabilitiesFor(inputround.Names())
+
+// capabilitiesFor declares the client capabilities that answer the input
+// requests methods (inputround).
+func capabilitiesFor(methods []string) mcp.ClientCapabilities {
+	var c mcp.ClientCapabilities
+	for _, name := range inputround.Capabilities(methods) {
+		switch name {
+		case "elicitation":
+			c.Elicitation = &mcp.ElicitationCapability{}
+		case "sampling":
+			c.Sampling = &mcp.SamplingCapability{}
+		case "roots":
+			c.Roots = &struct {
+				ListChanged bool `json:"listChanged,omitempty"`
+			}{}
+		}
+	}
+	return c
+}
 
 // session returns the live session, connecting when there is none.
 func (c *conn) session(ctx context.Context) (session, error) {

@@ -109,7 +109,7 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 	bound := headerBindings(ctx, p.reg, req.GetTool(), name)
 	body, in, err := p.run(ctx, req, progress, func(ctx context.Context, token string) (json.RawMessage, error) {
 		return p.roundTrip(ctx, func(ctx context.Context, s session) (json.RawMessage, error) {
-			return p.c.callTool(ctx, s, name, args, token, bound)
+			return p.c.callTool(ctx, s, name, args, token, req.GetInputMethods(), bound)
 		})
 	})
 	if in != nil {
@@ -178,6 +178,10 @@ func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, progr
 	body, in, err := p.c.await(ctx, r, req.GetRound(), req.GetInputMethods(), progress)
 	if in != nil {
 		return nil, in, nil
+	}
+	if ni := (*needsInput)(nil); errors.As(err, &ni) {
+		in, err := ni.required(req.GetInputMethods())
+		return nil, in, err
 	}
 	if in := inputRequired(body, err); in != nil {
 		return nil, in, nil
@@ -401,6 +405,9 @@ func (p *provider) roundTrip(ctx context.Context, send func(context.Context, ses
 		}
 		if errors.Is(err, client.ErrMaxInputRoundTripsExceeded) {
 			return body, err // an input_required result (inputRequired reads it)
+		}
+		if ni := (*needsInput)(nil); errors.As(err, &ni) {
+			return nil, err // the upstream's -32021 (run reads it)
 		}
 		if errors.Is(err, mcp.ErrResourceNotFound) {
 			return nil, status.Error(codes.NotFound, err.Error())

@@ -6,11 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/inputround"
 )
 
 // A tools/call is sent on the session's transport by SharedOS itself, not
@@ -18,11 +25,13 @@ import (
 // over (its per-request _meta and its standard headers each re-encode
 // them) and types a result the provider then reads raw — ≈ 60 µs of
 // catalog-svc's CPU per call (issue 19, item 9). The request is the one
-// mcp-go's client would send: the same _meta, the same Mcp-Method, Mcp-Name
-// and Mcp-Param-* headers (from the published definition, where mcp-go's
+// mcp-go's client would send — the same Mcp-Method, Mcp-Name and
+// Mcp-Param-* headers (from the published definition, where mcp-go's
 // client had them only from a listing on the same session), the same
-// cancellation. Everything else (the
-// handshake, listings, prompts/get, resources/read) stays on the client.
+// cancellation — but for its _meta's capabilities: those of the input the
+// call's harness can answer, not every one (newSession). Everything else
+// (the handshake, listings, prompts/get, resources/read) stays on the
+// client.
 
 // session is one live MCP session with an upstream: mcp-go's client, the
 // transport under it (a tools/call is sent there directly), what the
@@ -31,10 +40,11 @@ type session struct {
 	cl   *client.Client
 	tr   transport.Interface
 	info serverInfo
-	// meta is the _meta every request carries on a 2026-07-28 session
-	// (protocol version, capabilities, client info); nil on an earlier
-	// era, whose handshake said them once.
-	meta json.RawMessage
+	// metas are the _meta a tools/call carries on a 2026-07-28 session
+	// (protocol version, capabilities, client info), one per set of input
+	// requests its harness can answer (metaWith); nil on an earlier era,
+	// whose handshake said them once.
+	metas []json.RawMessage
 	// notifies: cancelling a request is a notifications/cancelled (stdio);
 	// over HTTP the request's stream ending is the cancellation.
 	notifies bool
@@ -45,32 +55,68 @@ func newSession(cl *client.Client, tr transport.Interface, info serverInfo) (ses
 	_, isHTTP := tr.(transport.HTTPConnection)
 	s.notifies = !isHTTP
 	if mcp.IsModernProtocol(info.protocol) {
-		meta, err := json.Marshal(map[string]any{
-			mcp.MetaKeyProtocolVersion:    info.protocol,
-			mcp.MetaKeyClientCapabilities: capabilities,
-			mcp.MetaKeyClientInfo:         clientInfo,
-		})
-		if err != nil {
-			return session{}, err
+		// A request's capabilities are the client's for that request
+		// alone (2026-07-28): a call declares what its harness can answer,
+		// so an upstream that needs more can say so (-32021) or do without,
+		// rather than ask for input no one will give. One _meta per subset
+		// of the input requests, made once per session.
+		s.metas = make([]json.RawMessage, 1<<len(inputround.Methods))
+		for set := range s.metas {
+			meta, err := json.Marshal(map[string]any{
+				mcp.MetaKeyProtocolVersion:    info.protocol,
+				mcp.MetaKeyClientCapabilities: capabilitiesFor(inputSet(set)),
+				mcp.MetaKeyClientInfo:         clientInfo,
+			})
+			if err != nil {
+				return session{}, err
+			}
+			s.metas[set] = meta
 		}
-		s.meta = meta
 	}
 	return s, nil
 }
 
-// metaWith is the request's _meta: the session's, with token as the
-// progress token when set.
-func (s session) metaWith(token string) (json.RawMessage, error) {
+// inputSet is the set of input requests numbered set: bit i stands for
+// inputround.Methods[i].
+func inputSet(set int) []string {
+	var out []string
+	for i, m := range inputround.Methods {
+		if set&(1<<i) != 0 {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// setOf is the number of the set of input requests among methods.
+func setOf(methods []string) int {
+	set := 0
+	for i, m := range inputround.Methods {
+		if slices.Contains(methods, m.Name) {
+			set |= 1 << i
+		}
+	}
+	return set
+}
+
+// metaWith is the _meta of a request whose harness can answer the input
+// requests methods, with token as the progress token when set; nil on an
+// earlier era without a token.
+func (s session) metaWith(token string, methods []string) (json.RawMessage, error) {
+	var meta json.RawMessage
+	if s.metas != nil {
+		meta = s.metas[setOf(methods)]
+	}
 	if token == "" {
-		return s.meta, nil
+		return meta, nil
 	}
 	t, err := json.Marshal(token)
 	if err != nil {
 		return nil, err
 	}
 	m := append([]byte(`{"progressToken":`), t...)
-	if len(s.meta) > len("{}") { // an object with members, as json.Marshal wrote it
-		return append(append(m, ','), s.meta[1:]...), nil
+	if len(meta) > len("{}") { // an object with members, as json.Marshal wrote it
+		return append(append(m, ','), meta[1:]...), nil
 	}
 	return append(m, '}'), nil
 }
@@ -94,8 +140,8 @@ const cancelNotice = 5 * time.Second
 // the tool's definition whose x-mcp-header bindings become Mcp-Param-*
 // headers. A failure to get an answer is a transport.Error
 // (isTransportError); a JSON-RPC error is the error mcp-go makes of it.
-func (c *conn) callTool(ctx context.Context, s session, name string, args json.RawMessage, token string, bound *mcp.Tool) (json.RawMessage, error) {
-	meta, err := s.metaWith(token)
+func (c *conn) callTool(ctx context.Context, s session, name string, args json.RawMessage, token string, methods []string, bound *mcp.Tool) (json.RawMessage, error) {
+	meta, err := s.metaWith(token, methods)
 	if err != nil {
 		return nil, err
 	}
@@ -129,9 +175,72 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 		return nil, transport.NewError(err)
 	}
 	if resp.Error != nil {
+		if ni := needsInputOf(resp.Error); ni != nil {
+			return nil, ni
+		}
 		return nil, resp.Error.AsError()
 	}
 	return resp.Result, nil
+}
+
+// needsInput is an upstream's -32021 (missing required client
+// capability) naming capabilities that answer input requests: the tool
+// needs input its harness did not declare it can give.
+type needsInput struct {
+	methods []string // the input requests those capabilities answer
+	message string
+}
+
+func (e *needsInput) Error() string {
+	return fmt.Sprintf("the upstream needs a client that answers %s: %s", strings.Join(e.methods, ", "), e.message)
+}
+
+// needsInputOf reads a -32021 error's data: a ClientCapabilities object
+// under requiredCapabilities, or mcp-go's one capability name; nil when it
+// is another error or names no capability that answers input.
+func needsInputOf(e *mcp.JSONRPCErrorDetails) *needsInput {
+	if e.Code != mcp.MISSING_REQUIRED_CLIENT_CAPABILITY || e.Data == nil {
+		return nil
+	}
+	raw, err := json.Marshal(e.Data)
+	if err != nil {
+		return nil
+	}
+	var data struct {
+		RequiredCapabilities map[string]json.RawMessage `json:"requiredCapabilities"`
+		Capability           string                     `json:"capability"`
+	}
+	if json.Unmarshal(raw, &data) != nil {
+		return nil
+	}
+	caps := []string{data.Capability}
+	for c := range data.RequiredCapabilities {
+		caps = append(caps, c)
+	}
+	methods := inputround.Answerable(caps)
+	if len(methods) == 0 {
+		return nil
+	}
+	return &needsInput{methods: methods, message: e.Message}
+}
+
+// required is e as the kernel's input round that ends the call with
+// missing_capability: one request per input method, with no params. An
+// upstream that claims to need what the call declared it can answer
+// (answerable) is in error itself: Unavailable.
+func (e *needsInput) required(answerable []string) (*sharedosv1.InputRequired, error) {
+	reqs := map[string]any{}
+	for _, m := range e.methods {
+		if slices.Contains(answerable, m) {
+			return nil, status.Errorf(codes.Unavailable, "upstream: %v, which the call declared", e)
+		}
+		reqs[m] = map[string]any{"method": m, "params": map[string]any{}}
+	}
+	b, err := json.Marshal(reqs)
+	if err != nil {
+		return nil, err
+	}
+	return &sharedosv1.InputRequired{InputRequestsJson: b}, nil
 }
 
 // cancelled tells the upstream to stop the request id, whose caller left:
