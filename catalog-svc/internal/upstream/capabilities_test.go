@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -115,8 +116,9 @@ func TestCallDeclaresTheHarnessCapabilities(t *testing.T) {
 	}
 }
 
-// needsElicitation stands in front of next like an upstream whose tool
-// "strict" needs elicitation: a tools/call of it without that capability
+// needsElicitation stands in front of next like an upstream whose tool or
+// prompt "strict" (and resource note://strict) needs elicitation: a
+// tools/call, prompts/get or resources/read of it without that capability
 // declared gets -32021 naming it (data.requiredCapabilities); "liar"
 // always gets -32021 for elicitation, in mcp-go's form (data.capability).
 func needsElicitation(next http.Handler) http.Handler {
@@ -140,7 +142,9 @@ func needsElicitation(next http.Handler) http.Handler {
 		_ = json.Unmarshal(body, &msg)
 		var data any
 		switch {
-		case msg.Method != "tools/call":
+		case msg.Method == "resources/read" && strings.Contains(string(body), "note://strict") && msg.Params.Meta.Caps["elicitation"] == nil:
+			data = map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{}}}
+		case msg.Method != "tools/call" && msg.Method != "prompts/get":
 		case msg.Params.Name == "liar":
 			data = map[string]any{"capability": "elicitation"}
 		case msg.Params.Name == "strict" && msg.Params.Meta.Caps["elicitation"] == nil:
@@ -155,4 +159,84 @@ func needsElicitation(next http.Handler) http.Handler {
 		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
 			"error": map[string]any{"code": mcp.MISSING_REQUIRED_CLIENT_CAPABILITY, "message": "missing required client capability", "data": data}})
 	})
+}
+
+// A prompts/get declares the capabilities of the input its harness can
+// answer, as a tools/call does, and its -32021 is the same round of the
+// input the harness cannot give; a resources/read, which has no input
+// rounds, declares none, and its -32021 is the upstream's failure.
+func TestPromptsAndResourcesDeclareWhatTheHarnessCanAnswer(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string // the capabilities each request declared
+	record := func(ctx context.Context) error {
+		info := server.RequestProtocolInfoFromContext(ctx)
+		if info == nil || info.ClientCapabilities == nil {
+			return errors.New("no per-request capabilities")
+		}
+		b, _ := json.Marshal(info.ClientCapabilities)
+		var caps map[string]json.RawMessage
+		if err := json.Unmarshal(b, &caps); err != nil {
+			return err
+		}
+		mu.Lock()
+		seen = append(seen, strings.Join(slices.Sorted(maps.Keys(caps)), ","))
+		mu.Unlock()
+		return nil
+	}
+	srv := server.NewMCPServer("caps", "1", server.WithPromptCapabilities(true), server.WithResourceCapabilities(false, false))
+	for _, name := range []string{"look", "strict"} {
+		srv.AddPrompt(mcp.NewPrompt(name), func(ctx context.Context, _ mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			if err := record(ctx); err != nil {
+				return nil, err
+			}
+			return mcp.NewGetPromptResult(name, []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("the prompt "+name))}), nil
+		})
+	}
+	for _, uri := range []string{"note://look", "note://strict"} {
+		srv.AddResource(mcp.NewResource(uri, uri), func(ctx context.Context, _ mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			if err := record(ctx); err != nil {
+				return nil, err
+			}
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, Text: "a note"}}, nil
+		})
+	}
+	hs := httptest.NewServer(needsElicitation(server.NewStreamableHTTPServer(srv)))
+	t.Cleanup(hs.Close)
+	c, _, _ := upstreamAt(t, "cp", hs.URL+"/mcp")
+	prompt := func(name string, methods ...string) (*sharedosv1.PromptResponse, error) {
+		return c.GetPrompt(t.Context(), &sharedosv1.HandleRequest{Tool: "cp." + name, InputMethods: methods})
+	}
+	read := func(uri string, methods ...string) (*sharedosv1.ResourceResponse, error) {
+		return c.ReadResource(t.Context(), &sharedosv1.HandleRequest{Tool: uri, InputMethods: methods})
+	}
+
+	for _, methods := range [][]string{nil, {"elicitation/create"}, {"roots/list", "sampling/createMessage"}} {
+		if res, err := prompt("look", methods...); err != nil || res.GetInputRequired() != nil {
+			t.Fatalf("look %v: %v %v", methods, res, err)
+		}
+	}
+	if res, err := read("note://look", inputround.Names()...); err != nil || !strings.Contains(string(res.GetContentsJson()), "a note") {
+		t.Fatalf("read: %v %v", res, err)
+	}
+	mu.Lock()
+	got := slices.Clone(seen)
+	mu.Unlock()
+	if want := []string{"", "elicitation", "roots,sampling", ""}; !slices.Equal(got, want) {
+		t.Errorf("the upstream was told capabilities\n%v\nwant\n%v", got, want)
+	}
+
+	res, err := prompt("strict", "elicitation/create")
+	if err != nil || !strings.Contains(string(res.GetMessagesJson()), "the prompt strict") {
+		t.Fatalf("strict with elicitation: %v %v", res, err)
+	}
+	res, err = prompt("strict", "roots/list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.GetInputRequired().GetInputRequestsJson()); got != `{"elicitation/create":{"method":"elicitation/create","params":{}}}` {
+		t.Errorf("strict without elicitation: the round asks %s", got)
+	}
+	if _, err := read("note://strict", inputround.Names()...); status.Code(err) != codes.Unavailable {
+		t.Errorf("a read the upstream refuses -32021: %v, want Unavailable", err)
+	}
 }

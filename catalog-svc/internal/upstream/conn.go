@@ -320,8 +320,15 @@ type rawKey struct{}
 // rawResult holds the last result of method that a request carrying it got.
 type rawResult struct {
 	method string
-	mu     sync.Mutex
-	raw    json.RawMessage
+	// caps, when set, are the capabilities the request declares in its
+	// _meta (2026-07-28) in place of every one mcp-go's client declares:
+	// those of the input its harness can answer (send.go).
+	caps json.RawMessage
+	mu   sync.Mutex
+	raw  json.RawMessage
+	// needs is the upstream's -32021 naming a capability that answers
+	// input, in full (mcp-go's client keeps one capability name of it).
+	needs *needsInput
 }
 
 func withRaw(ctx context.Context, method string) (context.Context, *rawResult) {
@@ -335,6 +342,12 @@ func (h *rawResult) get() json.RawMessage {
 	return h.raw
 }
 
+func (h *rawResult) needsInput() *needsInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.needs
+}
+
 func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.Context, transport.JSONRPCRequest) (*transport.JSONRPCResponse, error)) (*transport.JSONRPCResponse, error) {
 	if rt, ok := ctx.Value(roundKey{}).(*round); ok && (r.Method == string(mcp.MethodToolsCall) || r.Method == string(mcp.MethodPromptsGet)) {
 		var err error
@@ -342,13 +355,54 @@ func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.
 			return nil, err
 		}
 	}
+	h, _ := ctx.Value(rawKey{}).(*rawResult)
+	if h != nil && h.caps != nil && r.Method == h.method {
+		var err error
+		if r.Params, err = declare(r.Params, h.caps); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := send(ctx, r)
-	if h, ok := ctx.Value(rawKey{}).(*rawResult); ok && err == nil && resp != nil && r.Method == h.method {
+	if h != nil && err == nil && resp != nil && r.Method == h.method {
 		h.mu.Lock()
-		h.raw = append(json.RawMessage(nil), resp.Result...)
+		if resp.Error != nil {
+			h.needs = needsInputOf(resp.Error)
+		} else {
+			h.raw = append(json.RawMessage(nil), resp.Result...)
+		}
 		h.mu.Unlock()
 	}
 	return resp, err
+}
+
+// declare is params with caps as the capabilities of its _meta, every
+// other member of both as they were.
+func declare(params any, caps json.RawMessage) (any, error) {
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	var meta map[string]json.RawMessage
+	if raw, ok := m["_meta"]; ok {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, err
+		}
+	}
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[mcp.MetaKeyClientCapabilities] = caps
+	if m["_meta"], err = json.Marshal(meta); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 type roundKey struct{}

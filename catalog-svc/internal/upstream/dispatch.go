@@ -316,7 +316,7 @@ func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest,
 	get := mcp.GetPromptRequest{}
 	get.Params.Name, get.Params.Arguments = name, args
 	body, in, err := p.run(ctx, req, nil, func(ctx context.Context, _ string) (json.RawMessage, error) {
-		return p.roundTrip(ctx, viaClient(string(mcp.MethodPromptsGet), func(ctx context.Context, cl *client.Client) error {
+		return p.roundTrip(ctx, viaClient(string(mcp.MethodPromptsGet), req.GetInputMethods(), func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.GetPrompt(ctx, get)
 			return err
 		}))
@@ -338,14 +338,19 @@ func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest,
 }
 
 // ReadResource (v4) is one resources/read of the concrete URI; the
-// contents as sent. The upstream's "not found" is NotFound.
+// contents as sent. The upstream's "not found" is NotFound. A read has no
+// input rounds (contract v4), so it declares no capability that answers
+// input, and an upstream that needs one is Unavailable.
 func (p *provider) ReadResource(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (*sharedosv1.ResourceResponse, error) {
 	read := mcp.ReadResourceRequest{}
 	read.Params.URI = req.GetTool()
-	body, err := p.roundTrip(ctx, viaClient(string(mcp.MethodResourcesRead), func(ctx context.Context, cl *client.Client) error {
+	body, err := p.roundTrip(ctx, viaClient(string(mcp.MethodResourcesRead), nil, func(ctx context.Context, cl *client.Client) error {
 		_, err := cl.ReadResource(ctx, read)
 		return err
 	}))
+	if ni := (*needsInput)(nil); errors.As(err, &ni) {
+		return nil, status.Errorf(codes.Unavailable, "upstream: %v (a resource read has no input rounds)", ni)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -421,11 +426,25 @@ func (p *provider) roundTrip(ctx context.Context, send func(context.Context, ses
 }
 
 // viaClient sends a request of method through mcp-go's client (send) and
-// returns the raw result the transport saw.
-func viaClient(method string, send func(context.Context, *client.Client) error) func(context.Context, session) (json.RawMessage, error) {
+// returns the raw result the transport saw. On a 2026-07-28 session the
+// request declares the capabilities of the input requests methods (those
+// its harness can answer), as a tools/call does (send.go), not every one
+// mcp-go's client would; an upstream's -32021 naming one it lacks is a
+// needsInput.
+func viaClient(method string, methods []string, send func(context.Context, *client.Client) error) func(context.Context, session) (json.RawMessage, error) {
 	return func(ctx context.Context, s session) (json.RawMessage, error) {
 		rctx, raw := withRaw(ctx, method)
+		if s.metas != nil {
+			caps, err := json.Marshal(capabilitiesFor(methods))
+			if err != nil {
+				return nil, err
+			}
+			raw.caps = caps
+		}
 		err := send(rctx, s.cl)
+		if ni := raw.needsInput(); ni != nil {
+			return nil, ni
+		}
 		return raw.get(), err
 	}
 }

@@ -31,7 +31,8 @@ import (
 // cancellation — but for its _meta's capabilities: those of the input the
 // call's harness can answer, not every one (newSession). Everything else
 // (the handshake, listings, prompts/get, resources/read) stays on the
-// client.
+// client; prompts/get and resources/read get their capabilities set in
+// the capturing transport (viaClient).
 
 // session is one live MCP session with an upstream: mcp-go's client, the
 // transport under it (a tools/call is sent there directly), what the
