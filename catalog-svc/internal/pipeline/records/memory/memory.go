@@ -15,7 +15,7 @@ import (
 // Store keeps records in memory. The zero value is not usable; use New.
 type Store struct {
 	mu      sync.RWMutex
-	rows    []records.Record
+	rows    rowLog
 	byID    map[string]int
 	byTurn  map[string][]int
 	calls   map[callKey]bool
@@ -25,6 +25,34 @@ type Store struct {
 }
 
 type callKey struct{ turn, call string }
+
+// chunkSize is how many records one chunk of a rowLog holds.
+const chunkSize = 1024
+
+// rowLog is the records in sequence order (sequence n is row n-1), in
+// chunks that never move once made: appending copies no record. A flat
+// slice copied every record each time it grew — two thirds of Begin's CPU
+// in the full path at c=16 (make profile), and twice the memory meanwhile.
+type rowLog struct {
+	chunks [][]records.Record
+	n      int
+}
+
+// add appends r and returns its index.
+func (l *rowLog) add(r records.Record) int {
+	if l.n%chunkSize == 0 {
+		l.chunks = append(l.chunks, make([]records.Record, 0, chunkSize))
+	}
+	last := &l.chunks[len(l.chunks)-1]
+	*last = append(*last, r)
+	l.n++
+	return l.n - 1
+}
+
+// at is row i, in place.
+func (l *rowLog) at(i int) *records.Record { return &l.chunks[i/chunkSize][i%chunkSize] }
+
+func (l *rowLog) len() int { return l.n }
 
 var _ records.Store = (*Store)(nil)
 
@@ -59,8 +87,7 @@ func (s *Store) Begin(ctx context.Context, r *records.Record) error {
 	}
 	s.nextSeq++
 	r.Sequence = s.nextSeq
-	s.rows = append(s.rows, *r)
-	idx := len(s.rows) - 1
+	idx := s.rows.add(*r)
 	s.byID[r.AttemptID] = idx
 	s.byTurn[r.TurnID] = append(s.byTurn[r.TurnID], idx)
 	if dup {
@@ -84,7 +111,7 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 	if !ok {
 		return records.ErrNotFound
 	}
-	row := &s.rows[idx]
+	row := s.rows.at(idx)
 	if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
 		return records.ErrCompleted
 	}
@@ -106,7 +133,7 @@ func (s *Store) Park(ctx context.Context, attemptID string, w records.Wait) (tim
 	if !ok {
 		return time.Time{}, records.ErrNotFound
 	}
-	row := &s.rows[idx]
+	row := s.rows.at(idx)
 	if _, revoked := s.revoked[row.TurnID]; revoked || row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING ||
 		!row.WaitingUntil.IsZero() {
 		return time.Time{}, records.ErrNotWaiting
@@ -129,7 +156,7 @@ func (s *Store) Resume(ctx context.Context, r records.Resumption) (string, error
 	if !ok {
 		return "", records.ErrNotWaiting
 	}
-	row := &s.rows[idx]
+	row := s.rows.at(idx)
 	if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || row.WaitingUntil.IsZero() ||
 		!now.Before(row.WaitingUntil) || row.TurnID != r.TurnID || row.RequestedToolSHA256 != r.RequestedToolSHA256 ||
 		row.ArgumentsDigest != r.ArgumentsDigest || row.InputRounds != r.Round {
@@ -160,8 +187,8 @@ func (s *Store) endWaiting(ctx context.Context, turnID string, ends func(*record
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
-	for i := range s.rows {
-		row := &s.rows[i]
+	for i := range s.rows.len() {
+		row := s.rows.at(i)
 		if row.WaitingUntil.IsZero() || (turnID != "" && row.TurnID != turnID) || !ends(row, now) {
 			continue
 		}
@@ -182,7 +209,7 @@ func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Re
 	idxs := s.byTurn[turnID]
 	out := make([]records.Record, 0, len(idxs))
 	for _, i := range idxs {
-		out = append(out, s.rows[i])
+		out = append(out, *s.rows.at(i))
 	}
 	return out, nil
 }
@@ -208,8 +235,8 @@ func (s *Store) reconcile(ctx context.Context, instanceID string, startedBefore 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
-	for i := range s.rows {
-		row := &s.rows[i]
+	for i := range s.rows.len() {
+		row := s.rows.at(i)
 		owner, active := row.InstanceID, row.StartedAt
 		if !row.ResumedAt.IsZero() {
 			owner, active = row.ResumedBy, row.ResumedAt
@@ -231,7 +258,7 @@ func (s *Store) reconcile(ctx context.Context, instanceID string, startedBefore 
 func (s *Store) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.rows)
+	return s.rows.len()
 }
 
 // RevokeTurn implements records.Store.
@@ -267,7 +294,7 @@ func (s *Store) PendingInTurn(ctx context.Context, turnID string) (int, error) {
 	defer s.mu.RUnlock()
 	n := 0
 	for _, i := range s.byTurn[turnID] {
-		if s.rows[i].Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		if s.rows.at(i).Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
 			n++
 		}
 	}
@@ -304,19 +331,23 @@ func (s *Store) ExportPage(ctx context.Context, since time.Time, after int64, li
 	defer s.mu.RUnlock()
 	from := after
 	if after == 0 {
-		from = int64(len(s.rows))
-		for i := range s.rows {
-			if !s.rows[i].StartedAt.Before(since) {
-				from = s.rows[i].Sequence - 1
+		from = int64(s.rows.len())
+		for i := range s.rows.len() {
+			if r := s.rows.at(i); !r.StartedAt.Before(since) {
+				from = r.Sequence - 1
 				break
 			}
 		}
 	}
-	end := min(int64(len(s.rows)), max(from, 0)+int64(limit))
+	end := min(int64(s.rows.len()), max(from, 0)+int64(limit))
 	if from >= end {
 		return from, nil, nil
 	}
-	return from, append([]records.Record(nil), s.rows[from:end]...), nil
+	out := make([]records.Record, 0, end-from)
+	for i := from; i < end; i++ {
+		out = append(out, *s.rows.at(int(i)))
+	}
+	return from, out, nil
 }
 
 // RecordExport implements records.Store.
@@ -327,8 +358,8 @@ func (s *Store) RecordExport(ctx context.Context, e records.Export) (int64, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
-	for i := range s.rows {
-		r := &s.rows[i]
+	for i := range s.rows.len() {
+		r := s.rows.at(i)
 		if r.Sequence <= e.After || r.Sequence > e.Through {
 			continue
 		}

@@ -1,7 +1,11 @@
 package memory_test
 
 import (
+	"strconv"
 	"testing"
+	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
@@ -10,4 +14,55 @@ import (
 
 func TestConformance(t *testing.T) {
 	recordstest.Run(t, func(*testing.T) records.Store { return memory.New() })
+}
+
+// Records beyond the first few thousand (the store keeps them in chunks)
+// keep their sequence order, their turns and their completions.
+func TestManyRecords(t *testing.T) {
+	s := memory.New()
+	ctx := t.Context()
+	const n = 2500
+	recs := make([]*records.Record, n)
+	for i := range recs {
+		recs[i] = recordstest.NewRecord("turn-"+strconv.Itoa(i%3), "call-"+strconv.Itoa(i), "files.read")
+		if err := s.Begin(ctx, recs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if recs[i].Sequence != int64(i+1) {
+			t.Fatalf("record %d has sequence %d", i, recs[i].Sequence)
+		}
+	}
+	last := recs[n-1]
+	done := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}
+	if err := s.Complete(ctx, last.AttemptID, done); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != n {
+		t.Errorf("Len %d, want %d", s.Len(), n)
+	}
+	rows, err := s.ListOperations(ctx, last.TurnID)
+	if err != nil || len(rows) != (n+2)/3 {
+		t.Fatalf("ListOperations: %d rows, %v", len(rows), err)
+	}
+	for i, r := range rows {
+		if want := recs[3*i+(n-1)%3].AttemptID; r.AttemptID != want {
+			t.Fatalf("row %d of the turn is %s, want %s", i, r.AttemptID, want)
+		}
+	}
+	if got := rows[len(rows)-1].Status; got != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
+		t.Errorf("the last record is %v", got)
+	}
+	// A page across the boundary between two chunks.
+	from, page, err := s.ExportPage(ctx, time.Time{}, 1020, 10)
+	if err != nil || from != 1020 || len(page) != 10 {
+		t.Fatalf("ExportPage: from %d, %d rows, %v", from, len(page), err)
+	}
+	for i, r := range page {
+		if r.Sequence != int64(1021+i) || r.AttemptID != recs[1020+i].AttemptID {
+			t.Errorf("page row %d: sequence %d", i, r.Sequence)
+		}
+	}
+	if n, err := s.PendingInTurn(ctx, last.TurnID); err != nil || n != len(rows)-1 {
+		t.Errorf("PendingInTurn %d, %v; want %d", n, err, len(rows)-1)
+	}
 }
