@@ -343,8 +343,8 @@ func (s *Store) ExportPage(ctx context.Context, since time.Time, after int64, li
 	if from >= end {
 		return from, nil, nil
 	}
-	out := make([]records.Record, 0, end-from)
-	for i := from; i < end; i++ {
+	out := make([]records.Record, 0, end-max(from, 0))
+	for i := max(from, 0); i < end; i++ {
 		out = append(out, *s.rows.at(int(i)))
 	}
 	return from, out, nil
