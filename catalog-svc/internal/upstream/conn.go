@@ -375,9 +375,9 @@ func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.
 	return resp, err
 }
 
-// declare is params with caps as the capabilities of its _meta, every
-// other member of both as they were.
-func declare(params any, caps json.RawMessage) (any, error) {
+// members are the members of the object params encodes to (none for
+// null), each as it was sent.
+func members(params any) (map[string]json.RawMessage, error) {
 	b, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
@@ -388,6 +388,16 @@ func declare(params any, caps json.RawMessage) (any, error) {
 	}
 	if m == nil {
 		m = map[string]json.RawMessage{}
+	}
+	return m, nil
+}
+
+// declare is params with caps as the capabilities of its _meta, every
+// other member of both as they were.
+func declare(params any, caps json.RawMessage) (any, error) {
+	m, err := members(params)
+	if err != nil {
+		return nil, err
 	}
 	var meta map[string]json.RawMessage
 	if raw, ok := m["_meta"]; ok {
@@ -424,12 +434,8 @@ func withRound(ctx context.Context, responses []byte, state string) context.Cont
 }
 
 func (rt *round) apply(params any) (any, error) {
-	b, err := json.Marshal(params)
+	m, err := members(params)
 	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
 	if len(rt.responses) > 0 {
