@@ -106,9 +106,12 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 		return nil, status.Errorf(codes.InvalidArgument, "tool %q is not in namespace %s", req.GetTool(), p.ns)
 	}
 	args := json.RawMessage(req.GetArgumentsJson()) // none: omitted
-	bound := headerBindings(ctx, p.reg, req.GetTool(), name)
 	body, in, err := p.run(ctx, req, progress, func(ctx context.Context, token string) (json.RawMessage, error) {
 		return p.roundTrip(ctx, func(ctx context.Context, s session) (json.RawMessage, error) {
+			var bound *mcp.Tool // Mcp-Param-* headers: 2026-07-28 only
+			if mcp.RequiresStandardHeaders(s.info.protocol) {
+				bound = headerBindings(ctx, p.reg, req.GetTool(), name)
+			}
 			return p.c.callTool(ctx, s, name, args, token, req.GetInputMethods(), bound)
 		})
 	})
