@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -64,5 +65,25 @@ func TestManyRecords(t *testing.T) {
 	}
 	if n, err := s.PendingInTurn(ctx, last.TurnID); err != nil || n != len(rows)-1 {
 		t.Errorf("PendingInTurn %d, %v; want %d", n, err, len(rows)-1)
+	}
+	// Every record but the completed one is still pending: Reconcile ends
+	// exactly those, once.
+	if ended, err := s.Reconcile(ctx, time.Now().Add(time.Minute)); err != nil || ended != n-1 {
+		t.Errorf("Reconcile ended %d, %v; want %d", ended, err, n-1)
+	}
+	if ended, err := s.Reconcile(ctx, time.Now().Add(time.Minute)); err != nil || ended != 0 {
+		t.Errorf("a second Reconcile ended %d, %v", ended, err)
+	}
+	if err := s.Complete(ctx, recs[0].AttemptID, done); !errors.Is(err, records.ErrCompleted) {
+		t.Errorf("completing an interrupted record: %v", err)
+	}
+	rows, err = s.ListOperations(ctx, last.TurnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows[:len(rows)-1] {
+		if r.Status != sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED {
+			t.Fatalf("%s is %v after Reconcile", r.AttemptID, r.Status)
+		}
 	}
 }
