@@ -366,13 +366,11 @@ func (s *Store) RecordExport(ctx context.Context, e records.Export) (int64, erro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Sequence n is row n-1: the range (After, Through] is rows After to
+	// Through-1, looked at alone (not every record, with the lock held).
 	var n int64
-	for i := range s.rows.len() {
-		r := s.rows.at(i)
-		if r.Sequence <= e.After || r.Sequence > e.Through {
-			continue
-		}
-		if r.Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+	for i := max(e.After, 0); i < min(e.Through, int64(s.rows.len())); i++ {
+		if s.rows.at(int(i)).Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
 			return 0, records.ErrExportMismatch
 		}
 		n++

@@ -66,6 +66,9 @@ func TestManyRecords(t *testing.T) {
 	if n, err := s.PendingInTurn(ctx, last.TurnID); err != nil || n != len(rows)-1 {
 		t.Errorf("PendingInTurn %d, %v; want %d", n, err, len(rows)-1)
 	}
+	if _, err := s.RecordExport(ctx, records.Export{After: 1020, Through: 1030, Rows: 10}); !errors.Is(err, records.ErrExportMismatch) {
+		t.Errorf("RecordExport of pending records: %v", err)
+	}
 	// Every record but the completed one is still pending: Reconcile ends
 	// exactly those, once.
 	if ended, err := s.Reconcile(ctx, time.Now().Add(time.Minute)); err != nil || ended != n-1 {
@@ -76,6 +79,17 @@ func TestManyRecords(t *testing.T) {
 	}
 	if err := s.Complete(ctx, recs[0].AttemptID, done); !errors.Is(err, records.ErrCompleted) {
 		t.Errorf("completing an interrupted record: %v", err)
+	}
+	// Export ranges across a chunk boundary and to the end: exactly the
+	// finished records of the range, counted.
+	for _, e := range []records.Export{{After: 1020, Through: 1030, Rows: 10}, {After: 0, Through: n, Rows: n}, {After: n - 5, Through: n + 5, Rows: 5}} {
+		if _, err := s.RecordExport(ctx, e); err != nil {
+			t.Errorf("RecordExport %+v: %v", e, err)
+		}
+		e.Rows--
+		if _, err := s.RecordExport(ctx, e); !errors.Is(err, records.ErrExportMismatch) {
+			t.Errorf("RecordExport %+v: %v, want a mismatch", e, err)
+		}
 	}
 	rows, err = s.ListOperations(ctx, last.TurnID)
 	if err != nil {
