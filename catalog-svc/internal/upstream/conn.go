@@ -44,9 +44,11 @@ type conn struct {
 	// (guarded by the manager's connsMu).
 	checked time.Time
 
-	mu sync.Mutex
-	// live is the session now; its client is nil when there is none.
-	live session
+	// mu guards live, the session now (its client is nil when there is
+	// none); dialing is held by the one caller connecting.
+	mu      sync.Mutex
+	live    session
+	dialing chan struct{}
 	// ids numbers the requests sent directly (send.go).
 	ids atomic.Int64
 
@@ -71,7 +73,7 @@ func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard,
 	life, end := context.WithCancel(parent)
 	return &conn{spec: spec, guard: g, log: log, life: life, end: end, checked: time.Now(),
 		progress: map[string]func(mcp.ProgressNotificationParams){}, running: map[*running]struct{}{}, parked: map[string]parked{},
-		jobs: make(chan func()), idle: make(chan struct{}, maxIdleWorkers)}
+		jobs: make(chan func()), idle: make(chan struct{}, maxIdleWorkers), dialing: make(chan struct{}, 1)}
 }
 
 // capabilities are what mcp-go's client declares to an upstream: once, in
@@ -102,13 +104,52 @@ func capabilitiesFor(methods []string) mcp.ClientCapabilities {
 	return c
 }
 
-// session returns the live session, connecting when there is none.
+// session returns the live session, connecting when there is none. One
+// caller connects at a time; the others wait for it as long as their own
+// context allows (a handshake that hangs holds up no caller past its
+// deadline, and no close).
 func (c *conn) session(ctx context.Context) (session, error) {
+	if s, ok := c.current(); ok {
+		return s, nil
+	}
+	select {
+	case c.dialing <- struct{}{}:
+	case <-ctx.Done():
+		return session{}, ctx.Err()
+	case <-c.life.Done():
+		return session{}, errClosed
+	}
+	defer func() { <-c.dialing }()
+	if s, ok := c.current(); ok {
+		return s, nil // another caller connected meanwhile
+	}
+	live, err := c.connect(ctx)
+	if err != nil {
+		return session{}, err
+	}
+	c.mu.Lock()
+	if c.life.Err() != nil { // closed while connecting: the session is no one's
+		c.mu.Unlock()
+		_ = live.cl.Close()
+		return session{}, errClosed
+	}
+	c.live = live
+	c.mu.Unlock()
+	return live, nil
+}
+
+// errClosed: the connection was closed (its provider removed or replaced).
+var errClosed = errors.New("the upstream's connection is closed")
+
+func (c *conn) current() (session, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.live.cl != nil {
-		return c.live, nil
-	}
+	return c.live, c.live.cl != nil
+}
+
+// connect starts a client and its handshake, which ends with ctx, after
+// handshakeTimeout, or when the connection closes.
+func (c *conn) connect(ctx context.Context) (session, error) {
 	tr, err := c.transport()
 	if err != nil {
 		return session{}, err
@@ -125,8 +166,9 @@ func (c *conn) session(ctx context.Context) (session, error) {
 	cl.OnNotification(c.notified)
 	req := mcp.InitializeRequest{}
 	req.Params.ClientInfo = clientInfo
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ictx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
 	res, err := cl.Initialize(ictx, req)
 	if err != nil {
 		_ = cl.Close()
@@ -137,31 +179,37 @@ func (c *conn) session(ctx context.Context) (session, error) {
 		_ = cl.Close()
 		return session{}, err
 	}
-	c.live = live
 	return live, nil
 }
 
-// broken drops cl after a failure that may have ended its session; the
-// next call connects again.
+// handshakeTimeout bounds an upstream's initialize (or server/discover).
+const handshakeTimeout = 30 * time.Second
+
+// broken drops cl after a failure that may have ended its session;
+// the next call connects again. Closing it (which may wait on the
+// upstream) happens outside the lock.
 func (c *conn) broken(cl *client.Client) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.live.cl == cl {
-		_ = cl.Close()
-		c.live = session{}
+	if c.live.cl != cl {
+		c.mu.Unlock()
+		return
 	}
+	c.live = session{}
+	c.mu.Unlock()
+	_ = cl.Close()
 }
 
-// close ends the session for good: the stdio server and whatever it
-// started are killed.
+// close ends the connection for good: what is connecting or fetching a
+// token stops, and the stdio server and whatever it started are killed.
 func (c *conn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.live.cl != nil {
-		_ = c.live.cl.Close()
-		c.live = session{}
-	}
 	c.end()
+	c.mu.Lock()
+	cl := c.live.cl
+	c.live = session{}
+	c.mu.Unlock()
+	if cl != nil {
+		_ = cl.Close()
+	}
 }
 
 // transport builds the upstream's transport, resolving its secrets now.
@@ -225,10 +273,19 @@ func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Clie
 		return nil, fmt.Errorf("oauth client secret: %w", err)
 	}
 	cc := clientcredentials.Config{ClientID: o.GetClientId(), ClientSecret: secret, TokenURL: o.GetTokenUrl(), Scopes: o.GetScopes()}
-	hc := cc.Client(context.WithValue(c.life, oauth2.HTTPClient, base))
-	hc.CheckRedirect = base.CheckRedirect
+	// A token is fetched on the connection's context, not a request's (the
+	// token source outlives requests): tokenTimeout bounds each fetch, and
+	// closing the connection ends one under way. The requests themselves go
+	// on base's transport, unbounded (a stream may last).
+	fetch := *base
+	fetch.Timeout = tokenTimeout
+	hc := cc.Client(context.WithValue(c.life, oauth2.HTTPClient, &fetch))
+	hc.CheckRedirect, hc.Timeout = base.CheckRedirect, base.Timeout
 	return hc, nil
 }
+
+// tokenTimeout bounds one request to an upstream's token endpoint.
+const tokenTimeout = 30 * time.Second
 
 // childEnv is a stdio upstream's whole environment: enough to run, and
 // none of catalog-svc's own (its database URL, its keys). A header

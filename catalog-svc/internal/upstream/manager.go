@@ -147,10 +147,11 @@ func (m *Manager) exclusive(ctx context.Context) (func(), error) {
 func (m *Manager) Close() error {
 	m.cancel()
 	m.connsMu.Lock()
-	defer m.connsMu.Unlock()
-	for ns, c := range m.conns {
+	conns := m.conns
+	m.conns = map[string]*conn{}
+	m.connsMu.Unlock()
+	for _, c := range conns {
 		c.close()
-		delete(m.conns, ns)
 	}
 	return nil
 }
@@ -784,16 +785,26 @@ func (m *Manager) cancelRound(state []byte) bool {
 }
 
 func (m *Manager) conn(ns string) (*conn, error) {
+	// A connection closed here is closed once the lock is let go: closing
+	// may wait on its upstream (a session's DELETE, a stdio server's exit).
+	var stale *conn
+	defer func() {
+		if stale != nil {
+			stale.close()
+		}
+	}()
 	m.connsMu.Lock()
 	defer m.connsMu.Unlock()
 	c, ok := m.conns[ns]
 	if ok && time.Since(c.checked) < specRecheck {
 		return c, nil
 	}
-	rec, err := m.load(m.life, ns)
+	ctx, cancel := context.WithTimeout(m.life, specLoadTimeout)
+	defer cancel()
+	rec, err := m.load(ctx, ns)
 	if err != nil {
 		if ok && errors.Is(err, ErrNotFound) {
-			c.close()
+			stale = c
 			delete(m.conns, ns)
 		}
 		return nil, err
@@ -803,7 +814,7 @@ func (m *Manager) conn(ns string) (*conn, error) {
 		return c, nil
 	}
 	if ok {
-		c.close() // removed and added again (on another replica): the new spec
+		stale = c // removed and added again (on another replica): the new spec
 	}
 	c = newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)))
 	m.conns[ns] = c
@@ -814,12 +825,21 @@ func (m *Manager) conn(ns string) (*conn, error) {
 // connection of the provider created then (one since replaced).
 func (m *Manager) dropConn(ns string, created *timestamppb.Timestamp) {
 	m.connsMu.Lock()
-	defer m.connsMu.Unlock()
-	if c, ok := m.conns[ns]; ok && (created == nil || proto.Equal(c.spec.GetCreatedAt(), created)) {
-		c.close()
+	c, ok := m.conns[ns]
+	if ok && (created == nil || proto.Equal(c.spec.GetCreatedAt(), created)) {
 		delete(m.conns, ns)
+	} else {
+		c = nil
+	}
+	m.connsMu.Unlock()
+	if c != nil {
+		c.close()
 	}
 }
+
+// specLoadTimeout bounds reading a provider's record to (re)check the
+// spec of its connection, which every call to it waits for.
+const specLoadTimeout = 10 * time.Second
 
 func (m *Manager) load(ctx context.Context, ns string) (*sharedosv1.GetProviderResponse, error) {
 	e, err := m.cfg.Store.GetEntry(ctx, store.KindUpstream, ns)
