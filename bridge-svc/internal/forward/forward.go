@@ -466,7 +466,11 @@ func (f *Forwarder) RejectKind(ctx context.Context, turn *Turn, kind sharedosv1.
 		CallId: callID, TurnId: turn.TurnID, Tool: name, ArgumentsJson: []byte(`{}`),
 		Grant: turn.Grant, Harness: turn.Harness, EdgeRejection: reason, Kind: kind,
 	}
-	res, err := f.entryRPC(kind)(ctx, call)
+	// The refusal is recorded whether or not the client stayed for its
+	// answer (a body cut short ends the request's context): invariant 4.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rejectRecordTimeout)
+	defer cancel()
+	res, err := f.entryRPC(kind)(rctx, call)
 	if err != nil {
 		f.log().ErrorContext(ctx, "refused request not recorded", slog.String(telemetry.LogCallID, callID),
 			slog.String("grpc.code", status.Code(err).String()))
@@ -474,6 +478,9 @@ func (f *Forwarder) RejectKind(ctx context.Context, turn *Turn, kind sharedosv1.
 	}
 	recordOutcome(span, res)
 }
+
+// rejectRecordTimeout bounds recording a refused request.
+const rejectRecordTimeout = 5 * time.Second
 
 // recordOutcome puts the outcome the harness sees on the tools/call span.
 // Only a failed outcome makes the span Error: a denial is a correct answer

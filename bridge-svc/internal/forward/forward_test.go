@@ -276,3 +276,20 @@ func TestReadProvesItsURI(t *testing.T) {
 		}
 	}
 }
+
+// A refusal is recorded though the client left before its answer (the
+// request's context ended): the kernel gets it on a context of its own.
+func TestRejectRecordsAfterTheClientLeft(t *testing.T) {
+	var ctxErr error
+	inv := &stubInvoker{res: outcome.Failed(outcome.InvalidRequest, "refused"), hook: func(ctx context.Context) { ctxErr = ctx.Err() }}
+	f := &forward.Forwarder{Invoker: inv}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.Reject(ctx, turn(false), "files.read", "the request body was cut short")
+	if inv.got == nil || inv.got.GetEdgeRejection() != "the request body was cut short" {
+		t.Fatalf("the kernel got %v", inv.got)
+	}
+	if ctxErr != nil {
+		t.Errorf("the refusal was sent on an ended context: %v", ctxErr)
+	}
+}
