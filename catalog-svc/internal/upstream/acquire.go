@@ -58,7 +58,7 @@ func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) 
 		req.Params.Cursor = cursor
 		res, err := cl.ListToolsByPage(rctx, req)
 		if err != nil {
-			if isTransportError(err) {
+			if ctx.Err() == nil && sessionLost(s, err) { // a listing cut short ends no session
 				c.broken(cl)
 			}
 			return nil, info, fmt.Errorf("tools/list: %w", err)

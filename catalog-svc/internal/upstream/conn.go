@@ -420,6 +420,9 @@ func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.
 		}
 	}
 	resp, err := send(ctx, r)
+	if err == nil && resp != nil && resp.Error != nil && resp.ID.IsNil() {
+		return nil, fmt.Errorf("%w: %d %s", errUnmatched, resp.Error.Code, resp.Error.Message)
+	}
 	if h != nil && err == nil && resp != nil && r.Method == h.method {
 		h.mu.Lock()
 		if resp.Error != nil {
@@ -504,6 +507,11 @@ func (rt *round) apply(params any) (any, error) {
 	}
 	return m, nil
 }
+
+// errUnmatched: the upstream answered a request with an error that has no
+// id — it could not tell which request it had (a restarted server that no
+// longer knows the session answers so).
+var errUnmatched = errors.New("the upstream's error answers no request")
 
 // errNoRaw: the library answered without the transport seeing a result.
 var errNoRaw = errors.New("no result reached the transport")

@@ -211,6 +211,23 @@ func isTransportError(err error) bool {
 	return errors.As(err, &te)
 }
 
+// sessionLost: err ended s, or may have, so the next request connects
+// again. Over stdio that is any failure to get an answer (the server's
+// pipes are the session). Over HTTP a failed request is that request's
+// alone — a proxy's 502 or a refused connection ends no other call on the
+// session — unless the upstream no longer knows the session (404) or
+// answered with an error that answers no request (no id: a restarted
+// server refusing the old session with a 400).
+func sessionLost(s session, err error) bool {
+	if !isTransportError(err) {
+		return false
+	}
+	if _, overHTTP := s.tr.(transport.HTTPConnection); !overHTTP {
+		return true
+	}
+	return errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, errUnmatched)
+}
+
 // Invoke (v2) is the call with a progress token: the upstream's
 // notifications/progress for it are streamed ahead of the one result.
 func (p *provider) Invoke(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[sharedosv1.HandleEvent], error) {
@@ -408,7 +425,7 @@ func (p *provider) roundTrip(ctx context.Context, send func(context.Context, ses
 	}
 	body, err := send(ctx, s)
 	if err != nil {
-		if ctx.Err() == nil && isTransportError(err) {
+		if ctx.Err() == nil && sessionLost(s, err) {
 			p.c.broken(s.cl)
 		}
 		if errors.Is(err, client.ErrMaxInputRoundTripsExceeded) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
@@ -87,5 +90,151 @@ func TestHangingHandshakeHoldsNoOneElse(t *testing.T) {
 	err = <-first
 	if status.Code(err) != codes.Canceled || !strings.Contains(err.Error(), "initialize") {
 		t.Errorf("the call whose handshake the close ended: %v, want its initialize Canceled", err)
+	}
+}
+
+// counting is the fixture upstream behind a handler that counts the
+// handshake requests it gets (initialize or server/discover) and answers a
+// request for the text "proxy-fails" 502, as a proxy in front of it would.
+func counting(t *testing.T, st *fixtureState, wrap func(http.Handler) http.Handler) (string, *atomic.Int32) {
+	inner := wrap(server.NewStreamableHTTPServer(fixture(st).srv))
+	opened := &atomic.Int32{}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"text":"proxy-fails"`)) {
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return
+		}
+		if bytes.Contains(b, []byte(`"method":"initialize"`)) || bytes.Contains(b, []byte(`"method":"server/discover"`)) {
+			opened.Add(1)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL + "/mcp", opened
+}
+
+func echo(t *testing.T, c sharedosv1.ToolHandlerServiceClient, ns, text string) error {
+	_, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: ns + ".echo", ArgumentsJson: []byte(`{"text":"` + text + `"}`)})
+	return err
+}
+
+// Over HTTP a request that fails on its own (a proxy's 502) or a listing
+// its caller gave up on ends no session: the calls running on it go on and
+// the next request uses it. The 502 is the call's Unavailable.
+func TestAFailedRequestEndsNoSession(t *testing.T) {
+	st := newState()
+	url, opened := counting(t, st, func(h http.Handler) http.Handler { return h })
+	c, m, _ := upstreamAt(t, "fx", url)
+	running, stop := context.WithCancel(t.Context())
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := c.Handle(running, &sharedosv1.HandleRequest{Tool: "fx.block", ArgumentsJson: []byte(`{}`)})
+		blocked <- err
+	}()
+	<-st.blockStarted
+	if err := echo(t, c, "fx", "proxy-fails"); status.Code(err) != codes.Unavailable {
+		t.Errorf("the 502: %v, want Unavailable", err)
+	}
+	st.mu.Lock()
+	st.listing, st.listGate = make(chan struct{}, 1), make(chan struct{})
+	st.mu.Unlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	refreshed := make(chan error, 1)
+	go func() { _, err := m.Refresh(ctx, "fx", "op"); refreshed <- err }()
+	<-st.listing
+	cancel() // the operator gives up on the refresh
+	if err := <-refreshed; err == nil {
+		t.Error("a refresh cancelled while listing succeeded")
+	}
+	close(st.listGate)
+	if err := echo(t, c, "fx", "after"); err != nil {
+		t.Fatal(err)
+	}
+	if n := opened.Load(); n != 1 {
+		t.Errorf("%d sessions opened, want the one", n)
+	}
+	stop()
+	if err := <-blocked; status.Code(err) != codes.Canceled {
+		t.Errorf("the running call: %v, want Canceled by its own caller", err)
+	}
+}
+
+// A 2025-era upstream that restarted no longer knows the session: it
+// answers 404, or 400 with an error of no id (the TypeScript SDK's
+// servers). The call that finds out fails; the next ones connect again.
+func TestARestartedUpstreamIsConnectedAgain(t *testing.T) {
+	for name, refusal := range map[string]struct {
+		code int
+		body string
+	}{
+		"404": {http.StatusNotFound, `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`},
+		"400": {http.StatusBadRequest, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			known := map[string]bool{} // the sessions the upstream has opened since it (re)started
+			url, opened := counting(t, newState(), func(h http.Handler) http.Handler {
+				h = launch.LegacyOnly(h)
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					mu.Lock()
+					ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
+					mu.Unlock()
+					if !ok {
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(refusal.code)
+						_, _ = w.Write([]byte(refusal.body))
+						return
+					}
+					h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
+				})
+			})
+			c, _, _ := upstreamAt(t, "lg", url)
+			if err := echo(t, c, "lg", "x"); err != nil {
+				t.Fatal(err)
+			}
+			once := opened.Load() // what one connection sends (a legacy one: server/discover, then initialize)
+			mu.Lock()
+			clear(known) // restarted
+			mu.Unlock()
+			if err := echo(t, c, "lg", "x"); status.Code(err) != codes.Unavailable {
+				t.Errorf("the call that finds the session gone: %v", err)
+			}
+			for range 2 {
+				if err := echo(t, c, "lg", "x"); err != nil {
+					t.Errorf("a call after the restart: %v", err)
+				}
+			}
+			if n := opened.Load(); n != 2*once {
+				t.Errorf("%d handshake requests, want %d: two connections", n, 2*once)
+			}
+		})
+	}
+}
+
+// sessionsOf hears the session id of each response written through it.
+type sessionsOf struct {
+	http.ResponseWriter
+	opened func(id string)
+}
+
+func (w sessionsOf) WriteHeader(code int) {
+	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+		w.opened(id)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w sessionsOf) Write(b []byte) (int, error) {
+	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+		w.opened(id)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w sessionsOf) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }
