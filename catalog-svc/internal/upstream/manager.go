@@ -587,6 +587,10 @@ func (m *Manager) list(ctx context.Context, ns string, t ticket) (*listing, erro
 		return nil, err
 	}
 	l.created = c.spec.GetCreatedAt()
+	// A listing gets the upstream's timeout: one that never answers holds
+	// up no refresh of the others (Run lists them one after another).
+	ctx, cancel := context.WithTimeout(ctx, listTimeout(c.spec))
+	defer cancel()
 	if l.tools, l.info, l.err = c.listTools(ctx); l.err != nil {
 		m.log.WarnContext(ctx, "upstream listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", l.err))
 		return l, nil
@@ -596,6 +600,17 @@ func (m *Manager) list(ctx context.Context, ns string, t ticket) (*listing, erro
 	}
 	return l, nil
 }
+
+// listTimeout bounds one listing of spec's upstream (tools, prompts and
+// resources): its timeout, else defaultListTimeout.
+func listTimeout(spec *sharedosv1.UpstreamProvider) time.Duration {
+	if d := spec.GetTimeout(); d != nil && d.AsDuration() > 0 {
+		return d.AsDuration()
+	}
+	return defaultListTimeout
+}
+
+const defaultListTimeout = 30 * time.Second
 
 // apply reconciles rec's tools, prompts and resources, and the registry,
 // with l. A failed listing changes no tool: it is reported in the status.

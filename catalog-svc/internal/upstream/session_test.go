@@ -10,10 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
@@ -236,5 +238,27 @@ func (w sessionsOf) Write(b []byte) (int, error) {
 func (w sessionsOf) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
+	}
+}
+
+// A listing gets the upstream's timeout: a tools/list that never answers
+// ends the refresh (reported in the provider's status), rather than
+// holding up every refresh after it.
+func TestAListingHasTheUpstreamsTimeout(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	if _, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true,
+		Timeout: durationpb.New(time.Second)}, "op"); err != nil {
+		t.Fatal(err)
+	}
+	h.st.mu.Lock()
+	h.st.listing, h.st.listGate = make(chan struct{}, 1), make(chan struct{})
+	h.st.mu.Unlock()
+	defer close(h.st.listGate)
+	rec, err := h.m.Refresh(context.Background(), "fx", "refresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.GetStatus().GetError(); !strings.Contains(got, "deadline exceeded") {
+		t.Errorf("the status after a listing that never answered: %q", got)
 	}
 }
