@@ -4,8 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"time"
 )
+
+// CheckRedirect is what g's HTTP client says of a redirect to req after via.
+func CheckRedirect(g Guard, req *http.Request, via []*http.Request) error {
+	return g.httpClient().CheckRedirect(req, via)
+}
 
 // ExpireSpecChecks makes m compare every connection's spec with the store
 // on its next use (tests: instead of waiting specRecheck).

@@ -117,6 +117,11 @@ func (g Guard) httpClient() *http.Client {
 			if err := g.CheckURL(req.URL.String()); err != nil {
 				return fmt.Errorf("redirect refused: %w", err)
 			}
+			// The headers go along on the same host: never in the clear
+			// after a connection that was not.
+			if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+				return fmt.Errorf("redirect from https to %s refused", req.URL.Scheme)
+			}
 			// The upstream's headers carry its credential: a redirect to
 			// another host would hand them on.
 			if !strings.EqualFold(req.URL.Host, via[0].URL.Host) {
