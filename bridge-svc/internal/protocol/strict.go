@@ -197,6 +197,13 @@ func Parse(body []byte) (*Message, *RPCError) {
 	case len(m.ID) == 0 && !strings.HasPrefix(m.Method, "notifications/"):
 		return fail(`"id" is required: only notifications/* may omit it`)
 	}
+	// A request is not also a response (mcp-go would take it for one and
+	// answer nothing).
+	for _, k := range []string{"result", "error"} {
+		if _, ok := top.lookup(k); ok {
+			return fail(`a request or notification has no "` + k + `"`)
+		}
+	}
 	params, ok := top.lookup("params")
 	if !ok {
 		return m, nil

@@ -51,6 +51,8 @@ func TestParse(t *testing.T) {
 		{"request without id", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}`, protocol.CodeInvalidRequest, "only notifications"},
 		{"Method", `{"jsonrpc":"2.0","id":1,"Method":"tools/call"}`, protocol.CodeInvalidRequest, "case-folded"},
 		{"METHOD beside method", `{"jsonrpc":"2.0","id":1,"method":"ping","METHOD":"tools/call"}`, protocol.CodeInvalidRequest, "differ only in case"},
+		{"method and result", `{"jsonrpc":"2.0","id":1,"method":"tools/call","result":{},"params":{"name":"a"}}`, protocol.CodeInvalidRequest, `has no "result"`},
+		{"notification and error", `{"jsonrpc":"2.0","method":"notifications/cancelled","error":{"code":1,"message":"x"}}`, protocol.CodeInvalidRequest, `has no "error"`},
 		{"paramſ", `{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{}}`, protocol.CodeInvalidRequest, "case-folded"},
 		{"duplicate id", `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, protocol.CodeInvalidRequest, "duplicate"},
 		{"duplicate name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`, protocol.CodeInvalidRequest, "duplicate"},
