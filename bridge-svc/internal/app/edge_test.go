@@ -65,6 +65,7 @@ func TestEdgeSecurity(t *testing.T) {
 		{"batch", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: "[" + call + "]", modern: true}, 400, -32600},
 		{"jsonrpc 1.0", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"2.0"`, `"1.0"`, 1), modern: true}, 400, -32600},
 		{"truncated JSON", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call[:len(call)-3], modern: true}, 400, -32700},
+		{"truncated tools/call under Mcp-Method tools/list", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: call[:len(call)-3], modern: true, headers: map[string]string{"Mcp-Method": "tools/list"}}, 400, -32700},
 		{"invalid UTF-8", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, "files.read", "files\xff.read", 1), modern: true}, 400, -32700},
 		{"case-folded Method", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"method"`, `"Method"`, 1), modern: true}, 400, -32600},
 		{"long-s paramſ", rawReq{url: a.GetMcpUrl(), token: a.GetToken(), body: strings.Replace(call, `"params"`, `"paramſ"`, 1), modern: true}, 400, -32600},
@@ -79,7 +80,7 @@ func TestEdgeSecurity(t *testing.T) {
 	}
 	// A batch is refused whole and not recorded: it is no one attempt.
 	recorded := map[string]bool{"body over the cap": true, "null id": true, "missing id on tools/call": true, "object id": true,
-		"jsonrpc 1.0": true, "truncated JSON": true, "invalid UTF-8": true, "case-folded Method": true, "long-s paramſ": true,
+		"jsonrpc 1.0": true, "truncated JSON": true, "truncated tools/call under Mcp-Method tools/list": true, "invalid UTF-8": true, "case-folded Method": true, "long-s paramſ": true,
 		"duplicate name": true, "Kelvin-sign nameK": true, "deep nesting": true, "Mcp-Name mismatch": true}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -348,7 +348,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			// mcp-go would refuse this too, but with a message that quotes
 			// neither name: refuse it here, recorded, with the protocol error
 			// a 2026-07-28 server owes (400, -32020).
-			h.reject(ctx, turnID, attemptKinds[msg.Method], msg.Target, reason)
+			if kind, ok := attemptKinds[msg.Method]; ok {
+				h.reject(ctx, turnID, kind, msg.Target, reason)
+			}
 			writeRPCError(w, &protocol.RPCError{Code: protocol.CodeHeaderMismatch, Message: "header mismatch: " + reason, ID: msg.ID})
 			return
 		}

@@ -20,7 +20,12 @@ const CodeHeaderMismatch = -32020
 // not name the body's tool ("" when it does, or when the rule does not
 // apply: another method, or a legacy-era request, which has no such header).
 // A non-ASCII name travels as =?base64?<std base64>?= and is decoded first.
+// A repeated Mcp-Method header is refused on any request: mcp-go reads the
+// first, an intermediary may read the last.
 func NameHeaderMismatch(h http.Header, msg *Message) string {
+	if len(h.Values(HeaderMethod)) > 1 {
+		return fmt.Sprintf("%s header repeated for %s", HeaderMethod, msg.Method)
+	}
 	param := map[string]string{"tools/call": "params.name", "prompts/get": "params.name", "resources/read": "params.uri"}[msg.Method]
 	if param == "" || !(IsModern(h.Get(HeaderProtocolVersion)) || IsModern(msg.MetaProtocolVersion)) {
 		return ""

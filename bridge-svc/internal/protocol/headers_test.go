@@ -32,6 +32,7 @@ func TestNameHeaderMismatch(t *testing.T) {
 		{"bad base64", modern("=?base64?***?="), call, "not a valid"},
 		{"legacy era has no such rule", http.Header{}, call, ""},
 		{"other methods", modern(), &protocol.Message{Method: "tools/list"}, ""},
+		{"repeated Mcp-Method on any method", http.Header{"Mcp-Method": {"tools/list", "tools/call"}}, &protocol.Message{Method: "tools/list"}, "Mcp-Method header repeated"},
 		{"modern by _meta only", http.Header{}, &protocol.Message{Method: "tools/call", ToolName: "x", Target: "x", MetaProtocolVersion: protocol.Version20260728}, "missing"},
 	}
 	for _, c := range cases {

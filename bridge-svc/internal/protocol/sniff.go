@@ -19,14 +19,17 @@ const maxSniffTokens = 64
 // reads leniently what Parse refused strictly (a truncated body, invalid
 // UTF-8, duplicate keys: the first value wins). The Mcp-Method and Mcp-Name
 // headers, when present, say it first; then the body's top level "method"
-// and params "name" within the first tokens. Empty strings when unknown.
+// and params "name" within the first tokens — and a body that names an
+// attempt (tools/call, prompts/get, resources/read) is one whatever the
+// header says, so its refusal is recorded (invariant 4). Empty strings
+// when unknown.
 func Sniff(h http.Header, body []byte) (method, name string) {
 	method = h.Get(HeaderMethod)
 	if v, ok := decodeHeaderValue(h.Get(HeaderName)); ok {
 		name = v
 	}
 	bm, bn := sniffBody(body)
-	if method == "" {
+	if method == "" || bm == "tools/call" || bm == "prompts/get" || bm == "resources/read" {
 		method = bm
 	}
 	if bn != "" {

@@ -24,6 +24,8 @@ func TestSniff(t *testing.T) {
 		{"not JSON", `hello`, nil, "", ""},
 		{"headers first", `{}`, http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"=?base64?ZmlsZXMucmVhZA==?="}}, "tools/call", "files.read"},
 		{"body name wins over the header", call, http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"other"}}, "tools/call", "files.read"},
+		{"a body's tools/call wins over the header", call, http.Header{"Mcp-Method": {"tools/list"}}, "tools/call", "files.read"},
+		{"the header's tools/call stands beside another body", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, http.Header{"Mcp-Method": {"tools/call"}}, "tools/call", ""},
 	} {
 		h := c.header
 		if h == nil {
