@@ -275,8 +275,8 @@ func (s *Service) CloseTurn(ctx context.Context, req *sharedosv1.CloseTurnReques
 	if req.GetTurnId() == "" {
 		return nil, toStatus(fieldError("turn_id", "required"))
 	}
-	if _, err := s.cfg.Store.Status(ctx, req.GetTurnId()); err != nil {
-		return nil, toStatus(storeErr(err))
+	if _, _, err := s.lease(ctx, req.GetTurnId()); err != nil {
+		return nil, toStatus(err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, RevokeTimeout)
 	revoked, err := s.cfg.Kernel.RevokeTurn(rctx, &sharedosv1.RevokeTurnRequest{TurnId: req.GetTurnId()})
@@ -299,14 +299,28 @@ func (s *Service) CloseTurn(ctx context.Context, req *sharedosv1.CloseTurnReques
 	return &sharedosv1.CloseTurnResponse{}, nil
 }
 
+// lease is the caller's lease of turnID: a turn of a tenant the caller may
+// not open turns for is ErrNotFound to it, exactly as a turn that does not
+// exist (a host reads and closes only its tenants' turns; an operator any).
+func (s *Service) lease(ctx context.Context, turnID string) (*Lease, Status, error) {
+	l, st, err := s.cfg.Store.Get(ctx, turnID)
+	if err != nil {
+		return nil, Status{}, storeErr(err)
+	}
+	if s.cfg.Tenants.check(ctx, l.Context.GetTenant()) != nil {
+		return nil, Status{}, ErrNotFound
+	}
+	return l, st, nil
+}
+
 // GetTurn reports a lease's state and SystemIdentity.
 func (s *Service) GetTurn(ctx context.Context, req *sharedosv1.GetTurnRequest) (*sharedosv1.GetTurnResponse, error) {
 	if req.GetTurnId() == "" {
 		return nil, toStatus(fieldError("turn_id", "required"))
 	}
-	l, st, err := s.cfg.Store.Get(ctx, req.GetTurnId())
+	l, st, err := s.lease(ctx, req.GetTurnId())
 	if err != nil {
-		return nil, toStatus(storeErr(err))
+		return nil, toStatus(err)
 	}
 	names := make([]string, len(l.Tools))
 	for i, t := range l.Tools {

@@ -18,7 +18,8 @@ import (
 // TestHostAssertsOnlyItsTenants: a host identity opens turns only for the
 // tenants bridge-svc --host-tenants gives it; another tenant, no tenant, or
 // a host without an entry is PermissionDenied and stores nothing; an
-// operator may open a turn for any tenant.
+// operator may open a turn for any tenant. A host reads and closes only its
+// tenants' turns: another tenant's turn is NotFound to it, as an unknown one.
 func TestHostAssertsOnlyItsTenants(t *testing.T) {
 	s := startStack(t, launch.Options{Flags: map[string][]string{"bridge-svc": {"--host-tenants",
 		"spiffe://sharedos.local/host/h1=acme,spiffe://sharedos.local/host/h1=beta,spiffe://sharedos.local/host/any=*"}}})
@@ -36,14 +37,17 @@ func TestHostAssertsOnlyItsTenants(t *testing.T) {
 			Ttl:     durationpb.New(time.Minute),
 		})
 	}
+	turns := map[string]string{} // tenant → its turn
 	for _, ok := range []struct {
 		name   string
 		c      sharedosv1.BridgeServiceClient
 		tenant string
 	}{{"h1 for acme", h1, "acme"}, {"h1 for beta", h1, "beta"}, {"any-tenant host", anyHost, "gamma"}, {"operator", op, "delta"}} {
-		if l, err := open(ok.c, ok.tenant); err != nil || l.GetTurnId() == "" {
-			t.Errorf("%s: %v", ok.name, err)
+		l, err := open(ok.c, ok.tenant)
+		if err != nil || l.GetTurnId() == "" {
+			t.Fatalf("%s: %v", ok.name, err)
 		}
+		turns[ok.tenant] = l.GetTurnId()
 	}
 	for _, bad := range []struct {
 		name   string
@@ -58,6 +62,33 @@ func TestHostAssertsOnlyItsTenants(t *testing.T) {
 		l, err := open(bad.c, bad.tenant)
 		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), bad.want) || l != nil {
 			t.Errorf("%s: %v, want PermissionDenied (%s)", bad.name, err, bad.want)
+		}
+	}
+
+	// GetTurn and CloseTurn: another tenant's turn is NotFound, and stays
+	// open; the host's own, the any-tenant host's and the operator's pass.
+	for _, foreign := range []struct {
+		name   string
+		c      sharedosv1.BridgeServiceClient
+		tenant string
+	}{{"h1 on gamma's turn", h1, "gamma"}, {"h1 on delta's turn", h1, "delta"}, {"a host without an entry on acme's turn", h2, "acme"}} {
+		_, gerr := foreign.c.GetTurn(ctx, &sharedosv1.GetTurnRequest{TurnId: turns[foreign.tenant]})
+		_, cerr := foreign.c.CloseTurn(ctx, &sharedosv1.CloseTurnRequest{TurnId: turns[foreign.tenant]})
+		if status.Code(gerr) != codes.NotFound || status.Code(cerr) != codes.NotFound {
+			t.Errorf("%s: GetTurn %v, CloseTurn %v, want NotFound for both", foreign.name, gerr, cerr)
+		}
+	}
+	for _, own := range []struct {
+		name   string
+		c      sharedosv1.BridgeServiceClient
+		tenant string
+	}{{"h1 on acme's turn", h1, "acme"}, {"any-tenant host on delta's turn", anyHost, "delta"}, {"operator on gamma's turn", op, "gamma"}} {
+		got, err := own.c.GetTurn(ctx, &sharedosv1.GetTurnRequest{TurnId: turns[own.tenant]})
+		if err != nil || got.GetState() != sharedosv1.TurnState_TURN_STATE_OPEN {
+			t.Errorf("%s: GetTurn %v %v, want the open turn (a foreign CloseTurn closed nothing)", own.name, got.GetState(), err)
+		}
+		if _, err := own.c.CloseTurn(ctx, &sharedosv1.CloseTurnRequest{TurnId: turns[own.tenant]}); err != nil {
+			t.Errorf("%s: CloseTurn %v", own.name, err)
 		}
 	}
 }
