@@ -40,6 +40,21 @@ type listedTool struct {
 // refused, not followed forever.
 const maxPages = 100
 
+// maxListed bounds what one upstream lists of each kind (tools; prompts;
+// resources and templates together): a listing past it is refused whole,
+// its error in the provider's status and nothing changed, not registered
+// in part. Each acquired definition is a catalogue entry every replica
+// keeps; an upstream listing thousands is a fault or an attack.
+const maxListed = 1000
+
+// tooMany is a listing's refusal past maxListed.
+func tooMany(n int, what string) error {
+	if n > maxListed {
+		return fmt.Errorf("more than %d %s (SharedOS acquires at most %d of one upstream)", maxListed, what, maxListed)
+	}
+	return nil
+}
+
 // listTools lists every tool of the upstream, page by page.
 func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) {
 	s, err := c.session(ctx)
@@ -74,6 +89,9 @@ func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) 
 			return nil, info, fmt.Errorf("tools/list: %w", err)
 		}
 		out = append(out, page.Tools...)
+		if err := tooMany(len(out), "tools"); err != nil {
+			return nil, info, fmt.Errorf("tools/list: %w", err)
+		}
 		if res.NextCursor == "" {
 			return out, info, nil
 		}

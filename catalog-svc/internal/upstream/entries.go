@@ -95,9 +95,11 @@ func (c *conn) listEntries(ctx context.Context, spec *sharedosv1.UpstreamProvide
 			var p struct {
 				Prompts []listedPrompt `json:"prompts"`
 			}
-			err := json.Unmarshal(b, &p)
+			if err := json.Unmarshal(b, &p); err != nil {
+				return err
+			}
 			prompts = append(prompts, p.Prompts...)
-			return err
+			return tooMany(len(prompts), "prompts")
 		}, func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
 			req := mcp.ListPromptsRequest{}
 			req.Params.Cursor = cursor
@@ -129,7 +131,7 @@ func (c *conn) listEntries(ctx context.Context, spec *sharedosv1.UpstreamProvide
 					}
 				}
 				resources = append(resources, items...)
-				return nil
+				return tooMany(len(resources), "resources and resource templates")
 			}
 		}
 		err := rawPages(ctx, string(mcp.MethodResourcesList), decode("resources"), func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {

@@ -1,0 +1,70 @@
+package upstream_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+)
+
+// TestAListingIsBounded: an upstream that lists more than 1,000 tools, or
+// prompts, is refused with the reason in its status, and nothing of that
+// kind is acquired in part; 1,000 over several pages are acquired whole.
+func TestAListingIsBounded(t *testing.T) {
+	serve := func(tools, prompts int) string {
+		s := server.NewMCPServer("many", "1", server.WithToolCapabilities(true), server.WithPromptCapabilities(true),
+			server.WithPaginationLimit(300))
+		for i := range tools {
+			s.AddTool(mcp.NewTool(fmt.Sprintf("t%04d", i), mcp.WithDescription("One of many.")),
+				func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return mcp.NewToolResultText("ok"), nil })
+		}
+		for i := range prompts {
+			s.AddPrompt(mcp.NewPrompt(fmt.Sprintf("p%04d", i), mcp.WithPromptDescription("One of many.")),
+				func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) { return &mcp.GetPromptResult{}, nil })
+		}
+		hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
+		t.Cleanup(hs.Close)
+		return hs.URL + "/mcp"
+	}
+	for _, c := range []struct {
+		name           string
+		tools, prompts int
+		wantTools      int
+		wantError      string
+	}{
+		{"1,000 tools over four pages", 1000, 0, 1000, ""},
+		{"1,001 tools", 1001, 0, 0, "tools/list: more than 1000 tools"},
+		{"1,001 prompts", 1, 1001, 1, "prompts/list: more than 1000 prompts"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := memory.New()
+			cat := newCatalog(t, mem)
+			m := upstream.New(upstream.Config{Store: mem, Registry: cat})
+			t.Cleanup(func() { _ = m.Close() })
+			rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "many", Url: serve(c.tools, c.prompts), AutoApproveNew: true}, "op")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.GetStatus().GetError(); (c.wantError == "") != (got == "") || !strings.Contains(got, c.wantError) {
+				t.Errorf("status error %q, want %q", got, c.wantError)
+			}
+			if got := len(rec.GetStatus().GetTools()); got != c.wantTools {
+				t.Errorf("%d tools acquired, want %d", got, c.wantTools)
+			}
+			if got := len(rec.GetStatus().GetEntries()); got != 0 {
+				t.Errorf("%d prompts acquired, want none", got)
+			}
+			if _, _, err := cat.Get(t.Context(), "many.t0000"); (err == nil) != (c.wantTools > 0) {
+				t.Errorf("many.t0000 in the catalogue: %v, want it there only when the tools were acquired", err)
+			}
+		})
+	}
+}
