@@ -69,6 +69,11 @@ func (g Guard) checkAddr(ip netip.Addr) error {
 	if g.AllowLinkLocal {
 		return nil
 	}
+	for _, v4 := range embeddedIPv4(ip) {
+		if err := g.checkAddr(v4); err != nil {
+			return fmt.Errorf("address %s carries %s: %w", ip, v4, err)
+		}
+	}
 	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() {
 		return fmt.Errorf("address %s is link-local or unspecified (instance metadata lives there): refused unless --upstream-allow-link-local", ip)
 	}
@@ -76,6 +81,43 @@ func (g Guard) checkAddr(ip netip.Addr) error {
 		if p.Contains(ip) {
 			return fmt.Errorf("address %s is a cloud metadata endpoint: refused unless --upstream-allow-link-local", ip)
 		}
+	}
+	return nil
+}
+
+// IPv6 prefixes that carry an IPv4 address a translator or tunnel reaches
+// (a NAT64 gateway dials 64:ff9b::a9fe:a9fe as 169.254.169.254).
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052
+	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215
+	sixToFour      = netip.MustParsePrefix("2002::/16")      // RFC 3056
+	teredo         = netip.MustParsePrefix("2001::/32")      // RFC 4380
+	v4Compatible   = netip.MustParsePrefix("::/96")          // RFC 4291, deprecated
+)
+
+// embeddedIPv4 are the IPv4 addresses an IPv6 address stands for through
+// NAT64, 6to4, Teredo or the IPv4-compatible form: each is checked as if
+// dialled itself.
+func embeddedIPv4(ip netip.Addr) []netip.Addr {
+	if !ip.Is6() {
+		return nil
+	}
+	b := ip.As16()
+	v4 := func(a, b2, c, d byte) netip.Addr { return netip.AddrFrom4([4]byte{a, b2, c, d}) }
+	switch {
+	case nat64WellKnown.Contains(ip):
+		return []netip.Addr{v4(b[12], b[13], b[14], b[15])}
+	case nat64Local.Contains(ip):
+		// The local-use prefix may be a /48 (the address around the u
+		// octet, RFC 6052 2.2) or longer, down to a /96: both readings.
+		return []netip.Addr{v4(b[6], b[7], b[9], b[10]), v4(b[12], b[13], b[14], b[15])}
+	case sixToFour.Contains(ip):
+		return []netip.Addr{v4(b[2], b[3], b[4], b[5])}
+	case teredo.Contains(ip):
+		// The server, and the client obfuscated (each bit inverted).
+		return []netip.Addr{v4(b[4], b[5], b[6], b[7]), v4(^b[12], ^b[13], ^b[14], ^b[15])}
+	case v4Compatible.Contains(ip) && ip != netip.IPv6Unspecified() && ip != netip.IPv6Loopback():
+		return []netip.Addr{v4(b[12], b[13], b[14], b[15])}
 	}
 	return nil
 }

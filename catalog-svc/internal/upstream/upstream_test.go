@@ -764,6 +764,20 @@ func TestGuard(t *testing.T) {
 	if err := (upstream.Guard{}).CheckURL("http://[fe80::1]/mcp"); err == nil {
 		t.Error("link-local IPv6 allowed")
 	}
+	// 169.254.169.254 behind NAT64 (well-known and local-use prefixes),
+	// 6to4, Teredo (client bits inverted) and the IPv4-compatible form.
+	for _, u := range []string{"http://[64:ff9b::a9fe:a9fe]/", "http://[64:ff9b:1:a9fe:a9:fe00::]/", "http://[64:ff9b:1::a9fe:a9fe]/",
+		"http://[2002:a9fe:a9fe::1]/", "http://[2001:0:a9fe:a9fe::1]/", "http://[2001:0:4136:e378:8000:63bf:5601:5601]/",
+		"http://[::a9fe:a9fe]/", "http://[64:ff9b::0:0]/"} {
+		if err := (upstream.Guard{}).CheckURL(u); err == nil {
+			t.Errorf("%s allowed: it reaches a link-local or unspecified IPv4 address", u)
+		}
+	}
+	for _, u := range []string{"http://[64:ff9b::a00:1]/", "http://[2002:a00:1::1]/", "http://[::1]/", "http://[2001:db8::1]/"} {
+		if err := (upstream.Guard{}).CheckURL(u); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
 	if err := (upstream.Guard{AllowLinkLocal: true}).CheckURL("http://169.254.169.254/"); err != nil {
 		t.Error(err)
 	}
