@@ -3,6 +3,8 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -121,7 +123,9 @@ var paramKeys = []string{
 // field, so what an intermediary sees and what mcp-go executes could differ),
 // "jsonrpc":"2.0", and an id that is a string or a number whenever the
 // message is not a notification — a null or missing id never turns a
-// request into a notification.
+// request into a notification; a numeric id a double does not hold
+// exactly is refused. No key repeats in params._meta, nor, folded, among
+// the client capabilities.
 func Parse(body []byte) (*Message, *RPCError) {
 	if !utf8.Valid(body) {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: body is not valid UTF-8"}
@@ -177,7 +181,7 @@ func Parse(body []byte) (*Message, *RPCError) {
 			return fail(`"id" must not be null`)
 		}
 		if !validID(raw) {
-			return fail(`"id" must be a string or a number`)
+			return fail(`"id" must be a string or a number a double holds exactly (an integer within ±2^53)`)
 		}
 		m.ID = raw
 	}
@@ -236,6 +240,9 @@ func Parse(body []byte) (*Message, *RPCError) {
 	}
 	if m.Method == "initialize" {
 		// A 2025-era client declares its capabilities once, here.
+		if msg := checkObject(pm.get("capabilities"), "params.capabilities"); msg != "" {
+			return fail(msg)
+		}
 		m.ClientCapabilities = memberNames(pm.get("capabilities"))
 	}
 	if raw, ok := pm.lookup("inputResponses"); ok {
@@ -252,6 +259,16 @@ func Parse(body []byte) (*Message, *RPCError) {
 	}
 	if raw, ok := pm.lookup("_meta"); ok {
 		if meta, err := members(raw); err == nil {
+			// mcp-go reads the last of a repeated key, this parse the
+			// first: the protocol version and capabilities each would see
+			// could differ. Capabilities decode into a struct: folded
+			// spellings match its fields too.
+			if msg := meta.duplicate("params._meta"); msg != "" {
+				return fail(msg)
+			}
+			if msg := checkObject(meta.get(MetaClientCapabilities), "params._meta."+quote(MetaClientCapabilities)); msg != "" {
+				return fail(msg)
+			}
 			if caps := memberNames(meta.get(MetaClientCapabilities)); caps != nil {
 				m.ClientCapabilities = caps
 			}
@@ -267,6 +284,16 @@ func Parse(body []byte) (*Message, *RPCError) {
 		}
 	}
 	return m, nil
+}
+
+// checkObject is check of raw's members when raw is an object ("" when it
+// is absent or not one).
+func checkObject(raw json.RawMessage, where string) string {
+	o, err := members(raw)
+	if err != nil {
+		return ""
+	}
+	return o.check(nil, where)
 }
 
 // memberNames are the member names of a JSON object; nil when raw is not
@@ -323,8 +350,18 @@ func validID(raw json.RawMessage) bool {
 		return false
 	}
 	switch raw[0] {
-	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+	case '"':
 		return true
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		// mcp-go reads a numeric id as a float64 and answers with that:
+		// one past its range (1e400) is refused by mcp-go unrecorded, an
+		// integer past 2^53 is answered under another id.
+		if !bytes.ContainsAny(raw, ".eE") {
+			n, err := strconv.ParseInt(string(raw), 10, 64)
+			return err == nil && n >= -1<<53 && n <= 1<<53
+		}
+		f, err := strconv.ParseFloat(string(raw), 64)
+		return err == nil && (f != math.Trunc(f) || math.Abs(f) < 1<<53)
 	}
 	return false
 }
@@ -370,6 +407,20 @@ func (o object) check(known []string, where string) string {
 				return "key " + quote(m.key) + " is a case-folded " + quote(k) + " at " + where
 			}
 		}
+	}
+	return ""
+}
+
+// duplicate refuses a key that repeats exactly: where mcp-go decodes into a
+// map (params._meta), keys are matched exactly, and of a repeated one it
+// keeps the last.
+func (o object) duplicate(where string) string {
+	seen := make(map[string]struct{}, len(o))
+	for _, m := range o {
+		if _, ok := seen[m.key]; ok {
+			return "duplicate key " + quote(m.key) + " at " + where
+		}
+		seen[m.key] = struct{}{}
 	}
 	return ""
 }

@@ -18,6 +18,9 @@ func TestParse(t *testing.T) {
 		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "notifications/initialized", "", "", true},
 		{"modern meta", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, "tools/list", "", "2026-07-28", false},
 		{"client response", `{"jsonrpc":"2.0","id":3,"result":{}}`, "", "", "", false},
+		{"fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}`, "tools/list", "", "", false},
+		{"id 2^53", `{"jsonrpc":"2.0","id":-9007199254740992,"method":"tools/list"}`, "tools/list", "", "", false},
+		{"other _meta keys may differ in case", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"x.example/a":1,"X.example/A":2}}}`, "tools/list", "", "", false},
 		{"nested keys may repeat in arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":{"Name":1,"name":2}}}}`, "tools/call", "x", "", false},
 	}
 	for _, tc := range ok {
@@ -59,6 +62,14 @@ func TestParse(t *testing.T) {
 		{"Name in params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"a"}}`, protocol.CodeInvalidRequest, "case-folded"},
 		{"params not object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, protocol.CodeInvalidRequest, "object"},
 		{"name not string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}`, protocol.CodeInvalidRequest, "string"},
+		{"id past a double", `{"jsonrpc":"2.0","id":1e400,"method":"tools/list"}`, protocol.CodeInvalidRequest, "double holds exactly"},
+		{"id past 2^53", `{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/list"}`, protocol.CodeInvalidRequest, "±2^53"},
+		{"integral exponent id past 2^53", `{"jsonrpc":"2.0","id":1e300,"method":"tools/list"}`, protocol.CodeInvalidRequest, "±2^53"},
+		{"repeated protocol version in _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`, protocol.CodeInvalidRequest, "duplicate key"},
+		{"folded capabilities in _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"Sampling":null}}}}`, protocol.CodeInvalidRequest, "differ only in case"},
+		{"9.007199254740993e15 id", `{"jsonrpc":"2.0","id":9.007199254740993e15,"method":"tools/list"}`, protocol.CodeInvalidRequest, "±2^53"},
+		{"repeated capability in _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"elicitation":null}}}}`, protocol.CodeInvalidRequest, "duplicate key"},
+		{"repeated capability on initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"sampling":{},"sampling":null}}}`, protocol.CodeInvalidRequest, "duplicate key"},
 		{"response without result", `{"jsonrpc":"2.0","id":1}`, protocol.CodeInvalidRequest, "result"},
 	}
 	for _, tc := range bad {
