@@ -48,3 +48,10 @@ func RunOnWorker(do func() error) error {
 	<-r.done
 	return r.err
 }
+
+// MaxWaitingAsks is the bound of one call's waiting upstream requests;
+// FloodAsks what the fixture's flood tool asks at once.
+const (
+	MaxWaitingAsks = maxWaitingAsks
+	FloodAsks      = 100
+)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -83,6 +84,10 @@ type running struct {
 	body   json.RawMessage
 	err    error
 	asks   chan *ask // the upstream's requests, not yet handed out
+	// waiting counts the upstream's requests this call holds (queued in
+	// asks, or handed out and not yet answered): past maxWaitingAsks one
+	// is refused at once, not held until the call ends.
+	waiting atomic.Int32
 
 	mu       sync.Mutex
 	progress func(mcp.ProgressNotificationParams) // the waiting round's; nil between rounds
@@ -436,6 +441,15 @@ func (c *conn) callOf(ctx context.Context, stdio bool) *running {
 // errNoAnswer: the harness gave no answer to the upstream's request.
 var errNoAnswer = errors.New("the client gave no answer")
 
+// maxWaitingAsks bounds the upstream's requests one call holds: a round
+// handed out and the next one queued. The transports run each request on
+// a goroutine of its own, so an upstream that floods them would otherwise
+// hold that many goroutines until the call ends.
+const maxWaitingAsks = 2 * maxRoundRequests
+
+// errTooManyAsks refuses an upstream request past maxWaitingAsks.
+var errTooManyAsks = fmt.Errorf("more than %d requests of this call wait for the client's answers", maxWaitingAsks)
+
 // serverRequest is the transports' handler of the upstream's requests:
 // a relayed one of a running call waits for the harness's answer; the
 // rest go to mcp-go's own handler (ping; an error for the others).
@@ -449,6 +463,11 @@ func (c *conn) serverRequest(stdio bool, next transport.RequestHandler) transpor
 			c.log.Info("upstream request belongs to no running call; refused", slog.String("method", req.Method))
 			return next(ctx, req)
 		}
+		if r.waiting.Add(1) > maxWaitingAsks {
+			r.waiting.Add(-1)
+			return nil, errTooManyAsks
+		}
+		defer r.waiting.Add(-1)
 		params, err := json.Marshal(req.Params)
 		if err != nil {
 			return nil, err

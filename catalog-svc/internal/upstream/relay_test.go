@@ -95,6 +95,29 @@ func TestServerRequestsRelayed(t *testing.T) {
 	}
 }
 
+// An upstream that asks a hundred things at once during one call has its
+// requests past the bound refused at once — a round handed out and the next
+// one queued are held — instead of each holding a goroutine until the call
+// ends.
+func TestServerRequestsBounded(t *testing.T) {
+	c, _, st := legacyUpstream(t)
+	resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{CallId: "c1", Tool: "lg.flood", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	if err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("first round: %v, %v", resp, err)
+	}
+	want := upstream.FloodAsks - upstream.MaxWaitingAsks
+	for i := range want {
+		select {
+		case err := <-st.floodRefused:
+			if !strings.Contains(err.Error(), "wait for the client's answers") {
+				t.Fatalf("refused with %v", err)
+			}
+		case <-time.After(time.Minute): // a failure's bound, not a pace
+			t.Fatalf("%d of %d requests past the bound refused", i, want)
+		}
+	}
+}
+
 // A declined answer or none at all reaches the upstream too: the request
 // missing from the round's responses gets an error, and the tool decides.
 func TestServerRequestUnanswered(t *testing.T) {

@@ -67,10 +67,12 @@ type fixtureState struct {
 	lists int
 	// askFailed hears the ask tool's request end without an answer.
 	askFailed chan struct{}
+	// floodRefused hears each of the flood tool's requests refused.
+	floodRefused chan error
 }
 
 func newState() *fixtureState {
-	return &fixtureState{description: "Echo the text back.", blockStarted: make(chan struct{}, 1), blockEnded: make(chan struct{}, 1), stepSeen: make(chan struct{}, 1), askFailed: make(chan struct{}, 1)}
+	return &fixtureState{description: "Echo the text back.", blockStarted: make(chan struct{}, 1), blockEnded: make(chan struct{}, 1), stepSeen: make(chan struct{}, 1), askFailed: make(chan struct{}, 1), floodRefused: make(chan error, upstream.FloodAsks)}
 }
 
 func mark(name string, ch chan struct{}) {
@@ -178,6 +180,19 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 			got = append(got, string(res.Action)+" "+string(b))
 		}
 		return mcp.NewToolResultText(strings.Join(got, "; ")), nil
+	})
+	s.AddTool(mcp.NewTool("flood", mcp.WithDescription("Asks its client many things at once.")), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var wg sync.WaitGroup
+		for range upstream.FloodAsks {
+			wg.Go(func() {
+				if _, err := server.ServerFromContext(ctx).RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+					Message: "And?", RequestedSchema: map[string]any{"type": "object"}}}); err != nil && ctx.Err() == nil {
+					st.floodRefused <- err
+				}
+			})
+		}
+		wg.Wait()
+		return mcp.NewToolResultText("done"), nil
 	})
 	s.AddTool(mcp.NewTool("askprogress", mcp.WithDescription("Reports progress, asks its client, reports again.")), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		srv := server.ServerFromContext(ctx)
