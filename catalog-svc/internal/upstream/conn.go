@@ -272,20 +272,81 @@ func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Clie
 	if err != nil {
 		return nil, fmt.Errorf("oauth client secret: %w", err)
 	}
-	cc := clientcredentials.Config{ClientID: o.GetClientId(), ClientSecret: secret, TokenURL: o.GetTokenUrl(), Scopes: o.GetScopes()}
-	// A token is fetched on the connection's context, not a request's (the
-	// token source outlives requests): tokenTimeout bounds each fetch, and
-	// closing the connection ends one under way. The requests themselves go
-	// on base's transport, unbounded (a stream may last).
 	fetch := *base
 	fetch.Timeout = tokenTimeout
-	hc := cc.Client(context.WithValue(c.life, oauth2.HTTPClient, &fetch))
-	hc.CheckRedirect, hc.Timeout = base.CheckRedirect, base.Timeout
-	return hc, nil
+	next := base.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	t := &tokenTransport{
+		cc:    clientcredentials.Config{ClientID: o.GetClientId(), ClientSecret: secret, TokenURL: o.GetTokenUrl(), Scopes: o.GetScopes()},
+		fetch: &fetch, timeout: tokenTimeout, next: next, life: c.life, turn: make(chan struct{}, 1),
+	}
+	return &http.Client{Transport: t, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, nil
 }
 
 // tokenTimeout bounds one request to an upstream's token endpoint.
-const tokenTimeout = 30 * time.Second
+var tokenTimeout = 30 * time.Second
+
+// tokenTransport sets the client credentials grant's bearer token on every
+// request to the upstream. A token is fetched under the request that needs
+// it: the fetch ends when that request's caller leaves, when the
+// connection closes, or past tokenTimeout; requests waiting for it leave
+// at their own context (oauth2's token source fetches on a context of its
+// own, so a caller that left waited out the whole fetch).
+type tokenTransport struct {
+	cc      clientcredentials.Config
+	fetch   *http.Client
+	timeout time.Duration // tokenTimeout when made
+	next    http.RoundTripper
+	life    context.Context
+	turn    chan struct{} // held by the one fetching or reading tok
+	tok     *oauth2.Token
+}
+
+func (t *tokenTransport) token(ctx context.Context) (*oauth2.Token, error) {
+	select {
+	case t.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-t.turn }()
+	if t.tok.Valid() { // renewed oauth2.Token.Valid's 10 s before it expires
+		return t.tok, nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	defer context.AfterFunc(t.life, cancel)()
+	tok, err := t.cc.Token(context.WithValue(fctx, oauth2.HTTPClient, t.fetch))
+	if err != nil {
+		return nil, fmt.Errorf("oauth token: %w", err)
+	}
+	t.tok = tok
+	return tok, nil
+}
+
+// CloseIdleConnections closes the idle connections of the transport
+// beneath (http.Client.CloseIdleConnections reaches it through this).
+func (t *tokenTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip sends req with the bearer token, on a copy (a RoundTripper
+// leaves its request as it was given).
+func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok, err := t.token(req.Context())
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	r := req.Clone(req.Context())
+	tok.SetAuthHeader(r)
+	return t.next.RoundTrip(r)
+}
 
 // childEnv is a stdio upstream's whole environment: enough to run, and
 // none of catalog-svc's own (its database URL, its keys). A header

@@ -55,3 +55,11 @@ const (
 	MaxWaitingAsks = maxWaitingAsks
 	FloodAsks      = 100
 )
+
+// SetTokenTimeout bounds each token fetch at d (tests); the returned func
+// restores the default.
+func SetTokenTimeout(d time.Duration) func() {
+	old := tokenTimeout
+	tokenTimeout = d
+	return func() { tokenTimeout = old }
+}

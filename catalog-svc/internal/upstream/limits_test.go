@@ -24,11 +24,15 @@ func TestAListingIsBounded(t *testing.T) {
 			server.WithPaginationLimit(300))
 		for i := range tools {
 			s.AddTool(mcp.NewTool(fmt.Sprintf("t%04d", i), mcp.WithDescription("One of many.")),
-				func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return mcp.NewToolResultText("ok"), nil })
+				func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return mcp.NewToolResultText("ok"), nil
+				})
 		}
 		for i := range prompts {
 			s.AddPrompt(mcp.NewPrompt(fmt.Sprintf("p%04d", i), mcp.WithPromptDescription("One of many.")),
-				func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) { return &mcp.GetPromptResult{}, nil })
+				func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+					return &mcp.GetPromptResult{}, nil
+				})
 		}
 		hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
 		t.Cleanup(hs.Close)

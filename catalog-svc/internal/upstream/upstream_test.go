@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -851,6 +852,68 @@ func TestOAuthClientCredentials(t *testing.T) {
 	bad.Namespace, bad.CredentialRef = "fy", "env:X"
 	if _, err := h.m.Add(t.Context(), bad, "tester"); err == nil {
 		t.Error("credential_ref and oauth together accepted")
+	}
+}
+
+// A token fetched for a call ends when the call's caller leaves: the call
+// does not wait out the token endpoint (here one that never answers, with
+// no fetch bound to end it).
+func TestATokenFetchEndsWithItsCall(t *testing.T) {
+	defer upstream.SetTokenTimeout(time.Hour)()
+	h := newHarness(t, upstream.Guard{})
+	var hang atomic.Bool
+	fetching, left, stop := make(chan struct{}, 1), make(chan struct{}, 8), make(chan struct{})
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm() // the body read: the server now notices the client leave
+		if hang.Load() {
+			select {
+			case fetching <- struct{}{}:
+			default:
+			}
+			select {
+			case <-r.Context().Done():
+				left <- struct{}{}
+			case <-stop: // the test failed: let the server close
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		// Within oauth2's 10 s of renewal: every request fetches anew.
+		_, _ = w.Write([]byte(`{"access_token":"short","token_type":"Bearer","expires_in":5}`))
+	}))
+	t.Cleanup(tokens.Close)
+	t.Cleanup(func() { close(stop) })
+	t.Setenv("UPSTREAM_TEST_CLIENT_SECRET", "s3cret")
+	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true,
+		Oauth: &sharedosv1.OAuthClientCredentials{TokenUrl: tokens.URL, ClientId: "sharedos", ClientSecretRef: "env:UPSTREAM_TEST_CLIENT_SECRET"}}, "tester")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+	}
+	hang.Store(true)
+	c, err := h.h.Client(upstream.Target("fx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Handle(ctx, &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"x"}`)})
+		done <- err
+	}()
+	<-fetching
+	cancel()
+	select {
+	case err := <-done:
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("the call: %v, want Canceled", err)
+		}
+	case <-time.After(time.Minute): // a failure's bound, not a pace
+		t.Fatal("the call did not end when its caller left")
+	}
+	select {
+	case <-left:
+	case <-time.After(time.Minute): // a failure's bound, not a pace
+		t.Fatal("the token fetch went on after the call's caller left")
 	}
 }
 
