@@ -8,6 +8,8 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
+	"unicode"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
@@ -79,8 +81,8 @@ func (f Finding) String() string {
 }
 
 // Screen returns the first finding in the texts a model reads of reg: its
-// description, its annotations' title, and every title and description
-// in its schemas. ok is false when nothing matched.
+// name, description, annotations' title, and every title, description
+// and property name in its schemas. ok is false when nothing matched.
 func (s *Screening) Screen(reg *sharedosv1.ToolRegistration) (Finding, bool) {
 	return s.screen(texts(reg))
 }
@@ -103,7 +105,7 @@ func (s *Screening) screen(ts []text) (Finding, bool) {
 type text struct{ field, text string }
 
 func texts(reg *sharedosv1.ToolRegistration) []text {
-	out := []text{{"description", reg.GetDescription()}}
+	out := []text{{"name", words(reg.GetName())}, {"description", reg.GetDescription()}}
 	var ann struct {
 		Title string `json:"title"`
 	}
@@ -133,6 +135,12 @@ func schemaTexts(field string, v any, out []text) []text {
 				out = append(out, text{field + "." + k, s})
 				continue
 			}
+			if props, ok := c.(map[string]any); ok && (k == "properties" || k == "patternProperties") {
+				// A property's name is read by the model too.
+				for _, name := range slices.Sorted(maps.Keys(props)) {
+					out = append(out, text{field + "." + k + " name", words(name)})
+				}
+			}
 			out = schemaTexts(field+"."+k, c, out)
 		}
 	case []any:
@@ -143,6 +151,27 @@ func schemaTexts(field string, v any, out []text) []text {
 		out = append(out, text{field, x})
 	}
 	return out
+}
+
+// words is an identifier (a name, a property, a URI) as the words a model
+// reads in it: "doNotTellTheUser", "do_not-tell.the/user" → "do Not Tell
+// The User", "do not tell the user". The rules match words; without this
+// an identifier's separators would hide them.
+func words(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	var prev rune
+	for _, r := range s {
+		switch {
+		case strings.ContainsRune("_-./:#?&=+~", r):
+			r = ' '
+		case unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev)):
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+		prev = r
+	}
+	return b.String()
 }
 
 func excerpt(s string, loc []int) string {
