@@ -423,11 +423,13 @@ func (f *Forwarder) invoke(ctx context.Context, call *sharedosv1.ToolCall, progr
 	if progress == nil || !ok {
 		return f.Invoker.InvokeTool(ctx, call)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
 	if f.StreamTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, f.StreamTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
-	defer cancel()
+	defer cancel() // ends the stream
 	stream, err := si.InvokeToolStream(ctx, call)
 	if err != nil {
 		return nil, err
