@@ -65,7 +65,9 @@ func (g Guard) CheckCommand(argv []string) error {
 }
 
 func (g Guard) checkAddr(ip netip.Addr) error {
-	ip = ip.Unmap()
+	// A zone (fe80::1%eth0) says which link, not which address; and a zoned
+	// address is in no prefix: drop it first.
+	ip = ip.Unmap().WithZone("")
 	if g.AllowLinkLocal {
 		return nil
 	}
@@ -108,9 +110,11 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 	case nat64WellKnown.Contains(ip):
 		return []netip.Addr{v4(b[12], b[13], b[14], b[15])}
 	case nat64Local.Contains(ip):
-		// The local-use prefix may be a /48 (the address around the u
-		// octet, RFC 6052 2.2) or longer, down to a /96: both readings.
-		return []netip.Addr{v4(b[6], b[7], b[9], b[10]), v4(b[12], b[13], b[14], b[15])}
+		// A network's prefix within the local-use /48 may be a /48, /56,
+		// /64 or /96 (RFC 6052 2.2: the address skips the u octet, byte
+		// 8): every reading.
+		return []netip.Addr{v4(b[6], b[7], b[9], b[10]), v4(b[7], b[9], b[10], b[11]),
+			v4(b[9], b[10], b[11], b[12]), v4(b[12], b[13], b[14], b[15])}
 	case sixToFour.Contains(ip):
 		return []netip.Addr{v4(b[2], b[3], b[4], b[5])}
 	case teredo.Contains(ip):

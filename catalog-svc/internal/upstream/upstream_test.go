@@ -784,7 +784,9 @@ func TestGuard(t *testing.T) {
 	// 6to4, Teredo (client bits inverted) and the IPv4-compatible form.
 	for _, u := range []string{"http://[64:ff9b::a9fe:a9fe]/", "http://[64:ff9b:1:a9fe:a9:fe00::]/", "http://[64:ff9b:1::a9fe:a9fe]/",
 		"http://[2002:a9fe:a9fe::1]/", "http://[2001:0:a9fe:a9fe::1]/", "http://[2001:0:4136:e378:8000:63bf:5601:5601]/",
-		"http://[::a9fe:a9fe]/", "http://[64:ff9b::0:0]/"} {
+		"http://[::a9fe:a9fe]/", "http://[64:ff9b::0:0]/",
+		"http://[64:ff9b:1:a9:fe:a9fe::]/", "http://[64:ff9b:1:0:a9:fea9:fe00:0]/", // local-use /56, /64
+		"http://[64:ff9b::a9fe:a9fe%251]/", "http://[fd00:ec2::254%25eth0]/", "http://[fe80::1%25eth0]/"} { // zoned
 		if err := (upstream.Guard{}).CheckURL(u); err == nil {
 			t.Errorf("%s allowed: it reaches a link-local or unspecified IPv4 address", u)
 		}
