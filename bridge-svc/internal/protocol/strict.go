@@ -3,7 +3,6 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"strconv"
 	"strings"
 	"unicode"
@@ -123,8 +122,8 @@ var paramKeys = []string{
 // field, so what an intermediary sees and what mcp-go executes could differ),
 // "jsonrpc":"2.0", and an id that is a string or a number whenever the
 // message is not a notification — a null or missing id never turns a
-// request into a notification; a numeric id a double does not hold
-// exactly is refused. No key repeats in params._meta, nor, folded, among
+// request into a notification; a numeric id must be an integer within
+// ±2^53 (what mcp-go's float64 answers under the same id). No key repeats in params._meta, nor, folded, among
 // the client capabilities.
 func Parse(body []byte) (*Message, *RPCError) {
 	if !utf8.Valid(body) {
@@ -181,7 +180,7 @@ func Parse(body []byte) (*Message, *RPCError) {
 			return fail(`"id" must not be null`)
 		}
 		if !validID(raw) {
-			return fail(`"id" must be a string or a number a double holds exactly (an integer within ±2^53)`)
+			return fail(`"id" must be a string or an integer within ±2^53 (no fraction, no exponent)`)
 		}
 		m.ID = raw
 	}
@@ -354,14 +353,15 @@ func validID(raw json.RawMessage) bool {
 		return true
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		// mcp-go reads a numeric id as a float64 and answers with that:
-		// one past its range (1e400) is refused by mcp-go unrecorded, an
-		// integer past 2^53 is answered under another id.
-		if !bytes.ContainsAny(raw, ".eE") {
-			n, err := strconv.ParseInt(string(raw), 10, 64)
-			return err == nil && n >= -1<<53 && n <= 1<<53
+		// 1e400 it refuses unrecorded, and 2^53+1, 1e-400 or
+		// 1.0000000000000001 it would answer under another id. An integer
+		// within ±2^53, written without a fraction or an exponent, is
+		// answered as it came (JSON-RPC: an id SHOULD NOT have a fraction).
+		if bytes.ContainsAny(raw, ".eE") {
+			return false
 		}
-		f, err := strconv.ParseFloat(string(raw), 64)
-		return err == nil && (f != math.Trunc(f) || math.Abs(f) < 1<<53)
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		return err == nil && n >= -1<<53 && n <= 1<<53
 	}
 	return false
 }
