@@ -280,7 +280,7 @@ func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Clie
 	}
 	t := &tokenTransport{
 		cc:    clientcredentials.Config{ClientID: o.GetClientId(), ClientSecret: secret, TokenURL: o.GetTokenUrl(), Scopes: o.GetScopes()},
-		fetch: &fetch, timeout: tokenTimeout, next: next, life: c.life, turn: make(chan struct{}, 1),
+		fetch: &fetch, timeout: tokenTimeout, next: next, life: c.life,
 	}
 	return &http.Client{Transport: t, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, nil
 }
@@ -289,40 +289,83 @@ func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Clie
 var tokenTimeout = 30 * time.Second
 
 // tokenTransport sets the client credentials grant's bearer token on every
-// request to the upstream. A token is fetched under the request that needs
-// it: the fetch ends when that request's caller leaves, when the
-// connection closes, or past tokenTimeout; requests waiting for it leave
-// at their own context (oauth2's token source fetches on a context of its
-// own, so a caller that left waited out the whole fetch).
+// request to the upstream. One fetch at a time serves every request that
+// waits for a token; each waits only as long as its own context allows,
+// and the fetch ends when no request waits for it any more, when the
+// connection closes, or past tokenTimeout (oauth2's token source fetched
+// on a context of its own: a caller that left waited the fetch out).
 type tokenTransport struct {
 	cc      clientcredentials.Config
 	fetch   *http.Client
 	timeout time.Duration // tokenTimeout when made
 	next    http.RoundTripper
 	life    context.Context
-	turn    chan struct{} // held by the one fetching or reading tok
+
+	mu      sync.Mutex
 	tok     *oauth2.Token
+	running *tokenFetch // the fetch under way, if any
+}
+
+// tokenFetch is one request to the token endpoint and who waits for it.
+type tokenFetch struct {
+	done    chan struct{} // closed once tok and err are set
+	tok     *oauth2.Token
+	err     error
+	waiters int
+	cancel  context.CancelFunc
 }
 
 func (t *tokenTransport) token(ctx context.Context) (*oauth2.Token, error) {
-	select {
-	case t.turn <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-t.turn }()
+	t.mu.Lock()
 	if t.tok.Valid() { // renewed oauth2.Token.Valid's 10 s before it expires
-		return t.tok, nil
+		tok := t.tok
+		t.mu.Unlock()
+		return tok, nil
 	}
-	fctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	defer context.AfterFunc(t.life, cancel)()
-	tok, err := t.cc.Token(context.WithValue(fctx, oauth2.HTTPClient, t.fetch))
-	if err != nil {
+	if err := t.life.Err(); err != nil {
+		t.mu.Unlock()
 		return nil, fmt.Errorf("oauth token: %w", err)
 	}
-	t.tok = tok
-	return tok, nil
+	f := t.running
+	if f == nil {
+		fctx, cancel := context.WithTimeout(t.life, t.timeout)
+		f = &tokenFetch{done: make(chan struct{}), cancel: cancel}
+		t.running = f
+		go t.run(context.WithValue(fctx, oauth2.HTTPClient, t.fetch), f)
+	}
+	f.waiters++
+	t.mu.Unlock()
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return nil, fmt.Errorf("oauth token: %w", f.err)
+		}
+		return f.tok, nil
+	case <-ctx.Done():
+		t.mu.Lock()
+		if f.waiters--; f.waiters == 0 && t.running == f {
+			t.running = nil // the next request fetches anew
+			f.cancel()
+		}
+		t.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// run fetches one token for f's waiters and keeps it for later requests.
+func (t *tokenTransport) run(ctx context.Context, f *tokenFetch) {
+	defer f.cancel()
+	tok, err := t.cc.Token(ctx)
+	t.mu.Lock()
+	if t.running == f {
+		t.running = nil
+		if err == nil {
+			t.tok = tok
+		}
+	}
+	f.tok, f.err = tok, err
+	t.mu.Unlock()
+	close(f.done)
 }
 
 // CloseIdleConnections closes the idle connections of the transport

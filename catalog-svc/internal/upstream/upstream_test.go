@@ -861,7 +861,7 @@ func TestOAuthClientCredentials(t *testing.T) {
 // does not wait out the token endpoint (here one that never answers, with
 // no fetch bound to end it).
 func TestATokenFetchEndsWithItsCall(t *testing.T) {
-	defer upstream.SetTokenTimeout(time.Hour)()
+	t.Cleanup(upstream.SetTokenTimeout(time.Hour)) // restored after the manager closes
 	h := newHarness(t, upstream.Guard{})
 	var hang atomic.Bool
 	fetching, left, stop := make(chan struct{}, 1), make(chan struct{}, 8), make(chan struct{})
