@@ -452,16 +452,15 @@ func (h *Handler) terminate(w http.ResponseWriter, r *http.Request, turnID, sid 
 }
 
 // recordRefused records a request the edge refused while reading or
-// parsing it, when it claims to be a tools/call (protocol.Sniff): every
-// attempt on an authenticated turn leaves a record, failed/invalid_request,
-// and nothing runs. Anything else (a notification, a list, an unreadable
-// body) is only answered.
+// parsing it, when it claims to be an attempt — a tools/call, prompts/get
+// or resources/read (protocol.Sniff): every attempt on an authenticated
+// turn leaves a record, failed/invalid_request, and nothing runs. Anything
+// else (a notification, a list, an unreadable body) is only answered.
 func (h *Handler) recordRefused(ctx context.Context, turnID string, header http.Header, body []byte, reason string) {
 	method, name := protocol.Sniff(header, body)
-	if method != "tools/call" {
-		return
+	if kind, ok := attemptKinds[method]; ok {
+		h.reject(ctx, turnID, kind, name, reason)
 	}
-	h.reject(ctx, turnID, sharedosv1.CallKind_CALL_KIND_UNSPECIFIED, name, reason)
 }
 
 // reject records a refused attempt of turnID under what it named.

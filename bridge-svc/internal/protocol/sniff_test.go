@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
@@ -26,6 +27,11 @@ func TestSniff(t *testing.T) {
 		{"body name wins over the header", call, http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"other"}}, "tools/call", "files.read"},
 		{"a body's tools/call wins over the header", call, http.Header{"Mcp-Method": {"tools/list"}}, "tools/call", "files.read"},
 		{"the header's tools/call stands beside another body", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, http.Header{"Mcp-Method": {"tools/call"}}, "tools/call", ""},
+		{"a later method naming an attempt", `{"method":"tools/list","params":{"name":"a"},"method":"tools/call"}`, nil, "tools/call", "a"},
+		{"folded keys", `{"METHOD":"prompts/get","Params":{"Name":"fx.greet"}}`, nil, "prompts/get", "fx.greet"},
+		{"method after long arguments", `{"jsonrpc":"2.0","id":1,"params":{"name":"files.read","arguments":{"a":[` + strings.Repeat("1,", 500) + `1]}},"method":"tools/call"}`, nil, "tools/call", "files.read"},
+		{"a resources/read names its uri", `{"method":"resources/read","params":{"name":"n","uri":"file:///x"}}`, nil, "resources/read", "file:///x"},
+		{"a truncated prompts/get under Mcp-Method tools/call", `{"method":"prompts/get","params":{"name":"fx.greet"`, http.Header{"Mcp-Method": {"tools/call"}}, "prompts/get", "fx.greet"},
 	} {
 		h := c.header
 		if h == nil {

@@ -61,6 +61,12 @@ func hostileCases(tr turn) []hostileCase {
 		{"non-string name", m(strings.Replace(call, `"name":"verify.echo"`, `"name":42`, 1)), 400, -32600, 1, "failed/invalid_request"},
 		{"Kelvin-sign key", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","\u212aey":1,"key":2`, 1)), 400, -32600, 1, "failed/invalid_request"},
 		{"duplicate arguments key", m(modernCall(1, "verify.echo", `{"path":"/private/a.txt","path":"/public/x"}`)), 0, 0, 1, ""},
+		// Attempts other than a tools/call are recorded too, under their
+		// kind; a body that names one anywhere is one, whatever Mcp-Method says.
+		{"truncated prompts/get", m(`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"verify.prompt"`), 400, -32700, 1, "failed/invalid_request"},
+		{"truncated resources/read", m(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///public/x"`), 400, -32700, 1, "failed/invalid_request"},
+		{"duplicate method, tools/call last", h(`{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"verify.echo","arguments":{}}}`,
+			map[string]string{"Mcp-Method": "tools/list"}), 400, -32600, 1, "failed/invalid_request"},
 		{"invalid UTF-8 in name", m(strings.Replace(call, "verify.echo", "verify\xff.echo", 1)), 400, -32700, 1, "failed/invalid_request"},
 		{"invalid UTF-8 in arguments", m(modernCall(1, "verify.echo", "{\"path\":\"/public/\xc3\x28\"}")), 400, -32700, 1, "failed/invalid_request"},
 		{"NUL in an argument", m(modernCall(1, "verify.echo", `{"path":"/public/x","value":"a\u0000b"}`)), 200, 0, 1, ""},
