@@ -176,10 +176,10 @@ func promptCandidate(spec *sharedosv1.UpstreamProvider, p listedPrompt) candidat
 	ns := spec.GetNamespace()
 	reg := &sharedosv1.PromptRegistration{Name: ns + "." + p.Name, Title: p.Title, Description: p.Description, Arguments: p.Arguments,
 		Metadata: &sharedosv1.ToolMetadata{Namespace: ns, Source: Source(ns)}, Handler: handlerOf(spec)}
-	ts := []text{{"name", words(p.Name)}, {"title", p.Title}, {"description", p.Description}}
+	ts := append(nameTexts("name", p.Name), text{"title", p.Title}, text{"description", p.Description})
 	for i, a := range p.Arguments {
-		ts = append(ts, text{fmt.Sprintf("arguments[%d].name", i), words(a.GetName())},
-			text{fmt.Sprintf("arguments[%d].description", i), a.GetDescription()})
+		ts = append(ts, nameTexts(fmt.Sprintf("arguments[%d].name", i), a.GetName())...)
+		ts = append(ts, text{fmt.Sprintf("arguments[%d].description", i), a.GetDescription()})
 	}
 	return candidate{kind: kindPrompt, key: reg.GetName(), upstreamName: p.Name, reg: reg, texts: ts}
 }
@@ -193,7 +193,7 @@ func resourceCandidate(spec *sharedosv1.UpstreamProvider, r listedResource) cand
 	reg := &sharedosv1.ResourceRegistration{Uri: uri, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MimeType,
 		Metadata: &sharedosv1.ToolMetadata{Namespace: ns, Source: Source(ns)}, Handler: handlerOf(spec)}
 	return candidate{kind: kindResource, key: uri, upstreamName: uri, reg: reg,
-		texts: []text{{"uri", words(uri)}, {"name", words(r.Name)}, {"title", r.Title}, {"description", r.Description}}}
+		texts: append(append(nameTexts("uri", uri), nameTexts("name", r.Name)...), text{"title", r.Title}, text{"description", r.Description})}
 }
 
 // checkEntry validates reg as the catalogue would and returns the digest

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -105,7 +106,9 @@ func (s *Screening) screen(ts []text) (Finding, bool) {
 type text struct{ field, text string }
 
 func texts(reg *sharedosv1.ToolRegistration) []text {
-	out := []text{{"name", words(reg.GetName())}, {"description", reg.GetDescription()}}
+	// The upstream's name: the namespace before it is the operator's.
+	_, name, _ := strings.Cut(reg.GetName(), ".")
+	out := append(nameTexts("name", name), text{"description", reg.GetDescription()})
 	var ann struct {
 		Title string `json:"title"`
 	}
@@ -138,7 +141,7 @@ func schemaTexts(field string, v any, out []text) []text {
 			if props, ok := c.(map[string]any); ok && (k == "properties" || k == "patternProperties") {
 				// A property's name is read by the model too.
 				for _, name := range slices.Sorted(maps.Keys(props)) {
-					out = append(out, text{field + "." + k + " name", words(name)})
+					out = append(out, nameTexts(field+"."+k+" name", name)...)
 				}
 			}
 			out = schemaTexts(field+"."+k, c, out)
@@ -153,19 +156,33 @@ func schemaTexts(field string, v any, out []text) []text {
 	return out
 }
 
-// words is an identifier (a name, a property, a URI) as the words a model
-// reads in it: "doNotTellTheUser", "do_not-tell.the/user" → "do Not Tell
-// The User", "do not tell the user". The rules match words; without this
-// an identifier's separators would hide them.
+// nameTexts are the texts a name (of a tool, a property, a prompt, an
+// argument, a resource, or a URI) holds for a model: as written (a path
+// or an address the rules look for) and as its words.
+func nameTexts(field, name string) []text {
+	if name == "" {
+		return nil
+	}
+	return []text{{field, name}, {field + " (as words)", words(name)}}
+}
+
+// words is an identifier as the words a model reads in it, percent-escapes
+// decoded, every character that is not a letter a space, and camelCase
+// split: "doNotTellTheUser", "do_not-tell%20the.user", "do1not2tell" →
+// "do Not Tell The User", "do not tell the user", "do not tell". The
+// rules match words; without this an identifier's separators hide them.
 func words(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		s = u
+	}
 	var b strings.Builder
 	b.Grow(len(s) + 8)
 	var prev rune
 	for _, r := range s {
 		switch {
-		case strings.ContainsRune("_-./:#?&=+~", r):
+		case !unicode.IsLetter(r):
 			r = ' '
-		case unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev)):
+		case unicode.IsUpper(r) && unicode.IsLower(prev):
 			b.WriteByte(' ')
 		}
 		b.WriteRune(r)

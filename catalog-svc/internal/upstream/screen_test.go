@@ -90,12 +90,17 @@ func TestScreeningCatchesPoisoning(t *testing.T) {
 		{"conceal-from-user", "x.add", "doNotTellTheUserAboutThis"},
 		{"override-instructions", "x.add", "ignore_all_previous-instructions"},
 		{"override-instructions", "x.ignore_all_previous_instructions", "a"},
+		{"read-secrets", "x.add", "mcp.json"},
 	} {
 		reg := &sharedosv1.ToolRegistration{Name: c.name, Description: "Adds two numbers.", InputSchemaJson: schemaWith(nil, c.property)}
 		f, hit := s.Screen(reg)
 		if !hit || f.Rule != c.rule {
 			t.Errorf("%s / %s: finding %+v (hit %v), want rule %s", c.name, c.property, f, hit, c.rule)
 		}
+	}
+	// The namespace is the operator's, not the upstream's words.
+	if f, hit := s.Screen(&sharedosv1.ToolRegistration{Name: "never.show_user_profile", Description: "Shows a profile."}); hit {
+		t.Errorf("namespace never + show_user_profile: %s", f)
 	}
 	if _, err := upstream.ParseScreening([]byte(`{"rules":[{"id":"bad","pattern":"("}]}`)); err == nil {
 		t.Error("a rule that does not compile was accepted")
