@@ -9,12 +9,13 @@ import (
 )
 
 // TestParseInputRoundParams: a request's inputResponses, requestState and
-// declared capabilities are read as sent; a shape SEP-2322 does not allow
+// declared capabilities are read as sent (a null one is none, as mcp-go
+// reads it); a shape SEP-2322 does not allow
 // is -32602 before anything runs.
 func TestParseInputRoundParams(t *testing.T) {
 	msg, rerr := protocol.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x",` +
 		`"inputResponses":{"a":{"action":"accept"}},"requestState":"s1.abc",` +
-		`"_meta":{"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"roots":{"listChanged":true}}}}}`))
+		`"_meta":{"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"roots":{"listChanged":true},"elicitation":null}}}}`))
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

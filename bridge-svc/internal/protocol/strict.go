@@ -239,10 +239,10 @@ func Parse(body []byte) (*Message, *RPCError) {
 	}
 	if m.Method == "initialize" {
 		// A 2025-era client declares its capabilities once, here.
-		if msg := checkObject(pm.get("capabilities"), "params.capabilities"); msg != "" {
+		if msg := checkCapabilities(pm.get("capabilities"), "params.capabilities"); msg != "" {
 			return fail(msg)
 		}
-		m.ClientCapabilities = memberNames(pm.get("capabilities"))
+		m.ClientCapabilities = capabilityNames(pm.get("capabilities"))
 	}
 	if raw, ok := pm.lookup("inputResponses"); ok {
 		if msg := checkInputResponses(raw); msg != "" {
@@ -265,10 +265,10 @@ func Parse(body []byte) (*Message, *RPCError) {
 			if msg := meta.duplicate("params._meta"); msg != "" {
 				return fail(msg)
 			}
-			if msg := checkObject(meta.get(MetaClientCapabilities), "params._meta."+quote(MetaClientCapabilities)); msg != "" {
+			if msg := checkCapabilities(meta.get(MetaClientCapabilities), "params._meta."+quote(MetaClientCapabilities)); msg != "" {
 				return fail(msg)
 			}
-			if caps := memberNames(meta.get(MetaClientCapabilities)); caps != nil {
+			if caps := capabilityNames(meta.get(MetaClientCapabilities)); caps != nil {
 				m.ClientCapabilities = caps
 			}
 			m.MetaProtocolVersion, _ = str(meta.get(MetaProtocolVersion))
@@ -285,26 +285,33 @@ func Parse(body []byte) (*Message, *RPCError) {
 	return m, nil
 }
 
-// checkObject is check of raw's members when raw is an object ("" when it
-// is absent or not one).
-func checkObject(raw json.RawMessage, where string) string {
+// capabilityKeys are the client capabilities mcp-go decodes into struct
+// fields: a case-folded spelling of one would be the field to it.
+var capabilityKeys = []string{"roots", "sampling", "elicitation", "tasks", "experimental", "extensions"}
+
+// checkCapabilities is check of a capabilities object's members ("" when
+// it is absent or not an object).
+func checkCapabilities(raw json.RawMessage, where string) string {
 	o, err := members(raw)
 	if err != nil {
 		return ""
 	}
-	return o.check(nil, where)
+	return o.check(capabilityKeys, where)
 }
 
-// memberNames are the member names of a JSON object; nil when raw is not
-// one.
-func memberNames(raw json.RawMessage) []string {
+// capabilityNames are the capabilities a client declares: the members of
+// a JSON object whose value is an object (mcp-go reads "sampling": null as
+// none); nil when raw is not an object.
+func capabilityNames(raw json.RawMessage) []string {
 	o, err := members(raw)
 	if err != nil {
 		return nil
 	}
 	out := make([]string, 0, len(o))
 	for _, m := range o {
-		out = append(out, m.key)
+		if v := bytes.TrimSpace(m.value); len(v) > 0 && v[0] == '{' {
+			out = append(out, m.key)
+		}
 	}
 	return out
 }

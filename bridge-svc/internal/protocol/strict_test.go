@@ -69,6 +69,7 @@ func TestParse(t *testing.T) {
 		{"repeated protocol version in _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`, protocol.CodeInvalidRequest, "duplicate key"},
 		{"folded capabilities in _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"Sampling":null}}}}`, protocol.CodeInvalidRequest, "differ only in case"},
 		{"repeated capability in _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"elicitation":null}}}}`, protocol.CodeInvalidRequest, "duplicate key"},
+		{"folded capability alone", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"Elicitation":{}}}}`, protocol.CodeInvalidRequest, "case-folded"},
 		{"repeated capability on initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"sampling":{},"sampling":null}}}`, protocol.CodeInvalidRequest, "duplicate key"},
 		{"response without result", `{"jsonrpc":"2.0","id":1}`, protocol.CodeInvalidRequest, "result"},
 	}
