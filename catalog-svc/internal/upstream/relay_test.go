@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
@@ -96,15 +97,18 @@ func TestServerRequestsRelayed(t *testing.T) {
 }
 
 // An upstream that asks a hundred things at once during one call has its
-// requests past the bound refused at once — a round handed out and the next
-// one queued are held — instead of each holding a goroutine until the call
-// ends.
+// requests past the bound refused at once, exactly those: a round handed
+// out and the next one queued are held, answered, and then the call ends —
+// instead of each request holding a goroutine until the call ends.
 func TestServerRequestsBounded(t *testing.T) {
 	c, _, st := legacyUpstream(t)
-	resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{CallId: "c1", Tool: "lg.flood", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	req := &sharedosv1.HandleRequest{CallId: "c1", Tool: "lg.flood", ArgumentsJson: []byte(`{}`), InputMethods: elicit}
+	resp, err := c.Handle(t.Context(), req)
 	if err != nil || resp.GetInputRequired() == nil {
 		t.Fatalf("first round: %v, %v", resp, err)
 	}
+	// Nothing is answered yet, so every request past the bound is refused
+	// and the bound's worth are held.
 	want := upstream.FloodAsks - upstream.MaxWaitingAsks
 	for i := range want {
 		select {
@@ -115,6 +119,30 @@ func TestServerRequestsBounded(t *testing.T) {
 		case <-time.After(time.Minute): // a failure's bound, not a pace
 			t.Fatalf("%d of %d requests past the bound refused", i, want)
 		}
+	}
+	answered := 0
+	for round := int32(1); err == nil && resp.GetInputRequired() != nil; round++ {
+		in := resp.GetInputRequired()
+		var asks map[string]json.RawMessage
+		if err := json.Unmarshal(in.GetInputRequestsJson(), &asks); err != nil {
+			t.Fatal(err)
+		}
+		answers := map[string]json.RawMessage{}
+		for k := range asks {
+			answers[k] = json.RawMessage(`{"action":"decline"}`)
+		}
+		answered += len(answers)
+		b, _ := json.Marshal(answers)
+		next := proto.CloneOf(req)
+		next.Round, next.RequestState, next.InputResponsesJson = round, in.GetRequestState(), b
+		resp, err = c.Handle(t.Context(), next)
+	}
+	if err != nil || resp.GetIsError() || !strings.Contains(string(resp.GetContentJson()), "done") {
+		t.Fatalf("the call's end: %v, %v", resp, err)
+	}
+	// The tool returned after every one of its requests ended.
+	if answered != upstream.MaxWaitingAsks || len(st.floodRefused) != 0 {
+		t.Fatalf("%d requests answered and %d more refused, want %d and none", answered, len(st.floodRefused), upstream.MaxWaitingAsks)
 	}
 }
 
