@@ -63,3 +63,11 @@ func SetTokenTimeout(d time.Duration) func() {
 	tokenTimeout = d
 	return func() { tokenTimeout = old }
 }
+
+// SetMaxResponseBytes bounds each upstream HTTP response at n bytes for
+// the clients made after it (tests); the returned func restores the default.
+func SetMaxResponseBytes(n int64) func() {
+	old := maxResponseBytes
+	maxResponseBytes = n
+	return func() { maxResponseBytes = old }
+}

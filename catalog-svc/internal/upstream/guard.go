@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 )
 
 // Guard is the operator's allow-list of where upstreams may be: which hosts
@@ -126,6 +129,55 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 	return nil
 }
 
+// maxResponseBytes bounds one HTTP response of an upstream (a JSON body,
+// or the event stream of one request): what it answers travels on to the
+// kernel in one gRPC message of at most this size anyway.
+var maxResponseBytes int64 = grpcx.MaxMessageSize
+
+// limitTransport bounds every response body it returns at max bytes.
+type limitTransport struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.Body != nil {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, max: t.max, left: t.max}
+	}
+	return resp, err
+}
+
+// CloseIdleConnections reaches the transport beneath.
+func (t limitTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+type limitedBody struct {
+	io.ReadCloser
+	max, left int64
+}
+
+func (b *limitedBody) tooLarge() error {
+	return fmt.Errorf("upstream response larger than %d bytes", b.max)
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, b.tooLarge()
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1] // one byte past the bound tells a body that ends there from a longer one
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return n + int(b.left), b.tooLarge()
+	}
+	return n, err
+}
+
 // maxIdleConnsPerUpstream is how many idle connections an upstream keeps.
 const maxIdleConnsPerUpstream = 64
 
@@ -155,7 +207,7 @@ func (g Guard) httpClient() *http.Client {
 		return d.DialContext(ctx, network, addr)
 	}
 	return &http.Client{
-		Transport: tr,
+		Transport: limitTransport{next: tr, max: maxResponseBytes},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 5 {
 				return errors.New("too many redirects")

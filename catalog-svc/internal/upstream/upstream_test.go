@@ -919,6 +919,23 @@ func TestATokenFetchEndsWithItsCall(t *testing.T) {
 	}
 }
 
+// An upstream's response past the bound ends that call unavailable, not
+// read whole into memory; the next call is served.
+func TestAnUpstreamResponseIsBounded(t *testing.T) {
+	t.Cleanup(upstream.SetMaxResponseBytes(64 << 10)) // restored after the manager closes
+	h := newHarness(t, upstream.Guard{})
+	if rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester"); err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+	}
+	big := strings.Repeat("x", 100<<10)
+	if _, err := h.call("fx", "fx.echo", `{"text":"`+big+`"}`); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "larger than 65536 bytes") {
+		t.Errorf("a 100 KiB answer: %v, want Unavailable for its size", err)
+	}
+	if resp, err := h.call("fx", "fx.echo", `{"text":"small"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "small") {
+		t.Errorf("the next call: %v, %v", resp, err)
+	}
+}
+
 // Two replicas share the store: a provider removed and added again with
 // another URL on one is reached at its new URL by the other, not through
 // the session it held.
