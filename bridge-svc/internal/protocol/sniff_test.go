@@ -43,3 +43,16 @@ func TestSniff(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSniffLargeBody: a refused body at the default cap, its method
+// after the arguments — the whole body is scanned.
+func BenchmarkSniffLargeBody(b *testing.B) {
+	args := `{"a":[` + strings.Repeat(`1,"x\"y",{"k":[]},`, protocol.DefaultMaxBodyBytes/20) + `1]}`
+	body := []byte(`{"jsonrpc":"2.0","id":1,"params":{"name":"a","arguments":` + args + `},"method":"tools/call"` + "\xff")
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if m, n := protocol.Sniff(http.Header{}, body); m != "tools/call" || n != "a" {
+			b.Fatalf("Sniff = %q, %q", m, n)
+		}
+	}
+}
