@@ -12,8 +12,9 @@ const HeaderMethod = "Mcp-Method"
 // record, refused or not (invariant 4).
 var attempts = []string{"tools/call", "prompts/get", "resources/read"}
 
-// IsAttempt reports whether method is one of them.
-func IsAttempt(method string) bool {
+// isAttempt reports whether method is one of them (mcpserver keeps the
+// same three by CallKind).
+func isAttempt(method string) bool {
 	for _, a := range attempts {
 		if method == a {
 			return true
@@ -39,7 +40,7 @@ func Sniff(h http.Header, body []byte) (method, name string) {
 		name = v
 	}
 	bm, bn, bu := sniffBody(body)
-	if method == "" || IsAttempt(bm) {
+	if method == "" || isAttempt(bm) {
 		method = bm
 	}
 	if method == "resources/read" {
@@ -62,7 +63,7 @@ func sniffBody(body []byte) (method, name, uri string) {
 	sniffMembers(body, func(key string, val []byte) {
 		switch {
 		case strings.EqualFold(key, "method"):
-			if v, ok := sniffString(val); ok && (method == "" || (IsAttempt(v) && !IsAttempt(method))) {
+			if v, ok := sniffString(val); ok && (method == "" || (isAttempt(v) && !isAttempt(method))) {
 				method = v
 			}
 		case strings.EqualFold(key, "params"):
