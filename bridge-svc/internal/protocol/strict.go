@@ -123,8 +123,8 @@ var paramKeys = []string{
 // "jsonrpc":"2.0", and an id that is a string or a number whenever the
 // message is not a notification — a null or missing id never turns a
 // request into a notification; a numeric id must be an integer within
-// ±2^53 (what mcp-go's float64 answers under the same id). No key repeats in params._meta, nor, folded, among
-// the client capabilities.
+// ±2^53 (what mcp-go's float64 answers under the same id). No key repeats
+// in params._meta, nor, folded, among the client capabilities.
 func Parse(body []byte) (*Message, *RPCError) {
 	if !utf8.Valid(body) {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: body is not valid UTF-8"}
