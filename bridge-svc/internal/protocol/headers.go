@@ -26,8 +26,8 @@ func NameHeaderMismatch(h http.Header, msg *Message) string {
 	if len(h.Values(HeaderMethod)) > 1 {
 		return fmt.Sprintf("%s header repeated for %s", HeaderMethod, msg.Method)
 	}
-	param := map[string]string{"tools/call": "params.name", "prompts/get": "params.name", "resources/read": "params.uri"}[msg.Method]
-	if param == "" || !(IsModern(h.Get(HeaderProtocolVersion)) || IsModern(msg.MetaProtocolVersion)) {
+	param := "params." + targets[msg.Method]
+	if !isAttempt(msg.Method) || !(IsModern(h.Get(HeaderProtocolVersion)) || IsModern(msg.MetaProtocolVersion)) {
 		return ""
 	}
 	vals := h.Values(HeaderName)

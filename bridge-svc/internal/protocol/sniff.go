@@ -8,20 +8,13 @@ import (
 // HeaderMethod carries the method of a 2026-07-28 request.
 const HeaderMethod = "Mcp-Method"
 
-// attempts are the methods that are attempts on a turn: each leaves a
-// record, refused or not (invariant 4).
-var attempts = []string{"tools/call", "prompts/get", "resources/read"}
+// targets are the methods that are attempts on a turn — each leaves a
+// record, refused or not (invariant 4) — and the params member naming what
+// each asks for (mcpserver keeps the same three by CallKind).
+var targets = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-// isAttempt reports whether method is one of them (mcpserver keeps the
-// same three by CallKind).
-func isAttempt(method string) bool {
-	for _, a := range attempts {
-		if method == a {
-			return true
-		}
-	}
-	return false
-}
+// isAttempt reports whether method is one of them.
+func isAttempt(method string) bool { return targets[method] != "" }
 
 // Sniff says what a request the edge refused claims to be — its method and
 // what it names (params.name of a tools/call or a prompts/get, params.uri of
@@ -43,7 +36,7 @@ func Sniff(h http.Header, body []byte) (method, name string) {
 	if method == "" || isAttempt(bm) {
 		method = bm
 	}
-	if method == "resources/read" {
+	if targets[method] == "uri" {
 		bn = bu
 	}
 	if bn != "" {
