@@ -272,15 +272,13 @@ func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Clie
 	if err != nil {
 		return nil, fmt.Errorf("oauth client secret: %w", err)
 	}
-	fetch := *base
-	fetch.Timeout = tokenTimeout
 	next := base.Transport
 	if next == nil {
 		next = http.DefaultTransport
 	}
 	t := &tokenTransport{
 		cc:    clientcredentials.Config{ClientID: o.GetClientId(), ClientSecret: secret, TokenURL: o.GetTokenUrl(), Scopes: o.GetScopes()},
-		fetch: &fetch, timeout: tokenTimeout, next: next, life: c.life,
+		fetch: base, timeout: tokenTimeout, next: next, life: c.life,
 	}
 	return &http.Client{Transport: t, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, nil
 }
@@ -296,7 +294,7 @@ var tokenTimeout = 30 * time.Second
 // on a context of its own: a caller that left waited the fetch out).
 type tokenTransport struct {
 	cc      clientcredentials.Config
-	fetch   *http.Client
+	fetch   *http.Client  // the token endpoint's: bounded by each fetch's context
 	timeout time.Duration // tokenTimeout when made
 	next    http.RoundTripper
 	life    context.Context
@@ -370,11 +368,7 @@ func (t *tokenTransport) run(ctx context.Context, f *tokenFetch) {
 
 // CloseIdleConnections closes the idle connections of the transport
 // beneath (http.Client.CloseIdleConnections reaches it through this).
-func (t *tokenTransport) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
+func (t *tokenTransport) CloseIdleConnections() { closeIdle(t.next) }
 
 // RoundTrip sends req with the bearer token, on a copy (a RoundTripper
 // leaves its request as it was given).

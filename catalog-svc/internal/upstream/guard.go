@@ -149,8 +149,12 @@ func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections reaches the transport beneath.
-func (t limitTransport) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+func (t limitTransport) CloseIdleConnections() { closeIdle(t.next) }
+
+// closeIdle closes rt's idle connections when it keeps any: a wrapping
+// transport passes http.Client.CloseIdleConnections on with it.
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
