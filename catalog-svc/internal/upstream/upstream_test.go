@@ -303,6 +303,17 @@ func (h *harness) call(ns, tool, args string) (*sharedosv1.HandleResponse, error
 	return c.Handle(h.t.Context(), &sharedosv1.HandleRequest{Tool: tool, ArgumentsJson: []byte(args)})
 }
 
+// handleInBackground calls tool with args on c and sends its error on the
+// channel returned when the call ends.
+func handleInBackground(ctx context.Context, c sharedosv1.ToolHandlerServiceClient, tool, args string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Handle(ctx, &sharedosv1.HandleRequest{Tool: tool, ArgumentsJson: []byte(args)})
+		done <- err
+	}()
+	return done
+}
+
 func toolOf(t *testing.T, rec *sharedosv1.GetProviderResponse, name string) *sharedosv1.UpstreamTool {
 	t.Helper()
 	for _, u := range rec.GetStatus().GetTools() {
@@ -526,11 +537,7 @@ func TestHandleCancellation(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Handle(ctx, &sharedosv1.HandleRequest{Tool: "fx.block", ArgumentsJson: []byte(`{}`)})
-		done <- err
-	}()
+	done := handleInBackground(ctx, c, "fx.block", `{}`)
 	<-h.st.blockStarted
 	cancel()
 	if err := <-done; status.Code(err) != codes.Canceled {
@@ -737,11 +744,7 @@ func TestStdioUpstream(t *testing.T) {
 	// Cancellation over stdio is notifications/cancelled.
 	c, _ := h.h.Client(upstream.Target("sx"))
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Handle(ctx, &sharedosv1.HandleRequest{Tool: "sx.block", ArgumentsJson: []byte(`{}`)})
-		done <- err
-	}()
+	done := handleInBackground(ctx, c, "sx.block", `{}`)
 	waitFile(t, filepath.Join(marks, "started"))
 	cancel()
 	if err := <-done; status.Code(err) != codes.Canceled {
@@ -897,11 +900,7 @@ func TestATokenFetchEndsWithItsCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Handle(ctx, &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"x"}`)})
-		done <- err
-	}()
+	done := handleInBackground(ctx, c, "fx.echo", `{"text":"x"}`)
 	<-fetching
 	cancel()
 	select {
