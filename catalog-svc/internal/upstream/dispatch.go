@@ -165,7 +165,7 @@ func checkContent(content json.RawMessage) error {
 // upstream's own requests to the client).
 func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, progress func(mcp.ProgressNotificationParams),
 	send func(ctx context.Context, token string) (json.RawMessage, error)) (json.RawMessage, *sharedosv1.InputRequired, error) {
-	r, err := p.c.resumed(req)
+	r, err := p.c.resumed(req, progress)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -402,8 +402,9 @@ func (c *conn) cancelRound(handle string) bool {
 // resumed is the call a round's provider state names: the parked call with
 // the round's answers sent, (nil, nil) when the state is not a parked
 // call's (a 2026-07-28 upstream's own), or an error when it names a call
-// this replica no longer holds.
-func (c *conn) resumed(req *sharedosv1.HandleRequest) (*running, error) {
+// this replica no longer holds. The round's progress is the call's before
+// the answers go: the upstream may report progress as soon as it has them.
+func (c *conn) resumed(req *sharedosv1.HandleRequest, progress func(mcp.ProgressNotificationParams)) (*running, error) {
 	handle, ok := strings.CutPrefix(string(req.GetRequestState()), parkedState)
 	if !ok {
 		return nil, nil
@@ -413,6 +414,9 @@ func (c *conn) resumed(req *sharedosv1.HandleRequest) (*running, error) {
 		return nil, status.Error(codes.Unavailable,
 			"upstream: the call this round answers is no longer open on this replica (its wait ran out, its upstream was replaced, or another replica holds it)")
 	}
+	r.mu.Lock()
+	r.progress = progress
+	r.mu.Unlock()
 	if err := r.answer(req.GetInputResponsesJson()); err != nil {
 		r.end()
 		return nil, status.Errorf(codes.InvalidArgument, "upstream: %v", err)
