@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -201,7 +202,11 @@ func (c *conn) broken(cl *client.Client) {
 
 // close ends the connection for good: what is connecting or fetching a
 // token stops, and the stdio server and whatever it started are killed.
+// A nil connection is none to close.
 func (c *conn) close() {
+	if c == nil {
+		return
+	}
 	c.end()
 	c.mu.Lock()
 	cl := c.live.cl
@@ -250,18 +255,31 @@ func (c *conn) transport() (transport.Interface, error) {
 	if err := c.guard.CheckCommand(argv); err != nil {
 		return nil, err
 	}
-	env := childEnv(headers)
-	tr := transport.NewStdioWithOptions(argv[0], nil, argv[1:],
-		transport.WithCommandFunc(func(ctx context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
-			cmd := exec.CommandContext(ctx, command, args...)
-			cmd.Env = env
-			cmd.WaitDelay = 2 * time.Second
-			ownProcessGroup(cmd) // npx and the like start the server as their child
-			return cmd, nil
-		}),
-		transport.WithCommandLogger(c.log),
-		transport.WithCommandStderrWriter(io.Discard))
-	return &capturingStdio{Stdio: tr, c: c}, nil
+	return c.stdio(argv, childEnv(headers))
+}
+
+// stdio starts argv as the upstream's process when its client starts:
+// with env alone, in a process group of its own (npx and the like start
+// the server as their child), its stderr discarded, its stdout read
+// through a bound on the line (mcp-go's reader keeps a whole line in
+// memory, however long).
+func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
+	cmd := exec.CommandContext(c.life, argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.WaitDelay = 2 * time.Second
+	ownProcessGroup(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	out := &boundedLines{r: stdout, max: maxResponseBytes}
+	tr := transport.NewIO(out, stdin, nil)
+	transport.WithCommandLogger(c.log)(tr)
+	return &capturingStdio{Stdio: tr, c: c, cmd: cmd, out: out}, nil
 }
 
 // oauthClient is base with the bearer token of the client credentials
@@ -458,11 +476,97 @@ func (t *capturingHTTP) SetRequestHandler(h transport.RequestHandler) {
 
 type capturingStdio struct {
 	*transport.Stdio
-	c *conn
+	c    *conn
+	cmd  *exec.Cmd
+	out  *boundedLines
+	stop sync.Once
 }
 
+// Start starts the process, then mcp-go's reading of its stdout.
+func (t *capturingStdio) Start(ctx context.Context) error {
+	if err := t.cmd.Start(); err != nil {
+		return fmt.Errorf("failed to start command: %w", err)
+	}
+	return t.Stdio.Start(ctx)
+}
+
+// Close closes the process's stdin and waits for it to exit; one that has
+// not after stdioExitWait, or whose stdout ran past the bound, is killed
+// with its process group.
+func (t *capturingStdio) Close() error {
+	err := t.Stdio.Close()
+	t.stop.Do(func() {
+		if t.cmd.Process == nil {
+			return // never started
+		}
+		exited := make(chan struct{})
+		go func() { _ = t.cmd.Wait(); close(exited) }()
+		if t.out.failed() == nil { // past the bound, it is not heard out
+			select {
+			case <-exited:
+				return
+			case <-time.After(stdioExitWait):
+			}
+		}
+		if t.cmd.Cancel != nil {
+			_ = t.cmd.Cancel()
+		}
+		<-exited
+	})
+	return err
+}
+
+// stdioExitWait is how long a stdio upstream has to exit once its stdin
+// is closed.
+const stdioExitWait = 2 * time.Second
+
+// SendRequest names the bound when it is what ended the session.
 func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-	return capture(ctx, r, t.Stdio.SendRequest)
+	resp, err := capture(ctx, r, t.Stdio.SendRequest)
+	if err != nil {
+		if bound := t.out.failed(); bound != nil {
+			err = fmt.Errorf("%w: %w", err, bound)
+		}
+	}
+	return resp, err
+}
+
+// boundedLines reads a stdio upstream's stdout and fails once a line (one
+// JSON-RPC message) runs past max bytes: what it answers travels on to the
+// kernel in one gRPC message of at most maxResponseBytes anyway.
+type boundedLines struct {
+	r    io.Reader
+	max  int64
+	line int64 // bytes read since the last newline
+	err  atomic.Pointer[error]
+}
+
+func (b *boundedLines) Read(p []byte) (int, error) {
+	if err := b.failed(); err != nil {
+		return 0, err
+	}
+	n, err := b.r.Read(p)
+	line := b.line + int64(n) // the line's length so far, or at its end
+	if i := bytes.IndexByte(p[:n], '\n'); i >= 0 {
+		line = b.line + int64(i)
+		b.line = int64(n - 1 - bytes.LastIndexByte(p[:n], '\n'))
+	} else {
+		b.line = line
+	}
+	if line > b.max || b.line > b.max {
+		tooLong := fmt.Errorf("upstream message larger than %d bytes", b.max)
+		b.err.Store(&tooLong)
+		return 0, tooLong
+	}
+	return n, err
+}
+
+// failed is the bound's error once a line ran past it.
+func (b *boundedLines) failed() error {
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // SetRequestHandler implements transport.BidirectionalInterface.

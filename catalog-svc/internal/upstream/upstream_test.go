@@ -769,6 +769,39 @@ func TestStdioUpstream(t *testing.T) {
 	}
 }
 
+// A stdio upstream's message past the bound ends its session, not read
+// whole into memory; the call is unavailable for that reason and the next
+// is served by the server started anew.
+func TestAStdioMessageIsBounded(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(upstream.SetMaxResponseBytes(64 << 10)) // restored after the manager closes
+	h := newHarness(t, upstream.Guard{Commands: []string{exe}})
+	t.Setenv("SERVE_STDIO", "1")
+	t.Setenv("MARKS", t.TempDir())
+	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "sx", Command: []string{exe},
+		Headers: map[string]string{stdioEnv: "env:SERVE_STDIO", "UPSTREAM_TEST_MARKS": "env:MARKS"}, AutoApproveNew: true}, "tester")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+	}
+	for _, n := range []int{30 << 10, 100 << 10} { // echo's answer carries the text twice
+		text := strings.Repeat("x", n)
+		resp, err := h.call("sx", "sx.echo", `{"text":"`+text+`"}`)
+		if n < 64<<10 {
+			if err != nil || !strings.Contains(string(resp.GetContentJson()), text) {
+				t.Errorf("an answer under the bound: %v", err)
+			}
+		} else if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "larger than 65536 bytes") {
+			t.Errorf("a 100 KiB answer: %v, want Unavailable for its size", err)
+		}
+	}
+	if resp, err := h.call("sx", "sx.echo", `{"text":"small"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "small") {
+		t.Errorf("the next call: %v, %v", resp, err)
+	}
+}
+
 // The guard refuses what the operator did not allow.
 func TestGuard(t *testing.T) {
 	g := upstream.Guard{Hosts: []string{"mcp.example.com"}}
