@@ -248,7 +248,8 @@ func (m *Manager) create(ctx context.Context, spec *sharedosv1.UpstreamProvider)
 	if err != nil {
 		return err
 	}
-	defer done()
+	var old *conn
+	defer func() { done(); old.close() }()
 	ns := spec.GetNamespace()
 	if _, err := m.load(ctx, ns); err == nil {
 		return fmt.Errorf("%w: %s", ErrAlreadyExists, ns)
@@ -261,7 +262,7 @@ func (m *Manager) create(ctx context.Context, spec *sharedosv1.UpstreamProvider)
 	if err := m.save(ctx, &sharedosv1.GetProviderResponse{Provider: spec, Status: &sharedosv1.UpstreamStatus{}}); err != nil {
 		return err
 	}
-	m.dropConn(ns, nil)
+	old = m.takeConn(ns, nil)
 	return nil
 }
 
@@ -330,7 +331,7 @@ func (m *Manager) refresh(ctx context.Context, ns, actor string, ifDue bool) (*s
 		if !errors.Is(err, errReplaced) {
 			return rec, err == nil, err
 		}
-		m.dropConn(ns, l.created) // the replaced provider's: list the new one
+		m.takeConn(ns, l.created).close() // the replaced provider's: list the new one
 	}
 	return nil, false, fmt.Errorf("upstream %s: replaced %d times while it was listed", ns, maxRelists)
 }
@@ -421,7 +422,8 @@ func (m *Manager) Remove(ctx context.Context, ns string) error {
 	if err != nil {
 		return err
 	}
-	defer done()
+	var old *conn
+	defer func() { done(); old.close() }()
 	rec, err := m.load(ctx, ns)
 	if err != nil {
 		return err
@@ -443,7 +445,7 @@ func (m *Manager) Remove(ctx context.Context, ns string) error {
 	if err := m.cfg.Store.DeleteEntry(ctx, store.KindUpstream, ns); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	m.dropConn(ns, nil)
+	old = m.takeConn(ns, nil)
 	return nil
 }
 
@@ -836,9 +838,11 @@ func (m *Manager) conn(ns string) (*conn, error) {
 	return c, nil
 }
 
-// dropConn closes ns's connection; with created set, only when it is the
-// connection of the provider created then (one since replaced).
-func (m *Manager) dropConn(ns string, created *timestamppb.Timestamp) {
+// takeConn detaches ns's connection for its caller to close, outside the
+// records lock (closing may wait on the upstream); with created set, only
+// when it is the connection of the provider created then (one since
+// replaced).
+func (m *Manager) takeConn(ns string, created *timestamppb.Timestamp) *conn {
 	m.connsMu.Lock()
 	c, ok := m.conns[ns]
 	if ok && (created == nil || proto.Equal(c.spec.GetCreatedAt(), created)) {
@@ -847,9 +851,7 @@ func (m *Manager) dropConn(ns string, created *timestamppb.Timestamp) {
 		c = nil
 	}
 	m.connsMu.Unlock()
-	if c != nil {
-		c.close()
-	}
+	return c
 }
 
 // specLoadTimeout bounds reading a provider's record to (re)check the

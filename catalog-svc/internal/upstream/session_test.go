@@ -262,3 +262,45 @@ func TestAListingHasTheUpstreamsTimeout(t *testing.T) {
 		t.Errorf("the status after a listing that never answered: %q", got)
 	}
 }
+
+// Closing a removed upstream's connection waits on the upstream (a
+// 2025-era session's DELETE) outside the records lock: while the DELETE
+// hangs, another provider is added.
+func TestClosingWaitsOutsideTheRecordsLock(t *testing.T) {
+	deleting := make(chan context.Context, 1)
+	release := make(chan struct{})
+	url, _ := counting(t, newState(), func(h http.Handler) http.Handler {
+		h = launch.LegacyOnly(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodDelete {
+				select {
+				case deleting <- r.Context():
+				default:
+				}
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c, m, _ := upstreamAt(t, "lg", url)
+	if err := echo(t, c, "lg", "x"); err != nil {
+		t.Fatal(err)
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- m.Remove(t.Context(), "lg") }()
+	del := <-deleting
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "other", Url: url, AutoApproveNew: true}, "op")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add while the DELETE hangs: %v %v", err, rec.GetStatus().GetError())
+	}
+	if del.Err() != nil {
+		t.Error("the add waited until the DELETE was given up")
+	}
+	close(release)
+	if err := <-removed; err != nil {
+		t.Errorf("remove: %v", err)
+	}
+}
