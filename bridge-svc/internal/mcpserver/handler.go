@@ -375,18 +375,26 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		kind, call = attemptKinds[msg.Method]
 	}
 	ctx, st := withCallState(ctx)
+	// inSession: the request passes mcp-go's session check (a 2025-era one
+	// names a session of this turn; a 2026-07-28 one needs none).
+	inSession := false
 	if msg != nil {
 		st.msg = msg
 		st.modern = protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)
+		inSession = st.modern
 		if sid := r.Header.Get(server.HeaderKeySessionID); call && !st.modern && sid != "" {
 			// The session's declared input capabilities travel in its id.
 			if caps, err := srv.sessions.capabilities(sid); err == nil {
+				inSession = true
 				st.inputMethods = protocol.InputMethods(caps)
 				st.ask = h.asker(turnID, sid, st)
 			}
 		}
 	}
-	if call && h.refuseUnpinned(w, ctx, srv, msg) {
+	// An unpinned entry is refused here only on a request mcp-go would
+	// serve: one without a valid session is mcp-go's to refuse (and
+	// recorded below), as a tools/call is.
+	if call && inSession && h.refuseUnpinned(w, ctx, srv, msg) {
 		return
 	}
 	resp := newResponse(w, st, call)
