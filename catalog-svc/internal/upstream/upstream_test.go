@@ -33,6 +33,11 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
+// progressLost is how long the fixture's progress tools wait for a report
+// to reach the caller before they fail the call: a report lost on the way
+// fails its test instead of hanging it.
+const progressLost = time.Minute
+
 // stdioEnv makes the test binary an MCP server on stdio (TestMain).
 const stdioEnv = "UPSTREAM_TEST_STDIO_SERVER"
 
@@ -161,6 +166,8 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 				case <-st.stepSeen:
 				case <-ctx.Done():
 					return nil, ctx.Err()
+				case <-time.After(progressLost):
+					return mcp.NewToolResultError(fmt.Sprintf("step %d never reached the caller", i)), nil
 				}
 			}
 		}
@@ -208,6 +215,8 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
+			case <-time.After(progressLost):
+				return fmt.Errorf("step %d never reached the caller", i)
 			}
 		}
 		if err := step(1); err != nil {
