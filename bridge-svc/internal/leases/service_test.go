@@ -2,6 +2,7 @@ package leases_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +230,36 @@ func TestTokensAndIDs(t *testing.T) {
 	}
 	if !leases.TokenMatches(tok, hash) || leases.TokenMatches(tok+"x", hash) || leases.TokenMatches("", hash) {
 		t.Error("TokenMatches disagrees with HashToken")
+	}
+}
+
+// undecodable is a lease store whose leases no longer decode whole.
+type undecodable struct{ leases.Store }
+
+func (undecodable) Get(context.Context, string) (*leases.Lease, leases.Status, error) {
+	return nil, leases.Status{}, errors.New("decode lease: unknown field")
+}
+
+// A caller that may close any tenant's turns (here: plaintext) closes a
+// turn by its status alone: a lease that no longer decodes is closed all
+// the same, and an unknown turn is still NotFound.
+func TestCloseNeedsOnlyTheStatus(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	mem := memory.New(memory.WithClock(clk.now))
+	cat := &fakeKernel{resp: &sharedosv1.GrantTurnResponse{Grant: "g", CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{{Name: "files.read", CanonicalJson: []byte(`{}`)}}}}
+	open := leases.NewService(leases.ServiceConfig{Store: mem, Kernel: cat, PublicURL: "http://127.0.0.1:7480/", Now: clk.now})
+	lease, err := open.OpenTurn(t.Context(), validRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := leases.NewService(leases.ServiceConfig{Store: undecodable{mem}, Kernel: cat, PublicURL: "http://127.0.0.1:7480/", Now: clk.now})
+	if _, err := svc.CloseTurn(t.Context(), &sharedosv1.CloseTurnRequest{TurnId: lease.GetTurnId()}); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if st, err := mem.Status(t.Context(), lease.GetTurnId()); err != nil || st.ClosedAt.IsZero() || len(cat.revoked) != 1 {
+		t.Errorf("after close: %+v %v, revoked %v", st, err, cat.revoked)
+	}
+	if _, err := svc.CloseTurn(t.Context(), &sharedosv1.CloseTurnRequest{TurnId: "tnope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("close unknown = %v, want NotFound", err)
 	}
 }

@@ -45,6 +45,13 @@ func ParseTenantPolicy(entries []string) (TenantPolicy, error) {
 	return p, nil
 }
 
+// anyTenant reports whether the caller may assert every tenant: an
+// operator, a host allowed *, or any caller in plaintext.
+func (p TenantPolicy) anyTenant(ctx context.Context) bool {
+	id, ok := mtls.PeerIdentity(ctx)
+	return !ok || id.Role == callers.Operator || slices.Contains(p[id.String()], AnyTenant)
+}
+
 // check refuses a caller that may not assert tenant.
 func (p TenantPolicy) check(ctx context.Context, tenant string) error {
 	id, ok := mtls.PeerIdentity(ctx)
