@@ -225,10 +225,18 @@ func addEntries(srv *server.MCPServer, l *leases.Lease, h entryHandlers) {
 	}
 }
 
-// refuseUnpinned answers a prompts/get or resources/read that names nothing
-// the turn pinned: the kernel records it (denied/tool_unavailable) and the
-// client gets its JSON-RPC error. ok is false when the request names a
-// pinned entry (mcp-go serves it).
+// lookingUp notes in the request's state that mcp-go looks its prompt or
+// resource up (callState.lookedUp).
+func lookingUp(ctx context.Context) {
+	if st := stateFrom(ctx); st != nil {
+		st.lookedUp.Store(true)
+	}
+}
+
+// refuseUnpinned answers a prompts/get or resources/read that mcp-go
+// checked and found nothing for, when it names nothing the turn pinned: the
+// kernel records it (denied/tool_unavailable) and the client gets its
+// JSON-RPC error. ok is false when the request names a pinned entry.
 func (h *Handler) refuseUnpinned(w http.ResponseWriter, ctx context.Context, srv *turnServer, msg *protocol.Message) bool {
 	kind, ok := attemptKinds[msg.Method]
 	if !ok || kind == sharedosv1.CallKind_CALL_KIND_UNSPECIFIED || srv.entries.pinned(kind, msg.Target) {

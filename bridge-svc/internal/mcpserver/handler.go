@@ -375,27 +375,16 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		kind, call = attemptKinds[msg.Method]
 	}
 	ctx, st := withCallState(ctx)
-	// inSession: the request passes mcp-go's session check (a 2025-era one
-	// names a session of this turn; a 2026-07-28 one needs none).
-	inSession := false
 	if msg != nil {
 		st.msg = msg
 		st.modern = protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)
-		inSession = st.modern
 		if sid := r.Header.Get(server.HeaderKeySessionID); call && !st.modern && sid != "" {
 			// The session's declared input capabilities travel in its id.
 			if caps, err := srv.sessions.capabilities(sid); err == nil {
-				inSession = true
 				st.inputMethods = protocol.InputMethods(caps)
 				st.ask = h.asker(turnID, sid, st)
 			}
 		}
-	}
-	// An unpinned entry is refused here only on a request mcp-go would
-	// serve: one without a valid session is mcp-go's to refuse (and
-	// recorded below), as a tools/call is.
-	if call && inSession && h.refuseUnpinned(w, ctx, srv, msg) {
-		return
 	}
 	resp := newResponse(w, st, call)
 	st.resp = resp
@@ -403,6 +392,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Context: ctx,
 	})
 	switch {
+	case resp.held && st.lookedUp.Load() && h.refuseUnpinned(w, ctx, srv, msg):
+		// mcp-go checked the request (transport, session, params) and found
+		// no such prompt or resource: the turn did not pin it, and the
+		// kernel's refusal, recorded, is the answer in place of mcp-go's.
 	case resp.held:
 		// mcp-go refused the call before its handler: recorded all the
 		// same, then answered as mcp-go answered.

@@ -214,6 +214,8 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 
 	hooks := &server.Hooks{}
 	hooks.AddBeforeCallTool(unknown.beforeCall)
+	hooks.AddBeforeGetPrompt(func(ctx context.Context, _ any, _ *mcp.GetPromptRequest) { lookingUp(ctx) })
+	hooks.AddBeforeReadResource(func(ctx context.Context, _ any, _ *mcp.ReadResourceRequest) { lookingUp(ctx) })
 	hooks.AddAfterListTools(func(_ context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		if res == nil {
 			return

@@ -34,6 +34,10 @@ type callState struct {
 	// handled is set once the tool handler runs: the call is then recorded
 	// by the kernel; a tools/call mcp-go refused before is recorded by route.
 	handled atomic.Bool
+	// lookedUp is set when mcp-go, its checks of the request passed, looks
+	// the prompt or resource up (its hook runs just before): a refusal
+	// after it is of the name alone.
+	lookedUp atomic.Bool
 	// cancelled is set by the handler of a call that was cancelled: nothing
 	// more is sent for the request (response).
 	cancelled atomic.Bool

@@ -465,3 +465,55 @@ func TestInitializeFlood(t *testing.T) {
 	}
 	expectOutcome(t, mustCall(t, tr, "verify.echo", `{"path":"/public/x"}`), "succeeded", "")
 }
+
+// TestUnpinnedEntries: a prompts/get or resources/read naming nothing the
+// turn pinned is refused by the kernel (denied/tool_unavailable) only once
+// mcp-go has checked the request as it checks every other — transport
+// headers, session, params; a request it refuses before is recorded
+// failed/invalid_request whatever it names, as a tools/call is. One record
+// each, in both eras.
+func TestUnpinnedEntries(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	tr := s.open("alice")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sid := legacySession(ctx, t, tr, "2025-11-25")
+	session := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	prompt := `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"verify.prompt"`
+	read := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///private/a.txt"`
+	modern := func(body string, headers map[string]string) rawReq {
+		return rawReq{url: tr.URL, token: tr.Token, body: body, modern: true, headers: headers}
+	}
+	for _, tc := range []struct {
+		name    string
+		req     rawReq
+		outcome string
+	}{
+		{"2026-07-28 prompts/get", modern(prompt+`,`+modernMeta+`}}`, nil), "denied/tool_unavailable"},
+		{"2026-07-28 resources/read", modern(read+`,`+modernMeta+`}}`, map[string]string{"Mcp-Name": "file:///private/a.txt"}), "denied/tool_unavailable"},
+		{"2026-07-28 prompts/get, no _meta version", modern(prompt+`}}`, nil), "failed/invalid_request"},
+		{"2026-07-28 prompts/get, Last-Event-ID", modern(prompt+`,`+modernMeta+`}}`, map[string]string{"Last-Event-ID": "1"}), "failed/invalid_request"},
+		{"2026-07-28 resources/read, no _meta version", modern(read+`}}`, map[string]string{"Mcp-Name": "file:///private/a.txt"}), "failed/invalid_request"},
+		{"2025-11-25 prompts/get in a session", rawReq{url: tr.URL, token: tr.Token, body: prompt + `}}`, headers: session}, "denied/tool_unavailable"},
+		{"2025-11-25 resources/read in a session", rawReq{url: tr.URL, token: tr.Token, body: read + `}}`, headers: session}, "denied/tool_unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := s.rowCount(tr.ID)
+			resp := do(t, tc.req)
+			if resp.status < 400 || resp.status >= 500 {
+				t.Errorf("HTTP %d %s, want a refusal", resp.status, truncate(string(resp.body), 300))
+			}
+			if strings.Contains(string(resp.body), privateCanary) {
+				t.Errorf("the private file was disclosed: %s", truncate(string(resp.body), 300))
+			}
+			s.waitSettled(tr.ID, 10*time.Second)
+			rows := s.ops(tr.ID)
+			if len(rows)-before != 1 {
+				t.Fatalf("%d records, want 1", len(rows)-before)
+			}
+			if r := rows[len(rows)-1]; r.Status+"/"+r.Code != tc.outcome {
+				t.Errorf("recorded %s/%s (%q), want %s; answered %d %s", r.Status, r.Code, r.Reason, tc.outcome, resp.status, truncate(string(resp.body), 200))
+			}
+		})
+	}
+}
