@@ -142,10 +142,22 @@ func (c *conn) session(ctx context.Context) (session, error) {
 // errClosed: the connection was closed (its provider removed or replaced).
 var errClosed = errors.New("the upstream's connection is closed")
 
+// current is the live session, if any. A stdio session whose server's
+// stdout ended between calls (the server exited, or was killed past the
+// bound) is dropped here, so the next call starts the server anew instead
+// of failing on the old session first.
 func (c *conn) current() (session, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.live, c.live.cl != nil
+	s := c.live
+	c.mu.Unlock()
+	if s.cl == nil {
+		return session{}, false
+	}
+	if st, ok := s.tr.(*capturingStdio); ok && st.ended() {
+		c.broken(s.cl)
+		return session{}, false
+	}
+	return s, true
 }
 
 // connect starts a client and its handshake, which ends with ctx, after
@@ -279,7 +291,11 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 	out := &boundedLines{r: stdout, max: maxResponseBytes}
 	tr := transport.NewIO(out, stdin, nil)
 	transport.WithCommandLogger(c.log)(tr)
-	return &capturingStdio{Stdio: tr, c: c, cmd: cmd, out: out}, nil
+	t := &capturingStdio{Stdio: tr, c: c, cmd: cmd, out: out}
+	// Past the bound, the server is not heard out: killed at once, whether
+	// or not a call waits for it (the session is then gone: current).
+	out.onBound = func() { _ = cmd.Cancel() }
+	return t, nil
 }
 
 // oauthClient is base with the bearer token of the client credentials
@@ -490,9 +506,10 @@ func (t *capturingStdio) Start(ctx context.Context) error {
 	return t.Stdio.Start(ctx)
 }
 
-// Close closes the process's stdin and waits for it to exit; one that has
-// not after stdioExitWait, or whose stdout ran past the bound, is killed
-// with its process group.
+// Close closes the process's stdin and waits for it to exit, as mcp-go's
+// own transport does: a process still running after stdioExitWait gets
+// SIGTERM (its whole group), and one still running stdioTermWait later is
+// killed with its group.
 func (t *capturingStdio) Close() error {
 	err := t.Stdio.Close()
 	t.stop.Do(func() {
@@ -501,24 +518,35 @@ func (t *capturingStdio) Close() error {
 		}
 		exited := make(chan struct{})
 		go func() { _ = t.cmd.Wait(); close(exited) }()
-		if t.out.failed() == nil { // past the bound, it is not heard out
+		for _, step := range []struct {
+			wait time.Duration
+			then func(*exec.Cmd) error
+		}{{stdioExitWait, terminateGroup}, {stdioTermWait, killGroup}} {
 			select {
 			case <-exited:
 				return
-			case <-time.After(stdioExitWait):
+			case <-time.After(step.wait):
+				_ = step.then(t.cmd)
 			}
-		}
-		if t.cmd.Cancel != nil {
-			_ = t.cmd.Cancel()
 		}
 		<-exited
 	})
 	return err
 }
 
+// killGroup kills cmd with its process group (its Cancel: ownProcessGroup).
+func killGroup(cmd *exec.Cmd) error { return cmd.Cancel() }
+
 // stdioExitWait is how long a stdio upstream has to exit once its stdin
-// is closed.
-const stdioExitWait = 2 * time.Second
+// is closed, and stdioTermWait once it got SIGTERM.
+const (
+	stdioExitWait = 2 * time.Second
+	stdioTermWait = 3 * time.Second
+)
+
+// ended reports whether the server's stdout ended (it exited, or it ran
+// past the bound): the session is over, whether or not a call noticed.
+func (t *capturingStdio) ended() bool { return t.out.ended.Load() }
 
 // SendRequest names the bound when it is what ended the session.
 func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
@@ -539,6 +567,10 @@ type boundedLines struct {
 	max  int64
 	line int64 // bytes read since the last newline
 	err  atomic.Pointer[error]
+	// ended is set once a read failed (end of stdout, or the bound);
+	// onBound runs when the bound trips.
+	ended   atomic.Bool
+	onBound func()
 }
 
 func (b *boundedLines) Read(p []byte) (int, error) {
@@ -546,6 +578,9 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := b.r.Read(p)
+	if err != nil {
+		b.ended.Store(true)
+	}
 	line := b.line + int64(n) // the line's length so far, or at its end
 	if i := bytes.IndexByte(p[:n], '\n'); i >= 0 {
 		line = b.line + int64(i)
@@ -556,6 +591,10 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 	if line > b.max || b.line > b.max {
 		tooLong := fmt.Errorf("upstream message larger than %d bytes", b.max)
 		b.err.Store(&tooLong)
+		b.ended.Store(true)
+		if b.onBound != nil {
+			b.onBound()
+		}
 		return 0, tooLong
 	}
 	return n, err

@@ -18,3 +18,8 @@ func ownProcessGroup(cmd *exec.Cmd) {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
+
+// terminateGroup sends SIGTERM to cmd's process group.
+func terminateGroup(cmd *exec.Cmd) error {
+	return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+}

@@ -1,16 +1,19 @@
 package upstream_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +48,21 @@ func TestMain(m *testing.M) {
 	if os.Getenv(stdioEnv) == "1" {
 		// Server requests over stdio, whichever era the client speaks.
 		//nolint:staticcheck // the deprecated behaviour is the point: a 2025-era server over stdio
-		if err := server.ServeStdio(fixture(newState(), server.WithLegacyServerInitiatedRequests()).srv); err != nil {
+		f := fixture(newState(), server.WithLegacyServerInitiatedRequests())
+		f.srv.AddTool(mcp.NewTool("poison", mcp.WithDescription("Answers its pid; once $UPSTREAM_TEST_MARKS/poison exists, sends a 200 KiB notification.")),
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				go func() {
+					for {
+						if _, err := os.Stat(filepath.Join(os.Getenv("UPSTREAM_TEST_MARKS"), "poison")); err == nil {
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					f.srv.SendNotificationToAllClients("notifications/message", map[string]any{"level": "info", "data": strings.Repeat("x", 200<<10)})
+				}()
+				return mcp.NewToolResultText(strconv.Itoa(os.Getpid())), nil
+			})
+		if err := server.ServeStdio(f.srv); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -808,6 +825,69 @@ func TestAStdioMessageIsBounded(t *testing.T) {
 	}
 	if resp, err := h.call("sx", "sx.echo", `{"text":"small"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "small") {
 		t.Errorf("the next call: %v, %v", resp, err)
+	}
+}
+
+// A stdio server's message past the bound with no call waiting for it (a
+// notification between calls) ends its session all the same: the server
+// is killed at once, and the next call starts it anew instead of failing
+// on the old session.
+func TestAStdioServerPastTheBoundBetweenCalls(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(upstream.SetMaxResponseBytes(64 << 10)) // restored after the manager closes
+	h := newHarness(t, upstream.Guard{Commands: []string{exe}})
+	marks := t.TempDir()
+	t.Setenv("SERVE_STDIO", "1")
+	t.Setenv("MARKS", marks)
+	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "sx", Command: []string{exe},
+		Headers: map[string]string{stdioEnv: "env:SERVE_STDIO", "UPSTREAM_TEST_MARKS": "env:MARKS"}, AutoApproveNew: true}, "tester")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+	}
+	resp, err := h.call("sx", "sx.poison", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var content []struct{ Text string }
+	if err := json.Unmarshal(resp.GetContentJson(), &content); err != nil || len(content) != 1 {
+		t.Fatalf("poison answered %s: %v", resp.GetContentJson(), err)
+	}
+	pid, err := strconv.Atoi(content[0].Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(marks, "poison"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitExited(t, pid)
+	if resp, err := h.call("sx", "sx.echo", `{"text":"next"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "next") {
+		t.Errorf("the next call: %v, %v", resp, err)
+	}
+}
+
+// waitExited waits until process pid has exited (gone, or a zombie not yet
+// reaped), failing the test if it still runs after a minute.
+func waitExited(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, after, ok := bytes.Cut(stat, []byte(") ")); ok && len(after) > 0 && after[0] == 'Z' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
