@@ -732,26 +732,35 @@ func TestDriftQuarantineApprove(t *testing.T) {
 	}
 }
 
-// stdio: SharedOS starts the command, with none of its own environment,
-// and calls through it; a server that exits is started again.
-func TestStdioUpstream(t *testing.T) {
+// stdioUpstream is a harness with the test binary acquired as the stdio
+// upstream "sx" (TestMain serves the fixture), its marks directory, and
+// each message bounded at maxBytes when set.
+func stdioUpstream(t *testing.T, maxBytes int64) (*harness, string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if maxBytes > 0 {
+		t.Cleanup(upstream.SetMaxResponseBytes(maxBytes)) // restored after the manager closes
+	}
 	h := newHarness(t, upstream.Guard{Commands: []string{exe}})
 	marks := t.TempDir()
-	t.Setenv("CATALOG_OWN_SECRET", "must-not-reach-the-child")
 	t.Setenv("SERVE_STDIO", "1")
 	t.Setenv("MARKS", marks)
 	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "sx", Command: []string{exe},
 		Headers: map[string]string{stdioEnv: "env:SERVE_STDIO", "UPSTREAM_TEST_MARKS": "env:MARKS"}, AutoApproveNew: true}, "tester")
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("stdio add: %v %s", err, rec.GetStatus().GetError())
 	}
-	if e := rec.GetStatus().GetError(); e != "" {
-		t.Fatalf("stdio refresh: %s", e)
-	}
+	return h, marks
+}
+
+// stdio: SharedOS starts the command, with none of its own environment,
+// and calls through it; a server that exits is started again.
+func TestStdioUpstream(t *testing.T) {
+	t.Setenv("CATALOG_OWN_SECRET", "must-not-reach-the-child")
+	h, marks := stdioUpstream(t, 0)
 	resp, err := h.call("sx", "sx.env", `{}`)
 	if err != nil {
 		t.Fatal(err)
@@ -799,19 +808,7 @@ func TestStdioUpstream(t *testing.T) {
 // whole into memory; the call is unavailable for that reason and the next
 // is served by the server started anew.
 func TestAStdioMessageIsBounded(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(upstream.SetMaxResponseBytes(64 << 10)) // restored after the manager closes
-	h := newHarness(t, upstream.Guard{Commands: []string{exe}})
-	t.Setenv("SERVE_STDIO", "1")
-	t.Setenv("MARKS", t.TempDir())
-	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "sx", Command: []string{exe},
-		Headers: map[string]string{stdioEnv: "env:SERVE_STDIO", "UPSTREAM_TEST_MARKS": "env:MARKS"}, AutoApproveNew: true}, "tester")
-	if err != nil || rec.GetStatus().GetError() != "" {
-		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
-	}
+	h, _ := stdioUpstream(t, 64<<10)
 	for _, n := range []int{30 << 10, 100 << 10} { // echo's answer carries the text twice
 		text := strings.Repeat("x", n)
 		resp, err := h.call("sx", "sx.echo", `{"text":"`+text+`"}`)
@@ -833,20 +830,7 @@ func TestAStdioMessageIsBounded(t *testing.T) {
 // is killed at once, and the next call starts it anew instead of failing
 // on the old session.
 func TestAStdioServerPastTheBoundBetweenCalls(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(upstream.SetMaxResponseBytes(64 << 10)) // restored after the manager closes
-	h := newHarness(t, upstream.Guard{Commands: []string{exe}})
-	marks := t.TempDir()
-	t.Setenv("SERVE_STDIO", "1")
-	t.Setenv("MARKS", marks)
-	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "sx", Command: []string{exe},
-		Headers: map[string]string{stdioEnv: "env:SERVE_STDIO", "UPSTREAM_TEST_MARKS": "env:MARKS"}, AutoApproveNew: true}, "tester")
-	if err != nil || rec.GetStatus().GetError() != "" {
-		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
-	}
+	h, marks := stdioUpstream(t, 64<<10)
 	resp, err := h.call("sx", "sx.poison", `{}`)
 	if err != nil {
 		t.Fatal(err)
