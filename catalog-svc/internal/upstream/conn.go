@@ -154,10 +154,25 @@ func (c *conn) current() (session, bool) {
 		return session{}, false
 	}
 	if st, ok := s.tr.(*capturingStdio); ok && st.ended() {
-		c.broken(s.cl)
+		c.dropStdio(st)
 		return session{}, false
 	}
 	return s, true
+}
+
+// dropStdio drops the live session when it is t's, its stdout having
+// ended, and closes it (reaping the server) in the background: no call
+// waits on a server that is gone.
+func (c *conn) dropStdio(t *capturingStdio) {
+	c.mu.Lock()
+	cl := c.live.cl
+	if cl == nil || c.live.tr != transport.Interface(t) {
+		c.mu.Unlock()
+		return
+	}
+	c.live = session{}
+	c.mu.Unlock()
+	go func() { _ = cl.Close() }()
 }
 
 // connect starts a client and its handshake, which ends with ctx, after
@@ -293,8 +308,10 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 	transport.WithCommandLogger(c.log)(tr)
 	t := &capturingStdio{Stdio: tr, c: c, cmd: cmd, out: out}
 	// Past the bound, the server is not heard out: killed at once, whether
-	// or not a call waits for it (the session is then gone: current).
-	out.onBound = func() { _ = cmd.Cancel() }
+	// or not a call waits for it. Once its stdout ended, for that reason
+	// or another, its session is dropped and the server reaped.
+	out.onBound = t.kill
+	out.onEnd = func() { go c.dropStdio(t) }
 	return t, nil
 }
 
@@ -496,6 +513,19 @@ type capturingStdio struct {
 	cmd  *exec.Cmd
 	out  *boundedLines
 	stop sync.Once
+	// procMu orders killing the process against reaping it: a reaped
+	// process's group id may be another's.
+	procMu sync.Mutex
+	reaped bool
+}
+
+// kill kills the process with its group, unless it was reaped.
+func (t *capturingStdio) kill() {
+	t.procMu.Lock()
+	defer t.procMu.Unlock()
+	if !t.reaped {
+		_ = t.cmd.Cancel()
+	}
 }
 
 // Start starts the process, then mcp-go's reading of its stdout.
@@ -508,8 +538,9 @@ func (t *capturingStdio) Start(ctx context.Context) error {
 
 // Close closes the process's stdin and waits for it to exit, as mcp-go's
 // own transport does: a process still running after stdioExitWait gets
-// SIGTERM (its whole group), and one still running stdioTermWait later is
-// killed with its group.
+// SIGTERM (its whole group), and stdioTermWait later the group is killed.
+// Whatever is left of the group once the process exited (a launcher's
+// child) is killed before the process is reaped.
 func (t *capturingStdio) Close() error {
 	err := t.Stdio.Close()
 	t.stop.Do(func() {
@@ -517,25 +548,25 @@ func (t *capturingStdio) Close() error {
 			return // never started
 		}
 		exited := make(chan struct{})
-		go func() { _ = t.cmd.Wait(); close(exited) }()
-		for _, step := range []struct {
-			wait time.Duration
-			then func(*exec.Cmd) error
-		}{{stdioExitWait, terminateGroup}, {stdioTermWait, killGroup}} {
+		go func() { awaitExit(t.cmd); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(stdioExitWait):
+			_ = terminateGroup(t.cmd)
 			select {
 			case <-exited:
-				return
-			case <-time.After(step.wait):
-				_ = step.then(t.cmd)
+			case <-time.After(stdioTermWait):
 			}
 		}
+		t.kill()
 		<-exited
+		t.procMu.Lock()
+		t.reaped = true
+		t.procMu.Unlock()
+		_ = t.cmd.Wait()
 	})
 	return err
 }
-
-// killGroup kills cmd with its process group (its Cancel: ownProcessGroup).
-func killGroup(cmd *exec.Cmd) error { return cmd.Cancel() }
 
 // stdioExitWait is how long a stdio upstream has to exit once its stdin
 // is closed, and stdioTermWait once it got SIGTERM.
@@ -567,10 +598,18 @@ type boundedLines struct {
 	max  int64
 	line int64 // bytes read since the last newline
 	err  atomic.Pointer[error]
-	// ended is set once a read failed (end of stdout, or the bound);
-	// onBound runs when the bound trips.
+	// ended is set once a read failed (end of stdout, or the bound):
+	// onBound runs first when the bound trips, then onEnd, once.
 	ended   atomic.Bool
 	onBound func()
+	onEnd   func()
+}
+
+// end marks the stream ended, telling onEnd the first time.
+func (b *boundedLines) end() {
+	if !b.ended.Swap(true) && b.onEnd != nil {
+		b.onEnd()
+	}
 }
 
 func (b *boundedLines) Read(p []byte) (int, error) {
@@ -578,9 +617,6 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := b.r.Read(p)
-	if err != nil {
-		b.ended.Store(true)
-	}
 	line := b.line + int64(n) // the line's length so far, or at its end
 	if i := bytes.IndexByte(p[:n], '\n'); i >= 0 {
 		line = b.line + int64(i)
@@ -591,11 +627,14 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 	if line > b.max || b.line > b.max {
 		tooLong := fmt.Errorf("upstream message larger than %d bytes", b.max)
 		b.err.Store(&tooLong)
-		b.ended.Store(true)
 		if b.onBound != nil {
 			b.onBound()
 		}
+		b.end()
 		return 0, tooLong
+	}
+	if err != nil {
+		b.end()
 	}
 	return n, err
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -734,8 +735,9 @@ func TestDriftQuarantineApprove(t *testing.T) {
 
 // stdioUpstream is a harness with the test binary acquired as the stdio
 // upstream "sx" (TestMain serves the fixture), its marks directory, and
-// each message bounded at maxBytes when set.
-func stdioUpstream(t *testing.T, maxBytes int64) (*harness, string) {
+// each message bounded at maxBytes when set. With launcher set, the
+// command is launcher followed by the test binary's path.
+func stdioUpstream(t *testing.T, maxBytes int64, launcher ...string) (*harness, string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -744,11 +746,12 @@ func stdioUpstream(t *testing.T, maxBytes int64) (*harness, string) {
 	if maxBytes > 0 {
 		t.Cleanup(upstream.SetMaxResponseBytes(maxBytes)) // restored after the manager closes
 	}
-	h := newHarness(t, upstream.Guard{Commands: []string{exe}})
+	argv := append(append([]string{}, launcher...), exe)
+	h := newHarness(t, upstream.Guard{Commands: []string{argv[0]}})
 	marks := t.TempDir()
 	t.Setenv("SERVE_STDIO", "1")
 	t.Setenv("MARKS", marks)
-	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "sx", Command: []string{exe},
+	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "sx", Command: argv,
 		Headers: map[string]string{stdioEnv: "env:SERVE_STDIO", "UPSTREAM_TEST_MARKS": "env:MARKS"}, AutoApproveNew: true}, "tester")
 	if err != nil || rec.GetStatus().GetError() != "" {
 		t.Fatalf("stdio add: %v %s", err, rec.GetStatus().GetError())
@@ -852,10 +855,32 @@ func TestAStdioServerPastTheBoundBetweenCalls(t *testing.T) {
 	}
 }
 
+// What is left of a stdio server's process group once the server exited
+// (here a child its launching shell left running, which holds none of its
+// pipes) is killed with the server's session.
+func TestAStdioServersGroupEndsWithIt(t *testing.T) {
+	h, marks := stdioUpstream(t, 0, "/bin/sh", "-c", `sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >"$UPSTREAM_TEST_MARKS/child"; exec "$0"`)
+	if _, err := h.call("sx", "sx.exit", `{}`); status.Code(err) != codes.Unavailable {
+		t.Errorf("call that ended the server: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(marks, "child"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitExited(t, pid)
+}
+
 // waitExited waits until process pid has exited (gone, or a zombie not yet
 // reaped), failing the test if it still runs after a minute.
 func waitExited(t *testing.T, pid int) {
 	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads a process's state in /proc")
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
