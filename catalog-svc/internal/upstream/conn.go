@@ -311,7 +311,7 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 	// or not a call waits for it. Once its stdout ended, for that reason
 	// or another, its session is dropped and the server reaped.
 	out.onBound = t.kill
-	out.onEnd = func() { go c.dropStdio(t) }
+	out.onEnd = func() { c.dropStdio(t) }
 	return t, nil
 }
 
