@@ -188,6 +188,8 @@ func TestProvidersAddSpec(t *testing.T) {
 		{url: "http://x"},
 		{namespace: "fs", url: "http://x", requirements: multiFlag{"fs.x=read"}},
 		{namespace: "fs", url: "http://x", requirements: multiFlag{"noequals"}},
+		{namespace: "fs", url: "http://x", refresh: -5 * time.Minute},
+		{namespace: "fs", url: "http://x", timeout: -time.Second},
 	} {
 		if _, err := bad.spec(); err == nil {
 			t.Errorf("%+v accepted", bad)

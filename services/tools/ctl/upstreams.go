@@ -96,6 +96,9 @@ func (f *addFlags) spec() (*sharedosv1.UpstreamProvider, error) {
 		}
 		spec.Command = argv
 	}
+	if f.refresh < 0 || f.timeout < 0 {
+		return nil, usagef("--refresh and --timeout are 0 or positive (got %s, %s)", f.refresh, f.timeout)
+	}
 	if f.refresh > 0 {
 		spec.Refresh = durationpb.New(f.refresh)
 	}
