@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -871,6 +872,11 @@ func TestAStdioServersGroupEndsWithIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // a failed run leaves no sleep behind
+		if t.Failed() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	waitExited(t, pid)
 }
 
