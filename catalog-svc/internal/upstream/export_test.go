@@ -25,19 +25,11 @@ func ExpireSpecChecks(m *Manager) {
 
 // SetParkedFor makes parked calls run out after d (tests); the returned
 // func restores the default.
-func SetParkedFor(d time.Duration) func() {
-	old := parkedFor
-	parkedFor = d
-	return func() { parkedFor = old }
-}
+func SetParkedFor(d time.Duration) func() { return set(&parkedFor, d) }
 
 // SetMaxParkedPerTurn bounds one turn's parked calls per upstream at n
 // (tests); the returned func restores the default.
-func SetMaxParkedPerTurn(n int) func() {
-	old := maxParkedPerTurn
-	maxParkedPerTurn = n
-	return func() { maxParkedPerTurn = old }
-}
+func SetMaxParkedPerTurn(n int) func() { return set(&maxParkedPerTurn, n) }
 
 // RunOnWorker runs do as an upstream request of a connection to nowhere
 // and returns its outcome (tests of the worker's recovery).
@@ -58,16 +50,16 @@ const (
 
 // SetTokenTimeout bounds each token fetch at d (tests); the returned func
 // restores the default.
-func SetTokenTimeout(d time.Duration) func() {
-	old := tokenTimeout
-	tokenTimeout = d
-	return func() { tokenTimeout = old }
-}
+func SetTokenTimeout(d time.Duration) func() { return set(&tokenTimeout, d) }
 
-// SetMaxResponseBytes bounds each upstream HTTP response at n bytes for
-// the clients made after it (tests); the returned func restores the default.
-func SetMaxResponseBytes(n int64) func() {
-	old := maxResponseBytes
-	maxResponseBytes = n
-	return func() { maxResponseBytes = old }
+// SetMaxResponseBytes bounds each upstream message (an HTTP response, a
+// stdio line) at n bytes for the connections made after it (tests); the
+// returned func restores the default.
+func SetMaxResponseBytes(n int64) func() { return set(&maxResponseBytes, n) }
+
+// set makes *p v and returns the func that restores what it was.
+func set[T any](p *T, v T) func() {
+	old := *p
+	*p = v
+	return func() { *p = old }
 }
