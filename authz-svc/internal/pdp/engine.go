@@ -117,16 +117,19 @@ func (e *Engine) Reload(ctx context.Context) error {
 	snap, err := load(ctx, e.dir)
 	if err != nil {
 		err = fmt.Errorf("pdp: reload %s: %w", e.dir, err)
-		e.lastErr.Store(&reloadError{err: err})
+		// Logged and counted before LastReloadError shows it: whoever sees
+		// the failure there finds it in the log and the metric too.
 		e.failures.Add(ctx, 1)
 		e.logger.Error("policy reload failed; previous policy keeps serving",
 			slog.String("policy_dir", e.dir),
 			slog.String("policy_revision", e.current.Load().revision),
 			slog.String("error", err.Error()))
+		e.lastErr.Store(&reloadError{err: err})
 		return err
 	}
-	prev := e.current.Swap(snap)
+	// Cleared before the swap: whoever sees the new revision sees no error.
 	e.lastErr.Store(nil)
+	prev := e.current.Swap(snap)
 	if prev.revision != snap.revision {
 		e.logger.Info("policy reloaded", slog.String("policy_dir", e.dir),
 			slog.String("previous_revision", prev.revision),

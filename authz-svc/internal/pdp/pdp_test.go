@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,4 +219,57 @@ func TestParseSharedObject(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// seenAtLog is a slog handler that records, at each record it handles, what
+// the engine's readers see at that moment.
+type seenAtLog struct {
+	engine func() *Engine
+	mu     sync.Mutex
+	seen   map[string]error // message → LastReloadError while it was logged
+}
+
+func (h *seenAtLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *seenAtLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *seenAtLog) WithGroup(string) slog.Handler            { return h }
+func (h *seenAtLog) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.engine(); e != nil {
+		h.seen[r.Message] = e.LastReloadError()
+	}
+	return nil
+}
+
+// TestAReloadFailureIsLoggedBeforeItShows: LastReloadError shows a failure
+// only once it is logged, so whoever waits on it finds the log line (the
+// app test TestReloadGoodAndBroken once read the log in between).
+func TestAReloadFailureIsLoggedBeforeItShows(t *testing.T) {
+	dir := writeTree(t, map[string]string{"p.rego": readsData})
+	var engine *Engine
+	h := &seenAtLog{engine: func() *Engine { return engine }, seen: map[string]error{}}
+	e, err := New(context.Background(), Options{Dir: dir, Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine = e
+	if err := os.WriteFile(filepath.Join(dir, "broken.rego"), []byte("package x\n\nallow if {"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Reload(context.Background()); err == nil {
+		t.Fatal("a broken policy reloaded")
+	}
+	const msg = "policy reload failed; previous policy keeps serving"
+	h.mu.Lock()
+	got, logged := h.seen[msg]
+	h.mu.Unlock()
+	if !logged {
+		t.Fatalf("the failure was not logged (logged %v)", h.seen)
+	}
+	if got != nil {
+		t.Errorf("LastReloadError showed %v before the failure was logged", got)
+	}
+	if e.LastReloadError() == nil {
+		t.Error("LastReloadError is nil after a failed reload")
+	}
 }
