@@ -41,6 +41,9 @@ const (
 	ReasonUpstreamExists       = "UPSTREAM_ALREADY_EXISTS"
 	ReasonUpstreamInvalid      = "INVALID_UPSTREAM"
 	ReasonUpstreamPrecondition = "UPSTREAM_DECISION_MISMATCH"
+	// ReasonAcquiredEntry: the entry was acquired from an upstream and
+	// changes only through the providers API.
+	ReasonAcquiredEntry = "ACQUIRED_FROM_UPSTREAM"
 )
 
 // Coded is implemented by domain errors of other packages of this service

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 
 	"google.golang.org/grpc/codes"
@@ -48,6 +50,9 @@ func (s *CatalogServer) RegisterTool(ctx context.Context, req *sharedosv1.Regist
 	if req.GetRegistration() == nil {
 		return nil, InvalidArgument("registration", "required")
 	}
+	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
+		return nil, err
+	}
 	reg, pub, err := s.svc.Register(ctx, req.GetRegistration())
 	if err != nil {
 		return nil, s.fail(ctx, "RegisterTool", err)
@@ -59,6 +64,11 @@ func (s *CatalogServer) RegisterTool(ctx context.Context, req *sharedosv1.Regist
 func (s *CatalogServer) RegisterTools(ctx context.Context, req *sharedosv1.RegisterToolsRequest) (*sharedosv1.RegisterToolsResponse, error) {
 	if n := len(req.GetRegistrations()); n > MaxBatch {
 		return nil, InvalidArgument("registrations", "at most 20000 per call")
+	}
+	for i, reg := range req.GetRegistrations() {
+		if err := notAcquiredSource(fmt.Sprintf("registrations[%d].metadata.source", i), reg.GetMetadata()); err != nil {
+			return nil, err
+		}
 	}
 	n, err := s.svc.RegisterBatch(ctx, req.GetRegistrations())
 	if err != nil {
@@ -72,6 +82,12 @@ func (s *CatalogServer) UpdateTool(ctx context.Context, req *sharedosv1.UpdateTo
 	if req.GetRegistration() == nil {
 		return nil, InvalidArgument("registration", "required")
 	}
+	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
+		return nil, err
+	}
+	if err := s.notAcquiredTool(ctx, "UpdateTool", req.GetRegistration().GetName()); err != nil {
+		return nil, err
+	}
 	reg, pub, err := s.svc.Update(ctx, req.GetRegistration(), req.GetExpectedRevision())
 	if err != nil {
 		return nil, s.fail(ctx, "UpdateTool", err)
@@ -83,6 +99,9 @@ func (s *CatalogServer) UpdateTool(ctx context.Context, req *sharedosv1.UpdateTo
 func (s *CatalogServer) DeregisterTool(ctx context.Context, req *sharedosv1.DeregisterToolRequest) (*sharedosv1.DeregisterToolResponse, error) {
 	if req.GetName() == "" {
 		return nil, InvalidArgument("name", "required")
+	}
+	if err := s.notAcquiredTool(ctx, "DeregisterTool", req.GetName()); err != nil {
+		return nil, err
 	}
 	if err := s.svc.Deregister(ctx, req.GetName()); err != nil {
 		return nil, s.fail(ctx, "DeregisterTool", err)
@@ -125,6 +144,12 @@ func (s *CatalogServer) RegisterPrompt(ctx context.Context, req *sharedosv1.Regi
 	if req.GetRegistration() == nil {
 		return nil, InvalidArgument("registration", "required")
 	}
+	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
+		return nil, err
+	}
+	if err := s.notAcquiredPrompt(ctx, "RegisterPrompt", req.GetRegistration().GetName()); err != nil {
+		return nil, err
+	}
 	reg, pub, err := s.svc.RegisterPrompt(ctx, req.GetRegistration())
 	if err != nil {
 		return nil, s.fail(ctx, "RegisterPrompt", err)
@@ -136,6 +161,9 @@ func (s *CatalogServer) RegisterPrompt(ctx context.Context, req *sharedosv1.Regi
 func (s *CatalogServer) DeregisterPrompt(ctx context.Context, req *sharedosv1.DeregisterPromptRequest) (*sharedosv1.DeregisterPromptResponse, error) {
 	if req.GetName() == "" {
 		return nil, InvalidArgument("name", "required")
+	}
+	if err := s.notAcquiredPrompt(ctx, "DeregisterPrompt", req.GetName()); err != nil {
+		return nil, err
 	}
 	if err := s.svc.DeregisterPrompt(ctx, req.GetName()); err != nil {
 		return nil, s.fail(ctx, "DeregisterPrompt", err)
@@ -157,6 +185,12 @@ func (s *CatalogServer) RegisterResource(ctx context.Context, req *sharedosv1.Re
 	if req.GetRegistration() == nil {
 		return nil, InvalidArgument("registration", "required")
 	}
+	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
+		return nil, err
+	}
+	if err := s.notAcquiredResource(ctx, "RegisterResource", req.GetRegistration().GetUri()); err != nil {
+		return nil, err
+	}
 	reg, pub, err := s.svc.RegisterResource(ctx, req.GetRegistration())
 	if err != nil {
 		return nil, s.fail(ctx, "RegisterResource", err)
@@ -168,6 +202,9 @@ func (s *CatalogServer) RegisterResource(ctx context.Context, req *sharedosv1.Re
 func (s *CatalogServer) DeregisterResource(ctx context.Context, req *sharedosv1.DeregisterResourceRequest) (*sharedosv1.DeregisterResourceResponse, error) {
 	if req.GetUri() == "" {
 		return nil, InvalidArgument("uri", "required")
+	}
+	if err := s.notAcquiredResource(ctx, "DeregisterResource", req.GetUri()); err != nil {
+		return nil, err
 	}
 	if err := s.svc.DeregisterResource(ctx, req.GetUri()); err != nil {
 		return nil, s.fail(ctx, "DeregisterResource", err)
@@ -182,4 +219,65 @@ func (s *CatalogServer) ListResourceRegistrations(ctx context.Context, _ *shared
 		return nil, s.fail(ctx, "ListResourceRegistrations", err)
 	}
 	return &sharedosv1.ListResourceRegistrationsResponse{Registrations: regs}, nil
+}
+
+// Entries acquired from an upstream MCP server (metadata.source "mcp:NS")
+// are the providers API's (UpstreamService, ADR 0019): it pins them,
+// quarantines drift and records every approval. This API neither adds such
+// an entry nor changes or removes one, which would publish or withdraw it
+// past that record. An entry acquired between the check and the change is
+// a race an operator alone can run, and the next refresh repairs it.
+
+// notAcquiredSource refuses a registration that claims an upstream source.
+func notAcquiredSource(field string, md *sharedosv1.ToolMetadata) error {
+	if src := md.GetSource(); catalog.AcquiredSource(src) {
+		return InvalidArgument(field, fmt.Sprintf("%q is the source of entries acquired from an upstream MCP server; "+
+			"those are added only through the providers API (sharedosctl providers add)", src))
+	}
+	return nil
+}
+
+// acquiredEntry is the refusal of a change to an acquired entry.
+func acquiredEntry(kind, key, source string) error {
+	return withDetails(codes.FailedPrecondition,
+		fmt.Sprintf("%s %s was acquired from upstream %s; it changes only through the providers API "+
+			"(sharedosctl providers refresh or remove, tools approve or reject)", kind, key, source),
+		ReasonAcquiredEntry, map[string]string{"source": source})
+}
+
+// notAcquiredTool refuses a change to the tool name when it was acquired.
+// A tool that is not there passes: the change itself says NotFound.
+func (s *CatalogServer) notAcquiredTool(ctx context.Context, method, name string) error {
+	reg, _, err := s.svc.Get(ctx, name)
+	return s.notAcquired(ctx, method, "tool", name, reg.GetMetadata(), err)
+}
+
+func (s *CatalogServer) notAcquiredPrompt(ctx context.Context, method, name string) error {
+	var md *sharedosv1.ToolMetadata
+	e, err := s.svc.ResolvePrompt(ctx, name)
+	if err == nil {
+		md = e.Prompt.GetMetadata()
+	}
+	return s.notAcquired(ctx, method, "prompt", name, md, err)
+}
+
+func (s *CatalogServer) notAcquiredResource(ctx context.Context, method, uri string) error {
+	var md *sharedosv1.ToolMetadata
+	e, err := s.svc.ResolveResource(ctx, uri)
+	if err == nil {
+		md = e.Resource.GetMetadata()
+	}
+	return s.notAcquired(ctx, method, "resource", uri, md, err)
+}
+
+func (s *CatalogServer) notAcquired(ctx context.Context, method, kind, key string, md *sharedosv1.ToolMetadata, err error) error {
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return nil
+	case err != nil:
+		return s.fail(ctx, method, err)
+	case catalog.AcquiredSource(md.GetSource()):
+		return acquiredEntry(kind, key, md.GetSource())
+	}
+	return nil
 }

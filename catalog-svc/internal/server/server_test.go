@@ -105,6 +105,11 @@ func (a allowAll) FilterTools(_ context.Context, in *sharedosv1.FilterToolsReque
 }
 
 func newServer(t *testing.T, f catalog.ToolFilter) *server.CatalogServer {
+	_, s := newService(t, f)
+	return s
+}
+
+func newService(t *testing.T, f catalog.ToolFilter) (*catalog.Service, *server.CatalogServer) {
 	svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: f})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +120,7 @@ func newServer(t *testing.T, f catalog.ToolFilter) *server.CatalogServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
-	return server.NewCatalogServer(svc, nil)
+	return svc, server.NewCatalogServer(svc, nil)
 }
 
 func registration(name string) *sharedosv1.ToolRegistration {
@@ -195,5 +200,99 @@ func TestListToolsAuthzDownIsUnavailable(t *testing.T) {
 	resp, err := s.ListTools(context.Background(), &sharedosv1.ListToolsRequest{Context: &sharedosv1.AccessContext{Principal: "alice"}})
 	if status.Code(err) != codes.Unavailable || resp != nil || strings.Contains(err.Error(), "10.9.9.9") {
 		t.Fatalf("ListTools with authz down = %v, %v; want Unavailable, no tools, no internal address", resp, err)
+	}
+}
+
+// TestAcquiredEntriesAreTheProvidersAPIs (ADR 0019): the catalogue API
+// neither registers an entry with an upstream's source nor changes or
+// removes one acquired from an upstream (that would publish or withdraw it
+// past the pin and its approval record); native entries are untouched.
+func TestAcquiredEntriesAreTheProvidersAPIs(t *testing.T) {
+	svc, s := newService(t, allowAll{})
+	ctx := context.Background()
+	acquiredTool := registration("up.read")
+	acquiredTool.Metadata.Source, acquiredTool.Handler.Target = "mcp:up", "mcp:up"
+	prompt := func(source string) *sharedosv1.PromptRegistration {
+		return &sharedosv1.PromptRegistration{Name: "up.review", Description: "Reviews.",
+			Metadata: &sharedosv1.ToolMetadata{Namespace: "up", Source: source}, Handler: &sharedosv1.HandlerRef{Target: source}}
+	}
+	resource := func(source string) *sharedosv1.ResourceRegistration {
+		return &sharedosv1.ResourceRegistration{Uri: "test://up/data", Name: "data", Description: "Data.",
+			Metadata: &sharedosv1.ToolMetadata{Source: source}, Handler: &sharedosv1.HandlerRef{Target: source}}
+	}
+	// What the upstream manager writes, through the service itself.
+	if _, _, err := svc.Register(ctx, acquiredTool); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.RegisterPrompt(ctx, prompt("mcp:up")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.RegisterResource(ctx, resource("mcp:up")); err != nil {
+		t.Fatal(err)
+	}
+
+	claims := registration("other.read")
+	claims.Metadata.Source = "mcp:other"
+	native := registration("files.read")
+	refusedField := func(name string, err error, field string) {
+		t.Helper()
+		st, ei, _ := info(t, err)
+		if st.Code() != codes.InvalidArgument || ei.GetMetadata()["field"] != field || !strings.Contains(st.Message(), "providers add") {
+			t.Errorf("%s: %v (%v), want InvalidArgument on %s", name, err, ei, field)
+		}
+	}
+	_, err := s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: claims})
+	refusedField("RegisterTool with an upstream source", err, "registration.metadata.source")
+	_, err = s.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: []*sharedosv1.ToolRegistration{native, claims}})
+	refusedField("RegisterTools with an upstream source", err, "registrations[1].metadata.source")
+	_, err = s.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: acquiredTool})
+	refusedField("UpdateTool with an upstream source", err, "registration.metadata.source")
+	_, err = s.RegisterPrompt(ctx, &sharedosv1.RegisterPromptRequest{Registration: prompt("mcp:other")})
+	refusedField("RegisterPrompt with an upstream source", err, "registration.metadata.source")
+	_, err = s.RegisterResource(ctx, &sharedosv1.RegisterResourceRequest{Registration: resource("mcp:other")})
+	refusedField("RegisterResource with an upstream source", err, "registration.metadata.source")
+
+	nativeTool := registration("up.read") // the acquired tool's name, a native source
+	refusedEntry := func(name string, err error) {
+		t.Helper()
+		st, ei, _ := info(t, err)
+		if st.Code() != codes.FailedPrecondition || ei.GetReason() != server.ReasonAcquiredEntry || ei.GetMetadata()["source"] != "mcp:up" {
+			t.Errorf("%s: %v (%v), want FailedPrecondition %s", name, err, ei, server.ReasonAcquiredEntry)
+		}
+	}
+	_, err = s.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: nativeTool})
+	refusedEntry("UpdateTool of an acquired tool", err)
+	_, err = s.DeregisterTool(ctx, &sharedosv1.DeregisterToolRequest{Name: "up.read"})
+	refusedEntry("DeregisterTool of an acquired tool", err)
+	_, err = s.RegisterPrompt(ctx, &sharedosv1.RegisterPromptRequest{Registration: prompt("provider:up")})
+	refusedEntry("RegisterPrompt over an acquired prompt", err)
+	_, err = s.DeregisterPrompt(ctx, &sharedosv1.DeregisterPromptRequest{Name: "up.review"})
+	refusedEntry("DeregisterPrompt of an acquired prompt", err)
+	_, err = s.RegisterResource(ctx, &sharedosv1.RegisterResourceRequest{Registration: resource("provider:up")})
+	refusedEntry("RegisterResource over an acquired resource", err)
+	_, err = s.DeregisterResource(ctx, &sharedosv1.DeregisterResourceRequest{Uri: "test://up/data"})
+	refusedEntry("DeregisterResource of an acquired resource", err)
+
+	// Nothing acquired changed; native entries still register and go.
+	if reg, _, err := svc.Get(ctx, "up.read"); err != nil || reg.GetRevision() != 1 || reg.GetMetadata().GetSource() != "mcp:up" {
+		t.Errorf("the acquired tool is now %v, %v", reg, err)
+	}
+	if e, err := svc.ResolvePrompt(ctx, "up.review"); err != nil || e.Prompt.GetMetadata().GetSource() != "mcp:up" {
+		t.Errorf("the acquired prompt is now %v, %v", e, err)
+	}
+	if e, err := svc.ResolveResource(ctx, "test://up/data"); err != nil || e.Resource.GetMetadata().GetSource() != "mcp:up" {
+		t.Errorf("the acquired resource is now %v, %v", e, err)
+	}
+	if _, err := s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: native}); err != nil {
+		t.Errorf("native RegisterTool: %v", err)
+	}
+	if _, err := s.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: native}); err != nil {
+		t.Errorf("native UpdateTool: %v", err)
+	}
+	if _, err := s.DeregisterTool(ctx, &sharedosv1.DeregisterToolRequest{Name: "files.read"}); err != nil {
+		t.Errorf("native DeregisterTool: %v", err)
+	}
+	if _, err := s.DeregisterPrompt(ctx, &sharedosv1.DeregisterPromptRequest{Name: "no.such"}); status.Code(err) != codes.NotFound {
+		t.Errorf("DeregisterPrompt of nothing: %v", err)
 	}
 }
