@@ -289,7 +289,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	}
 
 	a.srv = grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: log, Plane: c.Plane})
-	sharedosv1.RegisterCatalogServiceServer(a.srv.GRPC(), server.NewCatalogServer(a.catalog, log))
+	sharedosv1.RegisterCatalogServiceServer(a.srv.GRPC(), server.NewCatalogServer(a.catalog, a.upstream, log))
 	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), server.NewRuntimeServer(a.pipeline))
 	sharedosv1.RegisterUpstreamServiceServer(a.srv.GRPC(), server.NewUpstreamServer(a.upstream, log))
 	a.closers = append(a.closers, func() error { a.srv.Close(); return nil })

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,6 +285,24 @@ func (s *Service) Resolve(ctx context.Context, name string) (*Resolved, error) {
 		return nil, fmt.Errorf("%w: %q is withheld: its stored input schema does not compile", ErrNotFound, name)
 	}
 	return res, nil
+}
+
+// NamespaceHeldBy returns a tool of namespace ns from a source other than
+// source, from the cache ("" when every tool there is source's): an
+// upstream provider takes a namespace no other source holds.
+func (s *Service) NamespaceHeldBy(ns, source string) (name, holder string, err error) {
+	snap := s.snap.Load()
+	if snap == nil {
+		return "", "", ErrNotReady
+	}
+	prefix := ns + "."
+	i := sort.Search(len(snap.entries), func(i int) bool { return snap.entries[i].name() >= prefix })
+	for ; i < len(snap.entries) && strings.HasPrefix(snap.entries[i].name(), prefix); i++ {
+		if src := snap.entries[i].resolved.Registration.GetMetadata().GetSource(); src != source {
+			return snap.entries[i].name(), src, nil
+		}
+	}
+	return "", "", nil
 }
 
 // Register validates and stores a new tool and returns it as stored

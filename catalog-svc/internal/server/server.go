@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,6 +13,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
 // MaxBatch bounds RegisterTools: one transaction, one cache reload.
@@ -20,19 +22,27 @@ const MaxBatch = 20000
 // CatalogServer implements sharedosv1.CatalogServiceServer.
 type CatalogServer struct {
 	sharedosv1.UnimplementedCatalogServiceServer
-	svc *catalog.Service
-	log *slog.Logger
+	svc       *catalog.Service
+	providers Providers
+	log       *slog.Logger
+}
+
+// Providers tells whether an upstream provider holds a namespace (the
+// upstream manager, ADR 0019).
+type Providers interface {
+	Holds(ctx context.Context, ns string) (bool, error)
 }
 
 var _ sharedosv1.CatalogServiceServer = (*CatalogServer)(nil)
 
-// NewCatalogServer returns the gRPC server over svc. Register it with
+// NewCatalogServer returns the gRPC server over svc, which registers no
+// tool or prompt in a namespace one of providers holds. Register it with
 // sharedosv1.RegisterCatalogServiceServer.
-func NewCatalogServer(svc *catalog.Service, log *slog.Logger) *CatalogServer {
+func NewCatalogServer(svc *catalog.Service, providers Providers, log *slog.Logger) *CatalogServer {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &CatalogServer{svc: svc, log: log}
+	return &CatalogServer{svc: svc, providers: providers, log: log}
 }
 
 // fail logs what a client will not see, then maps err.
@@ -53,6 +63,9 @@ func (s *CatalogServer) RegisterTool(ctx context.Context, req *sharedosv1.Regist
 	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
 		return nil, err
 	}
+	if err := s.notProviderNamespace(ctx, "RegisterTool", "tool", req.GetRegistration().GetName()); err != nil {
+		return nil, err
+	}
 	reg, pub, err := s.svc.Register(ctx, req.GetRegistration())
 	if err != nil {
 		return nil, s.fail(ctx, "RegisterTool", err)
@@ -65,9 +78,16 @@ func (s *CatalogServer) RegisterTools(ctx context.Context, req *sharedosv1.Regis
 	if n := len(req.GetRegistrations()); n > MaxBatch {
 		return nil, InvalidArgument("registrations", "at most 20000 per call")
 	}
+	checked := map[string]bool{}
 	for i, reg := range req.GetRegistrations() {
 		if err := notAcquiredSource(fmt.Sprintf("registrations[%d].metadata.source", i), reg.GetMetadata()); err != nil {
 			return nil, err
+		}
+		if ns, _, _ := strings.Cut(reg.GetName(), "."); !checked[ns] {
+			checked[ns] = true
+			if err := s.notProviderNamespace(ctx, "RegisterTools", "tool", reg.GetName()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	n, err := s.svc.RegisterBatch(ctx, req.GetRegistrations())
@@ -150,6 +170,9 @@ func (s *CatalogServer) RegisterPrompt(ctx context.Context, req *sharedosv1.Regi
 	if err := s.notAcquiredPrompt(ctx, "RegisterPrompt", req.GetRegistration().GetName()); err != nil {
 		return nil, err
 	}
+	if err := s.notProviderNamespace(ctx, "RegisterPrompt", "prompt", req.GetRegistration().GetName()); err != nil {
+		return nil, err
+	}
 	reg, pub, err := s.svc.RegisterPrompt(ctx, req.GetRegistration())
 	if err != nil {
 		return nil, s.fail(ctx, "RegisterPrompt", err)
@@ -225,8 +248,9 @@ func (s *CatalogServer) ListResourceRegistrations(ctx context.Context, _ *shared
 // are the providers API's (UpstreamService, ADR 0019): it pins them,
 // quarantines drift and records every approval. This API neither adds such
 // an entry nor changes or removes one, which would publish or withdraw it
-// past that record. An entry acquired between the check and the change is
-// a race an operator alone can run, and the next refresh repairs it.
+// past that record, nor adds a tool or prompt in an upstream's namespace,
+// which would share its grants. An entry acquired or a provider added
+// between the check and the change is a race an operator alone can run.
 
 // notAcquiredSource refuses a registration that claims an upstream source.
 func notAcquiredSource(field string, md *sharedosv1.ToolMetadata) error {
@@ -243,6 +267,26 @@ func acquiredEntry(kind, key, source string) error {
 		fmt.Sprintf("%s %s was acquired from upstream %s; it changes only through the providers API "+
 			"(sharedosctl providers refresh or remove, tools approve or reject)", kind, key, source),
 		ReasonAcquiredEntry, map[string]string{"source": source})
+}
+
+// notProviderNamespace refuses a new tool or prompt named in the namespace
+// (first segment) an upstream provider holds.
+func (s *CatalogServer) notProviderNamespace(ctx context.Context, method, kind, name string) error {
+	ns, _, qualified := strings.Cut(name, ".")
+	if !qualified || s.providers == nil {
+		return nil
+	}
+	held, err := s.providers.Holds(ctx, ns)
+	if err != nil {
+		return s.fail(ctx, method, err)
+	}
+	if held {
+		return withDetails(codes.FailedPrecondition,
+			fmt.Sprintf("namespace %s is upstream provider %s's: a %s named %s there is acquired from it, "+
+				"never registered through this API", ns, ns, kind, name),
+			ReasonAcquiredEntry, map[string]string{"source": upstream.Source(ns)})
+	}
+	return nil
 }
 
 // notAcquiredTool refuses a change to the tool name when it was acquired.

@@ -110,6 +110,10 @@ func newServer(t *testing.T, f catalog.ToolFilter) *server.CatalogServer {
 }
 
 func newService(t *testing.T, f catalog.ToolFilter) (*catalog.Service, *server.CatalogServer) {
+	return newServiceOf(t, f, nil)
+}
+
+func newServiceOf(t *testing.T, f catalog.ToolFilter, providers server.Providers) (*catalog.Service, *server.CatalogServer) {
 	svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: f})
 	if err != nil {
 		t.Fatal(err)
@@ -120,8 +124,13 @@ func newService(t *testing.T, f catalog.ToolFilter) (*catalog.Service, *server.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
-	return svc, server.NewCatalogServer(svc, nil)
+	return svc, server.NewCatalogServer(svc, providers, nil)
 }
+
+// heldNamespaces are upstream providers' namespaces.
+type heldNamespaces map[string]bool
+
+func (h heldNamespaces) Holds(_ context.Context, ns string) (bool, error) { return h[ns], nil }
 
 func registration(name string) *sharedosv1.ToolRegistration {
 	return &sharedosv1.ToolRegistration{
@@ -294,5 +303,40 @@ func TestAcquiredEntriesAreTheProvidersAPIs(t *testing.T) {
 	}
 	if _, err := s.DeregisterPrompt(ctx, &sharedosv1.DeregisterPromptRequest{Name: "no.such"}); status.Code(err) != codes.NotFound {
 		t.Errorf("DeregisterPrompt of nothing: %v", err)
+	}
+}
+
+// A namespace an upstream provider holds takes no tool or prompt through
+// the catalogue API (it would share the upstream's grants); other
+// namespaces and unqualified names do.
+func TestAnUpstreamNamespaceTakesNoNativeEntry(t *testing.T) {
+	_, s := newServiceOf(t, allowAll{}, heldNamespaces{"up": true})
+	ctx := context.Background()
+	refused := func(name string, err error, what string) {
+		t.Helper()
+		st, ei, _ := info(t, err)
+		if st.Code() != codes.FailedPrecondition || ei.GetReason() != server.ReasonAcquiredEntry ||
+			ei.GetMetadata()["source"] != "mcp:up" || !strings.Contains(st.Message(), what) {
+			t.Errorf("%s: %v (%v), want FailedPrecondition %s naming %s", name, err, ei, server.ReasonAcquiredEntry, what)
+		}
+	}
+	_, err := s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: registration("up.read")})
+	refused("RegisterTool", err, "tool named up.read")
+	_, err = s.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: []*sharedosv1.ToolRegistration{
+		registration("files.read"), registration("files.write"), registration("up.write")}})
+	refused("RegisterTools", err, "tool named up.write")
+	_, err = s.RegisterPrompt(ctx, &sharedosv1.RegisterPromptRequest{Registration: &sharedosv1.PromptRegistration{
+		Name: "up.review", Description: "Reviews.", Metadata: &sharedosv1.ToolMetadata{Namespace: "up", Source: "provider:up"},
+		Handler: &sharedosv1.HandlerRef{Target: "127.0.0.1:7404"}}})
+	refused("RegisterPrompt", err, "prompt named up.review")
+
+	if _, err := s.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: []*sharedosv1.ToolRegistration{
+		registration("files.read"), registration("upper.read")}}); err != nil {
+		t.Errorf("RegisterTools outside the namespace: %v", err)
+	}
+	plain := registration("read")
+	plain.Metadata.Namespace = ""
+	if _, err := s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: plain}); err != nil {
+		t.Errorf("RegisterTool of an unqualified name: %v", err)
 	}
 }

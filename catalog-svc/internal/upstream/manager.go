@@ -32,6 +32,9 @@ type Registry interface {
 	Update(ctx context.Context, reg *sharedosv1.ToolRegistration, expectedRevision int64) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
 	Deregister(ctx context.Context, name string) error
 	Get(ctx context.Context, name string) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
+	// NamespaceHeldBy names a tool of namespace ns from another source
+	// than source ("" when there is none).
+	NamespaceHeldBy(ns, source string) (name, holder string, err error)
 	// Resolve is the published tool from the cache: a call's definition
 	// (its x-mcp-header bindings, send.go) on every replica.
 	Resolve(ctx context.Context, name string) (*catalog.Resolved, error)
@@ -256,6 +259,14 @@ func (m *Manager) create(ctx context.Context, spec *sharedosv1.UpstreamProvider)
 	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
+	// A namespace another source holds is refused whole: its tools would
+	// sit beside the upstream's, and a policy granting the namespace would
+	// grant both.
+	if name, holder, err := m.cfg.Registry.NamespaceHeldBy(ns, Source(ns)); err != nil {
+		return err
+	} else if name != "" {
+		return &ValidationError{"namespace", fmt.Sprintf("namespace %s holds %s from source %q; an upstream takes a namespace no other source holds", ns, name, holder)}
+	}
 	spec = proto.CloneOf(spec)
 	now := timestamppb.Now()
 	spec.CreatedAt, spec.UpdatedAt = now, now
@@ -269,6 +280,15 @@ func (m *Manager) create(ctx context.Context, spec *sharedosv1.UpstreamProvider)
 // Get returns one upstream with its status.
 func (m *Manager) Get(ctx context.Context, ns string) (*sharedosv1.GetProviderResponse, error) {
 	return m.load(ctx, ns)
+}
+
+// Holds reports whether an upstream provider holds namespace ns.
+func (m *Manager) Holds(ctx context.Context, ns string) (bool, error) {
+	_, err := m.cfg.Store.GetEntry(ctx, store.KindUpstream, ns)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // List returns every upstream, by namespace.

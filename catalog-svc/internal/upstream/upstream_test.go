@@ -648,6 +648,50 @@ func TestUnreachableUpstream(t *testing.T) {
 	}
 }
 
+// A namespace that holds another source's tools is refused whole, naming
+// one of them: an upstream beside native tools would share their grants.
+// A free namespace is taken, and taken again after a removal. (The other
+// way round, server.TestAnUpstreamNamespaceTakesNoNativeEntry.)
+func TestANamespaceOfAnotherSourceIsRefused(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	native := &sharedosv1.ToolRegistration{
+		Name: "fx.native", Description: "A native tool.", InputSchemaJson: []byte(`{"type":"object"}`),
+		Metadata: &sharedosv1.ToolMetadata{Namespace: "fx", Source: "builtin"}, Class: sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+		Requirement: &sharedosv1.Requirement{Action: "read", Resource: "fx:native"}, Handler: &sharedosv1.HandlerRef{Target: "127.0.0.1:7404"},
+	}
+	if _, _, err := h.cat.Register(t.Context(), native); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester")
+	var ve *upstream.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "namespace" || !strings.Contains(ve.Detail, `fx.native from source "builtin"`) {
+		t.Fatalf("add over a native namespace: %v", err)
+	}
+	if _, err := h.m.Get(t.Context(), "fx"); !errors.Is(err, upstream.ErrNotFound) {
+		t.Errorf("the refused provider was stored: %v", err)
+	}
+	if err := h.cat.Deregister(t.Context(), "fx.native"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester"); err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add over a free namespace: %v %v", err, rec.GetStatus().GetError())
+	}
+	// Its own tools do not hold it against it: removed and added again.
+	// Holds (what the catalogue API asks) follows the provider.
+	if held, err := h.m.Holds(t.Context(), "fx"); err != nil || !held {
+		t.Errorf("Holds(fx) with the provider = %v, %v", held, err)
+	}
+	if err := h.m.Remove(t.Context(), "fx"); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := h.m.Holds(t.Context(), "fx"); err != nil || held {
+		t.Errorf("Holds(fx) after its removal = %v, %v", held, err)
+	}
+	if rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester"); err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add again after a removal: %v %v", err, rec.GetStatus().GetError())
+	}
+}
+
 // Drift: a changed description is not published; the tool is withdrawn
 // from the registry and quarantined until the pending digest is approved;
 // a wrong digest is refused; new tools wait without --auto-approve-new; a
