@@ -52,6 +52,9 @@ type conn struct {
 	dialing chan struct{}
 	// ids numbers the requests sent directly (send.go).
 	ids atomic.Int64
+	// exact holds the requests to send with their arguments' own bytes
+	// (exact.go).
+	exact exactBodies
 
 	progressMu sync.Mutex
 	progress   map[string]func(mcp.ProgressNotificationParams)
@@ -267,6 +270,7 @@ func (c *conn) transport() (transport.Interface, error) {
 			return nil, err
 		}
 		hc := c.guard.httpClient()
+		hc.Transport = exactTransport{next: hc.Transport, bodies: &c.exact}
 		if o := c.spec.GetOauth(); o != nil {
 			if hc, err = c.oauthClient(o, hc); err != nil {
 				return nil, err
@@ -304,7 +308,7 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 		return nil, err
 	}
 	out := &boundedLines{r: stdout, max: maxResponseBytes}
-	tr := transport.NewIO(out, stdin, nil)
+	tr := transport.NewIO(out, exactWriter{WriteCloser: stdin, bodies: &c.exact}, nil)
 	transport.WithCommandLogger(c.log)(tr)
 	t := &capturingStdio{Stdio: tr, c: c, cmd: cmd, out: out}
 	// Past the bound, the server is not heard out: killed at once, whether

@@ -129,6 +129,19 @@ type callParams struct {
 	Meta      json.RawMessage `json:"_meta,omitempty"`
 }
 
+// exactParams are a tools/call's params with args as they are (see
+// exact.go); name and meta as json.Marshal writes them in callParams.
+func exactParams(name string, args, meta json.RawMessage) []byte {
+	n, _ := json.Marshal(name) // a string always marshals
+	b := make([]byte, 0, len(n)+len(args)+len(meta)+32)
+	b = append(append(append(b, `{"name":`...), n...), `,"arguments":`...)
+	b = append(b, args...)
+	if len(meta) > 0 {
+		b = append(append(b, `,"_meta":`...), meta...)
+	}
+	return append(b, '}')
+}
+
 // directIDs keeps the ids of requests sent directly apart from those
 // mcp-go's client numbers on the same session (from 1 up).
 const directIDs = 1 << 40
@@ -165,6 +178,11 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 	}
 	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(directIDs + c.ids.Add(1)),
 		Method: string(mcp.MethodToolsCall), Params: json.RawMessage(params), Header: header}
+	if marshalChanges(args) {
+		if wire, exact, ok := exactRequest(req, params, exactParams(name, args, meta)); ok {
+			defer c.exact.add(wire, exact)()
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, transport.NewError(err)
 	}

@@ -155,7 +155,7 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 		var args struct{ Text string }
 		_ = json.Unmarshal(req.Params.RawArguments, &args)
 		res := mcp.NewToolResultText(args.Text)
-		res.StructuredContent = map[string]any{"echoed": args.Text}
+		res.StructuredContent = map[string]any{"echoed": args.Text, "raw": string(req.Params.RawArguments)}
 		return res, nil
 	})
 	s.AddTool(mcp.NewToolWithRawSchema("region", "Takes a region that travels in the Mcp-Param-Region header too.", json.RawMessage(regionSchema)), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -398,10 +398,10 @@ func TestAcquireRegistersVerbatim(t *testing.T) {
 	}
 }
 
-// Calls: the raw name and the arguments reach the upstream (a 20-digit
-// integer intact); success keeps content and structuredContent; isError is
-// a result; no header of SharedOS's own callers reaches the upstream, only
-// the configured credential.
+// Calls: the raw name and the arguments' very bytes reach the upstream (a
+// 20-digit integer, whitespace and <>& as sent); success keeps content and
+// structuredContent; isError is a result; no header of SharedOS's own
+// callers reaches the upstream, only the configured credential.
 func TestHandleForwardsExactly(t *testing.T) {
 	h := newHarness(t, upstream.Guard{})
 	t.Setenv("UPSTREAM_TEST_TOKEN", "upstream-secret")
@@ -409,13 +409,14 @@ func TestHandleForwardsExactly(t *testing.T) {
 		CredentialRef: "env:UPSTREAM_TEST_TOKEN"}, "tester"); err != nil {
 		t.Fatal(err)
 	}
-	args := `{"text":"<b>&","n":12345678901234567890}`
+	args := "{\"text\": \"<b>&\u2028\",\n \"n\":12345678901234567890 }"
 	resp, err := h.call("fx", "fx.echo", args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(resp.GetContentJson()); !strings.Contains(got, `"text":"\u003cb\u003e\u0026"`) && !strings.Contains(got, `"text":"<b>&"`) {
-		t.Errorf("content %s", got)
+	var content []struct{ Text string }
+	if err := json.Unmarshal(resp.GetContentJson(), &content); err != nil || len(content) != 1 || content[0].Text != "<b>&\u2028" {
+		t.Errorf("content %s (%v)", resp.GetContentJson(), err)
 	}
 	if !strings.Contains(string(resp.GetStructuredContentJson()), `"echoed"`) || resp.GetIsError() {
 		t.Errorf("structured %s isError %v", resp.GetStructuredContentJson(), resp.GetIsError())
@@ -423,11 +424,8 @@ func TestHandleForwardsExactly(t *testing.T) {
 	h.st.mu.Lock()
 	seenArgs, hdr := h.st.args[len(h.st.args)-1], h.st.headers[len(h.st.headers)-1]
 	h.st.mu.Unlock()
-	var got, want any
-	_ = json.Unmarshal([]byte(seenArgs), &got)
-	_ = json.Unmarshal([]byte(args), &want)
-	if !strings.Contains(seenArgs, "12345678901234567890") || !jsonEqual(got, want) {
-		t.Errorf("upstream saw arguments %s, want %s", seenArgs, args)
+	if seenArgs != args {
+		t.Errorf("upstream saw arguments %q, want %q", seenArgs, args)
 	}
 	if a := hdr.Get("Authorization"); a != "Bearer upstream-secret" {
 		t.Errorf("Authorization %q", a)
@@ -545,12 +543,6 @@ func TestHandleRefusesMalformedResults(t *testing.T) {
 	if resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"hi"}`)}); err != nil || !strings.Contains(string(resp.GetContentJson()), "hi") {
 		t.Errorf("unchanged answer: %v, %v", resp, err)
 	}
-}
-
-func jsonEqual(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
 }
 
 // Cancellation reaches the upstream: the caller's context ending ends the
@@ -820,9 +812,15 @@ func TestStdioUpstream(t *testing.T) {
 	if _, err := h.call("sx", "sx.exit", `{}`); status.Code(err) != codes.Unavailable {
 		t.Errorf("call that ended the server: %v", err)
 	}
-	resp, err = h.call("sx", "sx.echo", `{"text":"again"}`)
+	args := "{ \"text\": \"again <&>\u2029\" }"
+	resp, err = h.call("sx", "sx.echo", args)
 	if err != nil || !strings.Contains(string(resp.GetContentJson()), "again") {
 		t.Errorf("after the server exited, the next call: %v, %v", resp, err)
+	}
+	// The arguments' bytes reach a stdio server as sent, too.
+	var structured struct{ Raw string }
+	if err := json.Unmarshal(resp.GetStructuredContentJson(), &structured); err != nil || structured.Raw != args {
+		t.Errorf("the stdio server saw arguments %q (%v), want %q", structured.Raw, err, args)
 	}
 	// Cancellation over stdio is notifications/cancelled.
 	c, _ := h.h.Client(upstream.Target("sx"))
@@ -857,7 +855,7 @@ func TestStdioUpstream(t *testing.T) {
 // is served by the server started anew.
 func TestAStdioMessageIsBounded(t *testing.T) {
 	h, _ := stdioUpstream(t, 64<<10)
-	for _, n := range []int{30 << 10, 100 << 10} { // echo's answer carries the text twice
+	for _, n := range []int{18 << 10, 100 << 10} { // echo's answer carries the text three times
 		text := strings.Repeat("x", n)
 		resp, err := h.call("sx", "sx.echo", `{"text":"`+text+`"}`)
 		if n < 64<<10 {

@@ -1,0 +1,123 @@
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// A tools/call reaches its upstream with the arguments' bytes as the
+// kernel authorized them (ADR 0019 item 2). mcp-go's transports write a
+// request as json.Marshal makes it, which compacts embedded JSON and
+// escapes <, >, & and U+2028/U+2029: the same value, other bytes. So a
+// call whose arguments json.Marshal would change registers the request as
+// mcp-go will write it (wire) with the request as it is to go (exact), and
+// the connection's HTTP round tripper and stdio writer send exact in its
+// place. A body no call registered passes as it is.
+type exactBodies struct {
+	n  atomic.Int32 // how many are registered: none, and nothing is looked up
+	mu sync.Mutex
+	m  map[string][]byte // wire → exact
+}
+
+// marshalChanges reports whether json.Marshal may write args otherwise:
+// whitespace (outside strings; inside them it is only a wasted lookup) or
+// a character it escapes.
+func marshalChanges(args []byte) bool {
+	return bytes.ContainsAny(args, " \t\r\n<>&\u2028\u2029")
+}
+
+// exactRequest is req's bytes with params written as exactParams, and the
+// bytes mcp-go writes for req; ok is false when they are the same, or when
+// req's bytes do not end in its params as this expects.
+func exactRequest(req any, params, exactParams []byte) (wire, exact []byte, ok bool) {
+	wire, err := json.Marshal(req)
+	if err != nil || len(wire) == 0 || wire[len(wire)-1] != '}' || !bytes.HasSuffix(wire[:len(wire)-1], params) {
+		return nil, nil, false
+	}
+	head := wire[:len(wire)-len(params)-1]
+	exact = append(append(append(make([]byte, 0, len(head)+len(exactParams)+1), head...), exactParams...), '}')
+	return wire, exact, !bytes.Equal(wire, exact)
+}
+
+// add registers exact to go in place of wire until release.
+func (e *exactBodies) add(wire, exact []byte) (release func()) {
+	key := string(wire)
+	e.mu.Lock()
+	if e.m == nil {
+		e.m = map[string][]byte{}
+	}
+	e.m[key] = exact
+	e.n.Add(1)
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		delete(e.m, key)
+		e.n.Add(-1)
+		e.mu.Unlock()
+	}
+}
+
+// exactOf is what goes in place of body, if a call registered it.
+func (e *exactBodies) exactOf(body []byte) ([]byte, bool) {
+	if e.n.Load() == 0 {
+		return nil, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	exact, ok := e.m[string(body)]
+	return exact, ok
+}
+
+// exactTransport sends a registered request's exact body over HTTP.
+type exactTransport struct {
+	next   http.RoundTripper
+	bodies *exactBodies
+}
+
+func (t exactTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.GetBody == nil || t.bodies.n.Load() == 0 {
+		return t.next.RoundTrip(req)
+	}
+	r, err := req.GetBody() // a fresh reader of the bytes mcp-go wrote
+	if err != nil {
+		return t.next.RoundTrip(req)
+	}
+	body, err := io.ReadAll(io.LimitReader(r, maxResponseBytes))
+	if err != nil {
+		return t.next.RoundTrip(req)
+	}
+	exact, ok := t.bodies.exactOf(body)
+	if !ok {
+		return t.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	out := req.Clone(req.Context())
+	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(exact)), int64(len(exact))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(exact)), nil }
+	return t.next.RoundTrip(out)
+}
+
+// exactWriter sends a registered request's exact line to a stdio server
+// (mcp-go writes each message as one line, in one Write).
+type exactWriter struct {
+	io.WriteCloser
+	bodies *exactBodies
+}
+
+func (w exactWriter) Write(p []byte) (int, error) {
+	if n := len(p); n > 0 && p[n-1] == '\n' {
+		if exact, ok := w.bodies.exactOf(p[:n-1]); ok {
+			if _, err := w.WriteCloser.Write(append(exact[:len(exact):len(exact)], '\n')); err != nil {
+				return 0, err
+			}
+			return n, nil
+		}
+	}
+	return w.WriteCloser.Write(p)
+}
