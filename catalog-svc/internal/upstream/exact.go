@@ -23,11 +23,27 @@ type exactBodies struct {
 	m  map[string][]byte // wire → exact
 }
 
-// marshalChanges reports whether json.Marshal may write args otherwise:
-// whitespace (outside strings; inside them it is only a wasted lookup) or
-// a character it escapes.
+// marshalChanges reports whether json.Marshal writes the valid JSON args
+// otherwise: whitespace outside strings, or a character it escapes.
 func marshalChanges(args []byte) bool {
-	return bytes.ContainsAny(args, " \t\r\n<>&\u2028\u2029")
+	inString, escaped := false, false
+	for i, c := range args {
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			return true
+		case c == 0xE2 && i+2 < len(args) && args[i+1] == 0x80 && (args[i+2] == 0xA8 || args[i+2] == 0xA9): // U+2028, U+2029
+			return true
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\r' || c == '\n'):
+			return true
+		}
+	}
+	return false
 }
 
 // exactRequest is req's bytes with params written as exactParams, and the
