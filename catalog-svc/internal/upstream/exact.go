@@ -77,6 +77,22 @@ func (e *exactBodies) add(wire, exact []byte) (release func()) {
 	}
 }
 
+// hasLen reports whether a registered wire body is n bytes long: a body
+// of another length is not read again to be looked up.
+func (e *exactBodies) hasLen(n int64) bool {
+	if e.n.Load() == 0 {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for wire := range e.m {
+		if int64(len(wire)) == n {
+			return true
+		}
+	}
+	return false
+}
+
 // exactOf is what goes in place of body, if a call registered it.
 func (e *exactBodies) exactOf(body []byte) ([]byte, bool) {
 	if e.n.Load() == 0 {
@@ -95,14 +111,14 @@ type exactTransport struct {
 }
 
 func (t exactTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodPost || req.GetBody == nil || t.bodies.n.Load() == 0 {
+	if req.Method != http.MethodPost || req.GetBody == nil || !t.bodies.hasLen(req.ContentLength) {
 		return t.next.RoundTrip(req)
 	}
 	r, err := req.GetBody() // a fresh reader of the bytes mcp-go wrote
 	if err != nil {
 		return t.next.RoundTrip(req)
 	}
-	body, err := io.ReadAll(io.LimitReader(r, maxResponseBytes))
+	body, err := io.ReadAll(r)
 	if err != nil {
 		return t.next.RoundTrip(req)
 	}
