@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // marshalChanges is true exactly when json.Marshal writes the arguments
@@ -22,4 +25,44 @@ func TestMarshalChanges(t *testing.T) {
 			t.Errorf("marshalChanges(%q) = %v, json.Marshal writes %q", args, !want, b)
 		}
 	}
+}
+
+// The exact request is the one mcp-go writes, but for the arguments' own
+// bytes: json.Marshal of it (compacted, escaped) is mcp-go's, byte for
+// byte, and it carries the arguments as they came.
+func FuzzExactRequest(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a": "<b>&"}`, "{\n\"x\" : [1, 2.50, null]\t}", "{\"u\":\"\u2028\"}", `{"s":"a b"}`} {
+		f.Add(s, "")
+		f.Add(s, "tok")
+	}
+	f.Fuzz(func(t *testing.T, args, token string) {
+		if !json.Valid([]byte(args)) || args == "" {
+			return
+		}
+		s := session{}
+		meta, err := s.metaWith(token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params, err := json.Marshal(callParams{Name: "echo", Arguments: json.RawMessage(args), Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(int64(directIDs + 7)),
+			Method: string(mcp.MethodToolsCall), Params: json.RawMessage(params)}
+		wire, exact, ok := exactRequest(req, params, exactParams("echo", json.RawMessage(args), meta))
+		if changes := marshalChanges([]byte(args)); ok != changes {
+			t.Fatalf("exactRequest ok = %v, marshalChanges = %v for %q", ok, changes, args)
+		}
+		if !ok {
+			return
+		}
+		again, err := json.Marshal(json.RawMessage(exact))
+		if err != nil || !bytes.Equal(again, wire) {
+			t.Fatalf("json.Marshal(exact) = %s (%v), mcp-go writes %s", again, err, wire)
+		}
+		if !bytes.Contains(exact, []byte(`"arguments":`+args)) {
+			t.Fatalf("exact %s does not carry the arguments %q as they came", exact, args)
+		}
+	})
 }
