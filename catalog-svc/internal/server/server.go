@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
@@ -83,7 +83,7 @@ func (s *CatalogServer) RegisterTools(ctx context.Context, req *sharedosv1.Regis
 		if err := notAcquiredSource(fmt.Sprintf("registrations[%d].metadata.source", i), reg.GetMetadata()); err != nil {
 			return nil, err
 		}
-		if ns, _, _ := strings.Cut(reg.GetName(), "."); !checked[ns] {
+		if ns := namespaceOf(reg.GetName()); !checked[ns] {
 			checked[ns] = true
 			if err := s.notProviderNamespace(ctx, "RegisterTools", "tool", reg.GetName()); err != nil {
 				return nil, err
@@ -269,11 +269,21 @@ func acquiredEntry(kind, key, source string) error {
 		ReasonAcquiredEntry, map[string]string{"source": source})
 }
 
+// namespaceOf is name's namespace, as toolname reads it; "" for a name
+// without one, or one it refuses (the registration's validation says why).
+func namespaceOf(name string) string {
+	q, err := toolname.Parse(name)
+	if err != nil {
+		return ""
+	}
+	return q.Namespace
+}
+
 // notProviderNamespace refuses a new tool or prompt named in the namespace
-// (first segment) an upstream provider holds.
+// an upstream provider holds.
 func (s *CatalogServer) notProviderNamespace(ctx context.Context, method, kind, name string) error {
-	ns, _, qualified := strings.Cut(name, ".")
-	if !qualified || s.providers == nil {
+	ns := namespaceOf(name)
+	if ns == "" || s.providers == nil {
 		return nil
 	}
 	held, err := s.providers.Holds(ctx, ns)
