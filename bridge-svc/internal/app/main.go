@@ -14,6 +14,9 @@ var Command = runner.Command[Config]{
 	Name: "bridge-svc", Service: telemetry.ServiceBridge, Serve: "serve",
 	Summary: "serve BridgeService (turn leases) and the turn MCP endpoints",
 	Bind:    Bind, Plane: true,
+	// Its live heap is the turn cache: Go's GOGC 100, with room to
+	// allocate before a collection while that cache is small (ADR 0021).
+	GCHeadroom: 64 << 20,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
 		c.Logger, c.Metrics, c.Plane = env.Logger, env.Metrics, env.Plane
 		return c.Complete(ctx)

@@ -11,7 +11,8 @@
 // `config-reference` (the flag/env table docs/configuration.md is made
 // from), flag parsing with every bad value and bad environment variable
 // reported together, SIGINT/SIGTERM, the binary's GOGC default
-// (Command.GCPercent), OpenTelemetry and the Prometheus handler (metrics
+// (Command.GCPercent, and Command.GCHeadroom for a heap that is small until
+// its state grows), OpenTelemetry and the Prometheus handler (metrics
 // are recorded only when --metrics-listen or OTLP export can carry them),
 // `--debug-listen` (net/http/pprof on its own listener, loopback only unless
 // --debug-listen-remote), printing the effective configuration (secrets

@@ -69,6 +69,13 @@ type Command[C any] struct {
 	// value, for a heap a few times its small live size; one whose live heap
 	// grows with its state (bridge-svc's turn cache) keeps the default.
 	GCPercent int
+	// GCHeadroom, when set, lets the heap grow by at least this many bytes
+	// over its live size before a collection (GOGC raised after each
+	// collection up to 400, never below GCPercent): for a service whose
+	// live heap is small until its state grows (bridge-svc), so that it
+	// does not collect every few megabytes (ApplyGCHeadroom). GOGC in the
+	// environment turns it off.
+	GCHeadroom uint64
 	// Quiet skips printing the configuration and setting up telemetry: a
 	// developer tool whose output is read by people (sharedos-dev).
 	Quiet bool
@@ -119,6 +126,7 @@ func Main[C any](cmd Command[C], args []string, stdout, stderr io.Writer) int {
 
 func serve[C any](cmd Command[C], args []string, stderr io.Writer) int {
 	ApplyGCPercent(cmd.GCPercent)
+	defer ApplyGCHeadroom(cmd.GCHeadroom, cmd.GCPercent)()
 	fs := flag.NewFlagSet(cmd.flagSetName(), flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	get, getTLS, plane := cmd.bind(fs)
