@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -31,11 +29,7 @@ const ClientKeepaliveTime = 20 * time.Second
 func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	base := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// Health checks are filtered on this side too: a client's health
-		// polling would otherwise flood the traces just like the probes.
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(
-			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
-		)),
+		grpc.WithStatsHandler(newClientTelemetry()), // telemetry.go
 		grpc.WithChainUnaryInterceptor(defaultDeadline),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(MaxMessageSize),

@@ -11,7 +11,9 @@
 //     ServerOptions.TLS is set (platform/mtls; ADR 0012);
 //   - server reflection only when ServerOptions.Reflection (--reflection);
 //   - an otelgrpc stats handler that skips /grpc.health.v1.Health/* (probes
-//     would otherwise drown the traces);
+//     would otherwise drown the traces) while a tracer or meter provider is
+//     installed, and otherwise only the trace context read from the
+//     request's metadata (telemetry.go);
 //   - unary and stream recovery interceptors: a panic becomes codes.Internal
 //     with the fixed text "internal error" (the panic value never reaches the
 //     client) and the stack is logged;
@@ -21,7 +23,9 @@
 //     "too_many_pings".
 //
 // Client side (Dial): plaintext transport unless the caller passes its
-// mtls.Credentials.DialOption (every service does), an otelgrpc client stats handler (health checks filtered out), a default deadline
+// mtls.Credentials.DialOption (every service does), an otelgrpc client stats handler (health checks filtered out;
+// with no provider installed, only the trace context written into the
+// request's metadata), a default deadline
 // for unary calls whose context has none (gRPC sets none by default and a
 // missing deadline turns a stuck peer into a stuck caller), 64 MiB message
 // limits and retries explicitly disabled: a tool invocation must never be

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -53,6 +55,16 @@ func (p *probe) slow(ctx context.Context) (*wrapperspb.StringValue, error) {
 	}
 }
 
+// trace answers the trace context the call arrived with: "<trace id>
+// <span id> remote", or "none".
+func (p *probe) trace(ctx context.Context) (*wrapperspb.StringValue, error) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return wrapperspb.String("none"), nil
+	}
+	return wrapperspb.String(fmt.Sprintf("%s %s remote=%t", sc.TraceID(), sc.SpanID(), sc.IsRemote())), nil
+}
+
 func unary[Resp any](f func(ctx context.Context) (Resp, error)) grpc.MethodHandler {
 	return func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
 		if err := dec(new(emptypb.Empty)); err != nil {
@@ -75,6 +87,7 @@ func (p *probe) desc() *grpc.ServiceDesc {
 			{MethodName: "Panic", Handler: unary(func(context.Context) (*emptypb.Empty, error) { panic("secret panic detail") })},
 			{MethodName: "Deadline", Handler: unary(p.deadline)},
 			{MethodName: "Slow", Handler: unary(p.slow)},
+			{MethodName: "Trace", Handler: unary(p.trace)},
 		},
 		Streams: []grpc.StreamDesc{{
 			StreamName:    "PanicStream",

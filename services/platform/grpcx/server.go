@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -122,9 +120,7 @@ func NewServer(opts ServerOptions, extra ...grpc.ServerOption) *Server {
 		transport = opts.Plane.TLS.ServerOptions()
 	}
 	base := []grpc.ServerOption{
-		grpc.StatsHandler(otelgrpc.NewServerHandler(
-			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
-		)),
+		grpc.StatsHandler(newServerTelemetry()), // telemetry.go
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		// Connections are recycled now and then so clients re-resolve and
