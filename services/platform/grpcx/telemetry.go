@@ -16,7 +16,7 @@ import (
 // tracer or meter provider is installed (telemetry.SetupWith installs them
 // only when something exports or scrapes). With neither, its spans are
 // non-recording and its instruments no-ops, yet it still built a span and
-// an attribute set per RPC — 2–7 % of each service's CPU in the c=16
+// an attribute set per RPC — 3–8 % of each service's CPU in the c=16
 // profiles (docs/benchmarks.md). Then only what must still happen is done:
 // the trace context (W3C traceparent and baggage, through otel's global
 // propagator) is read from a request's metadata and written into the next
