@@ -4,11 +4,13 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -27,6 +29,17 @@ type sessionIDs struct {
 	turnID string
 	key    []byte
 	// caps is what Generate mints into the id (the initialize's).
+	caps []string
+	// checked is the last id found valid, with its capabilities: a
+	// 2025-era call's id is checked two or three times (mcp-go's Validate,
+	// the input capabilities, the gate), an HMAC each time, and a turn's
+	// calls mostly share one session.
+	checked atomic.Pointer[checkedID]
+}
+
+// checkedID is an id capabilities found valid, and what it carries.
+type checkedID struct {
+	id   string
 	caps []string
 }
 
@@ -77,6 +90,18 @@ func (s *sessionIDs) Validate(id string) (bool, error) {
 
 // capabilities checks id and returns the input capabilities it carries.
 func (s *sessionIDs) capabilities(id string) ([]string, error) {
+	if c := s.checked.Load(); c != nil && subtle.ConstantTimeCompare([]byte(c.id), []byte(id)) == 1 {
+		return slices.Clone(c.caps), nil
+	}
+	caps, err := s.check(id)
+	if err == nil {
+		s.checked.Store(&checkedID{id: id, caps: caps})
+	}
+	return slices.Clone(caps), err
+}
+
+// check verifies id's mac and reads its capabilities.
+func (s *sessionIDs) check(id string) ([]string, error) {
 	if rest, ok := strings.CutPrefix(id, sessionPrefixV1); ok {
 		r, mac, ok := strings.Cut(rest, ".")
 		if !ok || !hmac.Equal([]byte(mac), []byte(s.mac(r))) {

@@ -9,7 +9,8 @@ import (
 // TestSessionIDsCarryCapabilities: a session id carries the input
 // capabilities its initialize declared, under the MAC: widening them, or
 // moving the id to another turn, makes it invalid; ids of the first format
-// (no capabilities) stay valid.
+// (no capabilities) stay valid. An id checked once is answered again from
+// the last check, with its own capabilities, and no other id is.
 func TestSessionIDsCarryCapabilities(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	s := &sessionIDs{turnID: "turn-a", key: key, caps: []string{"sampling", "elicitation", "experimental"}}
@@ -34,5 +35,20 @@ func TestSessionIDsCarryCapabilities(t *testing.T) {
 	none := (&sessionIDs{turnID: "turn-a", key: key}).Generate()
 	if caps, err := s.capabilities(none); err != nil || len(caps) != 0 {
 		t.Errorf("an id without capabilities: %v, %v", caps, err)
+	}
+
+	caps, _ = s.capabilities(id)
+	caps[0] = "roots" // the caller's copy
+	for range 2 {
+		if again, err := s.capabilities(id); err != nil || !slices.Equal(again, []string{"elicitation", "sampling"}) {
+			t.Errorf("capabilities(%s) again = %v, %v", id, again, err)
+		}
+	}
+	forged := id[:len(id)-1] + map[bool]string{true: "A", false: "B"}[!strings.HasSuffix(id, "A")]
+	if _, err := s.capabilities(forged); err == nil {
+		t.Error("an id with another mac was accepted after the valid one was checked")
+	}
+	if _, err := s.Validate(widened); err == nil {
+		t.Error("the widened id was accepted after the valid one was checked")
 	}
 }
