@@ -16,7 +16,10 @@ import (
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 )
 
-func TestHealthChecksAreNotTraced(t *testing.T) {
+// installTracer installs a tracer provider recording into the exporter it
+// returns, until the test ends.
+func installTracer(t *testing.T) *tracetest.InMemoryExporter {
+	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	prev := otel.GetTracerProvider()
@@ -25,6 +28,11 @@ func TestHealthChecksAreNotTraced(t *testing.T) {
 		otel.SetTracerProvider(prev)
 		_ = tp.Shutdown(context.Background())
 	})
+	return exp
+}
+
+func TestHealthChecksAreNotTraced(t *testing.T) {
+	exp := installTracer(t)
 
 	f := start(t, grpcx.ServerOptions{})
 	check(t, f.cc, "")
@@ -85,14 +93,7 @@ func TestTraceContextCrossesWithNothingExported(t *testing.T) {
 		t.Errorf("a call without a trace context: the server saw %q, want none", got)
 	}
 
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	exp := installTracer(t)
 	f = start(t, grpcx.ServerOptions{}) // otelgrpc takes the provider installed when it is made
 	got := seen(trace.ContextWithSpanContext(context.Background(), sc))
 	var client, server trace.SpanID
