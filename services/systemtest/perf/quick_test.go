@@ -32,8 +32,9 @@ type sample struct {
 	calls     int
 	perSecond float64
 	p50       time.Duration
-	cpu       float64 // all measured processes and this one, µs per call
-	foreign   float64 // cores
+	cpu       float64            // all measured processes and this one, µs per call
+	procs     map[string]float64 // each process's share of cpu ("client": this one)
+	foreign   float64            // cores
 }
 
 // measure runs call from c goroutines for window and reports it; pids are
@@ -68,9 +69,36 @@ func measure(t *testing.T, c int, window time.Duration, pids map[string]int, cal
 	s := sample{calls: len(all), perSecond: float64(len(all)) / elapsed.Seconds(), foreign: cpu.ForeignCores()}
 	if len(all) > 0 {
 		s.p50 = all[len(all)/2]
-		s.cpu = cpu.PerCall(len(all))["all"]
+		s.procs = cpu.PerCall(len(all))
+		s.cpu = s.procs["all"]
 	}
 	return s
+}
+
+// perProcess writes one before/after row per process: its median CPU per
+// call in now and in was.
+func perProcess(b *strings.Builder, now, was []sample) {
+	for _, proc := range processes(now) {
+		one := func(s sample) float64 { return s.procs[proc] }
+		n, _ := median(now, one)
+		w, _ := median(was, one)
+		fmt.Fprintf(b, "| … %s | %.0f µs | %.0f µs | %.2f× |\n", proc, n, w, n/w)
+	}
+}
+
+// processes are the processes measured in samples, by name ("all" left
+// out).
+func processes(ss []sample) []string {
+	var out []string
+	for _, s := range ss {
+		for name := range s.procs {
+			if name != "all" && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // median of a metric over samples, and the largest foreign load among them.
@@ -303,6 +331,10 @@ func quickTable(r map[string][]sample, fl floorParts, baseline bool, window time
 			nowC, _ := median(r["full/"+era+"/c=16"], cpu)
 			wasC, _ := median(r["baseline/"+era+"/c=16"], cpu)
 			fmt.Fprintf(&b, "| CPU/call c=16, %s | %.0f µs | %.0f µs | %.2f× |\n", era, nowC, wasC, nowC/wasC)
+			// Each process's own CPU per call: a change shows in the
+			// process it touched even when the whole path's figure is within
+			// the run's spread.
+			perProcess(&b, r["full/"+era+"/c=16"], r["baseline/"+era+"/c=16"])
 			nowP, f3 := median(r["full/"+era+"/c=1"], p50)
 			wasP, f4 := median(r["baseline/"+era+"/c=1"], p50)
 			fmt.Fprintf(&b, "| c=1 p50, %s | %.0f µs | %.0f µs | %.2f×%s |\n", era, nowP, wasP, nowP/wasP, mark(max(f3, f4)))
@@ -314,6 +346,7 @@ func quickTable(r map[string][]sample, fl floorParts, baseline bool, window time
 		nowC, _ := median(r["postgres/2026-07-28/c=16"], cpu)
 		wasC, _ := median(r["baseline-postgres/2026-07-28/c=16"], cpu)
 		fmt.Fprintf(&b, "| CPU/call c=16 on PostgreSQL, 2026-07-28 (SharedOS processes only) | %.0f µs | %.0f µs | %.2f× |\n", nowC, wasC, nowC/wasC)
+		perProcess(&b, r["postgres/2026-07-28/c=16"], r["baseline-postgres/2026-07-28/c=16"])
 	}
 	return b.String()
 }
