@@ -59,8 +59,7 @@ func (h telemetryHandler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) co
 		return h.otel.TagRPC(ctx, info)
 	}
 	if h.server {
-		md, _ := metadata.FromIncomingContext(ctx)
-		return otel.GetTextMapPropagator().Extract(ctx, mdCarrier(md))
+		return otel.GetTextMapPropagator().Extract(ctx, incomingCarrier{ctx})
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
 		return ctx // nothing to carry
@@ -89,6 +88,24 @@ func (h telemetryHandler) TagConn(ctx context.Context, info *stats.ConnTagInfo) 
 
 func (h telemetryHandler) HandleConn(ctx context.Context, s stats.ConnStats) {
 	h.otel.HandleConn(ctx, s)
+}
+
+// incomingCarrier reads a request's metadata for otel's propagators
+// without copying all of it (metadata.FromIncomingContext copies).
+type incomingCarrier struct{ ctx context.Context }
+
+func (c incomingCarrier) Get(key string) string {
+	if v := metadata.ValueFromIncomingContext(c.ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (incomingCarrier) Set(string, string) {} // extraction only
+
+func (c incomingCarrier) Keys() []string {
+	md, _ := metadata.FromIncomingContext(c.ctx)
+	return mdCarrier(md).Keys()
 }
 
 // mdCarrier is gRPC metadata as otel's propagation carrier.
