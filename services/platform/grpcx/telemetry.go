@@ -12,18 +12,19 @@ import (
 	"google.golang.org/grpc/stats"
 )
 
-// Every connection's RPCs go through otelgrpc's stats handler while a
-// tracer or meter provider is installed (telemetry.SetupWith installs them
-// only when something exports or scrapes). With neither, its spans are
-// non-recording and its instruments no-ops, yet it still built a span and
-// an attribute set per RPC — 3–8 % of each service's CPU in the c=16
-// profiles (docs/benchmarks.md). Then only what must still happen is done:
-// the trace context (W3C traceparent and baggage, through otel's global
-// propagator) is read from a request's metadata and written into the next
-// hop's, so log lines keep the caller's trace id and a service that does
-// export joins the caller's trace. Which handler serves is decided per RPC
-// and per event, so a provider installed later (tests do) is used from its
-// next RPC on.
+// A server's or client's RPCs go through otelgrpc's stats handler when a
+// tracer or meter provider is installed as it is built (telemetry.SetupWith
+// installs them, before any server or client, only when something exports
+// or scrapes; otelgrpc itself takes the provider installed then). With
+// neither, its spans are non-recording and its instruments no-ops, yet it
+// still built a span and an attribute set per RPC — 3–8 % of each service's
+// CPU in the c=16 profiles (docs/benchmarks.md). Then only what must still
+// happen is done: the trace context (W3C traceparent and baggage, through
+// otel's global propagator) is read from a request's metadata and written
+// into the next hop's, so log lines keep the caller's trace id and a
+// service that does export joins the caller's trace. Tracing that records
+// through otel's default provider without installing one (eBPF
+// auto-instrumentation) sees no gRPC spans of a server built that way.
 
 // Providers otel serves before one is installed.
 var (
@@ -36,29 +37,29 @@ func instrumented() bool {
 	return otel.GetTracerProvider() != defaultTracerProvider || otel.GetMeterProvider() != defaultMeterProvider
 }
 
-// telemetryHandler is otelgrpc's handler while instrumented, otherwise
-// the propagation of the trace context alone.
-type telemetryHandler struct {
-	otel   stats.Handler
-	server bool
-}
-
 func newServerTelemetry() stats.Handler {
-	// Health checks are not traced: probes would flood the traces.
-	return telemetryHandler{server: true, otel: otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))}
+	if instrumented() {
+		// Health checks are not traced: probes would flood the traces.
+		return otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))
+	}
+	return propagator{server: true}
 }
 
 func newClientTelemetry() stats.Handler {
-	// Filtered on this side too: a client's health polling would otherwise
-	// flood the traces just like the probes.
-	return telemetryHandler{otel: otelgrpc.NewClientHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))}
+	if instrumented() {
+		// Filtered on this side too: a client's health polling would
+		// otherwise flood the traces just like the probes.
+		return otelgrpc.NewClientHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))
+	}
+	return propagator{}
 }
 
-func (h telemetryHandler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	if instrumented() {
-		return h.otel.TagRPC(ctx, info)
-	}
-	if h.server {
+// propagator is the stats handler of a server or client built with no
+// provider installed: the trace context alone.
+type propagator struct{ server bool }
+
+func (p propagator) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	if p.server {
 		return otel.GetTextMapPropagator().Extract(ctx, incomingCarrier{ctx})
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
@@ -72,23 +73,11 @@ func (h telemetryHandler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) co
 	return metadata.NewOutgoingContext(ctx, md)
 }
 
-// HandleRPC asks again rather than reading a mark from ctx (a context
-// lookup per event cost more than the handler saves): an RPC tagged before
-// a provider was installed (only tests install one late) has its later
-// events go to otelgrpc, which reads what it finds in ctx, or nothing.
-func (h telemetryHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if instrumented() {
-		h.otel.HandleRPC(ctx, s)
-	}
-}
+func (propagator) HandleRPC(context.Context, stats.RPCStats) {}
 
-func (h telemetryHandler) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	return h.otel.TagConn(ctx, info)
-}
+func (propagator) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 
-func (h telemetryHandler) HandleConn(ctx context.Context, s stats.ConnStats) {
-	h.otel.HandleConn(ctx, s)
-}
+func (propagator) HandleConn(context.Context, stats.ConnStats) {}
 
 // incomingCarrier reads a request's metadata for otel's propagators
 // without copying all of it (metadata.FromIncomingContext copies).

@@ -57,8 +57,8 @@ func TestHealthChecksAreNotTraced(t *testing.T) {
 }
 
 // TestTraceContextCrossesWithNothingExported: with no tracer or meter
-// provider installed (nothing exports: otelgrpc's handler does not run),
-// a call still carries its trace context to the server, whose handler
+// provider installed (the propagator alone serves:
+// TestOtelgrpcOnlyWithAProvider), a call still carries its trace context to the server, whose handler
 // reads the caller's trace and span ids; a call without one carries none.
 // With a provider installed (before the server and client are made, as
 // telemetry.Setup is) otelgrpc makes the spans: the server's, in the same

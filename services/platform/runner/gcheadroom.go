@@ -27,15 +27,15 @@ const gcHeadroomMaxPercent = 400
 
 // gcPercentFor is the GOGC that lets a heap of live bytes grow by at least
 // headroom bytes before the next collection, never below base and never
-// above max.
-func gcPercentFor(live, headroom uint64, base, max int) int {
+// above ceiling.
+func gcPercentFor(live, headroom uint64, base, ceiling int) int {
 	if live == 0 {
-		return max
+		return ceiling
 	}
 	p := headroom * 100 / live
 	switch {
-	case p >= uint64(max):
-		return max
+	case p >= uint64(ceiling):
+		return ceiling
 	case p <= uint64(base):
 		return base
 	default:
@@ -46,9 +46,9 @@ func gcPercentFor(live, headroom uint64, base, max int) int {
 // gcTuner re-sets GOGC after every collection (a cleanup on a sentinel
 // that each collection frees) from the live heap that collection marked.
 type gcTuner struct {
-	headroom  uint64
-	base, max int
-	applied   atomic.Int32 // the percent last set, for tests
+	headroom      uint64
+	base, ceiling int
+	applied       atomic.Int32 // the percent last set, for tests
 
 	mu      sync.Mutex // orders a cycle's setting against stop
 	stopped bool
@@ -80,11 +80,12 @@ func headroomTuner(headroom uint64, base int) *gcTuner {
 	return startGCTuner(headroom, base, gcHeadroomMaxPercent)
 }
 
-func startGCTuner(headroom uint64, base, max int) *gcTuner {
+func startGCTuner(headroom uint64, base, ceiling int) *gcTuner {
 	if base <= 0 {
 		base = 100
 	}
-	t := &gcTuner{headroom: headroom, base: base, max: max,
+	ceiling = max(ceiling, base) // a binary's own GOGC above 400 stays its floor
+	t := &gcTuner{headroom: headroom, base: base, ceiling: ceiling,
 		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	t.arm()
 	return t
@@ -108,7 +109,7 @@ func (t *gcTuner) collected() {
 	if t.sample[0].Value.Kind() == metrics.KindUint64 {
 		live = t.sample[0].Value.Uint64()
 	}
-	if p := gcPercentFor(live, t.headroom, t.base, t.max); int32(p) != t.applied.Load() {
+	if p := gcPercentFor(live, t.headroom, t.base, t.ceiling); int32(p) != t.applied.Load() {
 		debug.SetGCPercent(p)
 		t.applied.Store(int32(p))
 	}

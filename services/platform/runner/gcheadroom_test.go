@@ -25,6 +25,16 @@ func TestGCPercentFor(t *testing.T) {
 	}
 }
 
+// TestGCTunerKeepsAHighBase: a base above the ceiling is the floor and the
+// ceiling both.
+func TestGCTunerKeepsAHighBase(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+	tu := startGCTuner(1<<40, 800, 400)
+	defer tu.stop()
+	collectUntil(t, func() bool { return tu.applied.Load() == 800 })
+}
+
 // TestGCTunerFollowsTheLiveHeap: after collections the tuner has set the
 // percent the live heap asks for (this test binary's few megabytes: the
 // maximum with a huge headroom, the base with a tiny one), and stop puts

@@ -75,15 +75,33 @@ func measure(t *testing.T, c int, window time.Duration, pids map[string]int, cal
 	return s
 }
 
-// perProcess writes one before/after row per process: its median CPU per
-// call in now and in was.
+// perProcess writes one before/after row per process measured on both
+// sides: its median CPU per call over the samples that measured it.
 func perProcess(b *strings.Builder, now, was []sample) {
 	for _, proc := range processes(now) {
+		n, w := withProcess(now, proc), withProcess(was, proc)
+		if len(n) == 0 || len(w) == 0 {
+			continue // measured on one side only
+		}
 		one := func(s sample) float64 { return s.procs[proc] }
-		n, _ := median(now, one)
-		w, _ := median(was, one)
-		fmt.Fprintf(b, "| … %s | %.0f µs | %.0f µs | %.2f× |\n", proc, n, w, n/w)
+		nm, _ := median(n, one)
+		wm, _ := median(w, one)
+		if wm == 0 {
+			continue // under the meter's 10 ms tick
+		}
+		fmt.Fprintf(b, "| … %s | %.0f µs | %.0f µs | %.2f× |\n", proc, nm, wm, nm/wm)
 	}
+}
+
+// withProcess are the samples that measured proc.
+func withProcess(ss []sample, proc string) []sample {
+	var out []sample
+	for _, s := range ss {
+		if _, ok := s.procs[proc]; ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // processes are the processes measured in samples, by name ("all" left
