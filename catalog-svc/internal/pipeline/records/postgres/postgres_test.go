@@ -92,6 +92,88 @@ func TestAppendOnlyInSQL(t *testing.T) {
 	}
 }
 
+// TestAppendOnlyEveryColumn: the guard, not the service role's column
+// grants, refuses the owner (the test's role) a change to any column of a
+// pending row but its outcome's, and any change at all once a row is
+// completed; it lets every outcome column of a pending row be written. The
+// trigger runs the guard only under its WHEN condition: a column missing
+// there would pass here.
+func TestAppendOnlyEveryColumn(t *testing.T) {
+	pool := newPool(t)
+	s := postgres.New(pool)
+	ctx := context.Background()
+	pending := recordstest.NewRecord("t1", "pending", "files.read")
+	if err := s.Begin(ctx, pending); err != nil {
+		t.Fatal(err)
+	}
+	// Every column of the table is the record's (a new value for each) or
+	// its outcome's; a column added later must be put in one of the two.
+	record := map[string]string{
+		"sequence": "sequence + 1000", "attempt_id": "attempt_id || 'x'", "call_id": "call_id || 'x'",
+		"turn_id": "turn_id || 'x'", "duplicate": "NOT duplicate", "principal": "principal || 'x'",
+		"requested_tool": "requested_tool || 'x'", "requested_tool_sha256": "requested_tool_sha256 || 'x'",
+		"catalog_hash": "catalog_hash || 'x'", "arguments_digest": "arguments_digest || 'x'",
+		"instance_id": "instance_id || 'x'", "harness": "harness || 'x'", "trace_id": "trace_id || 'x'",
+		"started_at": "started_at + interval '1 second'", "kind": "CASE kind WHEN 'prompt' THEN 'tool' ELSE 'prompt' END",
+		"harness_version": "harness_version || 'x'", "mcp_support": "CASE mcp_support WHEN 'native' THEN 'extension' ELSE 'native' END", "extension": "extension || 'x'",
+		"declared_model": "declared_model || 'x'", "tool_policy_digest": "tool_policy_digest || 'x'",
+	}
+	outcome := map[string]string{
+		"resolved_tool": "'files.read'", "decision_id": "'d1'", "policy_revision": "'r1'", "code": "'c'",
+		"reason": "'why'", "progress_count": "progress_count + 1", "input_rounds": "input_rounds + 1",
+		"waiting_until": "now() + interval '1 minute'", "resumed_at": "now()", "resumed_by": "'k2'",
+	}
+	rows, err := pool.Query(ctx, `SELECT column_name FROM information_schema.columns
+ WHERE table_schema = 'catalog' AND table_name = 'operations'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var columns []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		columns = append(columns, c)
+	}
+	if rows.Close(); rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	for _, c := range columns {
+		_, isRecord := record[c]
+		_, isOutcome := outcome[c]
+		if !isRecord && !isOutcome && c != "status" && c != "finished_at" {
+			t.Errorf("column %s is neither the record's nor its outcome's in this test", c)
+		}
+	}
+	where := ` WHERE call_id = '` + pending.CallID + `'`
+	for c, v := range record {
+		_, err := pool.Exec(ctx, `UPDATE catalog.operations SET `+c+` = `+v+where)
+		if err == nil || !strings.Contains(err.Error(), "only the outcome of a pending row may be written") {
+			t.Errorf("pending row, %s rewritten: %v", c, err)
+		}
+	}
+	for c, v := range outcome {
+		if _, err := pool.Exec(ctx, `UPDATE catalog.operations SET `+c+` = `+v+where); err != nil {
+			t.Errorf("pending row, outcome column %s refused: %v", c, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `UPDATE catalog.operations SET status = 'failed', finished_at = now(), waiting_until = NULL`+where); err != nil {
+		t.Fatalf("completing the pending row refused: %v", err)
+	}
+	for c, v := range outcome {
+		_, err := pool.Exec(ctx, `UPDATE catalog.operations SET `+c+` = `+v+where)
+		if err == nil || !strings.Contains(err.Error(), "can no longer change") {
+			t.Errorf("completed row, %s rewritten: %v", c, err)
+		}
+	}
+	for _, q := range []string{`UPDATE catalog.operations SET status = status` + where, `DELETE FROM catalog.operations` + where} {
+		if _, err := pool.Exec(ctx, q); err == nil {
+			t.Errorf("%s: accepted on a completed row", q)
+		}
+	}
+}
+
 // TestRevocationsReachEveryKernel: a revocation committed through one pool
 // (one kernel) is announced to a watcher on another.
 func TestRevocationsReachEveryKernel(t *testing.T) {
