@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"math/bits"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -29,10 +30,14 @@ const gcHeadroomMaxPercent = 400
 // headroom bytes before the next collection, never below base and never
 // above ceiling.
 func gcPercentFor(live, headroom uint64, base, ceiling int) int {
-	if live == 0 {
+	hi, lo := bits.Mul64(headroom, 100)
+	if hi >= live { // no live heap, or a percent past 64 bits
 		return ceiling
 	}
-	p := headroom * 100 / live
+	p, rem := bits.Div64(hi, lo, live)
+	if rem != 0 {
+		p++ // at least headroom
+	}
 	switch {
 	case p >= uint64(ceiling):
 		return ceiling
@@ -49,6 +54,7 @@ type gcTuner struct {
 	headroom      uint64
 	base, ceiling int
 	applied       atomic.Int32 // the percent last set, for tests
+	cycles        atomic.Int64 // collections seen, for tests
 
 	mu      sync.Mutex // orders a cycle's setting against stop
 	stopped bool
@@ -109,10 +115,12 @@ func (t *gcTuner) collected() {
 	if t.sample[0].Value.Kind() == metrics.KindUint64 {
 		live = t.sample[0].Value.Uint64()
 	}
-	if p := gcPercentFor(live, t.headroom, t.base, t.ceiling); int32(p) != t.applied.Load() {
-		debug.SetGCPercent(p)
-		t.applied.Store(int32(p))
-	}
+	// Set every cycle, not only when it changes: the tuner owns GOGC while
+	// it runs, whatever else set it since.
+	p := gcPercentFor(live, t.headroom, t.base, t.ceiling)
+	debug.SetGCPercent(p)
+	t.applied.Store(int32(p))
+	t.cycles.Add(1)
 	t.arm()
 }
 

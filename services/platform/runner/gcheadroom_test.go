@@ -18,6 +18,9 @@ func TestGCPercentFor(t *testing.T) {
 		{live: 64 * mib, headroom: 64 * mib, want: 100},  // the base
 		{live: 512 * mib, headroom: 64 * mib, want: 100}, // a large heap keeps the base
 		{live: 0, headroom: 64 * mib, want: 400},         // nothing live yet
+		{live: 48 * mib, headroom: 64 * mib, want: 134},  // 133.3 rounded up: at least the headroom
+		{live: mib, headroom: 1 << 62, want: 400},        // headroom*100 past 64 bits
+		{live: mib, headroom: ^uint64(0), want: 400},
 	} {
 		if got := gcPercentFor(c.live, c.headroom, 100, 400); got != c.want {
 			t.Errorf("gcPercentFor(%d MiB live, %d MiB headroom) = %d, want %d", c.live/mib, c.headroom/mib, got, c.want)
@@ -63,6 +66,35 @@ func TestGCTunerFollowsTheLiveHeap(t *testing.T) {
 				t.Errorf("after stop GOGC is %d, want the base 150", got)
 			}
 		})
+	}
+}
+
+// TestGCTunerTracksEveryCycle: the tuner acts after every collection, not
+// the first only — the percent goes down while 64 MiB more are live and up
+// again once they are not — and sets it anew each time, whatever else set
+// it meanwhile.
+func TestGCTunerTracksEveryCycle(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+	tu := startGCTuner(32<<20, 100, 400)
+	defer tu.stop()
+	collectUntil(t, func() bool { return tu.applied.Load() == 400 })
+
+	held := make([]byte, 64<<20)
+	for i := range held {
+		held[i] = byte(i) // pages touched, the slice live until KeepAlive
+	}
+	collectUntil(t, func() bool { return tu.applied.Load() == 100 })
+	runtime.KeepAlive(held)
+	collectUntil(t, func() bool { return tu.applied.Load() == 400 })
+
+	tu.mu.Lock()            // no cycle between the other setter and the count
+	debug.SetGCPercent(250) // another setter
+	seen := tu.cycles.Load()
+	tu.mu.Unlock()
+	collectUntil(t, func() bool { return tu.cycles.Load() > seen })
+	if got := debug.SetGCPercent(400); got != 400 {
+		t.Errorf("GOGC %d after a cycle, want the tuner's 400 again", got)
 	}
 }
 

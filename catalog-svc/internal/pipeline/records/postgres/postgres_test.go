@@ -95,9 +95,8 @@ func TestAppendOnlyInSQL(t *testing.T) {
 // TestAppendOnlyEveryColumn: the guard, not the service role's column
 // grants, refuses the owner (the test's role) a change to any column of a
 // pending row but its outcome's, and any change at all once a row is
-// completed; it lets every outcome column of a pending row be written. The
-// trigger runs the guard only under its WHEN condition: a column missing
-// there would pass here.
+// completed; it lets every outcome column of a pending row be written. A
+// column missing from the guard's comparison would pass here.
 func TestAppendOnlyEveryColumn(t *testing.T) {
 	pool := newPool(t)
 	s := postgres.New(pool)
