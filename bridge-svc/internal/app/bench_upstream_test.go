@@ -20,7 +20,10 @@ import (
 // directly).
 // The upstream is plain mcp-go (launch.PlainMCP) acquired as "everything" (the
 // example policy's integrator role) with its tool confirmed read-only, so
-// calls of one turn run in parallel as files.read's do.
+// calls of one turn run in parallel as files.read's do. Every sub-benchmark
+// reports the CPU per call of each process (all-cpu-µs/call; an idle one
+// adds nothing): what a path adds can be read in CPU too, steadier between
+// runs than the wall time on a shared machine.
 func BenchmarkUpstreamToolCall(b *testing.B) {
 	up := launch.PlainMCP(b)
 	st := launch.Start(b, launch.Options{})
@@ -30,7 +33,9 @@ func BenchmarkUpstreamToolCall(b *testing.B) {
 	const fileArgs = `{"path":"/public/a.txt"}`
 	eachPoint(func(e benchEra, c concurrency) {
 		b.Run("upstream-direct/"+e.name+"/"+c.name, func(b *testing.B) {
+			cpu := launch.NewCPUMeter(st.Demo.PIDs)
 			runCalls(b, &launch.MCPTarget{URL: up, Modern: e.modern}, "notes.append", c.parallel)
+			cpu.Report(b, b.N)
 		})
 		b.Run("upstream-path/"+e.name+"/"+c.name, func(b *testing.B) {
 			cpu := launch.NewCPUMeter(st.Demo.PIDs)
@@ -38,7 +43,9 @@ func BenchmarkUpstreamToolCall(b *testing.B) {
 			cpu.Report(b, b.N)
 		})
 		b.Run("plain/"+e.name+"/"+c.name, func(b *testing.B) {
+			cpu := launch.NewCPUMeter(st.Demo.PIDs)
 			runCalls(b, &launch.MCPTarget{URL: up, Modern: e.modern, Args: fileArgs}, "files.read", c.parallel)
+			cpu.Report(b, b.N)
 		})
 		// The files provider called directly, as the kernel calls it (gRPC,
 		// mutual TLS, the kernel's identity): the files path's own "called
@@ -49,6 +56,7 @@ func BenchmarkUpstreamToolCall(b *testing.B) {
 				b.Fatal(err)
 			}
 			var lat latencies
+			cpu := launch.NewCPUMeter(st.Demo.PIDs)
 			runLoop(b, c.parallel, func() {
 				start := time.Now()
 				if res, err := files.Handle(b.Context(), req); err != nil || res.GetIsError() {
@@ -56,6 +64,7 @@ func BenchmarkUpstreamToolCall(b *testing.B) {
 				}
 				lat.add(time.Since(start))
 			})
+			cpu.Report(b, b.N)
 			lat.report(b)
 		})
 		b.Run("files-path/"+e.name+"/"+c.name, func(b *testing.B) {
