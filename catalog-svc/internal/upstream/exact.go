@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -44,6 +45,25 @@ func marshalChanges(args []byte) bool {
 		}
 	}
 	return false
+}
+
+// oneLine is args for a stdio server, whose messages are delimited by
+// newlines and must not contain any (the MCP stdio transport): a raw CR or
+// LF — in valid JSON only ever whitespace between tokens — would end the
+// message there and make what follows a message of its own, one the kernel
+// never authorized. Each becomes a space: the same JSON value, the same
+// length, every other byte as it was (ADR 0019 item 2).
+func oneLine(args []byte) []byte {
+	if !bytes.ContainsAny(args, "\r\n") {
+		return args
+	}
+	out := bytes.Clone(args)
+	for i, c := range out {
+		if c == '\r' || c == '\n' {
+			out[i] = ' '
+		}
+	}
+	return out
 }
 
 // exactRequest is req's bytes with params written as exactParams, and the
@@ -145,6 +165,9 @@ type exactWriter struct {
 func (w exactWriter) Write(p []byte) (int, error) {
 	if n := len(p); n > 0 && p[n-1] == '\n' {
 		if exact, ok := w.bodies.exactOf(p[:n-1]); ok {
+			if bytes.ContainsAny(exact, "\r\n") { // never: callTool sends oneLine's
+				return 0, errors.New("upstream: a stdio message must be one line")
+			}
 			if _, err := w.WriteCloser.Write(append(exact[:len(exact):len(exact)], '\n')); err != nil {
 				return 0, err
 			}

@@ -49,12 +49,15 @@ type session struct {
 	// notifies: cancelling a request is a notifications/cancelled (stdio);
 	// over HTTP the request's stream ending is the cancellation.
 	notifies bool
+	// lines: each message is one line (stdio), so a call's arguments go
+	// without their line breaks (oneLine).
+	lines bool
 }
 
 func newSession(cl *client.Client, tr transport.Interface, info serverInfo) (session, error) {
 	s := session{cl: cl, tr: tr, info: info}
 	_, isHTTP := tr.(transport.HTTPConnection)
-	s.notifies = !isHTTP
+	s.notifies, s.lines = !isHTTP, !isHTTP
 	if mcp.IsModernProtocol(info.protocol) {
 		// A request's capabilities are the client's for that request
 		// alone (2026-07-28): a call declares what its harness can answer,
@@ -158,6 +161,9 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 	meta, err := s.metaWith(token, methods)
 	if err != nil {
 		return nil, err
+	}
+	if s.lines {
+		args = oneLine(args)
 	}
 	params, err := json.Marshal(callParams{Name: name, Arguments: args, Meta: meta})
 	if err != nil {

@@ -822,6 +822,24 @@ func TestStdioUpstream(t *testing.T) {
 	if err := json.Unmarshal(resp.GetStructuredContentJson(), &structured); err != nil || structured.Raw != args {
 		t.Errorf("the stdio server saw arguments %q (%v), want %q", structured.Raw, err, args)
 	}
+	// A line break in the arguments (whitespace between JSON tokens) would
+	// end the stdio message there: each goes as a space, so the message
+	// between two of them is never one of its own (the server would run
+	// sx.block, unauthorized) and the call itself is answered.
+	smuggling := "{\"text\":\"hi\",\"x\":\n{\"jsonrpc\":\"2.0\",\"id\":4242,\"method\":\"tools/call\"," +
+		"\"params\":{\"name\":\"block\",\"arguments\":{}}}\r\n}"
+	resp, err = h.call("sx", "sx.echo", smuggling)
+	if err != nil {
+		t.Fatalf("arguments with line breaks over stdio: %v", err)
+	}
+	if err := json.Unmarshal(resp.GetStructuredContentJson(), &structured); err != nil ||
+		structured.Raw != strings.NewReplacer("\r", " ", "\n", " ").Replace(smuggling) {
+		t.Errorf("the stdio server saw arguments %q (%v)", structured.Raw, err)
+	}
+	if _, err := os.Stat(filepath.Join(marks, "started")); err == nil {
+		t.Error("the stdio server ran sx.block from inside another call's arguments")
+	}
+
 	// Cancellation over stdio is notifications/cancelled.
 	c, _ := h.h.Client(upstream.Target("sx"))
 	ctx, cancel := context.WithCancel(t.Context())
