@@ -274,7 +274,11 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 	st := rec.GetStatus()
 	index := map[string]*sharedosv1.UpstreamEntry{}
 	for _, e := range st.GetEntries() {
-		index[e.GetKind()+" "+e.GetKey()] = e
+		index[entryID(e)] = e
+	}
+	gone := map[string]*sharedosv1.UpstreamEntry{}
+	for _, e := range st.GetWithdrawnEntries() {
+		gone[entryID(e)] = e
 	}
 	seen := map[string]bool{}
 	for _, cand := range listed {
@@ -288,15 +292,21 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 			flag = f.String()
 		}
 		id := cand.kind + " " + cand.key
+		if e := gone[id]; e != nil && index[id] == nil {
+			// Listed again: judged against what was recorded of it.
+			delete(gone, id)
+			st.Entries = append(st.Entries, returningEntry(e))
+			index[id] = e
+		}
 		if why := m.reconcileEntry(ctx, rec, index, id, cand, digest, flag, actor); why != "" {
 			st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{Kind: cand.kind, UpstreamName: cand.upstreamName, Reason: why})
 			continue
 		}
 		seen[id] = true
 	}
-	kept := st.GetEntries()[:0]
+	kept, withdrawn := st.GetEntries()[:0], []*sharedosv1.UpstreamEntry{}
 	for _, e := range st.GetEntries() {
-		if seen[e.GetKind()+" "+e.GetKey()] {
+		if seen[entryID(e)] {
 			kept = append(kept, e)
 			continue
 		}
@@ -307,12 +317,19 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 			}
 		}
 		addEvent(rec, e.GetKey(), "withdrawn", actor, e.GetDigest(), "", "the upstream no longer lists this "+e.GetKind(), "")
+		if decided(e.GetDigest(), e.GetState()) {
+			withdrawn = append(withdrawn, e)
+		}
 	}
 	st.Entries = kept
+	st.WithdrawnEntries = remembered(st.GetWithdrawnEntries(), gone, withdrawn, entryID)
 	slices.SortFunc(st.Entries, func(a, b *sharedosv1.UpstreamEntry) int {
 		return strings.Compare(a.GetKind()+" "+a.GetKey(), b.GetKind()+" "+b.GetKey())
 	})
 }
+
+// entryID names a prompt or resource among a provider's entries.
+func entryID(e *sharedosv1.UpstreamEntry) string { return e.GetKind() + " " + e.GetKey() }
 
 func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProviderResponse, index map[string]*sharedosv1.UpstreamEntry,
 	id string, cand candidate, digest, flag, actor string) string {

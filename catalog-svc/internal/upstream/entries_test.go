@@ -145,6 +145,23 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 	if _, err := cat.ResolveResource(t.Context(), "fx://note"); !errors.Is(err, catalog.ErrNotFound) {
 		t.Errorf("a withdrawn resource stays: %v", err)
 	}
+	// Listed again, changed: it waits for an operator (auto-approve is for
+	// what is new, and it is not), judged against the approved one.
+	srv.AddResource(mcp.NewResource("fx://note", "note", mcp.WithResourceDescription("A note, in another voice."), mcp.WithMIMEType("text/plain")),
+		func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: "the note"}}, nil
+		})
+	if rec, err = m.Refresh(t.Context(), "fx", "op"); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range rec.GetStatus().GetEntries() {
+		if x.GetKey() == "fx://note" && (x.GetState() != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED || x.GetDigest() == "") {
+			t.Errorf("a changed resource listed again: %v", x)
+		}
+	}
+	if _, err := cat.ResolveResource(t.Context(), "fx://note"); !errors.Is(err, catalog.ErrNotFound) {
+		t.Errorf("a changed resource listed again is published: %v", err)
+	}
 	if err := m.Remove(t.Context(), "fx"); err != nil {
 		t.Fatal(err)
 	}

@@ -650,6 +650,10 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 	for _, t := range st.GetTools() {
 		index[t.GetName()] = t
 	}
+	gone := map[string]*sharedosv1.UpstreamTool{}
+	for _, t := range st.GetWithdrawnTools() {
+		gone[t.GetName()] = t
+	}
 	seen := map[string]bool{}
 	folded := map[string]string{}
 	skip := func(name, why string) {
@@ -676,13 +680,19 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 		if f, hit := m.cfg.Screening.Screen(reg); hit {
 			flag = f.String()
 		}
+		if t := gone[reg.GetName()]; t != nil && index[reg.GetName()] == nil {
+			// Listed again: judged against what was recorded of it.
+			delete(gone, reg.GetName())
+			st.Tools = append(st.Tools, returning(t))
+			index[reg.GetName()] = t
+		}
 		if why := m.reconcile(ctx, rec, index, reg, pub, lt.Name, flag, actor); why != "" {
 			skip(lt.Name, why)
 			continue
 		}
 		seen[reg.GetName()] = true
 	}
-	kept := st.GetTools()[:0]
+	kept, withdrawn := st.GetTools()[:0], []*sharedosv1.UpstreamTool{}
 	for _, t := range st.GetTools() {
 		if seen[t.GetName()] {
 			kept = append(kept, t)
@@ -696,8 +706,12 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 			}
 		}
 		addEvent(rec, t.GetName(), "withdrawn", actor, t.GetDigest(), "", "the upstream no longer lists it (or it can no longer be registered)", "")
+		if decided(t.GetDigest(), t.GetState()) {
+			withdrawn = append(withdrawn, t)
+		}
 	}
 	st.Tools = kept
+	st.WithdrawnTools = remembered(st.GetWithdrawnTools(), gone, withdrawn, (*sharedosv1.UpstreamTool).GetName)
 	slices.SortFunc(st.Tools, func(a, b *sharedosv1.UpstreamTool) int { return strings.Compare(a.GetName(), b.GetName()) })
 	if l.entriesErr != nil {
 		st.Error = "prompts and resources: " + l.entriesErr.Error()

@@ -83,3 +83,58 @@ func checkDecision(what string, state sharedosv1.UpstreamToolState, pending, dig
 	}
 	return nil
 }
+
+// maxWithdrawn bounds what a provider's record keeps of the tools (and,
+// apart, the prompts and resources) its upstream stopped listing.
+const maxWithdrawn = 1024
+
+// decided is whether a withdrawn definition's record is kept: it had an
+// approved definition (digest) or a rejected one. One that only waited
+// for its first approval is new again when listed again, as it was; so
+// without --auto-approve-new an upstream cannot push a decided record out
+// of the last maxWithdrawn by listing and withdrawing names of its own.
+func decided(digest string, state sharedosv1.UpstreamToolState) bool {
+	return digest != "" || state == sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_REJECTED
+}
+
+// returning is the record of a withdrawn tool listed again, to be judged
+// by nextStep: as it was, but no longer published (withdrawing
+// deregistered it), so the approved definition is published again and any
+// other waits for an operator; a rejected or pending one stays so.
+func returning(t *sharedosv1.UpstreamTool) *sharedosv1.UpstreamTool {
+	if t.GetState() == published {
+		t.State = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED
+	}
+	return t
+}
+
+// returningEntry is returning for a prompt or resource.
+func returningEntry(e *sharedosv1.UpstreamEntry) *sharedosv1.UpstreamEntry {
+	if e.GetState() == published {
+		e.State = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED
+	}
+	return e
+}
+
+// remembered is the withdrawn records to keep: those of before not listed
+// again (still in gone, by name), then those withdrawn now, the last
+// maxWithdrawn of them; a name withdrawn now replaces its older record.
+func remembered[T any](before []T, gone map[string]T, now []T, name func(T) string) []T {
+	fresh := map[string]bool{}
+	for _, t := range now {
+		fresh[name(t)] = true
+	}
+	var out []T
+	for _, t := range before {
+		if n := name(t); !fresh[n] {
+			if _, still := gone[n]; still {
+				out = append(out, t)
+			}
+		}
+	}
+	out = append(out, now...)
+	if len(out) > maxWithdrawn {
+		out = out[len(out)-maxWithdrawn:]
+	}
+	return out
+}

@@ -77,6 +77,7 @@ type fixtureState struct {
 	mu          sync.Mutex
 	description string
 	extra       bool
+	hideEcho    bool // echo left out of tools/list
 	headers     []http.Header
 	args        []string
 	// blockStarted and blockEnded see the block tool start and its
@@ -137,7 +138,7 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 			st.lists++
 			out := tools[:0]
 			for _, t := range tools {
-				if t.Name == "extra" && !st.extra {
+				if t.Name == "extra" && !st.extra || t.Name == "echo" && st.hideEcho {
 					continue
 				}
 				if t.Name == "echo" {
@@ -767,6 +768,78 @@ func TestDriftQuarantineApprove(t *testing.T) {
 		if u.GetName() == "fx.extra" {
 			t.Errorf("a tool no longer listed is kept: %v", u)
 		}
+	}
+}
+
+// A tool the upstream leaves out of one listing is withdrawn, not
+// forgotten: listed again it is judged against its record — a changed
+// definition waits for an operator even under --auto-approve-new, a
+// rejected one stays rejected, the approved one is published again — so
+// hiding a tool for one refresh is no way around its pin.
+func TestAToolHiddenForOneListingKeepsItsPin(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved := toolOf(t, rec, "fx.echo").GetDigest()
+	if toolOf(t, rec, "fx.echo").GetState() != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED || approved == "" {
+		t.Fatalf("auto-approved tool: %v", toolOf(t, rec, "fx.echo"))
+	}
+	set := func(hide bool, description string) *sharedosv1.GetProviderResponse {
+		t.Helper()
+		h.st.mu.Lock()
+		h.st.hideEcho, h.st.description = hide, description
+		h.st.mu.Unlock()
+		rec, err := h.m.Refresh(t.Context(), "fx", "op")
+		if err != nil || rec.GetStatus().GetError() != "" {
+			t.Fatalf("refresh: %v %s", err, rec.GetStatus().GetError())
+		}
+		return rec
+	}
+	hidden := func(rec *sharedosv1.GetProviderResponse) {
+		t.Helper()
+		for _, u := range rec.GetStatus().GetTools() {
+			if u.GetName() == "fx.echo" {
+				t.Fatalf("a tool no longer listed is still listed as the provider's: %v", u)
+			}
+		}
+		if _, _, err := h.cat.Get(t.Context(), "fx.echo"); !errors.Is(err, catalog.ErrNotFound) {
+			t.Fatalf("a tool no longer listed stays published: %v", err)
+		}
+	}
+
+	hidden(set(true, "Echo the text back."))
+	rec = set(false, "Echo the text back, in upper case.")
+	echo := toolOf(t, rec, "fx.echo")
+	if echo.GetState() != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED || echo.GetDigest() != approved ||
+		echo.GetPendingDigest() == approved || !strings.Contains(echo.GetReason(), "changed since it was approved") {
+		t.Fatalf("a changed tool listed again: %v", echo)
+	}
+	if _, _, err := h.cat.Get(t.Context(), "fx.echo"); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("a changed tool listed again is published: %v", err)
+	}
+	if _, diff, err := h.m.Diff(t.Context(), "fx.echo"); err != nil || !strings.Contains(diff, "in upper case") {
+		t.Errorf("diff against the approved definition: %q, %v", diff, err)
+	}
+	if _, err := h.m.Reject(t.Context(), "fx.echo", echo.GetPendingDigest(), "op"); err != nil {
+		t.Fatal(err)
+	}
+	hidden(set(true, "Echo the text back, in upper case."))
+	rec = set(false, "Echo the text back, in upper case.")
+	if s := toolOf(t, rec, "fx.echo").GetState(); s != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_REJECTED {
+		t.Fatalf("a rejected definition listed again: %v", s)
+	}
+	hidden(set(true, "Echo the text back."))
+	rec = set(false, "Echo the text back.")
+	if u := toolOf(t, rec, "fx.echo"); u.GetState() != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED || u.GetDigest() != approved {
+		t.Fatalf("the approved definition listed again: %v", u)
+	}
+	if _, pub, err := h.cat.Get(t.Context(), "fx.echo"); err != nil || pub.GetDigest() != approved {
+		t.Fatalf("the approved definition is not published again: %v, %v", pub, err)
+	}
+	if n := len(rec.GetStatus().GetWithdrawnTools()); n != 0 {
+		t.Errorf("%d withdrawn records left once every tool is listed again", n)
 	}
 }
 

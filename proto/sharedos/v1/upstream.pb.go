@@ -609,8 +609,16 @@ type UpstreamStatus struct {
 	// applied over a later one. Numbers, not times: replicas' clocks differ.
 	Listings       uint64 `protobuf:"varint,10,opt,name=listings,proto3" json:"listings,omitempty"`
 	AppliedListing uint64 `protobuf:"varint,11,opt,name=applied_listing,json=appliedListing,proto3" json:"applied_listing,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// withdrawn_tools and withdrawn_entries are what was recorded of the
+	// tools, prompts and resources the upstream stopped listing that had an
+	// approved or a rejected definition: one listed again is judged against
+	// that record — a change waits for an operator, a rejected definition
+	// stays rejected — never as new, so leaving a definition out of one
+	// listing is no way around its pin. The last 1024 of each are kept.
+	WithdrawnTools   []*UpstreamTool  `protobuf:"bytes,12,rep,name=withdrawn_tools,json=withdrawnTools,proto3" json:"withdrawn_tools,omitempty"`
+	WithdrawnEntries []*UpstreamEntry `protobuf:"bytes,13,rep,name=withdrawn_entries,json=withdrawnEntries,proto3" json:"withdrawn_entries,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *UpstreamStatus) Reset() {
@@ -718,6 +726,20 @@ func (x *UpstreamStatus) GetAppliedListing() uint64 {
 		return x.AppliedListing
 	}
 	return 0
+}
+
+func (x *UpstreamStatus) GetWithdrawnTools() []*UpstreamTool {
+	if x != nil {
+		return x.WithdrawnTools
+	}
+	return nil
+}
+
+func (x *UpstreamStatus) GetWithdrawnEntries() []*UpstreamEntry {
+	if x != nil {
+		return x.WithdrawnEntries
+	}
+	return nil
 }
 
 // UpstreamEntry is one acquired prompt or resource: states and digests as
@@ -1627,7 +1649,7 @@ const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\n" +
 	"new_digest\x18\x06 \x01(\tR\tnewDigest\x12\x16\n" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x12\n" +
-	"\x04diff\x18\b \x01(\tR\x04diff\"\xec\x03\n" +
+	"\x04diff\x18\b \x01(\tR\x04diff\"\xf9\x04\n" +
 	"\x0eUpstreamStatus\x12=\n" +
 	"\frefreshed_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12)\n" +
@@ -1641,7 +1663,9 @@ const file_sharedos_v1_upstream_proto_rawDesc = "" +
 	"\aentries\x18\t \x03(\v2\x1a.sharedos.v1.UpstreamEntryR\aentries\x12\x1a\n" +
 	"\blistings\x18\n" +
 	" \x01(\x04R\blistings\x12'\n" +
-	"\x0fapplied_listing\x18\v \x01(\x04R\x0eappliedListing\"\x9f\x02\n" +
+	"\x0fapplied_listing\x18\v \x01(\x04R\x0eappliedListing\x12B\n" +
+	"\x0fwithdrawn_tools\x18\f \x03(\v2\x19.sharedos.v1.UpstreamToolR\x0ewithdrawnTools\x12G\n" +
+	"\x11withdrawn_entries\x18\r \x03(\v2\x1a.sharedos.v1.UpstreamEntryR\x10withdrawnEntries\"\x9f\x02\n" +
 	"\rUpstreamEntry\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12#\n" +
@@ -1767,40 +1791,42 @@ var file_sharedos_v1_upstream_proto_depIdxs = []int32{
 	4,  // 13: sharedos.v1.UpstreamStatus.skipped:type_name -> sharedos.v1.SkippedTool
 	5,  // 14: sharedos.v1.UpstreamStatus.events:type_name -> sharedos.v1.UpstreamEvent
 	7,  // 15: sharedos.v1.UpstreamStatus.entries:type_name -> sharedos.v1.UpstreamEntry
-	0,  // 16: sharedos.v1.UpstreamEntry.state:type_name -> sharedos.v1.UpstreamToolState
-	1,  // 17: sharedos.v1.AddProviderRequest.provider:type_name -> sharedos.v1.UpstreamProvider
-	1,  // 18: sharedos.v1.AddProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	6,  // 19: sharedos.v1.AddProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	13, // 20: sharedos.v1.ListProvidersResponse.providers:type_name -> sharedos.v1.GetProviderResponse
-	1,  // 21: sharedos.v1.GetProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	6,  // 22: sharedos.v1.GetProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	1,  // 23: sharedos.v1.RefreshProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
-	6,  // 24: sharedos.v1.RefreshProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
-	3,  // 25: sharedos.v1.ApproveToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	3,  // 26: sharedos.v1.RejectToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	3,  // 27: sharedos.v1.DiffToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
-	29, // 28: sharedos.v1.UpstreamProvider.RequirementsEntry.value:type_name -> sharedos.v1.Requirement
-	8,  // 29: sharedos.v1.UpstreamService.AddProvider:input_type -> sharedos.v1.AddProviderRequest
-	10, // 30: sharedos.v1.UpstreamService.ListProviders:input_type -> sharedos.v1.ListProvidersRequest
-	12, // 31: sharedos.v1.UpstreamService.GetProvider:input_type -> sharedos.v1.GetProviderRequest
-	14, // 32: sharedos.v1.UpstreamService.RefreshProvider:input_type -> sharedos.v1.RefreshProviderRequest
-	16, // 33: sharedos.v1.UpstreamService.RemoveProvider:input_type -> sharedos.v1.RemoveProviderRequest
-	18, // 34: sharedos.v1.UpstreamService.ApproveTool:input_type -> sharedos.v1.ApproveToolRequest
-	20, // 35: sharedos.v1.UpstreamService.RejectTool:input_type -> sharedos.v1.RejectToolRequest
-	22, // 36: sharedos.v1.UpstreamService.DiffTool:input_type -> sharedos.v1.DiffToolRequest
-	9,  // 37: sharedos.v1.UpstreamService.AddProvider:output_type -> sharedos.v1.AddProviderResponse
-	11, // 38: sharedos.v1.UpstreamService.ListProviders:output_type -> sharedos.v1.ListProvidersResponse
-	13, // 39: sharedos.v1.UpstreamService.GetProvider:output_type -> sharedos.v1.GetProviderResponse
-	15, // 40: sharedos.v1.UpstreamService.RefreshProvider:output_type -> sharedos.v1.RefreshProviderResponse
-	17, // 41: sharedos.v1.UpstreamService.RemoveProvider:output_type -> sharedos.v1.RemoveProviderResponse
-	19, // 42: sharedos.v1.UpstreamService.ApproveTool:output_type -> sharedos.v1.ApproveToolResponse
-	21, // 43: sharedos.v1.UpstreamService.RejectTool:output_type -> sharedos.v1.RejectToolResponse
-	23, // 44: sharedos.v1.UpstreamService.DiffTool:output_type -> sharedos.v1.DiffToolResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	3,  // 16: sharedos.v1.UpstreamStatus.withdrawn_tools:type_name -> sharedos.v1.UpstreamTool
+	7,  // 17: sharedos.v1.UpstreamStatus.withdrawn_entries:type_name -> sharedos.v1.UpstreamEntry
+	0,  // 18: sharedos.v1.UpstreamEntry.state:type_name -> sharedos.v1.UpstreamToolState
+	1,  // 19: sharedos.v1.AddProviderRequest.provider:type_name -> sharedos.v1.UpstreamProvider
+	1,  // 20: sharedos.v1.AddProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 21: sharedos.v1.AddProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	13, // 22: sharedos.v1.ListProvidersResponse.providers:type_name -> sharedos.v1.GetProviderResponse
+	1,  // 23: sharedos.v1.GetProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 24: sharedos.v1.GetProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	1,  // 25: sharedos.v1.RefreshProviderResponse.provider:type_name -> sharedos.v1.UpstreamProvider
+	6,  // 26: sharedos.v1.RefreshProviderResponse.status:type_name -> sharedos.v1.UpstreamStatus
+	3,  // 27: sharedos.v1.ApproveToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	3,  // 28: sharedos.v1.RejectToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	3,  // 29: sharedos.v1.DiffToolResponse.tool:type_name -> sharedos.v1.UpstreamTool
+	29, // 30: sharedos.v1.UpstreamProvider.RequirementsEntry.value:type_name -> sharedos.v1.Requirement
+	8,  // 31: sharedos.v1.UpstreamService.AddProvider:input_type -> sharedos.v1.AddProviderRequest
+	10, // 32: sharedos.v1.UpstreamService.ListProviders:input_type -> sharedos.v1.ListProvidersRequest
+	12, // 33: sharedos.v1.UpstreamService.GetProvider:input_type -> sharedos.v1.GetProviderRequest
+	14, // 34: sharedos.v1.UpstreamService.RefreshProvider:input_type -> sharedos.v1.RefreshProviderRequest
+	16, // 35: sharedos.v1.UpstreamService.RemoveProvider:input_type -> sharedos.v1.RemoveProviderRequest
+	18, // 36: sharedos.v1.UpstreamService.ApproveTool:input_type -> sharedos.v1.ApproveToolRequest
+	20, // 37: sharedos.v1.UpstreamService.RejectTool:input_type -> sharedos.v1.RejectToolRequest
+	22, // 38: sharedos.v1.UpstreamService.DiffTool:input_type -> sharedos.v1.DiffToolRequest
+	9,  // 39: sharedos.v1.UpstreamService.AddProvider:output_type -> sharedos.v1.AddProviderResponse
+	11, // 40: sharedos.v1.UpstreamService.ListProviders:output_type -> sharedos.v1.ListProvidersResponse
+	13, // 41: sharedos.v1.UpstreamService.GetProvider:output_type -> sharedos.v1.GetProviderResponse
+	15, // 42: sharedos.v1.UpstreamService.RefreshProvider:output_type -> sharedos.v1.RefreshProviderResponse
+	17, // 43: sharedos.v1.UpstreamService.RemoveProvider:output_type -> sharedos.v1.RemoveProviderResponse
+	19, // 44: sharedos.v1.UpstreamService.ApproveTool:output_type -> sharedos.v1.ApproveToolResponse
+	21, // 45: sharedos.v1.UpstreamService.RejectTool:output_type -> sharedos.v1.RejectToolResponse
+	23, // 46: sharedos.v1.UpstreamService.DiffTool:output_type -> sharedos.v1.DiffToolResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_sharedos_v1_upstream_proto_init() }
