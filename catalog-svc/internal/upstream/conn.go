@@ -323,6 +323,12 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 // grant: fetched from the token endpoint (through the same guard) and
 // renewed before it expires.
 func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Client) (*http.Client, error) {
+	// Checked again at every connection, as the upstream's URL is: the
+	// allow-list may have narrowed since the provider was added, and the
+	// client secret goes there.
+	if err := c.guard.CheckURL(o.GetTokenUrl()); err != nil {
+		return nil, fmt.Errorf("oauth token url: %w", err)
+	}
 	secret, err := secretref.Resolve(o.GetClientSecretRef())
 	if err != nil {
 		return nil, fmt.Errorf("oauth client secret: %w", err)

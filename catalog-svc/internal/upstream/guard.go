@@ -32,6 +32,7 @@ type Guard struct {
 // metadata are cloud instance-metadata endpoints outside link-local ranges.
 var metadata = []netip.Prefix{
 	netip.MustParsePrefix("100.100.100.200/32"), // Alibaba Cloud
+	netip.MustParsePrefix("168.63.129.16/32"),   // Azure WireServer
 	netip.MustParsePrefix("fd00:ec2::254/128"),  // AWS IPv6
 }
 

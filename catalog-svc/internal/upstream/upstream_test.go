@@ -1053,6 +1053,11 @@ func TestGuard(t *testing.T) {
 	if err := (upstream.Guard{}).CheckURL("http://[fe80::1]/mcp"); err == nil {
 		t.Error("link-local IPv6 allowed")
 	}
+	for _, u := range []string{"http://100.100.100.200/", "http://168.63.129.16/machine", "http://[::ffff:168.63.129.16]/", "http://[fd00:ec2::254]/"} {
+		if err := (upstream.Guard{}).CheckURL(u); err == nil {
+			t.Errorf("%s allowed: a cloud metadata endpoint", u)
+		}
+	}
 	// 169.254.169.254 behind NAT64 (well-known and local-use prefixes),
 	// 6to4, Teredo (client bits inverted) and the IPv4-compatible form.
 	for _, u := range []string{"http://[64:ff9b::a9fe:a9fe]/", "http://[64:ff9b:1:a9fe:a9:fe00::]/", "http://[64:ff9b:1::a9fe:a9fe]/",
@@ -1127,6 +1132,45 @@ func TestOAuthClientCredentials(t *testing.T) {
 	bad.Namespace, bad.CredentialRef = "fy", "env:X"
 	if _, err := h.m.Add(t.Context(), bad, "tester"); err == nil {
 		t.Error("credential_ref and oauth together accepted")
+	}
+}
+
+// The token endpoint is checked against the allow-list at every
+// connection, as the upstream's URL is: a replica (or a restart) with a
+// narrower --upstream-allow-hosts sends the client secret nowhere it no
+// longer allows.
+func TestATokenURLIsCheckedWhenConnecting(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	var grants atomic.Int32
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		grants.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"tok","token_type":"Bearer","expires_in":3600}`))
+	}))
+	t.Cleanup(tokens.Close)
+	t.Setenv("UPSTREAM_TEST_CLIENT_SECRET", "s3cret")
+	mem := memory.New()
+	cat := newCatalog(t, mem)
+	wide := upstream.New(upstream.Config{Store: mem, Registry: cat})
+	upstreamHost := strings.TrimPrefix(strings.TrimSuffix(h.url, "/mcp"), "http://")
+	narrow := upstream.New(upstream.Config{Store: mem, Registry: cat, Guard: upstream.Guard{Hosts: []string{upstreamHost}}})
+	t.Cleanup(func() { _ = wide.Close(); _ = narrow.Close() })
+	if _, err := wide.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true,
+		Oauth: &sharedosv1.OAuthClientCredentials{TokenUrl: tokens.URL + "/token", ClientId: "sharedos",
+			ClientSecretRef: "env:UPSTREAM_TEST_CLIENT_SECRET"}}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	before := grants.Load()
+	c, err := upstream.Handlers{Upstreams: narrow}.Client(upstream.Target("fx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"x"}`)})
+	if err == nil || !strings.Contains(err.Error(), "upstream-allow-hosts") {
+		t.Errorf("a call through a replica that no longer allows the token endpoint: %v", err)
+	}
+	if n := grants.Load(); n != before {
+		t.Errorf("the token endpoint was asked %d more times", n-before)
 	}
 }
 
