@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -450,6 +451,28 @@ func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // none of catalog-svc's own (its database URL, its keys). A header
 // configured for a stdio upstream is passed as an environment variable of
 // that name: how stdio servers take their credentials.
+// loadsCode reports whether a stdio server's environment variable name is
+// one SharedOS sets itself (childEnv) or one a dynamic loader, a shell, a
+// language runtime or npm reads to load or fetch code: given through a
+// provider's headers, it would make an allowed command run another.
+func loadsCode(name string) bool {
+	n := strings.ToUpper(name)
+	for _, prefix := range []string{"LD_", "DYLD_", "NPM_CONFIG_"} {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	switch n {
+	case "PATH", "HOME", "LANG", "TMPDIR", // childEnv's
+		"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS",
+		"NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE",
+		"PERL5LIB", "PERL5OPT", "PERLLIB", "RUBYOPT", "RUBYLIB", "GEM_PATH", "GEM_HOME",
+		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "GCONV_PATH":
+		return true
+	}
+	return false
+}
+
 func childEnv(headers map[string]string) []string {
 	var env []string
 	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {

@@ -181,6 +181,10 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 		if !httpguts.ValidHeaderFieldName(k) || strings.EqualFold(k, "Authorization") && spec.GetCredentialRef() != "" {
 			return &ValidationError{"headers", fmt.Sprintf("%q is not a header name this upstream can be given", k)}
 		}
+		if len(spec.GetCommand()) > 0 && loadsCode(k) {
+			return &ValidationError{"headers", fmt.Sprintf("%q: a stdio server gets its headers as its environment, and this one "+
+				"is set by SharedOS or read by a loader or runtime to load code (it would run what --upstream-commands does not list)", k)}
+		}
 		if err := secretref.Check(ref); err != nil {
 			return &ValidationError{"headers." + k, err.Error()}
 		}

@@ -1039,6 +1039,39 @@ func waitExited(t *testing.T, pid int) {
 	}
 }
 
+// A stdio server gets a provider's headers as its environment: none that
+// SharedOS sets itself, or that a loader, shell, runtime or npm reads to
+// load code — an allowed command would run another — while any other name
+// is the server's (an HTTP upstream's headers are headers).
+func TestAStdioServersEnvironmentLoadsNoCode(t *testing.T) {
+	m := upstream.New(upstream.Config{Store: memory.New(), Guard: upstream.Guard{Commands: []string{"npx"}}})
+	t.Cleanup(func() { _ = m.Close() })
+	spec := func(header string, command bool) *sharedosv1.UpstreamProvider {
+		s := &sharedosv1.UpstreamProvider{Namespace: "sx", Headers: map[string]string{header: "env:X"}}
+		if command {
+			s.Command = []string{"npx", "-y", "some-server"}
+		} else {
+			s.Url = "https://mcp.example.com/mcp"
+		}
+		return s
+	}
+	for _, name := range []string{"LD_PRELOAD", "ld_library_path", "DYLD_INSERT_LIBRARIES", "NODE_OPTIONS", "npm_config_registry",
+		"PATH", "HOME", "PYTHONPATH", "BASH_ENV", "JAVA_TOOL_OPTIONS"} {
+		var ve *upstream.ValidationError
+		if err := m.Validate(spec(name, true)); !errors.As(err, &ve) {
+			t.Errorf("stdio header %s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"GITHUB_PERSONAL_ACCESS_TOKEN", "ALLOWED_DIRS"} {
+		if err := m.Validate(spec(name, true)); err != nil {
+			t.Errorf("stdio header %s: %v", name, err)
+		}
+	}
+	if err := m.Validate(spec("Path", false)); err != nil {
+		t.Errorf("an HTTP upstream's header Path: %v", err)
+	}
+}
+
 // The guard refuses what the operator did not allow.
 func TestGuard(t *testing.T) {
 	g := upstream.Guard{Hosts: []string{"mcp.example.com"}}
