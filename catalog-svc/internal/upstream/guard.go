@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,10 +63,17 @@ func (g Guard) CheckCommand(argv []string) error {
 	if len(argv) == 0 || argv[0] == "" {
 		return errors.New("empty command")
 	}
-	if !slices.Contains(g.Commands, argv[0]) && !slices.Contains(g.Commands, filepath.Base(argv[0])) {
-		return fmt.Errorf("%s is not in --upstream-commands (stdio upstreams start only the executables listed there)", argv[0])
+	if slices.Contains(g.Commands, argv[0]) {
+		return nil
 	}
-	return nil
+	// A listed name also allows the path it is found at on the PATH — not
+	// the same name in another directory.
+	if name := filepath.Base(argv[0]); filepath.IsAbs(argv[0]) && slices.Contains(g.Commands, name) {
+		if found, err := exec.LookPath(name); err == nil && found == argv[0] {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is not in --upstream-commands (stdio upstreams start only the executables listed there, by name as found on the PATH or by path)", argv[0])
 }
 
 func (g Guard) checkAddr(ip netip.Addr) error {

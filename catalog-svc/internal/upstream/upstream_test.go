@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -1113,7 +1114,23 @@ func TestGuard(t *testing.T) {
 	if err := (upstream.Guard{}).CheckCommand([]string{"npx"}); err == nil {
 		t.Error("a command allowed with no --upstream-commands")
 	}
-	if err := (upstream.Guard{Commands: []string{"npx"}}).CheckCommand([]string{"/usr/bin/npx", "x"}); err != nil {
+	// A listed name allows itself and the path the PATH finds it at; the
+	// same name elsewhere is another executable.
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, argv0 := range []string{"sh", sh} {
+		if err := (upstream.Guard{Commands: []string{"sh"}}).CheckCommand([]string{argv0, "-c", "x"}); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, argv0 := range []string{filepath.Join(t.TempDir(), "sh"), "./sh", "bin/sh"} {
+		if err := (upstream.Guard{Commands: []string{"sh"}}).CheckCommand([]string{argv0}); err == nil {
+			t.Errorf("%s allowed by the name sh", argv0)
+		}
+	}
+	if err := (upstream.Guard{Commands: []string{sh}}).CheckCommand([]string{sh}); err != nil {
 		t.Error(err)
 	}
 }
