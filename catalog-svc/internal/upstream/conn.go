@@ -447,10 +447,6 @@ func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(r)
 }
 
-// childEnv is a stdio upstream's whole environment: enough to run, and
-// none of catalog-svc's own (its database URL, its keys). A header
-// configured for a stdio upstream is passed as an environment variable of
-// that name: how stdio servers take their credentials.
 // loadsCode reports whether a stdio server's environment variable name is
 // one SharedOS sets itself (childEnv) or one a dynamic loader, a shell, a
 // language runtime or npm reads to load or fetch code: given through a
@@ -473,6 +469,10 @@ func loadsCode(name string) bool {
 	return false
 }
 
+// childEnv is a stdio upstream's whole environment: enough to run, and
+// none of catalog-svc's own (its database URL, its keys). A header
+// configured for a stdio upstream is passed as an environment variable of
+// that name: how stdio servers take their credentials.
 func childEnv(headers map[string]string) []string {
 	var env []string
 	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
