@@ -88,12 +88,19 @@ func TestPromptsAndResources(t *testing.T) {
 		}
 		expect(t, call(resource, "test://static-text", `{}`), succeeded, "")
 
+		// A URI registered on its own after the turn opened (or hidden from
+		// it) is not read through a template it also matches.
+		if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: "test://template/hidden/data", Name: "s", Handler: target}); err != nil {
+			t.Fatal(err)
+		}
 		for _, c := range []struct {
 			kind         sharedosv1.CallKind
 			name, args   string
 			status       sharedosv1.OperationStatus
 			code, reason string
 		}{
+			{resource, "test://template/hidden/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			{resource, "test://template/..%2Fhidden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			{prompt, "unpinned", `{}`, denied, outcome.ToolUnavailable, "not in this turn's catalogue"},
 			{prompt, "with_args", `{}`, failed, outcome.InvalidArguments, `"a" is required`},
 			{prompt, "with_args", `{"a":"x","c":"y"}`, failed, outcome.InvalidArguments, `no argument "c"`},
@@ -178,8 +185,8 @@ func TestPromptsAndResources(t *testing.T) {
 		}
 
 		rows := h.records("pr")
-		if len(rows) != 19 { // the retry of review is its first attempt's
-			t.Fatalf("%d records for 19 attempts", len(rows))
+		if len(rows) != 21 { // the retry of review is its first attempt's
+			t.Fatalf("%d records for 21 attempts", len(rows))
 		}
 		kinds := map[sharedosv1.CallKind]int{}
 		for _, r := range rows {
@@ -188,12 +195,12 @@ func TestPromptsAndResources(t *testing.T) {
 				t.Errorf("record %s still pending", r.CallID)
 			}
 		}
-		if kinds[prompt] != 8 || kinds[resource] != 11 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
+		if kinds[prompt] != 8 || kinds[resource] != 13 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
 			rows[1].RequestedTool != "test://template/7/data" {
 			t.Errorf("kinds %v, first rows %+v %+v", kinds, rows[0], rows[1])
 		}
 		h.mu.Lock()
-		h.attempts["pr"] = 19
+		h.attempts["pr"] = 21
 		h.mu.Unlock()
 	})
 }

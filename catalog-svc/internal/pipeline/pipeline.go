@@ -497,7 +497,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		// holding its call for the next round lets it go now.
 		res = outcome.Failed(outcome.InvalidRequest, truncate(call.GetEdgeRejection(), 512))
 		if rc, ok := s.handlers.(RoundCanceller); ok && call.GetResume() != nil {
-			rc.CancelRound(call.GetResume().GetRequestState())
+			rc.CancelRound(call.GetTurnId(), call.GetResume().GetRequestState())
 		}
 	case closedRound:
 		res = outcome.Failed(outcome.InvalidRequest, roundClosedReason)

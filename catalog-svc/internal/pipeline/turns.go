@@ -231,7 +231,7 @@ type TurnCanceller interface {
 // told when the attempt ends at the edge (the client did not answer), so
 // the held call ends at once rather than at its expiry.
 type RoundCanceller interface {
-	CancelRound(state []byte) bool
+	CancelRound(turn string, state []byte) bool
 }
 
 // cancelTurn cancels turn's calls in flight here and those its providers

@@ -176,7 +176,7 @@ type cancelRecorder struct {
 	told   chan string // hears each CancelTurn when set
 }
 
-func (c *cancelRecorder) CancelRound(state []byte) bool {
+func (c *cancelRecorder) CancelRound(_ string, state []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rounds = append(c.rounds, string(state))

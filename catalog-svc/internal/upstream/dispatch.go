@@ -68,15 +68,15 @@ func (h Handlers) HeldTurns() []string {
 	return turns
 }
 
-// CancelRound ends the upstream call parked under a round's provider
+// CancelRound ends turn's upstream call parked under a round's provider
 // state (pipeline.RoundCanceller): its attempt ended at the edge, so no
 // round of it will come. It reports whether there was one.
-func (h Handlers) CancelRound(state []byte) bool {
-	if h.Upstreams.cancelRound(state) {
+func (h Handlers) CancelRound(turn string, state []byte) bool {
+	if h.Upstreams.cancelRound(turn, state) {
 		return true
 	}
-	rc, ok := h.Next.(interface{ CancelRound([]byte) bool })
-	return ok && rc.CancelRound(state)
+	rc, ok := h.Next.(interface{ CancelRound(string, []byte) bool })
+	return ok && rc.CancelRound(turn, state)
 }
 
 // provider is the provider contract (ToolHandlerService v1, v2, v4) spoken

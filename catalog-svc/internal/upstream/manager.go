@@ -826,13 +826,13 @@ func (m *Manager) heldTurns() []string {
 
 // cancelRound ends the call parked under a round's provider state, on
 // whichever upstream holds it.
-func (m *Manager) cancelRound(state []byte) bool {
+func (m *Manager) cancelRound(turn string, state []byte) bool {
 	handle, ok := strings.CutPrefix(string(state), parkedState)
 	if !ok {
 		return false
 	}
 	for _, c := range m.connections() {
-		if c.cancelRound(handle) {
+		if c.cancelRound(turn, handle) {
 			return true
 		}
 	}

@@ -338,7 +338,7 @@ func (c *conn) park(r *running) (string, error) {
 	if ofTurn >= maxParkedPerTurn {
 		return "", status.Errorf(codes.ResourceExhausted, "upstream: %d calls of this turn already wait for its client's input", ofTurn)
 	}
-	c.parked[handle] = parked{r: r, expiry: time.AfterFunc(parkedFor, func() { c.cancelRound(handle) })}
+	c.parked[handle] = parked{r: r, expiry: time.AfterFunc(parkedFor, func() { c.cancelRound(r.turn, handle) })}
 	return handle, nil
 }
 
@@ -347,12 +347,13 @@ type parked struct {
 	expiry *time.Timer
 }
 
-// unpark takes the call parked under handle (nil: none, or taken).
-func (c *conn) unpark(handle string) *running {
+// unpark takes the call of turn parked under handle (nil: none, taken, or
+// another turn's: a handle names a call for its own turn's rounds only).
+func (c *conn) unpark(turn, handle string) *running {
 	c.callsMu.Lock()
 	defer c.callsMu.Unlock()
 	p, ok := c.parked[handle]
-	if !ok {
+	if !ok || p.r.turn != turn {
 		return nil
 	}
 	delete(c.parked, handle)
@@ -390,9 +391,9 @@ func (c *conn) heldTurns() []string {
 	return turns
 }
 
-// cancelRound ends the call parked here under handle; false: none.
-func (c *conn) cancelRound(handle string) bool {
-	r := c.unpark(handle)
+// cancelRound ends turn's call parked here under handle; false: none.
+func (c *conn) cancelRound(turn, handle string) bool {
+	r := c.unpark(turn, handle)
 	if r != nil {
 		r.abandon()
 	}
@@ -409,7 +410,7 @@ func (c *conn) resumed(req *sharedosv1.HandleRequest, progress func(mcp.Progress
 	if !ok {
 		return nil, nil
 	}
-	r := c.unpark(handle)
+	r := c.unpark(req.GetTurnId(), handle)
 	if r == nil {
 		return nil, status.Error(codes.Unavailable,
 			"upstream: the call this round answers is no longer open on this replica (its wait ran out, its upstream was replaced, or another replica holds it)")

@@ -238,14 +238,23 @@ func TestParkedCallsEnd(t *testing.T) {
 			t.Fatalf("first round: %v, %v", resp, err)
 		}
 		h := upstream.Handlers{Upstreams: m}
-		if h.CancelRound([]byte("upstream-own-state")) {
+		if h.CancelRound("t", []byte("upstream-own-state")) {
 			t.Error("a state that names no parked call ended one")
 		}
-		if !h.CancelRound(resp.GetInputRequired().GetRequestState()) {
+		// A handle names a call for its own turn's rounds only.
+		if h.CancelRound("another-turn", resp.GetInputRequired().GetRequestState()) {
+			t.Error("another turn ended the parked call")
+		}
+		if _, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: "another-turn", Tool: "lg.ask", ArgumentsJson: []byte(`{}`),
+			InputMethods: elicit, Round: 1, RequestState: resp.GetInputRequired().GetRequestState(),
+			InputResponsesJson: []byte(`{}`)}); status.Code(err) != codes.Unavailable {
+			t.Errorf("another turn's round resumed the parked call: %v", err)
+		}
+		if !h.CancelRound("t", resp.GetInputRequired().GetRequestState()) {
 			t.Fatal("the parked call was not found")
 		}
 		<-st.askFailed
-		if h.CancelRound(resp.GetInputRequired().GetRequestState()) {
+		if h.CancelRound("t", resp.GetInputRequired().GetRequestState()) {
 			t.Error("ended twice")
 		}
 	})

@@ -4,6 +4,7 @@
 package resourceuri
 
 import (
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,8 +19,11 @@ func IsTemplate(uri string) bool { return Var.MatchString(uri) }
 // Match returns the registration a concrete URI reads: the one registered
 // with exactly that URI, else the first (in byte order) template it
 // matches, each {var} standing for one non-empty segment without '/', '?'
-// or '#'; ok is false when none does (or uri has a brace: a template is not
-// a resource).
+// or '#' that is no dot-segment and holds no separator or NUL once
+// percent-decoded ("..", "%2e%2e", "a%2Fb", "a%5cb"): a provider that
+// decodes or normalises the URI would read outside the template. ok is
+// false when none does (or uri has a brace: a template is not a
+// resource).
 func Match(registered []string, uri string) (string, bool) {
 	if strings.ContainsAny(uri, "{}") {
 		return "", false
@@ -46,10 +50,29 @@ func matches(tmpl, uri string) bool {
 			break
 		}
 		re.WriteString(regexp.QuoteMeta(rest[:loc[0]]))
-		re.WriteString(`[^/?#]+`)
+		re.WriteString(`([^/?#]+)`)
 		rest = rest[loc[1]:]
 	}
 	re.WriteString("$")
-	m, err := regexp.MatchString(re.String(), uri)
-	return err == nil && m
+	x, err := regexp.Compile(re.String())
+	if err != nil {
+		return false
+	}
+	m := x.FindStringSubmatch(uri)
+	if m == nil {
+		return false
+	}
+	for _, v := range m[1:] {
+		if !segment(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// segment reports whether a template variable's value stays one segment
+// whether or not whoever reads the URI decodes it.
+func segment(v string) bool {
+	d, err := url.PathUnescape(v)
+	return err == nil && d != "." && d != ".." && !strings.ContainsAny(d, "/\\\x00")
 }

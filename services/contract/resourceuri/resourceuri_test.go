@@ -19,6 +19,18 @@ func TestMatch(t *testing.T) {
 		"test://template/1/data/x":  "",
 		"test://nonexistent":        "",
 		"test://template/{id}/data": "",
+		// A value stays one segment, decoded or not.
+		"test://template/..%2Fsecret/data": "",
+		"test://template/%2e%2e/data":      "",
+		"test://template/../data":          "",
+		"test://template/./data":           "",
+		"test://template/a%5cb/data":       "",
+		"test://template/a\\b/data":        "",
+		"test://template/a%00/data":        "",
+		"test://template/a%zz/data":        "",
+		"test://template/a%20b/data":       "test://template/{id}/data",
+		"test://template/file%2etxt/data":  "test://template/{id}/data",
+		"test://template/.../data":         "test://template/{id}/data",
 	} {
 		got, ok := resourceuri.Match(pinned, uri)
 		if got != want || ok != (want != "") {
