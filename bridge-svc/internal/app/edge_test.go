@@ -303,6 +303,49 @@ func TestMCPGoRefusalsRecorded(t *testing.T) {
 	}
 }
 
+// TestAClientThatLeavesIsRecorded (invariant 4): a client that writes a
+// whole request mcp-go refuses and closes its connection at once leaves a
+// record all the same — mcp-go writes its refusal nowhere then. (A call
+// its handler takes is recorded when the client left before it went to
+// the kernel: forward's TestACallWhoseClientLeftIsRecorded.)
+func TestAClientThatLeavesIsRecorded(t *testing.T) {
+	f := newFixture(t)
+	tr := f.bridge.Open(t)
+	call := modernCall(1, "files.read", `{"path":"/public/a.txt"}`)
+	for _, tc := range []struct {
+		name string
+		req  rawReq
+	}{
+		{"a tools/call mcp-go refuses", rawReq{body: call, modern: true, headers: map[string]string{"Mcp-Method": "tools/list"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.url, tc.req.token = tr.GetMcpUrl(), tr.GetToken()
+			for range 10 {
+				before := len(f.kernel.Calls())
+				req, err := tc.req.request()
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn, err := net.Dial("tcp", req.URL.Host)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := req.Write(conn); err != nil {
+					t.Fatal(err)
+				}
+				_ = conn.Close()
+				deadline := time.Now().Add(30 * time.Second)
+				for len(f.kernel.Calls()) == before {
+					if time.Now().After(deadline) {
+						t.Fatal("no record of a request whose client left")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
 // TestProgressBothEras (the MCP surface, item 2): a tools/call with a
 // progress token is sent as InvokeToolStream and its client receives the
 // kernel's reports as notifications/progress for that token on the

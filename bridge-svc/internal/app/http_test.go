@@ -56,12 +56,27 @@ func do(t *testing.T, q rawReq) rawResp {
 
 // send is do without a *testing.T, for use off the test goroutine.
 func send(q rawReq) (rawResp, error) {
+	req, err := q.request()
+	if err != nil {
+		return rawResp{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rawResp{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return rawResp{status: resp.StatusCode, header: resp.Header, body: b}, err
+}
+
+// request is q as an HTTP request.
+func (q rawReq) request() (*http.Request, error) {
 	if q.method == "" {
 		q.method = http.MethodPost
 	}
 	req, err := http.NewRequest(q.method, q.url, strings.NewReader(q.body))
 	if err != nil {
-		return rawResp{}, err
+		return nil, err
 	}
 	if q.method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
@@ -91,13 +106,7 @@ func send(q rawReq) (rawResp, error) {
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return rawResp{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return rawResp{status: resp.StatusCode, header: resp.Header, body: b}, err
+	return req, nil
 }
 
 // modernMeta is the _meta every 2026-07-28 request carries.

@@ -354,8 +354,19 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 }
 
 // run sends call to the kernel and maps a transport failure to a result;
-// false when the call was cancelled (no result).
+// false when the call was cancelled (no result). A call whose client left
+// before it went out is recorded all the same (invariant 4), never run.
 func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc) (*sharedosv1.ToolResult, bool) {
+	if ctx.Err() != nil {
+		call.EdgeRejection = ClientLeftReason
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rejectRecordTimeout)
+		defer cancel()
+		if _, err := send(rctx, call); err != nil {
+			f.log().ErrorContext(ctx, "abandoned call not recorded", slog.String(telemetry.LogCallID, call.GetCallId()),
+				slog.String("grpc.code", status.Code(err).String()))
+		}
+		return nil, false
+	}
 	res, err := send(ctx, call)
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
 		return nil, false
@@ -483,6 +494,10 @@ func (f *Forwarder) RejectKind(ctx context.Context, turn *Turn, kind sharedosv1.
 
 // rejectRecordTimeout bounds recording a refused request.
 const rejectRecordTimeout = 5 * time.Second
+
+// ClientLeftReason is the record's reason for a call whose client closed
+// its connection before the call reached the kernel.
+const ClientLeftReason = "the client closed the connection before the request was sent on: not run"
 
 // recordOutcome puts the outcome the harness sees on the tools/call span.
 // Only a failed outcome makes the span Error: a denial is a correct answer

@@ -279,6 +279,24 @@ func TestReadProvesItsURI(t *testing.T) {
 
 // A refusal is recorded though the client left before its answer (the
 // request's context ended): the kernel gets it on a context of its own.
+// A call whose client left before it went out (its connection closed once
+// the request was read) is recorded all the same, on a live context, and
+// never run; the answer goes nowhere.
+func TestACallWhoseClientLeftIsRecorded(t *testing.T) {
+	var ctxErr error
+	inv := &stubInvoker{res: outcome.Failed(outcome.InvalidRequest, "refused"), hook: func(ctx context.Context) { ctxErr = ctx.Err() }}
+	f := &forward.Forwarder{Invoker: inv}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.Call(ctx, turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{"path":"/a"}`)})
+	if inv.got == nil || inv.got.GetEdgeRejection() != forward.ClientLeftReason || inv.got.GetTool() != "files.read" {
+		t.Fatalf("the kernel got %v", inv.got)
+	}
+	if ctxErr != nil {
+		t.Errorf("the record was sent on an ended context: %v", ctxErr)
+	}
+}
+
 func TestRejectRecordsAfterTheClientLeft(t *testing.T) {
 	var ctxErr error
 	inv := &stubInvoker{res: outcome.Failed(outcome.InvalidRequest, "refused"), hook: func(ctx context.Context) { ctxErr = ctx.Err() }}

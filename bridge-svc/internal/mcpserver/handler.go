@@ -401,6 +401,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		// same, then answered as mcp-go answered.
 		h.cfg.Forwarder.RejectKind(ctx, srv.turn, kind, msg.Target, resp.refusal())
 		resp.release()
+	case call && !st.handled.Load() && !resp.answered() && ctx.Err() != nil:
+		// The client left before mcp-go answered, and mcp-go then writes
+		// nothing, refusal or not: recorded all the same, never run.
+		h.cfg.Forwarder.RejectKind(ctx, srv.turn, kind, msg.Target, forward.ClientLeftReason)
 	case msg != nil && msg.Method == "initialize":
 		srv.forget(ctx, w.Header().Get(server.HeaderKeySessionID))
 	}
@@ -582,7 +586,9 @@ func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, err
 		return n.st, nil
 	}
 	h.mu.Unlock()
-	lctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseTimeout)
+	// Not the request's end: a request read whole whose client left is
+	// still admitted, to be recorded (invariant 4); LeaseTimeout bounds it.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.LeaseTimeout)
 	st, err := h.cfg.Store.Status(lctx, turnID)
 	cancel()
 	if (err == nil && !st.Open()) || errors.Is(err, leases.ErrNotFound) {

@@ -62,6 +62,13 @@ type response struct {
 
 var _ server.HTTPResponseWriter = (*response)(nil)
 
+// answered reports whether anything of an answer was written or held.
+func (r *response) answered() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wroteHeader || r.held
+}
+
 func newResponse(w http.ResponseWriter, st *callState, call bool) *response {
 	f, _ := w.(http.Flusher)
 	return &response{w: w, flusher: f, st: st, call: call}
