@@ -1,11 +1,14 @@
 package app_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -343,6 +346,37 @@ func TestAClientThatLeavesIsRecorded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestARefusedBodyIsNotWaitedFor: a request refused before its body is
+// read (here: no bearer) is answered at once and its connection closed,
+// though it declared a body it never sends — the connection is not held
+// open waiting for it.
+func TestARefusedBodyIsNotWaitedFor(t *testing.T) {
+	f := newFixture(t)
+	tr := f.bridge.Open(t)
+	u, err := url.Parse(tr.GetMcpUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST "+u.Path+" HTTP/1.1\r\nHost: "+u.Host+"\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a bound on failure, not a wait
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a request refused before its body: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Errorf("answered %d, close %v; want 401 and the connection closed", resp.StatusCode, resp.Close)
 	}
 }
 

@@ -540,6 +540,13 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, rea
 	h.cfg.Logger.DebugContext(r.Context(), "mcp request refused", slog.Int("status", status), slog.String("reason", reason))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if r.ContentLength != 0 && r.Method != http.MethodGet {
+		// A body left unread ends the connection: net/http would otherwise
+		// read it before answering, and a client that declares a body and
+		// sends none would hold the connection, its goroutine and its fd
+		// for as long as it likes, unauthenticated.
+		w.Header().Set("Connection", "close")
+	}
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, strconv.Itoa(status)+" "+reason+"\n")
 }
