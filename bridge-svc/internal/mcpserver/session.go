@@ -19,8 +19,10 @@ import (
 // turn. A session id is "<random>.<caps>.<mac>" with mac =
 // HMAC-SHA256(key, turnID "|" random "|" caps): any pod can check it from
 // the lease alone (the key is the lease's token hash, which every pod reads
-// from the store and no client ever sees), and an id minted for turn A
-// fails on turn B. caps are the input capabilities the client declared at
+// from the store), and an id minted for turn A
+// fails on turn B. (The key is derived from the token: a holder of the
+// token could mint an id, as it could initialize a session — it gains
+// nothing the token does not give.) caps are the input capabilities the client declared at
 // initialize (one letter each: e elicitation, r roots, s sampling), which
 // the session's calls may use for input rounds (ADR 0017); the mac makes
 // them as unforgeable as the id. It is a handle, never a credential: every
@@ -104,7 +106,7 @@ func (s *sessionIDs) capabilities(id string) ([]string, error) {
 func (s *sessionIDs) check(id string) ([]string, error) {
 	if rest, ok := strings.CutPrefix(id, sessionPrefixV1); ok {
 		r, mac, ok := strings.Cut(rest, ".")
-		if !ok || !hmac.Equal([]byte(mac), []byte(s.mac(r))) {
+		if !ok || !randomPart(r) || !hmac.Equal([]byte(mac), []byte(s.mac(r))) {
 			return nil, errBadSession
 		}
 		return nil, nil
@@ -114,7 +116,7 @@ func (s *sessionIDs) check(id string) ([]string, error) {
 		return nil, errBadSession
 	}
 	parts := strings.Split(rest, ".")
-	if len(parts) != 3 || !hmac.Equal([]byte(parts[2]), []byte(s.mac(parts[0], parts[1]))) {
+	if len(parts) != 3 || !randomPart(parts[0]) || !hmac.Equal([]byte(parts[2]), []byte(s.mac(parts[0], parts[1]))) {
 		return nil, errBadSession
 	}
 	var caps []string
@@ -124,6 +126,23 @@ func (s *sessionIDs) check(id string) ([]string, error) {
 		}
 	}
 	return caps, nil
+}
+
+// randomPart reports whether r can be an id's random part, base64url as
+// Generate writes it: nothing else may stand there, so no id reads as
+// another — a v2 id's "random|caps" passed off as a v1 id's random part
+// has the same mac input, and would bring a session ended with DELETE back
+// under another spelling.
+func randomPart(r string) bool {
+	if r == "" {
+		return false
+	}
+	for _, c := range []byte(r) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Terminate implements server.SessionIdManager: DELETE is accepted (Codex

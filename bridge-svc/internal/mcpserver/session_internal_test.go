@@ -32,6 +32,12 @@ func TestSessionIDsCarryCapabilities(t *testing.T) {
 	if caps, err := s.capabilities(v1); err != nil || caps != nil {
 		t.Errorf("a first-format id: %v, %v", caps, err)
 	}
+	// A v2 id spelled as a v1 one ("random|caps" as the random part) has
+	// the same mac input: refused, or a session ended with DELETE would
+	// come back under another spelling.
+	if _, err := s.capabilities(sessionPrefixV1 + parts[0] + "|" + parts[1] + "." + parts[2]); err == nil {
+		t.Error("a v2 id respelled as a v1 id was accepted")
+	}
 	none := (&sessionIDs{turnID: "turn-a", key: key}).Generate()
 	if caps, err := s.capabilities(none); err != nil || len(caps) != 0 {
 		t.Errorf("an id without capabilities: %v, %v", caps, err)
