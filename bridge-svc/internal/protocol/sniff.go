@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"net/http"
 	"strings"
 )
@@ -53,6 +54,9 @@ func Sniff(h http.Header, body []byte) (method, name string) {
 // body is read at once — a "method" after large arguments counts too —
 // at the cost of a scan, not of a token decoder (≈ 8 MB/s).
 func sniffBody(body []byte) (method, name, uri string) {
+	// A byte order mark is no JSON (Parse refuses it), yet a request that
+	// starts with one says what it is all the same: recorded as that.
+	body = bytes.TrimPrefix(body, byteOrderMark)
 	sniffMembers(body, func(key string, val []byte) {
 		switch {
 		case strings.EqualFold(key, "method"):

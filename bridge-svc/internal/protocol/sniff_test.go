@@ -16,6 +16,7 @@ func TestSniff(t *testing.T) {
 		method, tool string
 	}{
 		{"whole call", call, nil, "tools/call", "files.read"},
+		{"after a byte order mark", "\xEF\xBB\xBF" + call, nil, "tools/call", "files.read"},
 		{"truncated", call[:len(call)-20], nil, "tools/call", "files.read"},
 		{"cut before the name", call[:60], nil, "tools/call", ""},
 		{"invalid UTF-8", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files` + "\xff" + `.read"}}`, nil, "tools/call", "files\ufffd.read"},

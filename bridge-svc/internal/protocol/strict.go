@@ -116,6 +116,9 @@ var paramKeys = []string{
 	"requestId", "reason", "uri", "level", "task", "progressToken", "inputResponses", "requestState",
 }
 
+// byteOrderMark is UTF-8's.
+var byteOrderMark = []byte("\xEF\xBB\xBF")
+
 // Parse checks one JSON-RPC message strictly: valid UTF-8, one object (no
 // batch), bounded depth, no duplicate or case-folded keys at the top level or
 // in params (encoding/json would match "Method" or "paramſ" to the real
@@ -129,7 +132,12 @@ func Parse(body []byte) (*Message, *RPCError) {
 	if !utf8.Valid(body) {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: body is not valid UTF-8"}
 	}
-	trimmed := bytes.TrimSpace(body)
+	if bytes.HasPrefix(body, byteOrderMark) {
+		return nil, &RPCError{Code: CodeParseError, Message: "parse error: a byte order mark before the message (JSON text has none)"}
+	}
+	// JSON's own whitespace only: what else a Unicode trim would take (a
+	// no-break space, U+0085) mcp-go's decoder refuses.
+	trimmed := bytes.Trim(body, " \t\r\n")
 	if len(trimmed) == 0 {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: empty body"}
 	}

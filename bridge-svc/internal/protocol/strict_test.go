@@ -40,6 +40,8 @@ func TestParse(t *testing.T) {
 	}{
 		{"invalid utf-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\xff\"}", protocol.CodeParseError, "UTF-8"},
 		{"empty", ``, protocol.CodeParseError, "empty"},
+		{"a byte order mark", "\xEF\xBB\xBF" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`, protocol.CodeParseError, "byte order mark"},
+		{"a no-break space is not JSON whitespace", "\u00a0" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`, protocol.CodeInvalidRequest, "object"},
 		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, protocol.CodeInvalidRequest, "batch"},
 		{"scalar", `42`, protocol.CodeInvalidRequest, "object"},
 		{"trailing garbage", `{"jsonrpc":"2.0","id":1,"method":"ping"}{}`, protocol.CodeParseError, "malformed"},
