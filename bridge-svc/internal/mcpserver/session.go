@@ -19,10 +19,10 @@ import (
 // turn. A session id is "<random>.<caps>.<mac>" with mac =
 // HMAC-SHA256(key, turnID "|" random "|" caps): any pod can check it from
 // the lease alone (the key is the lease's token hash, which every pod reads
-// from the store), and an id minted for turn A
-// fails on turn B. (The key is derived from the token: a holder of the
-// token could mint an id, as it could initialize a session — it gains
-// nothing the token does not give.) caps are the input capabilities the client declared at
+// from the store), and an id minted for turn A fails on turn B. (The key
+// is derived from the token: a holder of the token could mint an id, as it
+// could initialize a session — it gains nothing the token does not give.)
+// caps are the input capabilities the client declared at
 // initialize (one letter each: e elicitation, r roots, s sampling), which
 // the session's calls may use for input rounds (ADR 0017); the mac makes
 // them as unforgeable as the id. It is a handle, never a credential: every
