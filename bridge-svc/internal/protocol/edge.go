@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // DefaultMaxBodyBytes caps a request body (4 MiB).
@@ -26,7 +27,15 @@ type EdgeConfig struct {
 	AllowedHosts []string
 	// MaxBodyBytes caps a POST body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading a POST body once its headers are in;
+	// 0 means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 }
+
+// DefaultBodyReadTimeout is how long a client has to send a body whose
+// headers came: a client that declares a body and sends it slowly, or
+// never, does not hold its connection longer.
+const DefaultBodyReadTimeout = 30 * time.Second
 
 // DefaultAllowedHosts are the loopback names.
 var DefaultAllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
@@ -48,16 +57,20 @@ func OwnOrigins(publicURL *url.URL, listen net.Addr) []string {
 
 // Edge applies the checks that need no lease: run before any lease lookup.
 type Edge struct {
-	origins map[string]bool
-	hosts   map[string]bool
-	maxBody int64
+	origins  map[string]bool
+	hosts    map[string]bool
+	maxBody  int64
+	bodyRead time.Duration
 }
 
 // NewEdge returns an Edge; origins and hosts compare case-insensitively.
 func NewEdge(cfg EdgeConfig) *Edge {
-	e := &Edge{origins: map[string]bool{}, hosts: map[string]bool{}, maxBody: cfg.MaxBodyBytes}
+	e := &Edge{origins: map[string]bool{}, hosts: map[string]bool{}, maxBody: cfg.MaxBodyBytes, bodyRead: cfg.BodyReadTimeout}
 	if e.maxBody <= 0 {
 		e.maxBody = DefaultMaxBodyBytes
+	}
+	if e.bodyRead <= 0 {
+		e.bodyRead = DefaultBodyReadTimeout
 	}
 	for _, o := range cfg.AllowedOrigins {
 		e.origins[strings.ToLower(strings.TrimRight(o, "/"))] = true
@@ -120,9 +133,16 @@ const sniffPrefix = 1024
 
 // ReadBody reads a POST body under the cap; a longer body is a 413, and one
 // whose Content-Length is over the cap is refused after its first
-// sniffPrefix bytes. With an error, the bytes read come back too, for the
-// record of the refused attempt only (Sniff), never to be served.
+// sniffPrefix bytes; one not sent within the body read timeout is a 400.
+// With an error, the bytes read come back too, for the record of the
+// refused attempt only (Sniff), never to be served.
 func (e *Edge) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *HTTPError) {
+	// The read has a deadline of its own (the server's is for headers
+	// only: an SSE stream must not end with one); lifted once it is done.
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(e.bodyRead)) == nil {
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
 	if r.ContentLength > e.maxBody {
 		prefix, _ := io.ReadAll(io.LimitReader(r.Body, sniffPrefix))
 		return prefix, &HTTPError{http.StatusRequestEntityTooLarge, "request body too large"}

@@ -1,12 +1,15 @@
 package protocol_test
 
 import (
+	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
@@ -111,5 +114,47 @@ func TestOwnOrigins(t *testing.T) {
 	pub, _ = url.Parse("https://tools.example.com")
 	if got := protocol.OwnOrigins(pub, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 7480}); len(got) != 1 || got[0] != "https://tools.example.com" {
 		t.Errorf("OwnOrigins on a pod IP = %v", got)
+	}
+}
+
+// TestASlowBodyIsNotWaitedFor: a body that does not come within the body
+// read timeout ends its read (400), and a body that comes in time is read
+// whole.
+func TestASlowBodyIsNotWaitedFor(t *testing.T) {
+	e := protocol.NewEdge(protocol.EdgeConfig{BodyReadTimeout: 2 * time.Second})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, herr := e.ReadBody(w, r)
+		if herr != nil {
+			w.Header().Set("Connection", "close")
+			http.Error(w, herr.Reason, herr.Status)
+			return
+		}
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	ask := func(rest string) *http.Response {
+		t.Helper()
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		if _, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n"+rest); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a bound on failure, not a wait
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		return resp
+	}
+	if resp := ask(""); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a body never sent: %d, want 400", resp.StatusCode)
+	}
+	resp := ask("ping")
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(b) != "ping" {
+		t.Errorf("a body sent at once: %d %q", resp.StatusCode, b)
 	}
 }
