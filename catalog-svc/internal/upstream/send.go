@@ -46,18 +46,17 @@ type session struct {
 	// requests its harness can answer (metaWith); nil on an earlier era,
 	// whose handshake said them once.
 	metas []json.RawMessage
-	// notifies: cancelling a request is a notifications/cancelled (stdio);
-	// over HTTP the request's stream ending is the cancellation.
-	notifies bool
-	// lines: each message is one line (stdio), so a call's arguments go
-	// without their line breaks (oneLine).
-	lines bool
+	// stdio: cancelling a request is a notifications/cancelled (over HTTP
+	// the request's stream ending is the cancellation), and each message
+	// is one line, so a call's arguments go without their line breaks
+	// (oneLine).
+	stdio bool
 }
 
 func newSession(cl *client.Client, tr transport.Interface, info serverInfo) (session, error) {
 	s := session{cl: cl, tr: tr, info: info}
 	_, isHTTP := tr.(transport.HTTPConnection)
-	s.notifies, s.lines = !isHTTP, !isHTTP
+	s.stdio = !isHTTP
 	if mcp.IsModernProtocol(info.protocol) {
 		// A request's capabilities are the client's for that request
 		// alone (2026-07-28): a call declares what its harness can answer,
@@ -162,7 +161,7 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 	if err != nil {
 		return nil, err
 	}
-	if s.lines {
+	if s.stdio {
 		args = oneLine(args)
 	}
 	params, err := json.Marshal(callParams{Name: name, Arguments: args, Meta: meta})
@@ -194,7 +193,7 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 	}
 	resp, err := s.tr.SendRequest(ctx, req)
 	if err != nil {
-		if ctx.Err() != nil && s.notifies {
+		if ctx.Err() != nil && s.stdio {
 			s.cancelled(ctx, req.ID)
 		}
 		return nil, transport.NewError(err)
