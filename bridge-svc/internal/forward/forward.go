@@ -359,7 +359,7 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc) (*sharedosv1.ToolResult, bool) {
 	if ctx.Err() != nil {
 		call.EdgeRejection = ClientLeftReason
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rejectRecordTimeout)
+		rctx, cancel := recording(ctx)
 		defer cancel()
 		if _, err := send(rctx, call); err != nil {
 			f.log().ErrorContext(ctx, "abandoned call not recorded", slog.String(telemetry.LogCallID, call.GetCallId()),
@@ -406,7 +406,7 @@ func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, re
 	rctx := ctx
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // the record, though nobody waits
+		rctx, cancel = recording(ctx) // the record, though nobody waits
 		defer cancel()
 	}
 	out, rerr := send(rctx, next)
@@ -481,7 +481,7 @@ func (f *Forwarder) RejectKind(ctx context.Context, turn *Turn, kind sharedosv1.
 	}
 	// The refusal is recorded whether or not the client stayed for its
 	// answer (a body cut short ends the request's context): invariant 4.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rejectRecordTimeout)
+	rctx, cancel := recording(ctx)
 	defer cancel()
 	res, err := f.entryRPC(kind)(rctx, call)
 	if err != nil {
@@ -494,6 +494,12 @@ func (f *Forwarder) RejectKind(ctx context.Context, turn *Turn, kind sharedosv1.
 
 // rejectRecordTimeout bounds recording a refused request.
 const rejectRecordTimeout = 5 * time.Second
+
+// recording is ctx for writing a record whether or not the client is
+// still there: ctx's values, not its end, within rejectRecordTimeout.
+func recording(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rejectRecordTimeout)
+}
 
 // ClientLeftReason is the record's reason for a call whose client closed
 // its connection before the call reached the kernel.
