@@ -2,7 +2,6 @@ package runner
 
 import (
 	"math/bits"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -80,7 +79,7 @@ func ApplyGCHeadroom(headroom uint64, base int) (stop func()) {
 // headroomTuner is the tuner ApplyGCHeadroom starts; nil when it starts
 // none.
 func headroomTuner(headroom uint64, base int) *gcTuner {
-	if _, set := os.LookupEnv("GOGC"); set || headroom == 0 {
+	if gogcSet() || headroom == 0 {
 		return nil
 	}
 	return startGCTuner(headroom, base, gcHeadroomMaxPercent)

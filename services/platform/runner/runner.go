@@ -214,9 +214,16 @@ func servesMetrics(fs *flag.FlagSet) bool {
 // GOGC (percent 0 leaves Go's default). Main calls it first when serving; a
 // benchmark's child process that stands in for a main calls it too.
 func ApplyGCPercent(percent int) {
-	if _, set := os.LookupEnv("GOGC"); !set && percent > 0 {
+	if !gogcSet() && percent > 0 {
 		debug.SetGCPercent(percent)
 	}
+}
+
+// gogcSet reports whether the environment sets GOGC: the operator's value
+// stands, whatever the binary would choose.
+func gogcSet() bool {
+	_, set := os.LookupEnv("GOGC")
+	return set
 }
 
 // planeFlags are the internal plane's flags besides TLS.
