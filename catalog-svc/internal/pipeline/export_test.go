@@ -6,3 +6,6 @@ import "time"
 // down, so a test reaches record_unavailable without a caller's deadline
 // racing the call.
 func (s *Pipeline) SetCompletionWait(d time.Duration) { s.completionWait = d }
+
+// AbandonedReason is the record's reason for a call its bridge gave up on.
+const AbandonedReason = abandonedReason

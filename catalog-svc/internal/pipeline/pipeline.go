@@ -369,6 +369,26 @@ func (s *Pipeline) RunReconciler(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// beginTimeout bounds writing an attempt's pending row when its caller set
+// no deadline.
+const beginTimeout = 30 * time.Second
+
+// beginContext is ctx for writing an attempt's pending row: its caller's
+// leaving does not end it, its caller's deadline does (a row in doubt at
+// the deadline is journaled as refused: the answer, a timeout, says the
+// call did not run).
+func beginContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(beginTimeout)
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
+
+// abandonedReason is the record's reason for a call its bridge gave up on
+// (ToolCall.abandoned): the client left before the call reached the kernel.
+const abandonedReason = "the client left before the call reached SharedOS: not run"
+
 // MaxIDBytes bounds call and turn ids.
 const MaxIDBytes = 256
 
@@ -438,21 +458,43 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		rec.TraceID = sc.TraceID().String()
 	}
 	closedRound := false
+	// The row is written whether or not the caller is still there: an
+	// attempt that reached the kernel is recorded (invariant 4), completed
+	// cancelled below when its caller left.
+	bctx, cancelBegin := beginContext(ctx)
+	defer cancelBegin()
 	var err error
-	if call.GetResume() != nil {
+	switch {
+	case call.GetResume() != nil:
 		// A resumed call is the attempt it resumes: its record, not a new one.
-		err = s.resume(ctx, call, rec)
+		err = s.resume(bctx, call, rec)
+		if errors.Is(err, records.ErrNotWaiting) && call.GetAbandoned() {
+			// Given up on by the bridge, and resumed (or ended) already:
+			// by the call itself, which arrived after all.
+			res := outcome.CancelledResult(abandonedReason)
+			res.CallId = call.GetCallId()
+			return res, nil
+		}
 		if errors.Is(err, records.ErrNotWaiting) {
 			closedRound = true
-			err = s.records.Begin(ctx, rec) // refused below, on a record of its own
+			err = s.records.Begin(bctx, rec) // refused below, on a record of its own
 		} else if err != nil {
 			// The resumption may have taken effect: the refusal is journaled
 			// for the attempt, as for an insert in doubt.
 			rec.AttemptID = call.GetResume().GetAttemptId()
 			err = fmt.Errorf("%w: %w", records.ErrInDoubt, err)
 		}
-	} else {
-		err = s.records.Begin(ctx, rec)
+	case call.GetAbandoned():
+		// The bridge gave up on the call while sending it: recorded here
+		// unless it arrived after all, whose record is its own.
+		err = s.records.BeginNew(bctx, rec)
+		if errors.Is(err, records.ErrRecorded) {
+			res := outcome.CancelledResult(abandonedReason)
+			res.CallId = call.GetCallId()
+			return res, nil
+		}
+	default:
+		err = s.records.Begin(bctx, rec)
 	}
 	if err != nil {
 		if !errors.Is(err, records.ErrDuplicateCall) {
@@ -491,11 +533,16 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		s.logger.WarnContext(ctx, "call refused: invalid turn grant", slog.String(telemetry.LogTurnID, rec.TurnID),
 			slog.String(telemetry.LogCallID, rec.CallID), slog.String("reason", refused.Reason))
 		res = outcome.Denied(outcome.InvalidGrant, refused.Reason)
-	case call.GetEdgeRejection() != "":
-		// Refused at the MCP edge as a protocol error: recorded, never run.
-		// A round the client would not answer ends the attempt: a provider
-		// holding its call for the next round lets it go now.
-		res = outcome.Failed(outcome.InvalidRequest, truncate(call.GetEdgeRejection(), 512))
+	case call.GetAbandoned(), call.GetEdgeRejection() != "":
+		// Given up on by the bridge, or refused at the MCP edge as a
+		// protocol error: recorded, never run. A round the client would
+		// not answer ends the attempt: a provider holding its call for the
+		// next round lets it go now.
+		if call.GetAbandoned() {
+			res = outcome.CancelledResult(abandonedReason)
+		} else {
+			res = outcome.Failed(outcome.InvalidRequest, truncate(call.GetEdgeRejection(), 512))
+		}
 		if rc, ok := s.handlers.(RoundCanceller); ok && call.GetResume() != nil {
 			rc.CancelRound(call.GetTurnId(), call.GetResume().GetRequestState())
 		}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
@@ -862,4 +863,72 @@ func TestRecordInDoubtCompletedAsRefused(t *testing.T) {
 				})
 		})
 	}
+}
+
+// TestCancelledBeforeRecord: a call whose caller left before the kernel
+// wrote its record is still recorded (invariant 4), cancelled, and runs
+// nothing. (The record was skipped before: Begin ran on the caller's
+// context.)
+func TestCancelledBeforeRecord(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res, err := h.invoke(ctx, h.newCall("c", "files.read", `{"path":"/public/a.txt"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, res, cancelled, outcome.Cancelled)
+		if n := h.handler.calls.Load(); n != 0 {
+			t.Fatalf("handler ran %d times", n)
+		}
+		if rows := h.records("c"); len(rows) != 1 || rows[0].Status != cancelled {
+			t.Fatalf("rows = %+v, want one cancelled", rows)
+		}
+	})
+}
+
+// TestAbandonedCall: a call the bridge gave up on while sending it
+// (ToolCall.abandoned) is recorded cancelled and never run when it had not
+// arrived, and adds nothing when it had: one record per attempt either way.
+func TestAbandonedCall(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		lost := h.newCall("a", "files.read", `{"path":"/public/a.txt"}`)
+		lost.Abandoned = true
+		res, err := h.invoke(context.Background(), lost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, res, cancelled, outcome.Cancelled)
+		if h.handler.calls.Load() != 0 {
+			t.Fatal("an abandoned call ran")
+		}
+		rows := h.records("a")
+		if len(rows) != 1 || rows[0].Status != cancelled || rows[0].Reason != pipeline.AbandonedReason || rows[0].CallID != lost.CallId {
+			t.Fatalf("rows = %+v, want one cancelled for the abandoned call", rows)
+		}
+
+		arrived := h.newCall("a", "files.read", `{"path":"/public/a.txt"}`)
+		res, err = h.invoke(context.Background(), arrived)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, res, succeeded, "")
+		// Not through h.invoke: no attempt of its own.
+		again := proto.Clone(arrived).(*sharedosv1.ToolCall)
+		again.Abandoned = true
+		for range 2 {
+			res, err := h.rpc.InvokeTool(context.Background(), again)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, res, cancelled, outcome.Cancelled)
+		}
+		if n := h.handler.calls.Load(); n != 1 {
+			t.Fatalf("handler ran %d times, want once", n)
+		}
+		rows = h.records("a")
+		if len(rows) != 2 || rows[1].Status != succeeded || rows[1].CallID != arrived.CallId {
+			t.Fatalf("rows = %+v, want the abandoned call's and the arrived one's, once each", rows)
+		}
+	})
 }

@@ -396,7 +396,14 @@ type ToolCall struct {
 	// under the pin root the grant signs (services/contract/pinproof): what
 	// the kernel needs to check the one tool, instead of the whole pin in the
 	// grant. A grant that still carries the pin map (issued before) ignores it.
-	PinProof      *PinProof `protobuf:"bytes,15,opt,name=pin_proof,json=pinProof,proto3" json:"pin_proof,omitempty"`
+	PinProof *PinProof `protobuf:"bytes,15,opt,name=pin_proof,json=pinProof,proto3" json:"pin_proof,omitempty"`
+	// abandoned is set by the bridge when the client left before the call
+	// was surely in the kernel's hands: before it was sent, or while it was
+	// being sent (a cancelled RPC may or may not have reached the kernel).
+	// The kernel records the attempt cancelled and runs nothing, but only
+	// when the turn has no record for call_id yet: the call that did arrive
+	// keeps its one record, and none is added (invariant 4).
+	Abandoned     bool `protobuf:"varint,16,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -520,6 +527,13 @@ func (x *ToolCall) GetPinProof() *PinProof {
 		return x.PinProof
 	}
 	return nil
+}
+
+func (x *ToolCall) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
+	}
+	return false
 }
 
 // Resume names the input round a call continues.
@@ -1655,7 +1669,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x11RevokeTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"2\n" +
 	"\x12RevokeTurnResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\xee\x03\n" +
+	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\x8c\x04\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -1670,7 +1684,8 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x14input_responses_json\x18\f \x01(\fR\x12inputResponsesJson\x12+\n" +
 	"\x06resume\x18\r \x01(\v2\x13.sharedos.v1.ResumeR\x06resume\x12)\n" +
 	"\x04kind\x18\x0e \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kind\x122\n" +
-	"\tpin_proof\x18\x0f \x01(\v2\x15.sharedos.v1.PinProofR\bpinProofJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
+	"\tpin_proof\x18\x0f \x01(\v2\x15.sharedos.v1.PinProofR\bpinProof\x12\x1c\n" +
+	"\tabandoned\x18\x10 \x01(\bR\tabandonedJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
 	"\x06Resume\x12\x1d\n" +
 	"\n" +
 	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x14\n" +

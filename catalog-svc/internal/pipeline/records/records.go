@@ -26,6 +26,10 @@ const MaxTextBytes = 1024
 // Begin returns it.
 var ErrDuplicateCall = errors.New("records: call id already used in this turn")
 
+// ErrRecorded is returned by BeginNew when the turn already has a row for
+// the call id; nothing was written.
+var ErrRecorded = errors.New("records: call id already recorded in this turn")
+
 // ErrInDoubt wraps a Begin error after which the row may still be written:
 // the insert reached the store and no answer came back (a hung server that
 // resumes runs what it had read). The call is refused all the same; the
@@ -116,6 +120,11 @@ type Store interface {
 	// sets r.Sequence. For a repeated (TurnID, CallID) it writes r as a
 	// completed denied/duplicate_call row instead and returns ErrDuplicateCall.
 	Begin(ctx context.Context, r *Record) error
+	// BeginNew is Begin for an attempt that may be recorded already under
+	// its (TurnID, CallID) — a call whose bridge gave up on it while
+	// sending it: when the turn has a row for the call id it writes
+	// nothing and returns ErrRecorded.
+	BeginNew(ctx context.Context, r *Record) error
 	// Complete writes the outcome onto the pending row attemptID. It fails
 	// with ErrCompleted when the row is not pending (completed or
 	// interrupted) and ErrNotFound when there is no such row.

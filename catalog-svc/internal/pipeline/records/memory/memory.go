@@ -68,6 +68,17 @@ func New() *Store {
 
 // Begin implements records.Store.
 func (s *Store) Begin(ctx context.Context, r *records.Record) error {
+	return s.begin(ctx, r, false)
+}
+
+// BeginNew implements records.Store.
+func (s *Store) BeginNew(ctx context.Context, r *records.Record) error {
+	return s.begin(ctx, r, true)
+}
+
+// begin is Begin, or BeginNew when onlyNew: a repeated (turn, call) then
+// writes nothing.
+func (s *Store) begin(ctx context.Context, r *records.Record, onlyNew bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -82,9 +93,12 @@ func (s *Store) Begin(ctx context.Context, r *records.Record) error {
 	}
 	key := callKey{r.TurnID, r.CallID}
 	dup := s.calls[key]
-	if dup {
+	switch {
+	case dup && onlyNew:
+		return records.ErrRecorded
+	case dup:
 		records.MarkDuplicate(r, r.StartedAt)
-	} else {
+	default:
 		r.Duplicate = false
 		r.Status = sharedosv1.OperationStatus_OPERATION_STATUS_PENDING
 		r.Code, r.Reason, r.FinishedAt = "", "", time.Time{}

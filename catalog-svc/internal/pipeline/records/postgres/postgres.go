@@ -72,6 +72,25 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 // insert commits with its group's batch, the repeat's row alone: Begin
 // returns only once the row is durable.
 func (s *Store) Begin(ctx context.Context, r *records.Record) error {
+	err := s.insertPending(ctx, r)
+	if !errors.Is(err, records.ErrRecorded) {
+		return err
+	}
+	records.MarkDuplicate(r, r.StartedAt)
+	if err := s.pool.QueryRow(ctx, insertSQL+` RETURNING sequence`, args(r)...).Scan(&r.Sequence); err != nil {
+		return fmt.Errorf("postgres: record duplicate call: %w", err)
+	}
+	return records.ErrDuplicateCall
+}
+
+// BeginNew implements records.Store: Begin's insert alone.
+func (s *Store) BeginNew(ctx context.Context, r *records.Record) error {
+	return s.insertPending(ctx, r)
+}
+
+// insertPending inserts r pending, or nothing when its (turn, call) has a
+// row already (ErrRecorded).
+func (s *Store) insertPending(ctx context.Context, r *records.Record) error {
 	if err := r.Check(); err != nil {
 		return err
 	}
@@ -80,18 +99,14 @@ func (s *Store) Begin(ctx context.Context, r *records.Record) error {
 	r.Status = sharedosv1.OperationStatus_OPERATION_STATUS_PENDING
 	r.Code, r.Reason, r.FinishedAt = "", "", time.Time{}
 	seq, err := pgdb.QueryRow(ctx, s.group, beginStmt, args(r), scanInt64)
-	if err == nil {
+	switch {
+	case err == nil:
 		r.Sequence = seq
 		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return records.ErrRecorded
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: begin operation: %w", inDoubt(err))
-	}
-	records.MarkDuplicate(r, r.StartedAt)
-	if err := s.pool.QueryRow(ctx, insertSQL+` RETURNING sequence`, args(r)...).Scan(&r.Sequence); err != nil {
-		return fmt.Errorf("postgres: record duplicate call: %w", err)
-	}
-	return records.ErrDuplicateCall
+	return fmt.Errorf("postgres: begin operation: %w", inDoubt(err))
 }
 
 func args(r *records.Record) []any {

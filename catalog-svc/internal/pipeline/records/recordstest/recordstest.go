@@ -26,6 +26,7 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"OrderWithinTurn", testOrder},
 		{"DuplicateCallIsRecorded", testDuplicate},
 		{"ConcurrentDuplicatesOneFirst", testConcurrentDuplicates},
+		{"BeginNewWritesOnlyTheFirst", testBeginNew},
 		{"CompletedRowIsFinal", testCompletedFinal},
 		{"CompleteUnknown", testCompleteUnknown},
 		{"RejectsMalformed", testRejectsMalformed},
@@ -211,6 +212,77 @@ func testDuplicate(t *testing.T, s records.Store) {
 			r.FinishedAt.IsZero() || r.RequestedTool != "files.write" {
 			t.Errorf("repeat row = %+v", r)
 		}
+	}
+}
+
+// testBeginNew: BeginNew writes a call id's first row as Begin does, and
+// nothing for one the turn has (whichever of Begin and BeginNew came
+// first); concurrently, exactly one of them writes.
+func testBeginNew(t *testing.T, s records.Store) {
+	tid := turn(t)
+	first := NewRecord(tid, "c1", "files.read")
+	if err := s.BeginNew(ctx(t), first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Sequence == 0 || first.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("first row = %+v", first)
+	}
+	if err := s.BeginNew(ctx(t), NewRecord(tid, "c1", "files.read")); !errors.Is(err, records.ErrRecorded) {
+		t.Fatalf("BeginNew of a recorded call id = %v, want ErrRecorded", err)
+	}
+	if err := s.Begin(ctx(t), NewRecord(tid, "c2", "files.read")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginNew(ctx(t), NewRecord(tid, "c2", "files.read")); !errors.Is(err, records.ErrRecorded) {
+		t.Fatalf("BeginNew after Begin = %v, want ErrRecorded", err)
+	}
+	if rows := list(t, s, tid); len(rows) != 2 || rows[0].CallID != "c1" || rows[1].CallID != "c2" || rows[0].Duplicate || rows[1].Duplicate {
+		t.Fatalf("rows = %+v, want c1 and c2 once each", rows)
+	}
+
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			r := NewRecord(tid, "race", "files.read")
+			if i%2 == 0 {
+				errs <- s.BeginNew(ctx(t), r)
+				return
+			}
+			if err := s.Begin(ctx(t), r); !errors.Is(err, records.ErrDuplicateCall) {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	won, recorded := 0, 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, records.ErrRecorded):
+			recorded++
+		default:
+			t.Errorf("Begin: %v", err)
+		}
+	}
+	var firstRows, dupRows int
+	for _, r := range list(t, s, tid) {
+		switch {
+		case r.CallID != "race":
+		case r.Duplicate:
+			dupRows++
+		default:
+			firstRows++
+		}
+	}
+	// One first row; BeginNew wrote nothing else, each Begin that lost its
+	// duplicate row.
+	if won != 1 || firstRows != 1 || dupRows+recorded+won != n {
+		t.Fatalf("first=%d (rows %d), BeginNew refused=%d, duplicate rows=%d, want 1 first row and one row per Begin that lost",
+			won, firstRows, recorded, dupRows)
 	}
 }
 
