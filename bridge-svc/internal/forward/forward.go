@@ -355,20 +355,20 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 
 // run sends call to the kernel and maps a transport failure to a result;
 // false when the call was cancelled (no result). A call whose client left
-// before it went out is recorded all the same (invariant 4), never run.
+// before it was surely in the kernel's hands — before it went out, or
+// while it was on its way (a cancelled RPC may or may not have reached
+// the kernel) — is sent again as abandoned: recorded once all the same
+// (invariant 4), never run.
 func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc) (*sharedosv1.ToolResult, bool) {
 	if ctx.Err() != nil {
-		call.EdgeRejection = ClientLeftReason
-		rctx, cancel := recording(ctx)
-		defer cancel()
-		if _, err := send(rctx, call); err != nil {
-			f.log().ErrorContext(ctx, "abandoned call not recorded", slog.String(telemetry.LogCallID, call.GetCallId()),
-				slog.String("grpc.code", status.Code(err).String()))
-		}
+		f.abandon(ctx, call, send)
 		return nil, false
 	}
 	res, err := send(ctx, call)
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
+		if err != nil {
+			f.abandon(ctx, call, send)
+		}
 		return nil, false
 	}
 	if err != nil {
@@ -383,6 +383,18 @@ func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc
 		res.CallId = call.GetCallId()
 	}
 	return res, true
+}
+
+// abandon tells the kernel its client left before call was surely in its
+// hands: the kernel records it cancelled unless it has (ToolCall.abandoned).
+func (f *Forwarder) abandon(ctx context.Context, call *sharedosv1.ToolCall, send rpc) {
+	call.Abandoned = true
+	rctx, cancel := recording(ctx)
+	defer cancel()
+	if _, err := send(rctx, call); err != nil {
+		f.log().ErrorContext(ctx, "abandoned call not recorded", slog.String(telemetry.LogCallID, call.GetCallId()),
+			slog.String("grpc.code", status.Code(err).String()))
+	}
 }
 
 // askRound asks a 2025-era client for the input of res's round and
@@ -501,8 +513,8 @@ func recording(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), rejectRecordTimeout)
 }
 
-// ClientLeftReason is the record's reason for a call whose client closed
-// its connection before the call reached the kernel.
+// ClientLeftReason is the record's reason for a request whose client
+// closed its connection before mcp-go handed it over.
 const ClientLeftReason = "the client closed the connection before the request was sent on: not run"
 
 // recordOutcome puts the outcome the harness sees on the tools/call span.

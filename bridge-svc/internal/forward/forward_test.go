@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -277,23 +278,82 @@ func TestReadProvesItsURI(t *testing.T) {
 	}
 }
 
-// A refusal is recorded though the client left before its answer (the
-// request's context ended): the kernel gets it on a context of its own.
 // A call whose client left before it went out (its connection closed once
-// the request was read) is recorded all the same, on a live context, and
-// never run; the answer goes nowhere.
+// the request was read) is sent as abandoned — recorded all the same, on a
+// live context, and never run; the answer goes nowhere.
 func TestACallWhoseClientLeftIsRecorded(t *testing.T) {
 	var ctxErr error
-	inv := &stubInvoker{res: outcome.Failed(outcome.InvalidRequest, "refused"), hook: func(ctx context.Context) { ctxErr = ctx.Err() }}
+	inv := &stubInvoker{res: outcome.CancelledResult("abandoned"), hook: func(ctx context.Context) { ctxErr = ctx.Err() }}
 	f := &forward.Forwarder{Invoker: inv}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	f.Call(ctx, turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{"path":"/a"}`)})
-	if inv.got == nil || inv.got.GetEdgeRejection() != forward.ClientLeftReason || inv.got.GetTool() != "files.read" {
+	if inv.got == nil || !inv.got.GetAbandoned() || inv.got.GetEdgeRejection() != "" || inv.got.GetTool() != "files.read" {
 		t.Fatalf("the kernel got %v", inv.got)
 	}
 	if ctxErr != nil {
 		t.Errorf("the record was sent on an ended context: %v", ctxErr)
+	}
+}
+
+// seqInvoker answers each InvokeTool with the next of answers and keeps
+// every call it got with the state of its context.
+type seqInvoker struct {
+	answers []func(ctx context.Context) (*sharedosv1.ToolResult, error)
+	got     []*sharedosv1.ToolCall
+	ctxErrs []error
+}
+
+func (s *seqInvoker) InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	s.got = append(s.got, proto.CloneOf(in))
+	s.ctxErrs = append(s.ctxErrs, ctx.Err())
+	answer := s.answers[0]
+	s.answers = s.answers[1:]
+	return answer(ctx)
+}
+
+// TestACallCancelledOnItsWayIsSentAsAbandoned: when the client leaves
+// while the call is on its way to the kernel (the RPC ends Canceled, and
+// the call may or may not have arrived), the bridge sends the same call id
+// again as abandoned, on a live context: the kernel records it unless it
+// has. A call the kernel answered is not sent again, though its client
+// left meanwhile.
+func TestACallCancelledOnItsWayIsSentAsAbandoned(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inv := &seqInvoker{answers: []func(context.Context) (*sharedosv1.ToolResult, error){
+		func(context.Context) (*sharedosv1.ToolResult, error) {
+			cancel()
+			return nil, status.Error(codes.Canceled, "context canceled")
+		},
+		func(context.Context) (*sharedosv1.ToolResult, error) { return outcome.CancelledResult("abandoned"), nil },
+	}}
+	f := &forward.Forwarder{Invoker: inv}
+	f.Call(ctx, turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{"path":"/a"}`)})
+	if len(inv.got) != 2 {
+		t.Fatalf("the kernel got %d calls, want the call and its abandonment", len(inv.got))
+	}
+	first, again := inv.got[0], inv.got[1]
+	if first.GetAbandoned() || !again.GetAbandoned() || again.GetCallId() != first.GetCallId() || again.GetTurnId() != first.GetTurnId() ||
+		again.GetTool() != "files.read" || string(again.GetArgumentsJson()) != string(first.GetArgumentsJson()) || again.GetGrant() != first.GetGrant() {
+		t.Fatalf("sent %v, then %v", first, again)
+	}
+	if inv.ctxErrs[1] != nil {
+		t.Errorf("the abandonment was sent on an ended context: %v", inv.ctxErrs[1])
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	inv = &seqInvoker{answers: []func(context.Context) (*sharedosv1.ToolResult, error){
+		func(context.Context) (*sharedosv1.ToolResult, error) {
+			cancel()
+			return outcome.CancelledResult("the caller left"), nil
+		},
+	}}
+	f = &forward.Forwarder{Invoker: inv}
+	f.Call(ctx, turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{"path":"/a"}`)})
+	if len(inv.got) != 1 {
+		t.Fatalf("the kernel got %d calls for a call it answered, want 1", len(inv.got))
 	}
 }
 
