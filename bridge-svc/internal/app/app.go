@@ -33,6 +33,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
+	"github.com/sharedos/toolshare/services/platform/tenancy"
 )
 
 // HealthService is the gRPC health name of the bridge's own service.
@@ -61,7 +62,7 @@ type Config struct {
 	// X-Forwarded-For names the client the refusal budget is kept for.
 	TrustedProxies []string
 	// HostTenants are IDENTITY=TENANT entries: the tenants each host
-	// identity may open turns for (leases.TenantPolicy).
+	// identity may open turns for (tenancy.Policy).
 	HostTenants []string
 	// OIDCIssuer, when set, makes OpenTurn accept end users' ID tokens
 	// (user_token) of this issuer for OIDCAudience; the claims named below
@@ -191,7 +192,7 @@ func (c *Config) Validate() error {
 	if _, err := parsePrefixes(c.TrustedProxies); err != nil {
 		errs.Addf("trusted-proxies", "%v", err)
 	}
-	if _, err := leases.ParseTenantPolicy(c.HostTenants); err != nil {
+	if _, err := tenancy.Parse(c.HostTenants); err != nil {
 		errs.Addf("host-tenants", "%v", err)
 	}
 	switch {
@@ -337,7 +338,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		TrustedProxies: proxies,
 		StatusCacheTTL: c.StatusCacheTTL,
 	})
-	tenants, err := leases.ParseTenantPolicy(c.HostTenants) // validated above
+	tenants, err := tenancy.Parse(c.HostTenants) // validated above
 	if err != nil {
 		return nil, err
 	}

@@ -326,7 +326,9 @@ func TestACallCancelledOnItsWayIsSentAsAbandoned(t *testing.T) {
 			cancel()
 			return nil, status.Error(codes.Canceled, "context canceled")
 		},
-		func(context.Context) (*sharedosv1.ToolResult, error) { return outcome.CancelledResult("abandoned"), nil },
+		func(context.Context) (*sharedosv1.ToolResult, error) {
+			return outcome.CancelledResult("abandoned"), nil
+		},
 	}}
 	f := &forward.Forwarder{Invoker: inv}
 	f.Call(ctx, turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{"path":"/a"}`)})

@@ -18,6 +18,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
+	"github.com/sharedos/toolshare/services/platform/tenancy"
 )
 
 var tracer = otel.Tracer(telemetry.ScopeBridge)
@@ -55,7 +56,7 @@ type ServiceConfig struct {
 	// serve (FailedPrecondition), before any lease is stored.
 	ValidateTools func([]*sharedosv1.PublishedTool) error
 	// Tenants binds host identities to the tenants they may open turns for.
-	Tenants TenantPolicy
+	Tenants tenancy.Policy
 	// Users verifies end users' ID tokens (OpenTurnRequest.user_token); nil:
 	// none are accepted.
 	Users  *UserTokens
@@ -111,7 +112,7 @@ func (s *Service) OpenTurn(ctx context.Context, req *sharedosv1.OpenTurnRequest)
 	}
 	// The caller asserts the AccessContext only within what its identity
 	// is trusted for; a refusal stores nothing.
-	if err := s.cfg.Tenants.check(ctx, req.GetContext().GetTenant()); err != nil {
+	if err := s.cfg.Tenants.Check(ctx, req.GetContext().GetTenant()); err != nil {
 		span.RecordError(err)
 		s.cfg.Logger.WarnContext(ctx, "OpenTurn refused", slog.String("reason", status.Convert(err).Message()))
 		return nil, err
@@ -304,7 +305,7 @@ func (s *Service) CloseTurn(ctx context.Context, req *sharedosv1.CloseTurnReques
 // (its catalogue) is not needed, and one that no longer decodes is closed
 // all the same.
 func (s *Service) closable(ctx context.Context, turnID string) error {
-	if !s.cfg.Tenants.anyTenant(ctx) {
+	if !s.cfg.Tenants.AnyTenant(ctx) {
 		_, _, err := s.lease(ctx, turnID)
 		return err
 	}
@@ -322,7 +323,7 @@ func (s *Service) lease(ctx context.Context, turnID string) (*Lease, Status, err
 	if err != nil {
 		return nil, Status{}, storeErr(err)
 	}
-	if s.cfg.Tenants.check(ctx, l.Context.GetTenant()) != nil {
+	if s.cfg.Tenants.Check(ctx, l.Context.GetTenant()) != nil {
 		return nil, Status{}, ErrNotFound
 	}
 	return l, st, nil
