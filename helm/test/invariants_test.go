@@ -1017,3 +1017,23 @@ func TestUpstreamSettingsReachOnlyTheKernel(t *testing.T) {
 		t.Error("a credential variable name that is not one was accepted")
 	}
 }
+
+// The host-tenant bindings reach both services that scope a host by them:
+// the bridge (which turns it opens, reads and closes) and the kernel (whose
+// records it reads), from one value.
+func TestHostTenantsReachBridgeAndKernel(t *testing.T) {
+	r := render(t, "--set", "bridge.hostTenants={spiffe://sharedos.local/host/h1=acme,spiffe://sharedos.local/host/h2=*}")
+	for _, comp := range []string{"bridge", "catalog"} {
+		if got := envValue(container(t, deployment(t, r, comp), comp), "SHAREDOS_HOST_TENANTS"); got != "spiffe://sharedos.local/host/h1=acme,spiffe://sharedos.local/host/h2=*" {
+			t.Errorf("%s: SHAREDOS_HOST_TENANTS = %q", comp, got)
+		}
+	}
+	for _, comp := range []string{"authz", "files"} {
+		if e := env(container(t, deployment(t, r, comp), comp), "SHAREDOS_HOST_TENANTS"); e != nil {
+			t.Errorf("%s pods get the host tenants", comp)
+		}
+	}
+	if e := env(container(t, deployment(t, render(t), "catalog"), "catalog"), "SHAREDOS_HOST_TENANTS"); e != nil {
+		t.Errorf("host tenants set by default: %v", e)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
+	"github.com/sharedos/toolshare/services/platform/tenancy"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
@@ -81,6 +82,9 @@ type Config struct {
 	Upstreams upstream.Guard
 	// UpstreamScreening is the poisoning rule set file (empty: built in).
 	UpstreamScreening string
+	// HostTenants are IDENTITY=TENANT entries (tenancy.Policy), the same as
+	// bridge-svc's: a host reads the records of its tenants' turns only.
+	HostTenants []string
 	// Plane is the internal plane's transport (runner.Env.Plane; zero:
 	// plaintext, for in-process tests).
 	Plane grpcx.Plane
@@ -106,6 +110,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	upCommands := config.StringSlice(fs, "upstream-commands", nil, "comma-separated executables a stdio upstream MCP server may be started with, by name or path (empty: no stdio upstreams)")
 	upScreening := config.String(fs, "upstream-screening", "", "JSON file of the poisoning rules acquired tool definitions are screened with (format: catalog-svc/internal/upstream/screening.json; empty: that built-in set)")
 	upLinkLocal := config.Bool(fs, "upstream-allow-link-local", false, "let upstream MCP servers be at link-local and cloud metadata addresses")
+	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries, as bridge-svc's: a host reads (ListOperations) only the records of its tenants' turns (* = any; operators read any)")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
 	return func() Config {
 		id := *instance
@@ -118,6 +123,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 			InstanceID: id, RecordJournalDir: *journalDir, GrantKey: *grantKey, GrantRetiredKeys: *grantRetired,
 			Upstreams:         upstream.Guard{Hosts: *upHosts, Commands: *upCommands, AllowLinkLocal: *upLinkLocal},
 			UpstreamScreening: *upScreening,
+			HostTenants:       *hostTenants,
 		}
 	}
 }
@@ -155,6 +161,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GrantKey == "" && len(c.GrantRetiredKeys) > 0 {
 		errs.Add("grant-retired-keys", "needs --grant-key (the key that signs now)")
+	}
+	if _, err := tenancy.Parse(c.HostTenants); err != nil {
+		errs.Addf("host-tenants", "%v", err)
 	}
 	if c.Migrate && c.DatabaseURL == "" {
 		errs.Add("migrate", "needs --database-url (the embedded store has no migrations)")
@@ -290,7 +299,11 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 
 	a.srv = grpcx.NewServer(grpcx.ServerOptions{ServiceName: ServiceName, Logger: log, Plane: c.Plane})
 	sharedosv1.RegisterCatalogServiceServer(a.srv.GRPC(), server.NewCatalogServer(a.catalog, a.upstream, log))
-	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), server.NewRuntimeServer(a.pipeline))
+	tenants, err := tenancy.Parse(c.HostTenants) // validated above
+	if err != nil {
+		return nil, err
+	}
+	sharedosv1.RegisterRuntimeServiceServer(a.srv.GRPC(), server.NewRuntimeServer(a.pipeline).ScopedBy(tenants))
 	sharedosv1.RegisterUpstreamServiceServer(a.srv.GRPC(), server.NewUpstreamServer(a.upstream, log))
 	a.closers = append(a.closers, func() error { a.srv.Close(); return nil })
 	a.lis, err = net.Listen("tcp", c.Listen)

@@ -436,6 +436,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		CallID:              call.GetCallId(),
 		TurnID:              call.GetTurnId(),
 		Principal:           grant.Context.GetPrincipal(),
+		Tenant:              grant.Context.GetTenant(),
 		RequestedTool:       escaped,
 		RequestedToolSHA256: toolSHA,
 		CatalogHash:         grant.CatalogHash,

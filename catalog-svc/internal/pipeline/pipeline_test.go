@@ -55,7 +55,7 @@ func TestAllowedRead(t *testing.T) {
 		sum := sha256.Sum256([]byte(args))
 		if r.Status != succeeded || r.ResolvedTool != "files.read" || r.RequestedTool != "files.read" ||
 			r.ArgumentsDigest != "sha256:"+hex.EncodeToString(sum[:]) || r.DecisionID != "dec-allow" || r.PolicyRevision != "rev-1" ||
-			r.Principal != "alice" || r.CatalogHash != strings.Repeat("ab", 32) || r.InstanceID != "test-kernel" ||
+			r.Principal != "alice" || r.Tenant != "acme" || r.CatalogHash != strings.Repeat("ab", 32) || r.InstanceID != "test-kernel" ||
 			r.FinishedAt.Before(r.StartedAt) || r.CallID != res.GetCallId() {
 			t.Fatalf("record = %+v", r)
 		}

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/tenancy"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 )
@@ -23,10 +24,12 @@ type Runtime interface {
 var _ Runtime = (*pipeline.Pipeline)(nil)
 
 // RuntimeServer implements sharedosv1.RuntimeServiceServer over the
-// pipeline; it only maps the pipeline's errors to gRPC status.
+// pipeline; it maps the pipeline's errors to gRPC status and scopes a
+// host's reads to its tenants.
 type RuntimeServer struct {
 	sharedosv1.UnimplementedRuntimeServiceServer
-	rt Runtime
+	rt      Runtime
+	tenants tenancy.Policy
 }
 
 var _ sharedosv1.RuntimeServiceServer = (*RuntimeServer)(nil)
@@ -34,6 +37,14 @@ var _ sharedosv1.RuntimeServiceServer = (*RuntimeServer)(nil)
 // NewRuntimeServer returns the gRPC server over rt. Register it with
 // sharedosv1.RegisterRuntimeServiceServer.
 func NewRuntimeServer(rt Runtime) *RuntimeServer { return &RuntimeServer{rt: rt} }
+
+// ScopedBy makes ListOperations answer a host only with the records of its
+// tenants' turns (p binds host identities to tenants); without it, as for
+// a nil p, a host bound to no tenant reads none.
+func (s *RuntimeServer) ScopedBy(p tenancy.Policy) *RuntimeServer {
+	s.tenants = p
+	return s
+}
 
 // InvokeTool implements sharedosv1.RuntimeServiceServer.
 func (s *RuntimeServer) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
@@ -60,12 +71,26 @@ func (s *RuntimeServer) invoke(ctx context.Context, call *sharedosv1.ToolCall, k
 	return res, nil
 }
 
-// ListOperations implements sharedosv1.RuntimeServiceServer.
+// ListOperations implements sharedosv1.RuntimeServiceServer. A caller
+// bound to some tenants (a host) gets only the records of its tenants: of
+// another tenant's turn none, exactly as for a turn that does not exist.
+// A record whose grant was refused has no tenant (the turn id is then only
+// what its caller said) and is read by those who read every tenant's.
 func (s *RuntimeServer) ListOperations(ctx context.Context, req *sharedosv1.ListOperationsRequest) (*sharedosv1.ListOperationsResponse, error) {
 	resp, err := s.rt.ListOperations(ctx, req)
 	if err != nil {
 		return nil, ToStatus(err)
 	}
+	if s.tenants.AnyTenant(ctx) {
+		return resp, nil
+	}
+	ops := resp.GetOperations()[:0]
+	for _, op := range resp.GetOperations() {
+		if op.GetTenant() != "" && s.tenants.Check(ctx, op.GetTenant()) == nil {
+			ops = append(ops, op)
+		}
+	}
+	resp.Operations = ops
 	return resp, nil
 }
 

@@ -861,8 +861,12 @@ type OperationRecord struct {
 	// tool_policy_digest is "sha256:<hex>" of the ToolPolicy's canonical JSON
 	// (services/contract/systemidentity).
 	ToolPolicyDigest string `protobuf:"bytes,24,opt,name=tool_policy_digest,json=toolPolicyDigest,proto3" json:"tool_policy_digest,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// tenant is the turn's tenant, from its grant's AccessContext ("" when
+	// the grant was refused, and on records written before it was kept): a
+	// host reads only the records of its tenants' turns (--host-tenants).
+	Tenant        string `protobuf:"bytes,25,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OperationRecord) Reset() {
@@ -1059,6 +1063,13 @@ func (x *OperationRecord) GetDeclaredModel() string {
 func (x *OperationRecord) GetToolPolicyDigest() string {
 	if x != nil {
 		return x.ToolPolicyDigest
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -1714,7 +1725,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x05input\x18\n" +
 	" \x01(\v2\x17.sharedos.v1.InputRoundR\x05input\x122\n" +
 	"\x15missing_input_methods\x18\v \x03(\tR\x13missingInputMethods\x12 \n" +
-	"\vdescription\x18\f \x01(\tR\vdescription\"\xcd\a\n" +
+	"\vdescription\x18\f \x01(\tR\vdescription\"\xe5\a\n" +
 	"\x0fOperationRecord\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x17\n" +
@@ -1743,7 +1754,8 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x04kind\x18\x15 \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kind\x126\n" +
 	"\aharness\x18\x16 \x01(\v2\x1c.sharedos.v1.HarnessIdentityR\aharness\x12%\n" +
 	"\x0edeclared_model\x18\x17 \x01(\tR\rdeclaredModel\x12,\n" +
-	"\x12tool_policy_digest\x18\x18 \x01(\tR\x10toolPolicyDigest\"|\n" +
+	"\x12tool_policy_digest\x18\x18 \x01(\tR\x10toolPolicyDigest\x12\x16\n" +
+	"\x06tenant\x18\x19 \x01(\tR\x06tenant\"|\n" +
 	"\tToolEvent\x123\n" +
 	"\bprogress\x18\x01 \x01(\v2\x15.sharedos.v1.ProgressH\x00R\bprogress\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.sharedos.v1.ToolResultH\x00R\x06resultB\a\n" +

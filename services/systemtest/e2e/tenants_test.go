@@ -12,6 +12,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/callers"
+	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 )
 
@@ -19,12 +20,17 @@ import (
 // tenants bridge-svc --host-tenants gives it; another tenant, no tenant, or
 // a host without an entry is PermissionDenied and stores nothing; an
 // operator may open a turn for any tenant. A host reads and closes only its
-// tenants' turns: another tenant's turn is NotFound to it, as an unknown one.
+// tenants' turns: another tenant's turn is NotFound to it, as an unknown one,
+// and its records (RuntimeService.ListOperations, catalog-svc --host-tenants)
+// read as those of a turn that has none.
 func TestHostAssertsOnlyItsTenants(t *testing.T) {
-	s := startStack(t, launch.Options{Flags: map[string][]string{"bridge-svc": {"--host-tenants",
-		"spiffe://sharedos.local/host/h1=acme,spiffe://sharedos.local/host/h1=beta,spiffe://sharedos.local/host/any=*"}}})
+	tenants := []string{"--host-tenants",
+		"spiffe://sharedos.local/host/h1=acme,spiffe://sharedos.local/host/h1=beta,spiffe://sharedos.local/host/any=*"}
+	s := startStack(t, launch.Options{Flags: map[string][]string{"bridge-svc": tenants, "catalog-svc": tenants}})
+	creds := map[string]*mtls.Credentials{}
 	as := func(file string, role callers.Role, name string) sharedosv1.BridgeServiceClient {
-		return sharedosv1.NewBridgeServiceClient(s.DialAs(s.Credentials(t, s.Identity(t, file, role, name)), s.Addrs["bridge"]))
+		creds[file] = s.Credentials(t, s.Identity(t, file, role, name))
+		return sharedosv1.NewBridgeServiceClient(s.DialAs(creds[file], s.Addrs["bridge"]))
 	}
 	h1, h2, anyHost, op := as("h1", callers.Host, "h1"), as("h2", callers.Host, "h2"), as("any", callers.Host, "any"), as("op", callers.Operator, "op")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -48,6 +54,35 @@ func TestHostAssertsOnlyItsTenants(t *testing.T) {
 			t.Fatalf("%s: %v", ok.name, err)
 		}
 		turns[ok.tenant] = l.GetTurnId()
+		// One call, so the turn has a record (a refusal: no such tool).
+		call := &launch.MCPTarget{URL: l.GetMcpUrl(), Token: l.GetToken(), Modern: true}
+		if st, err := call.Post(launch.ModernCall(1, "nope.tool", `{}`), "tools/call", "nope.tool"); err != nil || st != 200 {
+			t.Fatalf("%s: tools/call: %d %v", ok.name, st, err)
+		}
+	}
+	// ListOperations: a host reads its tenants' records only; the
+	// any-tenant host and the operator read every turn's.
+	records := func(file, tenant string) int {
+		rt := sharedosv1.NewRuntimeServiceClient(s.DialAs(creds[file], s.Addrs["catalog"]))
+		resp, err := rt.ListOperations(ctx, &sharedosv1.ListOperationsRequest{TurnId: turns[tenant]})
+		if err != nil {
+			t.Fatalf("ListOperations as %s on %s's turn: %v", file, tenant, err)
+		}
+		for _, op := range resp.GetOperations() {
+			if op.GetTenant() != tenant {
+				t.Errorf("%s read a record of tenant %q on %s's turn", file, op.GetTenant(), tenant)
+			}
+		}
+		return len(resp.GetOperations())
+	}
+	for _, r := range []struct {
+		file, tenant string
+		want         int
+	}{{"h1", "acme", 1}, {"h1", "beta", 1}, {"h1", "gamma", 0}, {"h1", "delta", 0}, {"h2", "acme", 0},
+		{"any", "acme", 1}, {"any", "delta", 1}, {"op", "gamma", 1}, {"op", "beta", 1}} {
+		if got := records(r.file, r.tenant); got != r.want {
+			t.Errorf("%s read %d records of %s's turn, want %d", r.file, got, r.tenant, r.want)
+		}
 	}
 	for _, bad := range []struct {
 		name   string

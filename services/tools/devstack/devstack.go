@@ -158,17 +158,18 @@ func Services(cfg Config) []Service {
 	if cfg.DatabaseURL != "" {
 		dbArgs = []string{"--database-url", cfg.DatabaseURL, "--migrate"}
 	}
-	catalogArgs := append([]string{"serve", "--listen", cfg.CatalogAddr, "--authz", cfg.AuthzAddr}, dbArgs...)
+	// The local host identity may open turns for any tenant, and read their
+	// records.
+	devHost := "spiffe://" + pki.TrustDomain + "/host/dev=*"
+	catalogArgs := append([]string{"serve", "--listen", cfg.CatalogAddr, "--authz", cfg.AuthzAddr, "--host-tenants", devHost}, dbArgs...)
 	if cfg.JournalDir != "" {
 		catalogArgs = append(catalogArgs, "--record-journal-dir", cfg.JournalDir)
 	}
 	if cfg.GrantKey != "" {
 		catalogArgs = append(catalogArgs, "--grant-key", cfg.GrantKey)
 	}
-	// The local host identity may open turns for any tenant.
 	bridgeArgs := append([]string{"serve", "--listen", cfg.BridgeAddr, "--http-listen", cfg.MCPAddr,
-		"--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr,
-		"--host-tenants", "spiffe://" + pki.TrustDomain + "/host/dev=*"}, dbArgs...)
+		"--catalog", cfg.CatalogAddr, "--kernel", cfg.CatalogAddr, "--host-tenants", devHost}, dbArgs...)
 	if cfg.StateKey != "" {
 		bridgeArgs = append(bridgeArgs, "--state-key", cfg.StateKey)
 	}

@@ -13,6 +13,7 @@ func toProto(r *Record) *sharedosv1.OperationRecord {
 		CallId:              r.CallID,
 		TurnId:              r.TurnID,
 		Principal:           r.Principal,
+		Tenant:              r.Tenant,
 		RequestedTool:       r.RequestedTool,
 		RequestedToolSha256: r.RequestedToolSHA256,
 		ResolvedTool:        r.ResolvedTool,

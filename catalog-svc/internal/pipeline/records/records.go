@@ -52,8 +52,10 @@ type Record struct {
 	Sequence int64
 	CallID   string
 	TurnID   string
-	// Principal from the turn's AccessContext.
+	// Principal and Tenant from the turn's AccessContext (its grant; ''
+	// when the grant was refused).
 	Principal string
+	Tenant    string
 	// RequestedTool is the raw name escaped and capped (see EscapeTool);
 	// RequestedToolSHA256 is over the full raw name.
 	RequestedTool       string
@@ -341,7 +343,7 @@ func plainASCII(s string) bool {
 // principal, reason or id can neither break the insert (PostgreSQL text
 // rejects NUL) nor bloat the table.
 func (r *Record) Sanitize() {
-	for _, f := range []*string{&r.CallID, &r.TurnID, &r.Principal, &r.ResolvedTool, &r.CatalogHash,
+	for _, f := range []*string{&r.CallID, &r.TurnID, &r.Principal, &r.Tenant, &r.ResolvedTool, &r.CatalogHash,
 		&r.ArgumentsDigest, &r.DecisionID, &r.PolicyRevision, &r.Code, &r.Reason, &r.InstanceID,
 		&r.Harness, &r.HarnessVersion, &r.MCPSupport, &r.Extension, &r.DeclaredModel, &r.ToolPolicyDigest,
 		&r.TraceID, &r.AttemptID, &r.RequestedToolSHA256} {

@@ -62,9 +62,9 @@ const insertSQL = `
 INSERT INTO catalog.operations (attempt_id, call_id, turn_id, duplicate, principal, requested_tool,
     requested_tool_sha256, resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision,
     status, code, reason, instance_id, harness, trace_id, started_at, finished_at, kind,
-    harness_version, mcp_support, extension, declared_model, tool_policy_digest)
+    harness_version, mcp_support, extension, declared_model, tool_policy_digest, tenant)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-    $22, $23, $24, $25, $26)`
+    $22, $23, $24, $25, $26, $27)`
 
 // Begin implements records.Store. The first attempt of a (turn, call) is
 // inserted pending; the partial unique index turns a repeat into a no-op
@@ -117,7 +117,7 @@ func args(r *records.Record) []any {
 	return []any{r.AttemptID, r.CallID, r.TurnID, r.Duplicate, r.Principal, r.RequestedTool,
 		r.RequestedToolSHA256, r.ResolvedTool, r.CatalogHash, r.ArgumentsDigest, r.DecisionID, r.PolicyRevision,
 		outcome.StatusName(r.Status), r.Code, r.Reason, r.InstanceID, r.Harness, r.TraceID, r.StartedAt, finished,
-		records.KindName(r.Kind), r.HarnessVersion, r.MCPSupport, r.Extension, r.DeclaredModel, r.ToolPolicyDigest}
+		records.KindName(r.Kind), r.HarnessVersion, r.MCPSupport, r.Extension, r.DeclaredModel, r.ToolPolicyDigest, r.Tenant}
 }
 
 // inDoubt marks err records.ErrInDoubt when the insert may have reached the
@@ -164,7 +164,7 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 const recordColumns = `sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_tool, requested_tool_sha256,
        resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision, status, code, reason,
        instance_id, harness, trace_id, started_at, finished_at, progress_count, input_rounds, waiting_until,
-       resumed_at, resumed_by, kind, harness_version, mcp_support, extension, declared_model, tool_policy_digest`
+       resumed_at, resumed_by, kind, harness_version, mcp_support, extension, declared_model, tool_policy_digest, tenant`
 
 // ListOperations implements records.Store.
 func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Record, error) {
@@ -195,7 +195,7 @@ func scanRecords(rows pgx.Rows) ([]records.Record, error) {
 			&r.DecisionID, &r.PolicyRevision, &status, &r.Code, &r.Reason, &r.InstanceID, &r.Harness,
 			&r.TraceID, &r.StartedAt, &finished, &r.ProgressCount, &r.InputRounds, &waiting, &resumed,
 			&r.ResumedBy, &kind, &r.HarnessVersion, &r.MCPSupport, &r.Extension, &r.DeclaredModel,
-			&r.ToolPolicyDigest); err != nil {
+			&r.ToolPolicyDigest, &r.Tenant); err != nil {
 			return nil, err
 		}
 		r.Kind = records.ParseKind(kind)

@@ -61,6 +61,7 @@ func NewRecord(turn, call, tool string) *records.Record {
 		CallID:              call,
 		TurnID:              turn,
 		Principal:           "alice",
+		Tenant:              "acme",
 		RequestedTool:       esc,
 		RequestedToolSHA256: sum,
 		CatalogHash:         strings.Repeat("c", 64),
@@ -140,7 +141,8 @@ func testBeginCompleteList(t *testing.T, s records.Store) {
 	// The run's SystemIdentity travels with every record.
 	if h := p.GetHarness(); h.GetName() != "test" || h.GetVersion() != "1.2.3" ||
 		h.GetMcpSupport() != sharedosv1.McpSupport_MCP_SUPPORT_EXTENSION || h.GetExtensionName() != "pi-mcp-adapter" ||
-		p.GetDeclaredModel() != "fake-model" || p.GetToolPolicyDigest() != r.ToolPolicyDigest || p.GetCatalogHash() != r.CatalogHash {
+		p.GetDeclaredModel() != "fake-model" || p.GetToolPolicyDigest() != r.ToolPolicyDigest || p.GetCatalogHash() != r.CatalogHash ||
+		p.GetTenant() != "acme" || p.GetPrincipal() != "alice" {
 		t.Errorf("proto identity = %v", p)
 	}
 	if other := list(t, s, tid+"-other"); len(other) != 0 {
