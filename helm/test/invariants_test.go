@@ -1002,6 +1002,13 @@ func TestUpstreamSettingsReachOnlyTheKernel(t *testing.T) {
 	if e := env(c, "SHAREDOS_UPSTREAM_ALLOW_LINK_LOCAL"); e != nil {
 		t.Errorf("link-local allowed by default: %v", e)
 	}
+	if e := env(c, "SHAREDOS_UPSTREAM_ALLOW_CLEARTEXT_CREDENTIALS"); e != nil {
+		t.Errorf("cleartext credentials allowed by default: %v", e)
+	}
+	open := container(t, deployment(t, render(t, "--set", "catalog.upstreams.allowCleartextCredentials=true"), "catalog"), "catalog")
+	if got := envValue(open, "SHAREDOS_UPSTREAM_ALLOW_CLEARTEXT_CREDENTIALS"); got != "true" {
+		t.Errorf("allowCleartextCredentials: %q", got)
+	}
 	cred := env(c, "GITHUB_MCP_TOKEN")
 	if cred == nil || cred.Value != "" || cred.ValueFrom == nil || cred.ValueFrom.SecretKeyRef == nil ||
 		cred.ValueFrom.SecretKeyRef.Name != "github-mcp" || cred.ValueFrom.SecretKeyRef.Key != "token" {

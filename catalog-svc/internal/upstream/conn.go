@@ -270,6 +270,13 @@ func (c *conn) transport() (transport.Interface, error) {
 		if err := c.guard.CheckURL(u); err != nil {
 			return nil, err
 		}
+		if credentialed(c.spec) {
+			// Checked again at every connection: the guard may have
+			// narrowed since the provider was added.
+			if err := c.guard.CheckCredentialURL(u); err != nil {
+				return nil, err
+			}
+		}
 		hc := c.guard.httpClient()
 		hc.Transport = exactTransport{next: hc.Transport, bodies: &c.exact}
 		if o := c.spec.GetOauth(); o != nil {
@@ -328,6 +335,9 @@ func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Clie
 	// allow-list may have narrowed since the provider was added, and the
 	// client secret goes there.
 	if err := c.guard.CheckURL(o.GetTokenUrl()); err != nil {
+		return nil, fmt.Errorf("oauth token url: %w", err)
+	}
+	if err := c.guard.CheckCredentialURL(o.GetTokenUrl()); err != nil {
 		return nil, fmt.Errorf("oauth token url: %w", err)
 	}
 	secret, err := secretref.Resolve(o.GetClientSecretRef())

@@ -23,11 +23,14 @@ import (
 // an HTTP upstream may name (empty: any) and which executables a stdio
 // upstream may start (empty: none). Link-local and cloud metadata
 // addresses are refused unless AllowLinkLocal, at every dial — so a name
-// that resolves there later, or a redirect to one, is refused too.
+// that resolves there later, or a redirect to one, is refused too. A
+// credential goes over plain http:// only to a loopback host unless
+// AllowCleartextCredentials.
 type Guard struct {
-	Hosts          []string
-	Commands       []string
-	AllowLinkLocal bool
+	Hosts                     []string
+	Commands                  []string
+	AllowLinkLocal            bool
+	AllowCleartextCredentials bool
 }
 
 // metadata are cloud instance-metadata endpoints outside link-local ranges.
@@ -56,6 +59,23 @@ func (g Guard) CheckURL(raw string) error {
 		return g.checkAddr(ip)
 	}
 	return nil
+}
+
+// CheckCredentialURL reports whether a credential (an upstream's headers,
+// its bearer token, an OAuth client secret) may be sent to raw: over
+// http:// only to a loopback host, where nobody else is on the path.
+// CheckURL reports what else is wrong with raw.
+func (g Guard) CheckCredentialURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || g.AllowCleartextCredentials {
+		return nil
+	}
+	if h := u.Hostname(); strings.EqualFold(h, "localhost") {
+		return nil
+	} else if ip, err := netip.ParseAddr(h); err == nil && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%s would carry a credential over plain http, which anyone on the path reads: use https (plain http carries one only to a loopback host, unless --upstream-allow-cleartext-credentials)", u.Host)
 }
 
 // CheckCommand reports whether argv may be started.

@@ -29,3 +29,30 @@ func TestRedirects(t *testing.T) {
 		}
 	}
 }
+
+// A credential crosses plain http only to a loopback host, unless the
+// operator allows it: elsewhere anyone on the path reads it.
+func TestCredentialsOverPlainHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"https://mcp.example.com/mcp", true},
+		{"http://127.0.0.1:8080/mcp", true},
+		{"http://127.1.2.3/mcp", true},
+		{"http://[::1]:8080/mcp", true},
+		{"http://localhost:8080/mcp", true},
+		{"http://mcp.example.com/mcp", false},
+		{"http://10.0.0.7:8080/mcp", false},
+		{"http://[::ffff:10.0.0.7]/mcp", false},
+		{"http://localhost.example.com/mcp", false},
+	} {
+		err := upstream.Guard{}.CheckCredentialURL(tc.url)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want allowed %v", tc.url, err, tc.ok)
+		}
+		if err := (upstream.Guard{AllowCleartextCredentials: true}).CheckCredentialURL(tc.url); err != nil {
+			t.Errorf("%s with cleartext credentials allowed: %v", tc.url, err)
+		}
+	}
+}

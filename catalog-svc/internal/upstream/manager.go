@@ -194,6 +194,11 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 			return &ValidationError{"credential_ref", err.Error()}
 		}
 	}
+	if credentialed(spec) {
+		if err := m.cfg.Guard.CheckCredentialURL(spec.GetUrl()); err != nil {
+			return &ValidationError{"url", err.Error()}
+		}
+	}
 	if o := spec.GetOauth(); o != nil {
 		switch {
 		case spec.GetUrl() == "":
@@ -204,6 +209,9 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 			return &ValidationError{"oauth.client_id", "required"}
 		}
 		if err := m.cfg.Guard.CheckURL(o.GetTokenUrl()); err != nil {
+			return &ValidationError{"oauth.token_url", err.Error()}
+		}
+		if err := m.cfg.Guard.CheckCredentialURL(o.GetTokenUrl()); err != nil {
 			return &ValidationError{"oauth.token_url", err.Error()}
 		}
 		if err := secretref.Check(o.GetClientSecretRef()); err != nil {
@@ -233,6 +241,12 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 		}
 	}
 	return nil
+}
+
+// credentialed reports whether spec sends its upstream a secret: headers
+// (each a secret reference), a bearer token or an OAuth token.
+func credentialed(spec *sharedosv1.UpstreamProvider) bool {
+	return len(spec.GetHeaders()) > 0 || spec.GetCredentialRef() != "" || spec.GetOauth() != nil
 }
 
 // Add stores spec and acquires its tools once. An upstream that cannot be

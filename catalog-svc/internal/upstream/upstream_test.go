@@ -1073,6 +1073,45 @@ func TestAStdioServersEnvironmentLoadsNoCode(t *testing.T) {
 	}
 }
 
+// A provider that sends its upstream a secret — headers, a bearer token,
+// an OAuth client secret to its token URL — is refused over plain http to
+// a host off loopback, naming the field; without a secret it is not, and
+// --upstream-allow-cleartext-credentials lets it.
+func TestCredentialedProvidersOverPlainHTTP(t *testing.T) {
+	m := upstream.New(upstream.Config{Store: memory.New()})
+	t.Cleanup(func() { _ = m.Close() })
+	open := upstream.New(upstream.Config{Store: memory.New(), Guard: upstream.Guard{AllowCleartextCredentials: true}})
+	t.Cleanup(func() { _ = open.Close() })
+	oauth := func(tokenURL string) *sharedosv1.OAuthClientCredentials {
+		return &sharedosv1.OAuthClientCredentials{TokenUrl: tokenURL, ClientId: "c", ClientSecretRef: "env:SECRET"}
+	}
+	for _, tc := range []struct {
+		name  string
+		spec  *sharedosv1.UpstreamProvider
+		field string // "" = valid
+	}{
+		{"bearer over http", &sharedosv1.UpstreamProvider{Namespace: "a", Url: "http://mcp.example.com/mcp", CredentialRef: "env:TOKEN"}, "url"},
+		{"header over http", &sharedosv1.UpstreamProvider{Namespace: "a", Url: "http://mcp.example.com/mcp", Headers: map[string]string{"X-Api-Key": "env:KEY"}}, "url"},
+		{"oauth over http", &sharedosv1.UpstreamProvider{Namespace: "a", Url: "http://mcp.example.com/mcp", Oauth: oauth("https://idp.example.com/token")}, "url"},
+		{"client secret to an http token url", &sharedosv1.UpstreamProvider{Namespace: "a", Url: "https://mcp.example.com/mcp", Oauth: oauth("http://idp.example.com/token")}, "oauth.token_url"},
+		{"bearer over https", &sharedosv1.UpstreamProvider{Namespace: "a", Url: "https://mcp.example.com/mcp", CredentialRef: "env:TOKEN"}, ""},
+		{"bearer over http on loopback", &sharedosv1.UpstreamProvider{Namespace: "a", Url: "http://127.0.0.1:8080/mcp", CredentialRef: "env:TOKEN"}, ""},
+		{"no secret over http", &sharedosv1.UpstreamProvider{Namespace: "a", Url: "http://mcp.example.com/mcp"}, ""},
+	} {
+		err := m.Validate(tc.spec)
+		var ve *upstream.ValidationError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.field != "" && (!errors.As(err, &ve) || ve.Field != tc.field || !strings.Contains(ve.Detail, "plain http")):
+			t.Errorf("%s: %v, want a refusal of %s", tc.name, err, tc.field)
+		}
+		if err := open.Validate(tc.spec); err != nil {
+			t.Errorf("%s, cleartext credentials allowed: %v", tc.name, err)
+		}
+	}
+}
+
 // The guard refuses what the operator did not allow.
 func TestGuard(t *testing.T) {
 	g := upstream.Guard{Hosts: []string{"mcp.example.com"}}
