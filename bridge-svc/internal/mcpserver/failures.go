@@ -91,7 +91,20 @@ func isTrusted(addr string, trusted []netip.Prefix) bool {
 	return false
 }
 
+// budgetKey is the budget src spends: an IPv6 client's whole /64, the
+// least a host is given (it can pick any of 2^64 addresses in it, each a
+// fresh budget, and flood the table until it starts over for everyone);
+// an IPv4 address, or a turn's key, as it is.
+func budgetKey(src string) string {
+	a, err := netip.ParseAddr(src)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return src
+	}
+	return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
+}
+
 func (f *failures) limiter(src string) *rate.Limiter {
+	src = budgetKey(src)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, ok := f.src[src]

@@ -36,3 +36,20 @@ func TestSourceBehindTrustedProxies(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6ClientsSpendTheirSlash64: every address of one IPv6 /64 spends
+// one budget (a client picks any of them); another /64, an IPv4 address
+// and an IPv4-mapped one each keep their own.
+func TestIPv6ClientsSpendTheirSlash64(t *testing.T) {
+	f := newFailures(1, 2)
+	f.spend("2001:db8:1:2::1")
+	f.spend("2001:db8:1:2:ffff:ffff:ffff:fffe")
+	if !f.exhausted("2001:db8:1:2:abcd::9") {
+		t.Error("a third address of the same /64 has a budget of its own")
+	}
+	for _, other := range []string{"2001:db8:1:3::1", "192.0.2.7", "::ffff:192.0.2.8", "fe80::1%eth0"} {
+		if f.exhausted(other) {
+			t.Errorf("%s shares the spent /64's budget", other)
+		}
+	}
+}
