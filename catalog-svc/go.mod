@@ -9,10 +9,12 @@ replace github.com/sharedos/toolshare/services => ../services
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mark3labs/mcp-go v1.2.1
+	github.com/mtibben/confusables v0.0.0-20210201002637-9d1b0723b659
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/sharedos/toolshare/proto v0.0.0-00010101000000-000000000000
 	github.com/sharedos/toolshare/services v0.0.0-00010101000000-000000000000
+	golang.org/x/text v0.44.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -37,5 +39,4 @@ require (
 	golang.org/x/oauth2 v0.37.0
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0
-	golang.org/x/text v0.44.0 // indirect
 )

@@ -11,6 +11,10 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
+
+	"github.com/mtibben/confusables"
+	"golang.org/x/text/unicode/norm"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
@@ -88,19 +92,83 @@ func (s *Screening) Screen(reg *sharedosv1.ToolRegistration) (Finding, bool) {
 	return s.screen(texts(reg))
 }
 
-// screen returns the first finding in ts.
+// screen returns the first finding in ts, each read as written and, when
+// that differs, folded.
 func (s *Screening) screen(ts []text) (Finding, bool) {
 	if s == nil {
 		return Finding{}, false
 	}
 	for _, t := range ts {
-		for _, r := range s.rules {
-			if loc := r.re.FindStringIndex(t.text); loc != nil {
-				return Finding{Rule: r.ID, Reason: r.Reason, Field: t.field, Excerpt: excerpt(t.text, loc)}, true
+		if f, ok := s.match(t); ok {
+			return f, true
+		}
+		if f := folded(t.text); f != "" {
+			if f, ok := s.match(text{t.field + " (folded)", f}); ok {
+				return f, true
 			}
 		}
 	}
 	return Finding{}, false
+}
+
+// match returns the first rule that matches t.
+func (s *Screening) match(t text) (Finding, bool) {
+	for _, r := range s.rules {
+		if loc := r.re.FindStringIndex(t.text); loc != nil {
+			return Finding{Rule: r.ID, Reason: r.Reason, Field: t.field, Excerpt: excerpt(t.text, loc)}, true
+		}
+	}
+	return Finding{}, false
+}
+
+// folded is s as the ASCII letters a model reads in it, so that rules
+// written in ASCII match text that only looks like it: compatibility forms
+// (fullwidth, mathematical letters, ligatures) by NFKC, and every other
+// character whose confusable skeleton (Unicode TR39: Cyrillic о, Greek ο,
+// Latin ó once its marks are dropped) is ASCII, as that. "" when it is s.
+func folded(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range norm.NFKC.String(s) {
+		if r < utf8.RuneSelf {
+			b.WriteRune(r)
+			continue
+		}
+		if a, ok := asciiLookalike(r); ok {
+			b.WriteString(a)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	if out := b.String(); out != s {
+		return out
+	}
+	return ""
+}
+
+// asciiLookalike is the ASCII r's skeleton is, its combining marks
+// dropped; false when it holds anything else.
+func asciiLookalike(r rune) (string, bool) {
+	var b strings.Builder
+	for _, c := range confusables.Skeleton(string(r)) {
+		switch {
+		case unicode.Is(unicode.Mn, c):
+		case c >= utf8.RuneSelf:
+			return "", false
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return b.String(), b.Len() > 0
 }
 
 type text struct{ field, text string }

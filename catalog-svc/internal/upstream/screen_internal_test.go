@@ -35,3 +35,19 @@ func TestScreeningReadsEntryNames(t *testing.T) {
 		t.Errorf("words = %q", got)
 	}
 }
+
+// folded reads lookalike letters as ASCII and leaves the rest: text in
+// another script stays what it is, ASCII text is not folded at all.
+func TestFolded(t *testing.T) {
+	for in, want := range map[string]string{
+		"Ign\u043ere":                          "Ignore", // Cyrillic о
+		"\uff49\uff47\uff4e\uff4f\uff52\uff45": "ignore", // fullwidth
+		"r\u00e9sum\u00e9":                     "resume", // marks dropped
+		"plain ASCII":                          "",       // nothing to fold
+		"日本語のツール":                              "",       // nothing looks like ASCII
+	} {
+		if got := folded(in); got != want {
+			t.Errorf("folded(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
