@@ -222,6 +222,11 @@ func (k *FakeKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) 
 	if call.GetCallId() == "" || call.GetTurnId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "call_id and turn_id are required")
 	}
+	if call.GetAbandoned() {
+		// The bridge gave up on the call on its way: the real kernel records
+		// it (unless it arrived) and runs nothing.
+		return withID(outcome.CancelledResult("abandoned"), call), nil
+	}
 	k.mu.Lock()
 	grant := k.grants[call.GetGrant()]
 	k.mu.Unlock()

@@ -17,14 +17,16 @@ import (
 	"github.com/sharedos/toolshare/services/contract/outcome"
 )
 
-// recordingKernel keeps what the kernel's record store would: a call id
-// is recorded by the first InvokeTool that reaches its handler, an
-// abandoned one only when it is the first (records.Store.BeginNew).
+// recordingKernel keeps what the kernel's record store does (Begin and
+// BeginNew, checked on both stores by recordstest): a call id is recorded
+// by the first InvokeTool that reaches the handler, call or abandonment,
+// and by nothing after it.
 type recordingKernel struct {
 	sharedosv1.UnimplementedRuntimeServiceServer
 	mu       sync.Mutex
 	recorded map[string]bool // call id → recorded by its abandonment
 	arrived  int             // calls (not abandonments) that reached the handler
+	late     int             // calls that arrived after their abandonment
 }
 
 func (k *recordingKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
@@ -32,8 +34,10 @@ func (k *recordingKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolC
 	if !call.GetAbandoned() {
 		k.arrived++
 	}
-	if _, ok := k.recorded[call.GetCallId()]; !ok {
+	if first, ok := k.recorded[call.GetCallId()]; !ok {
 		k.recorded[call.GetCallId()] = call.GetAbandoned()
+	} else if first && !call.GetAbandoned() {
+		k.late++
 	}
 	k.mu.Unlock()
 	if call.GetAbandoned() {
@@ -47,7 +51,10 @@ func (k *recordingKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolC
 // while the kernel reads it — each reach the kernel's record at least once,
 // over a real gRPC connection: where the cancelled RPC never reached the
 // kernel's handler (grpc-go runs a unary handler only once its request
-// arrived before the cancellation), the abandonment did.
+// arrived before the cancellation), the abandonment did. That no call id
+// is recorded twice — a call arriving after its abandonment, an
+// abandonment after its call — is the stores' (recordstest
+// BeginNewWritesOnlyTheFirst) and the kernel's (pipeline TestAbandonedCall).
 func TestEveryCancelledCallRecordedOverGRPC(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -112,5 +119,6 @@ func TestEveryCancelledCallRecordedOverGRPC(t *testing.T) {
 			byAbandonment++
 		}
 	}
-	t.Logf("%d calls reached the handler; %d call ids recorded by their abandonment", k.arrived, byAbandonment)
+	t.Logf("%d calls reached the handler, %d of them after their abandonment was recorded; %d call ids recorded by their abandonment",
+		k.arrived, k.late, byAbandonment)
 }

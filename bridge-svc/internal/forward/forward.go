@@ -358,7 +358,10 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 // before it was surely in the kernel's hands — before it went out, or
 // while it was on its way (a cancelled RPC may or may not have reached
 // the kernel) — is sent again as abandoned: recorded once all the same
-// (invariant 4), never run.
+// (invariant 4), never run. A resumed round on its way is not: its
+// attempt has its record already (waiting, it ends when its wait runs
+// out), and a round the original took could not be told from one that
+// was closed.
 func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc) (*sharedosv1.ToolResult, bool) {
 	if ctx.Err() != nil {
 		f.abandon(ctx, call, send)
@@ -366,7 +369,7 @@ func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc
 	}
 	res, err := send(ctx, call)
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
-		if err != nil {
+		if err != nil && call.GetResume() == nil {
 			f.abandon(ctx, call, send)
 		}
 		return nil, false

@@ -387,7 +387,7 @@ func beginContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // abandonedReason is the record's reason for a call its bridge gave up on
 // (ToolCall.abandoned): the client left before the call reached the kernel.
-const abandonedReason = "the client left before the call reached SharedOS: not run"
+const abandonedReason = "the client left while the call was on its way to SharedOS: not run"
 
 // MaxIDBytes bounds call and turn ids.
 const MaxIDBytes = 256
@@ -469,13 +469,6 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	case call.GetResume() != nil:
 		// A resumed call is the attempt it resumes: its record, not a new one.
 		err = s.resume(bctx, call, rec)
-		if errors.Is(err, records.ErrNotWaiting) && call.GetAbandoned() {
-			// Given up on by the bridge, and resumed (or ended) already:
-			// by the call itself, which arrived after all.
-			res := outcome.CancelledResult(abandonedReason)
-			res.CallId = call.GetCallId()
-			return res, nil
-		}
 		if errors.Is(err, records.ErrNotWaiting) {
 			closedRound = true
 			err = s.records.Begin(bctx, rec) // refused below, on a record of its own
@@ -489,13 +482,16 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		// The bridge gave up on the call while sending it: recorded here
 		// unless it arrived after all, whose record is its own.
 		err = s.records.BeginNew(bctx, rec)
-		if errors.Is(err, records.ErrRecorded) {
-			res := outcome.CancelledResult(abandonedReason)
-			res.CallId = call.GetCallId()
-			return res, nil
-		}
 	default:
 		err = s.records.Begin(bctx, rec)
+	}
+	if errors.Is(err, records.ErrRecorded) {
+		// One attempt, one record: the bridge's notice of a call that had
+		// arrived (BeginNew), or a call arriving after its notice was
+		// recorded (Begin). Nobody waits for the answer.
+		res := outcome.CancelledResult(abandonedReason)
+		res.CallId = call.GetCallId()
+		return res, nil
 	}
 	if err != nil {
 		if !errors.Is(err, records.ErrDuplicateCall) {

@@ -906,6 +906,32 @@ func TestAbandonedCall(t *testing.T) {
 		if len(rows) != 1 || rows[0].Status != cancelled || rows[0].Reason != pipeline.AbandonedReason || rows[0].CallID != lost.CallId {
 			t.Fatalf("rows = %+v, want one cancelled for the abandoned call", rows)
 		}
+		// The call itself arriving after its abandonment was recorded (the
+		// kernel ran its handler late): the same attempt, not run, not
+		// recorded again. Not through h.invoke: no attempt of its own.
+		late := proto.Clone(lost).(*sharedosv1.ToolCall)
+		late.Abandoned = false
+		res, err = h.rpc.InvokeTool(context.Background(), late)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, res, cancelled, outcome.Cancelled)
+		if h.handler.calls.Load() != 0 || len(h.records("a")) != 1 {
+			t.Fatalf("a call arriving after its abandonment ran (%d) or was recorded again: %+v", h.handler.calls.Load(), h.records("a"))
+		}
+
+		// A resumption whose client left before it went out, of a round
+		// that is not waiting (here: no such attempt): refused on a record
+		// of its own, as it would be had it arrived.
+		resumed := h.newCall("r", "files.read", `{"path":"/public/a.txt"}`)
+		resumed.Abandoned = true
+		resumed.Resume = &sharedosv1.Resume{AttemptId: "no-such-attempt", Round: 1}
+		if res, err := h.invoke(context.Background(), resumed); err != nil || res.GetStatus() != cancelled {
+			t.Fatalf("abandoned resumption of no round: %v %v", res, err)
+		}
+		if rows := h.records("r"); len(rows) != 1 || rows[0].Status != cancelled || rows[0].CallID != resumed.CallId {
+			t.Fatalf("rows = %+v, want one cancelled for the abandoned resumption", rows)
+		}
 
 		arrived := h.newCall("a", "files.read", `{"path":"/public/a.txt"}`)
 		res, err = h.invoke(context.Background(), arrived)

@@ -63,19 +63,18 @@ func (g Guard) CheckURL(raw string) error {
 
 // CheckCredentialURL reports whether a credential (an upstream's headers,
 // its bearer token, an OAuth client secret) may be sent to raw: over
-// http:// only to a loopback host, where nobody else is on the path.
+// http:// only to a loopback address, where nobody else is on the path.
 // CheckURL reports what else is wrong with raw.
 func (g Guard) CheckCredentialURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "http" || g.AllowCleartextCredentials {
 		return nil
 	}
-	if h := u.Hostname(); strings.EqualFold(h, "localhost") {
-		return nil
-	} else if ip, err := netip.ParseAddr(h); err == nil && ip.Unmap().IsLoopback() {
+	// A loopback address, not a name: a name is only what a resolver says.
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && ip.Unmap().IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("%s would carry a credential over plain http, which anyone on the path reads: use https (plain http carries one only to a loopback host, unless --upstream-allow-cleartext-credentials)", u.Host)
+	return fmt.Errorf("%s would carry a credential over plain http, which anyone on the path reads: use https (plain http carries one only to a loopback address, unless --upstream-allow-cleartext-credentials)", u.Host)
 }
 
 // CheckCommand reports whether argv may be started.

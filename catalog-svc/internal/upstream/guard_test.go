@@ -41,7 +41,7 @@ func TestCredentialsOverPlainHTTP(t *testing.T) {
 		{"http://127.0.0.1:8080/mcp", true},
 		{"http://127.1.2.3/mcp", true},
 		{"http://[::1]:8080/mcp", true},
-		{"http://localhost:8080/mcp", true},
+		{"http://localhost:8080/mcp", false}, // a name, whatever it resolves to
 		{"http://mcp.example.com/mcp", false},
 		{"http://10.0.0.7:8080/mcp", false},
 		{"http://[::ffff:10.0.0.7]/mcp", false},

@@ -26,8 +26,10 @@ const MaxTextBytes = 1024
 // Begin returns it.
 var ErrDuplicateCall = errors.New("records: call id already used in this turn")
 
-// ErrRecorded is returned by BeginNew when the turn already has a row for
-// the call id; nothing was written.
+// ErrRecorded is returned, and nothing written, by BeginNew when the turn
+// already has a row for the call id, and by Begin when that row is an
+// abandonment (BeginNew's): the same attempt, arrived after its bridge
+// gave up on it.
 var ErrRecorded = errors.New("records: call id already recorded in this turn")
 
 // ErrInDoubt wraps a Begin error after which the row may still be written:
@@ -73,6 +75,10 @@ type Record struct {
 	Reason          string
 	// Duplicate marks the row of a refused repeat of (TurnID, CallID).
 	Duplicate bool
+	// Abandoned marks the row BeginNew wrote: a call whose bridge gave up
+	// on it while sending it, which may still arrive (and is then not
+	// recorded again).
+	Abandoned bool
 	// InstanceID names the kernel process that wrote the row.
 	InstanceID string
 	// Harness, HarnessVersion, MCPSupport ("native", "extension"),
@@ -120,12 +126,13 @@ type Completion struct {
 type Store interface {
 	// Begin durably writes r as pending (Status and Code are ignored) and
 	// sets r.Sequence. For a repeated (TurnID, CallID) it writes r as a
-	// completed denied/duplicate_call row instead and returns ErrDuplicateCall.
+	// completed denied/duplicate_call row instead and returns
+	// ErrDuplicateCall — unless the first row is an abandonment (BeginNew),
+	// of which r is the late arrival: then nothing, and ErrRecorded.
 	Begin(ctx context.Context, r *Record) error
-	// BeginNew is Begin for an attempt that may be recorded already under
-	// its (TurnID, CallID) — a call whose bridge gave up on it while
-	// sending it: when the turn has a row for the call id it writes
-	// nothing and returns ErrRecorded.
+	// BeginNew writes the abandonment of a call whose bridge gave up on it
+	// while sending it (r.Abandoned set): as Begin when the turn has no row
+	// for its call id, else nothing, and ErrRecorded.
 	BeginNew(ctx context.Context, r *Record) error
 	// Complete writes the outcome onto the pending row attemptID. It fails
 	// with ErrCompleted when the row is not pending (completed or

@@ -23,7 +23,7 @@ type Store struct {
 	open    map[int]struct{}
 	byID    map[string]int
 	byTurn  map[string][]int
-	calls   map[callKey]bool
+	calls   map[callKey]int // (turn, call) → the index of its first row
 	revoked map[string]time.Time
 	exports []records.Export
 	nextSeq int64
@@ -63,7 +63,7 @@ var _ records.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{open: map[int]struct{}{}, byID: map[string]int{}, byTurn: map[string][]int{}, calls: map[callKey]bool{}, revoked: map[string]time.Time{}}
+	return &Store{open: map[int]struct{}{}, byID: map[string]int{}, byTurn: map[string][]int{}, calls: map[callKey]int{}, revoked: map[string]time.Time{}}
 }
 
 // Begin implements records.Store.
@@ -76,9 +76,9 @@ func (s *Store) BeginNew(ctx context.Context, r *records.Record) error {
 	return s.begin(ctx, r, true)
 }
 
-// begin is Begin, or BeginNew when onlyNew: a repeated (turn, call) then
-// writes nothing.
-func (s *Store) begin(ctx context.Context, r *records.Record, onlyNew bool) error {
+// begin is Begin, or BeginNew when abandoned: a repeated (turn, call) then
+// writes nothing, as it does when its first row is an abandonment.
+func (s *Store) begin(ctx context.Context, r *records.Record, abandoned bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -92,17 +92,17 @@ func (s *Store) begin(ctx context.Context, r *records.Record, onlyNew bool) erro
 		return fmt.Errorf("memory: attempt %s already recorded: %w", r.AttemptID, records.ErrInvalid)
 	}
 	key := callKey{r.TurnID, r.CallID}
-	dup := s.calls[key]
+	first, dup := s.calls[key]
 	switch {
-	case dup && onlyNew:
+	case dup && (abandoned || s.rows.at(first).Abandoned):
 		return records.ErrRecorded
 	case dup:
 		records.MarkDuplicate(r, r.StartedAt)
+		r.Abandoned = false
 	default:
-		r.Duplicate = false
+		r.Duplicate, r.Abandoned = false, abandoned
 		r.Status = sharedosv1.OperationStatus_OPERATION_STATUS_PENDING
 		r.Code, r.Reason, r.FinishedAt = "", "", time.Time{}
-		s.calls[key] = true
 	}
 	s.nextSeq++
 	r.Sequence = s.nextSeq
@@ -112,6 +112,7 @@ func (s *Store) begin(ctx context.Context, r *records.Record, onlyNew bool) erro
 	if dup {
 		return records.ErrDuplicateCall
 	}
+	s.calls[key] = idx
 	s.open[idx] = struct{}{}
 	return nil
 }

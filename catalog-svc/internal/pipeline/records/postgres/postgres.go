@@ -62,19 +62,29 @@ const insertSQL = `
 INSERT INTO catalog.operations (attempt_id, call_id, turn_id, duplicate, principal, requested_tool,
     requested_tool_sha256, resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision,
     status, code, reason, instance_id, harness, trace_id, started_at, finished_at, kind,
-    harness_version, mcp_support, extension, declared_model, tool_policy_digest, tenant)
+    harness_version, mcp_support, extension, declared_model, tool_policy_digest, tenant, abandoned)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-    $22, $23, $24, $25, $26, $27)`
+    $22, $23, $24, $25, $26, $27, $28)`
 
 // Begin implements records.Store. The first attempt of a (turn, call) is
 // inserted pending; the partial unique index turns a repeat into a no-op
-// insert, after which the repeat is written as its own completed row. The
-// insert commits with its group's batch, the repeat's row alone: Begin
+// insert, after which the repeat is written as its own completed row —
+// unless the first row is an abandonment, of which r is the late arrival.
+// The insert commits with its group's batch, the repeat's row alone: Begin
 // returns only once the row is durable.
 func (s *Store) Begin(ctx context.Context, r *records.Record) error {
+	r.Abandoned = false
 	err := s.insertPending(ctx, r)
 	if !errors.Is(err, records.ErrRecorded) {
 		return err
+	}
+	var abandoned bool
+	if err := s.pool.QueryRow(ctx, `SELECT abandoned FROM catalog.operations WHERE turn_id = $1 AND call_id = $2 AND NOT duplicate`,
+		r.TurnID, r.CallID).Scan(&abandoned); err != nil {
+		return fmt.Errorf("postgres: read the first row of a repeated call: %w", err)
+	}
+	if abandoned {
+		return records.ErrRecorded
 	}
 	records.MarkDuplicate(r, r.StartedAt)
 	if err := s.pool.QueryRow(ctx, insertSQL+` RETURNING sequence`, args(r)...).Scan(&r.Sequence); err != nil {
@@ -83,8 +93,10 @@ func (s *Store) Begin(ctx context.Context, r *records.Record) error {
 	return records.ErrDuplicateCall
 }
 
-// BeginNew implements records.Store: Begin's insert alone.
+// BeginNew implements records.Store: Begin's insert alone, of a row marked
+// abandoned.
 func (s *Store) BeginNew(ctx context.Context, r *records.Record) error {
+	r.Abandoned = true
 	return s.insertPending(ctx, r)
 }
 
@@ -117,7 +129,7 @@ func args(r *records.Record) []any {
 	return []any{r.AttemptID, r.CallID, r.TurnID, r.Duplicate, r.Principal, r.RequestedTool,
 		r.RequestedToolSHA256, r.ResolvedTool, r.CatalogHash, r.ArgumentsDigest, r.DecisionID, r.PolicyRevision,
 		outcome.StatusName(r.Status), r.Code, r.Reason, r.InstanceID, r.Harness, r.TraceID, r.StartedAt, finished,
-		records.KindName(r.Kind), r.HarnessVersion, r.MCPSupport, r.Extension, r.DeclaredModel, r.ToolPolicyDigest, r.Tenant}
+		records.KindName(r.Kind), r.HarnessVersion, r.MCPSupport, r.Extension, r.DeclaredModel, r.ToolPolicyDigest, r.Tenant, r.Abandoned}
 }
 
 // inDoubt marks err records.ErrInDoubt when the insert may have reached the
@@ -164,7 +176,7 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 const recordColumns = `sequence, attempt_id, call_id, turn_id, duplicate, principal, requested_tool, requested_tool_sha256,
        resolved_tool, catalog_hash, arguments_digest, decision_id, policy_revision, status, code, reason,
        instance_id, harness, trace_id, started_at, finished_at, progress_count, input_rounds, waiting_until,
-       resumed_at, resumed_by, kind, harness_version, mcp_support, extension, declared_model, tool_policy_digest, tenant`
+       resumed_at, resumed_by, kind, harness_version, mcp_support, extension, declared_model, tool_policy_digest, tenant, abandoned`
 
 // ListOperations implements records.Store.
 func (s *Store) ListOperations(ctx context.Context, turnID string) ([]records.Record, error) {
@@ -195,7 +207,7 @@ func scanRecords(rows pgx.Rows) ([]records.Record, error) {
 			&r.DecisionID, &r.PolicyRevision, &status, &r.Code, &r.Reason, &r.InstanceID, &r.Harness,
 			&r.TraceID, &r.StartedAt, &finished, &r.ProgressCount, &r.InputRounds, &waiting, &resumed,
 			&r.ResumedBy, &kind, &r.HarnessVersion, &r.MCPSupport, &r.Extension, &r.DeclaredModel,
-			&r.ToolPolicyDigest, &r.Tenant); err != nil {
+			&r.ToolPolicyDigest, &r.Tenant, &r.Abandoned); err != nil {
 			return nil, err
 		}
 		r.Kind = records.ParseKind(kind)

@@ -115,7 +115,7 @@ func TestAppendOnlyEveryColumn(t *testing.T) {
 		"instance_id": "instance_id || 'x'", "harness": "harness || 'x'", "trace_id": "trace_id || 'x'",
 		"started_at": "started_at + interval '1 second'", "kind": "CASE kind WHEN 'prompt' THEN 'tool' ELSE 'prompt' END",
 		"harness_version": "harness_version || 'x'", "mcp_support": "CASE mcp_support WHEN 'native' THEN 'extension' ELSE 'native' END", "extension": "extension || 'x'",
-		"declared_model": "declared_model || 'x'", "tool_policy_digest": "tool_policy_digest || 'x'", "tenant": "tenant || 'x'",
+		"declared_model": "declared_model || 'x'", "tool_policy_digest": "tool_policy_digest || 'x'", "tenant": "tenant || 'x'", "abandoned": "NOT abandoned",
 	}
 	outcome := map[string]string{
 		"resolved_tool": "'files.read'", "decision_id": "'d1'", "policy_revision": "'r1'", "code": "'c'",

@@ -217,9 +217,10 @@ func testDuplicate(t *testing.T, s records.Store) {
 	}
 }
 
-// testBeginNew: BeginNew writes a call id's first row as Begin does, and
-// nothing for one the turn has (whichever of Begin and BeginNew came
-// first); concurrently, exactly one of them writes.
+// testBeginNew: BeginNew writes a call id's first row as Begin does,
+// marked abandoned, and nothing for one the turn has; Begin after it (the
+// call arriving late) writes nothing either. Concurrently, exactly one of
+// them writes the first row, and no repeat row follows an abandonment.
 func testBeginNew(t *testing.T, s records.Store) {
 	tid := turn(t)
 	first := NewRecord(tid, "c1", "files.read")
@@ -232,14 +233,18 @@ func testBeginNew(t *testing.T, s records.Store) {
 	if err := s.BeginNew(ctx(t), NewRecord(tid, "c1", "files.read")); !errors.Is(err, records.ErrRecorded) {
 		t.Fatalf("BeginNew of a recorded call id = %v, want ErrRecorded", err)
 	}
+	if err := s.Begin(ctx(t), NewRecord(tid, "c1", "files.read")); !errors.Is(err, records.ErrRecorded) {
+		t.Fatalf("Begin after an abandonment = %v, want ErrRecorded (the late call of the same attempt)", err)
+	}
 	if err := s.Begin(ctx(t), NewRecord(tid, "c2", "files.read")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.BeginNew(ctx(t), NewRecord(tid, "c2", "files.read")); !errors.Is(err, records.ErrRecorded) {
 		t.Fatalf("BeginNew after Begin = %v, want ErrRecorded", err)
 	}
-	if rows := list(t, s, tid); len(rows) != 2 || rows[0].CallID != "c1" || rows[1].CallID != "c2" || rows[0].Duplicate || rows[1].Duplicate {
-		t.Fatalf("rows = %+v, want c1 and c2 once each", rows)
+	if rows := list(t, s, tid); len(rows) != 2 || rows[0].CallID != "c1" || rows[1].CallID != "c2" || rows[0].Duplicate || rows[1].Duplicate ||
+		!rows[0].Abandoned || rows[1].Abandoned {
+		t.Fatalf("rows = %+v, want c1 (abandoned) and c2 once each", rows)
 	}
 
 	const n = 16
@@ -271,6 +276,7 @@ func testBeginNew(t *testing.T, s records.Store) {
 		}
 	}
 	var firstRows, dupRows int
+	abandonedFirst := false
 	for _, r := range list(t, s, tid) {
 		switch {
 		case r.CallID != "race":
@@ -278,7 +284,11 @@ func testBeginNew(t *testing.T, s records.Store) {
 			dupRows++
 		default:
 			firstRows++
+			abandonedFirst = r.Abandoned
 		}
+	}
+	if abandonedFirst && dupRows > 0 {
+		t.Fatalf("%d repeat rows after an abandonment: the late calls are the same attempt", dupRows)
 	}
 	// One first row; BeginNew wrote nothing else, each Begin that lost its
 	// duplicate row.
