@@ -1044,3 +1044,19 @@ func TestHostTenantsReachBridgeAndKernel(t *testing.T) {
 		t.Errorf("host tenants set by default: %v", e)
 	}
 }
+
+// The gRPC ports serve mutual TLS: no Service port may tell a mesh or a
+// gateway that it speaks cleartext HTTP/2.
+func TestNoServicePortClaimsCleartextHTTP2(t *testing.T) {
+	r := render(t)
+	if len(r.Services) == 0 {
+		t.Fatal("no Services rendered")
+	}
+	for _, svc := range r.Services {
+		for _, p := range svc.Spec.Ports {
+			if p.AppProtocol != nil && *p.AppProtocol == "kubernetes.io/h2c" {
+				t.Errorf("%s port %s: appProtocol h2c on a port that serves TLS", svc.Name, p.Name)
+			}
+		}
+	}
+}

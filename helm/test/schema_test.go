@@ -65,6 +65,18 @@ func TestValuesRejected(t *testing.T) {
 		{"grant secret name", "catalog:\n  grants:\n    retiredSecrets: [\"Not_A_Name\"]\n", []string{schemaError, "/catalog/grants/retiredSecrets/0"}},
 		{"request-state secret name", "bridge:\n  requestState:\n    retiredSecrets: [\"Not_A_Name\"]\n", []string{schemaError, "/bridge/requestState/retiredSecrets/0"}},
 		{"client identity of a service role", "tls:\n  certManager:\n    clientIdentities: [{name: x, role: bridge}]\n", []string{schemaError, "/tls/certManager/clientIdentities/0/role"}},
+		// Names rendered into manifests are Kubernetes names: a line break
+		// in one would have rendered YAML of its own (a defaultBackend).
+		{"ingress TLS secret with YAML in it", "ingress:\n  tls:\n    secretName: \"tls\\n  defaultBackend: x\"\n", []string{schemaError, "/ingress/tls/secretName"}},
+		{"ingress class", "ingress:\n  className: \"a b\"\n", []string{schemaError, "/ingress/className"}},
+		{"files claim", "files:\n  root:\n    existingClaim: \"c\\nx: y\"\n", []string{schemaError, "/files/root/existingClaim"}},
+		{"otel headers secret", "otel:\n  headersSecret:\n    name: \"S\"\n    key: k\n", []string{schemaError, "/otel/headersSecret/name"}},
+		{"otel headers key", "otel:\n  headersSecret:\n    name: s\n    key: \"k: v\"\n", []string{schemaError, "/otel/headersSecret/key"}},
+		{"TLS secret", "tls:\n  existingSecrets:\n    bridge: \"b\\n\"\n", []string{schemaError, "/tls/existingSecrets/bridge"}},
+		{"issuer", "tls:\n  certManager:\n    issuerRef:\n      name: \"i: j\"\n", []string{schemaError, "/tls/certManager/issuerRef/name"}},
+		{"service account", "serviceAccount:\n  name: \"sa\\nx\"\n", []string{schemaError, "/serviceAccount/name"}},
+		{"name override", "nameOverride: \"A_B\"\n", []string{schemaError, "/nameOverride"}},
+		{"fullname override", "fullnameOverride: \"x.y\"\n", []string{schemaError, "/fullnameOverride"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

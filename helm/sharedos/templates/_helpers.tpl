@@ -106,7 +106,7 @@ SHAREDOS_AUTHZ_PORT=tcp://... straight into the services' SHAREDOS_* config
 namespace.
 */}}
 {{- define "sharedos.podCommon" -}}
-serviceAccountName: {{ include "sharedos.serviceAccountName" . }}
+serviceAccountName: {{ include "sharedos.serviceAccountName" . | quote }}
 automountServiceAccountToken: false
 enableServiceLinks: false
 securityContext:
@@ -220,8 +220,8 @@ strategy:
 - name: OTEL_EXPORTER_OTLP_HEADERS
   valueFrom:
     secretKeyRef:
-      name: {{ $o.headersSecret.name }}
-      key: {{ $o.headersSecret.key }}
+      name: {{ $o.headersSecret.name | quote }}
+      key: {{ $o.headersSecret.key | quote }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -246,8 +246,8 @@ least-privilege role either way (--database-role).
 - name: SHAREDOS_DATABASE_URL
   valueFrom:
     secretKeyRef:
-      name: {{ $name }}
-      key: {{ $key }}
+      name: {{ $name | quote }}
+      key: {{ $key | quote }}
 {{- if and $own $own.maxConns }}
 - name: SHAREDOS_DATABASE_MAX_CONNS
   value: {{ $own.maxConns | quote }}
@@ -493,6 +493,6 @@ the operator's, or the one the chart's request-state Certificate writes.
 {{- define "sharedos.tlsVolume" -}}
 - name: tls
   secret:
-    secretName: {{ include "sharedos.tlsSecret" . }}
+    secretName: {{ include "sharedos.tlsSecret" . | quote }}
     defaultMode: 0440
 {{- end }}
