@@ -50,6 +50,7 @@ func TestValuesRejected(t *testing.T) {
 		{"hpa range", "bridge:\n  hpa:\n    minReplicas: 5\n    maxReplicas: 3\n", []string{"bridge.hpa.minReplicas (5) must not exceed bridge.hpa.maxReplicas (3)"}},
 		{"pdb blocks drains", "catalog:\n  replicas: 1\n", []string{"catalog.pdb.minAvailable (1) must be below the replica count (1)"}},
 		{"ingress without host", "ingress:\n  enabled: true\n", []string{"ingress.host is required"}},
+		{"ingress without TLS", "ingress:\n  enabled: true\n  host: tools.example.com\n", []string{"ingress.tls.secretName is required"}},
 		{"grace period too short", "lifecycle:\n  preStopSleepSeconds: 30\n  terminationGracePeriodSeconds: 20\n", []string{"lifecycle.terminationGracePeriodSeconds (20) must exceed lifecycle.preStopSleepSeconds (30)"}},
 		{"egress without postgres", "networkPolicy:\n  egress:\n    enabled: true\n", []string{"networkPolicy.egress.postgres.peers must list"}},
 		{"otel headers without key", "otel:\n  headersSecret:\n    name: s\n", []string{"otel.headersSecret.key is required"}},
