@@ -1060,3 +1060,27 @@ func TestNoServicePortClaimsCleartextHTTP2(t *testing.T) {
 		}
 	}
 }
+
+// With egress locked down, the bridge reaches what bridgeExtra allows (the
+// OIDC issuer whose signing keys it reads) besides the kernel and
+// PostgreSQL; no other pod gets that rule.
+func TestBridgeExtraEgress(t *testing.T) {
+	r := render(t, "--set", "networkPolicy.egress.enabled=true",
+		"--set", "networkPolicy.egress.postgres.peers[0].ipBlock.cidr=10.20.0.0/24",
+		"--set", "bridge.oidc.issuer=https://idp.example.org", "--set", "bridge.oidc.audience=a",
+		"--set", "networkPolicy.egress.bridgeExtra[0].to[0].ipBlock.cidr=203.0.113.9/32",
+		"--set", "networkPolicy.egress.bridgeExtra[0].ports[0].port=443")
+	found := map[string]bool{}
+	for _, np := range r.NetworkPolicies {
+		for _, e := range np.Spec.Egress {
+			for _, p := range e.To {
+				if p.IPBlock != nil && p.IPBlock.CIDR == "203.0.113.9/32" {
+					found[np.Name] = true
+				}
+			}
+		}
+	}
+	if len(found) != 1 || !found["toolshare-sharedos-bridge"] {
+		t.Errorf("the issuer's egress rule is in %v, want the bridge's policy alone", found)
+	}
+}

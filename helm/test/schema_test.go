@@ -53,6 +53,8 @@ func TestValuesRejected(t *testing.T) {
 		{"ingress without TLS", "ingress:\n  enabled: true\n  host: tools.example.com\n", []string{"ingress.tls.secretName is required"}},
 		{"grace period too short", "lifecycle:\n  preStopSleepSeconds: 30\n  terminationGracePeriodSeconds: 20\n", []string{"lifecycle.terminationGracePeriodSeconds (20) must exceed lifecycle.preStopSleepSeconds (30)"}},
 		{"egress without postgres", "networkPolicy:\n  egress:\n    enabled: true\n", []string{"networkPolicy.egress.postgres.peers must list"}},
+		{"egress without the OIDC issuer", "bridge:\n  oidc:\n    issuer: https://idp.example.org\n    audience: a\nnetworkPolicy:\n  egress:\n    enabled: true\n    postgres:\n      peers: [{ipBlock: {cidr: 10.0.0.0/24}}]\n",
+			[]string{"networkPolicy.egress.bridgeExtra must allow the OIDC issuer"}},
 		{"otel headers without key", "otel:\n  headersSecret:\n    name: s\n", []string{"otel.headersSecret.key is required"}},
 		{"mTLS without certificates", "tls:\n  certManager:\n    enabled: false\n", []string{"tls.existingSecrets.catalog is required when tls.certManager.enabled is false"}},
 		{"grants without a key", "tls:\n  certManager:\n    enabled: false\n  existingSecrets: {catalog: c, authz: a, bridge: b, files: f}\n",
