@@ -70,20 +70,79 @@ func ValuesOf(argsJSON []byte) Values {
 	return Values{long: longestFirst(seen), tokens: longestFirst(tokens)}
 }
 
-// Redact returns text with the values replaced (see Arguments).
+// MaxText is the longest text Redact searches: a longer one — a policy
+// reason that quotes whole arguments — is replaced whole by its length and
+// digest. Redacting reads the text once per value, and arguments may hold
+// a million values: one reason quoting 1 MiB of them took minutes.
+const MaxText = 4096
+
+// maxSearch bounds the bytes Redact reads in all (the text's length once per
+// value): past it the text is replaced whole too, so a call with very many
+// values costs at most a few tens of milliseconds per text.
+const maxSearch = 1 << 26
+
+// Redact returns text with the values replaced (see Arguments): every
+// occurrence of a value in text as it was given, in one pass — a
+// placeholder is never searched again (a value could be found inside
+// another's digest, and the text grew with each). Occurrences that overlap
+// are replaced together, by the digest of what they cover: no part of
+// either is left.
 func (v Values) Redact(text string) string {
 	if text == "" {
 		return text
 	}
-	for _, s := range v.long {
-		if strings.Contains(text, s) {
-			text = strings.ReplaceAll(text, s, Digest(s))
+	if len(text) > MaxText || len(text)*(len(v.long)+len(v.tokens)) > maxSearch {
+		sum := sha256.Sum256([]byte(text))
+		return "[text of " + strconv.Itoa(len(text)) + " bytes, redacted whole: sha256:" + hex.EncodeToString(sum[:6]) + "]"
+	}
+	type span struct{ start, end int }
+	var found []span
+	each := func(s string, whole bool) {
+		if len(s) > len(text) {
+			return
+		}
+		for at := 0; ; {
+			i := strings.Index(text[at:], s)
+			if i < 0 {
+				return
+			}
+			start, end := at+i, at+i+len(s)
+			before, _ := utf8.DecodeLastRuneInString(text[:start])
+			after, _ := utf8.DecodeRuneInString(text[end:])
+			if !whole || !wordRune(before) && !wordRune(after) {
+				found = append(found, span{start, end})
+			}
+			at = start + 1
 		}
 	}
-	for _, s := range v.tokens {
-		text = replaceTokens(text, s)
+	for _, s := range v.long {
+		each(s, false)
 	}
-	return text
+	for _, s := range v.tokens {
+		each(s, true)
+	}
+	if len(found) == 0 {
+		return text
+	}
+	sort.Slice(found, func(i, j int) bool {
+		if found[i].start != found[j].start {
+			return found[i].start < found[j].start
+		}
+		return found[i].end > found[j].end
+	})
+	var b strings.Builder
+	at := 0
+	for k := 0; k < len(found); {
+		cur := found[k]
+		for k++; k < len(found) && found[k].start < cur.end; k++ {
+			cur.end = max(cur.end, found[k].end)
+		}
+		b.WriteString(text[at:cur.start])
+		b.WriteString(Digest(text[cur.start:cur.end]))
+		at = cur.end
+	}
+	b.WriteString(text[at:])
+	return b.String()
 }
 
 // longestFirst orders values so that none is half-replaced by a shorter
@@ -100,33 +159,6 @@ func longestFirst(set map[string]bool) []string {
 		return values[i] < values[j]
 	})
 	return values
-}
-
-// replaceTokens replaces s in text where no letter or digit touches it.
-func replaceTokens(text, s string) string {
-	var b strings.Builder
-	for rest := text; ; {
-		i := strings.Index(rest, s)
-		if i < 0 {
-			if b.Len() == 0 {
-				return text
-			}
-			b.WriteString(rest)
-			return b.String()
-		}
-		before, _ := utf8.DecodeLastRuneInString(rest[:i])
-		if i == 0 && b.Len() > 0 {
-			before, _ = utf8.DecodeLastRuneInString(b.String())
-		}
-		after, _ := utf8.DecodeRuneInString(rest[i+len(s):])
-		b.WriteString(rest[:i])
-		if wordRune(before) || wordRune(after) {
-			b.WriteString(s)
-		} else {
-			b.WriteString(Digest(s))
-		}
-		rest = rest[i+len(s):]
-	}
 }
 
 func wordRune(r rune) bool {

@@ -88,3 +88,55 @@ func TestArgumentsDigest(t *testing.T) {
 		t.Errorf("ArgumentsDigest(nil) = %s", got)
 	}
 }
+
+// A text past MaxText is replaced whole, whatever it quotes; one within it
+// is redacted value by value as before. (A reason quoting 1 MiB of
+// arguments took minutes to redact value by value.)
+func TestLongTextRedactedWhole(t *testing.T) {
+	var args strings.Builder
+	args.WriteString(`{"items":[`)
+	for i := range 100_000 {
+		if i > 0 {
+			args.WriteByte(',')
+		}
+		fmt.Fprintf(&args, `"secret-%06d"`, i)
+	}
+	args.WriteString(`]}`)
+	v := redact.ValuesOf([]byte(args.String()))
+	long := "unknown items: " + args.String()
+	got := v.Redact(long)
+	if strings.Contains(got, "secret-") || !strings.HasPrefix(got, "[text of ") || !strings.Contains(got, "redacted whole") {
+		t.Errorf("long text = %.120q", got)
+	}
+	short := "unknown item secret-000042, and 7 more"
+	if got := v.Redact(short); strings.Contains(got, "secret-000042") || !strings.Contains(got, "[arg sha256:") {
+		t.Errorf("short text = %q", got)
+	}
+	few := redact.ValuesOf([]byte(`{"a":"secret-000042"}`))
+	if got := few.Redact(strings.Repeat("x", redact.MaxText)); got != strings.Repeat("x", redact.MaxText) {
+		t.Error("a text of MaxText bytes quoting nothing was changed")
+	}
+	// So many values that reading a text once for each is too much: the
+	// text is replaced whole, however short.
+	if got := v.Redact(strings.Repeat("y", 1000)); !strings.Contains(got, "redacted whole") {
+		t.Errorf("1,000 bytes against 100,000 values = %.80q", got)
+	}
+}
+
+// A placeholder is never searched again: a value that occurs inside
+// another value's digest leaves the digest whole. Overlapping occurrences
+// are replaced together, leaving no part of either.
+func TestRedactInOnePass(t *testing.T) {
+	long := "abcdef-secret-value"
+	d := redact.Digest(long)
+	inside := d[len("[arg sha256:") : len("[arg sha256:")+4] // 4 hex of its digest
+	v := redact.ValuesOf([]byte(`{"a":"` + long + `","b":"` + inside + `"}`))
+	if got := v.Redact("read " + long); got != "read "+d {
+		t.Errorf("Redact = %q, want %q", got, "read "+d)
+	}
+	v = redact.ValuesOf([]byte(`{"a":"hello-world","b":"world-again"}`))
+	got := v.Redact("say hello-world-again now")
+	if strings.Contains(got, "hello") || strings.Contains(got, "again") || got != "say "+redact.Digest("hello-world-again")+" now" {
+		t.Errorf("overlapping values = %q", got)
+	}
+}
