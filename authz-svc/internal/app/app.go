@@ -157,7 +157,17 @@ func (c *Completed) Run(ctx context.Context) error {
 	defer cancel()
 	watched := make(chan error, 1)
 	if c.cfg.Watch {
-		go func() { watched <- c.engine.Watch(ctx) }()
+		go func() {
+			err := c.engine.Watch(ctx)
+			if err != nil && ctx.Err() == nil {
+				// A policy change (a revoked grant) would never apply:
+				// stop serving rather than decide on a policy that no
+				// longer follows the directory.
+				c.logger.Error("policy watch failed; stopping", slog.String("policy_dir", c.cfg.PolicyDir), slog.String("error", err.Error()))
+				cancel()
+			}
+			watched <- err
+		}()
 	} else {
 		watched <- nil
 	}

