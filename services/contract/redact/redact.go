@@ -56,7 +56,10 @@ func ValuesOf(argsJSON []byte) Values {
 	collect(v, func(s string, str bool) {
 		forms := []string{s}
 		if str {
-			forms = append(forms, cleaned(s))
+			// As a path once cleaned (how values reach resources), and as
+			// a quoted string shows it escaped (a policy's sprintf of a
+			// collection writes JSON, a Go error strconv.Quote).
+			forms = append(forms, cleaned(s), quotedInside(s), jsonInside(s))
 		}
 		for _, form := range forms {
 			switch {
@@ -181,6 +184,18 @@ func SHA256(b []byte) string {
 func Digest(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return "[arg sha256:" + hex.EncodeToString(sum[:6]) + "]"
+}
+
+// quotedInside is s as strconv.Quote writes it, without the quotes.
+func quotedInside(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// jsonInside is s as encoding/json writes it, without the quotes.
+func jsonInside(s string) string {
+	b, _ := json.Marshal(s) // a string always marshals
+	return string(b[1 : len(b)-1])
 }
 
 func cleaned(s string) string {

@@ -29,6 +29,10 @@ func TestArguments(t *testing.T) {
 		{"boolean", "flag true is not allowed", `{"f":true}`, []string{" true "}, []string{"flag ", " is not allowed"}},
 		{"short quoted", "value 'ab' does not match", `{"x":"ab"}`, []string{"'ab'"}, []string{"value '", "' does not match"}},
 		{"no arguments", "policy says no", `{}`, nil, []string{"policy says no"}},
+		// A quoted string shows a value escaped: a policy's sprintf of a
+		// collection (JSON), a Go error (strconv.Quote).
+		{"escaped in JSON", `bad options {"k": "sk-live\"9f8e"}`, `{"k":"sk-live\"9f8e"}`, []string{"9f8e"}, []string{"bad options"}},
+		{"escaped by strconv.Quote", `parsing "pass\tword": invalid`, `{"p":"pass\tword"}`, []string{"word"}, []string{"parsing", "invalid"}},
 		{"invalid JSON redacts nothing", "x /private/zzz", `{`, nil, []string{"/private/zzz"}},
 	}
 	for _, c := range cases {
