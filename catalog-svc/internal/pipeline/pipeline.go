@@ -386,7 +386,8 @@ func beginContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // abandonedReason is the record's reason for a call its bridge gave up on
-// (ToolCall.abandoned): the client left before the call reached the kernel.
+// (ToolCall.abandoned): its client left while it was on its way, and it
+// was not run (had it arrived, it arrived after this was recorded).
 const abandonedReason = "the client left while the call was on its way to SharedOS: not run"
 
 // MaxIDBytes bounds call and turn ids.
