@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
@@ -217,6 +219,8 @@ type Forwarder struct {
 	Now func() time.Time
 
 	statesOnce sync.Once
+	// notices counts the abandonment notices in flight in the background.
+	notices atomic.Int32
 }
 
 // Call forwards req for turn and returns the MCP result; or the protocol
@@ -358,19 +362,21 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 // before it was surely in the kernel's hands — before it went out, or
 // while it was on its way (a cancelled RPC may or may not have reached
 // the kernel) — is sent again as abandoned: recorded once all the same
-// (invariant 4), never run. A resumed round on its way is not: its
+// (invariant 4), never run; so is one whose RPC failed (the bridge's
+// deadline, the kernel unreachable), recorded as what its client was
+// answered. A resumed round on its way is not: its
 // attempt has its record already (waiting, it ends when its wait runs
 // out), and a round the original took could not be told from one that
 // was closed.
 func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc) (*sharedosv1.ToolResult, bool) {
 	if ctx.Err() != nil {
-		f.abandon(ctx, call, send)
+		f.abandon(ctx, call, send, "")
 		return nil, false
 	}
 	res, err := send(ctx, call)
 	if ctx.Err() != nil || status.Code(err) == codes.Canceled {
 		if err != nil && call.GetResume() == nil {
-			f.abandon(ctx, call, send)
+			f.abandon(ctx, call, send, "")
 		}
 		return nil, false
 	}
@@ -381,6 +387,12 @@ func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc
 		if status.Code(err) == codes.DeadlineExceeded {
 			res = outcome.Failed(outcome.Timeout, "the call did not finish within the bridge's call timeout")
 		}
+		// The call may never have reached the kernel: recorded as what the
+		// client was answered, unless it did — in the background, the
+		// client waits for its answer.
+		if call.GetResume() == nil {
+			f.abandonLater(ctx, call, send, res.GetCode())
+		}
 	}
 	if res.GetCallId() == "" {
 		res.CallId = call.GetCallId()
@@ -388,10 +400,30 @@ func (f *Forwarder) run(ctx context.Context, call *sharedosv1.ToolCall, send rpc
 	return res, true
 }
 
-// abandon tells the kernel its client left before call was surely in its
-// hands: the kernel records it cancelled unless it has (ToolCall.abandoned).
-func (f *Forwarder) abandon(ctx context.Context, call *sharedosv1.ToolCall, send rpc) {
-	call.Abandoned = true
+// maxNotices bounds the abandonment notices sent in the background at once:
+// past it (the kernel unreachable under load) one is dropped, and logged.
+const maxNotices = 256
+
+// abandonLater is abandon, for a copy of call, in the background.
+func (f *Forwarder) abandonLater(ctx context.Context, call *sharedosv1.ToolCall, send rpc, code string) {
+	if f.notices.Add(1) > maxNotices {
+		f.notices.Add(-1)
+		f.log().ErrorContext(ctx, "abandoned call not recorded: too many notices in flight", slog.String(telemetry.LogCallID, call.GetCallId()))
+		return
+	}
+	notice := proto.CloneOf(call)
+	go func() {
+		defer f.notices.Add(-1)
+		f.abandon(ctx, notice, send, code)
+	}()
+}
+
+// abandon tells the kernel the bridge gave up on call before it was surely
+// in its hands — its client left (code ""), or the bridge answered it
+// failed with code — and the kernel records that, unless it has the call
+// (ToolCall.abandoned).
+func (f *Forwarder) abandon(ctx context.Context, call *sharedosv1.ToolCall, send rpc, code string) {
+	call.Abandoned, call.AbandonedCode = true, code
 	rctx, cancel := recording(ctx)
 	defer cancel()
 	if _, err := send(rctx, call); err != nil {

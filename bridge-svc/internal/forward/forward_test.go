@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,19 +298,65 @@ func TestACallWhoseClientLeftIsRecorded(t *testing.T) {
 }
 
 // seqInvoker answers each InvokeTool with the next of answers and keeps
-// every call it got with the state of its context.
+// every call it got with the state of its context; arrived has one value
+// per call.
 type seqInvoker struct {
+	mu      sync.Mutex
 	answers []func(ctx context.Context) (*sharedosv1.ToolResult, error)
 	got     []*sharedosv1.ToolCall
 	ctxErrs []error
+	arrived chan struct{}
 }
 
 func (s *seqInvoker) InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	s.mu.Lock()
 	s.got = append(s.got, proto.CloneOf(in))
 	s.ctxErrs = append(s.ctxErrs, ctx.Err())
 	answer := s.answers[0]
 	s.answers = s.answers[1:]
+	s.mu.Unlock()
+	if s.arrived != nil {
+		s.arrived <- struct{}{}
+	}
 	return answer(ctx)
+}
+
+// TestACallTheKernelDidNotTakeIsSentAsAbandoned: when the RPC fails —
+// the bridge's call deadline, the kernel unreachable — the client is
+// answered failed, and the same call id goes again as abandoned with that
+// code: the kernel records what the client was told unless it has the
+// call. A resumed round is not sent again (its attempt has its record).
+func TestACallTheKernelDidNotTakeIsSentAsAbandoned(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code string
+	}{
+		{status.Error(codes.DeadlineExceeded, "deadline exceeded"), outcome.Timeout},
+		{status.Error(codes.Unavailable, "connection refused"), outcome.Internal},
+	} {
+		inv := &seqInvoker{answers: []func(context.Context) (*sharedosv1.ToolResult, error){
+			func(context.Context) (*sharedosv1.ToolResult, error) { return nil, tc.err },
+			func(context.Context) (*sharedosv1.ToolResult, error) { return outcome.Failed(tc.code, "recorded"), nil },
+		}, arrived: make(chan struct{}, 2)}
+		f := &forward.Forwarder{Invoker: inv}
+		res, rerr := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{"path":"/a"}`)})
+		if rerr != nil || res == nil || !res.IsError || !strings.HasPrefix(text(res), "failed: ") {
+			t.Fatalf("%v: answered %+v %v, want a failed result", tc.err, res, rerr)
+		}
+		// The notice goes in the background: the answer does not wait.
+		for range 2 {
+			select {
+			case <-inv.arrived:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%v: the abandonment never reached the kernel", tc.err)
+			}
+		}
+		inv.mu.Lock()
+		defer inv.mu.Unlock()
+		if len(inv.got) != 2 || !inv.got[1].GetAbandoned() || inv.got[1].GetAbandonedCode() != tc.code || inv.got[1].GetCallId() != inv.got[0].GetCallId() {
+			t.Fatalf("%v: the kernel got %v, want the call and its abandonment with code %s", tc.err, inv.got, tc.code)
+		}
+	}
 }
 
 // TestACallCancelledOnItsWayIsSentAsAbandoned: when the client leaves

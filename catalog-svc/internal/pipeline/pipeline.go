@@ -390,6 +390,19 @@ func beginContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // was not run (had it arrived, it arrived after this was recorded).
 const abandonedReason = "the client left while the call was on its way to SharedOS: not run"
 
+// abandonedOutcome is the outcome recorded for a call its bridge gave up
+// on: what the bridge answered its client (ToolCall.abandoned_code), else
+// cancelled (the client left).
+func abandonedOutcome(code string) *sharedosv1.ToolResult {
+	switch code {
+	case outcome.Timeout:
+		return outcome.Failed(outcome.Timeout, "the call did not reach SharedOS within the bridge's call timeout: not run")
+	case outcome.Internal:
+		return outcome.Failed(outcome.Internal, "the bridge could not reach SharedOS: not run")
+	}
+	return outcome.CancelledResult(abandonedReason)
+}
+
 // MaxIDBytes bounds call and turn ids.
 const MaxIDBytes = 256
 
@@ -490,7 +503,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		// One attempt, one record: the bridge's notice of a call that had
 		// arrived (BeginNew), or a call arriving after its notice was
 		// recorded (Begin). Nobody waits for the answer.
-		res := outcome.CancelledResult(abandonedReason)
+		res := abandonedOutcome(call.GetAbandonedCode())
 		res.CallId = call.GetCallId()
 		return res, nil
 	}
@@ -537,7 +550,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		// not answer ends the attempt: a provider holding its call for the
 		// next round lets it go now.
 		if call.GetAbandoned() {
-			res = outcome.CancelledResult(abandonedReason)
+			res = abandonedOutcome(call.GetAbandonedCode())
 		} else {
 			res = outcome.Failed(outcome.InvalidRequest, truncate(call.GetEdgeRejection(), 512))
 		}

@@ -933,6 +933,17 @@ func TestAbandonedCall(t *testing.T) {
 			t.Fatalf("rows = %+v, want one cancelled for the abandoned resumption", rows)
 		}
 
+		// Given up on by the bridge for a reason of its own: recorded as
+		// what the bridge answered, not run.
+		timedOut := h.newCall("t", "files.read", `{"path":"/public/a.txt"}`)
+		timedOut.Abandoned, timedOut.AbandonedCode = true, outcome.Timeout
+		if res, err := h.invoke(context.Background(), timedOut); err != nil || res.GetStatus() != failed || res.GetCode() != outcome.Timeout {
+			t.Fatalf("abandoned after the bridge's deadline: %v %v", res, err)
+		}
+		if rows := h.records("t"); len(rows) != 1 || rows[0].Status != failed || rows[0].Code != outcome.Timeout || !strings.Contains(rows[0].Reason, "not run") {
+			t.Fatalf("rows = %+v, want one failed/timeout, not run", rows)
+		}
+
 		arrived := h.newCall("a", "files.read", `{"path":"/public/a.txt"}`)
 		res, err = h.invoke(context.Background(), arrived)
 		if err != nil {

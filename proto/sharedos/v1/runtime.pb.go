@@ -403,7 +403,13 @@ type ToolCall struct {
 	// The kernel records the attempt cancelled and runs nothing, but only
 	// when the turn has no record for call_id yet: the call that did arrive
 	// keeps its one record, and none is added (invariant 4).
-	Abandoned     bool `protobuf:"varint,16,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	Abandoned bool `protobuf:"varint,16,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	// abandoned_code is set with abandoned when the bridge gave up on the
+	// call for a reason of its own and answered the client failed with this
+	// code: "timeout" (its call deadline passed) or "internal" (the kernel
+	// could not be reached). The kernel records that outcome (the call was
+	// not run) instead of cancelled; any other code is recorded as cancelled.
+	AbandonedCode string `protobuf:"bytes,17,opt,name=abandoned_code,json=abandonedCode,proto3" json:"abandoned_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -534,6 +540,13 @@ func (x *ToolCall) GetAbandoned() bool {
 		return x.Abandoned
 	}
 	return false
+}
+
+func (x *ToolCall) GetAbandonedCode() string {
+	if x != nil {
+		return x.AbandonedCode
+	}
+	return ""
 }
 
 // Resume names the input round a call continues.
@@ -1680,7 +1693,7 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x11RevokeTurnRequest\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"2\n" +
 	"\x12RevokeTurnResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\x8c\x04\n" +
+	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\xb3\x04\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12\x12\n" +
@@ -1696,7 +1709,8 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"\x06resume\x18\r \x01(\v2\x13.sharedos.v1.ResumeR\x06resume\x12)\n" +
 	"\x04kind\x18\x0e \x01(\x0e2\x15.sharedos.v1.CallKindR\x04kind\x122\n" +
 	"\tpin_proof\x18\x0f \x01(\v2\x15.sharedos.v1.PinProofR\bpinProof\x12\x1c\n" +
-	"\tabandoned\x18\x10 \x01(\bR\tabandonedJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
+	"\tabandoned\x18\x10 \x01(\bR\tabandoned\x12%\n" +
+	"\x0eabandoned_code\x18\x11 \x01(\tR\rabandonedCodeJ\x04\b\x05\x10\x06J\x04\b\x06\x10\aR\acontextR\x03pin\"b\n" +
 	"\x06Resume\x12\x1d\n" +
 	"\n" +
 	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x14\n" +
