@@ -34,6 +34,8 @@ func TestValuesRejected(t *testing.T) {
 		{"inline database URL", "database:\n  existingSecret: db\n  key: url\n  url: postgres://u:p@h/db\n", []string{schemaError, "/database"}},
 		{"empty secret reference", "database:\n  existingSecret: \"\"\n", []string{schemaError, "/database/existingSecret"}},
 		{"latest tag", "image:\n  tag: latest\n", []string{schemaError, "/image/tag"}},
+		{"latest tag in capitals", "image:\n  tag: LATEST\n", []string{schemaError, "/image/tag"}},
+		{"PDB that protects nothing", "catalog:\n  pdb:\n    minAvailable: 0\n", []string{schemaError, "/catalog/pdb"}},
 		{"bad digest", "bridge:\n  image:\n    digest: sha256:abc\n", []string{schemaError, "/bridge/image/digest"}},
 		{"memory limit missing", "catalog:\n  resources:\n    limits: null\n", []string{schemaError, "/catalog/resources"}},
 		{"bad quantity", "authz:\n  resources:\n    requests:\n      cpu: lots\n", []string{schemaError, "/authz/resources/requests/cpu"}},
