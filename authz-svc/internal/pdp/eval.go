@@ -53,7 +53,9 @@ func (e *Engine) DecideTools(ctx context.Context, c Context, action string, tool
 	ctx, cancel := context.WithTimeout(ctx, e.evalTimeout)
 	defer cancel()
 	ct := contextTerm(c)
-	if action == requirement.ActionList {
+	// The visible rule answers names: with two entries of one name (a tool
+	// and a prompt) it cannot say which, so each is decided on its own.
+	if action == requirement.ActionList && distinctNames(tools) {
 		out, ok, err := visibleTools(ctx, snap, ct, tools)
 		if err != nil {
 			return nil, snap.revision, err
@@ -71,6 +73,18 @@ func (e *Engine) DecideTools(ctx context.Context, c Context, action string, tool
 		out[i] = d
 	}
 	return out, snap.revision, nil
+}
+
+// distinctNames reports whether no two of tools share a name.
+func distinctNames(tools []Tool) bool {
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		if seen[t.Name] {
+			return false
+		}
+		seen[t.Name] = true
+	}
+	return true
 }
 
 // visibleTools evaluates VisibleQuery once with every tool in the input.

@@ -322,3 +322,31 @@ func TestWatchSetupFailureIsAnError(t *testing.T) {
 		t.Errorf("Watch = %v, want the setup error", err)
 	}
 }
+
+// The visible rule answers names: two entries of one name (a tool and a
+// prompt) are each decided on their own, not both by the name.
+func TestVisibleShortcutNeedsDistinctNames(t *testing.T) {
+	policy := `package sharedos.authz
+
+import rego.v1
+
+visible contains t.name if {
+	some t in input.tools
+	t.class == "prompt"
+}
+
+decision := {"allow": input.tool.class == "prompt", "reason": ""}
+`
+	e, err := New(context.Background(), Options{Dir: writeTree(t, map[string]string{"p.rego": policy}), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []Tool{{Name: "same", Class: "managed"}, {Name: "same", Class: "prompt"}, {Name: "other", Class: "prompt"}}
+	ds, _, err := e.DecideTools(context.Background(), Context{Principal: "p"}, "list", tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds[0].Allow || !ds[1].Allow || !ds[2].Allow {
+		t.Errorf("decisions %+v, want the managed tool hidden and the prompts visible", ds)
+	}
+}
