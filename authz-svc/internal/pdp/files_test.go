@@ -31,6 +31,15 @@ func TestFileFactsOf(t *testing.T) {
 		{"file:/public/\u2024\u2024/private", FileFacts{Path: "/public/\u2024\u2024/private", Absolute: true, Suspicious: true}},
 		{"file:/public\uFF0Fprivate", FileFacts{Path: "/public\uFF0Fprivate", Absolute: true, Suspicious: true}},
 		{"file:/public/%20ok%2", FileFacts{Path: "/public/%20ok%2", Absolute: true}},
+		// What a layer below may still decode or normalise into a
+		// separator: encoded twice, overlong UTF-8, compatibility forms.
+		{"file:/public/%252e%252e/private", FileFacts{Path: "/public/%252e%252e/private", Absolute: true, Suspicious: true}},
+		{"file:/public/%c0%ae%c0%ae/private", FileFacts{Path: "/public/%c0%ae%c0%ae/private", Absolute: true, Suspicious: true}},
+		{"file:/public/%E0%80%AE/private", FileFacts{Path: "/public/%E0%80%AE/private", Absolute: true, Suspicious: true}},
+		{"file:/public/\u2025/private", FileFacts{Path: "/public/\u2025/private", Absolute: true, Suspicious: true}},
+		{"file:/public/\uFE52\uFE52/private", FileFacts{Path: "/public/\uFE52\uFE52/private", Absolute: true, Suspicious: true}},
+		{"file:/public\uFF3Cprivate", FileFacts{Path: "/public\uFF3Cprivate", Absolute: true, Suspicious: true}},
+		{"file:/public/caf\u00e9.txt", FileFacts{Path: "/public/caf\u00e9.txt", Absolute: true}}, // not a separator
 		{"file:" + strings.Repeat("/a", 64), FileFacts{Path: strings.Repeat("/a", 64), Absolute: true}},
 		{"file:" + strings.Repeat("/a", 65), FileFacts{Path: strings.Repeat("/a", 65), Absolute: true, Suspicious: true}},
 	}

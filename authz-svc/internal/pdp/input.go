@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/sharedos/toolshare/services/contract/jsonlimits"
 	"github.com/sharedos/toolshare/services/contract/requirement"
@@ -297,8 +298,34 @@ func FileFactsOf(resource string) (FileFacts, bool) {
 		f.Path = requirement.CleanPOSIX(slashed)
 	}
 	f.Suspicious = strings.Count(slashed, "/") > MaxPathSeparators ||
-		strings.ContainsAny(raw, "\x00\uFF0E\u2024\uFF0F") || hasEncodedSeparator(raw)
+		strings.ContainsAny(raw, "\x00\uFF0E\u2024\uFF0F") || hasEncodedSeparator(raw) || foldsToSeparator(raw)
 	return f, true
+}
+
+// foldsToSeparator reports whether compatibility normalisation (NFKC, as a
+// layer below may apply) makes more dots, slashes or backslashes of raw than
+// it holds: a look-alike (‥ U+2025, ﹒ U+FE52, ＼ U+FF3C, …) the cleaning
+// never saw as one.
+func foldsToSeparator(raw string) bool {
+	if isASCII(raw) {
+		return false
+	}
+	n := norm.NFKC.String(raw)
+	for _, c := range []string{".", "/", `\`} {
+		if strings.Count(n, c) > strings.Count(raw, c) {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // hasEncodedSeparator reports %2e, %2f, %5c or %00 in s, in any case.
@@ -309,6 +336,11 @@ func hasEncodedSeparator(s string) bool {
 		}
 		switch a, b := s[i+1], s[i+2]|0x20; {
 		case a == '2' && (b == 'e' || b == 'f'), a == '5' && b == 'c', a == '0' && s[i+2] == '0':
+			return true
+		case a == '2' && s[i+2] == '5': // %25: encoded again (%252e)
+			return true
+		case a|0x20 == 'c' && (s[i+2] == '0' || s[i+2] == '1'), a|0x20 == 'e' && s[i+2] == '0':
+			// %c0 %c1 %e0: the lead byte of an overlong UTF-8 form (%c0%ae is ".")
 			return true
 		}
 	}
