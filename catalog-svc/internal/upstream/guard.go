@@ -24,7 +24,7 @@ import (
 // upstream may start (empty: none). Link-local and cloud metadata
 // addresses are refused unless AllowLinkLocal, at every dial — so a name
 // that resolves there later, or a redirect to one, is refused too. A
-// credential goes over plain http:// only to a loopback host unless
+// credential goes over plain http:// only to a loopback address unless
 // AllowCleartextCredentials.
 type Guard struct {
 	Hosts                     []string

@@ -155,8 +155,8 @@ func folded(s string) string {
 	return ""
 }
 
-// asciiLookalike is the ASCII r's skeleton is, its combining marks
-// dropped; false when it holds anything else.
+// asciiLookalike is r's confusable skeleton without its combining marks,
+// when that is ASCII; false when it holds anything else.
 func asciiLookalike(r rune) (string, bool) {
 	var b strings.Builder
 	for _, c := range confusables.Skeleton(string(r)) {
