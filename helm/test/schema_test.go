@@ -51,8 +51,9 @@ func TestValuesRejected(t *testing.T) {
 		// Rules across fields, enforced by the templates.
 		{"hpa range", "bridge:\n  hpa:\n    minReplicas: 5\n    maxReplicas: 3\n", []string{"bridge.hpa.minReplicas (5) must not exceed bridge.hpa.maxReplicas (3)"}},
 		{"pdb blocks drains", "catalog:\n  replicas: 1\n", []string{"catalog.pdb.minAvailable (1) must be below the replica count (1)"}},
-		{"ingress without host", "ingress:\n  enabled: true\n", []string{"ingress.host is required"}},
-		{"ingress without TLS", "ingress:\n  enabled: true\n  host: tools.example.com\n", []string{"ingress.tls.secretName is required"}},
+		{"ingress without host", "ingress:\n  enabled: true\nnetworkPolicy:\n  mcpFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]\n", []string{"ingress.host is required"}},
+		{"ingress without TLS", "ingress:\n  enabled: true\n  host: tools.example.com\nnetworkPolicy:\n  mcpFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]\n", []string{"ingress.tls.secretName is required"}},
+		{"ingress open around itself", "ingress:\n  enabled: true\n  host: tools.example.com\n  tls:\n    secretName: t\n", []string{"networkPolicy.mcpFrom must name the Ingress controller's pods"}},
 		{"grace period too short", "lifecycle:\n  preStopSleepSeconds: 30\n  terminationGracePeriodSeconds: 20\n", []string{"lifecycle.terminationGracePeriodSeconds (20) must exceed lifecycle.preStopSleepSeconds (30)"}},
 		{"egress without postgres", "networkPolicy:\n  egress:\n    enabled: true\n", []string{"networkPolicy.egress.postgres.peers must list"}},
 		{"egress without the OIDC issuer", "bridge:\n  oidc:\n    issuer: https://idp.example.org\n    audience: a\nnetworkPolicy:\n  egress:\n    enabled: true\n    postgres:\n      peers: [{ipBlock: {cidr: 10.0.0.0/24}}]\n",
