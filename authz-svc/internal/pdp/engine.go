@@ -83,12 +83,36 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// errUnsettled: the directory changed while it was loaded.
+var errUnsettled = errors.New("the policy directory changed while it was loaded (a write in progress?); the previous policy keeps serving until it settles")
+
+// loaded, when set, runs between a load's reading and its check (tests).
+var loaded func()
+
+// load reads and prepares dir's policy, and reads dir again: a policy is
+// taken only as the directory holds it once it has settled — never a
+// directory half-written (a file truncated, another not yet there), whose
+// rules could decide otherwise than either whole version.
 func load(ctx context.Context, dir string) (*snapshot, error) {
 	files, err := readPolicyDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	return prepare(ctx, files)
+	snap, err := prepare(ctx, files)
+	if err != nil {
+		return nil, err
+	}
+	if loaded != nil {
+		loaded()
+	}
+	again, err := readPolicyDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if revisionOf(again) != snap.revision {
+		return nil, errUnsettled
+	}
+	return snap, nil
 }
 
 // Revision returns the revision of the policy currently serving.

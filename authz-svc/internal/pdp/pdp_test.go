@@ -350,3 +350,32 @@ decision := {"allow": input.tool.class == "prompt", "reason": ""}
 		t.Errorf("decisions %+v, want the managed tool hidden and the prompts visible", ds)
 	}
 }
+
+// A reload takes the directory only once it has settled: a change landing
+// while it loads (a file truncated mid-write) fails that reload — the
+// previous policy keeps serving — and the next one, on a settled directory,
+// takes it.
+func TestReloadTakesOnlyASettledDirectory(t *testing.T) {
+	dir := writeTree(t, map[string]string{"p.rego": readsData, "data.json": `{"root":{"ok":true},"sub":{"dir":{"flag":1}}}`})
+	e, err := New(context.Background(), Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.Revision()
+	t.Cleanup(func() { loaded = nil })
+	loaded = func() {
+		if err := os.WriteFile(filepath.Join(dir, "data.json"), []byte(`{"root":{"ok":false},"sub":{"dir":{"flag":2}}}`), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := e.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "changed while it was loaded") {
+		t.Fatalf("Reload during a change = %v", err)
+	}
+	if e.Revision() != before {
+		t.Fatal("a reload of an unsettled directory was taken")
+	}
+	loaded = nil
+	if err := e.Reload(context.Background()); err != nil || e.Revision() == before {
+		t.Fatalf("Reload of the settled directory = %v (revision %s)", err, e.Revision())
+	}
+}
