@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,12 +34,12 @@ func Arguments(text string, argsJSON []byte) string {
 	return ValuesOf(argsJSON).Redact(text)
 }
 
-// Values are the values of one call's JSON arguments, collected once and
-// ordered for replacement (see Arguments).
+// Values are the values of one call's JSON arguments, collected once (see
+// Arguments).
 type Values struct {
 	// long are strings of at least MinLen bytes, replaced wherever they
 	// occur; tokens the rest, replaced where they stand as a whole token.
-	// Both longest first.
+	// In no order: Redact replaces every occurrence found, overlaps merged.
 	long, tokens []string
 }
 
@@ -70,7 +72,7 @@ func ValuesOf(argsJSON []byte) Values {
 			}
 		}
 	})
-	return Values{long: longestFirst(seen), tokens: longestFirst(tokens)}
+	return Values{long: slices.Collect(maps.Keys(seen)), tokens: slices.Collect(maps.Keys(tokens))}
 }
 
 // MaxText is the longest text Redact searches: a longer one — a policy
@@ -146,22 +148,6 @@ func (v Values) Redact(text string) string {
 	}
 	b.WriteString(text[at:])
 	return b.String()
-}
-
-// longestFirst orders values so that none is half-replaced by a shorter
-// one it contains.
-func longestFirst(set map[string]bool) []string {
-	values := make([]string, 0, len(set))
-	for s := range set {
-		values = append(values, s)
-	}
-	sort.Slice(values, func(i, j int) bool {
-		if len(values[i]) != len(values[j]) {
-			return len(values[i]) > len(values[j])
-		}
-		return values[i] < values[j]
-	})
-	return values
 }
 
 func wordRune(r rune) bool {
