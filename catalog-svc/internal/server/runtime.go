@@ -84,9 +84,17 @@ func (s *RuntimeServer) ListOperations(ctx context.Context, req *sharedosv1.List
 	if s.tenants.AnyTenant(ctx) {
 		return resp, nil
 	}
+	// A turn's rows share their tenant: the caller is checked once per
+	// tenant, not once per row.
+	reads := map[string]bool{"": false}
 	ops := resp.GetOperations()[:0]
 	for _, op := range resp.GetOperations() {
-		if op.GetTenant() != "" && s.tenants.Check(ctx, op.GetTenant()) == nil {
+		ok, seen := reads[op.GetTenant()]
+		if !seen {
+			ok = s.tenants.Check(ctx, op.GetTenant()) == nil
+			reads[op.GetTenant()] = ok
+		}
+		if ok {
 			ops = append(ops, op)
 		}
 	}
