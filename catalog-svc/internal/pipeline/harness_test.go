@@ -31,6 +31,7 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/postgres"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
@@ -408,7 +409,8 @@ type harness struct {
 	authzTimeout time.Duration
 
 	mu       sync.Mutex
-	attempts map[string]int // turn → InvokeTool calls answered with a result
+	attempts map[string]int   // turn → InvokeTool calls answered with a result
+	journal  *journal.Journal // nil: memory only
 	seq      int
 }
 
@@ -416,6 +418,7 @@ type options struct {
 	authzAddr    string // "" = the fake authz
 	authzTimeout time.Duration
 	wrapStore    func(records.Store) records.Store
+	journaled    bool // a durable record journal (a directory of the test's)
 }
 
 // forEachStore runs fn against every operation-record backend.
@@ -465,6 +468,12 @@ func newHarness(t *testing.T, store records.Store, rows func() int, opts options
 
 	h.authzClient = sharedosv1.NewAuthzServiceClient(cc)
 	h.authzTimeout = opts.authzTimeout
+	if opts.journaled {
+		if h.journal, err = journal.Open(t.TempDir(), quiet); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.journal.Close() })
+	}
 	h.kernel = newKernelWith(t, h, h.resolver)
 	h.rpc = server.NewRuntimeServer(h.kernel)
 	t.Cleanup(h.checkNothingLost)
@@ -482,7 +491,7 @@ func newKernelWith(t *testing.T, h *harness, resolver pipeline.ToolResolver) *pi
 	entries, _ := resolver.(pipeline.EntryResolver)
 	k, err := pipeline.New(pipeline.Config{
 		Resolver: resolver, Entries: entries, Catalogue: lister, Records: h.store, Authz: h.authzClient, Grants: testKeys,
-		AuthzTimeout: h.authzTimeout, InstanceID: "test-kernel", Logger: quiet,
+		AuthzTimeout: h.authzTimeout, InstanceID: "test-kernel", Logger: quiet, Journal: h.journal,
 	})
 	if err != nil {
 		t.Fatal(err)

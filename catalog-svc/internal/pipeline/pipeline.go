@@ -522,8 +522,10 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 			// The pending row may still appear (a hung store that resumes
 			// runs the insert it had read): it is completed as what it
 			// was, a refusal, once the store answers (issue 17 item 13).
+			// Of this turn only: a resumption's attempt id is the bridge's word.
 			c := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.RecordUnavailable,
-				Reason: "the operation record could not be written in time; the call was not run", FinishedAt: time.Now().UTC()}
+				Reason: "the operation record could not be written in time; the call was not run", FinishedAt: time.Now().UTC(),
+				TurnID: rec.TurnID}
 			if jerr := s.journal.Add(rec.AttemptID, c); jerr != nil {
 				s.logger.ErrorContext(ctx, "refusal of a record in doubt not journaled", slog.String(telemetry.LogAttemptID, rec.AttemptID),
 					slog.Any("error", jerr))

@@ -2,12 +2,19 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 )
 
 const (
@@ -225,4 +232,100 @@ func TestInputRoundEndsWithTheTurn(t *testing.T) {
 		}
 		expect(t, h.call2(h.resumeCall("w", args, res, `{}`)), failed, outcome.InvalidRequest)
 	})
+}
+
+// resumeInDoubt's Resume fails without taking effect while down is set,
+// and its Complete while completeDown is, as a store that does not answer
+// in time.
+type resumeInDoubt struct {
+	records.Store
+	down, completeDown atomic.Bool
+}
+
+func (s *resumeInDoubt) Resume(ctx context.Context, r records.Resumption) (string, error) {
+	if s.down.Load() {
+		return "", errors.New("no answer from the store")
+	}
+	return s.Store.Resume(ctx, r)
+}
+
+func (s *resumeInDoubt) Complete(ctx context.Context, id string, c records.Completion) error {
+	if s.completeDown.Load() {
+		return errors.New("no answer from the store")
+	}
+	return s.Store.Complete(ctx, id, c)
+}
+
+// TestResumeInDoubtEndsOnlyItsTurn: a resumption the store did not answer
+// is refused and its attempt ended failed/record_unavailable from the
+// journal — the attempt of the call's turn only: an attempt id named from
+// another turn (the bridge's word) ends nothing there.
+func TestResumeInDoubtEndsOnlyItsTurn(t *testing.T) {
+	forEachStore(t, options{wrapStore: func(s records.Store) records.Store { return &resumeInDoubt{Store: s} }},
+		func(t *testing.T, h *harness) {
+			const args = `{"path":"/public/a.txt"}`
+			h.handler.asks(askTwice)
+			res := h.call2(h.roundCall("victim", args, inputround.Names()...))
+			expect(t, res, inputRequired, "")
+			h.store.(*resumeInDoubt).down.Store(true)
+			for _, turn := range []string{"intruder", "victim"} {
+				if _, err := h.invoke(context.Background(), h.resumeCall(turn, args, res, `{}`)); status.Code(err) != codes.Unavailable {
+					t.Fatalf("resumption from %s while the store does not answer: %v, want Unavailable", turn, err)
+				}
+				h.kernel.DrainJournal(context.Background())
+				rows := h.records("victim")
+				if turn == "intruder" && (len(rows) != 1 || rows[0].Status != pending || rows[0].WaitingUntil.IsZero()) {
+					t.Fatalf("victim's records %+v: want its attempt still waiting", rows)
+				}
+				if turn == "victim" && (len(rows) != 1 || rows[0].Code != outcome.RecordUnavailable) {
+					t.Fatalf("victim's records %+v: want its attempt failed/record_unavailable", rows)
+				}
+			}
+			if n := h.kernel.Journaled(); n != 0 {
+				t.Fatalf("%d completions left in the journal", n)
+			}
+			if rows := h.records("intruder"); len(rows) != 0 {
+				t.Fatalf("intruder's records %+v", rows)
+			}
+		})
+}
+
+// TestResumedAfterDoubtRecordsTheRun: a resumption refused in doubt left
+// the attempt waiting; the client's retry resumes and runs it, and its
+// outcome, journaled while the store cannot take it, is the record — not
+// the refusal journaled before it, from the attempt's turn or another
+// (found by review: the journal kept the first).
+func TestResumedAfterDoubtRecordsTheRun(t *testing.T) {
+	for _, refusedIn := range []string{"victim", "intruder"} {
+		t.Run(refusedIn, func(t *testing.T) {
+			forEachStore(t, options{wrapStore: func(s records.Store) records.Store { return &resumeInDoubt{Store: s} }, journaled: true},
+				func(t *testing.T, h *harness) {
+					const args = `{"path":"/public/a.txt"}`
+					h.handler.asks(func(req *sharedosv1.HandleRequest) *sharedosv1.HandleResponse {
+						if req.GetRound() == 0 {
+							return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{
+								InputRequestsJson: []byte(`{"name":{"method":"elicitation/create","params":{"message":"?"}}}`),
+								RequestState:      []byte("s1")}}
+						}
+						return nil
+					})
+					res := h.call2(h.roundCall("victim", args, inputround.Names()...))
+					expect(t, res, inputRequired, "")
+					st := h.store.(*resumeInDoubt)
+					st.down.Store(true)
+					if _, err := h.invoke(context.Background(), h.resumeCall(refusedIn, args, res, `{}`)); status.Code(err) != codes.Unavailable {
+						t.Fatalf("resumption in doubt: %v, want Unavailable", err)
+					}
+					st.down.Store(false)
+					st.completeDown.Store(true)
+					done := h.resumed(h.resumeCall("victim", args, res, `{}`))
+					expect(t, done, succeeded, "")
+					st.completeDown.Store(false)
+					h.kernel.DrainJournal(context.Background())
+					if rows := h.records("victim"); len(rows) != 1 || rows[0].Status != succeeded {
+						t.Fatalf("records %+v: want the attempt succeeded, as answered", rows)
+					}
+				})
+		})
+	}
 }

@@ -120,6 +120,10 @@ type Completion struct {
 	PolicyRevision string
 	FinishedAt     time.Time
 	ProgressCount  int32
+	// TurnID, when set, is the turn the row must be of: a completion the
+	// kernel journals for an attempt a bridge named (a resumption in
+	// doubt) ends no other turn's attempt.
+	TurnID string
 }
 
 // Store is the operation-record role the kernel depends on.
@@ -136,7 +140,8 @@ type Store interface {
 	BeginNew(ctx context.Context, r *Record) error
 	// Complete writes the outcome onto the pending row attemptID. It fails
 	// with ErrCompleted when the row is not pending (completed or
-	// interrupted) and ErrNotFound when there is no such row.
+	// interrupted) and ErrNotFound when there is no such row (of c.TurnID,
+	// when set).
 	Complete(ctx context.Context, attemptID string, c Completion) error
 	// ListOperations returns the rows of a turn in the order written.
 	ListOperations(ctx context.Context, turnID string) ([]Record, error)

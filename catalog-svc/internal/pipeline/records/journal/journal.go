@@ -37,18 +37,20 @@ type entry struct {
 	PolicyRevision string    `json:"policyRevision,omitempty"`
 	FinishedAt     time.Time `json:"finishedAt"`
 	ProgressCount  int32     `json:"progressCount,omitempty"`
+	TurnID         string    `json:"turnId,omitempty"`
 }
 
 func toEntry(attemptID string, c records.Completion) entry {
 	return entry{AttemptID: attemptID, Status: outcome.StatusName(c.Status), Code: c.Code, Reason: c.Reason,
 		ResolvedTool: c.ResolvedTool, DecisionID: c.DecisionID, PolicyRevision: c.PolicyRevision, FinishedAt: c.FinishedAt,
-		ProgressCount: c.ProgressCount}
+		ProgressCount: c.ProgressCount, TurnID: c.TurnID}
 }
 
 func (e entry) completion() (records.Completion, error) {
 	st, ok := outcome.ParseStatus(e.Status)
 	c := records.Completion{Status: st, Code: e.Code, Reason: e.Reason, ResolvedTool: e.ResolvedTool,
-		DecisionID: e.DecisionID, PolicyRevision: e.PolicyRevision, FinishedAt: e.FinishedAt, ProgressCount: e.ProgressCount}
+		DecisionID: e.DecisionID, PolicyRevision: e.PolicyRevision, FinishedAt: e.FinishedAt, ProgressCount: e.ProgressCount,
+		TurnID: e.TurnID}
 	if !ok || e.AttemptID == "" {
 		return c, fmt.Errorf("journal: entry for attempt %q has status %q", e.AttemptID, e.Status)
 	}
@@ -124,20 +126,39 @@ func (j *Journal) Durable() bool {
 	return j.own != nil
 }
 
+// replaces: c is kept for attemptID over what held has for it. The
+// kernel's own outcome of an attempt (no TurnID) is kept over anything
+// before it — a resumption refused in doubt may have left the attempt
+// waiting, to be resumed and run after all; a refusal journaled for an
+// attempt a bridge named (TurnID set) only where nothing is held — it
+// must not replace the outcome of a call that ran.
+func replaces(held map[string]records.Completion, attemptID string, c records.Completion) bool {
+	_, ok := held[attemptID]
+	return !ok || c.TurnID == ""
+}
+
 // Dir is the journal directory ("" when memory-only).
 func (j *Journal) Dir() string { return j.dir }
 
 // Add keeps c for attemptID until Flush writes it. On a durable journal it
-// returns only once the entry is on disk (written and fsynced).
+// returns only once the entry is on disk (written and fsynced). A refusal
+// for an attempt named by a bridge (c.TurnID set) never replaces what the
+// journal holds for it (replaces).
 func (j *Journal) Add(attemptID string, c records.Completion) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if !replaces(j.mem.entries, attemptID, c) {
+		return nil
+	}
 	if j.own == nil {
 		j.mem.entries[attemptID] = c
 		j.signal()
+		return nil
+	}
+	if !replaces(j.own.entries, attemptID, c) {
 		return nil
 	}
 	line, err := json.Marshal(toEntry(attemptID, c))
@@ -354,7 +375,9 @@ func read(r io.Reader, path string, log *slog.Logger) (map[string]records.Comple
 		if err != nil {
 			return nil, fmt.Errorf("journal: %s line %d: %w", path, n, err)
 		}
-		out[e.AttemptID] = c
+		if replaces(out, e.AttemptID, c) { // as Add kept them
+			out[e.AttemptID] = c
+		}
 	}
 }
 

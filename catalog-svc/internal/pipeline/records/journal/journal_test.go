@@ -178,6 +178,59 @@ func TestAdoptOrphans(t *testing.T) {
 	}
 }
 
+// A refusal for an attempt a bridge named (a completion naming a turn)
+// never replaces what the journal holds for the attempt, while the
+// kernel's own outcome replaces it — in memory and on disk; the refusal
+// keeps its turn across a restart and ends no other turn's row.
+func TestNamedRefusalNeverReplacesAnOutcome(t *testing.T) {
+	store := memory.New()
+	dir := t.TempDir()
+	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
+	first, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := done("record_unavailable")
+	refused.TurnID = "t"
+	if err := first.Add(a, done("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Add(a, refused); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := refused
+	elsewhere.TurnID = "another turn"
+	if err := first.Add(b, elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Add(c, refused); err != nil { // resumed and run after all:
+		t.Fatal(err)
+	}
+	if err := first.Add(c, done("")); err != nil { // its outcome is the record
+		t.Fatal(err)
+	}
+	if first.Len() != 3 {
+		t.Fatalf("journal holds %d completions, want 3", first.Len())
+	}
+	_ = first.Close()
+
+	next, err := journal.Open(dir, quiet) // adopts first's file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if n, err := next.Flush(context.Background(), store); n != 2 || err != nil || next.Len() != 0 {
+		t.Fatalf("Flush = %d, %v; left %d", n, err, next.Len())
+	}
+	got := rows(t, store)
+	if got["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED || got["c"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
+		t.Fatalf("a = %+v, c = %+v: want each the kernel's outcome (succeeded)", got["a"], got["c"])
+	}
+	if got["b"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("b = %+v: ended by a completion naming another turn", got["b"])
+	}
+}
+
 // A complete but unreadable line is not guessed at: Open fails and says
 // which file and line, and the file stays for an operator.
 func TestCorruptLineFailsOpen(t *testing.T) {

@@ -133,6 +133,9 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 		return records.ErrNotFound
 	}
 	row := s.rows.at(idx)
+	if c.TurnID != "" && row.TurnID != c.TurnID {
+		return records.ErrNotFound
+	}
 	if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
 		return records.ErrCompleted
 	}

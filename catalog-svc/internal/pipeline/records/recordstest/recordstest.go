@@ -29,6 +29,7 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"BeginNewWritesOnlyTheFirst", testBeginNew},
 		{"CompletedRowIsFinal", testCompletedFinal},
 		{"CompleteUnknown", testCompleteUnknown},
+		{"CompleteOnlyItsTurn", testCompleteTurn},
 		{"RejectsMalformed", testRejectsMalformed},
 		{"HostileTextIsStorable", testHostileText},
 		{"ReconcileMarksOnlyOldPending", testReconcile},
@@ -350,6 +351,35 @@ func testCompleteUnknown(t *testing.T, s records.Store) {
 	err := s.Complete(ctx(t), records.NewAttemptID(), records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()})
 	if !errors.Is(err, records.ErrNotFound) {
 		t.Fatalf("Complete(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+// testCompleteTurn: a completion naming a turn ends only that turn's row;
+// another turn's attempt id is not found, and its row stays pending.
+func testCompleteTurn(t *testing.T, s records.Store) {
+	tid := turn(t)
+	r := NewRecord(tid, "c1", "files.read")
+	if err := s.Begin(ctx(t), r); err != nil {
+		t.Fatal(err)
+	}
+	other := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.RecordUnavailable,
+		FinishedAt: time.Now(), TurnID: tid + "-other"}
+	if err := s.Complete(ctx(t), r.AttemptID, other); !errors.Is(err, records.ErrNotFound) {
+		t.Fatalf("Complete of another turn = %v, want ErrNotFound", err)
+	}
+	if rows := list(t, s, tid); rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("row completed by another turn's completion: %+v", rows[0])
+	}
+	own := other
+	own.TurnID = tid
+	if err := s.Complete(ctx(t), r.AttemptID, own); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx(t), r.AttemptID, own); !errors.Is(err, records.ErrCompleted) {
+		t.Fatalf("second Complete of its turn = %v, want ErrCompleted", err)
+	}
+	if rows := list(t, s, tid); rows[0].Code != outcome.RecordUnavailable {
+		t.Fatalf("row = %+v, want failed/record_unavailable", rows[0])
 	}
 }
 
