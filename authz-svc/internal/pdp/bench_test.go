@@ -129,3 +129,15 @@ func fileReadRequest(args, ann ast.Value) Request {
 		Arguments: args,
 	}
 }
+
+// BenchmarkParseObject is ParseObject of a typical call's arguments
+// (about 100 bytes): it runs on every Authorize.
+func BenchmarkParseObject(b *testing.B) {
+	raw := []byte(`{"path":"/public/reports/2024/q3-summary.txt","encoding":"utf-8","offset":0,"limit":4096,"follow":true}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseObject(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -67,6 +67,38 @@ func TestParseObjectRules(t *testing.T) {
 	}
 }
 
+// TestParseObjectRefusesRepeatedKeys: encoding/json keeps the last of a
+// repeated key and another parser may keep the first, so the policy could
+// decide on a value the handler never reads. Keys are compared decoded.
+func TestParseObjectRefusesRepeatedKeys(t *testing.T) {
+	for _, in := range []string{
+		`{"path":"/public/a.txt","path":"/private/b.txt"}`,
+		`{"a":{"x":1,"y":2,"x":3}}`,
+		`{"a":[1,{"b":[{"c":true,"c":false}]}]}`,
+		`{"path":1,"p\u0061th":2}`,
+	} {
+		_, err := ParseObject([]byte(in))
+		var je *JSONError
+		if !errors.As(err, &je) || je.Rule != "keys must not appear twice in one object" {
+			t.Errorf("%s: err = %v, want a repeated-key refusal", in, err)
+		}
+	}
+	for _, in := range []string{
+		`{"a":{"x":1},"b":{"x":1},"x":[{"x":1},{"x":2}]}`, // one key in several objects
+		`{"a:b":"c:d","k":"\":\"","e":"\\"}`,              // colons and escapes inside strings
+		`{"a":{},"b":[]}`,
+	} {
+		if _, err := ParseObject([]byte(in)); err != nil {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+	// A catalogue's annotations are its published bytes: one tool's
+	// repeated key must not fail a listing of every tool.
+	if _, err := ParseSharedObject([]byte(`{"readOnlyHint":true,"readOnlyHint":false}`)); err != nil {
+		t.Errorf("annotations with a repeated key: %v", err)
+	}
+}
+
 func writeTree(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()

@@ -90,7 +90,11 @@ func (s *Server) Authorize(ctx context.Context, in *sharedosv1.AuthorizeRequest)
 	// The resource is built from the arguments, and a reason or an
 	// evaluation error may quote them: the record carries their
 	// argument-derived parts as digests, like the arguments (invariant 11).
-	args := redact.ValuesOf(in.GetArgumentsJson())
+	// Keys too: a key can carry data (a path used as a key).
+	args := redact.KeysAndValuesOf(in.GetArgumentsJson())
+	if uri, ok := readURI(req); ok {
+		args = args.With(uri)
+	}
 	rec := decisionlog.Record{
 		Kind:            decisionlog.KindAuthorize,
 		DecisionID:      id,
@@ -125,6 +129,20 @@ func (s *Server) Authorize(ctx context.Context, in *sharedosv1.AuthorizeRequest)
 	}
 	return resp, nil
 }
+
+// readURI is the URI a resources/read names (ADR 0018: read on
+// resource:<uri>, no arguments): the model chose it, a template's variables
+// may carry data, so the record treats it as an argument value.
+func readURI(req pdp.Request) (string, bool) {
+	if req.Tool.Class != requirement.ClassResource {
+		return "", false
+	}
+	uri, ok := strings.CutPrefix(req.Resource, resourcePrefix)
+	return uri, ok && uri != ""
+}
+
+// resourcePrefix begins the resource of a resources/read.
+const resourcePrefix = "resource:"
 
 // FilterTools decides which of the given tools the context may see.
 func (s *Server) FilterTools(ctx context.Context, in *sharedosv1.FilterToolsRequest) (*sharedosv1.FilterToolsResponse, error) {

@@ -92,6 +92,52 @@ func TestAuthorizeAllowsAndRecords(t *testing.T) {
 	}
 }
 
+// A key of the arguments can carry data (a path used as a key): the record
+// redacts keys like values, at any depth, and keeps the rest of the text.
+func TestAuthorizeRecordRedactsArgumentKeys(t *testing.T) {
+	d := &fakeDecider{decide: func(pdp.Request) (pdp.Decision, error) {
+		return pdp.Decision{Reason: "role engineer may not write /private/key-canary.txt"}, nil
+	}}
+	log := &records{}
+	req := authorizeReq("write", `{"files":[{"/private/key-canary.txt":"x"}]}`)
+	req.Resource = "file:/private/key-canary.txt"
+	if _, err := server.New(d, log).Authorize(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	rec := log.all[0]
+	if strings.Contains(rec.Resource, "key-canary") || strings.Contains(rec.Reason, "key-canary") {
+		t.Errorf("the record keeps an argument key: resource %q, reason %q", rec.Resource, rec.Reason)
+	}
+	if !strings.HasPrefix(rec.Resource, "file:[arg sha256:") || !strings.HasPrefix(rec.Reason, "role engineer may not write [arg sha256:") {
+		t.Errorf("the record lost more than the key: resource %q, reason %q", rec.Resource, rec.Reason)
+	}
+}
+
+// A resources/read (ADR 0018) names the URI the model chose in its
+// resource, with no arguments: the record keeps the URI only as a digest,
+// in the resource and in a reason quoting it; the registration's name stays.
+func TestAuthorizeRecordRedactsReadURI(t *testing.T) {
+	const uri = "test://template/uri-canary-7/data"
+	d := &fakeDecider{decide: func(pdp.Request) (pdp.Decision, error) {
+		return pdp.Decision{Reason: "role engineer may not read " + uri}, nil
+	}}
+	log := &records{}
+	req := authorizeReq("read", "")
+	req.Tool = &sharedosv1.ToolFacts{Name: "test://template/{id}/data", Class: "resource"}
+	req.Resource = "resource:" + uri
+	if _, err := server.New(d, log).Authorize(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	rec := log.all[0]
+	if strings.Contains(rec.Resource, "uri-canary") || strings.Contains(rec.Reason, "uri-canary") {
+		t.Errorf("the record keeps the URI: resource %q, reason %q", rec.Resource, rec.Reason)
+	}
+	if !strings.HasPrefix(rec.Resource, "resource:[arg sha256:") || !strings.HasPrefix(rec.Reason, "role engineer may not read [arg") ||
+		rec.Tool != "test://template/{id}/data" {
+		t.Errorf("record %+v", rec)
+	}
+}
+
 // A request that breaks a rule is InvalidArgument naming the field, is
 // never evaluated, and writes no decision record.
 func TestAuthorizeRefusesBadRequests(t *testing.T) {
@@ -104,6 +150,7 @@ func TestAuthorizeRefusesBadRequests(t *testing.T) {
 		{"unknown action", authorizeReq("delete", `{}`), "action"},
 		{"arguments not an object", authorizeReq("read", `[1]`), "arguments_json"},
 		{"arguments not UTF-8", authorizeReq("read", "{\"path\":\"\xff\"}"), "arguments_json"},
+		{"arguments repeat a key", authorizeReq("read", `{"path":"/public/a","path":"/private/b"}`), "arguments_json"},
 		{"no principal", func() *sharedosv1.AuthorizeRequest {
 			r := authorizeReq("read", `{}`)
 			r.Context.Principal = ""

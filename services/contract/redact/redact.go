@@ -35,7 +35,7 @@ func Arguments(text string, argsJSON []byte) string {
 }
 
 // Values are the values of one call's JSON arguments, collected once (see
-// Arguments).
+// Arguments) — with KeysAndValuesOf their keys too, with With more values.
 type Values struct {
 	// long are strings of at least MinLen bytes, replaced wherever they
 	// occur; tokens the rest, replaced where they stand as a whole token.
@@ -44,7 +44,17 @@ type Values struct {
 }
 
 // ValuesOf collects the values of argsJSON; invalid or empty JSON has none.
-func ValuesOf(argsJSON []byte) Values {
+func ValuesOf(argsJSON []byte) Values { return valuesOf(argsJSON, false) }
+
+// KeysAndValuesOf is ValuesOf that also collects the keys of every object, at
+// any depth, that are not names (propertyName), as string values (MinLen
+// applies alike): a key can carry data — a path or an address used as a
+// key. A name ("path", "max_results") is the schema's, and stays readable
+// wherever the text says it. Not the default: a record that must say where
+// arguments failed their schema ("at /limit") would lose the location.
+func KeysAndValuesOf(argsJSON []byte) Values { return valuesOf(argsJSON, true) }
+
+func valuesOf(argsJSON []byte, keys bool) Values {
 	if len(argsJSON) == 0 {
 		return Values{}
 	}
@@ -54,25 +64,57 @@ func ValuesOf(argsJSON []byte) Values {
 	if err := dec.Decode(&v); err != nil {
 		return Values{}
 	}
-	seen, tokens := map[string]bool{}, map[string]bool{}
-	collect(v, func(s string, str bool) {
-		forms := []string{s}
-		if str {
-			// As a path once cleaned (how values reach resources), and as
-			// a quoted string shows it escaped (a policy's sprintf of a
-			// collection writes JSON, a Go error strconv.Quote).
-			forms = append(forms, cleaned(s), quotedInside(s), jsonInside(s))
+	c := newCollector()
+	collect(v, keys, c.add)
+	return c.values()
+}
+
+// With returns v and every s collected as a string value: something the
+// model chose outside the arguments, such as the URI of a resources/read,
+// is redacted as if it were one of them.
+func (v Values) With(s ...string) Values {
+	c := newCollector()
+	for _, form := range v.long {
+		c.long[form] = true
+	}
+	for _, form := range v.tokens {
+		c.tokens[form] = true
+	}
+	for _, x := range s {
+		c.add(x, true)
+	}
+	return c.values()
+}
+
+// collector gathers the forms of values, each once.
+type collector struct{ long, tokens map[string]bool }
+
+func newCollector() collector {
+	return collector{long: map[string]bool{}, tokens: map[string]bool{}}
+}
+
+// add collects s: a string (str true) with the forms it takes in text, or a
+// number or boolean as its JSON text.
+func (c collector) add(s string, str bool) {
+	forms := []string{s}
+	if str {
+		// As a path once cleaned (how values reach resources), and as
+		// a quoted string shows it escaped (a policy's sprintf of a
+		// collection writes JSON, a Go error strconv.Quote).
+		forms = append(forms, cleaned(s), quotedInside(s), jsonInside(s))
+	}
+	for _, form := range forms {
+		switch {
+		case str && len(form) >= MinLen:
+			c.long[form] = true
+		case form != "":
+			c.tokens[form] = true
 		}
-		for _, form := range forms {
-			switch {
-			case str && len(form) >= MinLen:
-				seen[form] = true
-			case form != "":
-				tokens[form] = true
-			}
-		}
-	})
-	return Values{long: slices.Collect(maps.Keys(seen)), tokens: slices.Collect(maps.Keys(tokens))}
+	}
+}
+
+func (c collector) values() Values {
+	return Values{long: slices.Collect(maps.Keys(c.long)), tokens: slices.Collect(maps.Keys(c.tokens))}
 }
 
 // MaxText is the longest text Redact searches: a longer one — a policy
@@ -188,9 +230,18 @@ func cleaned(s string) string {
 	return path.Clean("/" + strings.ReplaceAll(s, `\`, "/"))
 }
 
+// propertyName: k is a name as schemas give their properties — ASCII
+// letters, digits, '_' and '-' — not data used as a key.
+func propertyName(k string) bool {
+	return k != "" && !strings.ContainsFunc(k, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	})
+}
+
 // collect calls f with every scalar of v: strings (str true), and numbers
-// and booleans as their JSON text.
-func collect(v any, f func(s string, str bool)) {
+// and booleans as their JSON text; with keys, also the objects' keys that
+// are not names, as strings.
+func collect(v any, keys bool, f func(s string, str bool)) {
 	switch x := v.(type) {
 	case string:
 		f(x, true)
@@ -199,12 +250,15 @@ func collect(v any, f func(s string, str bool)) {
 	case bool:
 		f(strconv.FormatBool(x), false)
 	case map[string]any:
-		for _, e := range x {
-			collect(e, f)
+		for k, e := range x {
+			if keys && !propertyName(k) {
+				f(k, true)
+			}
+			collect(e, keys, f)
 		}
 	case []any:
 		for _, e := range x {
-			collect(e, f)
+			collect(e, keys, f)
 		}
 	}
 }

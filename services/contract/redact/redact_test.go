@@ -81,6 +81,36 @@ func TestValuesRedactSeveralTexts(t *testing.T) {
 	}
 }
 
+// KeysAndValuesOf redacts the objects' keys that are data, at any depth, by
+// the rules of string values (a short one only where it stands as a whole
+// token); keys that are names stay. ValuesOf leaves keys, so a schema error
+// keeps its location ("at /limit").
+func TestKeysAndValuesOf(t *testing.T) {
+	args := []byte(`{"files":[{"/private/key-secret.txt":{"a.b":1,"max_files":2}}]}`)
+	text := "may not write /private/key-secret.txt: a.b is set, a.bc is not; files over max_files"
+	got := redact.KeysAndValuesOf(args).Redact(text)
+	want := "may not write " + redact.Digest("/private/key-secret.txt") + ": " + redact.Digest("a.b") + " is set, a.bc is not; files over max_files"
+	if got != want {
+		t.Errorf("KeysAndValuesOf(args).Redact = %q, want %q", got, want)
+	}
+	if got := redact.ValuesOf(args).Redact(text); got != text {
+		t.Errorf("ValuesOf(args).Redact = %q, want the keys kept", got)
+	}
+}
+
+// With adds a value chosen outside the arguments (the URI of a
+// resources/read), collected like a string argument, to those collected.
+func TestValuesWith(t *testing.T) {
+	v := redact.ValuesOf([]byte(`{"n":7}`)).With("test://template/uri-secret/data")
+	got := v.Redact("read resource:test://template/uri-secret/data, limit 7")
+	if want := "read resource:" + redact.Digest("test://template/uri-secret/data") + ", limit " + redact.Digest("7"); got != want {
+		t.Errorf("Redact = %q, want %q", got, want)
+	}
+	if got := redact.ValuesOf(nil).With().Redact("x /private/a.txt"); got != "x /private/a.txt" {
+		t.Errorf("With() changed the text: %q", got)
+	}
+}
+
 func ExampleArguments() {
 	fmt.Println(redact.Arguments("role engineer may not read /private/a.txt", []byte(`{"path":"/private/a.txt"}`)))
 	// Output: role engineer may not read [arg sha256:d49277853e7e]
