@@ -110,6 +110,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	upCommands := config.StringSlice(fs, "upstream-commands", nil, "comma-separated executables a stdio upstream MCP server may be started with, by name or path (empty: no stdio upstreams)")
 	upScreening := config.String(fs, "upstream-screening", "", "JSON file of the poisoning rules acquired tool definitions are screened with (format: catalog-svc/internal/upstream/screening.json; empty: that built-in set)")
 	upLinkLocal := config.Bool(fs, "upstream-allow-link-local", false, "let upstream MCP servers be at link-local and cloud metadata addresses")
+	upDenyPrivate := config.Bool(fs, "upstream-deny-private", false, "refuse upstream MCP servers at loopback and private addresses (RFC 1918, RFC 6598, IPv6 unique-local), checked at every dial: for a kernel whose upstreams are all public")
 	upCleartext := config.Bool(fs, "upstream-allow-cleartext-credentials", false, "let an upstream's credential (headers, bearer token, OAuth client secret) go over plain http:// to a host off loopback (by default only https, or http to loopback, carries one)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries, as bridge-svc's: a host reads (ListOperations) only the records of its tenants' turns (* = any; operators read any)")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
@@ -122,7 +123,10 @@ func Bind(fs *flag.FlagSet) func() Config {
 			Listen: *listen, MetricsListen: *metrics, DatabaseURL: *db, Migrate: *migrate, DatabaseRole: *dbRole, DatabaseMaxConns: *dbMax, AuthzAddr: *authz,
 			AuthzTimeout: *authzTimeout, DefaultHandlerTimeout: *handlerTimeout, ReconcileInterval: *reconcile,
 			InstanceID: id, RecordJournalDir: *journalDir, GrantKey: *grantKey, GrantRetiredKeys: *grantRetired,
-			Upstreams:         upstream.Guard{Hosts: *upHosts, Commands: *upCommands, AllowLinkLocal: *upLinkLocal, AllowCleartextCredentials: *upCleartext},
+			Upstreams: upstream.Guard{
+				Hosts: *upHosts, Commands: *upCommands, AllowLinkLocal: *upLinkLocal,
+				AllowCleartextCredentials: *upCleartext, DenyPrivate: *upDenyPrivate,
+			},
 			UpstreamScreening: *upScreening,
 			HostTenants:       *hostTenants,
 		}

@@ -13,6 +13,9 @@ func CheckRedirect(g Guard, req *http.Request, via []*http.Request) error {
 	return g.httpClient().CheckRedirect(req, via)
 }
 
+// HTTPClient is the client g's HTTP upstreams are reached with.
+func HTTPClient(g Guard) *http.Client { return g.httpClient() }
+
 // ExpireSpecChecks makes m compare every connection's spec with the store
 // on its next use (tests: instead of waiting specRecheck).
 func ExpireSpecChecks(m *Manager) {

@@ -25,13 +25,20 @@ import (
 // addresses are refused unless AllowLinkLocal, at every dial — so a name
 // that resolves there later, or a redirect to one, is refused too. A
 // credential goes over plain http:// only to a loopback address unless
-// AllowCleartextCredentials.
+// AllowCleartextCredentials. With DenyPrivate, loopback and private
+// addresses are refused at every dial as well: for a kernel whose
+// upstreams are all public, no upstream URL reaches what is beside it.
 type Guard struct {
 	Hosts                     []string
 	Commands                  []string
 	AllowLinkLocal            bool
 	AllowCleartextCredentials bool
+	DenyPrivate               bool
 }
+
+// sharedAddressSpace is carrier-grade NAT's (RFC 6598): private in all
+// but name (netip's IsPrivate leaves it out).
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 
 // metadata are cloud instance-metadata endpoints outside link-local ranges.
 var metadata = []netip.Prefix{
@@ -99,13 +106,19 @@ func (g Guard) checkAddr(ip netip.Addr) error {
 	// A zone (fe80::1%eth0) says which link, not which address; and a zoned
 	// address is in no prefix: drop it first.
 	ip = ip.Unmap().WithZone("")
-	if g.AllowLinkLocal {
+	if g.AllowLinkLocal && !g.DenyPrivate {
 		return nil
 	}
 	for _, v4 := range embeddedIPv4(ip) {
 		if err := g.checkAddr(v4); err != nil {
 			return fmt.Errorf("address %s carries %s: %w", ip, v4, err)
 		}
+	}
+	if g.DenyPrivate && (ip.IsLoopback() || ip.IsPrivate() || sharedAddressSpace.Contains(ip)) {
+		return fmt.Errorf("address %s is loopback or private: refused by --upstream-deny-private", ip)
+	}
+	if g.AllowLinkLocal {
+		return nil
 	}
 	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() {
 		return fmt.Errorf("address %s is link-local or unspecified (instance metadata lives there): refused unless --upstream-allow-link-local", ip)

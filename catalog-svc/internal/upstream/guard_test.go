@@ -2,6 +2,8 @@ package upstream_test
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
@@ -55,4 +57,51 @@ func TestCredentialsOverPlainHTTP(t *testing.T) {
 			t.Errorf("%s with cleartext credentials allowed: %v", tc.url, err)
 		}
 	}
+}
+
+// With DenyPrivate, loopback and private addresses are refused — as a
+// literal, as an IPv6 form that carries one, and at the dial of a name
+// that resolves to one — and public ones still allowed.
+func TestDenyPrivate(t *testing.T) {
+	deny := upstream.Guard{DenyPrivate: true}
+	for _, u := range []string{"http://127.0.0.1:8080/mcp", "http://[::1]/", "http://10.1.2.3/", "http://172.16.0.1/",
+		"http://192.168.1.1/", "http://100.64.0.1/", "http://[fd12::1]/", "http://[::ffff:10.0.0.7]/",
+		"http://[64:ff9b::a00:1]/", "http://[2002:a00:1::1]/"} {
+		if err := deny.CheckURL(u); err == nil {
+			t.Errorf("%s allowed with DenyPrivate", u)
+		}
+		if err := (upstream.Guard{}).CheckURL(u); err != nil {
+			t.Errorf("%s refused without DenyPrivate: %v", u, err)
+		}
+	}
+	for _, u := range []string{"https://mcp.example.com/mcp", "http://8.8.8.8/", "http://[2001:db8::1]/"} {
+		if err := deny.CheckURL(u); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	// Link-local stays refused when allowed with DenyPrivate, private stays refused.
+	both := upstream.Guard{DenyPrivate: true, AllowLinkLocal: true}
+	if err := both.CheckURL("http://169.254.169.254/"); err != nil {
+		t.Errorf("link-local refused with AllowLinkLocal: %v", err)
+	}
+	if err := both.CheckURL("http://10.0.0.1/"); err == nil {
+		t.Error("private allowed with AllowLinkLocal and DenyPrivate")
+	}
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	byName := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	resp, err := upstream.HTTPClient(deny).Get(byName)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("%s reached with DenyPrivate", byName)
+	}
+	if !strings.Contains(err.Error(), "--upstream-deny-private") {
+		t.Fatalf("dial error %v: want the refusal named", err)
+	}
+	resp, err = upstream.HTTPClient(upstream.Guard{}).Get(byName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 }
