@@ -266,9 +266,13 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment) {
 	}
 
 	s := d.Spec.Strategy
-	if s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil {
-		t.Errorf("%s: strategy must be RollingUpdate", name)
-	} else {
+	switch {
+	case s.Type == appsv1.RecreateDeploymentStrategyType && mountsClaim(&d.Spec.Template.Spec):
+		// A single-attach claim cannot be mounted by a surge pod
+		// (TestFilesStrategyFollowsClaimAccessMode).
+	case s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil:
+		t.Errorf("%s: strategy must be RollingUpdate (Recreate only for a pod on a PersistentVolumeClaim)", name)
+	default:
 		if s.RollingUpdate.MaxUnavailable == nil || intOrPercent(s.RollingUpdate.MaxUnavailable) != 0 {
 			t.Errorf("%s: rollingUpdate.maxUnavailable must be 0, got %v", name, s.RollingUpdate.MaxUnavailable)
 		}
@@ -323,6 +327,16 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment) {
 			t.Errorf("%s: uses the database but has no `migrate --check` init container on its own image", name)
 		}
 	}
+}
+
+// mountsClaim reports whether a pod has a PersistentVolumeClaim volume.
+func mountsClaim(pod *corev1.PodSpec) bool {
+	for _, v := range pod.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // checkVolumes: every mount names a pod volume, and no two mounts of one
@@ -1005,9 +1019,16 @@ func TestUpstreamSettingsReachOnlyTheKernel(t *testing.T) {
 	if e := env(c, "SHAREDOS_UPSTREAM_ALLOW_CLEARTEXT_CREDENTIALS"); e != nil {
 		t.Errorf("cleartext credentials allowed by default: %v", e)
 	}
-	open := container(t, deployment(t, render(t, "--set", "catalog.upstreams.allowCleartextCredentials=true"), "catalog"), "catalog")
+	if e := env(c, "SHAREDOS_UPSTREAM_DENY_PRIVATE"); e != nil {
+		t.Errorf("private addresses denied by default: %v", e)
+	}
+	open := container(t, deployment(t, render(t, "--set", "catalog.upstreams.allowCleartextCredentials=true",
+		"--set", "catalog.upstreams.denyPrivate=true"), "catalog"), "catalog")
 	if got := envValue(open, "SHAREDOS_UPSTREAM_ALLOW_CLEARTEXT_CREDENTIALS"); got != "true" {
 		t.Errorf("allowCleartextCredentials: %q", got)
+	}
+	if got := envValue(open, "SHAREDOS_UPSTREAM_DENY_PRIVATE"); got != "true" {
+		t.Errorf("denyPrivate: %q", got)
 	}
 	cred := env(c, "GITHUB_MCP_TOKEN")
 	if cred == nil || cred.Value != "" || cred.ValueFrom == nil || cred.ValueFrom.SecretKeyRef == nil ||
@@ -1082,5 +1103,163 @@ func TestBridgeExtraEgress(t *testing.T) {
 	}
 	if len(found) != 1 || !found["toolshare-sharedos-bridge"] {
 		t.Errorf("the issuer's egress rule is in %v, want the bridge's policy alone", found)
+	}
+}
+
+// everyOptionalEnv turns on every values setting that adds a variable to a
+// workload's container, so a render shows all the variables the chart can set.
+const everyOptionalEnv = `catalog:
+  grants:
+    retiredSecrets: [old-grant-signer]
+  upstreams:
+    allowHosts: [mcp.example.com]
+    commands: [/usr/local/bin/mcp-fs]
+    allowLinkLocal: true
+    allowCleartextCredentials: true
+    denyPrivate: true
+    credentials: [{name: GITHUB_MCP_TOKEN, secretName: github-mcp, key: token}]
+bridge:
+  allowedOrigins: [https://console.example.com]
+  allowedHosts: [tools.example.com]
+  trustedProxies: [10.42.0.0/16]
+  hostTenants: ["spiffe://sharedos.local/host/h1=acme"]
+  oidc: {issuer: https://idp.example.org, audience: toolshare}
+  requestState:
+    retiredSecrets: [old-request-state]
+otel:
+  endpoint: https://otel-collector.example.com:4317
+  headersSecret: {name: otel-auth, key: headers}
+`
+
+// A component's env and secretEnv must not name a variable the chart sets
+// for it: Kubernetes keeps the last duplicate, so the entry would silently
+// replace a security setting. Every variable the chart can set (every
+// optional setting on) is refused, each named in the error, so a template
+// that sets a new variable without reserving it in sharedos.reservedEnv
+// fails here; a variable the chart leaves alone still passes through.
+func TestUserEnvCannotOverrideChartEnv(t *testing.T) {
+	all := writeValues(t, everyOptionalEnv)
+	r := render(t, "--values", all)
+	for _, comp := range []string{"catalog", "authz", "bridge", "files"} {
+		var names []string
+		for _, e := range container(t, deployment(t, r, comp), comp).Env {
+			names = append(names, e.Name)
+		}
+		t.Run(comp, func(t *testing.T) {
+			t.Parallel()
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s:\n  env:\n", comp)
+			for _, n := range names {
+				fmt.Fprintf(&b, "    - {name: %s, value: x}\n", n)
+			}
+			_, err := template(t, "--values", all, "--values", writeValues(t, b.String()))
+			if err == nil {
+				t.Fatalf("%s.env may override every variable the chart sets: %v", comp, names)
+			}
+			for i, n := range names {
+				if want := fmt.Sprintf("%s.env[%d] (%s)", comp, i, n); !strings.Contains(err.Error(), want) {
+					t.Errorf("%s is set by the chart but not reserved: the error does not name %q", n, want)
+				}
+			}
+		})
+	}
+	// Precise, not a blanket SHAREDOS_* ban: a service flag the values do
+	// not cover is still tuned through env.
+	c := container(t, deployment(t, render(t, "--set", "bridge.env[0].name=SHAREDOS_CALL_TIMEOUT",
+		"--set", "bridge.env[0].value=5m"), "bridge"), "bridge")
+	if got := envValue(c, "SHAREDOS_CALL_TIMEOUT"); got != "5m" {
+		t.Errorf("bridge.env SHAREDOS_CALL_TIMEOUT = %q, want 5m", got)
+	}
+}
+
+// The files provider on a single-attach claim (ReadWriteOnce,
+// ReadWriteOncePod) rolls with Recreate: a surge pod could not attach the
+// volume the old pod holds (Multi-Attach) and the rollout would hang. An
+// emptyDir or a many-attach claim keeps the capacity-preserving rolling
+// update.
+func TestFilesStrategyFollowsClaimAccessMode(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want appsv1.DeploymentStrategyType
+	}{
+		{"emptyDir", nil, appsv1.RollingUpdateDeploymentStrategyType},
+		{"claim, default access mode", []string{"--set", "files.root.existingClaim=tree"}, appsv1.RecreateDeploymentStrategyType},
+		{"ReadWriteOnce", []string{"--set", "files.root.existingClaim=tree", "--set", "files.root.accessMode=ReadWriteOnce"}, appsv1.RecreateDeploymentStrategyType},
+		{"ReadWriteOncePod", []string{"--set", "files.root.existingClaim=tree", "--set", "files.root.accessMode=ReadWriteOncePod"}, appsv1.RecreateDeploymentStrategyType},
+		{"ReadWriteMany", []string{"--set", "files.root.existingClaim=tree", "--set", "files.root.accessMode=ReadWriteMany", "--set", "files.replicas=2"}, appsv1.RollingUpdateDeploymentStrategyType},
+		{"ReadOnlyMany", []string{"--set", "files.root.existingClaim=tree", "--set", "files.root.accessMode=ReadOnlyMany", "--set", "files.root.readOnly=true"}, appsv1.RollingUpdateDeploymentStrategyType},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := render(t, tc.args...)
+			d := deployment(t, r, "files")
+			s := d.Spec.Strategy
+			if s.Type != tc.want {
+				t.Fatalf("files strategy %q, want %q", s.Type, tc.want)
+			}
+			if s.Type == appsv1.RecreateDeploymentStrategyType && s.RollingUpdate != nil {
+				t.Errorf("Recreate with rollingUpdate parameters (the API server rejects them): %+v", s.RollingUpdate)
+			}
+			checkDeployment(t, r, d)
+			for _, comp := range []string{"catalog", "authz", "bridge"} {
+				if got := deployment(t, r, comp).Spec.Strategy.Type; got != appsv1.RollingUpdateDeploymentStrategyType {
+					t.Errorf("%s strategy %q: only files follows its claim", comp, got)
+				}
+			}
+		})
+	}
+}
+
+// OTLP headers (an API key, typically) cross only TLS or loopback, unless
+// otel.allowCleartextHeaders says the path is trusted; without headers a
+// plain collector stays fine. The rejections are in TestValuesRejected.
+func TestOTLPHeadersCleartextOptIn(t *testing.T) {
+	headers := []string{"--set", "otel.headersSecret.name=otel-auth", "--set", "otel.headersSecret.key=headers"}
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"https", append([]string{"--set", "otel.endpoint=https://collector.example.com:4317"}, headers...)},
+		{"loopback name", append([]string{"--set", "otel.endpoint=http://localhost:4317"}, headers...)},
+		{"loopback v4", append([]string{"--set", "otel.endpoint=http://127.0.0.1:4318", "--set", "otel.protocol=http/protobuf"}, headers...)},
+		{"loopback v6", append([]string{"--set", "otel.endpoint=http://[::1]:4317"}, headers...)},
+		{"opt-in", append([]string{"--set", "otel.endpoint=http://otel-collector.observability.svc.cluster.local:4317", "--set", "otel.allowCleartextHeaders=true"}, headers...)},
+		{"no headers", []string{"--set", "otel.endpoint=http://otel-collector.observability.svc.cluster.local:4317"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := container(t, deployment(t, render(t, tc.args...), "bridge"), "bridge")
+			if envValue(c, "OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+				t.Error("the OTLP endpoint is not set")
+			}
+		})
+	}
+}
+
+// The bridge serves plain HTTP on its MCP port and has no TLS option of its
+// own: a NodePort or LoadBalancer Service renders only with
+// bridge.service.allowPlaintextExposure (TLS ends in front of it); ClusterIP
+// stays the default. The rejections are in TestValuesRejected.
+func TestBridgeExposureNeedsTLSInFront(t *testing.T) {
+	bridgeService := func(r *rendered) *corev1.Service {
+		t.Helper()
+		svc := service(r, deployment(t, r, "bridge").Name)
+		if svc == nil {
+			t.Fatal("no bridge Service")
+		}
+		return svc
+	}
+	if got := bridgeService(render(t)).Spec.Type; got != corev1.ServiceTypeClusterIP {
+		t.Errorf("default bridge Service type %q, want ClusterIP", got)
+	}
+	for _, typ := range []corev1.ServiceType{corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeNodePort} {
+		r := render(t, "--set", "bridge.service.type="+string(typ), "--set", "bridge.service.allowPlaintextExposure=true",
+			"--set", "bridge.publicURL=https://tools.example.com")
+		if got := bridgeService(r).Spec.Type; got != typ {
+			t.Errorf("bridge Service type %q, want %q", got, typ)
+		}
 	}
 }

@@ -90,7 +90,7 @@ func TestRenderExpectations(t *testing.T) {
 		r := render(t, "--values", filepath.Join(chartDir(t), "ci/ha-values.yaml"))
 		for _, comp := range []string{"catalog", "authz", "bridge", "files"} {
 			c := container(t, deployment(t, r, comp), comp)
-			if got := envValue(c, "OTEL_EXPORTER_OTLP_ENDPOINT"); got != "http://otel-collector.observability.svc.cluster.local:4317" {
+			if got := envValue(c, "OTEL_EXPORTER_OTLP_ENDPOINT"); got != "https://otel-collector.observability.svc.cluster.local:4317" {
 				t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT = %q", comp, got)
 			}
 			if e := env(c, "OTEL_EXPORTER_OTLP_HEADERS"); e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {

@@ -59,6 +59,31 @@ func TestValuesRejected(t *testing.T) {
 		{"egress without the OIDC issuer", "bridge:\n  oidc:\n    issuer: https://idp.example.org\n    audience: a\nnetworkPolicy:\n  egress:\n    enabled: true\n    postgres:\n      peers: [{ipBlock: {cidr: 10.0.0.0/24}}]\n",
 			[]string{"networkPolicy.egress.bridgeExtra must allow the OIDC issuer"}},
 		{"otel headers without key", "otel:\n  headersSecret:\n    name: s\n", []string{"otel.headersSecret.key is required"}},
+		// A user env entry that names a variable the chart sets would win
+		// silently (Kubernetes keeps the last duplicate).
+		{"env overrides a chart setting", "catalog:\n  env:\n    - {name: SHAREDOS_AUTHZ, value: \"dns:///elsewhere:7402\"}\n",
+			[]string{"catalog.env[0] (SHAREDOS_AUTHZ)", "the chart sets these variables for catalog", "Kubernetes keeps the last of duplicate names"}},
+		{"secretEnv overrides the OTLP headers", "bridge:\n  secretEnv:\n    - {name: OTEL_EXPORTER_OTLP_HEADERS, secretName: s, key: k}\n",
+			[]string{"bridge.secretEnv[0] (OTEL_EXPORTER_OTLP_HEADERS)", "for bridge"}},
+		{"env turns mutual TLS off", "authz:\n  env:\n    - {name: GOMAXPROCS, value: \"2\"}\n    - {name: SHAREDOS_INSECURE_PLAINTEXT, value: \"true\"}\n",
+			[]string{"authz.env[1] (SHAREDOS_INSECURE_PLAINTEXT)"}},
+		{"env drops the database role", "bridge:\n  env:\n    - {name: SHAREDOS_DATABASE_ROLE, value: \"\"}\n", []string{"bridge.env[0] (SHAREDOS_DATABASE_ROLE)"}},
+		{"env moves the files root", "files:\n  env:\n    - {name: SHAREDOS_ROOT, value: /}\n", []string{"files.env[0] (SHAREDOS_ROOT)"}},
+		{"env shadows an upstream credential", "catalog:\n  upstreams:\n    credentials: [{name: GITHUB_MCP_TOKEN, secretName: g, key: t}]\n  secretEnv:\n    - {name: GITHUB_MCP_TOKEN, secretName: other, key: t}\n",
+			[]string{"catalog.secretEnv[0] (GITHUB_MCP_TOKEN)"}},
+		{"credential named like a chart setting", "catalog:\n  upstreams:\n    credentials: [{name: SHAREDOS_GRANT_KEY, secretName: g, key: t}]\n",
+			[]string{"catalog.upstreams.credentials[0] (SHAREDOS_GRANT_KEY)"}},
+		// OTLP headers (an API key, typically) only over TLS or to loopback.
+		{"otel headers in cleartext", "otel:\n  endpoint: http://otel-collector.observability.svc.cluster.local:4317\n  headersSecret: {name: otel-auth, key: headers}\n",
+			[]string{"otel.headersSecret would send OTEL_EXPORTER_OTLP_HEADERS", "to http://otel-collector.observability.svc.cluster.local:4317 in cleartext", "otel.allowCleartextHeaders: true"}},
+		{"otel headers to a name that starts like loopback", "otel:\n  endpoint: http://127.0.0.1.nip.example:4317\n  headersSecret: {name: otel-auth, key: headers}\n",
+			[]string{"otel.allowCleartextHeaders"}},
+		// The bridge has no TLS of its own: exposing its plain-HTTP MCP port
+		// off-cluster needs TLS in front of it, confirmed.
+		{"bridge LoadBalancer without TLS in front", "bridge:\n  service:\n    type: LoadBalancer\n",
+			[]string{"bridge.service.type LoadBalancer exposes the bridge outside the cluster", "plain HTTP", "bridge.service.allowPlaintextExposure: true"}},
+		{"bridge NodePort without TLS in front", "bridge:\n  service:\n    type: NodePort\n", []string{"bridge.service.type NodePort", "bridge.service.allowPlaintextExposure"}},
+		{"files claim access mode", "files:\n  root:\n    existingClaim: c\n    accessMode: RWO\n", []string{schemaError, "/files/root/accessMode"}},
 		{"mTLS without certificates", "tls:\n  certManager:\n    enabled: false\n", []string{"tls.existingSecrets.catalog is required when tls.certManager.enabled is false"}},
 		{"grants without a key", "tls:\n  certManager:\n    enabled: false\n  existingSecrets: {catalog: c, authz: a, bridge: b, files: f}\n",
 			[]string{"catalog.grants.existingSecret is required when tls.certManager.enabled is false"}},

@@ -254,13 +254,67 @@ least-privilege role either way (--database-role).
 {{- end }}
 {{- end }}
 
-{{/* User-supplied env of one component: (dict "values" .Values.x) */}}
+{{/*
+The variables a workload's own env and secretEnv must not name, as a JSON
+list: (dict "root" $ "component" c). Kubernetes keeps the last of duplicate
+names, so a user entry would silently replace the chart's setting (a TLS file,
+the policy directory, the public URL, the OTLP endpoint, ...). Two kinds:
+every variable the chart's templates set for the workload, whatever the values
+(a new one must be added here: TestUserEnvCannotOverrideChartEnv renders every
+optional setting on and fails on a chart-set variable that is not reserved);
+and the few security settings the chart relies on by leaving them at the
+services' secure default (mutual TLS, the least-privilege database role, the
+bridge's kernel). Every other SHAREDOS_* variable stays settable: it is how a
+service flag the values do not cover (e.g. SHAREDOS_CALL_TIMEOUT) is tuned.
+*/}}
+{{- define "sharedos.reservedEnv" -}}
+{{- $common := list "SHAREDOS_LISTEN" "SHAREDOS_HEALTH_LISTEN" "SHAREDOS_TLS_CA" "SHAREDOS_TLS_CERT" "SHAREDOS_TLS_KEY" "SHAREDOS_INSECURE_PLAINTEXT" }}
+{{- $otel := list "OTEL_SERVICE_NAME" "OTEL_RESOURCE_ATTRIBUTES" "OTEL_PROPAGATORS" "OTEL_EXPORTER_OTLP_ENDPOINT" "OTEL_EXPORTER_OTLP_PROTOCOL" "OTEL_EXPORTER_OTLP_HEADERS" "OTEL_TRACES_EXPORTER" "OTEL_METRICS_EXPORTER" "OTEL_TRACES_SAMPLER" "OTEL_TRACES_SAMPLER_ARG" "K8S_POD_NAME" "K8S_POD_UID" "K8S_NODE_NAME" }}
+{{- $db := list "SHAREDOS_DATABASE_URL" "SHAREDOS_DATABASE_MAX_CONNS" "SHAREDOS_DATABASE_ROLE" }}
+{{- $own := dict
+  "catalog" (concat $db (list "SHAREDOS_AUTHZ" "SHAREDOS_RECORD_JOURNAL_DIR" "SHAREDOS_GRANT_KEY" "SHAREDOS_GRANT_RETIRED_KEYS" "SHAREDOS_HOST_TENANTS" "SHAREDOS_UPSTREAM_ALLOW_HOSTS" "SHAREDOS_UPSTREAM_COMMANDS" "SHAREDOS_UPSTREAM_ALLOW_LINK_LOCAL" "SHAREDOS_UPSTREAM_ALLOW_CLEARTEXT_CREDENTIALS" "SHAREDOS_UPSTREAM_DENY_PRIVATE"))
+  "authz" (list "SHAREDOS_POLICY_DIR")
+  "bridge" (concat $db (list "SHAREDOS_HTTP_LISTEN" "SHAREDOS_CATALOG" "SHAREDOS_KERNEL" "SHAREDOS_PUBLIC_URL" "SHAREDOS_ALLOWED_ORIGINS" "SHAREDOS_ALLOWED_HOSTS" "SHAREDOS_TRUSTED_PROXIES" "SHAREDOS_HOST_TENANTS" "SHAREDOS_OIDC_ISSUER" "SHAREDOS_OIDC_AUDIENCE" "SHAREDOS_STATE_KEY" "SHAREDOS_STATE_RETIRED_KEYS"))
+  "files" (list "SHAREDOS_ROOT") }}
+{{- concat $common $otel (index $own .component) | toJson }}
+{{- end }}
+
+{{/*
+User-supplied env of one component: (dict "root" $ "component" c), from
+<component>.env and <component>.secretEnv. Rendering fails, naming every entry,
+when one names a reserved variable (sharedos.reservedEnv) or, for catalog, an
+upstream credential's (catalog.upstreams.credentials, which must not name a
+reserved one either).
+*/}}
 {{- define "sharedos.extraEnv" -}}
-{{- range .values.env }}
+{{- $v := index .root.Values .component }}
+{{- $reserved := include "sharedos.reservedEnv" . | fromJsonArray }}
+{{- $clashes := list }}
+{{- if eq .component "catalog" }}
+{{- range $i, $e := $v.upstreams.credentials }}
+{{- if has $e.name $reserved }}
+{{- $clashes = append $clashes (printf "catalog.upstreams.credentials[%d] (%s)" $i $e.name) }}
+{{- end }}
+{{- end }}
+{{- range $v.upstreams.credentials }}
+{{- $reserved = append $reserved .name }}
+{{- end }}
+{{- end }}
+{{- range $key := list "env" "secretEnv" }}
+{{- range $i, $e := index $v $key }}
+{{- if has $e.name $reserved }}
+{{- $clashes = append $clashes (printf "%s.%s[%d] (%s)" $.component $key $i $e.name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $clashes }}
+{{- fail (printf "%s: the chart sets these variables for %s (or relies on their secure default), and Kubernetes keeps the last of duplicate names, so such an entry would silently replace the chart's setting: remove it and use the chart's values instead" (join ", " .) $.component) }}
+{{- end }}
+{{- range $v.env }}
 - name: {{ .name }}
   value: {{ .value | quote }}
 {{- end }}
-{{- range .values.secretEnv }}
+{{- range $v.secretEnv }}
 - name: {{ .name }}
   valueFrom:
     secretKeyRef:
@@ -359,6 +413,23 @@ template so a bad combination fails at render time with the field named.
 {{- if and .Values.otel.headersSecret.name (not .Values.otel.headersSecret.key) }}
 {{- fail "otel.headersSecret.key is required when otel.headersSecret.name is set" }}
 {{- end }}
+{{- $o := .Values.otel }}
+{{- if and $o.endpoint $o.headersSecret.name (not $o.allowCleartextHeaders) }}
+{{- $u := urlParse $o.endpoint }}
+{{- if and (eq (lower $u.scheme) "http") (not (include "sharedos.isLoopback" $u.hostname)) }}
+{{- fail (printf "otel.headersSecret would send OTEL_EXPORTER_OTLP_HEADERS (typically an API key) to %s in cleartext: use an https:// otel.endpoint or a collector on loopback, or set otel.allowCleartextHeaders: true if the path to the collector is trusted" $o.endpoint) }}
+{{- end }}
+{{- end }}
+{{- $svc := .Values.bridge.service }}
+{{- if and (ne $svc.type "ClusterIP") (not $svc.allowPlaintextExposure) }}
+{{- fail (printf "bridge.service.type %s exposes the bridge outside the cluster, and its MCP port (7480) serves plain HTTP (the bridge has no TLS of its own): turn bearer tokens would cross in cleartext. End TLS in front of it (a TLS-terminating load balancer, or the Ingress with ingress.tls.secretName and a ClusterIP Service) and set bridge.service.allowPlaintextExposure: true to confirm that TLS ends in front of it" $svc.type) }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when a URL's hostname is a loopback address (localhost, 127.0.0.0/8, ::1), else empty. */}}
+{{- define "sharedos.isLoopback" -}}
+{{- $h := lower . }}
+{{- if or (eq $h "localhost") (regexMatch "^127\\.[0-9]+\\.[0-9]+\\.[0-9]+$" $h) (eq $h "::1") }}true{{ end }}
 {{- end }}
 
 {{/* Base URL the bridge puts in front of /turns/{turnId}/mcp. */}}
