@@ -1022,6 +1022,14 @@ func TestUpstreamSettingsReachOnlyTheKernel(t *testing.T) {
 	if e := env(c, "SHAREDOS_UPSTREAM_DENY_PRIVATE"); e != nil {
 		t.Errorf("private addresses denied by default: %v", e)
 	}
+	// An upstream names only the listed credentials, none without any.
+	if got := envValue(c, "SHAREDOS_UPSTREAM_CREDENTIALS"); got != "env:GITHUB_MCP_TOKEN" {
+		t.Errorf("upstream credentials %q, want the listed one only", got)
+	}
+	bare := container(t, deployment(t, render(t), "catalog"), "catalog")
+	if got := envValue(bare, "SHAREDOS_UPSTREAM_CREDENTIALS"); got != "none" {
+		t.Errorf("upstream credentials %q with none listed, want none", got)
+	}
 	open := container(t, deployment(t, render(t, "--set", "catalog.upstreams.allowCleartextCredentials=true",
 		"--set", "catalog.upstreams.denyPrivate=true"), "catalog"), "catalog")
 	if got := envValue(open, "SHAREDOS_UPSTREAM_ALLOW_CLEARTEXT_CREDENTIALS"); got != "true" {

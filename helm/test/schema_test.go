@@ -71,8 +71,10 @@ func TestValuesRejected(t *testing.T) {
 		{"env moves the files root", "files:\n  env:\n    - {name: SHAREDOS_ROOT, value: /}\n", []string{"files.env[0] (SHAREDOS_ROOT)"}},
 		{"env shadows an upstream credential", "catalog:\n  upstreams:\n    credentials: [{name: GITHUB_MCP_TOKEN, secretName: g, key: t}]\n  secretEnv:\n    - {name: GITHUB_MCP_TOKEN, secretName: other, key: t}\n",
 			[]string{"catalog.secretEnv[0] (GITHUB_MCP_TOKEN)"}},
+		{"credential named where catalog-svc never resolves one", "catalog:\n  upstreams:\n    credentials: [{name: PGPASSWORD, secretName: g, key: t}]\n",
+			[]string{"/catalog/upstreams/credentials/0/name"}},
 		{"credential named like a chart setting", "catalog:\n  upstreams:\n    credentials: [{name: SHAREDOS_GRANT_KEY, secretName: g, key: t}]\n",
-			[]string{"catalog.upstreams.credentials[0] (SHAREDOS_GRANT_KEY)"}},
+			[]string{"/catalog/upstreams/credentials/0/name"}},
 		// OTLP headers (an API key, typically) only over TLS or to loopback.
 		{"otel headers in cleartext", "otel:\n  endpoint: http://otel-collector.observability.svc.cluster.local:4317\n  headersSecret: {name: otel-auth, key: headers}\n",
 			[]string{"otel.headersSecret would send OTEL_EXPORTER_OTLP_HEADERS", "to http://otel-collector.observability.svc.cluster.local:4317 in cleartext", "otel.allowCleartextHeaders: true"}},

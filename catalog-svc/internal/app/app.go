@@ -21,6 +21,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/runner"
+	"github.com/sharedos/toolshare/services/platform/secretref"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 	"github.com/sharedos/toolshare/services/platform/tenancy"
 
@@ -80,6 +81,9 @@ type Config struct {
 	GrantRetiredKeys []string
 	// Upstreams is where upstream MCP servers may be (ADR 0019).
 	Upstreams upstream.Guard
+	// UpstreamCredentials are the secret references an upstream may name
+	// (secretref.ParseScope; empty: its zero Scope), for Upstreams.
+	UpstreamCredentials []string
 	// UpstreamScreening is the poisoning rule set file (empty: built in).
 	UpstreamScreening string
 	// HostTenants are IDENTITY=TENANT entries (tenancy.Policy), the same as
@@ -111,6 +115,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	upScreening := config.String(fs, "upstream-screening", "", "JSON file of the poisoning rules acquired tool definitions are screened with (format: catalog-svc/internal/upstream/screening.json; empty: that built-in set)")
 	upLinkLocal := config.Bool(fs, "upstream-allow-link-local", false, "let upstream MCP servers be at link-local and cloud metadata addresses")
 	upDenyPrivate := config.Bool(fs, "upstream-deny-private", false, "refuse upstream MCP servers at loopback and private addresses (RFC 1918, RFC 6598, IPv6 unique-local), checked at every dial: for a kernel whose upstreams are all public")
+	upCredentials := config.StringSlice(fs, "upstream-credentials", nil, "comma-separated secret references an upstream's headers, bearer token and OAuth client secret may name: env:NAME, env:PREFIX*, file:/directory/, or none (empty: any environment variable; never SHAREDOS_*, OTEL_*, PG*, KUBERNETES_*, K8S_* — the process's own configuration and the platform's — and no file)")
 	upCleartext := config.Bool(fs, "upstream-allow-cleartext-credentials", false, "let an upstream's credential (headers, bearer token, OAuth client secret) go over plain http:// to a host off loopback (by default only https, or http to loopback, carries one)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries, as bridge-svc's: a host reads (ListOperations) only the records of its tenants' turns (* = any; operators read any)")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
@@ -127,8 +132,9 @@ func Bind(fs *flag.FlagSet) func() Config {
 				Hosts: *upHosts, Commands: *upCommands, AllowLinkLocal: *upLinkLocal,
 				AllowCleartextCredentials: *upCleartext, DenyPrivate: *upDenyPrivate,
 			},
-			UpstreamScreening: *upScreening,
-			HostTenants:       *hostTenants,
+			UpstreamCredentials: *upCredentials,
+			UpstreamScreening:   *upScreening,
+			HostTenants:         *hostTenants,
 		}
 	}
 }
@@ -169,6 +175,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := tenancy.Parse(c.HostTenants); err != nil {
 		errs.Addf("host-tenants", "%v", err)
+	}
+	if _, err := secretref.ParseScope(c.UpstreamCredentials); err != nil {
+		errs.Addf("upstream-credentials", "%v", err)
 	}
 	if c.Migrate && c.DatabaseURL == "" {
 		errs.Add("migrate", "needs --database-url (the embedded store has no migrations)")
@@ -279,7 +288,9 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 			return nil, fmt.Errorf("--upstream-screening: %w", err)
 		}
 	}
-	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: c.Upstreams, Screening: screening, Logger: log, Locks: upstreamLocks})
+	guard := c.Upstreams
+	guard.Credentials, _ = secretref.ParseScope(c.UpstreamCredentials) // validated above
+	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: guard, Screening: screening, Logger: log, Locks: upstreamLocks})
 	a.closers = append(a.closers, a.upstream.Close)
 	handlers := upstream.Handlers{Upstreams: a.upstream, Next: conns}
 	keys, err := c.grantKeys(log)

@@ -24,7 +24,6 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/inputround"
-	"github.com/sharedos/toolshare/services/platform/secretref"
 )
 
 // clientInfo is how SharedOS introduces itself to an upstream.
@@ -252,14 +251,14 @@ func (c *conn) close() {
 func (c *conn) transport() (transport.Interface, error) {
 	headers := map[string]string{}
 	for k, ref := range c.spec.GetHeaders() {
-		v, err := secretref.Resolve(ref)
+		v, err := c.guard.Credentials.Resolve(ref)
 		if err != nil {
 			return nil, fmt.Errorf("header %s: %w", k, err)
 		}
 		headers[k] = v
 	}
 	if ref := c.spec.GetCredentialRef(); ref != "" {
-		v, err := secretref.Resolve(ref)
+		v, err := c.guard.Credentials.Resolve(ref)
 		if err != nil {
 			return nil, fmt.Errorf("credential: %w", err)
 		}
@@ -340,7 +339,7 @@ func (c *conn) oauthClient(o *sharedosv1.OAuthClientCredentials, base *http.Clie
 	if err := c.guard.CheckCredentialURL(o.GetTokenUrl()); err != nil {
 		return nil, fmt.Errorf("oauth token url: %w", err)
 	}
-	secret, err := secretref.Resolve(o.GetClientSecretRef())
+	secret, err := c.guard.Credentials.Resolve(o.GetClientSecretRef())
 	if err != nil {
 		return nil, fmt.Errorf("oauth client secret: %w", err)
 	}

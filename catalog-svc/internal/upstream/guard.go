@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/secretref"
 )
 
 // Guard is the operator's allow-list of where upstreams may be: which hosts
@@ -27,13 +28,17 @@ import (
 // credential goes over plain http:// only to a loopback address unless
 // AllowCleartextCredentials. With DenyPrivate, loopback and private
 // addresses are refused at every dial as well: for a kernel whose
-// upstreams are all public, no upstream URL reaches what is beside it.
+// upstreams are all public, no upstream URL reaches what is beside it. An
+// upstream's secret references (headers, bearer token, OAuth client
+// secret) resolve only within Credentials: never to the kernel's own
+// configuration (its database URL, its keys).
 type Guard struct {
 	Hosts                     []string
 	Commands                  []string
 	AllowLinkLocal            bool
 	AllowCleartextCredentials bool
 	DenyPrivate               bool
+	Credentials               secretref.Scope
 }
 
 // sharedAddressSpace is carrier-grade NAT's (RFC 6598): private in all

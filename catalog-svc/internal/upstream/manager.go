@@ -185,13 +185,13 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 			return &ValidationError{"headers", fmt.Sprintf("%q: a stdio server gets its headers as its environment, and this one "+
 				"is set by SharedOS or read by a loader or runtime to load code (it would run what --upstream-commands does not list)", k)}
 		}
-		if err := secretref.Check(ref); err != nil {
-			return &ValidationError{"headers." + k, err.Error()}
+		if err := m.cfg.Guard.Credentials.Allows(ref); err != nil {
+			return &ValidationError{"headers." + k, credentialScope(err)}
 		}
 	}
 	if ref := spec.GetCredentialRef(); ref != "" {
-		if err := secretref.Check(ref); err != nil {
-			return &ValidationError{"credential_ref", err.Error()}
+		if err := m.cfg.Guard.Credentials.Allows(ref); err != nil {
+			return &ValidationError{"credential_ref", credentialScope(err)}
 		}
 	}
 	if credentialed(spec) {
@@ -214,8 +214,8 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 		if err := m.cfg.Guard.CheckCredentialURL(o.GetTokenUrl()); err != nil {
 			return &ValidationError{"oauth.token_url", err.Error()}
 		}
-		if err := secretref.Check(o.GetClientSecretRef()); err != nil {
-			return &ValidationError{"oauth.client_secret_ref", err.Error()}
+		if err := m.cfg.Guard.Credentials.Allows(o.GetClientSecretRef()); err != nil {
+			return &ValidationError{"oauth.client_secret_ref", credentialScope(err)}
 		}
 	}
 	if d := spec.GetRefresh(); d != nil && d.AsDuration() != 0 && d.AsDuration() < 10*time.Second {
@@ -241,6 +241,15 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 		}
 	}
 	return nil
+}
+
+// credentialScope is a reference's refusal as an operator reads it: one
+// outside the scope says where the scope is set.
+func credentialScope(err error) string {
+	if errors.Is(err, secretref.ErrOutOfScope) {
+		return err.Error() + ": an upstream names only the credentials catalog-svc's --upstream-credentials allows (chart: catalog.upstreams.credentials)"
+	}
+	return err.Error()
 }
 
 // credentialed reports whether spec sends its upstream a secret: headers

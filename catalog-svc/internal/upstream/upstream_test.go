@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/secretref"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
@@ -1715,5 +1716,50 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 	defer mu.Unlock()
 	if dialled > 40 {
 		t.Errorf("96 calls in waves of 16 dialled %d connections", dialled)
+	}
+}
+
+// An upstream's secret references resolve only within the guard's scope:
+// never to the kernel's own configuration (its database URL, its grant
+// and TLS keys, libpq's password) nor a file outside a listed directory,
+// whichever field names them; refused naming the field and the flag.
+func TestCredentialsOnlyFromTheScope(t *testing.T) {
+	m := upstream.New(upstream.Config{Store: memory.New()})
+	t.Cleanup(func() { _ = m.Close() })
+	scope, err := secretref.ParseScope([]string{"env:GITHUB_*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow := upstream.New(upstream.Config{Store: memory.New(), Guard: upstream.Guard{Credentials: scope}})
+	t.Cleanup(func() { _ = narrow.Close() })
+	const url = "https://mcp.example.com/mcp"
+	bearer := func(ref string) *sharedosv1.UpstreamProvider {
+		return &sharedosv1.UpstreamProvider{Namespace: "a", Url: url, CredentialRef: ref}
+	}
+	for _, tc := range []struct {
+		name  string
+		m     *upstream.Manager
+		spec  *sharedosv1.UpstreamProvider
+		field string // "" = valid
+	}{
+		{"the database URL", m, bearer("env:SHAREDOS_DATABASE_URL"), "credential_ref"},
+		{"a bare name of the configuration", m, bearer("SHAREDOS_GRANT_KEY"), "credential_ref"},
+		{"the grant key's file", m, &sharedosv1.UpstreamProvider{Namespace: "a", Url: url,
+			Headers: map[string]string{"X-Key": "file:/etc/sharedos/grant/key.pem"}}, "headers.X-Key"},
+		{"libpq's password", m, &sharedosv1.UpstreamProvider{Namespace: "a", Url: url, Oauth: &sharedosv1.OAuthClientCredentials{
+			TokenUrl: "https://idp.example.com/token", ClientId: "c", ClientSecretRef: "env:PGPASSWORD"}}, "oauth.client_secret_ref"},
+		{"the exporter's headers", m, bearer("env:OTEL_EXPORTER_OTLP_HEADERS"), "credential_ref"},
+		{"a token", m, bearer("env:GITHUB_TOKEN"), ""},
+		{"a token the scope lists", narrow, bearer("env:GITHUB_TOKEN"), ""},
+		{"a token the scope does not list", narrow, bearer("env:VENDOR_TOKEN"), "credential_ref"},
+	} {
+		err := tc.m.Validate(tc.spec)
+		var ve *upstream.ValidationError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.field != "" && (!errors.As(err, &ve) || ve.Field != tc.field || !strings.Contains(ve.Detail, "--upstream-credentials")):
+			t.Errorf("%s: %v, want a refusal of %s naming --upstream-credentials", tc.name, err, tc.field)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package secretref resolves secret references: a configuration names where
 // a secret is, never the secret. catalog-svc reads an upstream MCP server's
-// credentials through it (ADR 0019), sharedosctl a live column's model
-// credential.
+// credentials through it (ADR 0019), within a Scope (an operator names them,
+// and the process holds secrets of its own), sharedosctl a live column's
+// model credential.
 package secretref
 
 import (

@@ -1,0 +1,89 @@
+package secretref_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sharedos/toolshare/services/platform/secretref"
+)
+
+// The zero scope resolves any environment variable but the process's own
+// configuration and the platform's, and no file.
+func TestZeroScope(t *testing.T) {
+	t.Setenv("UPSTREAM_TOKEN_FOR_TEST", "tok")
+	t.Setenv("SHAREDOS_GRANT_KEY", "/etc/sharedos/grant/key.pem")
+	t.Setenv("PGPASSWORD", "pw")
+	var s secretref.Scope
+	if v, err := s.Resolve("env:UPSTREAM_TOKEN_FOR_TEST"); err != nil || v != "tok" {
+		t.Fatalf("Resolve = %q, %v", v, err)
+	}
+	for _, ref := range []string{"env:SHAREDOS_GRANT_KEY", "SHAREDOS_GRANT_KEY", "env:PGPASSWORD", "env:OTEL_EXPORTER_OTLP_HEADERS",
+		"env:KUBERNETES_SERVICE_HOST", "file:/etc/sharedos/grant/key.pem"} {
+		if _, err := s.Resolve(ref); !errors.Is(err, secretref.ErrOutOfScope) {
+			t.Errorf("Resolve(%s) = %v, want ErrOutOfScope", ref, err)
+		}
+	}
+	if err := s.Allows("a=b"); err == nil || errors.Is(err, secretref.ErrOutOfScope) {
+		t.Errorf("a malformed reference: %v", err)
+	}
+}
+
+// A parsed scope allows exactly what it lists; files are read inside their
+// directory, never through .. or a symbolic link out of it.
+func TestParsedScope(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "creds")
+	if err := os.MkdirAll(creds, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(dir, "grant-key.pem")
+	for path, v := range map[string]string{filepath.Join(creds, "token"): "file-token\n", outside: "grant key"} {
+		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(creds, "link")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GITHUB_MCP_TOKEN", "gh")
+	t.Setenv("VENDOR_A_KEY", "a")
+	t.Setenv("OTHER_TOKEN", "o")
+	s, err := secretref.ParseScope([]string{"env:GITHUB_MCP_TOKEN", "env:VENDOR_*", "file:" + creds + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]string{"env:GITHUB_MCP_TOKEN": "gh", "VENDOR_A_KEY": "a", "file:" + creds + "/token": "file-token"} {
+		if got, err := s.Resolve(ref); err != nil || got != want {
+			t.Errorf("Resolve(%s) = %q, %v; want %q", ref, got, err, want)
+		}
+	}
+	for _, ref := range []string{"env:OTHER_TOKEN", "file:" + outside, "file:" + creds + "/../grant-key.pem", "file:" + creds, "file:" + creds + "/"} {
+		if _, err := s.Resolve(ref); !errors.Is(err, secretref.ErrOutOfScope) {
+			t.Errorf("Resolve(%s) = %v, want ErrOutOfScope", ref, err)
+		}
+	}
+	if v, err := s.Resolve("file:" + creds + "/link"); err == nil {
+		t.Errorf("a symbolic link out of the directory was followed: %q", v)
+	}
+	wide, err := secretref.ParseScope([]string{"env:*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wide.Allows("env:SHAREDOS_DATABASE_URL"); !errors.Is(err, secretref.ErrOutOfScope) {
+		t.Errorf("env:* allowed the process's own configuration: %v", err)
+	}
+	none, err := secretref.ParseScope([]string{secretref.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := none.Allows("env:GITHUB_MCP_TOKEN"); !errors.Is(err, secretref.ErrOutOfScope) {
+		t.Errorf("none allowed a reference: %v", err)
+	}
+	for _, bad := range [][]string{{"file:relative/"}, {"file:/no/trailing/slash"}, {"env:"}, {"GITHUB_MCP_TOKEN"}, {"none", "env:X"}, {"env:a=b"}} {
+		if _, err := secretref.ParseScope(bad); err == nil {
+			t.Errorf("ParseScope(%q) accepted", bad)
+		}
+	}
+}
