@@ -63,6 +63,8 @@ func TestValuesRejected(t *testing.T) {
 		// silently (Kubernetes keeps the last duplicate).
 		{"env overrides a chart setting", "catalog:\n  env:\n    - {name: SHAREDOS_AUTHZ, value: \"dns:///elsewhere:7402\"}\n",
 			[]string{"catalog.env[0] (SHAREDOS_AUTHZ)", "the chart sets these variables for catalog", "Kubernetes keeps the last of duplicate names"}},
+		{"env redirects the OTLP exporter", "catalog:\n  env:\n    - {name: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, value: \"http://collector.example:4317\"}\n",
+			[]string{"catalog.env[0] (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)"}},
 		{"secretEnv overrides the OTLP headers", "bridge:\n  secretEnv:\n    - {name: OTEL_EXPORTER_OTLP_HEADERS, secretName: s, key: k}\n",
 			[]string{"bridge.secretEnv[0] (OTEL_EXPORTER_OTLP_HEADERS)", "for bridge"}},
 		{"env turns mutual TLS off", "authz:\n  env:\n    - {name: GOMAXPROCS, value: \"2\"}\n    - {name: SHAREDOS_INSECURE_PLAINTEXT, value: \"true\"}\n",

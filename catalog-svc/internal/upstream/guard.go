@@ -119,7 +119,9 @@ func (g Guard) checkAddr(ip netip.Addr) error {
 			return fmt.Errorf("address %s carries %s: %w", ip, v4, err)
 		}
 	}
-	if g.DenyPrivate && (ip.IsLoopback() || ip.IsPrivate() || sharedAddressSpace.Contains(ip)) {
+	// 0.0.0.0 and :: are dialled as this host (refused as unspecified
+	// too, but not when link-local is allowed).
+	if g.DenyPrivate && (ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() || sharedAddressSpace.Contains(ip)) {
 		return fmt.Errorf("address %s is loopback or private: refused by --upstream-deny-private", ip)
 	}
 	if g.AllowLinkLocal {

@@ -84,8 +84,10 @@ func TestDenyPrivate(t *testing.T) {
 	if err := both.CheckURL("http://169.254.169.254/"); err != nil {
 		t.Errorf("link-local refused with AllowLinkLocal: %v", err)
 	}
-	if err := both.CheckURL("http://10.0.0.1/"); err == nil {
-		t.Error("private allowed with AllowLinkLocal and DenyPrivate")
+	for _, u := range []string{"http://10.0.0.1/", "http://0.0.0.0:8080/", "http://[::]:8080/"} { // the last two dial this host
+		if err := both.CheckURL(u); err == nil {
+			t.Errorf("%s allowed with AllowLinkLocal and DenyPrivate", u)
+		}
 	}
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))

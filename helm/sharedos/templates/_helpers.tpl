@@ -282,7 +282,9 @@ service flag the values do not cover (e.g. SHAREDOS_CALL_TIMEOUT) is tuned.
 {{/*
 User-supplied env of one component: (dict "root" $ "component" c), from
 <component>.env and <component>.secretEnv. Rendering fails, naming every entry,
-when one names a reserved variable (sharedos.reservedEnv) or, for catalog, an
+when one names a reserved variable (sharedos.reservedEnv), any
+OTEL_EXPORTER_OTLP_* (one signal's endpoint or headers would take the
+exporter, and otel.headersSecret's key, elsewhere) or, for catalog, an
 upstream credential's (catalog.upstreams.credentials, which must not name a
 reserved one either).
 */}}
@@ -302,7 +304,7 @@ reserved one either).
 {{- end }}
 {{- range $key := list "env" "secretEnv" }}
 {{- range $i, $e := index $v $key }}
-{{- if has $e.name $reserved }}
+{{- if or (has $e.name $reserved) (hasPrefix "OTEL_EXPORTER_OTLP_" $e.name) }}
 {{- $clashes = append $clashes (printf "%s.%s[%d] (%s)" $.component $key $i $e.name) }}
 {{- end }}
 {{- end }}

@@ -230,13 +230,37 @@ func cleaned(s string) string {
 	return path.Clean("/" + strings.ReplaceAll(s, `\`, "/"))
 }
 
-// propertyName: k is a name as schemas give their properties — ASCII
-// letters, digits, '_' and '-' — not data used as a key.
+// propertyName: k reads as a name as schemas give their properties — at
+// most maxNameLen ASCII letters, digits, '_' and '-', beginning with a
+// letter or '_', no run of more than three digits — not as data used as a
+// key (a path, an account number, a token). A user name used as a key
+// ("alice-smith") still reads as one.
 func propertyName(k string) bool {
-	return k != "" && !strings.ContainsFunc(k, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
-	})
+	if k == "" || len(k) > maxNameLen || !(isLetter(k[0]) || k[0] == '_') {
+		return false
+	}
+	digits := 0
+	for i := range len(k) {
+		c := k[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if digits++; digits > 3 {
+				return false
+			}
+			continue
+		case !isLetter(c) && c != '_' && c != '-':
+			return false
+		}
+		digits = 0
+	}
+	return true
 }
+
+// maxNameLen bounds a key that reads as a property name: a longer one is
+// more likely a token.
+const maxNameLen = 32
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // collect calls f with every scalar of v: strings (str true), and numbers
 // and booleans as their JSON text; with keys, also the objects' keys that

@@ -86,10 +86,13 @@ func TestValuesRedactSeveralTexts(t *testing.T) {
 // token); keys that are names stay. ValuesOf leaves keys, so a schema error
 // keeps its location ("at /limit").
 func TestKeysAndValuesOf(t *testing.T) {
-	args := []byte(`{"files":[{"/private/key-secret.txt":{"a.b":1,"max_files":2}}]}`)
-	text := "may not write /private/key-secret.txt: a.b is set, a.bc is not; files over max_files"
+	args := []byte(`{"files":[{"/private/key-secret.txt":{"a.b":1,"max_files":2}}],"accounts":{"4111222333444555":1},` +
+		`"tokens":{"ghp_16C7e42F292c6912E7710c838347Ae178B4a":1,"x1234":2}}`)
+	text := "may not write /private/key-secret.txt: a.b is set, a.bc is not; files over max_files; " +
+		"account 4111222333444555, token ghp_16C7e42F292c6912E7710c838347Ae178B4a, x1234"
 	got := redact.KeysAndValuesOf(args).Redact(text)
-	want := "may not write " + redact.Digest("/private/key-secret.txt") + ": " + redact.Digest("a.b") + " is set, a.bc is not; files over max_files"
+	want := "may not write " + redact.Digest("/private/key-secret.txt") + ": " + redact.Digest("a.b") + " is set, a.bc is not; files over max_files; " +
+		"account " + redact.Digest("4111222333444555") + ", token " + redact.Digest("ghp_16C7e42F292c6912E7710c838347Ae178B4a") + ", " + redact.Digest("x1234")
 	if got != want {
 		t.Errorf("KeysAndValuesOf(args).Redact = %q, want %q", got, want)
 	}

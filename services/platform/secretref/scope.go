@@ -28,6 +28,16 @@ type Scope struct {
 // carry an API key), libpq's (PGPASSWORD) and the platform's.
 var protected = []string{"SHAREDOS_", "OTEL_", "PG", "KUBERNETES_", "K8S_"}
 
+// protectedPrefix is the protected prefix name begins with, or "".
+func protectedPrefix(name string) string {
+	for _, p := range protected {
+		if strings.HasPrefix(name, p) {
+			return p
+		}
+	}
+	return ""
+}
+
 // None is the ParseScope entry that allows no reference at all.
 const None = "none"
 
@@ -42,6 +52,9 @@ func ParseScope(entries []string) (Scope, error) {
 		case e == None && len(entries) == 1:
 		case strings.HasPrefix(e, refEnv) && len(e) > len(refEnv):
 			name := e[len(refEnv):]
+			if p := protectedPrefix(name); p != "" {
+				return Scope{}, fmt.Errorf("%q: %s* is never resolved for others (the process's own configuration or the platform's)", e, p)
+			}
 			if p, ok := strings.CutSuffix(name, "*"); ok {
 				s.prefixes = append(s.prefixes, p)
 			} else if Check(name) == nil {
@@ -74,10 +87,8 @@ func (s Scope) Allows(ref string) error {
 		return nil
 	}
 	name := strings.TrimPrefix(ref, refEnv)
-	for _, p := range protected {
-		if strings.HasPrefix(name, p) {
-			return fmt.Errorf("%s: %w (never %s*: the process's own configuration or the platform's)", ref, ErrOutOfScope, p)
-		}
+	if p := protectedPrefix(name); p != "" {
+		return fmt.Errorf("%s: %w (never %s*: the process's own configuration or the platform's)", ref, ErrOutOfScope, p)
 	}
 	if !s.set || slices.Contains(s.names, name) || slices.ContainsFunc(s.prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 		return nil

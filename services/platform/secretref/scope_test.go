@@ -81,7 +81,8 @@ func TestParsedScope(t *testing.T) {
 	if err := none.Allows("env:GITHUB_MCP_TOKEN"); !errors.Is(err, secretref.ErrOutOfScope) {
 		t.Errorf("none allowed a reference: %v", err)
 	}
-	for _, bad := range [][]string{{"file:relative/"}, {"file:/no/trailing/slash"}, {"env:"}, {"GITHUB_MCP_TOKEN"}, {"none", "env:X"}, {"env:a=b"}} {
+	for _, bad := range [][]string{{"file:relative/"}, {"file:/no/trailing/slash"}, {"env:"}, {"GITHUB_MCP_TOKEN"}, {"none", "env:X"}, {"env:a=b"},
+		{"env:PGPASSWORD"}, {"env:SHAREDOS_*"}} {
 		if _, err := secretref.ParseScope(bad); err == nil {
 			t.Errorf("ParseScope(%q) accepted", bad)
 		}
