@@ -23,15 +23,16 @@ const MinLen = 4
 
 // Arguments returns text with every occurrence of a value of the JSON
 // arguments — strings and their cleaned-path form, which is how values
-// reach resources, and numbers and booleans — replaced by
-// "[arg sha256:<12 hex>]". Invalid JSON redacts nothing but is not an
-// error: the text then quotes no parsed value. To redact several texts of
-// one call, collect the values once with ValuesOf.
+// reach resources, numbers and booleans, and keys that read as data (see
+// KeysAndValuesOf) — replaced by "[arg sha256:<12 hex>]". Invalid JSON
+// redacts nothing but is not an error: the text then quotes no parsed
+// value. To redact several texts of one call, collect the values once with
+// KeysAndValuesOf.
 func Arguments(text string, argsJSON []byte) string {
 	if text == "" || len(argsJSON) == 0 {
 		return text
 	}
-	return ValuesOf(argsJSON).Redact(text)
+	return KeysAndValuesOf(argsJSON).Redact(text)
 }
 
 // Values are the values of one call's JSON arguments, collected once (see
@@ -48,10 +49,11 @@ func ValuesOf(argsJSON []byte) Values { return valuesOf(argsJSON, false) }
 
 // KeysAndValuesOf is ValuesOf that also collects the keys of every object, at
 // any depth, that are not names (propertyName), as string values (MinLen
-// applies alike): a key can carry data — a path or an address used as a
-// key. A name ("path", "max_results") is the schema's, and stays readable
-// wherever the text says it. Not the default: a record that must say where
-// arguments failed their schema ("at /limit") would lose the location.
+// applies alike), also as a JSON Pointer writes them (RFC 6901: "~1" for
+// "/"), which is how a schema error's location quotes them: a key can carry
+// data — a path or an address used as a key. A name ("path", "max_results")
+// is the schema's, and stays readable wherever the text says it, so a
+// schema error keeps its location ("at /limit").
 func KeysAndValuesOf(argsJSON []byte) Values { return valuesOf(argsJSON, true) }
 
 func valuesOf(argsJSON []byte, keys bool) Values {
@@ -256,6 +258,9 @@ func propertyName(k string) bool {
 	return true
 }
 
+// pointerToken escapes a key as a JSON Pointer token (RFC 6901).
+var pointerToken = strings.NewReplacer("~", "~0", "/", "~1")
+
 // maxNameLen bounds a key that reads as a property name: a longer one is
 // more likely a token.
 const maxNameLen = 32
@@ -277,6 +282,9 @@ func collect(v any, keys bool, f func(s string, str bool)) {
 		for k, e := range x {
 			if keys && !propertyName(k) {
 				f(k, true)
+				if p := pointerToken.Replace(k); p != k {
+					f(p, true)
+				}
 			}
 			collect(e, keys, f)
 		}

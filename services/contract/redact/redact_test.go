@@ -177,3 +177,15 @@ func TestRedactInOnePass(t *testing.T) {
 		t.Errorf("overlapping values = %q", got)
 	}
 }
+
+// Arguments redacts a key that reads as data also as a schema error's
+// location quotes it (a JSON Pointer: "/" as "~1"); a name stays, so the
+// location of an error at a property remains readable.
+func TestArgumentsRedactsDataKeysInLocations(t *testing.T) {
+	args := []byte(`{"/private/key-secret.txt":1,"limit":500}`)
+	got := redact.Arguments("at /~1private~1key-secret.txt: the value does not satisfy false; at /limit: maximum", args)
+	if strings.Contains(got, "key-secret") || !strings.HasPrefix(got, "at [arg sha256:") ||
+		!strings.HasSuffix(got, ": the value does not satisfy false; at /limit: maximum") {
+		t.Errorf("Arguments = %q: want the data key's location redacted, the rest kept", got)
+	}
+}
