@@ -6,6 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +26,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/sharedos/toolshare/authz-svc/internal/app"
 	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
@@ -637,5 +642,71 @@ func TestPromptsAndResourcesExamplePolicy(t *testing.T) {
 	}})
 	if err != nil || strings.Join(resp.GetAllowedTools(), ",") != "test_simple_prompt,test://template/{id}/data,test_simple_text" {
 		t.Fatalf("FilterTools = %v, %v", resp.GetAllowedTools(), err)
+	}
+}
+
+// A policy watch that cannot be set up, or whose directory goes away,
+// stops the service (Run returns its error; nothing cancelled it): a
+// policy change would never apply, and the service would go on deciding
+// on a policy that no longer follows its directory.
+func TestFailedWatchStopsTheService(t *testing.T) {
+	for _, when := range []string{"before the watch", "while watching"} {
+		t.Run(when, func(t *testing.T) {
+			dir := copyPolicyDir(t)
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &syncBuffer{}
+			cfg := app.Config{PolicyDir: dir, EvalTimeout: 5 * time.Second, Watch: true, Listener: lis,
+				Logger: slog.New(slog.NewJSONHandler(logs, nil)), DecisionLog: slog.NewJSONHandler(io.Discard, nil)}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			c, err := cfg.Complete(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if when == "before the watch" {
+				if err := os.RemoveAll(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			if when == "while watching" {
+				// The watch is on once a change reloads the policy: a change
+				// made before it was set up is not seen, so change again —
+				// well after the reload's debounce, which each change
+				// restarts — until one is.
+				rev := c.Engine().Revision()
+				deadline := time.Now().Add(30 * time.Second) // only turns a hang into a failure
+				for i := 0; c.Engine().Revision() == rev; i++ {
+					if time.Now().After(deadline) {
+						t.Fatal("no change was ever reloaded")
+					}
+					policy := fmt.Sprintf("package sharedos.extra\n\nx := %d\n", i)
+					if err := os.WriteFile(filepath.Join(dir, "extra.rego"), []byte(policy), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					for wait := time.Now().Add(10 * pdp.ReloadDebounce); c.Engine().Revision() == rev && time.Now().Before(wait); {
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+				if err := os.RemoveAll(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "watch") {
+					t.Fatalf("Run = %v, want the watch's error", err)
+				}
+			case <-time.After(30 * time.Second): // only turns a hang into a failure
+				t.Fatal("the service kept serving without its policy watch")
+			}
+			if !strings.Contains(logs.String(), "policy watch failed; stopping") {
+				t.Fatalf("logs %s: want the stop said", logs.String())
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -36,6 +37,11 @@ func (e *Engine) Watch(ctx context.Context) error {
 		return fmt.Errorf("pdp: watch %s: %w", e.dir, err)
 	}
 	defer func() { _ = w.Close() }()
+	// addTree takes a root that is gone for a directory removed after its
+	// event: the policy directory itself must be there.
+	if st, err := os.Stat(e.dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("pdp: watch %s: %w", e.dir, errors.Join(err, errNotDir(st)))
+	}
 	if err := addTree(w, e.dir); err != nil {
 		return fmt.Errorf("pdp: watch %s: %w", e.dir, err)
 	}
@@ -52,6 +58,11 @@ func (e *Engine) Watch(ctx context.Context) error {
 		case ev, ok := <-w.Events:
 			if !ok {
 				return errWatchEnded
+			}
+			if ev.Name == e.dir && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+				// Its watch is gone with it: nothing written there later,
+				// or into a directory made in its place, would be seen.
+				return fmt.Errorf("pdp: the policy directory %s was removed or renamed: %w", e.dir, errWatchEnded)
 			}
 			// fsnotify does not recurse: a new directory must be added so
 			// files later written into it are seen.
@@ -73,6 +84,15 @@ func (e *Engine) Watch(ctx context.Context) error {
 			_ = e.Reload(ctx)
 		}
 	}
+}
+
+// errNotDir is why st, which exists, cannot be watched as a directory
+// (nil when it is one, or was not found).
+func errNotDir(st os.FileInfo) error {
+	if st != nil && !st.IsDir() {
+		return errors.New("not a directory")
+	}
+	return nil
 }
 
 // addTree watches root and every directory below it (root may be a file,
