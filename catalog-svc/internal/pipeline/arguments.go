@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sharedos/toolshare/services/contract/jsonlimits"
+	"github.com/sharedos/toolshare/services/contract/redact"
 )
 
 // Argument limits (owned by jsonlimits). They run before the schema
@@ -194,11 +195,20 @@ func validateSchema(schema *jsonschema.Schema, args map[string]any) (answer, rec
 	for len(leaf.Causes) > 0 {
 		leaf = leaf.Causes[0]
 	}
-	loc := "/"
+	// The record's location names a key that reads as data by its digest,
+	// before the location is cut: a cut key is no longer found whole to be
+	// redacted (invariant 11).
+	loc, recLoc := "/", "/"
 	if len(leaf.InstanceLocation) > 0 {
-		loc = ""
+		loc, recLoc = "", ""
 		for _, tok := range leaf.InstanceLocation {
-			loc += "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(tok)
+			esc := pointerToken.Replace(tok)
+			loc += "/" + esc
+			if redact.IsName(tok) || arrayIndex(tok) {
+				recLoc += "/" + esc
+			} else {
+				recLoc += "/" + redact.Digest(tok)
+			}
 		}
 	}
 	msg := "does not match the input schema"
@@ -211,6 +221,14 @@ func validateSchema(schema *jsonschema.Schema, args map[string]any) (answer, rec
 			keyword = strings.Join(kp, "/")
 		}
 	}
-	loc = truncate(loc, 200)
-	return fmt.Sprintf("at %s: %s", loc, msg), fmt.Sprintf("at %s: the value does not satisfy %s", loc, keyword), false
+	loc, recLoc = truncate(loc, 200), truncate(recLoc, 200)
+	return fmt.Sprintf("at %s: %s", loc, msg), fmt.Sprintf("at %s: the value does not satisfy %s", recLoc, keyword), false
+}
+
+// pointerToken escapes a location's token as a JSON Pointer (RFC 6901).
+var pointerToken = strings.NewReplacer("~", "~0", "/", "~1")
+
+// arrayIndex: tok is an index into an array (or a key as short as one).
+func arrayIndex(tok string) bool {
+	return tok != "" && len(tok) <= 6 && strings.Trim(tok, "0123456789") == ""
 }

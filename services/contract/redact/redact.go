@@ -48,7 +48,7 @@ type Values struct {
 func ValuesOf(argsJSON []byte) Values { return valuesOf(argsJSON, false) }
 
 // KeysAndValuesOf is ValuesOf that also collects the keys of every object, at
-// any depth, that are not names (propertyName), as string values (MinLen
+// any depth, that are not names (IsName), as string values (MinLen
 // applies alike), also as a JSON Pointer writes them (RFC 6901: "~1" for
 // "/"), which is how a schema error's location quotes them: a key can carry
 // data — a path or an address used as a key. A name ("path", "max_results")
@@ -232,12 +232,12 @@ func cleaned(s string) string {
 	return path.Clean("/" + strings.ReplaceAll(s, `\`, "/"))
 }
 
-// propertyName: k reads as a name as schemas give their properties — at
-// most maxNameLen ASCII letters, digits, '_' and '-', beginning with a
-// letter or '_', no run of more than three digits — not as data used as a
-// key (a path, an account number, a token). A user name used as a key
-// ("alice-smith") still reads as one.
-func propertyName(k string) bool {
+// IsName reports whether the key k reads as a name as schemas give their
+// properties — at most maxNameLen ASCII letters, digits, '_' and '-',
+// beginning with a letter or '_', no run of more than three digits — not
+// as data used as a key (a path, an account number, a token). A user name
+// used as a key ("alice-smith") still reads as one.
+func IsName(k string) bool {
 	if k == "" || len(k) > maxNameLen || !(isLetter(k[0]) || k[0] == '_') {
 		return false
 	}
@@ -280,7 +280,7 @@ func collect(v any, keys bool, f func(s string, str bool)) {
 		f(strconv.FormatBool(x), false)
 	case map[string]any:
 		for k, e := range x {
-			if keys && !propertyName(k) {
+			if keys && !IsName(k) {
 				f(k, true)
 				if p := pointerToken.Replace(k); p != k {
 					f(p, true)
