@@ -472,7 +472,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		rec.TraceID = sc.TraceID().String()
 	}
-	closedRound := false
+	closedRound, resumeInDoubt := false, false
 	// The row is written whether or not the caller is still there: an
 	// attempt that reached the kernel is recorded (invariant 4), completed
 	// cancelled below when its caller left.
@@ -489,7 +489,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		} else if err != nil {
 			// The resumption may have taken effect: the refusal is journaled
 			// for the attempt, as for an insert in doubt.
-			rec.AttemptID = call.GetResume().GetAttemptId()
+			rec.AttemptID, resumeInDoubt = call.GetResume().GetAttemptId(), true
 			err = fmt.Errorf("%w: %w", records.ErrInDoubt, err)
 		}
 	case call.GetAbandoned():
@@ -522,10 +522,15 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 			// The pending row may still appear (a hung store that resumes
 			// runs the insert it had read): it is completed as what it
 			// was, a refusal, once the store answers (issue 17 item 13).
-			// Of this turn only: a resumption's attempt id is the bridge's word.
+			// Of this turn only: a resumption's attempt id is the bridge's
+			// word; and only if the resumption took effect (else the
+			// attempt still waits, and a retry may resume it).
 			c := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.RecordUnavailable,
 				Reason: "the operation record could not be written in time; the call was not run", FinishedAt: time.Now().UTC(),
 				TurnID: rec.TurnID}
+			if resumeInDoubt {
+				c.ResumedBy = s.instanceID
+			}
 			if jerr := s.journal.Add(rec.AttemptID, c); jerr != nil {
 				s.logger.ErrorContext(ctx, "refusal of a record in doubt not journaled", slog.String(telemetry.LogAttemptID, rec.AttemptID),
 					slog.Any("error", jerr))

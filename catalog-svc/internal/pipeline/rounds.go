@@ -126,10 +126,15 @@ func (s *Pipeline) resume(ctx context.Context, call *sharedosv1.ToolCall, rec *r
 	if err := checkID("resume.attempt_id", r.GetAttemptId()); err != nil {
 		return records.ErrNotWaiting
 	}
+	// A refusal journaled here for a resumption of it in doubt is not
+	// written while this one may take the attempt on, and is dropped once
+	// it does (that one never took effect).
+	release := s.journal.Hold(r.GetAttemptId(), call.GetTurnId())
 	callID, err := s.records.Resume(ctx, records.Resumption{
 		AttemptID: r.GetAttemptId(), TurnID: call.GetTurnId(), RequestedToolSHA256: rec.RequestedToolSHA256,
 		ArgumentsDigest: rec.ArgumentsDigest, Round: r.GetRound(), InstanceID: s.instanceID,
 	})
+	release(err == nil)
 	if err == nil {
 		rec.AttemptID, rec.CallID = r.GetAttemptId(), callID
 	}

@@ -234,16 +234,19 @@ func TestInputRoundEndsWithTheTurn(t *testing.T) {
 	})
 }
 
-// resumeInDoubt's Resume fails without taking effect while down is set,
-// and its Complete while completeDown is, as a store that does not answer
-// in time.
+// resumeInDoubt's Resume fails while down is set — after taking effect
+// when written is set too — and its Complete while completeDown is, as a
+// store that does not answer in time.
 type resumeInDoubt struct {
 	records.Store
-	down, completeDown atomic.Bool
+	down, written, completeDown atomic.Bool
 }
 
 func (s *resumeInDoubt) Resume(ctx context.Context, r records.Resumption) (string, error) {
 	if s.down.Load() {
+		if s.written.Load() {
+			_, _ = s.Store.Resume(ctx, r)
+		}
 		return "", errors.New("no answer from the store")
 	}
 	return s.Store.Resume(ctx, r)
@@ -257,9 +260,10 @@ func (s *resumeInDoubt) Complete(ctx context.Context, id string, c records.Compl
 }
 
 // TestResumeInDoubtEndsOnlyItsTurn: a resumption the store did not answer
-// is refused and its attempt ended failed/record_unavailable from the
-// journal — the attempt of the call's turn only: an attempt id named from
-// another turn (the bridge's word) ends nothing there.
+// is refused, and its attempt ended failed/record_unavailable from the
+// journal where the resumption took effect — of the call's turn only: an
+// attempt id named from another turn (the bridge's word) ends nothing
+// there, and an attempt the resumption did not take goes on waiting.
 func TestResumeInDoubtEndsOnlyItsTurn(t *testing.T) {
 	forEachStore(t, options{wrapStore: func(s records.Store) records.Store { return &resumeInDoubt{Store: s} }},
 		func(t *testing.T, h *harness) {
@@ -267,18 +271,24 @@ func TestResumeInDoubtEndsOnlyItsTurn(t *testing.T) {
 			h.handler.asks(askTwice)
 			res := h.call2(h.roundCall("victim", args, inputround.Names()...))
 			expect(t, res, inputRequired, "")
-			h.store.(*resumeInDoubt).down.Store(true)
-			for _, turn := range []string{"intruder", "victim"} {
-				if _, err := h.invoke(context.Background(), h.resumeCall(turn, args, res, `{}`)); status.Code(err) != codes.Unavailable {
-					t.Fatalf("resumption from %s while the store does not answer: %v, want Unavailable", turn, err)
+			st := h.store.(*resumeInDoubt)
+			st.down.Store(true)
+			for _, tc := range []struct {
+				turn    string
+				written bool
+				ended   bool
+			}{{"intruder", true, false}, {"victim", false, false}, {"victim", true, true}} {
+				st.written.Store(tc.written)
+				if _, err := h.invoke(context.Background(), h.resumeCall(tc.turn, args, res, `{}`)); status.Code(err) != codes.Unavailable {
+					t.Fatalf("resumption from %s while the store does not answer: %v, want Unavailable", tc.turn, err)
 				}
 				h.kernel.DrainJournal(context.Background())
 				rows := h.records("victim")
-				if turn == "intruder" && (len(rows) != 1 || rows[0].Status != pending || rows[0].WaitingUntil.IsZero()) {
-					t.Fatalf("victim's records %+v: want its attempt still waiting", rows)
+				if !tc.ended && (len(rows) != 1 || rows[0].Status != pending || rows[0].WaitingUntil.IsZero()) {
+					t.Fatalf("after %+v victim's records %+v: want its attempt still waiting", tc, rows)
 				}
-				if turn == "victim" && (len(rows) != 1 || rows[0].Code != outcome.RecordUnavailable) {
-					t.Fatalf("victim's records %+v: want its attempt failed/record_unavailable", rows)
+				if tc.ended && (len(rows) != 1 || rows[0].Code != outcome.RecordUnavailable) {
+					t.Fatalf("after %+v victim's records %+v: want its attempt failed/record_unavailable", tc, rows)
 				}
 			}
 			if n := h.kernel.Journaled(); n != 0 {
@@ -328,4 +338,47 @@ func TestResumedAfterDoubtRecordsTheRun(t *testing.T) {
 				})
 		})
 	}
+}
+
+// TestRefusalInDoubtNeverEndsARunningRetry: the refusal journaled for a
+// resumption in doubt that did not take effect is not written while the
+// client's retry, on this kernel, takes the attempt on and runs it (the
+// journal's flush comes while it runs), and is dropped once the retry took
+// it: the record is the run's (found by review).
+func TestRefusalInDoubtNeverEndsARunningRetry(t *testing.T) {
+	forEachStore(t, options{wrapStore: func(s records.Store) records.Store { return &resumeInDoubt{Store: s} }, journaled: true},
+		func(t *testing.T, h *harness) {
+			const args = `{"path":"/public/a.txt"}`
+			running, release := make(chan struct{}), make(chan struct{})
+			h.handler.asks(func(req *sharedosv1.HandleRequest) *sharedosv1.HandleResponse {
+				if req.GetRound() == 0 {
+					return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{
+						InputRequestsJson: []byte(`{"name":{"method":"elicitation/create","params":{"message":"?"}}}`),
+						RequestState:      []byte("s1")}}
+				}
+				close(running)
+				<-release
+				return nil
+			})
+			res := h.call2(h.roundCall("victim", args, inputround.Names()...))
+			expect(t, res, inputRequired, "")
+			st := h.store.(*resumeInDoubt)
+			st.down.Store(true)
+			if _, err := h.invoke(context.Background(), h.resumeCall("victim", args, res, `{}`)); status.Code(err) != codes.Unavailable {
+				t.Fatalf("resumption in doubt: %v, want Unavailable", err)
+			}
+			st.down.Store(false) // the store is back; the client retries at once
+			out := make(chan *sharedosv1.ToolResult, 1)
+			go func() { out <- h.resumed(h.resumeCall("victim", args, res, `{}`)) }()
+			wait(t, running, "the retry running")
+			h.kernel.DrainJournal(context.Background()) // the journal's flush, while it runs
+			close(release)
+			expect(t, <-out, succeeded, "")
+			if rows := h.records("victim"); len(rows) != 1 || rows[0].Status != succeeded {
+				t.Fatalf("records %+v: want the attempt succeeded, as answered", rows)
+			}
+			if n := h.kernel.Journaled(); n != 0 {
+				t.Fatalf("%d completions left in the journal", n)
+			}
+		})
 }

@@ -124,6 +124,12 @@ type Completion struct {
 	// kernel journals for an attempt a bridge named (a resumption in
 	// doubt) ends no other turn's attempt.
 	TurnID string
+	// ResumedBy, when set, makes the completion a refusal of a resumption
+	// in doubt by that kernel: it ends the row only if the resumption took
+	// effect — the row no longer waits and that kernel resumed it last.
+	// Else (still waiting, or resumed by another kernel since) it is not
+	// found: the attempt goes on.
+	ResumedBy string
 }
 
 // Store is the operation-record role the kernel depends on.
@@ -141,7 +147,7 @@ type Store interface {
 	// Complete writes the outcome onto the pending row attemptID. It fails
 	// with ErrCompleted when the row is not pending (completed or
 	// interrupted) and ErrNotFound when there is no such row (of c.TurnID,
-	// when set).
+	// when set; resumed by c.ResumedBy and not waiting, when set).
 	Complete(ctx context.Context, attemptID string, c Completion) error
 	// ListOperations returns the rows of a turn in the order written.
 	ListOperations(ctx context.Context, turnID string) ([]Record, error)

@@ -38,19 +38,20 @@ type entry struct {
 	FinishedAt     time.Time `json:"finishedAt"`
 	ProgressCount  int32     `json:"progressCount,omitempty"`
 	TurnID         string    `json:"turnId,omitempty"`
+	ResumedBy      string    `json:"resumedBy,omitempty"`
 }
 
 func toEntry(attemptID string, c records.Completion) entry {
 	return entry{AttemptID: attemptID, Status: outcome.StatusName(c.Status), Code: c.Code, Reason: c.Reason,
 		ResolvedTool: c.ResolvedTool, DecisionID: c.DecisionID, PolicyRevision: c.PolicyRevision, FinishedAt: c.FinishedAt,
-		ProgressCount: c.ProgressCount, TurnID: c.TurnID}
+		ProgressCount: c.ProgressCount, TurnID: c.TurnID, ResumedBy: c.ResumedBy}
 }
 
 func (e entry) completion() (records.Completion, error) {
 	st, ok := outcome.ParseStatus(e.Status)
 	c := records.Completion{Status: st, Code: e.Code, Reason: e.Reason, ResolvedTool: e.ResolvedTool,
 		DecisionID: e.DecisionID, PolicyRevision: e.PolicyRevision, FinishedAt: e.FinishedAt, ProgressCount: e.ProgressCount,
-		TurnID: e.TurnID}
+		TurnID: e.TurnID, ResumedBy: e.ResumedBy}
 	if !ok || e.AttemptID == "" {
 		return c, fmt.Errorf("journal: entry for attempt %q has status %q", e.AttemptID, e.Status)
 	}
@@ -62,9 +63,15 @@ func (e entry) completion() (records.Completion, error) {
 type file struct {
 	path    string
 	f       *os.File
-	entries map[string]records.Completion
+	entries map[key]records.Completion
 	own     bool
 }
+
+// key names an entry: the kernel's outcome of an attempt (no turn), or the
+// refusal of a write in doubt, which names the call's turn
+// (records.Completion's TurnID) — one per turn, so that a resumption named
+// from another turn keeps none of the attempt's own turn out.
+type key struct{ attempt, turn string }
 
 // Journal holds the completions the store has not taken yet.
 type Journal struct {
@@ -78,6 +85,9 @@ type Journal struct {
 	own    *file   // nil when memory-only
 	mem    *file   // memory-only entries (no path, no lock)
 	others []*file // adopted orphans, replayed then removed
+	// held are refusals a resumption in progress keeps from being
+	// written (Hold).
+	held map[key]bool
 }
 
 // Open returns the journal over dir, creating dir (0700) and this process's
@@ -89,7 +99,7 @@ func Open(dir string, log *slog.Logger) (*Journal, error) {
 		log = slog.Default()
 	}
 	j := &Journal{log: log, wake: make(chan struct{}, 1), dir: dir,
-		mem: &file{entries: map[string]records.Completion{}}}
+		mem: &file{entries: map[key]records.Completion{}}, held: map[key]bool{}}
 	if dir == "" {
 		return j, nil
 	}
@@ -111,7 +121,7 @@ func Open(dir string, log *slog.Logger) (*Journal, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	j.own = &file{path: path, f: f, entries: map[string]records.Completion{}, own: true}
+	j.own = &file{path: path, f: f, entries: map[key]records.Completion{}, own: true}
 	if err := j.adopt(); err != nil {
 		_ = j.Close()
 		return nil, err
@@ -126,39 +136,76 @@ func (j *Journal) Durable() bool {
 	return j.own != nil
 }
 
-// replaces: c is kept for attemptID over what held has for it. The
-// kernel's own outcome of an attempt (no TurnID) is kept over anything
-// before it — a resumption refused in doubt may have left the attempt
-// waiting, to be resumed and run after all; a refusal journaled for an
-// attempt a bridge named (TurnID set) only where nothing is held — it
-// must not replace the outcome of a call that ran.
-func replaces(held map[string]records.Completion, attemptID string, c records.Completion) bool {
-	_, ok := held[attemptID]
-	return !ok || c.TurnID == ""
+// Hold keeps the refusal of a resumption in doubt of attemptID, named from
+// turn, from being written while the attempt is resumed here again: the
+// resumption in doubt may not have taken effect, and then this one takes
+// the attempt on and runs it. It waits for a flush under way (which may be
+// writing the refusal), and returns release, told whether the resumption
+// took the attempt on: then the refusal is dropped (its resumption never
+// took effect). Without such a refusal it does nothing.
+func (j *Journal) Hold(attemptID, turn string) (release func(taken bool)) {
+	k := key{attemptID, turn}
+	j.mu.Lock()
+	_, refused := j.entry(k)
+	j.mu.Unlock()
+	if !refused {
+		return func(bool) {}
+	}
+	j.flushMu.Lock()
+	j.mu.Lock()
+	j.held[k] = true
+	j.mu.Unlock()
+	j.flushMu.Unlock()
+	return func(taken bool) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		delete(j.held, k)
+		if taken {
+			for _, f := range append(j.files(), j.mem) {
+				delete(f.entries, k)
+			}
+		}
+	}
+}
+
+// entry is the completion some file holds under k. Called with j.mu held.
+func (j *Journal) entry(k key) (records.Completion, bool) {
+	for _, f := range append(j.files(), j.mem) {
+		if c, ok := f.entries[k]; ok {
+			return c, true
+		}
+	}
+	return records.Completion{}, false
+}
+
+// outcomeHeld: some file holds the kernel's own outcome of attemptID.
+// Called with j.mu held.
+func (j *Journal) outcomeHeld(attemptID string) bool {
+	_, ok := j.entry(key{attempt: attemptID})
+	return ok
 }
 
 // Dir is the journal directory ("" when memory-only).
 func (j *Journal) Dir() string { return j.dir }
 
 // Add keeps c for attemptID until Flush writes it. On a durable journal it
-// returns only once the entry is on disk (written and fsynced). A refusal
-// for an attempt named by a bridge (c.TurnID set) never replaces what the
-// journal holds for it (replaces).
+// returns only once the entry is on disk (written and fsynced). The
+// kernel's own outcome of an attempt is kept over a refusal of a
+// resumption in doubt (c.TurnID set; the attempt, left waiting, may be
+// resumed and run after all), which is not kept where an outcome is.
 func (j *Journal) Add(attemptID string, c records.Completion) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if !replaces(j.mem.entries, attemptID, c) {
+	if c.TurnID != "" && j.outcomeHeld(attemptID) {
 		return nil
 	}
+	k := key{attemptID, c.TurnID}
 	if j.own == nil {
-		j.mem.entries[attemptID] = c
+		j.mem.entries[k] = c
 		j.signal()
-		return nil
-	}
-	if !replaces(j.own.entries, attemptID, c) {
 		return nil
 	}
 	line, err := json.Marshal(toEntry(attemptID, c))
@@ -171,7 +218,7 @@ func (j *Journal) Add(attemptID string, c records.Completion) error {
 	if err := j.own.f.Sync(); err != nil {
 		return fmt.Errorf("journal: sync %s: %w", j.own.path, err)
 	}
-	j.own.entries[attemptID] = c
+	j.own.entries[k] = c
 	j.signal()
 	return nil
 }
@@ -220,52 +267,82 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 		}
 	}
 	type item struct {
-		f  *file
-		id string
-		c  records.Completion
+		f *file
+		k key
+		c records.Completion
 	}
 	var todo []item
 	j.mu.Lock()
 	for _, f := range append(j.files(), j.mem) {
-		for id, c := range f.entries {
-			todo = append(todo, item{f, id, c})
+		for k, c := range f.entries {
+			todo = append(todo, item{f, k, c})
 		}
 	}
 	j.mu.Unlock()
 	written := 0
 	var ferr error
 	for _, it := range todo {
-		err := store.Complete(ctx, it.id, it.c)
-		switch {
-		case err == nil:
-			written++
-		case errors.Is(err, records.ErrCompleted):
-			// The write went through before (its acknowledgement was lost),
-			// or the row was reconciled first: the log says which attempt.
-			j.log.WarnContext(ctx, "journal: record was already completed; journaled completion dropped",
-				slog.String(telemetry.LogAttemptID, it.id), slog.String("status", outcome.StatusName(it.c.Status)))
-		case errors.Is(err, records.ErrNotFound):
-			// A refusal journaled for a record whose write was in doubt
-			// (records.ErrInDoubt): the write never took effect.
-			j.log.WarnContext(ctx, "journal: no such record (its write never took effect); completion dropped",
-				slog.String(telemetry.LogAttemptID, it.id), slog.String("status", outcome.StatusName(it.c.Status)))
-		case errors.Is(err, records.ErrInvalid):
-			j.log.ErrorContext(ctx, "journal: completion cannot be written; dropped",
-				slog.String(telemetry.LogAttemptID, it.id), slog.Any("error", err))
-		default:
-			ferr = err
+		j.mu.Lock()
+		// A refusal whose attempt has an outcome (in another file) is not
+		// written; one whose attempt is being resumed here again waits
+		// for that resumption (Hold).
+		superseded := it.k.turn != "" && j.outcomeHeld(it.k.attempt)
+		held := j.held[it.k]
+		j.mu.Unlock()
+		if held {
+			continue
 		}
-		if ferr != nil {
-			break
+		if !superseded {
+			err := j.write(ctx, store, it.k.attempt, it.c)
+			if err != nil && !errors.Is(err, errDropped) {
+				ferr = err
+				break
+			}
+			if err == nil {
+				written++
+			}
 		}
 		j.mu.Lock()
-		delete(it.f.entries, it.id)
+		if cur, ok := it.f.entries[it.k]; ok && cur == it.c { // not replaced meanwhile
+			delete(it.f.entries, it.k)
+		}
 		j.mu.Unlock()
 	}
 	j.mu.Lock()
 	cerr := j.compact()
 	j.mu.Unlock()
 	return written, errors.Join(ferr, cerr)
+}
+
+// errDropped: the store refused a completion for good; it is dropped
+// (logged).
+var errDropped = errors.New("journal: completion dropped")
+
+// write writes one completion to store: nil once written, errDropped when
+// the store refuses it for good, else the store's error.
+func (j *Journal) write(ctx context.Context, store records.Store, attemptID string, c records.Completion) error {
+	err := store.Complete(ctx, attemptID, c)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, records.ErrCompleted):
+		// The write went through before (its acknowledgement was lost),
+		// or the row was reconciled first: the log says which attempt.
+		j.log.WarnContext(ctx, "journal: record was already completed; journaled completion dropped",
+			slog.String(telemetry.LogAttemptID, attemptID), slog.String("status", outcome.StatusName(c.Status)))
+	case errors.Is(err, records.ErrNotFound):
+		// A refusal journaled for a write in doubt (records.ErrInDoubt):
+		// the write never took effect, or the resumption did not (the
+		// attempt goes on), or it names an attempt of another turn.
+		j.log.WarnContext(ctx, "journal: no such record (its write never took effect); completion dropped",
+			slog.String(telemetry.LogAttemptID, attemptID), slog.String("status", outcome.StatusName(c.Status)))
+	case errors.Is(err, records.ErrInvalid):
+		j.log.ErrorContext(ctx, "journal: completion cannot be written; dropped",
+			slog.String(telemetry.LogAttemptID, attemptID), slog.Any("error", err))
+	default:
+		return err
+	}
+	return errDropped
 }
 
 // compact empties the own file and removes adopted files once every entry
@@ -353,8 +430,8 @@ func (j *Journal) holds(path string) bool {
 // written when its process died: Add had not returned, so nobody was
 // answered on its strength, and it is skipped. A bad complete line is an
 // error: the file is left for an operator.
-func read(r io.Reader, path string, log *slog.Logger) (map[string]records.Completion, error) {
-	out := map[string]records.Completion{}
+func read(r io.Reader, path string, log *slog.Logger) (map[key]records.Completion, error) {
+	out := map[key]records.Completion{}
 	br := bufio.NewReader(r)
 	for n := 1; ; n++ {
 		line, err := br.ReadString('\n')
@@ -375,8 +452,8 @@ func read(r io.Reader, path string, log *slog.Logger) (map[string]records.Comple
 		if err != nil {
 			return nil, fmt.Errorf("journal: %s line %d: %w", path, n, err)
 		}
-		if replaces(out, e.AttemptID, c) { // as Add kept them
-			out[e.AttemptID] = c
+		if _, held := out[key{attempt: e.AttemptID}]; c.TurnID == "" || !held { // as Add kept them
+			out[key{e.AttemptID, c.TurnID}] = c
 		}
 	}
 }

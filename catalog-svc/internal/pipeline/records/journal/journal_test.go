@@ -209,8 +209,8 @@ func TestNamedRefusalNeverReplacesAnOutcome(t *testing.T) {
 	if err := first.Add(c, done("")); err != nil { // its outcome is the record
 		t.Fatal(err)
 	}
-	if first.Len() != 3 {
-		t.Fatalf("journal holds %d completions, want 3", first.Len())
+	if first.Len() != 4 { // a's outcome, b's refusal, c's refusal and outcome
+		t.Fatalf("journal holds %d completions, want 4", first.Len())
 	}
 	_ = first.Close()
 
@@ -292,5 +292,64 @@ func TestRunFlushesOnAdd(t *testing.T) {
 	}
 	if rows(t, store)["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
 		t.Fatal("record not completed")
+	}
+}
+
+// Refusals named from two turns are both kept (one from another turn keeps
+// none of the attempt's own out); an outcome in this process's file wins
+// over a refusal in an adopted one; a refusal held by a resumption in
+// progress is not written, and dropped once that resumption took the
+// attempt on.
+func TestRefusalsPerTurnOutcomesAcrossFilesAndHold(t *testing.T) {
+	store := memory.New()
+	dir := t.TempDir()
+	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
+	refusal := func(turn string) records.Completion {
+		r := done("record_unavailable")
+		r.TurnID = turn
+		return r
+	}
+	orphan, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orphan.Add(a, refusal("t")); err != nil {
+		t.Fatal(err)
+	}
+	_ = orphan.Close() // its file is adopted below
+
+	j, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Add(a, done("")); err != nil { // a ran after all: its outcome wins
+		t.Fatal(err)
+	}
+	if err := j.Add(b, refusal("intruder")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Add(b, refusal("t")); err != nil { // b's own turn's refusal is kept too
+		t.Fatal(err)
+	}
+	if err := j.Add(c, refusal("t")); err != nil {
+		t.Fatal(err)
+	}
+	release := j.Hold(c, "t")
+	if n, err := j.Flush(context.Background(), store); n != 2 || err != nil {
+		t.Fatalf("Flush = %d, %v; want a's outcome and b's own refusal written", n, err)
+	}
+	got := rows(t, store)
+	if got["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED || got["b"].Code != "record_unavailable" ||
+		got["c"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("a %v, b %v/%s, c %v: want a succeeded, b refused, c untouched while held",
+			got["a"].Status, got["b"].Status, got["b"].Code, got["c"].Status)
+	}
+	if j.Len() != 1 {
+		t.Fatalf("journal holds %d completions, want c's held refusal", j.Len())
+	}
+	release(true) // the resumption took c on: its refusal goes
+	if j.Len() != 0 {
+		t.Fatalf("journal holds %d completions after the resumption took the attempt", j.Len())
 	}
 }

@@ -136,6 +136,9 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 	if c.TurnID != "" && row.TurnID != c.TurnID {
 		return records.ErrNotFound
 	}
+	if c.ResumedBy != "" && (row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || !row.WaitingUntil.IsZero() || row.ResumedBy != c.ResumedBy) {
+		return records.ErrNotFound // the resumption did not take effect, or another took the attempt on
+	}
 	if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
 		return records.ErrCompleted
 	}

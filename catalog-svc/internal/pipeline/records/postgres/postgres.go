@@ -42,7 +42,8 @@ RETURNING sequence`)
 UPDATE catalog.operations
    SET status = $2, code = $3, reason = $4, resolved_tool = $5, decision_id = $6,
        policy_revision = $7, finished_at = $8, progress_count = progress_count + $9, waiting_until = NULL
- WHERE attempt_id = $1 AND status = 'pending' AND ($10 = '' OR turn_id = $10)`)
+ WHERE attempt_id = $1 AND status = 'pending' AND ($10 = '' OR turn_id = $10)
+   AND ($11 = '' OR (waiting_until IS NULL AND resumed_by = $11))`)
 	revokedStmt = pgdb.NewStmt(`SELECT EXISTS (SELECT 1 FROM catalog.revoked_turns WHERE turn_id = $1)`)
 )
 
@@ -153,13 +154,16 @@ func (s *Store) Complete(ctx context.Context, attemptID string, c records.Comple
 	c.Sanitize()
 	tag, err := s.group.Exec(ctx, completeStmt,
 		attemptID, outcome.StatusName(c.Status), c.Code, c.Reason, c.ResolvedTool, c.DecisionID,
-		c.PolicyRevision, c.FinishedAt, c.ProgressCount, c.TurnID)
+		c.PolicyRevision, c.FinishedAt, c.ProgressCount, c.TurnID, c.ResumedBy)
 	affected := tag.RowsAffected()
 	if err != nil {
 		return fmt.Errorf("postgres: complete operation: %w", err)
 	}
 	if affected == 1 {
 		return nil
+	}
+	if c.ResumedBy != "" {
+		return records.ErrNotFound // the resumption did not take effect, or another took the attempt on
 	}
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM catalog.operations WHERE attempt_id = $1 AND ($2 = '' OR turn_id = $2))`,

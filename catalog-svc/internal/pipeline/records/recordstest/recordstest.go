@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"CompletedRowIsFinal", testCompletedFinal},
 		{"CompleteUnknown", testCompleteUnknown},
 		{"CompleteOnlyItsTurn", testCompleteTurn},
+		{"RefusalInDoubtOnlyWhereTheResumptionTookEffect", testRefusalInDoubt},
 		{"RejectsMalformed", testRejectsMalformed},
 		{"HostileTextIsStorable", testHostileText},
 		{"ReconcileMarksOnlyOldPending", testReconcile},
@@ -779,6 +780,38 @@ func testResumeExact(t *testing.T, s records.Store) {
 	}
 	if _, err := s.Resume(c, resumption(r, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
 		t.Fatalf("replayed Resume: %v, want ErrNotWaiting", err)
+	}
+}
+
+// testRefusalInDoubt: a refusal of a resumption in doubt (ResumedBy) ends
+// the attempt only where that resumption took effect: not while it still
+// waits, not once another kernel resumed it; it does once that kernel did.
+func testRefusalInDoubt(t *testing.T, s records.Store) {
+	c := ctx(t)
+	refusal := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.RecordUnavailable,
+		FinishedAt: time.Now(), TurnID: turn(t), ResumedBy: "kernel-1"}
+	waiting := NewRecord(turn(t), "call-1", "files.read")
+	park(t, s, waiting, time.Minute)
+	if err := s.Complete(c, waiting.AttemptID, refusal); !errors.Is(err, records.ErrNotFound) {
+		t.Fatalf("refusal of a waiting attempt: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Resume(c, resumption(waiting, 1, "kernel-2")); err != nil {
+		t.Fatalf("Resume after the refusal: %v (the attempt must still wait)", err)
+	}
+	if err := s.Complete(c, waiting.AttemptID, refusal); !errors.Is(err, records.ErrNotFound) {
+		t.Fatalf("refusal of an attempt another kernel resumed: %v, want ErrNotFound", err)
+	}
+	taken := NewRecord(turn(t), "call-2", "files.read")
+	park(t, s, taken, time.Minute)
+	if _, err := s.Resume(c, resumption(taken, 1, "kernel-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(c, taken.AttemptID, refusal); err != nil {
+		t.Fatalf("refusal of the attempt its resumption took: %v", err)
+	}
+	rows := list(t, s, turn(t))
+	if len(rows) != 2 || rows[0].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || rows[1].Code != outcome.RecordUnavailable {
+		t.Fatalf("rows %+v: want call-1 pending (kernel-2 runs it), call-2 refused", rows)
 	}
 }
 
