@@ -1173,10 +1173,16 @@ func TestUserEnvCannotOverrideChartEnv(t *testing.T) {
 	}
 	// Precise, not a blanket SHAREDOS_* ban: a service flag the values do
 	// not cover is still tuned through env.
+	// Nor a blanket OTEL_EXPORTER_OTLP_* one: the exporter's timeout is
+	// not where it sends.
 	c := container(t, deployment(t, render(t, "--set", "bridge.env[0].name=SHAREDOS_CALL_TIMEOUT",
-		"--set", "bridge.env[0].value=5m"), "bridge"), "bridge")
+		"--set", "bridge.env[0].value=5m", "--set", "bridge.env[1].name=OTEL_EXPORTER_OTLP_TIMEOUT",
+		"--set-string", "bridge.env[1].value=20000"), "bridge"), "bridge")
 	if got := envValue(c, "SHAREDOS_CALL_TIMEOUT"); got != "5m" {
 		t.Errorf("bridge.env SHAREDOS_CALL_TIMEOUT = %q, want 5m", got)
+	}
+	if got := envValue(c, "OTEL_EXPORTER_OTLP_TIMEOUT"); got != "20000" {
+		t.Errorf("bridge.env OTEL_EXPORTER_OTLP_TIMEOUT = %q, want 20000", got)
 	}
 }
 

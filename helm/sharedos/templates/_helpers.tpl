@@ -282,9 +282,11 @@ service flag the values do not cover (e.g. SHAREDOS_CALL_TIMEOUT) is tuned.
 {{/*
 User-supplied env of one component: (dict "root" $ "component" c), from
 <component>.env and <component>.secretEnv. Rendering fails, naming every entry,
-when one names a reserved variable (sharedos.reservedEnv), any
-OTEL_EXPORTER_OTLP_* (one signal's endpoint or headers would take the
-exporter, and otel.headersSecret's key, elsewhere) or, for catalog, an
+when one names a reserved variable (sharedos.reservedEnv), where the OTLP
+exporter sends and how (OTEL_EXPORTER_OTLP_[signal_]ENDPOINT, _HEADERS,
+_INSECURE, _PROTOCOL, the TLS files: one signal's would take the exporter,
+and otel.headersSecret's key, elsewhere; _TIMEOUT and _COMPRESSION stay
+settable) or, for catalog, an
 upstream credential's (catalog.upstreams.credentials, which must not name a
 reserved one either).
 */}}
@@ -304,7 +306,7 @@ reserved one either).
 {{- end }}
 {{- range $key := list "env" "secretEnv" }}
 {{- range $i, $e := index $v $key }}
-{{- if or (has $e.name $reserved) (hasPrefix "OTEL_EXPORTER_OTLP_" $e.name) }}
+{{- if or (has $e.name $reserved) (regexMatch "^OTEL_EXPORTER_OTLP_((TRACES|METRICS|LOGS)_)?(ENDPOINT|HEADERS|INSECURE|CERTIFICATE|CLIENT_KEY|CLIENT_CERTIFICATE|PROTOCOL)$" $e.name) }}
 {{- $clashes = append $clashes (printf "%s.%s[%d] (%s)" $.component $key $i $e.name) }}
 {{- end }}
 {{- end }}
