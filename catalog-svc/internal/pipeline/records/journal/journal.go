@@ -39,6 +39,9 @@ type entry struct {
 	ProgressCount  int32     `json:"progressCount,omitempty"`
 	TurnID         string    `json:"turnId,omitempty"`
 	ResumedBy      string    `json:"resumedBy,omitempty"`
+	// Dropped withdraws the entry of the same attempt and turn above it
+	// (a refusal whose resumption a retry proved never took effect: Hold).
+	Dropped bool `json:"dropped,omitempty"`
 }
 
 func toEntry(attemptID string, c records.Completion) entry {
@@ -160,12 +163,53 @@ func (j *Journal) Hold(attemptID, turn string) (release func(taken bool)) {
 		j.mu.Lock()
 		defer j.mu.Unlock()
 		delete(j.held, k)
-		if taken {
-			for _, f := range append(j.files(), j.mem) {
-				delete(f.entries, k)
+		if !taken {
+			return
+		}
+		if c, ok := j.own.entryOf(k); ok {
+			// Withdrawn on disk too: replayed after a crash, the refusal
+			// would end the attempt this retry ran ("not run", where it is
+			// interrupted). A refusal in an adopted file names its dead
+			// kernel, which no longer resumes anything.
+			if err := j.own.append(withdrawn(k.attempt, c)); err != nil {
+				j.log.Error("journal: refusal withdrawn in memory only", slog.String(telemetry.LogAttemptID, k.attempt), slog.Any("error", err))
 			}
 		}
+		for _, f := range append(j.files(), j.mem) {
+			delete(f.entries, k)
+		}
 	}
+}
+
+// withdrawn is the line that withdraws attemptID's entry c.
+func withdrawn(attemptID string, c records.Completion) entry {
+	e := toEntry(attemptID, c)
+	e.Dropped = true
+	return e
+}
+
+// entryOf is f's entry under k; a nil f (memory-only) holds none.
+func (f *file) entryOf(k key) (records.Completion, bool) {
+	if f == nil {
+		return records.Completion{}, false
+	}
+	c, ok := f.entries[k]
+	return c, ok
+}
+
+// append writes e as one line to f and syncs it.
+func (f *file) append(e entry) error {
+	line, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if _, err := f.f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("journal: write %s: %w", f.path, err)
+	}
+	if err := f.f.Sync(); err != nil {
+		return fmt.Errorf("journal: sync %s: %w", f.path, err)
+	}
+	return nil
 }
 
 // entry is the completion some file holds under k. Called with j.mu held.
@@ -208,15 +252,8 @@ func (j *Journal) Add(attemptID string, c records.Completion) error {
 		j.signal()
 		return nil
 	}
-	line, err := json.Marshal(toEntry(attemptID, c))
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	if _, err := j.own.f.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("journal: write %s: %w", j.own.path, err)
-	}
-	if err := j.own.f.Sync(); err != nil {
-		return fmt.Errorf("journal: sync %s: %w", j.own.path, err)
+	if err := j.own.append(toEntry(attemptID, c)); err != nil {
+		return err
 	}
 	j.own.entries[k] = c
 	j.signal()
@@ -452,7 +489,10 @@ func read(r io.Reader, path string, log *slog.Logger) (map[key]records.Completio
 		if err != nil {
 			return nil, fmt.Errorf("journal: %s line %d: %w", path, n, err)
 		}
-		if _, held := out[key{attempt: e.AttemptID}]; c.TurnID == "" || !held { // as Add kept them
+		switch _, held := out[key{attempt: e.AttemptID}]; {
+		case e.Dropped:
+			delete(out, key{e.AttemptID, c.TurnID})
+		case c.TurnID == "" || !held: // as Add kept them
 			out[key{e.AttemptID, c.TurnID}] = c
 		}
 	}

@@ -353,3 +353,35 @@ func TestRefusalsPerTurnOutcomesAcrossFilesAndHold(t *testing.T) {
 		t.Fatalf("journal holds %d completions after the resumption took the attempt", j.Len())
 	}
 }
+
+// A refusal a retry withdrew (Hold, taken) is withdrawn on disk too: the
+// process that adopts the file after a crash does not replay it onto the
+// attempt the retry ran; one the retry did not take stays.
+func TestWithdrawnRefusalStaysWithdrawnAfterACrash(t *testing.T) {
+	store := memory.New()
+	dir := t.TempDir()
+	a, b := begin(t, store, "a"), begin(t, store, "b")
+	refusal := done("record_unavailable")
+	refusal.TurnID, refusal.ResumedBy = "t", "kernel-1"
+	first, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{a, b} {
+		if err := first.Add(id, refusal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Hold(a, "t")(true)  // a retry took a on
+	first.Hold(b, "t")(false) // b's retry did not
+	_ = first.Close()         // the process dies
+
+	next, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if next.Len() != 1 {
+		t.Fatalf("the adopting process holds %d completions, want b's refusal only", next.Len())
+	}
+}
