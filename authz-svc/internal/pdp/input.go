@@ -100,11 +100,10 @@ func parseObject(raw []byte, uniqueKeys bool) (ast.Value, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, &JSONError{Rule: "must be a single JSON value"}
 	}
-	entries, long := walk(x)
-	if long {
+	if longNumber(x) {
 		return nil, &JSONError{Rule: fmt.Sprintf("numbers must be at most %d characters", MaxNumberChars)}
 	}
-	if uniqueKeys && entries != members(raw) {
+	if uniqueKeys && jsonlimits.RepeatsKey(raw, x) {
 		return nil, &JSONError{Rule: "keys must not appear twice in one object"}
 	}
 	v, err := ast.InterfaceToValue(x)
@@ -119,49 +118,25 @@ func parseObject(raw []byte, uniqueKeys bool) (ast.Value, error) {
 // deadline, which cannot interrupt a built-in.
 const MaxNumberChars = 128
 
-// walk returns the entries of every object in v, at any depth, and
-// whether v holds a number longer than MaxNumberChars. A key repeated in one
-// object was decoded into the same map entry, so it counts once.
-func walk(v any) (entries int, long bool) {
+// longNumber reports whether v holds a number longer than MaxNumberChars.
+func longNumber(v any) bool {
 	switch x := v.(type) {
 	case json.Number:
-		return 0, len(x) > MaxNumberChars
+		return len(x) > MaxNumberChars
 	case map[string]any:
-		entries = len(x)
 		for _, e := range x {
-			n, l := walk(e)
-			entries, long = entries+n, long || l
+			if longNumber(e) {
+				return true
+			}
 		}
 	case []any:
 		for _, e := range x {
-			n, l := walk(e)
-			entries, long = entries+n, long || l
+			if longNumber(e) {
+				return true
+			}
 		}
 	}
-	return entries, long
-}
-
-// members counts the members of every object in raw, which must be valid
-// JSON: outside strings a colon only ever separates a key from its value.
-// Fewer decoded entries (walk) than members is a repeated key — found in one
-// pass over the bytes, a fraction of what a second, token-level parse costs.
-func members(raw []byte) int {
-	n := 0
-	inString, escaped := false, false
-	for _, c := range raw {
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			escaped = c == '\\'
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == ':':
-			n++
-		}
-	}
-	return n
+	return false
 }
 
 // ParseSharedObject is ParseObject for small objects many requests repeat,
@@ -170,8 +145,9 @@ func members(raw []byte) int {
 // callers must not change it (evaluation does not change input terms).
 // Bounded: at most maxShared objects of at most maxSharedBytes each are kept;
 // refused input is never kept. A repeated key is not refused here: the
-// catalogue published those bytes (an upstream's annotations as given),
-// and one tool's could otherwise fail every listing that holds it.
+// catalogue published those bytes (it refuses a repeated key at
+// registration, unique_keys; a tool registered before may hold one), and
+// one tool's could otherwise fail every listing that holds it.
 func ParseSharedObject(raw []byte) (ast.Value, error) {
 	if len(raw) > maxSharedBytes {
 		return parseObject(raw, false)

@@ -39,6 +39,7 @@ const (
 	RuleSubschemaCount  = "max_subschemas"
 	RulePoisoning       = "no_hidden_characters"
 	RuleUTF8            = "valid_utf8"
+	RuleUniqueKeys      = "unique_keys"
 	RuleTemplate        = "resource_template"
 	RuleAction          = "known_action"
 	RuleClass           = "tool_class"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/sharedos/toolshare/services/contract/jsonlimits"
 	"github.com/sharedos/toolshare/services/platform/memo"
 )
 
@@ -174,6 +175,11 @@ func decodeJSON(field string, raw []byte) (any, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, invalid(field, RuleJSON, "not valid JSON: %s", trimDetail(err.Error()))
+	}
+	// The published bytes go to harnesses and models whose parsers may
+	// keep the first of two keys where SharedOS keeps the last.
+	if jsonlimits.RepeatsKey(raw, doc) {
+		return nil, invalid(field, RuleUniqueKeys, "an object repeats a key: parsers disagree on which one counts")
 	}
 	return doc, nil
 }

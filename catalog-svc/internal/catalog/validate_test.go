@@ -53,6 +53,12 @@ func TestRegisterRejects(t *testing.T) {
 		{"input not UTF-8", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte("{\"type\":\"object\",\"description\":\"\xff\"}")
 		}, "inputSchema", catalog.RuleUTF8, ""},
+		{"input repeats a key", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"}},"properties":{}}`)
+		}, "inputSchema", catalog.RuleUniqueKeys, "repeats a key"},
+		{"annotations repeat a key", func(r *sharedosv1.ToolRegistration) {
+			r.AnnotationsJson = []byte(`{"readOnlyHint":true,"readOnlyHint":false}`)
+		}, "annotations", catalog.RuleUniqueKeys, ""},
 		{"input an array", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`[]`) }, "inputSchema", catalog.RuleObjectSchema, "an array"},
 		{"input without type object", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`{"type":"string"}`) }, "inputSchema.type", catalog.RuleObjectSchema, `"string"`},
 		{"input type missing", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`{"properties":{}}`) }, "inputSchema.type", catalog.RuleObjectSchema, ""},

@@ -49,3 +49,51 @@ func Scan(raw []byte, limit int) (depth int, balanced bool) {
 	}
 	return maxD, d == 0 && !inString
 }
+
+// RepeatsKey reports whether raw, valid JSON that decoded to doc (objects
+// as map[string]any, arrays as []any, at any depth), repeats a key in one
+// object. Decoders keep one of the two — encoding/json the last, others
+// the first — so whoever reads such a document may read another value
+// than the one checked. One pass over the bytes: outside strings a colon
+// only ever separates a key from its value, and a decoded object has one
+// entry per distinct key.
+func RepeatsKey(raw []byte, doc any) bool {
+	return members(raw) != entries(doc)
+}
+
+// members counts the members of every object in raw (valid JSON).
+func members(raw []byte) int {
+	n := 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == ':':
+			n++
+		}
+	}
+	return n
+}
+
+// entries counts the entries of every object in doc.
+func entries(doc any) int {
+	n := 0
+	switch x := doc.(type) {
+	case map[string]any:
+		n = len(x)
+		for _, e := range x {
+			n += entries(e)
+		}
+	case []any:
+		for _, e := range x {
+			n += entries(e)
+		}
+	}
+	return n
+}

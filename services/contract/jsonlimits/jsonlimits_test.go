@@ -1,6 +1,7 @@
 package jsonlimits_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -42,4 +43,25 @@ func ExampleScan() {
 	d, ok := jsonlimits.Scan([]byte(`{"path":"/public/a.txt","opts":{"x":[1,2]}}`), 64)
 	fmt.Println(d, ok)
 	// Output: 3 true
+}
+
+func TestRepeatsKey(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"path":"/public/a.txt","path":"/private/b.txt"}`: true,
+		`{"a":{"x":1,"y":2,"x":3}}`:                        true,
+		`{"a":[1,{"b":[{"c":true,"c":false}]}]}`:           true,
+		`{"path":1,"p\u0061th":2}`:                         true,
+		`{"a":{"x":1},"b":{"x":1},"x":[{"x":1},{"x":2}]}`:  false,
+		`{"a:b":"c:d","k":"\":\"","e":"\\"}`:               false,
+		`{"a":{},"b":[],"c":"\\\\\":"}`:                    false,
+		`[{"a":1},{"a":2}]`:                                false,
+	} {
+		var doc any
+		if err := json.Unmarshal([]byte(in), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonlimits.RepeatsKey([]byte(in), doc); got != want {
+			t.Errorf("RepeatsKey(%s) = %v, want %v", in, got, want)
+		}
+	}
 }
