@@ -1276,4 +1276,11 @@ func TestBridgeExposureNeedsTLSInFront(t *testing.T) {
 			t.Errorf("bridge Service type %q, want %q", got, typ)
 		}
 	}
+	// Harnesses handed the Ingress's https:// address need no publicURL.
+	r := render(t, "--set", "bridge.service.type=LoadBalancer", "--set", "bridge.service.allowPlaintextExposure=true",
+		"--set", "ingress.enabled=true", "--set", "ingress.host=tools.example.com", "--set", "ingress.tls.secretName=tools-tls",
+		"--set", "networkPolicy.mcpFrom[0].podSelector.matchLabels.app=ingress")
+	if got := bridgeService(r).Spec.Type; got != corev1.ServiceTypeLoadBalancer {
+		t.Errorf("bridge Service type %q behind the Ingress, want LoadBalancer", got)
+	}
 }

@@ -63,6 +63,9 @@ type parsedSchema struct {
 	topProps map[string]bool
 	// closed: the top level sets "additionalProperties": false.
 	closed bool
+	// repeatsKey: an object of the schema repeats a key (registration
+	// refuses it, unique_keys; a schema stored before is still served).
+	repeatsKey bool
 }
 
 // errNoNetwork is what the loader returns for every URL: a tool schema must
@@ -115,6 +118,7 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 	if err != nil {
 		return nil, err
 	}
+	repeats := jsonlimits.RepeatsKey(raw, doc) // before the compiler holds doc
 	obj, ok := doc.(map[string]any)
 	if !ok {
 		return nil, invalid(field, RuleObjectSchema, "must be a JSON object, got %s", jsonKind(doc))
@@ -153,7 +157,7 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 		}
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
 	}
-	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}}
+	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}, repeatsKey: repeats}
 	if ap, ok := obj["additionalProperties"].(bool); ok && !ap {
 		ps.closed = true
 	}
@@ -176,12 +180,14 @@ func decodeJSON(field string, raw []byte) (any, error) {
 	if err != nil {
 		return nil, invalid(field, RuleJSON, "not valid JSON: %s", trimDetail(err.Error()))
 	}
-	// The published bytes go to harnesses and models whose parsers may
-	// keep the first of two keys where SharedOS keeps the last.
-	if jsonlimits.RepeatsKey(raw, doc) {
-		return nil, invalid(field, RuleUniqueKeys, "an object repeats a key: parsers disagree on which one counts")
-	}
 	return doc, nil
+}
+
+// errRepeatsKey refuses a registration whose field repeats a key: the
+// published bytes go to harnesses and models whose parsers may keep the
+// first of two keys where SharedOS keeps the last.
+func errRepeatsKey(field string) error {
+	return invalid(field, RuleUniqueKeys, "an object repeats a key: parsers disagree on which one counts")
 }
 
 // dataKeywords hold instance data, not subschemas: a "$ref" or "description"
@@ -318,6 +324,9 @@ func checkAnnotations(raw []byte) error {
 	doc, err := decodeJSON("annotations", raw)
 	if err != nil {
 		return err
+	}
+	if jsonlimits.RepeatsKey(raw, doc) {
+		return errRepeatsKey("annotations")
 	}
 	obj, ok := doc.(map[string]any)
 	if !ok {

@@ -435,6 +435,22 @@ func TestResolveWithholdsUncompilableStoredSchema(t *testing.T) {
 	}
 }
 
+// A stored tool whose input schema repeats a key (registered before
+// registration refused it, unique_keys) is still served: refusing it
+// now would withhold a listed tool from every call.
+func TestResolveServesStoredSchemaThatRepeatsAKey(t *testing.T) {
+	st := memory.New()
+	rec := storetest.Record("files.read")
+	rec.Registration.InputSchemaJson = []byte(`{"type":"object","additionalProperties":true,"additionalProperties":true}`)
+	if _, err := st.Create(testCtx(t), rec); err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t, st, nil)
+	if _, err := svc.Resolve(testCtx(t), "files.read"); err != nil {
+		t.Fatalf("Resolve = %v, want the stored tool served", err)
+	}
+}
+
 // Resolve accepts any bytes, never panics, and matches exactly one name.
 func FuzzResolve(f *testing.F) {
 	svc := newService(f, nil, nil)

@@ -52,9 +52,16 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 	if err != nil {
 		return nil, err
 	}
+	if input.repeatsKey {
+		return nil, errRepeatsKey("inputSchema")
+	}
 	if len(reg.GetOutputSchemaJson()) > 0 {
-		if _, err := compileSchema("outputSchema", reg.GetOutputSchemaJson(), dialectOf(reg)); err != nil {
+		output, err := compileSchema("outputSchema", reg.GetOutputSchemaJson(), dialectOf(reg))
+		if err != nil {
 			return nil, err
+		}
+		if output.repeatsKey {
+			return nil, errRepeatsKey("outputSchema")
 		}
 	}
 	if err := checkAnnotations(reg.GetAnnotationsJson()); err != nil {

@@ -428,11 +428,11 @@ template so a bad combination fails at render time with the field named.
 {{- if and (ne $svc.type "ClusterIP") (not $svc.allowPlaintextExposure) }}
 {{- fail (printf "bridge.service.type %s exposes the bridge outside the cluster, and its MCP port (7480) serves plain HTTP (the bridge has no TLS of its own): turn bearer tokens would cross in cleartext. End TLS in front of it (a TLS-terminating load balancer, or the Ingress with ingress.tls.secretName and a ClusterIP Service) and set bridge.service.allowPlaintextExposure: true to confirm that TLS ends in front of it" $svc.type) }}
 {{- end }}
-{{- if and (ne $svc.type "ClusterIP") (not (hasPrefix "https://" (lower .Values.bridge.publicURL))) }}
-{{- fail (printf "bridge.service.type %s needs bridge.publicURL, the https:// address where TLS ends in front of the bridge: harnesses are handed that URL (the in-cluster Service URL reaches nothing outside the cluster, and http:// would carry turn tokens in cleartext)" $svc.type) }}
+{{- if and (ne $svc.type "ClusterIP") (not (hasPrefix "https://" (lower (include "sharedos.publicURL" .)))) }}
+{{- fail (printf "bridge.service.type %s needs an https:// address for harnesses: bridge.publicURL, where TLS ends in front of the bridge, or the Ingress with TLS (they are handed %s, which reaches nothing outside the cluster or carries turn tokens in cleartext)" $svc.type (include "sharedos.publicURL" .)) }}
 {{- end }}
 {{- $f := .Values.files }}
-{{- if and (gt (int $f.replicas) 1) $f.root.existingClaim (eq (default "ReadWriteOnce" $f.root.accessMode) "ReadWriteOncePod") }}
+{{- if and $f.enabled (gt (int $f.replicas) 1) $f.root.existingClaim (eq (default "ReadWriteOnce" $f.root.accessMode) "ReadWriteOncePod") }}
 {{- fail "files.replicas above 1 with a ReadWriteOncePod claim (files.root.accessMode): only one pod can ever mount it; use a ReadWriteMany claim or one replica" }}
 {{- end }}
 {{- end }}

@@ -322,9 +322,12 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 		j.mu.Lock()
 		// A refusal whose attempt has an outcome (in another file) is not
 		// written; one whose attempt is being resumed here again waits
-		// for that resumption (Hold).
+		// for that resumption (Hold), and one withdrawn (or replaced)
+		// since the snapshot is not this flush's to write. (Once past
+		// this check no Hold of it can begin before the flush ends.)
 		superseded := it.k.turn != "" && j.outcomeHeld(it.k.attempt)
-		held := j.held[it.k]
+		cur, kept := it.f.entries[it.k]
+		held := j.held[it.k] || !kept || cur != it.c
 		j.mu.Unlock()
 		if held {
 			continue

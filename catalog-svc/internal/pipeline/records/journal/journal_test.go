@@ -385,3 +385,62 @@ func TestWithdrawnRefusalStaysWithdrawnAfterACrash(t *testing.T) {
 		t.Fatalf("the adopting process holds %d completions, want b's refusal only", next.Len())
 	}
 }
+
+// gateStore blocks Complete of block until gate closes, telling entered.
+type gateStore struct {
+	*memory.Store
+	block   string
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gateStore) Complete(ctx context.Context, id string, c records.Completion) error {
+	if id == g.block {
+		close(g.entered)
+		<-g.gate
+	}
+	return g.Store.Complete(ctx, id, c)
+}
+
+// A flush under way that snapshotted a held refusal and reaches it after
+// the retry took the attempt on and withdrew it does not write it: it would
+// end the retry's run as "not run" (found by review).
+func TestFlushUnderWaySkipsAWithdrawnRefusal(t *testing.T) {
+	mem := memory.New()
+	dir := t.TempDir()
+	x, c := begin(t, mem, "x"), begin(t, mem, "c")
+	if _, err := mem.Park(context.Background(), c, records.Wait{Round: 1, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	orphan, _ := journal.Open(dir, quiet)
+	if err := orphan.Add(x, done("")); err != nil { // adopted file: iterated before own
+		t.Fatal(err)
+	}
+	_ = orphan.Close()
+	j, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ref := done("record_unavailable")
+	ref.TurnID, ref.ResumedBy = "t", "kernel-1"
+	if err := j.Add(c, ref); err != nil {
+		t.Fatal(err)
+	}
+	release := j.Hold(c, "t") // retry begins
+	g := &gateStore{Store: mem, block: x, entered: make(chan struct{}), gate: make(chan struct{})}
+	res := make(chan error)
+	go func() { _, err := j.Flush(context.Background(), g); res <- err }()
+	<-g.entered // flush snapshotted c's (held) refusal and is writing x
+	if _, err := mem.Resume(context.Background(), records.Resumption{AttemptID: c, TurnID: "t", Round: 1, InstanceID: "kernel-1"}); err != nil {
+		t.Fatal(err)
+	}
+	release(true) // the retry took c on: refusal withdrawn
+	close(g.gate)
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(t, mem)["c"]; got.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("the running retry's attempt c was ended %v/%s by the withdrawn refusal", got.Status, got.Code)
+	}
+}
