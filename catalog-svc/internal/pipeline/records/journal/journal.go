@@ -166,13 +166,15 @@ func (j *Journal) Hold(attemptID, turn string) (release func(taken bool)) {
 		if !taken {
 			return
 		}
-		if c, ok := j.own.entryOf(k); ok {
-			// Withdrawn on disk too: replayed after a crash, the refusal
-			// would end the attempt this retry ran ("not run", where it is
-			// interrupted). A refusal in an adopted file names its dead
-			// kernel, which no longer resumes anything.
-			if err := j.own.append(withdrawn(k.attempt, c)); err != nil {
-				j.log.Error("journal: refusal withdrawn in memory only", slog.String(telemetry.LogAttemptID, k.attempt), slog.Any("error", err))
+		for _, f := range j.files() {
+			// Withdrawn on disk too, in the file that holds it (own or
+			// adopted): replayed after a crash, the refusal would end the
+			// attempt this retry ran ("not run", where it is interrupted)
+			// — also under a kernel whose --instance-id outlives it.
+			if c, ok := f.entryOf(k); ok {
+				if err := f.append(withdrawn(k.attempt, c)); err != nil {
+					j.log.Error("journal: refusal withdrawn in memory only", slog.String(telemetry.LogAttemptID, k.attempt), slog.Any("error", err))
+				}
 			}
 		}
 		for _, f := range append(j.files(), j.mem) {
@@ -197,11 +199,14 @@ func (f *file) entryOf(k key) (records.Completion, bool) {
 	return c, ok
 }
 
-// append writes e as one line to f and syncs it.
+// append writes e as one line at the end of f and syncs it.
 func (f *file) append(e entry) error {
 	line, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
+	}
+	if _, err := f.f.Seek(0, io.SeekEnd); err != nil { // an adopted file was read, not opened to append
+		return fmt.Errorf("journal: seek %s: %w", f.path, err)
 	}
 	if _, err := f.f.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("journal: write %s: %w", f.path, err)

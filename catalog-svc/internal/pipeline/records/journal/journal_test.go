@@ -444,3 +444,36 @@ func TestFlushUnderWaySkipsAWithdrawnRefusal(t *testing.T) {
 		t.Fatalf("the running retry's attempt c was ended %v/%s by the withdrawn refusal", got.Status, got.Code)
 	}
 }
+
+// A refusal in an adopted file that a retry withdrew is withdrawn in that
+// file too: a kernel whose --instance-id outlives its process would
+// otherwise replay it onto the run after another crash.
+func TestWithdrawnRefusalInAnAdoptedFile(t *testing.T) {
+	store := memory.New()
+	dir := t.TempDir()
+	a := begin(t, store, "a")
+	refusal := done("record_unavailable")
+	refusal.TurnID, refusal.ResumedBy = "t", "kernel-1"
+	dead, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Add(a, refusal); err != nil {
+		t.Fatal(err)
+	}
+	_ = dead.Close()
+	adopter, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopter.Hold(a, "t")(true) // a retry took a on
+	_ = adopter.Close()        // and this process dies too
+	next, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if next.Len() != 0 {
+		t.Fatalf("the next process holds %d completions, want the withdrawn refusal gone", next.Len())
+	}
+}
