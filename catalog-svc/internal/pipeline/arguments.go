@@ -202,7 +202,7 @@ func validateSchema(schema *jsonschema.Schema, args map[string]any) (answer, rec
 	if len(leaf.InstanceLocation) > 0 {
 		loc, recLoc = "", ""
 		for _, tok := range leaf.InstanceLocation {
-			esc := pointerToken.Replace(tok)
+			esc := redact.PointerToken(tok)
 			loc += "/" + esc
 			if redact.IsName(tok) || arrayIndex(tok) {
 				recLoc += "/" + esc
@@ -224,9 +224,6 @@ func validateSchema(schema *jsonschema.Schema, args map[string]any) (answer, rec
 	loc, recLoc = truncate(loc, 200), truncate(recLoc, 200)
 	return fmt.Sprintf("at %s: %s", loc, msg), fmt.Sprintf("at %s: the value does not satisfy %s", recLoc, keyword), false
 }
-
-// pointerToken escapes a location's token as a JSON Pointer (RFC 6901).
-var pointerToken = strings.NewReplacer("~", "~0", "/", "~1")
 
 // arrayIndex: tok is an index into an array (or a key as short as one).
 func arrayIndex(tok string) bool {

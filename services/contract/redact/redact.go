@@ -258,8 +258,12 @@ func IsName(k string) bool {
 	return true
 }
 
-// pointerToken escapes a key as a JSON Pointer token (RFC 6901).
-var pointerToken = strings.NewReplacer("~", "~0", "/", "~1")
+// PointerToken is tok as a JSON Pointer writes it (RFC 6901: "~0" for
+// "~", "~1" for "/"): the form a schema error's location quotes a key in,
+// which KeysAndValuesOf collects too.
+func PointerToken(tok string) string { return pointerEscaper.Replace(tok) }
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // maxNameLen bounds a key that reads as a property name: a longer one is
 // more likely a token.
@@ -282,7 +286,7 @@ func collect(v any, keys bool, f func(s string, str bool)) {
 		for k, e := range x {
 			if keys && !IsName(k) {
 				f(k, true)
-				if p := pointerToken.Replace(k); p != k {
+				if p := PointerToken(k); p != k {
 					f(p, true)
 				}
 			}
