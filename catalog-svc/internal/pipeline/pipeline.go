@@ -482,7 +482,9 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	switch {
 	case call.GetResume() != nil:
 		// A resumed call is the attempt it resumes: its record, not a new one.
-		err = s.resume(bctx, call, rec)
+		var ended func()
+		ended, err = s.resume(bctx, call, rec)
+		defer ended() // once the run ends: completed, parked or refused
 		if errors.Is(err, records.ErrNotWaiting) {
 			closedRound = true
 			err = s.records.Begin(bctx, rec) // refused below, on a record of its own

@@ -120,25 +120,28 @@ func inputRequired(call *sharedosv1.ToolCall, in *sharedosv1.InputRequired) *sha
 
 // resume takes the waiting attempt call names back for this kernel (the
 // record step of a resumed call) and makes rec that attempt's (its id and
-// first call id): nil, or records.ErrNotWaiting, or a store error.
-func (s *Pipeline) resume(ctx context.Context, call *sharedosv1.ToolCall, rec *records.Record) error {
+// first call id): nil, or records.ErrNotWaiting, or a store error. Once it
+// took the attempt on, end is to be called when the run ends (completed or
+// parked).
+func (s *Pipeline) resume(ctx context.Context, call *sharedosv1.ToolCall, rec *records.Record) (end func(), err error) {
 	r := call.GetResume()
 	if err := checkID("resume.attempt_id", r.GetAttemptId()); err != nil {
-		return records.ErrNotWaiting
+		return func() {}, records.ErrNotWaiting
 	}
 	// A refusal journaled here for a resumption of it in doubt is not
-	// written while this one may take the attempt on, and is dropped once
-	// it does (that one never took effect).
+	// written while this one may take the attempt on, nor while it runs
+	// the attempt, and the one named from this turn is dropped once it
+	// took the attempt (that resumption never took effect).
 	release := s.journal.Hold(r.GetAttemptId(), call.GetTurnId())
 	callID, err := s.records.Resume(ctx, records.Resumption{
 		AttemptID: r.GetAttemptId(), TurnID: call.GetTurnId(), RequestedToolSHA256: rec.RequestedToolSHA256,
 		ArgumentsDigest: rec.ArgumentsDigest, Round: r.GetRound(), InstanceID: s.instanceID,
 	})
-	release(err == nil)
+	end = release(err == nil)
 	if err == nil {
 		rec.AttemptID, rec.CallID = r.GetAttemptId(), callID
 	}
-	return err
+	return end, err
 }
 
 // park makes the attempt wait for the client's input and completes res

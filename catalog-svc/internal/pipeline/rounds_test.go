@@ -382,3 +382,49 @@ func TestRefusalInDoubtNeverEndsARunningRetry(t *testing.T) {
 			}
 		})
 }
+
+// TestConcurrentRetryInDoubtNeverEndsTheRun: of two retries of one round on
+// this kernel, the first takes the attempt on and runs it; the second's
+// resumption is in doubt, and the refusal journaled for it names this
+// kernel, so it would match the attempt the first holds. It cannot have
+// taken effect (the first's did), and it is not written while the run goes
+// on (the journal's flush comes meanwhile): the record is the run's, as
+// answered.
+func TestConcurrentRetryInDoubtNeverEndsTheRun(t *testing.T) {
+	forEachStore(t, options{wrapStore: func(s records.Store) records.Store { return &resumeInDoubt{Store: s} }, journaled: true},
+		func(t *testing.T, h *harness) {
+			const args = `{"path":"/public/a.txt"}`
+			running, release := make(chan struct{}), make(chan struct{})
+			h.handler.asks(func(req *sharedosv1.HandleRequest) *sharedosv1.HandleResponse {
+				if req.GetRound() == 0 {
+					return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{
+						InputRequestsJson: []byte(`{"name":{"method":"elicitation/create","params":{"message":"?"}}}`),
+						RequestState:      []byte("s1")}}
+				}
+				close(running)
+				<-release
+				return nil
+			})
+			res := h.call2(h.roundCall("victim", args, inputround.Names()...))
+			expect(t, res, inputRequired, "")
+			out := make(chan *sharedosv1.ToolResult, 1)
+			go func() { out <- h.resumed(h.resumeCall("victim", args, res, `{}`)) }()
+			wait(t, running, "the first retry running")
+			st := h.store.(*resumeInDoubt)
+			st.down.Store(true)
+			if _, err := h.invoke(context.Background(), h.resumeCall("victim", args, res, `{}`)); status.Code(err) != codes.Unavailable {
+				t.Fatalf("second retry in doubt: %v, want Unavailable", err)
+			}
+			st.down.Store(false)
+			h.kernel.DrainJournal(context.Background()) // the journal's flush, while the first runs
+			close(release)
+			expect(t, <-out, succeeded, "")
+			h.kernel.DrainJournal(context.Background())
+			if rows := h.records("victim"); len(rows) != 1 || rows[0].Status != succeeded {
+				t.Fatalf("records %+v: want the attempt succeeded, as answered", rows)
+			}
+			if n := h.kernel.Journaled(); n != 0 {
+				t.Fatalf("%d completions left in the journal", n)
+			}
+		})
+}

@@ -9,7 +9,9 @@
 // next process to open the directory, or a sibling that flushes, adopts it,
 // writes its completions to the store and removes it. So a completion that
 // was acknowledged to a client survives a PostgreSQL outage, a PostgreSQL
-// crash and a kernel crash, and is written as soon as the store is back.
+// crash and a kernel crash, and is written as soon as the store is back. A
+// line whose write fails partway is cut off again, so that it never sits in
+// front of later ones.
 //
 // A memory-only journal (no directory) queues completions the same way but
 // loses them with the process; the kernel then answers a client only once

@@ -68,6 +68,20 @@ type file struct {
 	f       *os.File
 	entries map[key]records.Completion
 	own     bool
+	// w is what append writes through: f, or a test's stand-in.
+	w handle
+	// torn is set when a line that failed could not be cut off again: the
+	// file takes no more lines, so that the torn one stays last (and is
+	// skipped on replay, as never acknowledged).
+	torn error
+}
+
+// handle is what append needs of a journal file.
+type handle interface {
+	io.Writer
+	io.Seeker
+	Sync() error
+	Truncate(size int64) error
 }
 
 // key names an entry: the kernel's outcome of an attempt (no turn), or the
@@ -88,9 +102,10 @@ type Journal struct {
 	own    *file   // nil when memory-only
 	mem    *file   // memory-only entries (no path, no lock)
 	others []*file // adopted orphans, replayed then removed
-	// held are refusals a resumption in progress keeps from being
-	// written (Hold).
-	held map[key]bool
+	// running counts, per attempt, the resumptions of it on this kernel
+	// that are under way or took it on and run it (Hold): its refusals
+	// are not written meanwhile.
+	running map[string]int
 }
 
 // Open returns the journal over dir, creating dir (0700) and this process's
@@ -102,7 +117,7 @@ func Open(dir string, log *slog.Logger) (*Journal, error) {
 		log = slog.Default()
 	}
 	j := &Journal{log: log, wake: make(chan struct{}, 1), dir: dir,
-		mem: &file{entries: map[key]records.Completion{}}, held: map[key]bool{}}
+		mem: &file{entries: map[key]records.Completion{}}, running: map[string]int{}}
 	if dir == "" {
 		return j, nil
 	}
@@ -139,33 +154,47 @@ func (j *Journal) Durable() bool {
 	return j.own != nil
 }
 
-// Hold keeps the refusal of a resumption in doubt of attemptID, named from
-// turn, from being written while the attempt is resumed here again: the
-// resumption in doubt may not have taken effect, and then this one takes
-// the attempt on and runs it. It waits for a flush under way (which may be
-// writing the refusal), and returns release, told whether the resumption
-// took the attempt on: then the refusal is dropped (its resumption never
-// took effect). Without such a refusal it does nothing.
-func (j *Journal) Hold(attemptID, turn string) (release func(taken bool)) {
+// Hold keeps every refusal of a resumption in doubt of attemptID from being
+// written while the attempt is resumed here again, and, if this resumption
+// takes it on, until its run ends: the resumption in doubt may not have
+// taken effect, and then this one takes the attempt on and runs it; and a
+// concurrent resumption here that is in doubt (its refusal, naming this
+// kernel, would match the attempt this one took) cannot have taken effect
+// while this one holds the attempt. Hold waits for a flush under way that
+// may be writing the refusal named from turn. It returns release, told
+// whether the resumption took the attempt on: then the refusal named from
+// turn is dropped (its resumption never took effect), and release returns
+// end, to be called once the run ended (the attempt completed, or parked
+// for the next round); else end does nothing.
+func (j *Journal) Hold(attemptID, turn string) (release func(taken bool) (end func())) {
 	k := key{attemptID, turn}
 	j.mu.Lock()
+	j.running[attemptID]++ // refusals added from now on wait for the run
 	_, refused := j.entry(k)
 	j.mu.Unlock()
-	if !refused {
-		return func(bool) {}
+	if refused {
+		// A flush that checked it before may be writing it.
+		j.flushMu.Lock()
+		j.flushMu.Unlock() //nolint:staticcheck // waits for the flush under way
 	}
-	j.flushMu.Lock()
-	j.mu.Lock()
-	j.held[k] = true
-	j.mu.Unlock()
-	j.flushMu.Unlock()
-	return func(taken bool) {
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			if j.running[attemptID]--; j.running[attemptID] <= 0 {
+				delete(j.running, attemptID)
+			}
+			j.signal() // a refusal kept back goes to the store now
+		})
+	}
+	return func(taken bool) func() {
+		if !taken {
+			end()
+			return func() {}
+		}
 		j.mu.Lock()
 		defer j.mu.Unlock()
-		delete(j.held, k)
-		if !taken {
-			return
-		}
 		for _, f := range j.files() {
 			// Withdrawn on disk too, in the file that holds it (own or
 			// adopted): replayed after a crash, the refusal would end the
@@ -180,6 +209,7 @@ func (j *Journal) Hold(attemptID, turn string) (release func(taken bool)) {
 		for _, f := range append(j.files(), j.mem) {
 			delete(f.entries, k)
 		}
+		return end
 	}
 }
 
@@ -199,19 +229,47 @@ func (f *file) entryOf(k key) (records.Completion, bool) {
 	return c, ok
 }
 
-// append writes e as one line at the end of f and syncs it.
+// append writes e as one line at the end of f and syncs it. A line whose
+// write or sync fails is cut off again before the error is returned: a torn
+// line in front of later ones would make the file unreadable on replay,
+// losing the completions after it. A file that cannot be cut back takes no
+// more lines.
 func (f *file) append(e entry) error {
+	if f.torn != nil {
+		return f.torn
+	}
 	line, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	if _, err := f.f.Seek(0, io.SeekEnd); err != nil { // an adopted file was read, not opened to append
+	w := f.w
+	if w == nil {
+		w = f.f
+	}
+	end, err := w.Seek(0, io.SeekEnd) // an adopted file was read, not opened to append
+	if err != nil {
 		return fmt.Errorf("journal: seek %s: %w", f.path, err)
 	}
-	if _, err := f.f.Write(append(line, '\n')); err != nil {
+	werr := f.writeLine(w, append(line, '\n'))
+	if werr == nil {
+		return nil
+	}
+	if err := w.Truncate(end); err != nil {
+		f.torn = fmt.Errorf("journal: %s holds a torn line that could not be cut off (%w); it takes no more completions", f.path, err)
+		return errors.Join(werr, f.torn)
+	}
+	if err := w.Sync(); err != nil {
+		f.torn = fmt.Errorf("journal: %s: a torn line's removal could not be synced (%w); it takes no more completions", f.path, err)
+		return errors.Join(werr, f.torn)
+	}
+	return werr
+}
+
+func (f *file) writeLine(w handle, line []byte) error {
+	if _, err := w.Write(line); err != nil {
 		return fmt.Errorf("journal: write %s: %w", f.path, err)
 	}
-	if err := f.f.Sync(); err != nil {
+	if err := w.Sync(); err != nil {
 		return fmt.Errorf("journal: sync %s: %w", f.path, err)
 	}
 	return nil
@@ -326,13 +384,13 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 	for _, it := range todo {
 		j.mu.Lock()
 		// A refusal whose attempt has an outcome (in another file) is not
-		// written; one whose attempt is being resumed here again waits
-		// for that resumption (Hold), and one withdrawn (or replaced)
-		// since the snapshot is not this flush's to write. (Once past
-		// this check no Hold of it can begin before the flush ends.)
+		// written; one whose attempt is being resumed or run here waits
+		// for that resumption or run (Hold), and one withdrawn (or
+		// replaced) since the snapshot is not this flush's to write. (A
+		// Hold that begins once this check is past waits for the flush.)
 		superseded := it.k.turn != "" && j.outcomeHeld(it.k.attempt)
 		cur, kept := it.f.entries[it.k]
-		held := j.held[it.k] || !kept || cur != it.c
+		held := (it.k.turn != "" && j.running[it.k.attempt] > 0) || !kept || cur != it.c
 		j.mu.Unlock()
 		if held {
 			continue
@@ -400,6 +458,8 @@ func (j *Journal) compact() error {
 				errs = append(errs, fmt.Errorf("journal: truncate %s: %w", j.own.path, err))
 			} else if err := j.own.f.Sync(); err != nil {
 				errs = append(errs, fmt.Errorf("journal: sync %s: %w", j.own.path, err))
+			} else {
+				j.own.torn = nil // emptied: a torn line went with the rest
 			}
 		}
 	}

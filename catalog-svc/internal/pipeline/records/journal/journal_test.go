@@ -477,3 +477,159 @@ func TestWithdrawnRefusalInAnAdoptedFile(t *testing.T) {
 		t.Fatalf("the next process holds %d completions, want the withdrawn refusal gone", next.Len())
 	}
 }
+
+// tearing writes half of a line and fails (a full disk) while tear is set,
+// and fails to cut a file back while stuck is set.
+type tearing struct {
+	journal.Handle
+	tear, stuck atomic.Bool
+}
+
+var errFull = errors.New("no space left on device")
+
+func (w *tearing) Write(b []byte) (int, error) {
+	if w.tear.Load() {
+		n, _ := w.Handle.Write(b[:len(b)/2])
+		return n, errFull
+	}
+	return w.Handle.Write(b)
+}
+
+func (w *tearing) Truncate(size int64) error {
+	if w.stuck.Load() {
+		return errors.New("i/o error")
+	}
+	return w.Handle.Truncate(size)
+}
+
+// A completion whose line failed partway is cut off again: the completions
+// added before and after it are replayed by the next process. Before, the
+// torn line ran into the next one and the file could not be read at all
+// (the next Open failed).
+func TestFailedWriteLeavesNoTornLine(t *testing.T) {
+	store := memory.New()
+	dir := t.TempDir()
+	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
+	first, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &tearing{}
+	journal.WriteOwnThrough(first, func(f *os.File) journal.Handle { w.Handle = f; return w })
+	if err := first.Add(a, done("")); err != nil {
+		t.Fatal(err)
+	}
+	w.tear.Store(true)
+	if err := first.Add(b, done("")); !errors.Is(err, errFull) {
+		t.Fatalf("Add on a full disk = %v, want its error", err)
+	}
+	w.tear.Store(false)
+	if err := first.Add(c, done("tool_error")); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Close() // the process dies
+
+	next, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatalf("Open after a failed write: %v", err)
+	}
+	defer next.Close()
+	if n, err := next.Flush(context.Background(), store); err != nil || n != 2 {
+		t.Fatalf("Flush = %d, %v; want a's and c's completions", n, err)
+	}
+	got := rows(t, store)
+	if got["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED ||
+		got["b"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING ||
+		got["c"].Code != "tool_error" {
+		t.Fatalf("records a=%v b=%v c=%v/%s", got["a"].Status, got["b"].Status, got["c"].Status, got["c"].Code)
+	}
+}
+
+// A torn line that cannot be cut off stays the file's last: the file takes
+// no more completions (Add says so), and the next process replays the ones
+// before it.
+func TestTornLineThatStaysIsTheLast(t *testing.T) {
+	store := memory.New()
+	dir := t.TempDir()
+	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
+	first, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &tearing{}
+	journal.WriteOwnThrough(first, func(f *os.File) journal.Handle { w.Handle = f; return w })
+	if err := first.Add(a, done("")); err != nil {
+		t.Fatal(err)
+	}
+	w.tear.Store(true)
+	w.stuck.Store(true)
+	if err := first.Add(b, done("")); !errors.Is(err, errFull) {
+		t.Fatalf("Add on a full disk = %v, want its error", err)
+	}
+	w.tear.Store(false)
+	if err := first.Add(c, done("")); err == nil || !strings.Contains(err.Error(), "torn line") {
+		t.Fatalf("Add after a torn line stayed = %v, want it refused", err)
+	}
+	_ = first.Close()
+
+	next, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatalf("Open after a torn line: %v", err)
+	}
+	defer next.Close()
+	if n, err := next.Flush(context.Background(), store); err != nil || n != 1 {
+		t.Fatalf("Flush = %d, %v; want a's completion only", n, err)
+	}
+	if got := rows(t, store); got["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
+		t.Fatalf("a = %v", got["a"].Status)
+	}
+}
+
+// A refusal journaled for a concurrent resumption in doubt while a
+// resumption here took the attempt on and runs it is not written until
+// that run ends: it names this kernel, so it would match the attempt the
+// run holds (it cannot have taken effect: the run's did) and end it as
+// "not run". Once the run ended, it is written (and the store drops it for
+// a completed attempt).
+func TestRefusalWaitsForARunHere(t *testing.T) {
+	mem := memory.New()
+	c := begin(t, mem, "c")
+	if _, err := mem.Park(context.Background(), c, records.Wait{Round: 1, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(t.TempDir(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	release := j.Hold(c, "t") // the first retry
+	if _, err := mem.Resume(context.Background(), records.Resumption{AttemptID: c, TurnID: "t", Round: 1, InstanceID: "kernel-1"}); err != nil {
+		t.Fatal(err)
+	}
+	end := release(true) // it took c on and runs it
+	ref := done("record_unavailable")
+	ref.TurnID, ref.ResumedBy = "t", "kernel-1"
+	if err := j.Add(c, ref); err != nil { // the second retry, in doubt
+		t.Fatal(err)
+	}
+	if n, err := j.Flush(context.Background(), mem); n != 0 || err != nil {
+		t.Fatalf("Flush during the run = %d, %v; want nothing written", n, err)
+	}
+	if got := rows(t, mem)["c"]; got.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("the run's attempt was ended %v/%s by a refusal that never took effect", got.Status, got.Code)
+	}
+	if err := mem.Complete(context.Background(), c, done("")); err != nil { // the run's outcome
+		t.Fatal(err)
+	}
+	end()
+	end() // once only
+	if _, err := j.Flush(context.Background(), mem); err != nil {
+		t.Fatal(err)
+	}
+	if j.Len() != 0 {
+		t.Fatalf("journal holds %d completions after the run ended", j.Len())
+	}
+	if got := rows(t, mem)["c"]; got.Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
+		t.Fatalf("c = %v/%s, want the run's outcome", got.Status, got.Code)
+	}
+}
