@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -195,16 +196,32 @@ func validateSchema(schema *jsonschema.Schema, args map[string]any) (answer, rec
 	for len(leaf.Causes) > 0 {
 		leaf = leaf.Causes[0]
 	}
-	// The record's location names a key that reads as data by its digest,
-	// before the location is cut: a cut key is no longer found whole to be
-	// redacted (invariant 11).
+	// The record's location names a key the schema does not declare by its
+	// digest, before the location is cut: a cut key is no longer found
+	// whole to be redacted (invariant 11).
 	loc, recLoc := "/", "/"
 	if len(leaf.InstanceLocation) > 0 {
 		loc, recLoc = "", ""
+		var declared map[string]bool
+		var at any = args
 		for _, tok := range leaf.InstanceLocation {
 			esc := redact.PointerToken(tok)
 			loc += "/" + esc
-			if redact.IsName(tok) || arrayIndex(tok) {
+			keep := false
+			switch v := at.(type) {
+			case []any: // an index
+				keep = true
+				if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(v) {
+					at = v[i]
+				}
+			case map[string]any:
+				if declared == nil {
+					declared = propertyNames(schema)
+				}
+				keep = declared[tok]
+				at = v[tok]
+			}
+			if keep {
 				recLoc += "/" + esc
 			} else {
 				recLoc += "/" + redact.Digest(tok)
@@ -225,7 +242,61 @@ func validateSchema(schema *jsonschema.Schema, args map[string]any) (answer, rec
 	return fmt.Sprintf("at %s: %s", loc, msg), fmt.Sprintf("at %s: the value does not satisfy %s", recLoc, keyword), false
 }
 
-// arrayIndex: tok is an index into an array (or a key as short as one).
-func arrayIndex(tok string) bool {
-	return tok != "" && len(tok) <= 6 && strings.Trim(tok, "0123456789") == ""
+// propertyNames are the names schema declares as properties (properties,
+// dependentSchemas, dependencies), in every subschema it reaches: the keys
+// a record may name in clear. Any other key of the arguments is the
+// model's choice, which may be data — a path, a token, a user name used as
+// a key — whatever it looks like.
+func propertyNames(schema *jsonschema.Schema) map[string]bool {
+	names := map[string]bool{}
+	seen := map[*jsonschema.Schema]bool{}
+	var walk func(s *jsonschema.Schema)
+	walkAny := func(v any) {
+		switch v := v.(type) {
+		case *jsonschema.Schema:
+			walk(v)
+		case []*jsonschema.Schema:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk = func(s *jsonschema.Schema) {
+		if s == nil || seen[s] {
+			return
+		}
+		seen[s] = true
+		for name, sub := range s.Properties {
+			names[name] = true
+			walk(sub)
+		}
+		for name, sub := range s.DependentSchemas {
+			names[name] = true
+			walk(sub)
+		}
+		for name, dep := range s.Dependencies {
+			names[name] = true
+			walkAny(dep)
+		}
+		for _, sub := range s.PatternProperties {
+			walk(sub)
+		}
+		if s.DynamicRef != nil {
+			walk(s.DynamicRef.Ref)
+		}
+		for _, sub := range [...]*jsonschema.Schema{s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else,
+			s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems} {
+			walk(sub)
+		}
+		for _, subs := range [...][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems} {
+			for _, sub := range subs {
+				walk(sub)
+			}
+		}
+		walkAny(s.AdditionalProperties)
+		walkAny(s.Items)
+		walkAny(s.AdditionalItems)
+	}
+	walk(schema)
+	return names
 }

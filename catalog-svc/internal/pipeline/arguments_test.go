@@ -3,9 +3,13 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 func TestDecodeArguments(t *testing.T) {
@@ -73,4 +77,32 @@ func FuzzDecodeArguments(f *testing.F) {
 			t.Fatalf("decoded %q as %#v, encoding/json as %#v", b, got, want)
 		}
 	})
+}
+
+// propertyNames finds the names declared anywhere the schema reaches —
+// through $ref (recursive ones too), combinators, conditionals, items and
+// additionalProperties — and nothing else (no pattern, no enum value).
+func TestPropertyNames(t *testing.T) {
+	schema := `{"type":"object","$defs":{"node":{"type":"object","properties":{"child":{"$ref":"#/$defs/node"},"label":{}}}},
+		"properties":{"root":{"$ref":"#/$defs/node"},"list":{"items":{"properties":{"inItems":{}}}}},
+		"allOf":[{"properties":{"inAllOf":{}}}],"if":{"properties":{"inIf":{}}},"then":{"properties":{"inThen":{}}},
+		"additionalProperties":{"properties":{"inAdditional":{}}},"patternProperties":{"^x-":{"properties":{"inPattern":{}}}},
+		"dependentSchemas":{"dep":{"properties":{"inDep":{}}}},"enum":[{"notAName":1}],"unused":{"properties":{"never":{}}}}`
+	c := jsonschema.NewCompiler()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddResource("mem://s", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("mem://s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := slices.Sorted(maps.Keys(propertyNames(sch)))
+	want := []string{"child", "dep", "inAdditional", "inAllOf", "inDep", "inIf", "inItems", "inPattern", "inThen", "label", "list", "root"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("propertyNames = %v, want %v", got, want)
+	}
 }

@@ -236,20 +236,27 @@ func TestRecordsNeverQuoteArgumentValues(t *testing.T) {
 	})
 }
 
-// TestRecordsNeverQuoteDataKeys: a key of the arguments that reads as data
-// (a token, a path) is named in the record's location by its digest — also
-// one longer than the location is cut at, whose cut start would not be found
-// whole to be redacted; a property name stays.
+// TestRecordsNeverQuoteDataKeys: a key of the arguments the tool's schema
+// does not declare (a token, a path, but also one that reads like a name: a
+// password or a PIN used as a key) is named in the record's location by its
+// digest — also one longer than the location is cut at, whose cut start
+// would not be found whole to be redacted; a declared property name and an
+// array index stay.
 func TestRecordsNeverQuoteDataKeys(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
-		h.resolver.add(t, "test.map", `{"type":"object","properties":{"limits":{"type":"object","additionalProperties":{"type":"integer"}}}}`,
+		h.resolver.add(t, "test.map", `{"type":"object","properties":{"limits":{"type":"object","additionalProperties":{"type":"integer"}},"list":{"type":"array","items":{"type":"integer"}}}}`,
 			"read", "file:/public/x", "127.0.0.1:1", sharedosv1.ToolClass_TOOL_CLASS_MANAGED, 0)
+		res := h.call("index", "test.map", `{"list":[7,8,"x"]}`)
+		expect(t, res, failed, outcome.InvalidArguments)
+		if r := h.records("index")[0]; !strings.HasPrefix(r.Reason, "invalid arguments at /list/2:") {
+			t.Errorf("record reason %q: want the array index kept", r.Reason)
+		}
 		token := "ghp_" + strings.Repeat("S3cr3tT0k3nPart", 20)
-		for i, key := range []string{token, "/private/" + strings.Repeat("d", 250) + "/key.pem", "/private/k"} {
+		for i, key := range []string{token, "/private/" + strings.Repeat("d", 250) + "/key.pem", "/private/k", "hunter2x", "S3cr3t", "4711"} {
 			res := h.call("key"+itoa(i), "test.map", `{"limits":{"`+key+`":"x"}}`)
 			expect(t, res, failed, outcome.InvalidArguments)
 			r := h.records("key" + itoa(i))[0]
-			if strings.Contains(r.Reason, "S3cr3t") || strings.Contains(r.Reason, "private") ||
+			if strings.Contains(r.Reason, "S3cr3t") || strings.Contains(r.Reason, "private") || strings.Contains(r.Reason, key) ||
 				!strings.HasPrefix(r.Reason, "invalid arguments at /limits/[arg sha256:") {
 				t.Errorf("record reason %q: want the data key by its digest, the name kept", r.Reason)
 			}
