@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"math"
 	"path"
 	"slices"
 	"sort"
@@ -271,6 +272,25 @@ const maxNameLen = 32
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
+// numberForms are the ways a policy, a provider or a library renders the
+// number n: its JSON text, and — as a float64 — plain, exponent (Go's %v
+// and %g, JavaScript past 1e21) and, when integral, with ".0" (Python's
+// float). A rendering with a chosen precision ("%.2f") is not among them.
+func numberForms(n json.Number) []string {
+	forms := []string{n.String()}
+	f, err := n.Float64()
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return forms
+	}
+	plain := strconv.FormatFloat(f, 'f', -1, 64)
+	exp := strconv.FormatFloat(f, 'e', -1, 64)
+	forms = append(forms, plain, exp, strings.ToUpper(exp), strings.Replace(exp, "e+", "e", 1))
+	if f == math.Trunc(f) && !strings.Contains(plain, ".") {
+		forms = append(forms, plain+".0")
+	}
+	return forms
+}
+
 // collect calls f with every scalar of v: strings (str true), and numbers
 // and booleans as their JSON text; with keys, also the objects' keys that
 // are not names, as strings.
@@ -279,7 +299,9 @@ func collect(v any, keys bool, f func(s string, str bool)) {
 	case string:
 		f(x, true)
 	case json.Number:
-		f(x.String(), false)
+		for _, form := range numberForms(x) {
+			f(form, false)
+		}
 	case bool:
 		f(strconv.FormatBool(x), false)
 	case map[string]any:

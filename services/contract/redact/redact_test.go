@@ -26,6 +26,11 @@ func TestArguments(t *testing.T) {
 		{"short value inside a word stays", "a path was given", `{"p":"a"}`, nil, []string{"path", "was"}},
 		{"number", "at /limit: maximum: got 4111222333, want 100", `{"limit":4111222333}`, []string{"4111222333"}, []string{"want 100", "/limit"}},
 		{"number inside a longer one stays", "got 24111222333", `{"limit":4111222333}`, nil, []string{"24111222333"}},
+		// A number as a policy or provider renders it: Go's %v and %g,
+		// JavaScript, Python's float.
+		{"number as a float", "card 4111111111111111.0 refused", `{"n":4111111111111111}`, []string{"111", "].0"}, []string{"card ", " refused"}},
+		{"number in exponent form", "card 4.111111111111111e+15 refused", `{"n":4111111111111111}`, []string{"111", "e+15"}, []string{"card ", " refused"}},
+		{"number written with an exponent", "got 4111222333 and 4.111222333E+09", `{"n":4.111222333e9}`, []string{"4111222333", "4.111222333"}, []string{"got ", " and "}},
 		{"boolean", "flag true is not allowed", `{"f":true}`, []string{" true "}, []string{"flag ", " is not allowed"}},
 		{"short quoted", "value 'ab' does not match", `{"x":"ab"}`, []string{"'ab'"}, []string{"value '", "' does not match"}},
 		{"no arguments", "policy says no", `{}`, nil, []string{"policy says no"}},
