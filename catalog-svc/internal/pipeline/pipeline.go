@@ -533,7 +533,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 			if resumeInDoubt {
 				c.ResumedBy = s.instanceID
 			}
-			if jerr := s.journal.Add(rec.AttemptID, c); jerr != nil {
+			if jerr := s.journal.Keep(rec.AttemptID, c); jerr != nil {
 				s.logger.ErrorContext(ctx, "refusal of a record in doubt not journaled", slog.String(telemetry.LogAttemptID, rec.AttemptID),
 					slog.Any("error", jerr))
 			}
@@ -673,7 +673,7 @@ func (s *Pipeline) complete(ctx context.Context, attemptID string, res *sharedos
 		res, c = out, completion(out, resolved, "", args)
 		c.ProgressCount = progressCount(ctx)
 	}
-	if jerr := s.journal.Add(attemptID, c); jerr != nil {
+	if jerr := s.journal.Keep(attemptID, c); jerr != nil {
 		s.logger.ErrorContext(ctx, "operation record completion lost", slog.String(telemetry.LogAttemptID, attemptID),
 			slog.Any("error", jerr))
 	}

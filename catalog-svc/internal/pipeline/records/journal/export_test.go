@@ -11,3 +11,6 @@ func WriteOwnThrough(j *Journal, w func(f *os.File) Handle) {
 
 // Handle is what the own file is written through.
 type Handle = handle
+
+// Flushes is how many times Flush ran.
+func Flushes(j *Journal) int64 { return j.flushes.Load() }

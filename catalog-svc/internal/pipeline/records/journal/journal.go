@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,8 +72,9 @@ type file struct {
 	// w is what append writes through: f, or a test's stand-in.
 	w handle
 	// torn is set when a line that failed could not be cut off again: the
-	// file takes no more lines, so that the torn one stays last (and is
-	// skipped on replay, as never acknowledged).
+	// file takes no more lines, so that the torn one stays last (skipped
+	// on replay; a whole line whose sync failed is replayed, as the outcome
+	// its call ended with) until the file is emptied (compact).
 	torn error
 }
 
@@ -102,6 +104,8 @@ type Journal struct {
 	own    *file   // nil when memory-only
 	mem    *file   // memory-only entries (no path, no lock)
 	others []*file // adopted orphans, replayed then removed
+	// flushes counts Flush calls (tests: Run does not spin).
+	flushes atomic.Int64
 	// running counts, per attempt, the resumptions of it on this kernel
 	// that are under way or took it on and run it (Hold): its refusals
 	// are not written meanwhile.
@@ -323,6 +327,28 @@ func (j *Journal) Add(attemptID string, c records.Completion) error {
 	return nil
 }
 
+// Keep is Add for a completion that must be queued whatever the disk says:
+// when the own file refuses it (a full disk, a file left torn), it is kept
+// in memory, as by a memory-only journal — written by the next flush, lost
+// with the process — and that is logged. It returns an error only for a
+// completion that is not valid.
+func (j *Journal) Keep(attemptID string, c records.Completion) error {
+	err := j.Add(attemptID, c)
+	if err == nil || c.Check() != nil {
+		return err
+	}
+	j.log.Error("journal: completion kept in memory only (the journal file refused it); lost if the process stops before the store takes it",
+		slog.String(telemetry.LogAttemptID, attemptID), slog.Any("error", err))
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if c.TurnID != "" && j.outcomeHeld(attemptID) {
+		return nil
+	}
+	j.mem.entries[key{attemptID, c.TurnID}] = c
+	j.signal()
+	return nil
+}
+
 func (j *Journal) signal() {
 	select {
 	case j.wake <- struct{}{}:
@@ -358,6 +384,7 @@ func (j *Journal) files() []*file {
 func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 	j.flushMu.Lock()
 	defer j.flushMu.Unlock()
+	j.flushes.Add(1)
 	if j.Durable() {
 		j.mu.Lock()
 		err := j.adopt()
@@ -417,6 +444,11 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 	return written, errors.Join(ferr, cerr)
 }
 
+// writeTimeout bounds one completion's write: a hung store fails the flush
+// (retried with backoff) instead of holding it, and the resumptions that
+// wait for it (Hold), indefinitely.
+const writeTimeout = 5 * time.Second
+
 // errDropped: the store refused a completion for good; it is dropped
 // (logged).
 var errDropped = errors.New("journal: completion dropped")
@@ -424,7 +456,9 @@ var errDropped = errors.New("journal: completion dropped")
 // write writes one completion to store: nil once written, errDropped when
 // the store refuses it for good, else the store's error.
 func (j *Journal) write(ctx context.Context, store records.Store, attemptID string, c records.Completion) error {
-	err := store.Complete(ctx, attemptID, c)
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	err := store.Complete(wctx, attemptID, c)
 	switch {
 	case err == nil:
 		return nil
@@ -453,7 +487,7 @@ func (j *Journal) write(ctx context.Context, store records.Store, attemptID stri
 func (j *Journal) compact() error {
 	var errs []error
 	if j.own != nil && len(j.own.entries) == 0 {
-		if st, err := j.own.f.Stat(); err == nil && st.Size() > 0 {
+		if st, err := j.own.f.Stat(); err == nil && (st.Size() > 0 || j.own.torn != nil) {
 			if err := j.own.f.Truncate(0); err != nil {
 				errs = append(errs, fmt.Errorf("journal: truncate %s: %w", j.own.path, err))
 			} else if err := j.own.f.Sync(); err != nil {
@@ -532,9 +566,10 @@ func (j *Journal) holds(path string) bool {
 }
 
 // read parses a journal file. A last line without its newline was being
-// written when its process died: Add had not returned, so nobody was
-// answered on its strength, and it is skipped. A bad complete line is an
-// error: the file is left for an operator.
+// written when its process died, or its write failed and it could not be
+// cut off: Add had not returned success, so nobody was answered on its
+// strength, and it is skipped. A bad complete line is an error: the file is
+// left for an operator.
 func read(r io.Reader, path string, log *slog.Logger) (map[key]records.Completion, error) {
 	out := map[key]records.Completion{}
 	br := bufio.NewReader(r)
@@ -582,6 +617,7 @@ func (j *Journal) Run(ctx context.Context, store records.Store, interval time.Du
 		case <-t.C:
 		}
 		for j.Len() > 0 && ctx.Err() == nil {
+			left := j.Len()
 			n, err := j.Flush(ctx, store)
 			if n > 0 {
 				j.log.InfoContext(ctx, "journal: journaled completions written", slog.Int("count", n),
@@ -589,6 +625,9 @@ func (j *Journal) Run(ctx context.Context, store records.Store, interval time.Du
 			}
 			if err == nil {
 				backoff = 50 * time.Millisecond
+				if n == 0 && j.Len() >= left {
+					break // all held back (Hold): end signals, or the timer
+				}
 				continue
 			}
 			if onError != nil && ctx.Err() == nil {

@@ -479,10 +479,11 @@ func TestWithdrawnRefusalInAnAdoptedFile(t *testing.T) {
 }
 
 // tearing writes half of a line and fails (a full disk) while tear is set,
-// and fails to cut a file back while stuck is set.
+// fails to cut a file back while stuck is set, and to sync while syncFails
+// is.
 type tearing struct {
 	journal.Handle
-	tear, stuck atomic.Bool
+	tear, stuck, syncFails atomic.Bool
 }
 
 var errFull = errors.New("no space left on device")
@@ -493,6 +494,13 @@ func (w *tearing) Write(b []byte) (int, error) {
 		return n, errFull
 	}
 	return w.Handle.Write(b)
+}
+
+func (w *tearing) Sync() error {
+	if w.syncFails.Load() {
+		return errors.New("sync: i/o error")
+	}
+	return w.Handle.Sync()
 }
 
 func (w *tearing) Truncate(size int64) error {
@@ -585,6 +593,49 @@ func TestTornLineThatStaysIsTheLast(t *testing.T) {
 	}
 }
 
+// A file left torn takes lines again once it is emptied — also when the
+// torn line was its first (found by review: it stayed refused for the
+// life of the process) — and meanwhile Keep queues a completion in memory,
+// as a memory-only journal does, where Add refuses it.
+func TestTornFileRecovers(t *testing.T) {
+	store := memory.New()
+	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
+	j, err := journal.Open(t.TempDir(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	w := &tearing{}
+	journal.WriteOwnThrough(j, func(f *os.File) journal.Handle { w.Handle = f; return w })
+	w.tear.Store(true)
+	w.syncFails.Store(true) // the first line tears and its removal is not synced
+	if err := j.Add(a, done("")); !errors.Is(err, errFull) {
+		t.Fatalf("Add on a full disk = %v, want its error", err)
+	}
+	w.tear.Store(false)
+	w.syncFails.Store(false)
+	if err := j.Add(b, done("")); err == nil {
+		t.Fatal("Add on a torn file succeeded")
+	}
+	if err := j.Keep(b, done("")); err != nil || j.Len() != 1 {
+		t.Fatalf("Keep = %v, Len %d: want b queued in memory", err, j.Len())
+	}
+	if n, err := j.Flush(context.Background(), store); err != nil || n != 1 {
+		t.Fatalf("Flush = %d, %v; want b written", n, err)
+	}
+	if err := j.Add(c, done("")); err != nil {
+		t.Fatalf("Add once the torn file was emptied: %v", err)
+	}
+	if n, err := j.Flush(context.Background(), store); err != nil || n != 1 {
+		t.Fatalf("Flush = %d, %v; want c written", n, err)
+	}
+	got := rows(t, store)
+	if got["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING ||
+		got["b"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED || got["c"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
+		t.Fatalf("a %v, b %v, c %v", got["a"].Status, got["b"].Status, got["c"].Status)
+	}
+}
+
 // A refusal journaled for a concurrent resumption in doubt while a
 // resumption here took the attempt on and runs it is not written until
 // that run ends: it names this kernel, so it would match the attempt the
@@ -621,8 +672,13 @@ func TestRefusalWaitsForARunHere(t *testing.T) {
 	if err := mem.Complete(context.Background(), c, done("")); err != nil { // the run's outcome
 		t.Fatal(err)
 	}
+	other := j.Hold(c, "u")(true) // another resumption's run, still going
 	end()
-	end() // once only
+	end() // counts once
+	if n, err := j.Flush(context.Background(), mem); n != 0 || err != nil || j.Len() != 1 {
+		t.Fatalf("Flush while the other run goes on = %d, %v (left %d); want the refusal held", n, err, j.Len())
+	}
+	other()
 	if _, err := j.Flush(context.Background(), mem); err != nil {
 		t.Fatal(err)
 	}
@@ -631,5 +687,48 @@ func TestRefusalWaitsForARunHere(t *testing.T) {
 	}
 	if got := rows(t, mem)["c"]; got.Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED {
 		t.Fatalf("c = %v/%s, want the run's outcome", got.Status, got.Code)
+	}
+}
+
+// Run does not spin while what is left is held back: one flush, then it
+// waits for the run's end (found by review: it flushed without a pause,
+// fsyncing the directory each time, for as long as the tool ran).
+func TestRunWaitsWhileHeld(t *testing.T) {
+	mem := memory.New()
+	c := begin(t, mem, "c")
+	if _, err := mem.Park(context.Background(), c, records.Wait{Round: 1, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(t.TempDir(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	end := j.Hold(c, "t")(true)
+	ref := done("record_unavailable")
+	ref.TurnID, ref.ResumedBy = "t", "kernel-1"
+	if err := j.Add(c, ref); err != nil { // signals Run
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { j.Run(ctx, mem, time.Hour, nil); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	deadline := time.Now().Add(10 * time.Second)
+	for journal.Flushes(j) < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// A window to see that nothing more happens: a spinning Run flushes
+	// hundreds of times in it; a waiting one, never.
+	time.Sleep(100 * time.Millisecond)
+	if n := journal.Flushes(j); n != 1 {
+		t.Fatalf("Run flushed %d times while the refusal was held, want once", n)
+	}
+	end() // the run ended: Run is woken and writes the refusal
+	for j.Len() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if j.Len() != 0 {
+		t.Fatal("the refusal was not written once the run ended")
 	}
 }
