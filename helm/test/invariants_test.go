@@ -1284,3 +1284,45 @@ func TestBridgeExposureNeedsTLSInFront(t *testing.T) {
 		t.Errorf("bridge Service type %q behind the Ingress, want LoadBalancer", got)
 	}
 }
+
+// The release's ServiceAccount carries serviceAccount.annotations (a cloud
+// identity, for database authentication) and runs only the workloads that
+// use the database: catalog, bridge and the migrate Job (its hook copy).
+// authz and files run as ServiceAccounts of their own without annotations,
+// so the internet-facing policy and file pods never hold that identity.
+// Every pod's ServiceAccount is rendered; with serviceAccount.create false,
+// all run as serviceAccount.name.
+func TestCloudIdentityOnlyWhereTheDatabaseIs(t *testing.T) {
+	r := render(t, "--set", "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/db")
+	accounts := map[string]*corev1.ServiceAccount{}
+	for _, sa := range r.ServiceAccounts {
+		accounts[sa.Name] = sa
+	}
+	for _, comp := range []string{"catalog", "bridge", "authz", "files"} {
+		pod := deployment(t, r, comp).Spec.Template.Spec
+		sa, ok := accounts[pod.ServiceAccountName]
+		if !ok {
+			t.Errorf("%s runs as ServiceAccount %q, which the chart does not render", comp, pod.ServiceAccountName)
+			continue
+		}
+		_, identity := sa.Annotations["eks.amazonaws.com/role-arn"]
+		if wants := comp == "catalog" || comp == "bridge"; identity != wants {
+			t.Errorf("%s runs as %s, cloud identity %v; want %v", comp, sa.Name, identity, wants)
+		}
+	}
+	for _, j := range r.Jobs {
+		sa := accounts[j.Spec.Template.Spec.ServiceAccountName]
+		if sa == nil || sa.Annotations["eks.amazonaws.com/role-arn"] == "" {
+			t.Errorf("job %s: ServiceAccount %q without the database identity", j.Name, j.Spec.Template.Spec.ServiceAccountName)
+		}
+	}
+	own := render(t, "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ops-managed")
+	if len(own.ServiceAccounts) != 0 {
+		t.Errorf("serviceAccount.create=false rendered %d ServiceAccounts", len(own.ServiceAccounts))
+	}
+	for _, comp := range []string{"catalog", "bridge", "authz", "files"} {
+		if got := deployment(t, own, comp).Spec.Template.Spec.ServiceAccountName; got != "ops-managed" {
+			t.Errorf("%s runs as %q with serviceAccount.create=false, want ops-managed", comp, got)
+		}
+	}
+}

@@ -60,6 +60,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/*
+The ServiceAccount a workload runs as: (dict "root" $ "component" c). The
+release's one, which carries serviceAccount.annotations (a cloud identity,
+e.g. for database authentication), only for the workloads that use the
+database (catalog, bridge; the migrate Job has its hook copy); authz and
+files, which use none, each get one of their own without annotations. With
+serviceAccount.create false every workload runs as serviceAccount.name.
+*/}}
+{{- define "sharedos.workloadServiceAccountName" -}}
+{{- if and .root.Values.serviceAccount.create (has .component (list "authz" "files")) }}
+{{- include "sharedos.componentName" . }}
+{{- else }}
+{{- include "sharedos.serviceAccountName" .root }}
+{{- end }}
+{{- end }}
+
 {{/* image reference: registry/repository@digest, or :tag (component tag, global tag, appVersion). */}}
 {{- define "sharedos.image" -}}
 {{- $img := .image }}
@@ -100,18 +116,19 @@ seccompProfile:
 {{- end }}
 
 {{/*
-Pod-level settings shared by every workload. Service links are off: with a
+Pod-level settings shared by every workload: (dict "root" $ "component" c).
+Service links are off: with a
 release named "sharedos", Kubernetes would otherwise inject variables such as
 SHAREDOS_AUTHZ_PORT=tcp://... straight into the services' SHAREDOS_* config
 namespace.
 */}}
 {{- define "sharedos.podCommon" -}}
-serviceAccountName: {{ include "sharedos.serviceAccountName" . | quote }}
+serviceAccountName: {{ include "sharedos.workloadServiceAccountName" . | quote }}
 automountServiceAccountToken: false
 enableServiceLinks: false
 securityContext:
-  {{- include "sharedos.podSecurityContext" . | nindent 2 }}
-{{- with .Values.imagePullSecrets }}
+  {{- include "sharedos.podSecurityContext" .root | nindent 2 }}
+{{- with .root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
