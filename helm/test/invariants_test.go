@@ -1289,7 +1289,7 @@ func TestBridgeExposureNeedsTLSInFront(t *testing.T) {
 // identity, for database authentication) and runs only the workloads that
 // use the database: catalog, bridge and the migrate Job (its hook copy).
 // authz and files run as ServiceAccounts of their own without annotations,
-// so the internet-facing policy and file pods never hold that identity.
+// so the policy and file pods never hold that identity.
 // Every pod's ServiceAccount is rendered; with serviceAccount.create false,
 // all run as serviceAccount.name.
 func TestCloudIdentityOnlyWhereTheDatabaseIs(t *testing.T) {
