@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -150,9 +149,5 @@ func runColumnCompare(_ context.Context, e *env, _ *flag.FlagSet, args []string)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	return tw.Flush()
+	return writeTable(e.stdout, rows)
 }

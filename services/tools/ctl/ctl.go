@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -245,7 +247,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &se) {
 			return int(se)
 		}
-		fmt.Fprintf(stderr, "sharedosctl %s: %s\n", cmd.path, describe(err))
+		fmt.Fprintf(stderr, "sharedosctl %s: %s\n", cmd.path, cell(describe(err)))
 		return 1
 	}
 	return 0
@@ -348,17 +350,50 @@ func (e *env) emit(v any, header []string, rows [][]string) error {
 		}
 	}
 	if e.g.output == "table" && header != nil {
-		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
-		for _, r := range rows {
-			fmt.Fprintln(tw, strings.Join(r, "\t"))
-		}
-		return tw.Flush()
+		return writeTable(e.stdout, append([][]string{header}, rows...))
 	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeTable prints rows as aligned columns, each cell as cell shows it.
+func writeTable(w io.Writer, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, r := range rows {
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = cell(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// cell is s as a table shows it: a control or invisible format character
+// (an ANSI escape sequence, a tab or newline that would break the row, a
+// bidirectional override) and a byte that is not UTF-8 written as a \u
+// escape. Tables show text that upstream servers, models and policies
+// chose — a skipped tool's name, a server's name, a reason — which must not
+// drive the operator's terminal or disguise itself.
+func cell(s string) string {
+	if strings.IndexFunc(s, unsafeRune) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError
 }
 
 // multiFlag collects a repeatable flag.

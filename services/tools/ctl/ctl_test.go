@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -194,5 +196,30 @@ func TestProvidersAddSpec(t *testing.T) {
 		if _, err := bad.spec(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// A table cell never carries a terminal escape, a raw tab or newline, a
+// bidirectional override or a byte that is not UTF-8: text an upstream
+// server, a model or a policy chose is shown, not obeyed.
+func TestTableCellsAreInert(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{stdout: &out, g: &globals{output: "table"}}
+	hostile := "read\x1b]52;c;ZXZpbA==\x07\x1b[2J\tx\ny\r\u202egnp.exe\u200b\u009b31m\xff"
+	if err := e.emit(nil, []string{"NAME", "REASON"}, [][]string{{hostile, "ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if lines := strings.Count(got, "\n"); lines != 2 {
+		t.Errorf("table has %d lines, want the header and one row:\n%s", lines, got)
+	}
+	for _, r := range got {
+		if r != '\n' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError) {
+			t.Errorf("table carries %U: %q", r, got)
+		}
+	}
+	want := `read\u001b]52;c;ZXZpbA==\u0007\u001b[2J\u0009x\u000ay\u000d\u202egnp.exe\u200b\u009b31m\ufffd`
+	if !strings.Contains(got, want) || !strings.Contains(got, "ok") {
+		t.Errorf("table row %q, want the cell shown as %s", got, want)
 	}
 }
