@@ -247,7 +247,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &se) {
 			return int(se)
 		}
-		fmt.Fprintf(stderr, "sharedosctl %s: %s\n", cmd.path, cell(describe(err)))
+		fmt.Fprintf(stderr, "sharedosctl %s: %s\n", cmd.path, message(describe(err)))
 		return 1
 	}
 	return 0
@@ -390,6 +390,16 @@ func cell(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// message is an error's text as cell shows it, its line breaks kept (a
+// joined error is one cause a line).
+func message(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = cell(l)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func unsafeRune(r rune) bool {
