@@ -104,6 +104,10 @@ type Journal struct {
 	own    *file   // nil when memory-only
 	mem    *file   // memory-only entries (no path, no lock)
 	others []*file // adopted orphans, replayed then removed
+	// writing is the entry a flush is writing to the store (zero: none);
+	// written is signalled when that write returns (Hold waits for it).
+	writing key
+	written *sync.Cond
 	// flushes counts Flush calls (tests: Run does not spin).
 	flushes atomic.Int64
 	// running counts, per attempt, the resumptions of it on this kernel
@@ -122,6 +126,7 @@ func Open(dir string, log *slog.Logger) (*Journal, error) {
 	}
 	j := &Journal{log: log, wake: make(chan struct{}, 1), dir: dir,
 		mem: &file{entries: map[key]records.Completion{}}, running: map[string]int{}}
+	j.written = sync.NewCond(&j.mu)
 	if dir == "" {
 		return j, nil
 	}
@@ -165,7 +170,7 @@ func (j *Journal) Durable() bool {
 // concurrent resumption here that is in doubt (its refusal, naming this
 // kernel, would match the attempt this one took) cannot have taken effect
 // while this one holds the attempt. Hold waits for a flush under way that
-// may be writing the refusal named from turn. It returns release, told
+// writing the refusal named from turn. It returns release, told
 // whether the resumption took the attempt on: then the refusal named from
 // turn is dropped (its resumption never took effect), and release returns
 // end, to be called once the run ended (the attempt completed, or parked
@@ -174,13 +179,12 @@ func (j *Journal) Hold(attemptID, turn string) (release func(taken bool) (end fu
 	k := key{attemptID, turn}
 	j.mu.Lock()
 	j.running[attemptID]++ // refusals added from now on wait for the run
-	_, refused := j.entry(k)
-	j.mu.Unlock()
-	if refused {
-		// A flush that checked it before may be writing it.
-		j.flushMu.Lock()
-		j.flushMu.Unlock() //nolint:staticcheck // waits for the flush under way
+	for j.writing == k {
+		// A flush that checked it before is writing it (one write: at
+		// most writeTimeout).
+		j.written.Wait()
 	}
+	j.mu.Unlock()
 	var once sync.Once
 	end := func() {
 		once.Do(func() {
@@ -414,16 +418,23 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 		// written; one whose attempt is being resumed or run here waits
 		// for that resumption or run (Hold), and one withdrawn (or
 		// replaced) since the snapshot is not this flush's to write. (A
-		// Hold that begins once this check is past waits for the flush.)
+		// Hold that begins once this check is past waits for the write.)
 		superseded := it.k.turn != "" && j.outcomeHeld(it.k.attempt)
 		cur, kept := it.f.entries[it.k]
 		held := (it.k.turn != "" && j.running[it.k.attempt] > 0) || !kept || cur != it.c
+		if !held && !superseded {
+			j.writing = it.k
+		}
 		j.mu.Unlock()
 		if held {
 			continue
 		}
 		if !superseded {
 			err := j.write(ctx, store, it.k.attempt, it.c)
+			j.mu.Lock()
+			j.writing = key{}
+			j.written.Broadcast()
+			j.mu.Unlock()
 			if err != nil && !errors.Is(err, errDropped) {
 				ferr = err
 				break

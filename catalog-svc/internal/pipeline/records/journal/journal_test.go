@@ -732,3 +732,80 @@ func TestRunWaitsWhileHeld(t *testing.T) {
 		t.Fatal("the refusal was not written once the run ended")
 	}
 }
+
+// Hold waits only for the write of the refusal it holds, never for a
+// whole flush: a flush held up by a slow store on another completion does
+// not hold up a resumption (found by review: Hold waited for the flush,
+// whose length grows with the entries kept).
+func TestHoldWaitsForItsWriteOnly(t *testing.T) {
+	mem := memory.New()
+	c, x := begin(t, mem, "c"), begin(t, mem, "x")
+	dir := t.TempDir()
+	dead, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Add(x, done("")); err != nil {
+		t.Fatal(err)
+	}
+	_ = dead.Close()
+	j, err := journal.Open(dir, quiet) // adopts x's file: a flush writes x before c
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ref := done("record_unavailable")
+	ref.TurnID, ref.ResumedBy = "t", "kernel-1"
+	if err := j.Add(c, ref); err != nil {
+		t.Fatal(err)
+	}
+	g := &gateStore{Store: mem, block: x, entered: make(chan struct{}), gate: make(chan struct{})}
+	flushed := make(chan error)
+	go func() { _, err := j.Flush(context.Background(), g); flushed <- err }()
+	<-g.entered // the flush is writing x, and stays there
+	held := make(chan struct{})
+	go func() { j.Hold(c, "t")(false); close(held) }()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Error("Hold waited for the flush of another completion")
+	}
+	close(g.gate)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Hold waits for a flush that is writing the refusal it holds: the write,
+// once under way, may end the attempt, and the resumption must not run it
+// meanwhile.
+func TestHoldWaitsForTheWriteOfItsRefusal(t *testing.T) {
+	mem := memory.New()
+	c := begin(t, mem, "c")
+	j, err := journal.Open(t.TempDir(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ref := done("record_unavailable")
+	ref.TurnID, ref.ResumedBy = "t", "kernel-1"
+	if err := j.Add(c, ref); err != nil {
+		t.Fatal(err)
+	}
+	g := &gateStore{Store: mem, block: c, entered: make(chan struct{}), gate: make(chan struct{})}
+	flushed := make(chan error)
+	go func() { _, err := j.Flush(context.Background(), g); flushed <- err }()
+	<-g.entered // the flush is writing c's refusal
+	held := make(chan struct{})
+	go func() { j.Hold(c, "t")(false); close(held) }()
+	select { // a window to see Hold return too early; a waiting one never does
+	case <-held:
+		t.Error("Hold returned while the refusal it holds was being written")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(g.gate)
+	<-held
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+}
