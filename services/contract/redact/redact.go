@@ -273,20 +273,41 @@ const maxNameLen = 32
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // numberForms are the ways a policy, a provider or a library renders the
-// number n: its JSON text, and — as a float64 — plain, exponent (Go's %v
-// and %g, JavaScript past 1e21) and, when integral, with ".0" (Python's
-// float). A rendering with a chosen precision ("%.2f") is not among them.
+// number n: its JSON text and, for one of at least MinLen bytes (an
+// identifier, an amount — not a count or a flag), as a float64: plain
+// where JavaScript and Python write it plainly (1e-7 ≤ |n| < 1e21), in
+// exponent form (Go's %v and %g, JavaScript's with no leading zero in the
+// exponent) and, when integral, with ".0" (Python's float). Each form is
+// at most a few dozen bytes, so a long argument of numbers cannot multiply
+// into megabytes of forms. A rendering with a chosen precision ("%.2f") is
+// not among them.
 func numberForms(n json.Number) []string {
-	forms := []string{n.String()}
-	f, err := n.Float64()
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+	text := n.String()
+	forms := []string{text}
+	if len(text) < MinLen {
 		return forms
 	}
-	plain := strconv.FormatFloat(f, 'f', -1, 64)
+	f, err := n.Float64()
+	mantissa, _, _ := strings.Cut(strings.ToLower(text), "e")
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || (f == 0 && strings.ContainsAny(mantissa, "123456789")) {
+		return forms // beyond float64, or so small it reads as 0: no other rendering
+	}
 	exp := strconv.FormatFloat(f, 'e', -1, 64)
-	forms = append(forms, plain, exp, strings.ToUpper(exp), strings.Replace(exp, "e+", "e", 1))
-	if f == math.Trunc(f) && !strings.Contains(plain, ".") {
-		forms = append(forms, plain+".0")
+	mant, e, _ := strings.Cut(exp, "e")
+	sign, digits := e[:1], strings.TrimLeft(e[1:], "0")
+	if digits == "" {
+		digits = "0"
+	}
+	forms = append(forms, exp, strings.ToUpper(exp), mant+"e"+sign+digits)
+	if sign == "+" {
+		forms = append(forms, mant+"e"+digits)
+	}
+	if a := math.Abs(f); a == 0 || (a >= 1e-7 && a < 1e21) {
+		plain := strconv.FormatFloat(f, 'f', -1, 64)
+		forms = append(forms, plain)
+		if !strings.Contains(plain, ".") {
+			forms = append(forms, plain+".0")
+		}
 	}
 	return forms
 }

@@ -30,6 +30,8 @@ func TestArguments(t *testing.T) {
 		// JavaScript, Python's float.
 		{"number as a float", "card 4111111111111111.0 refused", `{"n":4111111111111111}`, []string{"111", "].0"}, []string{"card ", " refused"}},
 		{"number in exponent form", "card 4.111111111111111e+15 refused", `{"n":4111111111111111}`, []string{"111", "e+15"}, []string{"card ", " refused"}},
+		{"number in JavaScript's exponent form", "got 1e-7 back", `{"n":0.0000001}`, []string{"1e-7"}, []string{"got ", " back"}},
+		{"a number that reads as 0 leaves 0 alone", "exit code 0", `{"n":1e-400}`, nil, []string{"exit code 0"}},
 		{"number written with an exponent", "got 4111222333 and 4.111222333E+09", `{"n":4.111222333e9}`, []string{"4111222333", "4.111222333"}, []string{"got ", " and "}},
 		{"boolean", "flag true is not allowed", `{"f":true}`, []string{" true "}, []string{"flag ", " is not allowed"}},
 		{"short quoted", "value 'ab' does not match", `{"x":"ab"}`, []string{"'ab'"}, []string{"value '", "' does not match"}},
