@@ -243,10 +243,11 @@ func validateSchema(schema *jsonschema.Schema, args map[string]any) (answer, rec
 }
 
 // propertyNames are the names schema declares as properties (properties,
-// dependentSchemas, dependencies), in every subschema it reaches: the keys
-// a record may name in clear. Any other key of the arguments is the
-// model's choice, which may be data — a path, a token, a user name used as
-// a key — whatever it looks like.
+// required, dependentRequired, dependentSchemas, dependencies), in every
+// subschema it reaches: the keys a record may name in clear. Any other key
+// of the arguments is the model's choice, which may be data — a path, a
+// token, a user name used as a key — whatever it looks like. A name only a
+// $dynamicRef reaches is missed, and then named by its digest (safe).
 func propertyNames(schema *jsonschema.Schema) map[string]bool {
 	names := map[string]bool{}
 	seen := map[*jsonschema.Schema]bool{}
@@ -276,7 +277,21 @@ func propertyNames(schema *jsonschema.Schema) map[string]bool {
 		}
 		for name, dep := range s.Dependencies {
 			names[name] = true
+			if list, ok := dep.([]string); ok {
+				for _, n := range list {
+					names[n] = true
+				}
+			}
 			walkAny(dep)
+		}
+		for name, list := range s.DependentRequired {
+			names[name] = true
+			for _, n := range list {
+				names[n] = true
+			}
+		}
+		for _, n := range s.Required {
+			names[n] = true
 		}
 		for _, sub := range s.PatternProperties {
 			walk(sub)

@@ -87,7 +87,8 @@ func TestPropertyNames(t *testing.T) {
 		"properties":{"root":{"$ref":"#/$defs/node"},"list":{"items":{"properties":{"inItems":{}}}}},
 		"allOf":[{"properties":{"inAllOf":{}}}],"if":{"properties":{"inIf":{}}},"then":{"properties":{"inThen":{}}},
 		"additionalProperties":{"properties":{"inAdditional":{}}},"patternProperties":{"^x-":{"properties":{"inPattern":{}}}},
-		"dependentSchemas":{"dep":{"properties":{"inDep":{}}}},"enum":[{"notAName":1}],"unused":{"properties":{"never":{}}}}`
+		"dependentSchemas":{"dep":{"properties":{"inDep":{}}}},"enum":[{"notAName":1}],"unused":{"properties":{"never":{}}},
+		"required":["req"],"dependentRequired":{"dr":["drTarget"]}}`
 	c := jsonschema.NewCompiler()
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
 	if err != nil {
@@ -101,7 +102,7 @@ func TestPropertyNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := slices.Sorted(maps.Keys(propertyNames(sch)))
-	want := []string{"child", "dep", "inAdditional", "inAllOf", "inDep", "inIf", "inItems", "inPattern", "inThen", "label", "list", "root"}
+	want := []string{"child", "dep", "dr", "drTarget", "inAdditional", "inAllOf", "inDep", "inIf", "inItems", "inPattern", "inThen", "label", "list", "req", "root"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("propertyNames = %v, want %v", got, want)
 	}
