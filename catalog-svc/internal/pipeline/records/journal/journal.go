@@ -169,12 +169,12 @@ func (j *Journal) Durable() bool {
 // taken effect, and then this one takes the attempt on and runs it; and a
 // concurrent resumption here that is in doubt (its refusal, naming this
 // kernel, would match the attempt this one took) cannot have taken effect
-// while this one holds the attempt. Hold waits for a flush under way that
-// writing the refusal named from turn. It returns release, told
-// whether the resumption took the attempt on: then the refusal named from
-// turn is dropped (its resumption never took effect), and release returns
-// end, to be called once the run ended (the attempt completed, or parked
-// for the next round); else end does nothing.
+// while this one holds the attempt. Hold waits for a flush that is writing
+// the refusal named from turn (that one write, not the whole flush). It
+// returns release, told whether the resumption took the attempt on: then
+// the refusal named from turn is dropped (its resumption never took
+// effect), and release returns end, to be called once the run ended (the
+// attempt completed, or parked for the next round); else end does nothing.
 func (j *Journal) Hold(attemptID, turn string) (release func(taken bool) (end func())) {
 	k := key{attemptID, turn}
 	j.mu.Lock()
@@ -456,8 +456,8 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 }
 
 // writeTimeout bounds one completion's write: a hung store fails the flush
-// (retried with backoff) instead of holding it, and the resumptions that
-// wait for it (Hold), indefinitely.
+// (retried with backoff) instead of holding it, and a resumption waiting
+// for that write (Hold), indefinitely.
 const writeTimeout = 5 * time.Second
 
 // errDropped: the store refused a completion for good; it is dropped
