@@ -340,6 +340,23 @@ func TestResumedAfterDoubtRecordsTheRun(t *testing.T) {
 	}
 }
 
+// asksThenBlocks makes the handler ask for input in round 0 and, in the
+// round after, tell running and wait for release.
+func asksThenBlocks(h *harness) (running, release chan struct{}) {
+	running, release = make(chan struct{}), make(chan struct{})
+	h.handler.asks(func(req *sharedosv1.HandleRequest) *sharedosv1.HandleResponse {
+		if req.GetRound() == 0 {
+			return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{
+				InputRequestsJson: []byte(`{"name":{"method":"elicitation/create","params":{"message":"?"}}}`),
+				RequestState:      []byte("s1")}}
+		}
+		close(running)
+		<-release
+		return nil
+	})
+	return running, release
+}
+
 // TestRefusalInDoubtNeverEndsARunningRetry: the refusal journaled for a
 // resumption in doubt that did not take effect is not written while the
 // client's retry, on this kernel, takes the attempt on and runs it (the
@@ -349,17 +366,7 @@ func TestRefusalInDoubtNeverEndsARunningRetry(t *testing.T) {
 	forEachStore(t, options{wrapStore: func(s records.Store) records.Store { return &resumeInDoubt{Store: s} }, journaled: true},
 		func(t *testing.T, h *harness) {
 			const args = `{"path":"/public/a.txt"}`
-			running, release := make(chan struct{}), make(chan struct{})
-			h.handler.asks(func(req *sharedosv1.HandleRequest) *sharedosv1.HandleResponse {
-				if req.GetRound() == 0 {
-					return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{
-						InputRequestsJson: []byte(`{"name":{"method":"elicitation/create","params":{"message":"?"}}}`),
-						RequestState:      []byte("s1")}}
-				}
-				close(running)
-				<-release
-				return nil
-			})
+			running, release := asksThenBlocks(h)
 			res := h.call2(h.roundCall("victim", args, inputround.Names()...))
 			expect(t, res, inputRequired, "")
 			st := h.store.(*resumeInDoubt)
@@ -394,17 +401,7 @@ func TestConcurrentRetryInDoubtNeverEndsTheRun(t *testing.T) {
 	forEachStore(t, options{wrapStore: func(s records.Store) records.Store { return &resumeInDoubt{Store: s} }, journaled: true},
 		func(t *testing.T, h *harness) {
 			const args = `{"path":"/public/a.txt"}`
-			running, release := make(chan struct{}), make(chan struct{})
-			h.handler.asks(func(req *sharedosv1.HandleRequest) *sharedosv1.HandleResponse {
-				if req.GetRound() == 0 {
-					return &sharedosv1.HandleResponse{InputRequired: &sharedosv1.InputRequired{
-						InputRequestsJson: []byte(`{"name":{"method":"elicitation/create","params":{"message":"?"}}}`),
-						RequestState:      []byte("s1")}}
-				}
-				close(running)
-				<-release
-				return nil
-			})
+			running, release := asksThenBlocks(h)
 			res := h.call2(h.roundCall("victim", args, inputround.Names()...))
 			expect(t, res, inputRequired, "")
 			out := make(chan *sharedosv1.ToolResult, 1)

@@ -510,6 +510,19 @@ func (w *tearing) Truncate(size int64) error {
 	return w.Handle.Truncate(size)
 }
 
+// tornJournal opens a journal over dir whose own file writes through the
+// returned tearing.
+func tornJournal(t *testing.T, dir string) (*journal.Journal, *tearing) {
+	t.Helper()
+	j, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &tearing{}
+	journal.WriteOwnThrough(j, func(f *os.File) journal.Handle { w.Handle = f; return w })
+	return j, w
+}
+
 // A completion whose line failed partway is cut off again: the completions
 // added before and after it are replayed by the next process. Before, the
 // torn line ran into the next one and the file could not be read at all
@@ -518,12 +531,7 @@ func TestFailedWriteLeavesNoTornLine(t *testing.T) {
 	store := memory.New()
 	dir := t.TempDir()
 	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
-	first, err := journal.Open(dir, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &tearing{}
-	journal.WriteOwnThrough(first, func(f *os.File) journal.Handle { w.Handle = f; return w })
+	first, w := tornJournal(t, dir)
 	if err := first.Add(a, done("")); err != nil {
 		t.Fatal(err)
 	}
@@ -560,12 +568,7 @@ func TestTornLineThatStaysIsTheLast(t *testing.T) {
 	store := memory.New()
 	dir := t.TempDir()
 	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
-	first, err := journal.Open(dir, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &tearing{}
-	journal.WriteOwnThrough(first, func(f *os.File) journal.Handle { w.Handle = f; return w })
+	first, w := tornJournal(t, dir)
 	if err := first.Add(a, done("")); err != nil {
 		t.Fatal(err)
 	}
@@ -600,13 +603,8 @@ func TestTornLineThatStaysIsTheLast(t *testing.T) {
 func TestTornFileRecovers(t *testing.T) {
 	store := memory.New()
 	a, b, c := begin(t, store, "a"), begin(t, store, "b"), begin(t, store, "c")
-	j, err := journal.Open(t.TempDir(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, w := tornJournal(t, t.TempDir())
 	defer j.Close()
-	w := &tearing{}
-	journal.WriteOwnThrough(j, func(f *os.File) journal.Handle { w.Handle = f; return w })
 	w.tear.Store(true)
 	w.syncFails.Store(true) // the first line tears and its removal is not synced
 	if err := j.Add(a, done("")); !errors.Is(err, errFull) {
