@@ -125,7 +125,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")
 	trusted := config.StringSlice(fs, "trusted-proxies", nil, "comma-separated CIDRs of proxies (an Ingress) whose X-Forwarded-For names the client each refusal budget is kept for (default: none; the peer address is the client)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries: the tenants each host identity may open, read and close turns for (* = any; operators may for any)")
-	oidcIssuer := config.String(fs, "oidc-issuer", "", "OIDC issuer whose ID tokens OpenTurn accepts as user_token (discovery and JWKS from it; empty: none)")
+	oidcIssuer := config.String(fs, "oidc-issuer", "", "OIDC issuer whose ID tokens OpenTurn accepts as user_token (discovery and JWKS from it; https://, http:// only on loopback; empty: none)")
 	oidcAudience := config.String(fs, "oidc-audience", "", "audience (client id) a user token must carry")
 	oidcAlgs := config.StringSlice(fs, "oidc-algorithms", leases.DefaultUserTokenAlgorithms, "signature algorithms a user token may use (public-key only)")
 	oidcPrincipal := config.String(fs, "oidc-principal-claim", "sub", "claim holding the principal")
@@ -203,6 +203,11 @@ func (c *Config) Validate() error {
 	}
 	if err := leases.CheckUserTokenAlgorithms(c.OIDCAlgorithms); err != nil {
 		errs.Addf("oidc-algorithms", "%v", err)
+	}
+	if c.OIDCIssuer != "" {
+		if err := leases.CheckIssuer(c.OIDCIssuer); err != nil {
+			errs.Addf("oidc-issuer", "%v", err)
+		}
 	}
 	return errs.Err()
 }

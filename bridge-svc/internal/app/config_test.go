@@ -39,6 +39,7 @@ func TestCompleteRefusesBadConfig(t *testing.T) {
 		{"host tenants without a tenant", func(c *app.Config) { c.HostTenants = []string{"spiffe://sharedos.local/host/h"} }, "--host-tenants"},
 		{"oidc audience without issuer", func(c *app.Config) { c.OIDCAudience = "x" }, "--oidc-issuer"},
 		{"oidc issuer without audience", func(c *app.Config) { c.OIDCIssuer = "https://idp.example" }, "--oidc-audience"},
+		{"oidc issuer over plain HTTP", func(c *app.Config) { c.OIDCIssuer, c.OIDCAudience = "http://idp.example", "a" }, "--oidc-issuer"},
 		{"oidc HMAC", func(c *app.Config) {
 			c.OIDCIssuer, c.OIDCAudience, c.OIDCAlgorithms = "https://idp.example", "x", []string{"HS256"}
 		}, "--oidc-algorithms"},

@@ -41,6 +41,8 @@ var (
 	errStore   = errors.New("leases: lease store failed")
 	// errUnservable wraps a catalogue tool the MCP edge cannot publish.
 	errUnservable = errors.New("leases: catalogue cannot be served over MCP")
+	// errTokenExpiring: the user token ends before a turn could be used.
+	errTokenExpiring = errors.New("user_token: expires before a turn could be used")
 )
 
 // toStatus is the service's one error mapper: domain errors become a gRPC
@@ -66,6 +68,8 @@ func toStatus(err error) error {
 		// cause stays in the log.
 		return withInfo(codes.FailedPrecondition, "the context's catalogue holds a tool the bridge cannot publish over MCP; no lease opened",
 			ReasonCatalogUnservable, nil)
+	case errors.Is(err, errTokenExpiring):
+		return status.Error(codes.Unauthenticated, errTokenExpiring.Error())
 	case errors.Is(err, errStore):
 		return withInfo(codes.Unavailable, "lease store unavailable", ReasonStoreUnavailable, nil)
 	default:

@@ -96,19 +96,21 @@ func MCPPath(turnID string) string { return "/turns/" + turnID + "/mcp" }
 func (s *Service) OpenTurn(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*sharedosv1.TurnLease, error) {
 	ctx, span := tracer.Start(ctx, telemetry.SpanOpenTurn)
 	defer span.End()
-	// A user token replaces the asserted context with the verified one.
+	// A user token replaces the asserted context with the verified one, and
+	// the turn ends when the token does.
+	var notAfter time.Time
 	if raw := req.GetUserToken(); raw != "" {
 		if req.GetContext() != nil {
 			return nil, status.Error(codes.InvalidArgument, "give context or user_token, not both: with a token the context comes from its claims")
 		}
-		actx, err := s.cfg.Users.Context(ctx, raw)
+		actx, exp, err := s.cfg.Users.Context(ctx, raw)
 		if err != nil {
 			span.RecordError(err)
 			s.cfg.Logger.WarnContext(ctx, "OpenTurn refused", slog.String("reason", status.Convert(err).Message()))
 			return nil, err
 		}
 		req = proto.Clone(req).(*sharedosv1.OpenTurnRequest)
-		req.Context, req.UserToken = actx, ""
+		req.Context, req.UserToken, notAfter = actx, "", exp
 	}
 	// The caller asserts the AccessContext only within what its identity
 	// is trusted for; a refusal stores nothing.
@@ -117,7 +119,7 @@ func (s *Service) OpenTurn(ctx context.Context, req *sharedosv1.OpenTurnRequest)
 		s.cfg.Logger.WarnContext(ctx, "OpenTurn refused", slog.String("reason", status.Convert(err).Message()))
 		return nil, err
 	}
-	lease, token, err := s.open(ctx, req)
+	lease, token, err := s.open(ctx, req, notAfter)
 	if err != nil {
 		span.RecordError(err)
 		var fe *FieldError
@@ -144,7 +146,9 @@ func (s *Service) OpenTurn(ctx context.Context, req *sharedosv1.OpenTurnRequest)
 	}, nil
 }
 
-func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*Lease, string, error) {
+// open opens the turn; one opened with a user token (notAfter set) ends
+// when the token expires, however long a TTL was asked for.
+func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest, notAfter time.Time) (*Lease, string, error) {
 	ttl, err := validateOpen(req, s.cfg.DefaultTTL)
 	if err != nil {
 		return nil, "", err
@@ -154,6 +158,11 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest) (*L
 		return nil, "", fmt.Errorf("leases: turn id: %w", err)
 	}
 	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
+	if !notAfter.IsZero() && now.Add(ttl).After(notAfter) {
+		if ttl = notAfter.Sub(now); ttl < time.Second {
+			return nil, "", errTokenExpiring
+		}
+	}
 	// The kernel pins the context's catalogue and signs the turn's grant
 	// over it; the lease keeps both.
 	cat, err := s.cfg.Kernel.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{

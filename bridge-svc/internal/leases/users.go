@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"google.golang.org/grpc/codes"
@@ -31,17 +35,62 @@ type UserTokens struct {
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
+	// discovery is closed when the discovery under way ends (nil: none),
+	// and discoverErr is why it failed.
+	discovery   chan struct{}
+	discoverErr error
 }
+
+// issuerTimeout bounds each request to the issuer (discovery, key set): a
+// hung issuer fails OpenTurns with user tokens, and recovers, instead of
+// blocking them.
+const issuerTimeout = 10 * time.Second
+
+// MaxUserTokenBytes is the longest user_token accepted.
+const MaxUserTokenBytes = 16 << 10
+
+// issuedAtSkew is how far in the future a token's iat may be.
+const issuedAtSkew = 5 * time.Minute
 
 // DefaultUserTokenAlgorithms are the signature algorithms accepted unless told.
 var DefaultUserTokenAlgorithms = []string{oidc.RS256, oidc.ES256}
 
-// Validate checks the configuration (no network).
+// Validate checks the configuration (no network). The issuer is https —
+// its discovery document names the keys every user token is checked with
+// — unless it is on loopback.
 func (u *UserTokens) Validate() error {
 	if u.Audience == "" {
 		return errors.New("an audience is required with an issuer")
 	}
+	if err := CheckIssuer(u.Issuer); err != nil {
+		return err
+	}
 	return CheckUserTokenAlgorithms(u.Algorithms)
+}
+
+// CheckIssuer refuses an issuer URL that is not https (http only on
+// loopback): whoever is on the path of a plain-HTTP issuer hands out the
+// signing keys.
+func CheckIssuer(issuer string) error {
+	p, err := url.Parse(issuer)
+	if err != nil || p.Host == "" {
+		return fmt.Errorf("issuer %q is not an absolute URL", issuer)
+	}
+	switch {
+	case p.Scheme == "https":
+		return nil
+	case p.Scheme == "http" && loopbackHost(p.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("issuer %q must be https:// (http:// only on loopback): its keys sign every user token", issuer)
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // CheckUserTokenAlgorithms refuses HMAC and "none": user tokens are verified
@@ -58,41 +107,84 @@ func CheckUserTokenAlgorithms(algs []string) error {
 // verifierFor discovers the issuer on first use (a bridge starts while the
 // issuer is down; calls then fail closed until it answers) and keeps the
 // verifier, whose key set go-oidc caches and refreshes on an unknown key id.
+// One discovery runs at a time, bounded by issuerTimeout; a caller waits
+// for it only as long as its own context allows.
 func (u *UserTokens) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	u.mu.Lock()
+	if u.verifier != nil {
+		defer u.mu.Unlock()
+		return u.verifier, nil
+	}
+	done := u.discovery
+	if done == nil {
+		done = make(chan struct{})
+		u.discovery = done
+		go u.discover(done)
+	}
+	u.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-done:
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.verifier != nil {
 		return u.verifier, nil
 	}
-	p, err := oidc.NewProvider(context.WithoutCancel(ctx), u.Issuer)
-	if err != nil {
-		return nil, err
-	}
-	algs := u.Algorithms
-	if len(algs) == 0 {
-		algs = DefaultUserTokenAlgorithms
-	}
-	u.verifier = p.Verifier(&oidc.Config{ClientID: u.Audience, SupportedSigningAlgs: algs})
-	return u.verifier, nil
+	return nil, u.discoverErr
 }
 
-// Context verifies raw and returns the AccessContext of its claims; errors
-// are gRPC statuses naming the reason.
-func (u *UserTokens) Context(ctx context.Context, raw string) (*sharedosv1.AccessContext, error) {
+// discover reads the issuer's discovery document and closes done. The
+// provider keeps the HTTP client (with issuerTimeout) for its key set.
+func (u *UserTokens) discover(done chan struct{}) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	ctx := oidc.ClientContext(context.Background(), &http.Client{Timeout: issuerTimeout, Transport: tr})
+	p, err := oidc.NewProvider(ctx, u.Issuer)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err == nil {
+		algs := u.Algorithms
+		if len(algs) == 0 {
+			algs = DefaultUserTokenAlgorithms
+		}
+		u.verifier = p.Verifier(&oidc.Config{ClientID: u.Audience, SupportedSigningAlgs: algs})
+	}
+	u.discoverErr = err
+	u.discovery = nil
+	close(done)
+}
+
+// Context verifies raw and returns the AccessContext of its claims and when
+// the token expires (a turn it opens ends by then); errors are gRPC
+// statuses naming the reason.
+func (u *UserTokens) Context(ctx context.Context, raw string) (*sharedosv1.AccessContext, time.Time, error) {
 	if u == nil {
-		return nil, status.Error(codes.InvalidArgument, "user_token: this bridge verifies no user tokens (bridge-svc --oidc-issuer)")
+		return nil, time.Time{}, status.Error(codes.InvalidArgument, "user_token: this bridge verifies no user tokens (bridge-svc --oidc-issuer)")
+	}
+	if len(raw) > MaxUserTokenBytes {
+		return nil, time.Time{}, status.Errorf(codes.InvalidArgument, "user_token: longer than %d bytes", MaxUserTokenBytes)
 	}
 	v, err := u.verifierFor(ctx)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "user_token: the issuer %s cannot be reached: %v", u.Issuer, err)
+		return nil, time.Time{}, status.Errorf(codes.Unavailable, "user_token: the issuer %s cannot be reached: %v", u.Issuer, err)
 	}
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
-		return nil, status.Errorf(codes.Unauthenticated, "user_token: %v", err)
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: %v", err)
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return nil, status.Errorf(codes.Unauthenticated, "user_token: claims: %v", err)
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claims: %v", err)
+	}
+	// OpenID Connect Core 3.1.3.7: a token for several audiences names the
+	// party it was issued to (azp), which must be us, as must any azp.
+	azp, hasAzp := claims["azp"]
+	if (len(tok.Audience) > 1 || hasAzp) && azp != u.Audience {
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: issued to another party (azp %v), not %s", azp, u.Audience)
+	}
+	if tok.IssuedAt.After(time.Now().Add(issuedAtSkew)) {
+		return nil, time.Time{}, status.Error(codes.Unauthenticated, "user_token: issued in the future (iat)")
 	}
 	claim := func(name, def string) string {
 		if name == "" {
@@ -102,21 +194,31 @@ func (u *UserTokens) Context(ctx context.Context, raw string) (*sharedosv1.Acces
 	}
 	principal, _ := claims[claim(u.PrincipalClaim, "sub")].(string)
 	if principal == "" {
-		return nil, status.Errorf(codes.Unauthenticated, "user_token: claim %q (the principal) is missing or not a string", claim(u.PrincipalClaim, "sub"))
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claim %q (the principal) is missing or not a string", claim(u.PrincipalClaim, "sub"))
 	}
-	tenant, _ := claims[claim(u.TenantClaim, "tenant")].(string)
+	var tenant string
+	switch t := claims[claim(u.TenantClaim, "tenant")].(type) {
+	case nil:
+	case string:
+		tenant = t
+	default:
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claim %q (the tenant) must be a string", claim(u.TenantClaim, "tenant"))
+	}
 	var roles []string
 	switch r := claims[claim(u.RolesClaim, "roles")].(type) {
+	case nil:
 	case string:
 		roles = strings.Fields(r)
 	case []any:
 		for _, x := range r {
 			s, ok := x.(string)
 			if !ok {
-				return nil, status.Errorf(codes.Unauthenticated, "user_token: claim %q must list strings", claim(u.RolesClaim, "roles"))
+				return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claim %q must list strings", claim(u.RolesClaim, "roles"))
 			}
 			roles = append(roles, s)
 		}
+	default:
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claim %q (the roles) must be a string or a list of strings", claim(u.RolesClaim, "roles"))
 	}
-	return &sharedosv1.AccessContext{Principal: principal, Tenant: tenant, Roles: roles}, nil
+	return &sharedosv1.AccessContext{Principal: principal, Tenant: tenant, Roles: roles}, tok.Expiry, nil
 }

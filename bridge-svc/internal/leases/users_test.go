@@ -19,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
@@ -122,6 +123,12 @@ func TestUserTokens(t *testing.T) {
 	expired["exp"] = time.Now().Add(-time.Minute).Unix()
 	wrongAud["aud"] = "someone-else"
 	delete(noSub, "sub")
+	otherParty, manyAud, future, tenantList, rolesMap := is.claims(), is.claims(), is.claims(), is.claims(), is.claims()
+	otherParty["azp"] = "another-client"
+	manyAud["aud"] = []string{"sharedos-host", "another-client"}
+	future["iat"] = time.Now().Add(24 * time.Hour).Unix()
+	tenantList["tenant"] = []string{"acme", "globex"}
+	rolesMap["roles"] = map[string]any{"admin": true}
 	payload, _ := json.Marshal(is.claims())
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + base64.RawURLEncoding.EncodeToString(payload) + "."
 	bad := []struct {
@@ -134,6 +141,12 @@ func TestUserTokens(t *testing.T) {
 		{"HS256 with the public key", sign(t, jose.HS256, pubPEM, is.kid, is.claims()), "HS256"},
 		{"no principal", sign(t, jose.ES256, is.key, is.kid, noSub), `"sub"`},
 		{"not a JWT", "garbage", "malformed"},
+		// OpenID Connect Core 3.1.3.7 and the claims' types (found by review).
+		{"issued to another party", sign(t, jose.ES256, is.key, is.kid, otherParty), "another party"},
+		{"several audiences, no azp", sign(t, jose.ES256, is.key, is.kid, manyAud), "another party"},
+		{"issued in the future", sign(t, jose.ES256, is.key, is.kid, future), "future"},
+		{"tenant not a string", sign(t, jose.ES256, is.key, is.kid, tenantList), "the tenant"},
+		{"roles neither a string nor a list", sign(t, jose.ES256, is.key, is.kid, rolesMap), "the roles"},
 	}
 	for _, b := range bad {
 		l, err := open(b.token)
@@ -159,5 +172,70 @@ func TestUserTokens(t *testing.T) {
 	}
 	if err := (&leases.UserTokens{Issuer: is.srv.URL, Audience: "a", Algorithms: []string{"HS256"}}).Validate(); err == nil {
 		t.Error("HS256 allowed by configuration")
+	}
+	if _, err := open(strings.Repeat("a", leases.MaxUserTokenBytes+1)); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("an oversized token: %v, want InvalidArgument", err)
+	}
+	// Whoever is on the path of a plain-HTTP issuer hands out its keys.
+	for issuer, ok := range map[string]bool{"https://idp.example.org": true, "http://127.0.0.1:9000": true, "http://[::1]:9": true,
+		"http://localhost:8080": true, "http://idp.example.org": false, "idp.example.org": false, "ftp://idp.example.org": false} {
+		if err := (&leases.UserTokens{Issuer: issuer, Audience: "a"}).Validate(); (err == nil) != ok {
+			t.Errorf("issuer %s: Validate = %v, want accepted %v", issuer, err, ok)
+		}
+	}
+}
+
+// A turn opened with a user token ends when the token does, whatever TTL
+// was asked for: a user the identity provider disabled keeps no turn past
+// the token's expiry (found by review: up to 24 h).
+func TestUserTokenBoundsTheTurn(t *testing.T) {
+	is := newIssuer(t)
+	cat := &fakeKernel{resp: &sharedosv1.GrantTurnResponse{CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{{Name: "files.read", CanonicalJson: []byte(`{}`)}}}}
+	svc := leases.NewService(leases.ServiceConfig{Store: memory.New(), Kernel: cat, PublicURL: "http://127.0.0.1:7480/",
+		Users: &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host"}})
+	claims := is.claims()
+	exp := time.Now().Add(10 * time.Minute).Truncate(time.Second)
+	claims["exp"] = exp.Unix()
+	req := validRequest()
+	req.Context, req.UserToken, req.Ttl = nil, sign(t, jose.ES256, is.key, is.kid, claims), durationpb.New(leases.MaxTTL)
+	l, err := svc.OpenTurn(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.GetExpiresAt().AsTime(); got.After(exp) {
+		t.Errorf("turn expires %s, after its token (%s)", got, exp)
+	}
+	if got := cat.asked.GetExpiresAt().AsTime(); got.After(exp) {
+		t.Errorf("grant asked until %s, after the token (%s)", got, exp)
+	}
+}
+
+// A hung issuer fails OpenTurns with user tokens at their own deadline and
+// holds up none after it (found by review: discovery ran under a lock with
+// no timeout, and every later OpenTurn waited for ever).
+func TestHungIssuerBlocksNothing(t *testing.T) {
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hang) })
+	users := &leases.UserTokens{Issuer: srv.URL, Audience: "sharedos-host"}
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { _, _, err := users.Context(ctx, "x.y.z"); done <- err }()
+		select {
+		case err := <-done:
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("call %d: %v, want Unavailable", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d still blocked 10 s after its 200 ms deadline", i)
+		}
+		cancel()
 	}
 }
