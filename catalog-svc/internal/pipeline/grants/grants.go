@@ -325,7 +325,11 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 	if err := tok.Claims(pub, &std, &c); err != nil {
 		return nil, ErrForged
 	}
-	if std.Expiry == nil || c.TurnID == "" || c.Context.Principal == "" {
+	// Every grant Issue signs names when it was issued and lives at most
+	// MaxLifetime (+ ClockSkew) from then: one that does not was not made
+	// here, whoever holds the key (a retired key leaked, say).
+	if std.Expiry == nil || std.IssuedAt == nil || c.TurnID == "" || c.Context.Principal == "" ||
+		std.Expiry.Time().Sub(std.IssuedAt.Time()) > MaxLifetime+ClockSkew {
 		return nil, ErrForged
 	}
 	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience{issuer}, Time: now}, ClockSkew); err != nil {

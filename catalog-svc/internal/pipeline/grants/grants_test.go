@@ -1,6 +1,8 @@
 package grants_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"maps"
@@ -125,6 +127,48 @@ func TestRefusals(t *testing.T) {
 	}
 	if _, err := k.Verify(tok, "turn-1", now.Add(2*time.Hour)); !errors.Is(err, grants.ErrExpired) {
 		t.Fatalf("memoised grant after expiry: %v", err)
+	}
+}
+
+// A grant signed with a kernel key (a retired one that leaked, say) but not
+// as Issue makes them — without an issue time, or living longer than
+// MaxLifetime from it — is refused (found by review: a 10-year grant for
+// any context verified).
+func TestVerifyRefusesGrantsIssueNeverMakes(t *testing.T) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := grants.New(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: priv},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader(jose.HeaderKey("kid"), k.KeyID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(claims map[string]any) string {
+		tok, err := jwt.Signed(signer).Claims(claims).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	base := func() map[string]any {
+		return map[string]any{"tid": "turn-1", "iss": "sharedos-kernel", "aud": "sharedos-kernel", "iat": now.Unix(),
+			"exp": now.Add(time.Hour).Unix(), "ctx": map[string]any{"principal": "mallory", "roles": []string{"admin"}}, "tools": map[string]string{}}
+	}
+	if _, err := k.Verify(sign(base()), "turn-1", now); err != nil {
+		t.Fatalf("a grant as Issue makes them: %v", err)
+	}
+	noIat, long := base(), base()
+	delete(noIat, "iat")
+	long["exp"] = now.Add(10 * 365 * 24 * time.Hour).Unix()
+	for name, claims := range map[string]map[string]any{"no issue time": noIat, "ten years": long} {
+		if _, err := k.Verify(sign(claims), "turn-1", now); !errors.Is(err, grants.ErrForged) {
+			t.Errorf("%s: Verify = %v, want ErrForged", name, err)
+		}
 	}
 }
 
