@@ -353,6 +353,9 @@ func (p *Provider) searchFile(name, query string, max int) ([]string, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if !fi.Mode().IsRegular() { // swapped in after the walk listed it (a FIFO would block the read)
+		return nil, errors.New("not a regular file")
+	}
 	if fi.Size() > MaxFileBytes {
 		return nil, errors.New("too large")
 	}

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestOpenRefusesLinksItself (issue 17, item 18): the open, not only the
@@ -89,4 +92,72 @@ func linkTree(t *testing.T, links map[string]string) string {
 		}
 	}
 	return root
+}
+
+// A file another process holds a lease on answers every non-blocking open
+// with EAGAIN for as long as the lease lasts (45 s by default): the open
+// fails after a few tries instead of spinning on a core all that time
+// (found by review).
+func TestLeasedFileFailsTheOpen(t *testing.T) {
+	root := linkTree(t, nil)
+	p, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	holder, err := os.Open(filepath.Join(root, "public/a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := unix.FcntlInt(holder.Fd(), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+		t.Fatalf("taking a read lease (this filesystem must support leases): %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.write([]byte(`{"path":"/public/a.txt","content":"x"}`)); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a write opened a leased file")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the open of a leased file still spinning after 10 s")
+	}
+	// Where openat2 cannot be used (a seccomp profile answering EPERM), the
+	// provider opens through os.Root instead: a plain read still works.
+	p.linkProofOpen = false
+	if text, err := p.read([]byte(`{"path":"/public/a.txt"}`)); err != nil || text != "A" {
+		t.Fatalf("read through os.Root = %q, %v", text, err)
+	}
+}
+
+// files.search reads only regular files: a FIFO swapped in after the walk
+// listed a file is refused at once, not read for as long as a writer holds
+// it open (found by review).
+func TestSearchReadsOnlyRegularFiles(t *testing.T) {
+	root := linkTree(t, nil)
+	p, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fifo := filepath.Join(root, "public/pipe")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := os.OpenFile(fifo, os.O_RDWR, 0) // holds it open, writes nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	done := make(chan error, 1)
+	go func() { _, err := p.searchFile("public/pipe", "x", 10); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a FIFO was searched")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("searching a FIFO still blocked after 10 s")
+	}
 }
