@@ -80,7 +80,8 @@ func (s *Pipeline) ExportOperations(ctx context.Context, req *sharedosv1.ExportO
 
 // RecordExport notes an archive of records in the export ledger.
 func (s *Pipeline) RecordExport(ctx context.Context, req *sharedosv1.RecordExportRequest) (*sharedosv1.RecordExportResponse, error) {
-	e := records.Export{After: req.GetAfterSequence(), Through: req.GetThroughSequence(), Rows: req.GetRows(), SHA256: req.GetSha256()}
+	e := records.Export{After: req.GetAfterSequence(), Through: req.GetThroughSequence(), Rows: req.GetRows(), SHA256: req.GetSha256(),
+		RecordsDigest: req.GetRecordsDigest()}
 	switch {
 	case e.After < 0:
 		return nil, invalid("after_sequence", "must not be negative")
@@ -90,6 +91,8 @@ func (s *Pipeline) RecordExport(ctx context.Context, req *sharedosv1.RecordExpor
 		return nil, invalid("rows", "must be between 0 and through_sequence - after_sequence")
 	case !isHexSHA256(e.SHA256):
 		return nil, invalid("sha256", "must be 64 lowercase hex digits")
+	case !isHexSHA256(e.RecordsDigest):
+		return nil, invalid("records_digest", "must be 64 lowercase hex digits: the digest of the archived records' sequences (an older sharedosctl sends none)")
 	}
 	id, err := s.records.RecordExport(ctx, e)
 	switch {

@@ -1404,7 +1404,13 @@ type RecordExportRequest struct {
 	// rows is the number of records the archive holds.
 	Rows int64 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
 	// sha256 is the hex digest of the archive as written.
-	Sha256        string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Sha256 string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// records_digest names the set of records the archive holds: SHA-256
+	// (lowercase hex) over one line "<sequence>\n" per record, in sequence
+	// order (services/contract/exportset). The export is refused
+	// unless the range holds exactly that set, and the purge deletes its
+	// records only while it still does.
+	RecordsDigest string `protobuf:"bytes,5,opt,name=records_digest,json=recordsDigest,proto3" json:"records_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1463,6 +1469,13 @@ func (x *RecordExportRequest) GetRows() int64 {
 func (x *RecordExportRequest) GetSha256() string {
 	if x != nil {
 		return x.Sha256
+	}
+	return ""
+}
+
+func (x *RecordExportRequest) GetRecordsDigest() string {
+	if x != nil {
+		return x.RecordsDigest
 	}
 	return ""
 }
@@ -1790,12 +1803,13 @@ const file_sharedos_v1_runtime_proto_rawDesc = "" +
 	"operations\x12#\n" +
 	"\rfrom_sequence\x18\x02 \x01(\x03R\ffromSequence\x12.\n" +
 	"\x13next_after_sequence\x18\x03 \x01(\x03R\x11nextAfterSequence\x12\x12\n" +
-	"\x04done\x18\x04 \x01(\bR\x04done\"\x93\x01\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"\xba\x01\n" +
 	"\x13RecordExportRequest\x12%\n" +
 	"\x0eafter_sequence\x18\x01 \x01(\x03R\rafterSequence\x12)\n" +
 	"\x10through_sequence\x18\x02 \x01(\x03R\x0fthroughSequence\x12\x12\n" +
 	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x16\n" +
-	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"3\n" +
+	"\x06sha256\x18\x04 \x01(\tR\x06sha256\x12%\n" +
+	"\x0erecords_digest\x18\x05 \x01(\tR\rrecordsDigest\"3\n" +
 	"\x14RecordExportResponse\x12\x1b\n" +
 	"\texport_id\x18\x01 \x01(\x03R\bexportId\"\xac\x01\n" +
 	"\bPinProof\x12\x14\n" +

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/exportset"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
 	"github.com/sharedos/toolshare/services/tools/opsjson"
@@ -580,7 +581,7 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 	if err != nil {
 		return err
 	}
-	sum := sha256.New()
+	sum, set := sha256.New(), exportset.New()
 	bw := bufio.NewWriter(io.MultiWriter(w, sum))
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
@@ -600,6 +601,7 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 				finish(false)
 				return err
 			}
+			set.Add(r.GetSequence())
 			rows++
 		}
 		through = resp.GetNextAfterSequence()
@@ -620,7 +622,7 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 	}
 	out := ExportJSON{File: f.out, Rows: rows, AfterSequence: from, ThroughSequence: through, SHA256: hex.EncodeToString(sum.Sum(nil))}
 	resp, err := rt.RecordExport(ctx, &sharedosv1.RecordExportRequest{
-		AfterSequence: from, ThroughSequence: through, Rows: rows, Sha256: out.SHA256,
+		AfterSequence: from, ThroughSequence: through, Rows: rows, Sha256: out.SHA256, RecordsDigest: set.Sum(),
 	})
 	if err != nil {
 		return fmt.Errorf("ops export: %s is written but not noted in the export ledger: %s", f.out, describe(err))

@@ -231,6 +231,9 @@ var ErrExportMismatch = errors.New("records: the range does not hold exactly the
 type Export struct {
 	After, Through, Rows int64
 	SHA256               string
+	// RecordsDigest names the archived records (services/contract/exportset):
+	// the range must hold exactly them, now and when it is purged.
+	RecordsDigest string
 }
 
 // Exports is how records are archived (docs/retention.md): read out in
@@ -244,7 +247,8 @@ type Exports interface {
 	ExportPage(ctx context.Context, since time.Time, after int64, limit int) (from int64, rows []Record, err error)
 	// RecordExport notes e in the export ledger and returns its id, or
 	// ErrExportMismatch unless (e.After, e.Through] holds exactly e.Rows
-	// finished records and no pending one.
+	// finished records, no pending one, and exactly the set e.RecordsDigest
+	// names.
 	RecordExport(ctx context.Context, e Export) (int64, error)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/exportset"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
@@ -390,13 +391,16 @@ func (s *Store) RecordExport(ctx context.Context, e records.Export) (int64, erro
 	// Sequence n is row n-1: the range (After, Through] is rows After to
 	// Through-1, looked at alone (not every record, with the lock held).
 	var n int64
+	set := exportset.New()
 	for i := max(e.After, 0); i < min(e.Through, int64(s.rows.len())); i++ {
-		if s.rows.at(int(i)).Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		row := s.rows.at(int(i))
+		if row.Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
 			return 0, records.ErrExportMismatch
 		}
+		set.Add(row.Sequence)
 		n++
 	}
-	if n != e.Rows {
+	if n != e.Rows || set.Sum() != e.RecordsDigest {
 		return 0, records.ErrExportMismatch
 	}
 	s.exports = append(s.exports, e)

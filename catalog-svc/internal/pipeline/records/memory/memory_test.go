@@ -7,6 +7,7 @@ import (
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/exportset"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
@@ -83,6 +84,11 @@ func TestManyRecords(t *testing.T) {
 	// Export ranges across a chunk boundary and to the end: exactly the
 	// finished records of the range, counted.
 	for _, e := range []records.Export{{After: 1020, Through: 1030, Rows: 10}, {After: 0, Through: n, Rows: n}, {After: n - 5, Through: n + 5, Rows: 5}} {
+		set := exportset.New()
+		for q := e.After + 1; q <= min(e.Through, n); q++ {
+			set.Add(q)
+		}
+		e.RecordsDigest = set.Sum()
 		if _, err := s.RecordExport(ctx, e); err != nil {
 			t.Errorf("RecordExport %+v: %v", e, err)
 		}

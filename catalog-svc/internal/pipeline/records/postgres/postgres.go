@@ -266,9 +266,10 @@ WITH r AS (
            count(*) FILTER (WHERE status = 'pending') AS pending
       FROM catalog.operations WHERE sequence > $1 AND sequence <= $2
 )
-INSERT INTO catalog.operation_exports (after_sequence, through_sequence, rows, sha256)
-SELECT $1, $2, $3, $4 FROM r WHERE r.finished = $3 AND r.pending = 0
-RETURNING id`, e.After, e.Through, e.Rows, e.SHA256).Scan(&id)
+INSERT INTO catalog.operation_exports (after_sequence, through_sequence, rows, sha256, records_digest)
+SELECT $1, $2, $3, $4, $5 FROM r
+ WHERE r.finished = $3 AND r.pending = 0 AND catalog.operations_set_digest($1, $2) = $5
+RETURNING id`, e.After, e.Through, e.Rows, e.SHA256, e.RecordsDigest).Scan(&id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, records.ErrExportMismatch

@@ -19,6 +19,7 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/exportset"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -248,7 +249,8 @@ func TestPurgeOnlyExported(t *testing.T) {
 		rs = append(rs, r)
 	}
 	base := rs[0].Sequence - 1
-	if _, err := s.RecordExport(ctx, records.Export{After: base, Through: rs[1].Sequence, Rows: 2, SHA256: strings.Repeat("0", 64)}); err != nil {
+	if _, err := s.RecordExport(ctx, records.Export{After: base, Through: rs[1].Sequence, Rows: 2, SHA256: strings.Repeat("0", 64),
+		RecordsDigest: sequences(rs[0].Sequence, rs[1].Sequence)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := service.Exec(ctx, `SELECT catalog.purge_exported_operations(now())`); err == nil {
@@ -282,6 +284,115 @@ func TestPurgeOnlyExported(t *testing.T) {
 	}
 	if _, err := owner.Exec(ctx, `TRUNCATE catalog.operations`); err == nil {
 		t.Error("TRUNCATE accepted")
+	}
+}
+
+// sequences is the records digest of an archive of these sequences.
+func sequences(seqs ...int64) string {
+	d := exportset.New()
+	for _, q := range seqs {
+		d.Add(q)
+	}
+	return d.Sum()
+}
+
+// TestPurgeNeverDeletesARecordInFlight: a record whose sequence was taken
+// before its range was exported, and that committed after, is in no
+// archive. An export of the range is noted without it (the set it names
+// is what the range held), and no purge deletes it: not after it commits
+// and another export's purge brings the range's count back to the
+// archived one (found by review: the purge compared counts only). The SQL
+// digest is the Go one (exportset). (That a record committing while the
+// purge runs is not deleted either follows from the purge deleting the
+// sequences it checked, read in one snapshot.)
+func TestPurgeNeverDeletesARecordInFlight(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	owner, err := pgdb.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(owner.Close)
+	service, err := pgdb.Open(ctx, dsn, pgdb.WithRole(migrations.ServiceRole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(service.Close)
+	s := postgres.New(service)
+	done := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}
+	add := func(call string) *records.Record {
+		r := recordstest.NewRecord("t1", call, "files.read")
+		if err := s.Begin(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, r.AttemptID, done); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r1 := add("c1")
+	add("c2")
+	// A kernel's insert took the next sequence and has not committed (a
+	// group-commit batch in flight).
+	tx, err := service.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	inflight := recordstest.NewRecord("t1", "c3", "files.read")
+	if err := tx.QueryRow(ctx, `INSERT INTO catalog.operations (attempt_id, call_id, turn_id, principal, requested_tool, requested_tool_sha256,
+    catalog_hash, arguments_digest, instance_id, started_at, status)
+SELECT $1, $2, turn_id, principal, requested_tool, requested_tool_sha256, catalog_hash, arguments_digest, instance_id, started_at, 'pending'
+  FROM catalog.operations WHERE sequence = $3 RETURNING sequence`, inflight.AttemptID, inflight.CallID, r1.Sequence).Scan(&inflight.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	r4 := add("c4")
+	from, page, err := s.ExportPage(ctx, time.Time{}, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []int64
+	for _, r := range page {
+		seen = append(seen, r.Sequence)
+	}
+	var inSQL string
+	if err := owner.QueryRow(ctx, `SELECT catalog.operations_set_digest($1, $2)`, from, r4.Sequence).Scan(&inSQL); err != nil || inSQL != sequences(seen...) {
+		t.Fatalf("the SQL digest %s (%v) is not exportset's %s", inSQL, err, sequences(seen...))
+	}
+	if _, err := s.RecordExport(ctx, records.Export{After: from, Through: r4.Sequence, Rows: int64(len(page)), SHA256: strings.Repeat("a", 64),
+		RecordsDigest: sequences(seen...)}); err != nil {
+		t.Fatalf("the export of what the range held: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil { // the record in flight commits, then completes
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, inflight.AttemptID, done); err != nil {
+		t.Fatal(err)
+	}
+	// Another archive of the first record alone, purged: the first range's
+	// count is back to its archive's.
+	if _, err := s.RecordExport(ctx, records.Export{After: from, Through: r1.Sequence, Rows: 1, SHA256: strings.Repeat("b", 64),
+		RecordsDigest: sequences(r1.Sequence)}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := owner.Exec(ctx, `SELECT catalog.purge_exported_operations(now() + interval '1 hour')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var left int
+	if err := owner.QueryRow(ctx, `SELECT count(*) FROM catalog.operations WHERE sequence = $1`, inflight.Sequence).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("the record in no archive: %d left (%v), want 1", left, err)
+	}
+	// An export noted before exports named their records is never purged.
+	if _, err := owner.Exec(ctx, `INSERT INTO catalog.operation_exports (after_sequence, through_sequence, rows, sha256)
+VALUES ($1, $2, 1, $3)`, inflight.Sequence-1, inflight.Sequence, strings.Repeat("c", 64)); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := owner.QueryRow(ctx, `SELECT catalog.purge_exported_operations(now() + interval '1 hour')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("purge of an export that names no records = %d, %v; want 0", n, err)
 	}
 }
 

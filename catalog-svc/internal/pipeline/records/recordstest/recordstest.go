@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/exportset"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/redact"
 
@@ -632,20 +633,31 @@ func testExport(t *testing.T, s records.Store) {
 	}
 	sum := strings.Repeat("ab", 32)
 	base := rs[0].Sequence - 1
-	if _, err := s.RecordExport(c, records.Export{After: base, Through: rs[1].Sequence, Rows: 2, SHA256: sum}); err != nil {
+	set := func(rows ...*records.Record) string {
+		d := exportset.New()
+		for _, r := range rows {
+			d.Add(r.Sequence)
+		}
+		return d.Sum()
+	}
+	if _, err := s.RecordExport(c, records.Export{After: base, Through: rs[1].Sequence, Rows: 2, SHA256: sum, RecordsDigest: set(rs[0], rs[1])}); err != nil {
 		t.Fatalf("RecordExport of two finished records: %v", err)
 	}
 	for name, e := range map[string]records.Export{
-		"a range with a pending record": {After: base, Through: rs[3].Sequence, Rows: 3, SHA256: sum},
-		"too few rows":                  {After: rs[2].Sequence, Through: rs[4].Sequence, Rows: 1, SHA256: sum},
-		"too many rows":                 {After: rs[2].Sequence, Through: rs[4].Sequence, Rows: 3, SHA256: sum},
+		"a range with a pending record": {After: base, Through: rs[3].Sequence, Rows: 3, SHA256: sum, RecordsDigest: set(rs[0], rs[1], rs[3])},
+		"too few rows":                  {After: rs[2].Sequence, Through: rs[4].Sequence, Rows: 1, SHA256: sum, RecordsDigest: set(rs[3])},
+		"too many rows":                 {After: rs[2].Sequence, Through: rs[4].Sequence, Rows: 3, SHA256: sum, RecordsDigest: set(rs[3], rs[4])},
+		// The count is right, the set is not: an archive without a record
+		// the range holds (one in flight when it was read) and with one it
+		// does not.
+		"another set of records": {After: base, Through: rs[1].Sequence, Rows: 2, SHA256: sum, RecordsDigest: set(rs[0], rs[2])},
 	} {
 		if _, err := s.RecordExport(c, e); !errors.Is(err, records.ErrExportMismatch) {
 			t.Errorf("RecordExport of %s = %v, want ErrExportMismatch", name, err)
 		}
 	}
 	complete(rs[2])
-	if _, err := s.RecordExport(c, records.Export{After: base, Through: rs[4].Sequence, Rows: 5, SHA256: sum}); err != nil {
+	if _, err := s.RecordExport(c, records.Export{After: base, Through: rs[4].Sequence, Rows: 5, SHA256: sum, RecordsDigest: set(rs...)}); err != nil {
 		t.Fatalf("RecordExport once all are finished: %v", err)
 	}
 }
