@@ -590,7 +590,7 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 	for first := true; ; first = false {
 		resp, err := rt.ExportOperations(ctx, req)
 		if err != nil {
-			finish(false)
+			_ = finish(false)
 			return errors.New(describe(err))
 		}
 		if first {
@@ -598,7 +598,7 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 		}
 		for _, r := range resp.GetOperations() {
 			if err := enc.Encode(opsjson.Of(r)); err != nil {
-				finish(false)
+				_ = finish(false)
 				return err
 			}
 			set.Add(r.GetSequence())
@@ -611,14 +611,14 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 		req = &sharedosv1.ExportOperationsRequest{AfterSequence: through, PageSize: req.GetPageSize()}
 	}
 	if err := bw.Flush(); err != nil {
-		finish(false)
+		_ = finish(false)
 		return err
 	}
 	if f.out == "" {
 		return nil
 	}
-	if !finish(true) {
-		return fmt.Errorf("ops export: %s could not be made durable; nothing was noted", f.out)
+	if err := finish(true); err != nil {
+		return fmt.Errorf("ops export: %s could not be made durable (%v); nothing was noted", f.out, err)
 	}
 	out := ExportJSON{File: f.out, Rows: rows, AfterSequence: from, ThroughSequence: through, SHA256: hex.EncodeToString(sum.Sum(nil))}
 	resp, err := rt.RecordExport(ctx, &sharedosv1.RecordExportRequest{
@@ -646,11 +646,14 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 }
 
 // exportWriter is where the records go: stdout, or a temporary file beside
-// path that finish(true) fsyncs and renames to path (and finish(false)
-// removes). finish reports whether the file is durable at path.
-func exportWriter(e *env, path string) (io.Writer, func(ok bool) bool, error) {
+// path that finish(true) fsyncs and links to path (never over a file
+// there), fsyncing the directory, and finish(false) removes. finish(true)
+// returns why the file is not durable at path (nil: it is); a name linked
+// whose directory could not be synced is removed again, so the export can
+// be run again.
+func exportWriter(e *env, path string) (io.Writer, func(ok bool) error, error) {
 	if path == "" {
-		return e.stdout, func(bool) bool { return true }, nil
+		return e.stdout, func(bool) error { return nil }, nil
 	}
 	if _, err := os.Lstat(path); err == nil {
 		return nil, nil, fmt.Errorf("ops export: %s exists; an archive is never overwritten", path)
@@ -660,21 +663,34 @@ func exportWriter(e *env, path string) (io.Writer, func(ok bool) bool, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("ops export: %w", err)
 	}
-	finish := func(ok bool) bool {
+	finish := func(ok bool) error {
 		defer func() { _ = os.Remove(tmp.Name()) }() // path holds its own link once made
 		if !ok {
 			_ = tmp.Close()
-			return false
+			return nil
 		}
-		if tmp.Sync() != nil || tmp.Close() != nil || os.Link(tmp.Name(), path) != nil {
-			return false
+		if err := tmp.Sync(); err != nil {
+			_ = tmp.Close()
+			return err
+		}
+		if err := tmp.Close(); err != nil {
+			return err
+		}
+		if err := os.Link(tmp.Name(), path); err != nil {
+			return err
 		}
 		d, err := os.Open(dir)
-		if err != nil {
-			return false
+		if err == nil {
+			err = d.Sync()
+			_ = d.Close()
 		}
-		defer d.Close()
-		return d.Sync() == nil
+		if err != nil {
+			// Not durable, and not noted: the name goes too, so that
+			// the same export can simply be run again.
+			_ = os.Remove(path)
+			return err
+		}
+		return nil
 	}
 	return tmp, finish, nil
 }

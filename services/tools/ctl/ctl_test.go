@@ -227,3 +227,29 @@ func TestTableCellsAreInert(t *testing.T) {
 		t.Errorf("message = %q, want %q", got, want)
 	}
 }
+
+// An archive that cannot be put in place says why (found by review: the
+// reason was dropped), and leaves neither the file nor its partial copy.
+func TestExportWriterSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ops.jsonl")
+	w, finish, err := exportWriter(&env{}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("someone else's"), 0o600); err != nil { // raced in after the check
+		t.Fatal(err)
+	}
+	if err := finish(true); err == nil || !strings.Contains(err.Error(), "file exists") {
+		t.Fatalf("finish = %v, want the link's reason", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "someone else's" {
+		t.Errorf("the file in the way was changed: %q", got)
+	}
+	if partial, _ := filepath.Glob(filepath.Join(dir, ".ops.jsonl.partial-*")); len(partial) != 0 {
+		t.Errorf("partial copies left: %v", partial)
+	}
+}
