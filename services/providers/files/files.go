@@ -428,6 +428,9 @@ func (p *Provider) write(args []byte) (string, error) {
 		return "", fmt.Errorf("write failed: %s", t.display)
 	}
 	n, werr := f.WriteString(*a.Content)
+	if werr == nil {
+		werr = f.Sync() // "wrote n bytes" means on disk
+	}
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		return "", fmt.Errorf("write failed: %s", t.display)
