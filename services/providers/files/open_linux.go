@@ -3,6 +3,7 @@ package files
 import (
 	"errors"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,11 +13,11 @@ import (
 // itself refuses, at open time, any path that leaves the root or passes a
 // symbolic link on any component — so a link swapped in after resolve's
 // walk is refused too (ELOOP). Where openat2 does not work (kernels before
-// 5.6, or a seccomp profile that refuses it: opensBeneath) it falls back
-// to os.Root, which confines to the root but follows in-root links.
+// 5.6, or a seccomp profile that refuses it: opensBeneath) it opens one
+// component at a time instead (openNoFollow), which refuses links as well.
 func (p *Provider) openBeneath(rel string, flag int, perm os.FileMode) (*os.File, error) {
 	if !p.linkProofOpen {
-		return p.root.OpenFile(rel, flag|unix.O_NOFOLLOW, perm)
+		return p.openNoFollow(rel, flag, perm)
 	}
 	how := unix.OpenHow{
 		Flags:   uint64(flag | unix.O_CLOEXEC | unix.O_NOFOLLOW),
@@ -39,9 +40,63 @@ func (p *Provider) openBeneath(rel string, flag int, perm os.FileMode) (*os.File
 			raced++
 			continue
 		case errors.Is(err, unix.ENOSYS):
-			return p.root.OpenFile(rel, flag|unix.O_NOFOLLOW, perm)
+			return p.openNoFollow(rel, flag, perm)
 		default:
 			return nil, &os.PathError{Op: "openat2", Path: rel, Err: err}
+		}
+	}
+}
+
+// openNoFollow opens rel beneath the root one component at a time, each
+// relative to the directory opened before it and with O_NOFOLLOW: a
+// symbolic link on any component is refused (ELOOP), on any kernel, and no
+// component can be swapped for a link between a check and the open (os.Root
+// would follow a link that stays inside the root: /public/x -> ../private).
+// rel is clean and relative (resolve): "." or names without "..".
+func (p *Provider) openNoFollow(rel string, flag int, perm os.FileMode) (*os.File, error) {
+	fail := func(err error) (*os.File, error) { return nil, &os.PathError{Op: "openat", Path: rel, Err: err} }
+	comps := strings.Split(rel, "/")
+	dir := int(p.dir.Fd())
+	for _, c := range comps[:len(comps)-1] {
+		if c == "" || c == "." || c == ".." {
+			return fail(unix.EINVAL)
+		}
+		fd, err := openat(dir, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		if errors.Is(err, unix.ENOTDIR) && isLink(dir, c) {
+			err = unix.ELOOP // said as openat2 says it: a symbolic link on the path
+		}
+		if dir != int(p.dir.Fd()) {
+			_ = unix.Close(dir)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		dir = fd
+	}
+	last := comps[len(comps)-1]
+	if last == "" || last == ".." || (last == "." && rel != ".") {
+		return fail(unix.EINVAL)
+	}
+	fd, err := openat(dir, last, flag|unix.O_NOFOLLOW, uint32(perm.Perm()))
+	if dir != int(p.dir.Fd()) {
+		_ = unix.Close(dir)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+func isLink(dir int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+}
+
+func openat(dir int, name string, flag int, perm uint32) (int, error) {
+	for {
+		fd, err := unix.Openat(dir, name, flag|unix.O_CLOEXEC, perm)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
 		}
 	}
 }
