@@ -36,9 +36,12 @@ type UserTokens struct {
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
 	// discovery is closed when the discovery under way ends (nil: none),
-	// and discoverErr is why it failed.
+	// and discoverErr is why it failed, until failedUntil (then the next
+	// caller tries again).
 	discovery   chan struct{}
 	discoverErr error
+	failedUntil time.Time
+	client      *http.Client
 }
 
 // issuerTimeout bounds each request to the issuer (discovery, key set): a
@@ -51,6 +54,10 @@ const MaxUserTokenBytes = 16 << 10
 
 // issuedAtSkew is how far in the future a token's iat may be.
 const issuedAtSkew = 5 * time.Minute
+
+// discoveryRetry is how long a failed discovery answers for itself: an
+// issuer that is down gets one request per interval, not one per OpenTurn.
+const discoveryRetry = 5 * time.Second
 
 // DefaultUserTokenAlgorithms are the signature algorithms accepted unless told.
 var DefaultUserTokenAlgorithms = []string{oidc.RS256, oidc.ES256}
@@ -115,11 +122,18 @@ func (u *UserTokens) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, er
 		defer u.mu.Unlock()
 		return u.verifier, nil
 	}
+	if time.Now().Before(u.failedUntil) {
+		defer u.mu.Unlock()
+		return nil, u.discoverErr
+	}
 	done := u.discovery
 	if done == nil {
 		done = make(chan struct{})
 		u.discovery = done
-		go u.discover(done)
+		if u.client == nil {
+			u.client = issuerClient()
+		}
+		go u.discover(done, u.client)
 	}
 	u.mu.Unlock()
 	select {
@@ -135,12 +149,37 @@ func (u *UserTokens) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, er
 	return nil, u.discoverErr
 }
 
+// issuerClient is the one HTTP client of an issuer's requests: each bounded
+// by issuerTimeout, and a redirect only to where an issuer may be (https,
+// or http on loopback).
+func issuerClient() *http.Client {
+	return &http.Client{
+		Timeout:   issuerTimeout,
+		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("too many redirects")
+			}
+			return CheckIssuer(req.URL.String())
+		},
+	}
+}
+
 // discover reads the issuer's discovery document and closes done. The
-// provider keeps the HTTP client (with issuerTimeout) for its key set.
-func (u *UserTokens) discover(done chan struct{}) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	ctx := oidc.ClientContext(context.Background(), &http.Client{Timeout: issuerTimeout, Transport: tr})
-	p, err := oidc.NewProvider(ctx, u.Issuer)
+// provider keeps client for its key set, whose URL is held to the issuer's
+// rule.
+func (u *UserTokens) discover(done chan struct{}, client *http.Client) {
+	p, err := oidc.NewProvider(oidc.ClientContext(context.Background(), client), u.Issuer)
+	if err == nil {
+		var doc struct {
+			JWKS string `json:"jwks_uri"`
+		}
+		if err = p.Claims(&doc); err == nil {
+			if err = CheckIssuer(doc.JWKS); err != nil {
+				err = fmt.Errorf("jwks_uri: %w", err)
+			}
+		}
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if err == nil {
@@ -149,6 +188,9 @@ func (u *UserTokens) discover(done chan struct{}) {
 			algs = DefaultUserTokenAlgorithms
 		}
 		u.verifier = p.Verifier(&oidc.Config{ClientID: u.Audience, SupportedSigningAlgs: algs})
+	} else {
+		u.failedUntil = time.Now().Add(discoveryRetry)
+		client.CloseIdleConnections()
 	}
 	u.discoverErr = err
 	u.discovery = nil

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,38 @@ func TestHungIssuerBlocksNothing(t *testing.T) {
 			t.Fatalf("call %d still blocked 10 s after its 200 ms deadline", i)
 		}
 		cancel()
+	}
+}
+
+// An issuer that fails gets one discovery per few seconds, not one per
+// OpenTurn (found by review: each failed discovery also left a connection
+// open), and a discovery document whose key set is not where an issuer may
+// be (https, or http on loopback) is refused.
+func TestFailedDiscoveryIsNotRepeatedAtOnce(t *testing.T) {
+	var asked atomic.Int32
+	jwks := "http://keys.example.com/jwks"
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		if asked.Add(1) == 1 {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL, "jwks_uri": jwks,
+			"authorization_endpoint": srv.URL + "/auth", "token_endpoint": srv.URL + "/token"})
+	})
+	users := &leases.UserTokens{Issuer: srv.URL, Audience: "sharedos-host"}
+	for range 20 {
+		if _, _, err := users.Context(context.Background(), "x.y.z"); status.Code(err) != codes.Unavailable {
+			t.Fatalf("issuer down: %v, want Unavailable", err)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("20 OpenTurns asked a failing issuer %d times, want once", n)
+	}
+	other := &leases.UserTokens{Issuer: srv.URL, Audience: "sharedos-host"}
+	if _, _, err := other.Context(context.Background(), "x.y.z"); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "jwks_uri") {
+		t.Errorf("a key set over plain HTTP elsewhere: %v, want Unavailable naming jwks_uri", err)
 	}
 }
