@@ -221,8 +221,10 @@ func (u *UserTokens) Context(ctx context.Context, raw string) (*sharedosv1.Acces
 	}
 	// OpenID Connect Core 3.1.3.7: a token for several audiences names the
 	// party it was issued to (azp), which must be us, as must any azp.
-	azp, hasAzp := claims["azp"]
-	if (len(tok.Audience) > 1 || hasAzp) && azp != u.Audience {
+	switch azp, hasAzp := claims["azp"]; {
+	case !hasAzp && len(tok.Audience) > 1:
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: for several audiences, with no azp naming %s the party it was issued to", u.Audience)
+	case hasAzp && azp != u.Audience:
 		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: issued to another party (azp %v), not %s", azp, u.Audience)
 	}
 	if tok.IssuedAt.After(time.Now().Add(issuedAtSkew)) {

@@ -144,7 +144,7 @@ func TestUserTokens(t *testing.T) {
 		{"not a JWT", "garbage", "malformed"},
 		// OpenID Connect Core 3.1.3.7 and the claims' types (found by review).
 		{"issued to another party", sign(t, jose.ES256, is.key, is.kid, otherParty), "another party"},
-		{"several audiences, no azp", sign(t, jose.ES256, is.key, is.kid, manyAud), "another party"},
+		{"several audiences, no azp", sign(t, jose.ES256, is.key, is.kid, manyAud), "no azp"},
 		{"issued in the future", sign(t, jose.ES256, is.key, is.kid, future), "future"},
 		{"tenant not a string", sign(t, jose.ES256, is.key, is.kid, tenantList), "the tenant"},
 		{"roles neither a string nor a list", sign(t, jose.ES256, is.key, is.kid, rolesMap), "the roles"},
