@@ -173,6 +173,25 @@ func IsLoopback(addr string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
+// loopbackOnly is plaintext that dials loopback only (--insecure-plaintext
+// is for loopback, as CheckListener holds listeners to): a connection whose
+// peer is another address is closed before anything is sent on it. The
+// connected address is checked, so a name that resolves elsewhere is
+// refused too.
+type loopbackOnly struct{ credentials.TransportCredentials }
+
+func (l loopbackOnly) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		_ = conn.Close()
+		return nil, nil, fmt.Errorf("tls: --insecure-plaintext refuses to call %s: plaintext is for loopback only", conn.RemoteAddr())
+	}
+	return l.TransportCredentials.ClientHandshake(ctx, authority, conn)
+}
+
+func (l loopbackOnly) Clone() credentials.TransportCredentials {
+	return loopbackOnly{l.TransportCredentials.Clone()}
+}
+
 // ServerOptions are the gRPC server options of c: TLS 1.3 that requires a
 // client certificate signed by the current trust bundle and carrying a
 // SPIFFE identity of this trust domain. Nothing in plaintext.
@@ -207,7 +226,7 @@ func (c *Credentials) ServerOptions() []grpc.ServerOption {
 // server to hold one of the roles expect (any role when none is given).
 func (c *Credentials) DialOption(expect ...callers.Role) grpc.DialOption {
 	if c.Plaintext() {
-		return grpc.WithTransportCredentials(insecure.NewCredentials())
+		return grpc.WithTransportCredentials(loopbackOnly{insecure.NewCredentials()})
 	}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS13,

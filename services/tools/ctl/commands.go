@@ -754,7 +754,10 @@ func runAuthzCheck(ctx context.Context, e *env, c *checkFlags, args []string) er
 	if c.action != "" {
 		action = c.action
 	}
-	kernel := e.g.identity("catalog")
+	kernel, err := e.g.identity("catalog")
+	if err != nil {
+		return err
+	}
 	if c.kernelCert != "" || c.kernelKey != "" {
 		kernel.Cert, kernel.Key = c.kernelCert, c.kernelKey
 	}

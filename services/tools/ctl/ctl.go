@@ -71,32 +71,43 @@ func (g *globals) bindExcept(fs *flag.FlagSet, skip string) {
 // identity is the TLS configuration a command calls with: the flags, or —
 // when they name no files and plaintext was not asked for — make run's
 // local identity file (operator by default) found above the working
-// directory.
-func (g *globals) identity(file string) mtls.Config {
+// directory, if only this user can change it.
+func (g *globals) identity(file string) (mtls.Config, error) {
 	c := g.tls
 	if !c.InsecurePlaintext && c.CA == "" && c.Cert == "" && c.Key == "" {
-		if dir := findDevPKI(); dir != "" {
-			return devstack.TLSFiles(dir, file)
+		dir, err := findDevPKI()
+		if err != nil {
+			return c, err
+		}
+		if dir != "" {
+			return devstack.TLSFiles(dir, file), nil
 		}
 	}
-	return c
+	return c, nil
 }
 
 // findDevPKI is make run's local CA directory in the working directory or
-// above it ("" when there is none).
-func findDevPKI() string {
+// above it ("" when there is none), refused unless it and the directory
+// holding it are this user's alone (one planted in a shared parent such as
+// /tmp would choose whom sharedosctl trusts and which key it presents).
+func findDevPKI() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	for {
 		p := filepath.Join(dir, devstack.PKIDir)
 		if _, err := os.Stat(filepath.Join(p, "ca.crt")); err == nil {
-			return p
+			for _, d := range []string{p, filepath.Dir(p)} {
+				if err := devstack.CheckPrivateDir(d); err != nil {
+					return "", fmt.Errorf("make run's local CA %s is not used: %w (give --tls-ca, --tls-cert and --tls-key)", p, err)
+				}
+			}
+			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return ""
+			return "", nil
 		}
 		dir = parent
 	}
@@ -127,7 +138,11 @@ type env struct {
 
 // conn is a connection to addr with the global identity (--tls-*).
 func (e *env) conn(addr string) (*grpc.ClientConn, error) {
-	return e.connWith(context.Background(), addr, e.g.identity("operator"))
+	id, err := e.g.identity("operator")
+	if err != nil {
+		return nil, err
+	}
+	return e.connWith(context.Background(), addr, id)
 }
 
 // connWith is a connection to addr with the identity of cfg.

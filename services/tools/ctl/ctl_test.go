@@ -253,3 +253,31 @@ func TestExportWriterSaysWhy(t *testing.T) {
 		t.Errorf("partial copies left: %v", partial)
 	}
 }
+
+// make run's local CA is used only if this user alone can change it: one
+// whose directory others can write (planted in a shared parent such as
+// /tmp) is refused with the reason, not trusted (found by review).
+func TestDevPKIOnlyIfPrivate(t *testing.T) {
+	dir := t.TempDir()
+	pkiDir := filepath.Join(dir, devstack.PKIDir)
+	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkiDir, "ca.crt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, loose := range []string{pkiDir, filepath.Dir(pkiDir)} {
+		if err := os.Chmod(loose, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		var o, e bytes.Buffer // with the default identity: no --insecure-plaintext
+		code := Main([]string{"--catalog", "127.0.0.1:1", "tools", "list", "--principal", "alice"}, &o, &e)
+		if stderr := e.String(); code == 0 || !strings.Contains(stderr, "is not used") || !strings.Contains(stderr, "writable by others") {
+			t.Errorf("%s writable by others: code %d stderr %q", loose, code, e.String())
+		}
+		if err := os.Chmod(loose, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

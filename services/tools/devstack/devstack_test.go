@@ -1,6 +1,8 @@
 package devstack_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,5 +38,32 @@ func TestDebugListenBase(t *testing.T) {
 	}
 	if a, err := devstack.DebugAddrs("[::1]:7000", 2); err != nil || strings.Join(a, ",") != "[::1]:7000,[::1]:7001" {
 		t.Errorf("IPv6 base: %v, %v", a, err)
+	}
+}
+
+// MakePKI keeps the local CA where only this user can change it: a
+// directory left writable by others is tightened, and one in a parent
+// others can write is refused (found by review: an existing 0777
+// directory was used as it was).
+func TestMakePKIOnlyInPrivateDirectories(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "dev")
+	dir := filepath.Join(base, "pki")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devstack.MakePKI(dir); err != nil {
+		t.Fatalf("MakePKI in a loose directory of this user's: %v", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the CA's directory is %v (%v), want 0700", fi.Mode().Perm(), err)
+	}
+	if err := os.Chmod(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devstack.MakePKI(dir); err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Errorf("MakePKI under a directory others can write: %v", err)
 	}
 }

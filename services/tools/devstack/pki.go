@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"syscall"
 	"context"
 	"fmt"
 	"os"
@@ -55,6 +56,14 @@ func MakePKI(dir string) (*pki.CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := os.Chmod(dir, 0o700); err != nil { // a directory left from before, or made by hand
+		return nil, err
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := CheckPrivateDir(d); err != nil {
+			return nil, err
+		}
+	}
 	ca, err := pki.New(pki.TrustDomain, 30*24*time.Hour)
 	if err != nil {
 		return nil, err
@@ -74,6 +83,27 @@ func MakePKI(dir string) (*pki.CA, error) {
 		return nil, fmt.Errorf("state key: %w", err)
 	}
 	return ca, nil
+}
+
+// CheckPrivateDir refuses a directory another user could change: not
+// owned by this user, a symbolic link, or writable by group or others. The
+// local CA's directory holds the trust bundle every service re-reads and
+// the operator's key: whoever can swap them is trusted, or is the server
+// sharedosctl's operator commands go to.
+func CheckPrivateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	switch st, ok := fi.Sys().(*syscall.Stat_t); {
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	case ok && int(st.Uid) != os.Getuid():
+		return fmt.Errorf("%s belongs to uid %d, not to you (uid %d)", dir, st.Uid, os.Getuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s is writable by others (%v)", dir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // TLSFiles is the mtls.Config of identity file in dir.
