@@ -282,6 +282,11 @@ func checkResourceURI(uri string) (bool, error) {
 	if err != nil || u.Scheme == "" {
 		return false, invalid("uri", RuleURI, "%q is not an absolute URI (scheme:...)", uri)
 	}
+	// One spelling per URI: a read in another spelling of a registered URI
+	// then still finds it (and is never served by a template it matches).
+	if n := resourceuri.Normalize(uri); n != uri {
+		return false, invalid("uri", RuleURI, "write it %q: percent-encode only characters that must be, with upper-case hex (RFC 3986, 6.2.2)", n)
+	}
 	return len(vars) > 0, nil
 }
 

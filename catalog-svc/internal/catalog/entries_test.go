@@ -125,6 +125,9 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		{"level 2 template", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/{+path}" }, "uri", catalog.RuleURI},
 		{"unbalanced", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/{id" }, "uri", catalog.RuleURI},
 		{"variable twice", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://{id}/{id}" }, "uri", catalog.RuleURI},
+		// One spelling per URI, so a read in another finds it (RFC 3986 6.2.2).
+		{"encoded unreserved character", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/%68idden" }, "uri", catalog.RuleURI},
+		{"lower-case escape", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/a%2fb" }, "uri", catalog.RuleURI},
 		{"too long", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://" + strings.Repeat("a", 2100) }, "uri", catalog.RuleLength},
 		{"no name", func(r *sharedosv1.ResourceRegistration) { r.Name = "" }, "name", catalog.RuleRequired},
 		{"mime", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "not a type" }, "mime_type", catalog.RuleMIMEType},

@@ -131,15 +131,19 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 			// A URI registered on its own is read through its own
 			// registration, never through a template it also matches: not
 			// in this turn's pin, it is not this turn's (FilterTools may
-			// have hidden it, or it came after the turn opened).
-			switch _, err := s.entries.ResolveResource(ctx, raw); {
-			case err == nil:
-				return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is not in this turn's catalogue", shown))
-			case !errors.Is(err, catalog.ErrNotFound):
-				if res := contextOutcome(ctx); res != nil {
-					return nil, res
+			// have hidden it, or it came after the turn opened). Also in
+			// another spelling ("%68idden" for "hidden"): registrations
+			// are in normal form.
+			for _, u := range slices.Compact([]string{raw, resourceuri.Normalize(raw)}) {
+				switch _, err := s.entries.ResolveResource(ctx, u); {
+				case err == nil:
+					return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is not in this turn's catalogue", shown))
+				case !errors.Is(err, catalog.ErrNotFound):
+					if res := contextOutcome(ctx); res != nil {
+						return nil, res
+					}
+					return nil, outcome.Failed(outcome.Internal, "the resource registry could not be read")
 				}
-				return nil, outcome.Failed(outcome.Internal, "the resource registry could not be read")
 			}
 		}
 		resolved, err = s.entries.ResolveResource(ctx, name)

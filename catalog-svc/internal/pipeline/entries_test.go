@@ -100,6 +100,8 @@ func TestPromptsAndResources(t *testing.T) {
 			code, reason string
 		}{
 			{resource, "test://template/hidden/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			// ... nor in another spelling (found by review: it was).
+			{resource, "test://template/%68idden/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
 			{resource, "test://template/..%2Fhidden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			{prompt, "unpinned", `{}`, denied, outcome.ToolUnavailable, "not in this turn's catalogue"},
 			{prompt, "with_args", `{}`, failed, outcome.InvalidArguments, `"a" is required`},
@@ -185,8 +187,8 @@ func TestPromptsAndResources(t *testing.T) {
 		}
 
 		rows := h.records("pr")
-		if len(rows) != 21 { // the retry of review is its first attempt's
-			t.Fatalf("%d records for 21 attempts", len(rows))
+		if len(rows) != 22 { // the retry of review is its first attempt's
+			t.Fatalf("%d records for 22 attempts", len(rows))
 		}
 		kinds := map[sharedosv1.CallKind]int{}
 		for _, r := range rows {
@@ -195,12 +197,12 @@ func TestPromptsAndResources(t *testing.T) {
 				t.Errorf("record %s still pending", r.CallID)
 			}
 		}
-		if kinds[prompt] != 8 || kinds[resource] != 13 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
+		if kinds[prompt] != 8 || kinds[resource] != 14 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
 			rows[1].RequestedTool != "test://template/7/data" {
 			t.Errorf("kinds %v, first rows %+v %+v", kinds, rows[0], rows[1])
 		}
 		h.mu.Lock()
-		h.attempts["pr"] = 21
+		h.attempts["pr"] = 22
 		h.mu.Unlock()
 	})
 }

@@ -38,3 +38,22 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// Normalize decodes percent-encoded unreserved characters only, and
+// upper-cases the hex of the escapes it keeps (RFC 3986, 6.2.2.1–2).
+func TestNormalize(t *testing.T) {
+	for in, want := range map[string]string{
+		"test://template/%68idden/data": "test://template/hidden/data",
+		"test://x/%7e%2D%2e%5F%41%7A":   "test://x/~-._Az",
+		"test://x/a%2fb":                "test://x/a%2Fb",
+		"test://x/a%20b%3f":             "test://x/a%20b%3F",
+		"test://x/100%":                 "test://x/100%",
+		"test://x/%zz%4":                "test://x/%zz%4",
+		"test://x/plain":                "test://x/plain",
+		"test://x/%2525":                "test://x/%2525",
+	} {
+		if got := resourceuri.Normalize(in); got != want {
+			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
