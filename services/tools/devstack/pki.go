@@ -56,8 +56,13 @@ func MakePKI(dir string) (*pki.CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(dir, 0o700); err != nil { // a directory left from before, or made by hand
-		return nil, err
+	// A directory of this user's left from before, or made by hand, is
+	// tightened (checked first: Chmod would follow a link, and a directory
+	// of another user's is refused below, not changed).
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && ownedByMe(fi) && fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range []string{dir, filepath.Dir(dir)} {
 		if err := CheckPrivateDir(d); err != nil {
@@ -95,15 +100,20 @@ func CheckPrivateDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	switch st, ok := fi.Sys().(*syscall.Stat_t); {
+	switch {
 	case !fi.IsDir():
 		return fmt.Errorf("%s is not a directory", dir)
-	case ok && int(st.Uid) != os.Getuid():
-		return fmt.Errorf("%s belongs to uid %d, not to you (uid %d)", dir, st.Uid, os.Getuid())
+	case !ownedByMe(fi):
+		return fmt.Errorf("%s belongs to another user than you (uid %d)", dir, os.Getuid())
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("%s is writable by others (%v)", dir, fi.Mode().Perm())
 	}
 	return nil
+}
+
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || int(st.Uid) == os.Getuid()
 }
 
 // TLSFiles is the mtls.Config of identity file in dir.
