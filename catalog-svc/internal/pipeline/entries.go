@@ -136,6 +136,8 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 			// are in normal form.
 			for _, u := range slices.Compact([]string{raw, resourceuri.Normalize(raw)}) {
 				switch _, err := s.entries.ResolveResource(ctx, u); {
+				case err == nil && u != raw:
+					return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is registered as %q: read it by that URI", shown, records.Escape(u, 120)))
 				case err == nil:
 					return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is not in this turn's catalogue", shown))
 				case !errors.Is(err, catalog.ErrNotFound):

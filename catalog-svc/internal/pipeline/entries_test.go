@@ -101,7 +101,7 @@ func TestPromptsAndResources(t *testing.T) {
 		}{
 			{resource, "test://template/hidden/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
 			// ... nor in another spelling (found by review: it was).
-			{resource, "test://template/%68idden/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			{resource, "test://template/%68idden/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/hidden/data"`},
 			{resource, "test://template/..%2Fhidden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			{prompt, "unpinned", `{}`, denied, outcome.ToolUnavailable, "not in this turn's catalogue"},
 			{prompt, "with_args", `{}`, failed, outcome.InvalidArguments, `"a" is required`},

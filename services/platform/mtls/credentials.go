@@ -178,12 +178,21 @@ func IsLoopback(addr string) (bool, error) {
 // peer is another address is closed before anything is sent on it. The
 // connected address is checked, so a name that resolves elsewhere is
 // refused too.
-type loopbackOnly struct{ credentials.TransportCredentials }
+type loopbackOnly struct {
+	credentials.TransportCredentials
+}
 
 func (l loopbackOnly) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	if a, ok := conn.RemoteAddr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+	// The target (authority) as well as the peer: through a proxy on
+	// loopback (HTTPS_PROXY), the peer is the proxy and the target is not.
+	target := authority
+	if !strings.Contains(target, ":") || strings.HasSuffix(target, "]") {
+		target += ":0"
+	}
+	to, err := IsLoopback(target)
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); err != nil || !to || !ok || !a.IP.IsLoopback() {
 		_ = conn.Close()
-		return nil, nil, fmt.Errorf("tls: --insecure-plaintext refuses to call %s: plaintext is for loopback only", conn.RemoteAddr())
+		return nil, nil, fmt.Errorf("tls: --insecure-plaintext refuses to call %s (via %s): plaintext is for loopback only", authority, conn.RemoteAddr())
 	}
 	return l.TransportCredentials.ClientHandshake(ctx, authority, conn)
 }

@@ -56,31 +56,38 @@ func (p *Provider) openBeneath(rel string, flag int, perm os.FileMode) (*os.File
 func (p *Provider) openNoFollow(rel string, flag int, perm os.FileMode) (*os.File, error) {
 	fail := func(err error) (*os.File, error) { return nil, &os.PathError{Op: "openat", Path: rel, Err: err} }
 	comps := strings.Split(rel, "/")
-	dir := int(p.dir.Fd())
+	last := comps[len(comps)-1]
 	for _, c := range comps[:len(comps)-1] {
 		if c == "" || c == "." || c == ".." {
 			return fail(unix.EINVAL)
 		}
-		fd, err := openat(dir, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	}
+	if last == "" || last == ".." || (last == "." && rel != ".") {
+		return fail(unix.EINVAL)
+	}
+	root := int(p.dir.Fd())
+	dir := root
+	defer func() {
+		if dir != root {
+			_ = unix.Close(dir)
+		}
+	}()
+	for _, c := range comps[:len(comps)-1] {
+		// O_PATH: passing through needs search permission only, as with
+		// openat2.
+		fd, err := openat(dir, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 		if errors.Is(err, unix.ENOTDIR) && isLink(dir, c) {
 			err = unix.ELOOP // said as openat2 says it: a symbolic link on the path
-		}
-		if dir != int(p.dir.Fd()) {
-			_ = unix.Close(dir)
 		}
 		if err != nil {
 			return fail(err)
 		}
+		if dir != root {
+			_ = unix.Close(dir)
+		}
 		dir = fd
 	}
-	last := comps[len(comps)-1]
-	if last == "" || last == ".." || (last == "." && rel != ".") {
-		return fail(unix.EINVAL)
-	}
 	fd, err := openat(dir, last, flag|unix.O_NOFOLLOW, uint32(perm.Perm()))
-	if dir != int(p.dir.Fd()) {
-		_ = unix.Close(dir)
-	}
 	if err != nil {
 		return fail(err)
 	}

@@ -87,9 +87,10 @@ func (g *globals) identity(file string) (mtls.Config, error) {
 }
 
 // findDevPKI is make run's local CA directory in the working directory or
-// above it ("" when there is none), refused unless it and the directory
-// holding it are this user's alone (one planted in a shared parent such as
-// /tmp would choose whom sharedosctl trusts and which key it presents).
+// above it ("" when there is none), refused unless only this user can
+// change or swap it (devstack.CheckPrivateDir: one planted in a shared
+// parent such as /tmp would choose whom sharedosctl trusts and which key it
+// presents).
 func findDevPKI() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
@@ -98,10 +99,8 @@ func findDevPKI() (string, error) {
 	for {
 		p := filepath.Join(dir, devstack.PKIDir)
 		if _, err := os.Stat(filepath.Join(p, "ca.crt")); err == nil {
-			for _, d := range []string{p, filepath.Dir(p)} {
-				if err := devstack.CheckPrivateDir(d); err != nil {
-					return "", fmt.Errorf("make run's local CA %s is not used: %w (give --tls-ca, --tls-cert and --tls-key)", p, err)
-				}
+			if err := devstack.CheckPrivateDir(p); err != nil {
+				return "", fmt.Errorf("make run's local CA %s is not used: %w (give --tls-ca, --tls-cert and --tls-key)", p, err)
 			}
 			return p, nil
 		}

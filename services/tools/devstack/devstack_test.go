@@ -67,3 +67,30 @@ func TestMakePKIOnlyInPrivateDirectories(t *testing.T) {
 		t.Errorf("MakePKI under a directory others can write: %v", err)
 	}
 }
+
+// A directory above the CA's that others can write (and is not sticky, as
+// /tmp is) lets them swap the tree below after any check: refused (found
+// by review: only the directory and its parent were checked).
+func TestCheckPrivateDirLooksAllTheWayUp(t *testing.T) {
+	top := t.TempDir()
+	dir := filepath.Join(top, "shared", "repo", ".sharedos", "dev", "pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := devstack.CheckPrivateDir(dir); err != nil {
+		t.Fatalf("a private tree under a temp directory: %v", err)
+	}
+	shared := filepath.Join(top, "shared")
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := devstack.CheckPrivateDir(dir); err == nil || !strings.Contains(err.Error(), shared) {
+		t.Errorf("under a directory others can write: %v", err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if err := devstack.CheckPrivateDir(dir); err != nil {
+		t.Errorf("under a sticky directory (as /tmp): %v", err)
+	}
+}

@@ -1,11 +1,11 @@
 package devstack
 
 import (
-	"syscall"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/sharedos/toolshare/services/contract/callers"
@@ -64,10 +64,8 @@ func MakePKI(dir string) (*pki.CA, error) {
 			return nil, err
 		}
 	}
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := CheckPrivateDir(d); err != nil {
-			return nil, err
-		}
+	if err := CheckPrivateDir(dir); err != nil {
+		return nil, err
 	}
 	ca, err := pki.New(pki.TrustDomain, 30*24*time.Hour)
 	if err != nil {
@@ -90,12 +88,41 @@ func MakePKI(dir string) (*pki.CA, error) {
 	return ca, nil
 }
 
-// CheckPrivateDir refuses a directory another user could change: not
-// owned by this user, a symbolic link, or writable by group or others. The
-// local CA's directory holds the trust bundle every service re-reads and
-// the operator's key: whoever can swap them is trusted, or is the server
-// sharedosctl's operator commands go to.
+// CheckPrivateDir refuses a directory another user could change, or swap:
+// dir and the directory holding it must be this user's, no symbolic link,
+// and not writable by group or others; every directory above them must be
+// this user's or root's, and writable by others only if sticky (as /tmp).
+// The local CA's directory holds the trust bundle every service re-reads
+// and the operator's key: whoever can swap them is trusted, or is the
+// server sharedosctl's operator commands go to.
 func CheckPrivateDir(dir string) error {
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := checkOwnDir(d); err != nil {
+			return err
+		}
+	}
+	real, err := filepath.EvalSymlinks(filepath.Dir(dir))
+	if err != nil {
+		return err
+	}
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && st.Uid != 0 {
+			return fmt.Errorf("%s belongs to another user (uid %d): whoever owns it can swap the directories below", d, st.Uid)
+		}
+		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("%s is writable by others (%v): whoever can write it can swap the directories below", d, fi.Mode().Perm())
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+func checkOwnDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
