@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/mtls"
 )
 
 // UserTokens is how bridge-svc verifies an end user's OIDC ID token at
@@ -86,18 +86,10 @@ func CheckIssuer(issuer string) error {
 	switch {
 	case p.Scheme == "https":
 		return nil
-	case p.Scheme == "http" && loopbackHost(p.Hostname()):
+	case p.Scheme == "http" && mtls.IsLoopbackHost(p.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("issuer %q must be https:// (http:// only on loopback): its keys sign every user token", issuer)
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // CheckUserTokenAlgorithms refuses HMAC and "none": user tokens are verified

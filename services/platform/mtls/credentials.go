@@ -166,11 +166,17 @@ func IsLoopback(addr string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return IsLoopbackHost(host), nil
+}
+
+// IsLoopbackHost reports whether host (a name or an IP, no port) is on
+// loopback: localhost or a loopback IP.
+func IsLoopbackHost(host string) bool {
 	if host == "localhost" {
-		return true, nil
+		return true
 	}
 	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
+	return ip != nil && ip.IsLoopback()
 }
 
 // loopbackOnly is plaintext that dials loopback only (--insecure-plaintext
@@ -185,12 +191,12 @@ type loopbackOnly struct {
 func (l loopbackOnly) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	// The target (authority) as well as the peer: through a proxy on
 	// loopback (HTTPS_PROXY), the peer is the proxy and the target is not.
-	target := authority
-	if !strings.Contains(target, ":") || strings.HasSuffix(target, "]") {
-		target += ":0"
+	host := authority
+	if h, _, err := net.SplitHostPort(authority); err == nil {
+		host = h
 	}
-	to, err := IsLoopback(target)
-	if a, ok := conn.RemoteAddr().(*net.TCPAddr); err != nil || !to || !ok || !a.IP.IsLoopback() {
+	to := IsLoopbackHost(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); !to || !ok || !a.IP.IsLoopback() {
 		_ = conn.Close()
 		return nil, nil, fmt.Errorf("tls: --insecure-plaintext refuses to call %s (via %s): plaintext is for loopback only", authority, conn.RemoteAddr())
 	}
