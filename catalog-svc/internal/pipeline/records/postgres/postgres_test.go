@@ -217,23 +217,31 @@ func TestRevocationsReachEveryKernel(t *testing.T) {
 	}
 }
 
-// TestPurgeOnlyExported: catalog.purge_exported_operations deletes exactly
-// the records of a noted archive that still matches the table; no record
-// outside one can be deleted, and the service role cannot purge at all.
-func TestPurgeOnlyExported(t *testing.T) {
+// ownerAndService are pools on a fresh migrated database: as its owner (who
+// may purge) and as the service role catalog-svc acts as.
+func ownerAndService(ctx context.Context, t *testing.T) (owner, service *pgxpool.Pool) {
+	t.Helper()
 	dsn := pgtest.NewDatabase(t, migrations.Up)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	owner, err := pgdb.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(owner.Close)
-	service, err := pgdb.Open(ctx, dsn, pgdb.WithRole(migrations.ServiceRole))
+	service, err = pgdb.Open(ctx, dsn, pgdb.WithRole(migrations.ServiceRole))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(service.Close)
+	return owner, service
+}
+
+// TestPurgeOnlyExported: catalog.purge_exported_operations deletes exactly
+// the records of a noted archive that still matches the table; no record
+// outside one can be deleted, and the service role cannot purge at all.
+func TestPurgeOnlyExported(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	owner, service := ownerAndService(ctx, t)
 	s := postgres.New(service)
 	var rs []*records.Record
 	for i := range 4 {
@@ -306,19 +314,9 @@ func sequences(seqs ...int64) string {
 // purge runs is not deleted either follows from the purge deleting the
 // sequences it checked, read in one snapshot.)
 func TestPurgeNeverDeletesARecordInFlight(t *testing.T) {
-	dsn := pgtest.NewDatabase(t, migrations.Up)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	owner, err := pgdb.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(owner.Close)
-	service, err := pgdb.Open(ctx, dsn, pgdb.WithRole(migrations.ServiceRole))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(service.Close)
+	owner, service := ownerAndService(ctx, t)
 	s := postgres.New(service)
 	done := records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now()}
 	add := func(call string) *records.Record {
