@@ -309,6 +309,20 @@ func (j *Journal) Dir() string { return j.dir }
 // resumption in doubt (c.TurnID set; the attempt, left waiting, may be
 // resumed and run after all), which is not kept where an outcome is.
 func (j *Journal) Add(attemptID string, c records.Completion) error {
+	return j.add(attemptID, c, false)
+}
+
+// Keep is Add for a completion that must be queued whatever the disk says:
+// when the own file refuses it (a full disk, a file left torn), it is kept
+// in memory, as by a memory-only journal — written by the next flush, lost
+// with the process — and that is logged. It returns an error only for a
+// completion that is not valid.
+func (j *Journal) Keep(attemptID string, c records.Completion) error {
+	return j.add(attemptID, c, true)
+}
+
+// add is Add, and with inMemory Keep.
+func (j *Journal) add(attemptID string, c records.Completion, inMemory bool) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
@@ -318,37 +332,18 @@ func (j *Journal) Add(attemptID string, c records.Completion) error {
 		return nil
 	}
 	k := key{attemptID, c.TurnID}
-	if j.own == nil {
-		j.mem.entries[k] = c
-		j.signal()
-		return nil
+	at := j.mem
+	if j.own != nil {
+		if err := j.own.append(toEntry(attemptID, c)); err == nil {
+			at = j.own
+		} else if !inMemory {
+			return err
+		} else {
+			j.log.Error("journal: completion kept in memory only (the journal file refused it); lost if the process stops before the store takes it",
+				slog.String(telemetry.LogAttemptID, attemptID), slog.Any("error", err))
+		}
 	}
-	if err := j.own.append(toEntry(attemptID, c)); err != nil {
-		return err
-	}
-	j.own.entries[k] = c
-	j.signal()
-	return nil
-}
-
-// Keep is Add for a completion that must be queued whatever the disk says:
-// when the own file refuses it (a full disk, a file left torn), it is kept
-// in memory, as by a memory-only journal — written by the next flush, lost
-// with the process — and that is logged. It returns an error only for a
-// completion that is not valid.
-func (j *Journal) Keep(attemptID string, c records.Completion) error {
-	err := j.Add(attemptID, c)
-	if err == nil || c.Check() != nil {
-		return err
-	}
-	j.log.Error("journal: completion kept in memory only (the journal file refused it); lost if the process stops before the store takes it",
-		slog.String(telemetry.LogAttemptID, attemptID), slog.Any("error", err))
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if c.TurnID != "" && j.outcomeHeld(attemptID) {
-		return nil
-	}
-	j.mem.entries[key{attemptID, c.TurnID}] = c
+	at.entries[k] = c
 	j.signal()
 	return nil
 }
