@@ -204,6 +204,17 @@ func unavailable(ctx context.Context, err error) error {
 	return status.Error(codes.Unavailable, fmt.Sprintf("upstream: %v", err))
 }
 
+// unavailable is err as the status the kernel reads, for a request on c:
+// closing c ends its requests as their caller's end would. The request's
+// context ends with c's too, but only once its AfterFunc has run, which
+// may be after the request failed on c's end.
+func (c *conn) unavailable(ctx context.Context, err error) error {
+	if ctx.Err() == nil && c.life.Err() != nil {
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return unavailable(ctx, err)
+}
+
 // isTransportError: the request did not get an answer (a JSON-RPC error
 // is an answer: the session itself is fine).
 func isTransportError(err error) bool {
@@ -421,7 +432,7 @@ func (r inputResult) required() *sharedosv1.InputRequired {
 func (p *provider) roundTrip(ctx context.Context, send func(context.Context, session) (json.RawMessage, error)) (json.RawMessage, error) {
 	s, err := p.c.session(ctx)
 	if err != nil {
-		return nil, unavailable(ctx, err)
+		return nil, p.c.unavailable(ctx, err)
 	}
 	body, err := send(ctx, s)
 	if err != nil {
@@ -437,7 +448,7 @@ func (p *provider) roundTrip(ctx context.Context, send func(context.Context, ses
 		if errors.Is(err, mcp.ErrResourceNotFound) {
 			return nil, status.Error(codes.NotFound, err.Error())
 		}
-		return nil, unavailable(ctx, err)
+		return nil, p.c.unavailable(ctx, err)
 	}
 	if body == nil {
 		return nil, status.Error(codes.Unavailable, errNoRaw.Error())
