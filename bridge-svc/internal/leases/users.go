@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-jose/go-jose/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -32,6 +33,9 @@ type UserTokens struct {
 	// absent) and RolesClaim (default "roles": a list of strings, or one
 	// space-separated string) map claims to the context.
 	PrincipalClaim, TenantClaim, RolesClaim string
+
+	// now is the clock of the key set's ages (tests set it; nil: time.Now).
+	now func() time.Time
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
@@ -105,7 +109,7 @@ func CheckUserTokenAlgorithms(algs []string) error {
 
 // verifierFor discovers the issuer on first use (a bridge starts while the
 // issuer is down; calls then fail closed until it answers) and keeps the
-// verifier, whose key set go-oidc caches and refreshes on an unknown key id.
+// verifier, with its key set (keySet).
 // One discovery runs at a time, bounded by issuerTimeout; a caller waits
 // for it only as long as its own context allows.
 func (u *UserTokens) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, error) {
@@ -157,15 +161,15 @@ func issuerClient() *http.Client {
 	}
 }
 
-// discover reads the issuer's discovery document and closes done. The
-// provider keeps client for its key set, whose URL is held to the issuer's
-// rule.
+// discover reads the issuer's discovery document and closes done. Its key
+// set (keySet), whose URL is held to the issuer's rule, is read with
+// client too.
 func (u *UserTokens) discover(done chan struct{}, client *http.Client) {
+	var doc struct {
+		JWKS string `json:"jwks_uri"`
+	}
 	p, err := oidc.NewProvider(oidc.ClientContext(context.Background(), client), u.Issuer)
 	if err == nil {
-		var doc struct {
-			JWKS string `json:"jwks_uri"`
-		}
 		if err = p.Claims(&doc); err == nil {
 			if err = CheckIssuer(doc.JWKS); err != nil {
 				err = fmt.Errorf("jwks_uri: %w", err)
@@ -179,7 +183,14 @@ func (u *UserTokens) discover(done chan struct{}, client *http.Client) {
 		if len(algs) == 0 {
 			algs = DefaultUserTokenAlgorithms
 		}
-		u.verifier = p.Verifier(&oidc.Config{ClientID: u.Audience, SupportedSigningAlgs: algs})
+		keys := &keySet{url: doc.JWKS, client: client, now: u.now}
+		for _, a := range algs {
+			keys.algs = append(keys.algs, jose.SignatureAlgorithm(a))
+		}
+		if keys.now == nil {
+			keys.now = time.Now
+		}
+		u.verifier = oidc.NewVerifier(u.Issuer, keys, &oidc.Config{ClientID: u.Audience, SupportedSigningAlgs: algs})
 	} else {
 		u.failedUntil = time.Now().Add(discoveryRetry)
 		client.CloseIdleConnections()
@@ -203,8 +214,15 @@ func (u *UserTokens) Context(ctx context.Context, raw string) (*sharedosv1.Acces
 	if err != nil {
 		return nil, time.Time{}, status.Errorf(codes.Unavailable, "user_token: the issuer %s cannot be reached: %v", u.Issuer, err)
 	}
-	tok, err := v.Verify(ctx, raw)
-	if err != nil {
+	var keysUnavailable bool
+	tok, err := v.Verify(noteKeysUnavailable(ctx, &keysUnavailable), raw)
+	switch {
+	case err == nil:
+	case keysUnavailable:
+		return nil, time.Time{}, status.Errorf(codes.Unavailable, "user_token: the issuer %s cannot be reached: %v", u.Issuer, err)
+	case ctx.Err() != nil:
+		return nil, time.Time{}, status.FromContextError(ctx.Err()).Err()
+	default:
 		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: %v", err)
 	}
 	var claims map[string]any

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -33,6 +34,17 @@ type issuer struct {
 	srv *httptest.Server
 	key *ecdsa.PrivateKey
 	kid string
+
+	// published is the key set served (key and kid until rotate), reads
+	// counts its reads, and down makes them fail.
+	published atomic.Pointer[jose.JSONWebKeySet]
+	reads     atomic.Int32
+	down      atomic.Bool
+}
+
+// rotate publishes key as kid in place of every key before.
+func (is *issuer) rotate(key *ecdsa.PrivateKey, kid string) {
+	is.published.Store(&jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: kid, Algorithm: "ES256", Use: "sig"}}})
 }
 
 func newIssuer(t *testing.T) *issuer {
@@ -51,8 +63,14 @@ func newIssuer(t *testing.T) *issuer {
 			"authorization_endpoint": is.srv.URL + "/auth", "token_endpoint": is.srv.URL + "/token",
 		})
 	})
+	is.rotate(key, is.kid)
 	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: is.kid, Algorithm: "ES256", Use: "sig"}}})
+		is.reads.Add(1)
+		if is.down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(is.published.Load())
 	})
 	return is
 }
@@ -271,5 +289,72 @@ func TestFailedDiscoveryIsNotRepeatedAtOnce(t *testing.T) {
 	other := &leases.UserTokens{Issuer: srv.URL, Audience: "sharedos-host"}
 	if _, _, err := other.Context(context.Background(), "x.y.z"); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "jwks_uri") {
 		t.Errorf("a key set over plain HTTP elsewhere: %v, want Unavailable naming jwks_uri", err)
+	}
+}
+
+// Tokens naming key ids the issuer never had cost it one read of its key
+// set per interval, not one each (found by review: go-oidc's key set read
+// it again for every unknown key id). A rotation is picked up once the
+// interval has passed, a withdrawn key stops verifying then, and keys are
+// read again once they are an hour old.
+func TestMadeUpKeyIDsCostOneReadPerInterval(t *testing.T) {
+	is := newIssuer(t)
+	users := &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host"}
+	clk := &clock{t: time.Now()}
+	leases.SetClock(users, clk.now)
+	check := func(name, token string, want codes.Code, reads int32) {
+		t.Helper()
+		_, _, err := users.Context(t.Context(), token)
+		if status.Code(err) != want {
+			t.Errorf("%s: %v, want %v", name, err, want)
+		}
+		if n := is.reads.Load(); n != reads {
+			t.Errorf("%s: the key set was read %d times, want %d", name, n, reads)
+		}
+	}
+	check("a valid token", sign(t, jose.ES256, is.key, is.kid, is.claims()), codes.OK, 1)
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	for i := range 20 {
+		check("a made-up key id", sign(t, jose.ES256, other, fmt.Sprintf("made-up-%d", i), is.claims()), codes.Unauthenticated, 1)
+	}
+	is.rotate(other, "k2")
+	rotated := sign(t, jose.ES256, other, "k2", is.claims())
+	check("the new key within the interval", rotated, codes.Unauthenticated, 1)
+	clk.t = clk.t.Add(leases.KeyRefetch)
+	check("the new key after the interval", rotated, codes.OK, 2)
+	check("the withdrawn key", sign(t, jose.ES256, is.key, is.kid, is.claims()), codes.Unauthenticated, 2)
+	check("the new key again", rotated, codes.OK, 2)
+	clk.t = clk.t.Add(leases.KeysMaxAge)
+	check("the new key an hour on", rotated, codes.OK, 3)
+}
+
+// A key set that cannot be read makes a user token Unavailable (the issuer
+// cannot be reached), not Unauthenticated (found by review: a valid token
+// was refused as if forged), is read again only after the interval, and
+// keys an hour old no longer verify when they cannot be read again.
+func TestUnreadableKeySetIsUnavailable(t *testing.T) {
+	is := newIssuer(t)
+	users := &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host"}
+	clk := &clock{t: time.Now()}
+	leases.SetClock(users, clk.now)
+	token := sign(t, jose.ES256, is.key, is.kid, is.claims())
+	is.down.Store(true)
+	for range 5 {
+		if _, _, err := users.Context(t.Context(), token); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "key set") {
+			t.Errorf("key set down: %v, want Unavailable naming the key set", err)
+		}
+	}
+	if n := is.reads.Load(); n != 1 {
+		t.Errorf("5 tokens read a failing key set %d times, want once", n)
+	}
+	is.down.Store(false)
+	clk.t = clk.t.Add(leases.KeyRefetch)
+	if _, _, err := users.Context(t.Context(), token); err != nil {
+		t.Errorf("key set back: %v", err)
+	}
+	is.down.Store(true)
+	clk.t = clk.t.Add(leases.KeysMaxAge)
+	if _, _, err := users.Context(t.Context(), token); status.Code(err) != codes.Unavailable {
+		t.Errorf("keys an hour old, key set down: %v, want Unavailable", err)
 	}
 }
