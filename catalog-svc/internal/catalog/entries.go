@@ -285,7 +285,8 @@ func checkResourceURI(uri string) (bool, error) {
 	// One spelling per URI: a read in another spelling of a registered URI
 	// then still finds it (and is never served by a template it matches).
 	if n := resourceuri.Normalize(uri); n != uri {
-		return false, invalid("uri", RuleURI, "write it %q: percent-encode only characters that must be, with upper-case hex (RFC 3986, 6.2.2)", n)
+		return false, invalid("uri", RuleURI, "write it %q: scheme and host in lower case, no userinfo or default port, "+
+			"percent-encode only characters that must be (non-ASCII as NFC UTF-8), with upper-case hex (RFC 3986, 6.2.2)", n)
 	}
 	return len(vars) > 0, nil
 }

@@ -39,7 +39,7 @@ func TestPromptsAndResources(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, u := range []string{"test://static-text", "test://template/{id}/data"} {
+		for _, u := range []string{"test://static-text", "test://template/{id}/data", "test://{host}/h"} {
 			if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: u, Name: "r", Handler: target}); err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func TestPromptsAndResources(t *testing.T) {
 		k := newKernelWith(t, h, cat)
 		rpc := server.NewRuntimeServer(k)
 		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "pr", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
-		if err != nil || len(granted.GetPrompts()) != 4 || len(granted.GetResources()) != 2 {
+		if err != nil || len(granted.GetPrompts()) != 4 || len(granted.GetResources()) != 3 {
 			t.Fatalf("GrantTurn: %v, %v", granted, err)
 		}
 		n := 0
@@ -90,8 +90,10 @@ func TestPromptsAndResources(t *testing.T) {
 
 		// A URI registered on its own after the turn opened (or hidden from
 		// it) is not read through a template it also matches.
-		if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: "test://template/hidden/data", Name: "s", Handler: target}); err != nil {
-			t.Fatal(err)
+		for _, u := range []string{"test://template/hidden/data", "test://template/caf%C3%A9!/data", "test://internal/h"} {
+			if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: u, Name: "s", Handler: target}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for _, c := range []struct {
 			kind         sharedosv1.CallKind
@@ -103,6 +105,15 @@ func TestPromptsAndResources(t *testing.T) {
 			// ... nor in another spelling (found by review: it was).
 			{resource, "test://template/%68idden/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/hidden/data"`},
 			{resource, "test://template/..%2Fhidden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
+			// ... nor in any other spelling a reader may take for it:
+			// non-ASCII raw or decomposed, an escaped sub-delim, the host's
+			// case, userinfo, a trailing dot (found by review).
+			{resource, "test://template/cafe\u0301%21/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
+			{resource, "test://template/caf%c3%a9%21/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
+			{resource, "test://INTERNAL/h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
+			{resource, "test://user@internal/h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
+			{resource, "test://internal./h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
+			{resource, "test://elsewhere/h", ``, succeeded, "", ""},
 			{prompt, "unpinned", `{}`, denied, outcome.ToolUnavailable, "not in this turn's catalogue"},
 			{prompt, "with_args", `{}`, failed, outcome.InvalidArguments, `"a" is required`},
 			{prompt, "with_args", `{"a":"x","c":"y"}`, failed, outcome.InvalidArguments, `no argument "c"`},
@@ -187,8 +198,8 @@ func TestPromptsAndResources(t *testing.T) {
 		}
 
 		rows := h.records("pr")
-		if len(rows) != 22 { // the retry of review is its first attempt's
-			t.Fatalf("%d records for 22 attempts", len(rows))
+		if len(rows) != 28 { // the retry of review is its first attempt's
+			t.Fatalf("%d records for 28 attempts", len(rows))
 		}
 		kinds := map[sharedosv1.CallKind]int{}
 		for _, r := range rows {
@@ -197,12 +208,12 @@ func TestPromptsAndResources(t *testing.T) {
 				t.Errorf("record %s still pending", r.CallID)
 			}
 		}
-		if kinds[prompt] != 8 || kinds[resource] != 14 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
+		if kinds[prompt] != 8 || kinds[resource] != 20 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
 			rows[1].RequestedTool != "test://template/7/data" {
 			t.Errorf("kinds %v, first rows %+v %+v", kinds, rows[0], rows[1])
 		}
 		h.mu.Lock()
-		h.attempts["pr"] = 22
+		h.attempts["pr"] = 28
 		h.mu.Unlock()
 	})
 }

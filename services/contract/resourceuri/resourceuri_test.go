@@ -39,8 +39,12 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-// Normalize decodes percent-encoded unreserved characters only, and
-// upper-cases the hex of the escapes it keeps (RFC 3986, 6.2.2.1–2).
+// Normalize decodes percent-encoded unreserved characters (and, in the
+// path, sub-delims, ':' and '@'), upper-cases the hex of the escapes it
+// keeps, lower-cases scheme and host, drops userinfo, empty and default
+// ports and a host's trailing dot, and writes non-ASCII characters NFC and
+// percent-encoded (RFC 3986, 6.2.2; RFC 3987, 3.1). Template expressions
+// stay as written.
 func TestNormalize(t *testing.T) {
 	for in, want := range map[string]string{
 		"test://template/%68idden/data": "test://template/hidden/data",
@@ -51,9 +55,54 @@ func TestNormalize(t *testing.T) {
 		"test://x/%zz%4":                "test://x/%zz%4",
 		"test://x/plain":                "test://x/plain",
 		"test://x/%2525":                "test://x/%2525",
+		// Case of scheme and host; not of the path.
+		"TEST://Host.Example/Path": "test://host.example/Path",
+		"test://%49NTERNAL/x":      "test://internal/x",
+		"test://h%c3%89/x":         "test://h%C3%89/x",
+		// The authority: userinfo, ports, a trailing dot.
+		"http://user:pw@internal/x": "http://internal/x",
+		"http://internal:80/x":      "http://internal/x",
+		"https://internal:443/x":    "https://internal/x",
+		"http://internal:/x":        "http://internal/x",
+		"http://internal:8080/x":    "http://internal:8080/x",
+		"https://internal:80/x":     "https://internal:80/x",
+		"http://internal./x":        "http://internal/x",
+		"http://[::1]:80/x":         "http://[::1]/x",
+		"http://[::1]/x":            "http://[::1]/x",
+		// Sub-delims, ':' and '@' in the path; not in the query.
+		"test://x/a%21b%3A%40%3d%2C": "test://x/a!b:@=,",
+		"test://x/s?q=a%26b%3D":      "test://x/s?q=a%26b%3D",
+		// Non-ASCII: raw or escaped, composed or not, one spelling.
+		"test://x/caf\u00e9":  "test://x/caf%C3%A9",
+		"test://x/caf%c3%a9":  "test://x/caf%C3%A9",
+		"test://x/cafe\u0301": "test://x/caf%C3%A9",
+		"test://x/cafe%CC%81": "test://x/caf%C3%A9",
+		"test://x/%ff%fe":     "test://x/%FF%FE",
+		// Templates keep their expressions.
+		"test://{Host}/{Name}":      "test://{Host}/{Name}",
+		"HTTP://{user}@{host}:80/x": "http://{user}@{host}:80/x",
+		"test://x/{v\u00e9}/%68":    "test://x/{v\u00e9}/h",
+		// Not absolute: only escapes.
+		"no-scheme/%68%21": "no-scheme/h!",
 	} {
 		if got := resourceuri.Normalize(in); got != want {
 			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
 		}
+		if got := resourceuri.Normalize(want); got != want {
+			t.Errorf("Normalize(%q) = %q: a normal form is its own", want, got)
+		}
 	}
+}
+
+// FuzzNormalize: a normal form is its own normal form.
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{"TEST://U@H.:80/a%21%c3%a9?q=%26#f", "http://[::1]:/x", "x:%e2%82", "a://{h}/{v}%2f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		n := resourceuri.Normalize(uri)
+		if again := resourceuri.Normalize(n); again != n {
+			t.Errorf("Normalize(%q) = %q, but Normalize(%q) = %q", uri, n, n, again)
+		}
+	})
 }
