@@ -28,6 +28,11 @@ type Scope struct {
 // carry an API key), libpq's (PGPASSWORD) and the platform's.
 var protected = []string{"SHAREDOS_", "OTEL_", "PG", "KUBERNETES_", "K8S_"}
 
+// ProtectedPrefixes are the prefixes of environment variables no scope
+// allows (the chart's schema refuses credentials named so; a test holds
+// the two to one list).
+func ProtectedPrefixes() []string { return slices.Clone(protected) }
+
 // protectedPrefix is the protected prefix name begins with, or "".
 func protectedPrefix(name string) string {
 	for _, p := range protected {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/toolshare/services/platform/secretref"
@@ -86,5 +87,19 @@ func TestParsedScope(t *testing.T) {
 		if _, err := secretref.ParseScope(bad); err == nil {
 			t.Errorf("ParseScope(%q) accepted", bad)
 		}
+	}
+}
+
+// The chart's schema refuses an upstream credential named with a protected
+// prefix: the same prefixes as here, so what the chart lets through this
+// process resolves, and what it refuses this process would too.
+func TestChartRefusesTheProtectedPrefixes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "helm", "sharedos", "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"pattern": "^(` + strings.Join(secretref.ProtectedPrefixes(), "|") + `)"`
+	if n := strings.Count(string(b), want); n != 1 {
+		t.Errorf("values.schema.json holds %s %d times, want once (the credentials' name rule)", want, n)
 	}
 }
