@@ -10,3 +10,9 @@ const (
 	KeyRefetch = keyRefetch
 	KeysMaxAge = keysMaxAge
 )
+
+// SetIssuerTimeout bounds each of u's requests to its issuer by d.
+func SetIssuerTimeout(u *UserTokens, d time.Duration) {
+	u.client = issuerClient()
+	u.client.Timeout = d
+}

@@ -15,8 +15,9 @@ import (
 
 // keySet is an issuer's signing keys, read from its jwks_uri (go-oidc's
 // oidc.KeySet). It asks the issuer again when a token names a key id it
-// does not hold (the issuer rotated its keys), at most once per
-// keyRefetch: tokens with made-up key ids cost the issuer one request per
+// does not hold, or none of its keys verifies a token (the issuer rotated
+// its keys), at most once per keyRefetch from the last read's start or
+// end: tokens with made-up key ids cost the issuer one request per
 // interval, not one each. Keys older than keysMaxAge are read again before
 // they verify anything, so a key the issuer withdrew stops verifying
 // within that. A read that fails is the issuer's unavailability, not the
@@ -60,7 +61,9 @@ func noteKeysUnavailable(ctx context.Context, unavailable *bool) context.Context
 }
 
 // VerifySignature checks raw's signature with the issuer's key of its key
-// id (every key when it names none) and returns its payload.
+// id (every key when it names none) and returns its payload. When no key
+// verifies it, the issuer may have rotated its keys under the same key id
+// (or with none): the set is read again, at most once per keyRefetch.
 func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
 	jws, err := jose.ParseSigned(raw, k.algs)
 	if err != nil {
@@ -69,44 +72,48 @@ func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 	if len(jws.Signatures) != 1 {
 		return nil, errors.New("a token has exactly one signature")
 	}
-	kid := jws.Signatures[0].Header.KeyID
-	keys, err := k.keysFor(ctx, kid)
-	if err != nil {
-		if p, ok := ctx.Value(keysUnavailableKey{}).(*bool); ok && errors.Is(err, errKeysUnavailable) {
-			*p = true
+	h := jws.Signatures[0].Header
+	var keys []jose.JSONWebKey
+	for _, again := range []bool{false, true} {
+		if keys, err = k.keysFor(ctx, h.KeyID, again); err != nil {
+			if p, ok := ctx.Value(keysUnavailableKey{}).(*bool); ok && errors.Is(err, errKeysUnavailable) {
+				*p = true
+			}
+			return nil, err
 		}
-		return nil, err
+		for i := range keys {
+			key := &keys[i]
+			if h.KeyID != "" && key.KeyID != h.KeyID || key.Algorithm != "" && key.Algorithm != h.Algorithm {
+				continue
+			}
+			if payload, err := jws.Verify(key); err == nil {
+				return payload, nil
+			}
+		}
 	}
-	for i := range keys {
-		if kid != "" && keys[i].KeyID != kid {
-			continue
-		}
-		if payload, err := jws.Verify(&keys[i]); err == nil {
-			return payload, nil
-		}
-	}
-	if kid != "" && !holds(keys, kid) {
-		return nil, fmt.Errorf("the issuer has no key %q", kid)
+	if h.KeyID != "" && !holds(keys, h.KeyID) {
+		return nil, fmt.Errorf("the issuer has no key %q", h.KeyID)
 	}
 	return nil, errors.New("no key of the issuer verifies it")
 }
 
 // keysFor returns the keys to verify a token of key id kid with, reading
-// the key set first when it is older than keysMaxAge, or when it lacks kid
-// and was not read in the last keyRefetch. A caller waits for the read
-// only as long as its context allows.
-func (k *keySet) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+// the key set first when it is older than keysMaxAge, when it lacks kid,
+// or when again (its keys verified nothing) — unless it was read in the
+// last keyRefetch: that read's outcome answers for the interval. A caller
+// waits for one read at most, and only as long as its context allows.
+func (k *keySet) keysFor(ctx context.Context, kid string, again bool) ([]jose.JSONWebKey, error) {
+	waited := false
 	for {
 		k.mu.Lock()
 		now := k.now()
 		stale := k.fetched.IsZero() || now.Sub(k.fetched) >= keysMaxAge
-		if !stale && (kid == "" || holds(k.keys, kid)) {
+		if !stale && !again && (kid == "" || holds(k.keys, kid)) {
 			keys := k.keys
 			k.mu.Unlock()
 			return keys, nil
 		}
-		if k.fetching == nil && now.Sub(k.tried) < keyRefetch {
-			// Read moments ago: its outcome answers for the interval.
+		if waited || k.fetching == nil && now.Sub(k.tried) < keyRefetch {
 			keys, err := k.keys, k.err
 			k.mu.Unlock()
 			switch {
@@ -128,6 +135,7 @@ func (k *keySet) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, er
 			return nil, ctx.Err()
 		case <-done:
 		}
+		waited = true
 	}
 }
 
@@ -143,7 +151,9 @@ func (k *keySet) fetch(done chan struct{}) {
 	} else {
 		k.client.CloseIdleConnections()
 	}
-	k.err, k.fetching = err, nil
+	// The interval runs from the read's end too: a read that hung until
+	// the client's timeout is not followed by another at once.
+	k.err, k.fetching, k.tried = err, nil, k.now()
 	close(done)
 }
 
@@ -170,13 +180,18 @@ func (k *keySet) read() ([]jose.JSONWebKey, error) {
 	if len(body) > maxKeySetBytes {
 		return nil, fmt.Errorf("%s: larger than %d bytes", k.url, maxKeySetBytes)
 	}
-	var set jose.JSONWebKeySet
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
 	if err := json.Unmarshal(body, &set); err != nil {
 		return nil, fmt.Errorf("%s: %w", k.url, err)
 	}
+	// A key of a type or curve go-jose does not know (X25519, secp256k1)
+	// is one no token of ours is signed with: skipped, not the whole set.
 	keys := make([]jose.JSONWebKey, 0, len(set.Keys))
-	for _, key := range set.Keys {
-		if key.IsPublic() && (key.Use == "" || key.Use == "sig") {
+	for _, b := range set.Keys {
+		var key jose.JSONWebKey
+		if key.UnmarshalJSON(b) == nil && key.IsPublic() && (key.Use == "" || key.Use == "sig") {
 			keys = append(keys, key)
 		}
 	}

@@ -37,15 +37,22 @@ type issuer struct {
 
 	// published is the key set served (key and kid until rotate), reads
 	// counts its reads, and down makes them fail.
-	published atomic.Pointer[jose.JSONWebKeySet]
+	published atomic.Pointer[[]byte]
 	reads     atomic.Int32
 	down      atomic.Bool
+	// onRead, when set, runs at each read of the key set; a false answer
+	// leaves the read without one (until the request ends).
+	onRead atomic.Pointer[func() bool]
 }
 
 // rotate publishes key as kid in place of every key before.
 func (is *issuer) rotate(key *ecdsa.PrivateKey, kid string) {
-	is.published.Store(&jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: kid, Algorithm: "ES256", Use: "sig"}}})
+	b, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: kid, Algorithm: "ES256", Use: "sig"}}})
+	is.publish(b)
 }
+
+// publish serves set as the key set.
+func (is *issuer) publish(set []byte) { is.published.Store(&set) }
 
 func newIssuer(t *testing.T) *issuer {
 	t.Helper()
@@ -64,13 +71,17 @@ func newIssuer(t *testing.T) *issuer {
 		})
 	})
 	is.rotate(key, is.kid)
-	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/jwks", func(w http.ResponseWriter, r *http.Request) {
 		is.reads.Add(1)
+		if f := is.onRead.Load(); f != nil && !(*f)() {
+			<-r.Context().Done()
+			return
+		}
 		if is.down.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(is.published.Load())
+		_, _ = w.Write(*is.published.Load())
 	})
 	return is
 }
@@ -356,5 +367,73 @@ func TestUnreadableKeySetIsUnavailable(t *testing.T) {
 	clk.t = clk.t.Add(leases.KeysMaxAge)
 	if _, _, err := users.Context(t.Context(), token); status.Code(err) != codes.Unavailable {
 		t.Errorf("keys an hour old, key set down: %v, want Unavailable", err)
+	}
+}
+
+// When none of its keys verifies a token, the issuer may have rotated its
+// keys under the same key id, or with none: the key set is read again,
+// once per interval (found by review: it was not for an hour).
+func TestKeySetReadAgainWhenNoKeyVerifies(t *testing.T) {
+	for _, kid := range []string{"", "k1"} {
+		is := newIssuer(t)
+		is.rotate(is.key, kid)
+		users := &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host"}
+		clk := &clock{t: time.Now()}
+		leases.SetClock(users, clk.now)
+		if _, _, err := users.Context(t.Context(), sign(t, jose.ES256, is.key, kid, is.claims())); err != nil {
+			t.Fatalf("kid %q: %v", kid, err)
+		}
+		next, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		is.rotate(next, kid)
+		token := sign(t, jose.ES256, next, kid, is.claims())
+		if _, _, err := users.Context(t.Context(), token); status.Code(err) != codes.Unauthenticated || is.reads.Load() != 1 {
+			t.Errorf("kid %q, the new key within the interval: %v after %d reads, want Unauthenticated after 1", kid, err, is.reads.Load())
+		}
+		clk.t = clk.t.Add(leases.KeyRefetch)
+		if _, _, err := users.Context(t.Context(), token); err != nil || is.reads.Load() != 2 {
+			t.Errorf("kid %q, the new key after the interval: %v after %d reads, want accepted after 2", kid, err, is.reads.Load())
+		}
+	}
+}
+
+// A key set holding keys go-jose cannot parse (X25519, secp256k1) still
+// verifies tokens with the keys it can (found by review: one such key made
+// every token Unavailable), and a key whose alg is not the token's — one
+// published for encryption, with no use — verifies none.
+func TestKeySetSkipsKeysItCannotUse(t *testing.T) {
+	is := newIssuer(t)
+	users := &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host"}
+	good, _ := json.Marshal(jose.JSONWebKey{Key: &is.key.PublicKey, KeyID: is.kid, Algorithm: "ES256", Use: "sig"})
+	forEncryption, _ := json.Marshal(jose.JSONWebKey{Key: &is.key.PublicKey, KeyID: "enc", Algorithm: "ECDH-ES"})
+	is.publish([]byte(`{"keys":[` + string(good) + `,` + string(forEncryption) +
+		`,{"kty":"OKP","crv":"X25519","use":"enc","x":"hSDwCYkwp1R0i33ctD73Wg2_Og0mOBr066SpjqqbTmo","kid":"x"}` +
+		`,{"kty":"EC","crv":"secp256k1","alg":"ES256K","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0","kid":"s"}]}`))
+	if _, _, err := users.Context(t.Context(), sign(t, jose.ES256, is.key, is.kid, is.claims())); err != nil {
+		t.Errorf("a valid token beside keys that cannot be parsed: %v", err)
+	}
+	if _, _, err := users.Context(t.Context(), sign(t, jose.ES256, is.key, "enc", is.claims())); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("a token verified by a key for ECDH-ES: %v, want Unauthenticated", err)
+	}
+}
+
+// A key set read that hangs until the client's timeout, as long as the
+// interval between reads, ends its caller's wait as Unavailable (found by
+// review: the caller started read after read until its own deadline).
+func TestHungKeySetReadEndsTheWait(t *testing.T) {
+	is := newIssuer(t)
+	users := &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host"}
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	leases.SetClock(users, func() time.Time { return time.Unix(0, now.Load()) })
+	leases.SetIssuerTimeout(users, 200*time.Millisecond)
+	hang := func() bool { now.Add(int64(leases.KeyRefetch)); return false }
+	is.onRead.Store(&hang)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, _, err := users.Context(ctx, sign(t, jose.ES256, is.key, is.kid, is.claims())); status.Code(err) != codes.Unavailable {
+		t.Errorf("a hung key set: %v, want Unavailable", err)
+	}
+	if n := is.reads.Load(); n != 1 {
+		t.Errorf("a hung key set was read %d times for one token, want once", n)
 	}
 }
