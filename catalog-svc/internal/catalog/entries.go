@@ -282,10 +282,13 @@ func checkResourceURI(uri string) (bool, error) {
 	if err != nil || u.Scheme == "" {
 		return false, invalid("uri", RuleURI, "%q is not an absolute URI (scheme:...)", uri)
 	}
+	if _, ok := u.User.Password(); ok {
+		return false, invalid("uri", RuleURI, "%q holds a password: a resource URI is shown to every turn that lists it", uri)
+	}
 	// One spelling per URI: a read in another spelling of a registered URI
 	// then still finds it (and is never served by a template it matches).
 	if n := resourceuri.Normalize(uri); n != uri {
-		return false, invalid("uri", RuleURI, "write it %q: scheme and host in lower case, no userinfo or default port, "+
+		return false, invalid("uri", RuleURI, "write it %q: scheme and host in lower case (a non-ASCII host as its xn-- name), no default port, "+
 			"percent-encode only characters that must be (non-ASCII as NFC UTF-8), with upper-case hex (RFC 3986, 6.2.2)", n)
 	}
 	return len(vars) > 0, nil

@@ -205,9 +205,10 @@ func unavailable(ctx context.Context, err error) error {
 }
 
 // unavailable is err as the status the kernel reads, for a request on c:
-// closing c ends its requests as their caller's end would. The request's
-// context ends with c's too, but only once its AfterFunc has run, which
-// may be after the request failed on c's end.
+// closing c ends its requests as their caller's end would. A call's or a
+// prompt's context (start) ends with c's too, but only once its AfterFunc
+// has run, which may be after the request failed on c's end; a resource
+// read runs on its caller's context, and is Canceled by the close alike.
 func (c *conn) unavailable(ctx context.Context, err error) error {
 	if ctx.Err() == nil && c.life.Err() != nil {
 		return status.Error(codes.Canceled, err.Error())

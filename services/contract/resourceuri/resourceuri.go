@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/net/idna"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -24,8 +25,9 @@ func IsTemplate(uri string) bool { return Var.MatchString(uri) }
 // with exactly that URI, else the first (in byte order) template it
 // matches, each {var} standing for one non-empty segment without '/', '?'
 // or '#' that is no dot-segment and holds no separator or NUL once
-// percent-decoded ("..", "%2e%2e", "a%2Fb", "a%5cb"): a provider that
-// decodes or normalises the URI would read outside the template. ok is
+// percent-decoded ("..", "%2e%2e", "a%2Fb", "a%5cb"), nor an '@' in the
+// authority: a provider that decodes or normalises the URI would read
+// outside the template. ok is
 // false when none does (or uri has a brace: a template is not a
 // resource).
 func Match(registered []string, uri string) (string, bool) {
@@ -47,6 +49,7 @@ func matches(tmpl, uri string) bool {
 	var re strings.Builder
 	re.WriteString("^")
 	rest := tmpl
+	var inAuthority []bool // of each {var}
 	for {
 		loc := Var.FindStringIndex(rest)
 		if loc == nil {
@@ -55,6 +58,9 @@ func matches(tmpl, uri string) bool {
 		}
 		re.WriteString(regexp.QuoteMeta(rest[:loc[0]]))
 		re.WriteString(`([^/?#]+)`)
+		before := tmpl[:len(tmpl)-len(rest)+loc[0]]
+		i := strings.Index(before, "://")
+		inAuthority = append(inAuthority, i >= 0 && !strings.ContainsAny(before[i+3:], "/?#"))
 		rest = rest[loc[1]:]
 	}
 	re.WriteString("$")
@@ -66,8 +72,10 @@ func matches(tmpl, uri string) bool {
 	if m == nil {
 		return false
 	}
-	for _, v := range m[1:] {
-		if !segment(v) {
+	for i, v := range m[1:] {
+		// In the authority a value is no more than the template puts
+		// there: no userinfo ("u@internal" for {host}).
+		if !segment(v) || inAuthority[i] && strings.Contains(v, "@") {
 			return false
 		}
 	}
@@ -82,19 +90,27 @@ func segment(v string) bool {
 }
 
 // Normalize is uri in one spelling of those a reader may take for the
-// same resource (RFC 3986, 6.2.2; RFC 3987, 3.1): the scheme and host in
-// lower case; no userinfo, no empty or default port (http and ws 80, https
-// and wss 443), no trailing dot on the host; percent-encoded unreserved
-// characters decoded, and in the path sub-delims, ':' and '@' too; non-ASCII
-// characters in Unicode NFC and percent-encoded as UTF-8; the hex of every
-// escape in upper case ("TEST://X/%68idden" is "test://x/hidden"). What
-// is inside a template's braces is left as written. A concrete URI is
-// registered in this form, so a read in another spelling finds it: a URI
-// registered on its own is not read through a template it also matches.
+// same resource (RFC 3986, 6.2.2; RFC 3987, 3.1; IDNA): the scheme in lower
+// case; the host in lower case, a non-ASCII one as its A-label
+// ("xn--caf-dma"), without a trailing dot; no empty or default port (http
+// and ws 80, https and wss 443) and no leading zeros in one; escaped
+// unreserved characters decoded, and escaped sub-delims, ':' and '@' too in
+// the path (in the query, all but '&', '=', '+' and ';', which structure
+// it; in the host, sub-delims); non-ASCII characters in Unicode NFC and
+// percent-encoded as UTF-8; characters that may not stand in a URI, and a
+// '%' that starts no escape, percent-encoded; the hex of every escape in
+// upper case ("TEST://X/%68idden" is "test://x/hidden"). What is inside a
+// template's braces is left as written. A concrete URI is registered in
+// this form, so a read in another spelling finds it: a URI registered on
+// its own is not read through a template it also matches.
 func Normalize(uri string) string {
 	scheme, rest, ok := cutScheme(uri)
 	if !ok {
-		return escapes(uri, true)
+		r := escapes(uri, inRelative)
+		if _, _, ok := cutScheme(r); ok { // "%41:" is "A:"
+			return Normalize(r)
+		}
+		return r
 	}
 	var b strings.Builder
 	b.WriteString(strings.ToLower(scheme) + ":")
@@ -110,8 +126,8 @@ func Normalize(uri string) string {
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
 		path, tail = rest[:i], rest[i:]
 	}
-	b.WriteString(escapes(path, true))
-	b.WriteString(escapes(tail, false))
+	b.WriteString(escapes(path, inPath))
+	b.WriteString(escapes(tail, inQuery))
 	return b.String()
 }
 
@@ -133,28 +149,57 @@ func cutScheme(uri string) (scheme, rest string, ok bool) {
 var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443"}
 
 // authority is a in normal form (Normalize). One with a template
-// expression keeps its userinfo, port and dots: only its case and escapes
-// are normalised.
+// expression keeps its port and dots: only its case and escapes are
+// normalised.
 func authority(a, scheme string) string {
-	a = escapes(a, false)
+	a = escapes(a, inAuthority)
 	if IsTemplate(a) {
 		return outsideBraces(a, lowerKeepingEscapes)
 	}
+	userinfo := ""
 	if i := strings.LastIndexByte(a, '@'); i >= 0 {
-		a = a[i+1:]
+		userinfo, a = a[:i+1], a[i+1:]
 	}
 	host, port := a, ""
-	if i := strings.LastIndexByte(a, ':'); i >= 0 && !strings.Contains(a[i:], "]") && allDigits(a[i+1:]) {
-		host, port = a[:i], a[i+1:]
+	if i := strings.LastIndexByte(a, ':'); i >= 0 && allDigits(a[i+1:]) && isHost(a[:i]) {
+		host, port = a[:i], strings.TrimLeft(a[i+1:], "0")
+		if port == "" && i+1 < len(a) {
+			port = "0"
+		}
 	}
-	host = lowerKeepingEscapes(host)
-	if len(host) > 1 && strings.HasSuffix(host, ".") && !strings.HasSuffix(host, "..") && !strings.Contains(host, ":") {
+	if !isHost(host) {
+		return userinfo + lowerKeepingEscapes(a) // no host[:port]: left as it is
+	}
+	host = hostName(host)
+	if !strings.HasPrefix(host, "[") && len(host) > 1 && strings.HasSuffix(host, ".") && !strings.HasSuffix(host, "..") {
 		host = strings.TrimSuffix(host, ".")
 	}
 	if port == "" || port == defaultPorts[scheme] {
-		return host
+		return userinfo + host
 	}
-	return host + ":" + port
+	return userinfo + host + ":" + port
+}
+
+// isHost: h is an IP literal ("[...]") or a name without ':', '[' or ']'.
+func isHost(h string) bool {
+	if strings.HasPrefix(h, "[") {
+		return strings.HasSuffix(h, "]") && strings.Count(h, "[") == 1 && strings.Count(h, "]") == 1
+	}
+	return !strings.ContainsAny(h, ":[]")
+}
+
+// hostName is host in lower case; a non-ASCII one (percent-encoded by
+// escapes) as its IDNA A-label when it has one.
+func hostName(host string) string {
+	if !strings.Contains(host, "%") {
+		return strings.ToLower(host)
+	}
+	if u, err := url.PathUnescape(host); err == nil && utf8.ValidString(u) && !isASCII(u) {
+		if a, err := idna.Lookup.ToASCII(u); err == nil && a == escapes(a, inAuthority) {
+			return strings.ToLower(a)
+		}
+	}
+	return lowerKeepingEscapes(host)
 }
 
 // lowerKeepingEscapes is s in lower case but for the hex of its escapes.
@@ -182,55 +227,84 @@ func outsideBraces(s string, f func(string) string) string {
 	return b.String()
 }
 
+// part is which part of a URI escapes normalises: which escaped ASCII
+// characters it writes as they are.
+type part int
+
+const (
+	inPath      part = iota // unreserved, sub-delims, ':' and '@'
+	inQuery                 // also '/' and '?', but not '&', '=', '+' or ';'
+	inAuthority             // unreserved and sub-delims
+	inRelative              // a URI with no scheme: as inPath but ':' (which would make one)
+)
+
+// plain reports whether c, escaped in p, is written as it is.
+func (p part) plain(c byte) bool {
+	switch {
+	case unreserved(c):
+		return true
+	case p == inPath:
+		return strings.IndexByte("!$&'()*+,;=:@", c) >= 0
+	case p == inRelative:
+		return strings.IndexByte("!$&'()*+,;=@", c) >= 0
+	case p == inQuery:
+		return strings.IndexByte("!$'()*,:@/?", c) >= 0
+	}
+	return strings.IndexByte("!$&'()*+,;=", c) >= 0
+}
+
 // escapes is s with its escapes and non-ASCII characters in normal form
-// (Normalize); inPath decodes escaped sub-delims, ':' and '@' too, which
-// a path segment may hold as they are. Template expressions are left as
-// written.
-func escapes(s string, inPath bool) string {
+// (Normalize) for part p. Escapes it decodes and the characters around
+// them are composed (NFC) together, so an escaped base letter and the
+// combining mark after it are one character. Template expressions are
+// left as written.
+func escapes(s string, p part) string {
 	return outsideBraces(s, func(s string) string {
-		s = composed(s)
 		var b strings.Builder
+		var run []byte // decoded and raw bytes since the last escape kept
+		flush := func() {
+			if utf8.Valid(run) {
+				run = norm.NFC.Bytes(run)
+			}
+			for _, c := range run {
+				if c >= utf8.RuneSelf || !mayStand(c) {
+					b.WriteString(escaped(c))
+				} else {
+					b.WriteByte(c)
+				}
+			}
+			run = run[:0]
+		}
 		for i := 0; i < len(s); i++ {
 			c := s[i]
-			if c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			switch {
+			case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
 				d, _ := hex.DecodeString(s[i+1 : i+3])
 				i += 2
-				if unreserved(d[0]) || inPath && pathChar(d[0]) {
-					b.WriteByte(d[0])
-				} else {
-					b.WriteString(escaped(d[0]))
+				if d[0] >= utf8.RuneSelf || p.plain(d[0]) {
+					run = append(run, d[0])
+					continue
 				}
-				continue
-			}
-			if c >= utf8.RuneSelf {
+				flush()
+				b.WriteString(escaped(d[0]))
+			case c == '%' || c < utf8.RuneSelf && !mayStand(c):
+				// Escaped, and so a bound of the runs composed, as it will
+				// be when the normal form is read again.
+				flush()
 				b.WriteString(escaped(c))
-				continue
+			default:
+				run = append(run, c)
 			}
-			b.WriteByte(c)
 		}
+		flush()
 		return b.String()
 	})
 }
 
-// composed is s with its escaped non-ASCII bytes decoded and, when it is
-// then UTF-8, in NFC (a base letter and the combining mark after it are
-// one character): escapes encodes the non-ASCII bytes again.
-func composed(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
-			if d, _ := hex.DecodeString(s[i+1 : i+3]); d[0] >= utf8.RuneSelf {
-				b.WriteByte(d[0])
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	if d := b.String(); utf8.ValidString(d) {
-		return norm.NFC.String(d)
-	}
-	return s
+// mayStand: c may stand in a URI as it is (RFC 3986, 2.2 and 2.3), '%'
+// aside.
+func mayStand(c byte) bool {
+	return unreserved(c) || strings.IndexByte(":/?#[]@!$&'()*+,;=", c) >= 0
 }
 
 func escaped(c byte) string { return "%" + strings.ToUpper(hex.EncodeToString([]byte{c})) }
@@ -238,10 +312,6 @@ func escaped(c byte) string { return "%" + strings.ToUpper(hex.EncodeToString([]
 func unreserved(c byte) bool {
 	return isAlpha(c) || isDigit(c) || c == '-' || c == '.' || c == '_' || c == '~'
 }
-
-// pathChar: a sub-delim, ':' or '@', which a path segment holds as it is
-// (RFC 3986, 3.3).
-func pathChar(c byte) bool { return strings.IndexByte("!$&'()*+,;=:@", c) >= 0 }
 
 func isAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
@@ -251,6 +321,15 @@ func upper(c byte) byte {
 		return c - 'a' + 'A'
 	}
 	return c
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func allDigits(s string) bool {

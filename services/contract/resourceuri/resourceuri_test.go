@@ -9,7 +9,7 @@ import (
 // TestMatch: a concrete URI reads the registration with exactly
 // its URI, else a template whose {var} each stand for one segment.
 func TestMatch(t *testing.T) {
-	pinned := []string{"test://static-text", "test://template/{id}/data", "test://a/{x}.{y}"}
+	pinned := []string{"test://static-text", "test://template/{id}/data", "test://a/{x}.{y}", "test://{host}/{x}"}
 	for uri, want := range map[string]string{
 		"test://static-text":        "test://static-text",
 		"test://template/123/data":  "test://template/{id}/data",
@@ -31,6 +31,10 @@ func TestMatch(t *testing.T) {
 		"test://template/a%20b/data":       "test://template/{id}/data",
 		"test://template/file%2etxt/data":  "test://template/{id}/data",
 		"test://template/.../data":         "test://template/{id}/data",
+		// No userinfo where a template has a host.
+		"test://u@internal/h": "",
+		"test://internal/u@h": "test://{host}/{x}",
+		"test://internal:1/h": "test://{host}/{x}",
 	} {
 		got, ok := resourceuri.Match(pinned, uri)
 		if got != want || ok != (want != "") {
@@ -40,31 +44,41 @@ func TestMatch(t *testing.T) {
 }
 
 // Normalize decodes percent-encoded unreserved characters (and, in the
-// path, sub-delims, ':' and '@'), upper-cases the hex of the escapes it
-// keeps, lower-cases scheme and host, drops userinfo, empty and default
-// ports and a host's trailing dot, and writes non-ASCII characters NFC and
-// percent-encoded (RFC 3986, 6.2.2; RFC 3987, 3.1). Template expressions
-// stay as written.
+// path, sub-delims, ':' and '@'; in the query, those that structure it
+// not), upper-cases the hex of the escapes it keeps, lower-cases scheme and
+// host (IDNA for a non-ASCII one), drops empty and default ports, a port's
+// leading zeros and a host's trailing dot, and writes non-ASCII characters
+// NFC (across escapes) and percent-encoded (RFC 3986, 6.2.2; RFC 3987,
+// 3.1). Template expressions stay as written.
 func TestNormalize(t *testing.T) {
 	for in, want := range map[string]string{
 		"test://template/%68idden/data": "test://template/hidden/data",
 		"test://x/%7e%2D%2e%5F%41%7A":   "test://x/~-._Az",
 		"test://x/a%2fb":                "test://x/a%2Fb",
 		"test://x/a%20b%3f":             "test://x/a%20b%3F",
-		"test://x/100%":                 "test://x/100%",
-		"test://x/%zz%4":                "test://x/%zz%4",
+		"test://x/100%":                 "test://x/100%25",
+		"test://x/%zz%4":                "test://x/%25zz%254",
+		"test://x/%%321":                "test://x/%2521",
+		"test://x/a b\"<>\\^`|":         "test://x/a%20b%22%3C%3E%5C%5E%60%7C",
 		"test://x/plain":                "test://x/plain",
 		"test://x/%2525":                "test://x/%2525",
 		// Case of scheme and host; not of the path.
 		"TEST://Host.Example/Path": "test://host.example/Path",
 		"test://%49NTERNAL/x":      "test://internal/x",
-		"test://h%c3%89/x":         "test://h%C3%89/x",
+		"test://h%c3%89/x":         "test://xn--h-bga/x",
 		// The authority: userinfo, ports, a trailing dot.
-		"http://user:pw@internal/x": "http://internal/x",
+		"http://user:pw@Internal/x": "http://user:pw@internal/x",
+		"postgres://alice@db/t":     "postgres://alice@db/t",
 		"http://internal:80/x":      "http://internal/x",
 		"https://internal:443/x":    "https://internal/x",
 		"http://internal:/x":        "http://internal/x",
 		"http://internal:8080/x":    "http://internal:8080/x",
+		"http://internal:080/x":     "http://internal/x",
+		"http://internal:08080/x":   "http://internal:8080/x",
+		"test://internal:00/x":      "test://internal:0/x",
+		"http://CAF%C3%89/h":        "http://xn--caf-dma/h",
+		"http://caf\u00e9/h":        "http://xn--caf-dma/h",
+		"http://XN--CAF-DMA/h":      "http://xn--caf-dma/h",
 		"https://internal:80/x":     "https://internal:80/x",
 		"http://internal./x":        "http://internal/x",
 		"http://[::1]:80/x":         "http://[::1]/x",
@@ -72,12 +86,15 @@ func TestNormalize(t *testing.T) {
 		// Sub-delims, ':' and '@' in the path; not in the query.
 		"test://x/a%21b%3A%40%3d%2C": "test://x/a!b:@=,",
 		"test://x/s?q=a%26b%3D":      "test://x/s?q=a%26b%3D",
+		"test://x/s?q=a%21%2f%3F%2B": "test://x/s?q=a!/?%2B",
 		// Non-ASCII: raw or escaped, composed or not, one spelling.
-		"test://x/caf\u00e9":  "test://x/caf%C3%A9",
-		"test://x/caf%c3%a9":  "test://x/caf%C3%A9",
-		"test://x/cafe\u0301": "test://x/caf%C3%A9",
-		"test://x/cafe%CC%81": "test://x/caf%C3%A9",
-		"test://x/%ff%fe":     "test://x/%FF%FE",
+		"test://x/caf\u00e9":    "test://x/caf%C3%A9",
+		"test://x/caf%c3%a9":    "test://x/caf%C3%A9",
+		"test://x/cafe\u0301":   "test://x/caf%C3%A9",
+		"test://x/cafe%CC%81":   "test://x/caf%C3%A9",
+		"test://x/caf%65%CC%81": "test://x/caf%C3%A9",
+		"test://x/a%3D%CC%B8":   "test://x/a%E2%89%A0",
+		"test://x/%ff%fe":       "test://x/%FF%FE",
 		// Templates keep their expressions.
 		"test://{Host}/{Name}":      "test://{Host}/{Name}",
 		"HTTP://{user}@{host}:80/x": "http://{user}@{host}:80/x",
@@ -96,7 +113,8 @@ func TestNormalize(t *testing.T) {
 
 // FuzzNormalize: a normal form is its own normal form.
 func FuzzNormalize(f *testing.F) {
-	for _, s := range []string{"TEST://U@H.:80/a%21%c3%a9?q=%26#f", "http://[::1]:/x", "x:%e2%82", "a://{h}/{v}%2f"} {
+	for _, s := range []string{"TEST://U@H.:80/a%21%c3%a9?q=%26#f", "http://[::1]:/x", "x:%e2%82", "a://{h}/{v}%2f",
+		"test://template/caf%65%CC%81/data", "a%3D%CC%B8", "%%321", "http://CAF%C3%89:080/h", "x:/\u212a%E2%84%AA\u037e"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, uri string) {
