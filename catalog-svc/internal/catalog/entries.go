@@ -288,8 +288,7 @@ func checkResourceURI(uri string) (bool, error) {
 	// One spelling per URI: a read in another spelling of a registered URI
 	// then still finds it (and is never served by a template it matches).
 	if n := resourceuri.Normalize(uri); n != uri {
-		return false, invalid("uri", RuleURI, "write it %q: scheme and host in lower case (a non-ASCII host as its xn-- name), no default port, "+
-			"percent-encode only characters that must be (non-ASCII as NFC UTF-8), with upper-case hex (RFC 3986, 6.2.2)", n)
+		return false, invalid("uri", RuleURI, "write it %q: percent-encode only characters that must be, with upper-case hex (RFC 3986, 6.2.2)", n)
 	}
 	return len(vars) > 0, nil
 }
@@ -467,6 +466,33 @@ func (s *Service) ResolvePrompt(ctx context.Context, name string) (*ResolvedEntr
 		return nil, fmt.Errorf("catalog: stored prompt %q: %w", name, err)
 	}
 	return &ResolvedEntry{Prompt: r, Digest: e.Digest}, nil
+}
+
+// RegisteredResource returns the URI of a concrete resource registered
+// that a reader may take uri for (the same resourceuri.Key): uri itself,
+// or another spelling of it; ErrNotFound when there is none. It reads
+// every resource registration.
+func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, error) {
+	es, err := s.store.Entries(ctx, store.KindResource)
+	if err != nil {
+		return "", fmt.Errorf("catalog: list resources: %w", err)
+	}
+	key, found := resourceuri.Key(uri), ""
+	for _, e := range es {
+		if resourceuri.IsTemplate(e.Key) || resourceuri.Key(e.Key) != key {
+			continue
+		}
+		if e.Key == uri {
+			return uri, nil
+		}
+		if found == "" {
+			found = e.Key
+		}
+	}
+	if found == "" {
+		return "", fromStore(store.ErrNotFound, uri)
+	}
+	return found, nil
 }
 
 // ResolveResource returns the resource registration with URI (or URI

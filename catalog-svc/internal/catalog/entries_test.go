@@ -128,12 +128,7 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		// One spelling per URI, so a read in another finds it (RFC 3986 6.2.2).
 		{"encoded unreserved character", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/%68idden" }, "uri", catalog.RuleURI},
 		{"lower-case escape", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/a%2fb" }, "uri", catalog.RuleURI},
-		{"upper-case host", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://Host/x" }, "uri", catalog.RuleURI},
 		{"a password", func(r *sharedosv1.ResourceRegistration) { r.Uri = "http://user:pw@host/x" }, "uri", catalog.RuleURI},
-		{"non-ASCII host", func(r *sharedosv1.ResourceRegistration) { r.Uri = "http://caf%C3%A9/x" }, "uri", catalog.RuleURI},
-		{"default port", func(r *sharedosv1.ResourceRegistration) { r.Uri = "https://host:443/x" }, "uri", catalog.RuleURI},
-		{"raw non-ASCII", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/caf\u00e9" }, "uri", catalog.RuleURI},
-		{"escaped sub-delim in the path", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/a%21b" }, "uri", catalog.RuleURI},
 		{"too long", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://" + strings.Repeat("a", 2100) }, "uri", catalog.RuleLength},
 		{"no name", func(r *sharedosv1.ResourceRegistration) { r.Name = "" }, "name", catalog.RuleRequired},
 		{"mime", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "not a type" }, "mime_type", catalog.RuleMIMEType},

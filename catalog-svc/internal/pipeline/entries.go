@@ -40,6 +40,9 @@ import (
 type EntryResolver interface {
 	ResolvePrompt(ctx context.Context, name string) (*catalog.ResolvedEntry, error)
 	ResolveResource(ctx context.Context, uri string) (*catalog.ResolvedEntry, error)
+	// RegisteredResource is the concrete resource registered that a
+	// reader may take uri for; catalog.ErrNotFound when there is none.
+	RegisteredResource(ctx context.Context, uri string) (string, error)
 }
 
 // entry is what prepareEntry resolved: the registration's class, name (a
@@ -131,21 +134,19 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 			// A URI registered on its own is read through its own
 			// registration, never through a template it also matches: not
 			// in this turn's pin, it is not this turn's (FilterTools may
-			// have hidden it, or it came after the turn opened). Also in
-			// another spelling ("%68idden" for "hidden"): registrations
-			// are in normal form.
-			for _, u := range slices.Compact([]string{raw, resourceuri.Normalize(raw)}) {
-				switch _, err := s.entries.ResolveResource(ctx, u); {
-				case err == nil && u != raw:
-					return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is registered as %q: read it by that URI", shown, records.Escape(u, 120)))
-				case err == nil:
-					return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is not in this turn's catalogue", shown))
-				case !errors.Is(err, catalog.ErrNotFound):
-					if res := contextOutcome(ctx); res != nil {
-						return nil, res
-					}
-					return nil, outcome.Failed(outcome.Internal, "the resource registry could not be read")
+			// have hidden it, or it came after the turn opened). Nor in
+			// another spelling a reader may take for it ("%68idden" for
+			// "hidden", "INTERNAL" for "internal": resourceuri.Key).
+			switch u, err := s.entries.RegisteredResource(ctx, raw); {
+			case err == nil && u != raw:
+				return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is registered as %q: read it by that URI", shown, records.Escape(u, 120)))
+			case err == nil:
+				return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is not in this turn's catalogue", shown))
+			case !errors.Is(err, catalog.ErrNotFound):
+				if res := contextOutcome(ctx); res != nil {
+					return nil, res
 				}
+				return nil, outcome.Failed(outcome.Internal, "the resource registry could not be read")
 			}
 		}
 		resolved, err = s.entries.ResolveResource(ctx, name)

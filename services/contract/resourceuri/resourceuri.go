@@ -89,26 +89,56 @@ func segment(v string) bool {
 	return err == nil && d != "." && d != ".." && !strings.ContainsAny(d, "/\\\x00")
 }
 
-// Normalize is uri in one spelling of those a reader may take for the
-// same resource (RFC 3986, 6.2.2; RFC 3987, 3.1; IDNA): the scheme in lower
-// case; the host in lower case, a non-ASCII one as its A-label
-// ("xn--caf-dma"), without a trailing dot; no empty or default port (http
-// and ws 80, https and wss 443) and no leading zeros in one; escaped
-// unreserved characters decoded, and escaped sub-delims, ':' and '@' too in
-// the path (in the query, all but '&', '=', '+' and ';', which structure
-// it; in the host, sub-delims); non-ASCII characters in Unicode NFC and
-// percent-encoded as UTF-8; characters that may not stand in a URI, and a
-// '%' that starts no escape, percent-encoded; the hex of every escape in
-// upper case ("TEST://X/%68idden" is "test://x/hidden"). What is inside a
-// template's braces is left as written. A concrete URI is registered in
-// this form, so a read in another spelling finds it: a URI registered on
-// its own is not read through a template it also matches.
+// Normalize is uri with every percent-encoded unreserved character decoded
+// and the hex digits of the escapes left in upper case (RFC 3986, 6.2.2.1
+// and 6.2.2.2): one spelling for URIs that differ only in percent-encoding
+// ("test://x/%68idden" is "test://x/hidden"). A concrete URI is registered
+// in this form; a read is compared with the registrations by Key, which
+// equates more spellings than this one.
 func Normalize(uri string) string {
+	if !strings.Contains(uri, "%") {
+		return uri
+	}
+	var b strings.Builder
+	for i := 0; i < len(uri); i++ {
+		if uri[i] == '%' && i+2 < len(uri) {
+			if d, err := hex.DecodeString(uri[i+1 : i+3]); err == nil {
+				if unreserved(d[0]) {
+					b.WriteByte(d[0])
+				} else {
+					b.WriteString("%" + strings.ToUpper(uri[i+1:i+3]))
+				}
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(uri[i])
+	}
+	return b.String()
+}
+
+// Key is what a read of uri is compared with the concrete registrations
+// by: equal for the spellings a reader may take for the same resource (RFC
+// 3986, 6.2.2; RFC 3987, 3.1; IDNA), so a URI registered on its own is
+// not read through a template it also matches in another spelling. It
+// takes the scheme in lower case; the host in lower case, a non-ASCII one
+// as its A-label ("xn--caf-dma"), without a trailing dot; no empty or
+// default port (http and ws 80, https and wss 443) and no leading zeros in
+// one; escaped unreserved characters decoded, and escaped sub-delims, ':'
+// and '@' too in the path (in the query, all but '&', '=', '+' and ';',
+// which structure it; in the host, sub-delims); non-ASCII characters in
+// Unicode NFC and percent-encoded as UTF-8; characters that may not stand
+// in a URI, and a '%' that starts no escape, percent-encoded; the hex of
+// every escape in upper case ("TEST://X/%68idden" and "test://x/hidden"
+// have one key). What is inside a template's braces is left as written.
+// A key is a key's own, but never a registration's spelling: a resource
+// is registered and read by its URI as its provider writes it.
+func Key(uri string) string {
 	scheme, rest, ok := cutScheme(uri)
 	if !ok {
 		r := escapes(uri, inRelative)
 		if _, _, ok := cutScheme(r); ok { // "%41:" is "A:"
-			return Normalize(r)
+			return Key(r)
 		}
 		return r
 	}
@@ -148,7 +178,7 @@ func cutScheme(uri string) (scheme, rest string, ok bool) {
 // defaultPorts are the ports a scheme's URIs leave out.
 var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443"}
 
-// authority is a in normal form (Normalize). One with a template
+// authority is a as in a Key. One with a template
 // expression keeps its port and dots: only its case and escapes are
 // normalised.
 func authority(a, scheme string) string {
@@ -227,7 +257,7 @@ func outsideBraces(s string, f func(string) string) string {
 	return b.String()
 }
 
-// part is which part of a URI escapes normalises: which escaped ASCII
+// part is which part of a URI escapes works on: which escaped ASCII
 // characters it writes as they are.
 type part int
 
@@ -253,8 +283,8 @@ func (p part) plain(c byte) bool {
 	return strings.IndexByte("!$&'()*+,;=", c) >= 0
 }
 
-// escapes is s with its escapes and non-ASCII characters in normal form
-// (Normalize) for part p. Escapes it decodes and the characters around
+// escapes is s with its escapes and non-ASCII characters as in a Key, for
+// part p. Escapes it decodes and the characters around
 // them are composed (NFC) together, so an escaped base letter and the
 // combining mark after it are one character. Template expressions are
 // left as written.
@@ -289,7 +319,7 @@ func escapes(s string, p part) string {
 				b.WriteString(escaped(d[0]))
 			case c == '%' || c < utf8.RuneSelf && !mayStand(c):
 				// Escaped, and so a bound of the runs composed, as it will
-				// be when the normal form is read again.
+				// be when the key is computed again.
 				flush()
 				b.WriteString(escaped(c))
 			default:
