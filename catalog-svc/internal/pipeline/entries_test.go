@@ -113,7 +113,8 @@ func TestPromptsAndResources(t *testing.T) {
 			{resource, "test://INTERNAL/h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
 			{resource, "test://user@internal/h", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			{resource, "test://template/caf%65%CC%81!/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
-			{resource, "test://CAF%C3%89/h", ``, denied, outcome.ToolUnavailable, `is registered as "test://xn--caf-dma/h"`},
+			{resource, "test://CAF%C3%89/h", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
+			{resource, "test://template/hid\tden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			// A provider's own spelling (Python's quote) is registered as it is.
 			{resource, "test://template/a+b/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/a%2Bb/data"`},
 			{resource, "test://internal./h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
@@ -202,8 +203,8 @@ func TestPromptsAndResources(t *testing.T) {
 		}
 
 		rows := h.records("pr")
-		if len(rows) != 31 { // the retry of review is its first attempt's
-			t.Fatalf("%d records for 31 attempts", len(rows))
+		if len(rows) != 32 { // the retry of review is its first attempt's
+			t.Fatalf("%d records for 32 attempts", len(rows))
 		}
 		kinds := map[sharedosv1.CallKind]int{}
 		for _, r := range rows {
@@ -212,12 +213,12 @@ func TestPromptsAndResources(t *testing.T) {
 				t.Errorf("record %s still pending", r.CallID)
 			}
 		}
-		if kinds[prompt] != 8 || kinds[resource] != 23 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
+		if kinds[prompt] != 8 || kinds[resource] != 24 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
 			rows[1].RequestedTool != "test://template/7/data" {
 			t.Errorf("kinds %v, first rows %+v %+v", kinds, rows[0], rows[1])
 		}
 		h.mu.Lock()
-		h.attempts["pr"] = 31
+		h.attempts["pr"] = 32
 		h.mu.Unlock()
 	})
 }

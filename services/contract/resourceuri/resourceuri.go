@@ -5,6 +5,7 @@ package resourceuri
 
 import (
 	"encoding/hex"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -25,10 +26,13 @@ func IsTemplate(uri string) bool { return Var.MatchString(uri) }
 // with exactly that URI, else the first (in byte order) template it
 // matches, each {var} standing for one non-empty segment without '/', '?'
 // or '#' that is no dot-segment and holds no separator or NUL once
-// percent-decoded ("..", "%2e%2e", "a%2Fb", "a%5cb"), nor an '@' in the
-// authority: a provider that decodes or normalises the URI would read
-// outside the template. ok is
-// false when none does (or uri has a brace: a template is not a
+// percent-decoded ("..", "%2e%2e", "a%2Fb", "a%5cb"), and no character
+// that may not stand in a URI (a space, a tab: readers drop some); in the
+// authority, ASCII letters, digits, '.', '-' and '_' only, an IPv4
+// address only dotted-decimal ("127.1" is 127.0.0.1 to a WHATWG parser);
+// in the query, no '&', ';', '=' or '+' (another parameter): a provider
+// that decodes or normalises the URI would read outside the template. ok
+// is false when none does (or uri has a brace: a template is not a
 // resource).
 func Match(registered []string, uri string) (string, bool) {
 	if strings.ContainsAny(uri, "{}") {
@@ -49,7 +53,7 @@ func matches(tmpl, uri string) bool {
 	var re strings.Builder
 	re.WriteString("^")
 	rest := tmpl
-	var inAuthority []bool // of each {var}
+	var places []part // of each {var}: inAuthority, inQuery or inPath
 	for {
 		loc := Var.FindStringIndex(rest)
 		if loc == nil {
@@ -58,9 +62,7 @@ func matches(tmpl, uri string) bool {
 		}
 		re.WriteString(regexp.QuoteMeta(rest[:loc[0]]))
 		re.WriteString(`([^/?#]+)`)
-		before := tmpl[:len(tmpl)-len(rest)+loc[0]]
-		i := strings.Index(before, "://")
-		inAuthority = append(inAuthority, i >= 0 && !strings.ContainsAny(before[i+3:], "/?#"))
+		places = append(places, placeOf(tmpl[:len(tmpl)-len(rest)+loc[0]]))
 		rest = rest[loc[1]:]
 	}
 	re.WriteString("$")
@@ -73,18 +75,76 @@ func matches(tmpl, uri string) bool {
 		return false
 	}
 	for i, v := range m[1:] {
-		// In the authority a value is no more than the template puts
-		// there: no userinfo ("u@internal" for {host}).
-		if !segment(v) || inAuthority[i] && strings.Contains(v, "@") {
+		if !segment(v) {
 			return false
+		}
+		switch places[i] {
+		case inAuthority:
+			if strings.IndexFunc(v, func(r rune) bool { return !hostChar(r) }) >= 0 || !dottedDecimal(hostOf(uri)) {
+				return false
+			}
+		case inQuery:
+			if strings.ContainsAny(v, "&;=+") {
+				return false
+			}
 		}
 	}
 	return true
 }
 
+// placeOf is the part of a URI a template expression after before is in.
+func placeOf(before string) part {
+	i := strings.Index(before, "://")
+	switch {
+	case i >= 0 && !strings.ContainsAny(before[i+3:], "/?#"):
+		return inAuthority
+	case strings.Contains(before, "?"):
+		return inQuery
+	}
+	return inPath
+}
+
+func hostChar(r rune) bool {
+	return r < utf8.RuneSelf && (isAlpha(byte(r)) || isDigit(byte(r)) || r == '.' || r == '-' || r == '_')
+}
+
+// hostOf is the host of uri: its authority without userinfo or port.
+func hostOf(uri string) string {
+	_, a, _ := strings.Cut(uri, "://")
+	if i := strings.IndexAny(a, "/?#"); i >= 0 {
+		a = a[:i]
+	}
+	if i := strings.LastIndexByte(a, '@'); i >= 0 {
+		a = a[i+1:]
+	}
+	if i := strings.LastIndexByte(a, ':'); i >= 0 && allDigits(a[i+1:]) {
+		a = a[:i]
+	}
+	return a
+}
+
+// dottedDecimal: a host a WHATWG parser reads as an IPv4 address (its last
+// label a number) is one in dotted-decimal form, as it would write it.
+func dottedDecimal(host string) bool {
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	last := strings.ToLower(labels[len(labels)-1])
+	if last == "" || !allDigits(last) && !strings.HasPrefix(last, "0x") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Is4() && a.String() == host
+}
+
 // segment reports whether a template variable's value stays one segment
-// whether or not whoever reads the URI decodes it.
+// whether or not whoever reads the URI decodes it, and is read as it is
+// written: no character that may not stand in a URI, which a reader may
+// drop (a tab) or trim (a space).
 func segment(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < utf8.RuneSelf && c != '%' && !mayStand(c) {
+			return false
+		}
+	}
 	d, err := url.PathUnescape(v)
 	return err == nil && d != "." && d != ".." && !strings.ContainsAny(d, "/\\\x00")
 }

@@ -9,7 +9,7 @@ import (
 // TestMatch: a concrete URI reads the registration with exactly
 // its URI, else a template whose {var} each stand for one segment.
 func TestMatch(t *testing.T) {
-	pinned := []string{"test://static-text", "test://template/{id}/data", "test://a/{x}.{y}", "test://{host}/{x}"}
+	pinned := []string{"test://static-text", "test://template/{id}/data", "test://a/{x}.{y}", "test://{host}/{x}", "test://q/api?id={id}"}
 	for uri, want := range map[string]string{
 		"test://static-text":        "test://static-text",
 		"test://template/123/data":  "test://template/{id}/data",
@@ -34,7 +34,24 @@ func TestMatch(t *testing.T) {
 		// No userinfo where a template has a host.
 		"test://u@internal/h": "",
 		"test://internal/u@h": "test://{host}/{x}",
-		"test://internal:1/h": "test://{host}/{x}",
+		"test://internal:1/h": "",
+		// Characters a reader drops or trims (found by review).
+		"test://template/hid\tden/data": "",
+		"test://template/.\t./data":     "",
+		"test://template/secret /data":  "",
+		"test://template/a|b/data":      "",
+		// A host is ASCII, an IPv4 address dotted-decimal.
+		"test://\uff21_b/h":    "",
+		"test://a_b-c.d/h":     "test://{host}/{x}",
+		"test://2130706433/h":  "",
+		"test://127.1/h":       "",
+		"test://0x7f.0.0.1/h":  "",
+		"test://127.0.0.1/h":   "test://{host}/{x}",
+		"test://127.000.0.1/h": "",
+		// No other parameter in a query's value.
+		"test://q/api?id=7":      "test://q/api?id={id}",
+		"test://q/api?id=7&id=8": "",
+		"test://q/api?id=7;x":    "",
 	} {
 		got, ok := resourceuri.Match(pinned, uri)
 		if got != want || ok != (want != "") {
