@@ -14,6 +14,7 @@ import (
 	"time"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/tools/column"
 )
 
@@ -90,11 +91,11 @@ func runColumn(ctx context.Context, e *env, f *columnFlags, args []string) error
 	if err != nil {
 		return usagef("%v", err)
 	}
-	bc, err := e.conn(e.g.bridge)
+	bc, err := e.conn(e.g.bridge, callers.Bridge)
 	if err != nil {
 		return err
 	}
-	cc, err := e.conn(e.g.catalog)
+	cc, err := e.conn(e.g.catalog, callers.Catalog)
 	if err != nil {
 		return err
 	}

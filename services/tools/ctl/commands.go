@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/contract/exportset"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
@@ -125,8 +126,11 @@ func runStatus(ctx context.Context, e *env, _ *flag.FlagSet, args []string) erro
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	targets := []struct{ name, addr string }{
-		{"catalog", e.g.catalog}, {"authz", e.g.authz}, {"bridge", e.g.bridge}, {"files", e.g.files},
+	targets := []struct {
+		name, addr string
+		role       callers.Role
+	}{
+		{"catalog", e.g.catalog, callers.Catalog}, {"authz", e.g.authz, callers.Authz}, {"bridge", e.g.bridge, callers.Bridge}, {"files", e.g.files, callers.Provider},
 	}
 	var out []serviceStatus
 	var down []string
@@ -135,7 +139,7 @@ func runStatus(ctx context.Context, e *env, _ *flag.FlagSet, args []string) erro
 			continue
 		}
 		s := serviceStatus{Service: t.name, Address: t.addr, Status: "UNKNOWN"}
-		if c, err := e.conn(t.addr); err != nil {
+		if c, err := e.conn(t.addr, t.role); err != nil {
 			s.Error = err.Error()
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -169,7 +173,7 @@ func runStatus(ctx context.Context, e *env, _ *flag.FlagSet, args []string) erro
 // ---- tools
 
 func catalogClient(e *env) (sharedosv1.CatalogServiceClient, error) {
-	c, err := e.conn(e.g.catalog)
+	c, err := e.conn(e.g.catalog, callers.Catalog)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +395,7 @@ func readPolicy(path string) (*sharedosv1.ToolPolicy, error) {
 }
 
 func bridgeClient(e *env) (sharedosv1.BridgeServiceClient, error) {
-	c, err := e.conn(e.g.bridge)
+	c, err := e.conn(e.g.bridge, callers.Bridge)
 	if err != nil {
 		return nil, err
 	}
@@ -517,7 +521,7 @@ func runOpsList(ctx context.Context, e *env, turn string, args []string) error {
 	if turn == "" {
 		return usagef("--turn ID is required")
 	}
-	c, err := e.conn(e.g.catalog)
+	c, err := e.conn(e.g.catalog, callers.Catalog)
 	if err != nil {
 		return err
 	}
@@ -572,7 +576,7 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 	if err != nil {
 		return err
 	}
-	c, err := e.conn(e.g.catalog)
+	c, err := e.conn(e.g.catalog, callers.Catalog)
 	if err != nil {
 		return err
 	}
@@ -761,7 +765,7 @@ func runAuthzCheck(ctx context.Context, e *env, c *checkFlags, args []string) er
 	if c.kernelCert != "" || c.kernelKey != "" {
 		kernel.Cert, kernel.Key = c.kernelCert, c.kernelKey
 	}
-	ac, err := e.connWith(ctx, e.g.authz, kernel)
+	ac, err := e.connWith(ctx, e.g.authz, callers.Authz, kernel)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/tools/devstack"
@@ -135,18 +136,22 @@ type env struct {
 	creds  map[mtls.Config]*mtls.Credentials // one per identity, shared by its connections
 }
 
-// conn is a connection to addr with the global identity (--tls-*).
-func (e *env) conn(addr string) (*grpc.ClientConn, error) {
+// conn is a connection to addr, served by a component of role want, with
+// the global identity (--tls-*).
+func (e *env) conn(addr string, want callers.Role) (*grpc.ClientConn, error) {
 	id, err := e.g.identity("operator")
 	if err != nil {
 		return nil, err
 	}
-	return e.connWith(context.Background(), addr, id)
+	return e.connWith(context.Background(), addr, want, id)
 }
 
-// connWith is a connection to addr with the identity of cfg.
-func (e *env) connWith(ctx context.Context, addr string, cfg mtls.Config) (*grpc.ClientConn, error) {
-	key := addr + "|" + cfg.Cert
+// connWith is a connection to addr, served by a component of role want,
+// with the identity of cfg: another component of the plane answering at
+// addr (a provider's certificate where the catalogue should be) fails the
+// handshake, so what it answers is never taken for the catalogue's.
+func (e *env) connWith(ctx context.Context, addr string, want callers.Role, cfg mtls.Config) (*grpc.ClientConn, error) {
+	key := addr + "|" + string(want) + "|" + cfg.Cert
 	if c, ok := e.conns[key]; ok {
 		return c, nil
 	}
@@ -158,7 +163,7 @@ func (e *env) connWith(ctx context.Context, addr string, cfg mtls.Config) (*grpc
 		}
 		e.creds[cfg] = creds
 	}
-	c, err := grpcx.Dial(addr, creds.DialOption())
+	c, err := grpcx.Dial(addr, creds.DialOption(want))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

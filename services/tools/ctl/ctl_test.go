@@ -2,8 +2,10 @@ package ctl
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +19,10 @@ import (
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sharedos/toolshare/services/contract/callers"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/mtls"
+	"github.com/sharedos/toolshare/services/platform/mtls/pki"
 	"github.com/sharedos/toolshare/services/tools/devstack"
 )
 
@@ -279,5 +285,63 @@ func TestDevPKIOnlyIfPrivate(t *testing.T) {
 		if err := os.Chmod(loose, 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// sharedosctl calls each component only over a handshake with that
+// component's role: another component of the plane answering where the
+// catalogue should be (its certificate of role provider) fails it, and is
+// reported as not serving, not taken for the catalogue (found by review:
+// any certificate of the trust domain was accepted).
+func TestStatusChecksWhoAnswers(t *testing.T) {
+	ca, err := pki.New(pki.TrustDomain, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := ca.WriteBundle(filepath.Join(dir, "ca.crt")); err != nil {
+		t.Fatal(err)
+	}
+	serve := func(role callers.Role) string {
+		crt, key, err := ca.IssueFiles(dir, string(role), pki.Leaf{Role: string(role), Name: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds, err := mtls.Load(t.Context(), mtls.Config{CA: filepath.Join(dir, "ca.crt"), Cert: crt, Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(creds.Close)
+		srv := grpcx.NewServer(grpcx.ServerOptions{Plane: grpcx.Plane{TLS: creds}, Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = srv.Serve(ctx, lis); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return lis.Addr().String()
+	}
+	crt, key, err := ca.IssueFiles(dir, "operator", pki.Leaf{Role: string(callers.Operator), Name: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(catalog string) (serviceStatus, int) {
+		t.Helper()
+		var o, e bytes.Buffer
+		code := Main([]string{"--tls-ca", filepath.Join(dir, "ca.crt"), "--tls-cert", crt, "--tls-key", key,
+			"--catalog", catalog, "--authz", "", "--bridge", "", "--files", "", "--timeout", "10s", "status"}, &o, &e)
+		var res struct{ Services []serviceStatus }
+		if err := json.Unmarshal(o.Bytes(), &res); err != nil || len(res.Services) != 1 {
+			t.Fatalf("status JSON %q (%v), stderr %q", o.String(), err, e.String())
+		}
+		return res.Services[0], code
+	}
+	if s, code := status(serve(callers.Catalog)); code != 0 || s.Status != "SERVING" {
+		t.Errorf("the catalogue: %+v, code %d", s, code)
+	}
+	if s, code := status(serve(callers.Provider)); code != 1 || s.Status == "SERVING" || !strings.Contains(s.Error, "role provider") {
+		t.Errorf("a provider where the catalogue should be: %+v, code %d; want not serving, naming its role", s, code)
 	}
 }

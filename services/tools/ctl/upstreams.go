@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
@@ -25,7 +26,7 @@ import (
 // approve|reject|diff` decide about their quarantined tools.
 
 func upstreamClient(e *env) (sharedosv1.UpstreamServiceClient, error) {
-	c, err := e.conn(e.g.catalog)
+	c, err := e.conn(e.g.catalog, callers.Catalog)
 	if err != nil {
 		return nil, err
 	}
