@@ -50,6 +50,8 @@ type Provider struct {
 	// component (openat2 with RESOLVE_NO_SYMLINKS works here), so a path
 	// that must exist needs no Lstat walk before it.
 	linkProofOpen bool
+	// walk is the file system search walks (nil: the root's).
+	walk fs.FS
 }
 
 var _ sharedosv1.ToolHandlerServiceServer = (*Provider)(nil)
@@ -305,14 +307,23 @@ func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var matches []string
+	var matches, unread []string
 	truncated := false
+	fsys := p.walk
+	if fsys == nil {
+		fsys = p.root.FS()
+	}
 	// fs.WalkDir over the root's FS reports links as entries without
 	// following them; they are skipped like everything that is not a
-	// regular file.
-	walkErr := fs.WalkDir(p.root.FS(), t.rel, func(name string, d fs.DirEntry, err error) error {
+	// regular file. A directory below the one searched that cannot be
+	// read is skipped and named, not the end of the search.
+	walkErr := fs.WalkDir(fsys, t.rel, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			if name == t.rel || d == nil || !d.IsDir() || ctx.Err() != nil {
+				return err
+			}
+			unread = append(unread, path.Join("/", name))
+			return fs.SkipDir
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -337,12 +348,20 @@ func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 		}
 		return "", describe(t.display, walkErr)
 	}
-	if len(matches) == 0 {
-		return fmt.Sprintf("no matches for %q under %s", *a.Query, t.display), nil
-	}
 	out := strings.Join(matches, "\n")
+	if len(matches) == 0 {
+		out = fmt.Sprintf("no matches for %q under %s", *a.Query, t.display)
+	}
 	if truncated {
 		out += fmt.Sprintf("\n(stopped at %d matches)", limit)
+	}
+	if len(unread) > 0 {
+		const shown = 5
+		out += fmt.Sprintf("\n(not searched, unreadable: %s", strings.Join(unread[:min(len(unread), shown)], ", "))
+		if len(unread) > shown {
+			out += fmt.Sprintf(" and %d more", len(unread)-shown)
+		}
+		out += ")"
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package files_test
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -268,5 +269,48 @@ func TestCatalogueYAML(t *testing.T) {
 	}
 	if regs[0].Annotations["readOnlyHint"] != true || regs[2].Annotations["destructiveHint"] != true {
 		t.Errorf("annotations: read must be readOnlyHint, write destructiveHint")
+	}
+}
+
+// unreadable is a file system whose directory bad cannot be read (as one
+// without permission for this user: the tests may run as root, which
+// reads every directory).
+type unreadable struct {
+	fs.FS
+	bad string
+}
+
+func (u unreadable) ReadDir(name string) ([]fs.DirEntry, error) {
+	if name == u.bad {
+		return nil, &fs.PathError{Op: "readdirent", Path: name, Err: fs.ErrPermission}
+	}
+	return fs.ReadDir(u.FS, name)
+}
+
+// A directory below the one searched that cannot be read is skipped and
+// named; the rest is searched (found by review: one such directory failed
+// the whole search). The directory searched itself failing is the error.
+func TestSearchSkipsAnUnreadableDirectory(t *testing.T) {
+	root := fixture(t)
+	p, err := files.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	files.WalkWith(p, unreadable{FS: os.DirFS(root), bad: "public/sub"})
+	search := func(path string) *sharedosv1.HandleResponse {
+		t.Helper()
+		resp, err := p.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: files.ToolSearch, ArgumentsJson: []byte(`{"query":"kiwi","path":"` + path + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	got := providertest.Text(search("/public"))
+	if !strings.Contains(got, "/public/a.txt:1: public a: kiwi") || !strings.Contains(got, "not searched, unreadable: /public/sub") {
+		t.Errorf("search with /public/sub unreadable: %q, want /public/a.txt's match and /public/sub named", got)
+	}
+	if resp := search("/public/sub"); !resp.GetIsError() {
+		t.Errorf("search of the unreadable directory itself: %q, want an error", providertest.Text(resp))
 	}
 }
