@@ -48,6 +48,9 @@ const turnLockSpace = "sharedos.turn-writes"
 // records across replicas.
 const upstreamLockSpace = "sharedos.upstreams"
 
+// keyResourcesTimeout bounds writing the resources' match keys at start.
+const keyResourcesTimeout = 30 * time.Second
+
 // ServiceName is this process's OpenTelemetry service.name.
 const ServiceName = telemetry.ServiceCatalog
 
@@ -263,6 +266,15 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		return nil, err
 	}
 	a.closers = append(a.closers, a.catalog.Close)
+	// Resources stored before match keys (or during a rolling upgrade by
+	// a kernel without them) are found at each read until keyed here.
+	kctx, kcancel := context.WithTimeout(ctx, keyResourcesTimeout)
+	if n, err := a.catalog.KeyResources(kctx); err != nil {
+		log.Warn("resource match keys not all written; reads compute them meanwhile", slog.Any("error", err))
+	} else if n > 0 {
+		log.Info("resource match keys written", slog.Int("resources", n))
+	}
+	kcancel()
 	if c.DatabaseURL != "" && c.RecordJournalDir == "" {
 		log.Warn("no --record-journal-dir: during a PostgreSQL outage calls wait for their records, and a record whose completion waits in memory is lost if this process dies")
 	}

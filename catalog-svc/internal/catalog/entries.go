@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"mime"
 	"net/url"
@@ -52,7 +53,7 @@ func (s *Service) RegisterPrompt(ctx context.Context, reg *sharedosv1.PromptRegi
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := s.putEntry(ctx, store.KindPrompt, reg.GetName(), reg, pub.GetCanonicalJson())
+	e, err := s.putEntry(ctx, store.KindPrompt, reg.GetName(), "", reg, pub.GetCanonicalJson())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,7 +105,7 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := s.putEntry(ctx, store.KindResource, reg.GetUri(), reg, pub.GetCanonicalJson())
+	e, err := s.putEntry(ctx, store.KindResource, reg.GetUri(), resourceuri.Key(reg.GetUri()), reg, pub.GetCanonicalJson())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -126,14 +127,14 @@ func (s *Service) ResourceRegistrations(ctx context.Context) ([]*sharedosv1.Reso
 		})
 }
 
-func (s *Service) putEntry(ctx context.Context, kind store.Kind, key string, reg proto.Message, canonical []byte) (store.Entry, error) {
+func (s *Service) putEntry(ctx context.Context, kind store.Kind, key, matchKey string, reg proto.Message, canonical []byte) (store.Entry, error) {
 	// The admin view is stored without what the store sets.
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(reg)
 	if err != nil {
 		return store.Entry{}, fmt.Errorf("catalog: encode %s: %w", kind, err)
 	}
 	sum := sha256.Sum256(canonical)
-	e, err := s.store.PutEntry(ctx, kind, store.Entry{Key: key, Registration: b, Canonical: canonical, Digest: hex.EncodeToString(sum[:])})
+	e, err := s.store.PutEntry(ctx, kind, store.Entry{Key: key, Registration: b, Canonical: canonical, Digest: hex.EncodeToString(sum[:]), MatchKey: matchKey})
 	if err != nil {
 		return store.Entry{}, fromStore(err, key)
 	}
@@ -470,16 +471,18 @@ func (s *Service) ResolvePrompt(ctx context.Context, name string) (*ResolvedEntr
 
 // RegisteredResource returns the URI of a concrete resource registered
 // that a reader may take uri for (the same resourceuri.Key): uri itself,
-// or another spelling of it; ErrNotFound when there is none. It reads
-// every resource registration.
+// or another spelling of it; ErrNotFound when there is none. The store
+// finds them by the key written with each (an index), and returns those
+// written without one too, whose keys are computed here.
 func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, error) {
-	es, err := s.store.Entries(ctx, store.KindResource)
+	key := resourceuri.Key(uri)
+	es, err := s.store.EntriesMatching(ctx, store.KindResource, key)
 	if err != nil {
-		return "", fmt.Errorf("catalog: list resources: %w", err)
+		return "", fmt.Errorf("catalog: find resources: %w", err)
 	}
-	key, found := resourceuri.Key(uri), ""
+	found := ""
 	for _, e := range es {
-		if resourceuri.IsTemplate(e.Key) || resourceuri.Key(e.Key) != key {
+		if resourceuri.IsTemplate(e.Key) || e.MatchKey == "" && resourceuri.Key(e.Key) != key {
 			continue
 		}
 		if e.Key == uri {
@@ -493,6 +496,27 @@ func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, e
 		return "", fromStore(store.ErrNotFound, uri)
 	}
 	return found, nil
+}
+
+// KeyResources writes the match key (resourceuri.Key) of every resource
+// registration stored without it, or with one computed otherwise (before
+// match keys, or by another version): RegisteredResource then finds them
+// by the index. A failure leaves them to be keyed at each read.
+func (s *Service) KeyResources(ctx context.Context) (int, error) {
+	es, err := s.store.Entries(ctx, store.KindResource)
+	if err != nil {
+		return 0, fmt.Errorf("catalog: list resources: %w", err)
+	}
+	n := 0
+	for _, e := range es {
+		if k := resourceuri.Key(e.Key); e.MatchKey != k {
+			if err := s.store.SetMatchKey(ctx, store.KindResource, e.Key, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return n, fmt.Errorf("catalog: key resource %q: %w", e.Key, err)
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // ResolveResource returns the resource registration with URI (or URI

@@ -9,7 +9,11 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
+
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 )
 
 func prompt(name string) *sharedosv1.PromptRegistration {
@@ -192,5 +196,41 @@ func TestListPromptsResources(t *testing.T) {
 	f.err = errors.New("pdp down")
 	if _, err := svc.ListPromptsResources(ctx, &sharedosv1.AccessContext{Principal: "ci"}); !errors.Is(err, catalog.ErrAuthzUnavailable) {
 		t.Fatalf("with the filter down: %v, want ErrAuthzUnavailable", err)
+	}
+}
+
+// RegisteredResource finds a concrete resource by any spelling a reader
+// may take for its URI, through the key written with it; one stored
+// without a key (before match keys, or by an older kernel in a rolling
+// upgrade) is found too, and KeyResources keys it once.
+func TestRegisteredResourceByKey(t *testing.T) {
+	st := memory.New()
+	svc := newService(t, st, nil)
+	ctx := testCtx(t)
+	for _, u := range []string{"test://t/a%2Bb", "test://t/{id}"} {
+		if _, _, err := svc.RegisterResource(ctx, resource(u)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As an older kernel stores it: no match key.
+	if _, err := st.PutEntry(ctx, store.KindResource, store.Entry{Key: "test://t/caf%C3%A9", Registration: []byte("x"), Canonical: []byte("{}"), Digest: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	for read, want := range map[string]string{
+		"test://t/a+b": "test://t/a%2Bb", "test://T/a%2bb": "test://t/a%2Bb", "test://t/a%2Bb": "test://t/a%2Bb",
+		"test://t/cafe%CC%81": "test://t/caf%C3%A9", "test://t/7": "", "test://t/{id}": "",
+	} {
+		got, err := svc.RegisteredResource(ctx, read)
+		if want == "" && !errors.Is(err, catalog.ErrNotFound) || want != "" && (err != nil || got != want) {
+			t.Errorf("RegisteredResource(%q) = %q, %v; want %q", read, got, err, want)
+		}
+	}
+	for round, want := range []int{1, 0} {
+		if n, err := svc.KeyResources(ctx); err != nil || n != want {
+			t.Errorf("KeyResources, round %d: %d, %v; want %d keyed", round, n, err, want)
+		}
+	}
+	if es, err := st.EntriesMatching(ctx, store.KindResource, resourceuri.Key("test://t/cafe%CC%81")); err != nil || len(es) != 1 || es[0].Key != "test://t/caf%C3%A9" {
+		t.Errorf("after KeyResources the unkeyed resource is found by its key alone: %+v, %v", es, err)
 	}
 }

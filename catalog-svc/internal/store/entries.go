@@ -25,6 +25,10 @@ type Entry struct {
 	Registration []byte
 	Canonical    []byte
 	Digest       string
+	// MatchKey is what the entry is found by besides its Key
+	// (EntriesMatching): for a resource, the resourceuri.Key of its URI.
+	// Empty: none (an entry written before match keys).
+	MatchKey string
 	// Revision and UpdatedAt are set by the store.
 	Revision  int64
 	UpdatedAt time.Time
@@ -43,4 +47,11 @@ type Entries interface {
 	Entries(ctx context.Context, kind Kind) ([]Entry, error)
 	// GetEntry returns (kind, key); ErrNotFound when there is none.
 	GetEntry(ctx context.Context, kind Kind, key string) (Entry, error)
+	// EntriesMatching returns every entry of kind whose MatchKey is
+	// matchKey and every one without a MatchKey (the caller checks those
+	// itself), by key in byte order.
+	EntriesMatching(ctx context.Context, kind Kind, matchKey string) ([]Entry, error)
+	// SetMatchKey sets the MatchKey of (kind, key) without a new revision;
+	// ErrNotFound when there is none.
+	SetMatchKey(ctx context.Context, kind Kind, key, matchKey string) error
 }

@@ -81,3 +81,29 @@ func (s *Store) GetEntry(ctx context.Context, kind store.Kind, key string) (stor
 	}
 	return cloneEntry(e), nil
 }
+
+// EntriesMatching implements store.Entries.
+func (s *Store) EntriesMatching(ctx context.Context, kind store.Kind, matchKey string) ([]store.Entry, error) {
+	all, err := s.Entries(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(e store.Entry) bool { return e.MatchKey != matchKey && e.MatchKey != "" }), nil
+}
+
+// SetMatchKey implements store.Entries.
+func (s *Store) SetMatchKey(ctx context.Context, kind store.Kind, key, matchKey string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := entryKey{kind, key}
+	e, ok := s.entries[k]
+	if !ok {
+		return store.ErrNotFound
+	}
+	e.MatchKey = matchKey
+	s.entries[k] = e
+	return nil
+}

@@ -31,12 +31,12 @@ func (s *Store) PutEntry(ctx context.Context, kind store.Kind, e store.Entry) (s
 	if err != nil {
 		return store.Entry{}, err
 	}
-	out := store.Entry{Key: e.Key, Registration: e.Registration, Canonical: e.Canonical, Digest: e.Digest}
+	out := store.Entry{Key: e.Key, Registration: e.Registration, Canonical: e.Canonical, Digest: e.Digest, MatchKey: e.MatchKey}
 	err = s.pool.QueryRow(ctx, `
-INSERT INTO `+t+` AS e (key, registration, canonical, digest) VALUES ($1, $2, $3, $4)
+INSERT INTO `+t+` AS e (key, registration, canonical, digest, match_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
 ON CONFLICT (key) DO UPDATE SET registration = EXCLUDED.registration, canonical = EXCLUDED.canonical,
-       digest = EXCLUDED.digest, revision = e.revision + 1, updated_at = now()
-RETURNING revision, updated_at`, e.Key, e.Registration, e.Canonical, e.Digest).Scan(&out.Revision, &out.UpdatedAt)
+       digest = EXCLUDED.digest, match_key = EXCLUDED.match_key, revision = e.revision + 1, updated_at = now()
+RETURNING revision, updated_at`, e.Key, e.Registration, e.Canonical, e.Digest, e.MatchKey).Scan(&out.Revision, &out.UpdatedAt)
 	if err != nil {
 		return store.Entry{}, fmt.Errorf("postgres: put %s: %w", kind, err)
 	}
@@ -65,19 +65,51 @@ func (s *Store) Entries(ctx context.Context, kind store.Kind) ([]store.Entry, er
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT key, registration, canonical, digest, revision, updated_at FROM `+t+` ORDER BY key`)
+	return s.listEntries(ctx, kind, `SELECT `+entryColumns+` FROM `+t+` ORDER BY key`)
+}
+
+// entryColumns are an entry's columns, as listEntries scans them.
+const entryColumns = `key, registration, canonical, digest, coalesce(match_key, ''), revision, updated_at`
+
+func (s *Store) listEntries(ctx context.Context, kind store.Kind, sql string, args ...any) ([]store.Entry, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list %s: %w", kind, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Entry, error) {
 		var e store.Entry
-		err := r.Scan(&e.Key, &e.Registration, &e.Canonical, &e.Digest, &e.Revision, &e.UpdatedAt)
+		err := r.Scan(&e.Key, &e.Registration, &e.Canonical, &e.Digest, &e.MatchKey, &e.Revision, &e.UpdatedAt)
 		return e, err
 	})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("postgres: list %s: %w", kind, err)
 	}
 	return out, nil
+}
+
+// EntriesMatching implements store.Entries.
+func (s *Store) EntriesMatching(ctx context.Context, kind store.Kind, matchKey string) ([]store.Entry, error) {
+	t, err := entryTable(kind)
+	if err != nil {
+		return nil, err
+	}
+	return s.listEntries(ctx, kind, `SELECT `+entryColumns+` FROM `+t+` WHERE match_key = $1 OR match_key IS NULL ORDER BY key`, matchKey)
+}
+
+// SetMatchKey implements store.Entries.
+func (s *Store) SetMatchKey(ctx context.Context, kind store.Kind, key, matchKey string) error {
+	t, err := entryTable(kind)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE `+t+` SET match_key = NULLIF($2, '') WHERE key = $1`, key, matchKey)
+	if err != nil {
+		return fmt.Errorf("postgres: set match key %s: %w", kind, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
 }
 
 // GetEntry implements store.Entries.
@@ -87,8 +119,8 @@ func (s *Store) GetEntry(ctx context.Context, kind store.Kind, key string) (stor
 		return store.Entry{}, err
 	}
 	e := store.Entry{Key: key}
-	err = s.pool.QueryRow(ctx, `SELECT registration, canonical, digest, revision, updated_at FROM `+t+` WHERE key = $1`, key).
-		Scan(&e.Registration, &e.Canonical, &e.Digest, &e.Revision, &e.UpdatedAt)
+	err = s.pool.QueryRow(ctx, `SELECT registration, canonical, digest, coalesce(match_key, ''), revision, updated_at FROM `+t+` WHERE key = $1`, key).
+		Scan(&e.Registration, &e.Canonical, &e.Digest, &e.MatchKey, &e.Revision, &e.UpdatedAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Entry{}, store.ErrNotFound

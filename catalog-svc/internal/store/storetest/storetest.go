@@ -47,6 +47,7 @@ func Run(t *testing.T, newStores func(t *testing.T) (s, replica store.Store)) {
 		{"WatchStopsWithContext", testWatchStops},
 		{"EntriesPutReplaceDelete", testEntries},
 		{"EntriesKindsApart", testEntriesKinds},
+		{"EntriesMatchKeys", testEntriesMatchKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -602,5 +603,62 @@ func testEntriesKinds(t *testing.T, s, _ store.Store) {
 	}
 	if err := e.DeleteEntry(ctx, store.KindResource, "files.read"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a tool deleted as a resource: %v", err)
+	}
+}
+
+// testEntriesMatchKeys: an entry is found by its match key, and every one
+// stored without a key is returned with them (the caller checks those);
+// a replacement carries its own key; SetMatchKey keys an entry without a
+// new revision and names one that is not there.
+func testEntriesMatchKeys(t *testing.T, s, _ store.Store) {
+	e := entries(t, s)
+	ctx := context.Background()
+	put := func(key, matchKey string) {
+		t.Helper()
+		en := entry(key, `{"uri":"`+key+`"}`)
+		en.MatchKey = matchKey
+		if _, err := e.PutEntry(ctx, store.KindResource, en); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func(es []store.Entry, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range es {
+			out = append(out, x.Key+"="+x.MatchKey)
+		}
+		return strings.Join(out, " ")
+	}
+	put("test://a/x", "k1")
+	put("test://a/X", "k1")
+	put("test://b", "k2")
+	put("test://old", "")
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, "k1")); got != "test://a/X=k1 test://a/x=k1 test://old=" {
+		t.Errorf("EntriesMatching(k1) = %s, want both keyed k1 and the unkeyed one, in byte order", got)
+	}
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, "k3")); got != "test://old=" {
+		t.Errorf("EntriesMatching(k3) = %s, want the unkeyed one", got)
+	}
+	put("test://b", "k3")
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, "k3")); got != "test://b=k3 test://old=" {
+		t.Errorf("after the replacement, EntriesMatching(k3) = %s", got)
+	}
+	if err := e.SetMatchKey(ctx, store.KindResource, "test://old", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := e.GetEntry(ctx, store.KindResource, "test://old"); err != nil || g.MatchKey != "k1" || g.Revision != 1 {
+		t.Errorf("after SetMatchKey: %+v, %v; want key k1 at revision 1", g, err)
+	}
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, "k3")); got != "test://b=k3" {
+		t.Errorf("with every entry keyed, EntriesMatching(k3) = %s", got)
+	}
+	if err := e.SetMatchKey(ctx, store.KindResource, "test://none", "k1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetMatchKey of no entry: %v, want ErrNotFound", err)
+	}
+	if got := keys(e.EntriesMatching(ctx, store.KindPrompt, "k1")); got != "" {
+		t.Errorf("prompts matching k1: %s, want none", got)
 	}
 }
