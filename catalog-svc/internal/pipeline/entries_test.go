@@ -39,7 +39,7 @@ func TestPromptsAndResources(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, u := range []string{"test://static-text", "test://template/{id}/data", "test://{host}/h"} {
+		for _, u := range []string{"test://static-text", "test://template/{id}/data", "test://{host}/h", "file:///srv/{name}"} {
 			if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: u, Name: "r", Handler: target}); err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func TestPromptsAndResources(t *testing.T) {
 		k := newKernelWith(t, h, cat)
 		rpc := server.NewRuntimeServer(k)
 		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "pr", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
-		if err != nil || len(granted.GetPrompts()) != 4 || len(granted.GetResources()) != 3 {
+		if err != nil || len(granted.GetPrompts()) != 4 || len(granted.GetResources()) != 4 {
 			t.Fatalf("GrantTurn: %v, %v", granted, err)
 		}
 		n := 0
@@ -90,7 +90,7 @@ func TestPromptsAndResources(t *testing.T) {
 
 		// A URI registered on its own after the turn opened (or hidden from
 		// it) is not read through a template it also matches.
-		for _, u := range []string{"test://template/hidden/data", "test://template/caf%C3%A9!/data", "test://internal/h", "test://xn--caf-dma/h", "test://template/a%2Bb/data"} {
+		for _, u := range []string{"test://template/hidden/data", "test://template/caf%C3%A9!/data", "test://internal/h", "test://xn--caf-dma/h", "test://template/a%2Bb/data", "file://localhost/srv/hidden"} {
 			if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: u, Name: "s", Handler: target}); err != nil {
 				t.Fatal(err)
 			}
@@ -107,13 +107,13 @@ func TestPromptsAndResources(t *testing.T) {
 			{resource, "test://template/..%2Fhidden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			// ... nor in any other spelling a reader may take for it:
 			// non-ASCII raw or decomposed, an escaped sub-delim, the host's
-			// case, userinfo, a trailing dot (found by review).
+			// case, a trailing dot, file://localhost (found by review).
 			{resource, "test://template/cafe\u0301%21/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
 			{resource, "test://template/caf%c3%a9%21/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
 			{resource, "test://INTERNAL/h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
-			{resource, "test://user@internal/h", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
+			{resource, "file:///srv/hidden", ``, denied, outcome.ToolUnavailable, `is registered as "file://localhost/srv/hidden"`},
 			{resource, "test://template/caf%65%CC%81!/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
-			{resource, "test://CAF%C3%89/h", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
+			{resource, "test://CAF%C3%89/h", ``, denied, outcome.ToolUnavailable, `is registered as "test://xn--caf-dma/h"`},
 			{resource, "test://template/hid\tden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			// A provider's own spelling (Python's quote) is registered as it is.
 			{resource, "test://template/a+b/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/a%2Bb/data"`},

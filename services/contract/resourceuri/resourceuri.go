@@ -28,10 +28,11 @@ func IsTemplate(uri string) bool { return Var.MatchString(uri) }
 // or '#' that is no dot-segment and holds no separator or NUL once
 // percent-decoded ("..", "%2e%2e", "a%2Fb", "a%5cb"), and no character
 // that may not stand in a URI (a space, a tab: readers drop some); in the
-// authority, ASCII letters, digits, '.', '-' and '_' only, an IPv4
-// address only dotted-decimal ("127.1" is 127.0.0.1 to a WHATWG parser);
-// in the query, no '&', ';', '=' or '+' (another parameter): a provider
-// that decodes or normalises the URI would read outside the template. ok
+// authority of an http, https, ws, wss, ftp or file URI, ASCII letters,
+// digits, '.', '-' and '_' only, an IPv4 address only dotted-decimal
+// ("127.1" is 127.0.0.1 to a WHATWG parser); in the query, no '&' or ';'
+// (another parameter): a provider that decodes or normalises the URI
+// would read outside the template. ok
 // is false when none does (or uri has a brace: a template is not a
 // resource).
 func Match(registered []string, uri string) (string, bool) {
@@ -79,12 +80,12 @@ func matches(tmpl, uri string) bool {
 			return false
 		}
 		switch places[i] {
-		case inAuthority:
+		case inHost:
 			if strings.IndexFunc(v, func(r rune) bool { return !hostChar(r) }) >= 0 || !dottedDecimal(hostOf(uri)) {
 				return false
 			}
 		case inQuery:
-			if strings.ContainsAny(v, "&;=+") {
+			if strings.ContainsAny(v, "&;") {
 				return false
 			}
 		}
@@ -92,13 +93,22 @@ func matches(tmpl, uri string) bool {
 	return true
 }
 
-// placeOf is the part of a URI a template expression after before is in.
+// placeOf is the part of a URI a template expression after before is in:
+// inHost for the authority of a scheme a WHATWG parser reads hosts of
+// (special: http, https, ws, wss, ftp, file; another scheme's authority
+// is an opaque name, "users://{id}/profile"), inQuery, else inPath (a
+// fragment too: Key leaves it out).
 func placeOf(before string) part {
-	i := strings.Index(before, "://")
-	switch {
-	case i >= 0 && !strings.ContainsAny(before[i+3:], "/?#"):
-		return inAuthority
-	case strings.Contains(before, "?"):
+	if scheme, rest, ok := cutScheme(before); ok && strings.HasPrefix(rest, "//") && !strings.ContainsAny(rest[2:], "/?#") {
+		if special(strings.ToLower(scheme)) {
+			return inHost
+		}
+		return inPath
+	}
+	switch i, j := strings.IndexByte(before, '?'), strings.IndexByte(before, '#'); {
+	case j >= 0:
+		return inPath
+	case i >= 0:
 		return inQuery
 	}
 	return inPath
@@ -202,22 +212,101 @@ func Key(uri string) string {
 		}
 		return r
 	}
-	var b strings.Builder
-	b.WriteString(strings.ToLower(scheme) + ":")
+	scheme = strings.ToLower(scheme)
+	// A reader fetches no fragment: with one or without, one resource.
+	if i := strings.IndexByte(rest, '#'); i >= 0 {
+		rest = rest[:i]
+	}
+	auth, hasAuthority := "", false
 	if after, ok := strings.CutPrefix(rest, "//"); ok {
 		end := len(after)
-		if i := strings.IndexAny(after, "/?#"); i >= 0 {
+		if i := strings.IndexAny(after, "/?"); i >= 0 {
 			end = i
 		}
-		b.WriteString("//" + authority(after[:end], strings.ToLower(scheme)))
-		rest = after[end:]
+		auth, hasAuthority, rest = authority(after[:end], scheme), true, after[end:]
 	}
-	path, tail := rest, ""
-	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		path, tail = rest[:i], rest[i:]
+	path, query := rest, ""
+	if i := strings.IndexByte(rest, '?'); i >= 0 {
+		path, query = rest[:i], rest[i:]
 	}
-	b.WriteString(escapes(path, inPath))
-	b.WriteString(escapes(tail, inQuery))
+	path = escapes(path, inPath)
+	if strings.HasPrefix(path, "/") {
+		path = removeDotSegments(path)
+	}
+	if special(scheme) {
+		if hasAuthority && path == "" {
+			path = "/" // http://h is http://h/
+		}
+		if scheme == "file" {
+			// file:/x, file://localhost/x and file:///x are one file, and
+			// on a file system that ignores case so are /X and /x.
+			if !hasAuthority && strings.HasPrefix(path, "/") || hasAuthority && auth == "localhost" {
+				auth, hasAuthority = "", true
+			}
+			path = escapes(strings.ToLower(decodeNonASCII(path)), inPath)
+		}
+	}
+	var b strings.Builder
+	b.WriteString(scheme + ":")
+	if hasAuthority {
+		b.WriteString("//" + auth)
+	}
+	b.WriteString(path)
+	// '+' is a space to a form decoder.
+	b.WriteString(strings.ReplaceAll(escapes(query, inQuery), "+", "%20"))
+	return b.String()
+}
+
+// special reports whether a WHATWG URL parser reads URIs of scheme by its
+// own rules (hosts, an empty path as "/", default ports).
+func special(scheme string) bool {
+	switch scheme {
+	case "http", "https", "ws", "wss", "ftp", "file":
+		return true
+	}
+	return false
+}
+
+// removeDotSegments is path without its "." and ".." segments (RFC 3986,
+// 5.2.4), as a reader resolves them.
+func removeDotSegments(path string) string {
+	var out []string
+	segs := strings.Split(path, "/")[1:]
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch seg {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+// decodeNonASCII is s with its escaped non-ASCII bytes decoded (escapes
+// encodes them again).
+func decodeNonASCII(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			if d, _ := hex.DecodeString(s[i+1 : i+3]); d[0] >= utf8.RuneSelf {
+				b.WriteByte(d[0])
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
 	return b.String()
 }
 
@@ -236,7 +325,7 @@ func cutScheme(uri string) (scheme, rest string, ok bool) {
 }
 
 // defaultPorts are the ports a scheme's URIs leave out.
-var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443"}
+var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443", "ftp": "21"}
 
 // authority is a as in a Key. One with a template
 // expression keeps its port and dots: only its case and escapes are
@@ -326,6 +415,7 @@ const (
 	inQuery                 // also '/' and '?', but not '&', '=', '+' or ';'
 	inAuthority             // unreserved and sub-delims
 	inRelative              // a URI with no scheme: as inPath but ':' (which would make one)
+	inHost                  // (Match only) a special scheme's authority
 )
 
 // plain reports whether c, escaped in p, is written as it is.

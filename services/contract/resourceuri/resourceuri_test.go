@@ -9,7 +9,7 @@ import (
 // TestMatch: a concrete URI reads the registration with exactly
 // its URI, else a template whose {var} each stand for one segment.
 func TestMatch(t *testing.T) {
-	pinned := []string{"test://static-text", "test://template/{id}/data", "test://a/{x}.{y}", "test://{host}/{x}", "test://q/api?id={id}"}
+	pinned := []string{"test://static-text", "test://template/{id}/data", "test://a/{x}.{y}", "http://{host}/{x}", "test://q/api?id={id}", "users://{id}/profile", "test://x/doc#{f}"}
 	for uri, want := range map[string]string{
 		"test://static-text":        "test://static-text",
 		"test://template/123/data":  "test://template/{id}/data",
@@ -31,27 +31,35 @@ func TestMatch(t *testing.T) {
 		"test://template/a%20b/data":       "test://template/{id}/data",
 		"test://template/file%2etxt/data":  "test://template/{id}/data",
 		"test://template/.../data":         "test://template/{id}/data",
-		// No userinfo where a template has a host.
-		"test://u@internal/h": "",
-		"test://internal/u@h": "test://{host}/{x}",
-		"test://internal:1/h": "",
+		// No userinfo, port or other name than ASCII where an http
+		// template has a host.
+		"http://u@internal/h": "",
+		"http://internal/u@h": "http://{host}/{x}",
+		"http://internal:1/h": "",
 		// Characters a reader drops or trims (found by review).
 		"test://template/hid\tden/data": "",
 		"test://template/.\t./data":     "",
 		"test://template/secret /data":  "",
 		"test://template/a|b/data":      "",
 		// A host is ASCII, an IPv4 address dotted-decimal.
-		"test://\uff21_b/h":    "",
-		"test://a_b-c.d/h":     "test://{host}/{x}",
-		"test://2130706433/h":  "",
-		"test://127.1/h":       "",
-		"test://0x7f.0.0.1/h":  "",
-		"test://127.0.0.1/h":   "test://{host}/{x}",
-		"test://127.000.0.1/h": "",
+		"http://\uff21_b/h":    "",
+		"http://a_b-c.d/h":     "http://{host}/{x}",
+		"http://2130706433/h":  "",
+		"http://127.1/h":       "",
+		"http://0x7f.0.0.1/h":  "",
+		"http://127.0.0.1/h":   "http://{host}/{x}",
+		"http://127.000.0.1/h": "",
 		// No other parameter in a query's value.
 		"test://q/api?id=7":      "test://q/api?id={id}",
 		"test://q/api?id=7&id=8": "",
 		"test://q/api?id=7;x":    "",
+		"test://q/api?id=a+b":    "test://q/api?id={id}",
+		"test://q/api?id=YWJj==": "test://q/api?id={id}",
+		// Another scheme's authority is an opaque name.
+		"users://123/profile": "users://{id}/profile",
+		"users://2.0/profile": "users://{id}/profile",
+		"users://u@x/profile": "users://{id}/profile",
+		"test://x/doc#a=b":    "test://x/doc#{f}",
 	} {
 		got, ok := resourceuri.Match(pinned, uri)
 		if got != want || ok != (want != "") {
@@ -137,6 +145,22 @@ func TestKey(t *testing.T) {
 		"test://x/{v\u00e9}/%68":    "test://x/{v\u00e9}/h",
 		// Not absolute: only escapes.
 		"no-scheme/%68%21": "no-scheme/h!",
+		// What a WHATWG parser or a reader takes for the same resource
+		// (found by review): a fragment, an empty path, file:
+		// spellings, ftp's port, dot segments, '+' in a query.
+		"test://x/doc#a":                 "test://x/doc",
+		"http://internal":                "http://internal/",
+		"https://internal?q":             "https://internal/?q",
+		"test://internal":                "test://internal",
+		"file://localhost/srv/Secret":    "file:///srv/secret",
+		"file:/srv/secret":               "file:///srv/secret",
+		"file:srv/x":                     "file:srv/x",
+		"file:///srv/%C3%89t%C3%A9":      "file:///srv/%C3%A9t%C3%A9",
+		"ftp://files:21/x":               "ftp://files/x",
+		"http://internal/a/../secret":    "http://internal/secret",
+		"http://internal/a/./b/%2e%2e/c": "http://internal/a/c",
+		"test://x/a/..":                  "test://x/",
+		"test://x/s?q=a+b":               "test://x/s?q=a%20b",
 	} {
 		if got := resourceuri.Key(in); got != want {
 			t.Errorf("Key(%q) = %q, want %q", in, got, want)
@@ -150,7 +174,8 @@ func TestKey(t *testing.T) {
 // FuzzKey: a key is its own key.
 func FuzzKey(f *testing.F) {
 	for _, s := range []string{"TEST://U@H.:80/a%21%c3%a9?q=%26#f", "http://[::1]:/x", "x:%e2%82", "a://{h}/{v}%2f",
-		"test://template/caf%65%CC%81/data", "a%3D%CC%B8", "%%321", "http://CAF%C3%89:080/h", "x:/\u212a%E2%84%AA\u037e"} {
+		"test://template/caf%65%CC%81/data", "a%3D%CC%B8", "%%321", "http://CAF%C3%89:080/h", "x:/\u212a%E2%84%AA\u037e",
+		"FILE://LOCALHOST/A/../%C3%89#x", "http://h/a/%2E%2E/./b?c=d+e", "file:/\u0130"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, uri string) {
