@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -105,7 +106,18 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := s.putEntry(ctx, store.KindResource, reg.GetUri(), resourceuri.Key(reg.GetUri()), reg, pub.GetCanonicalJson())
+	if !template {
+		// One registration per resource: another spelling of a URI
+		// registered already would be a second door to it, which a
+		// policy hiding the first would leave open.
+		switch other, err := s.RegisteredResource(ctx, reg.GetUri()); {
+		case err == nil && other != reg.GetUri():
+			return nil, nil, invalid("uri", RuleURI, "%q names the resource registered as %q (the same to a reader: resourceuri.Key); register it by that URI", reg.GetUri(), other)
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return nil, nil, err
+		}
+	}
+	e, err := s.putEntry(ctx, store.KindResource, reg.GetUri(), matchKey(reg.GetUri()), reg, pub.GetCanonicalJson())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -469,20 +481,37 @@ func (s *Service) ResolvePrompt(ctx context.Context, name string) (*ResolvedEntr
 	return &ResolvedEntry{Prompt: r, Digest: e.Digest}, nil
 }
 
+// matchKeyScope begins every match key of this version of resourceuri.Key.
+var matchKeyScope = fmt.Sprintf("v%d:", resourceuri.KeyVersion)
+
+// matchKey is the match key stored with the resource uri.
+func matchKey(uri string) string { return matchKeyScope + resourceuri.Key(uri) }
+
+// keyVersion is the version a stored match key was written by; 0 for none.
+func keyVersion(mk string) int {
+	v, _, ok := strings.Cut(mk, ":")
+	n, err := strconv.Atoi(strings.TrimPrefix(v, "v"))
+	if !ok || !strings.HasPrefix(v, "v") || err != nil {
+		return 0
+	}
+	return n
+}
+
 // RegisteredResource returns the URI of a concrete resource registered
 // that a reader may take uri for (the same resourceuri.Key): uri itself,
 // or another spelling of it; ErrNotFound when there is none. The store
 // finds them by the key written with each (an index), and returns those
-// written without one too, whose keys are computed here.
+// written without one or by another version of Key too, whose keys are
+// computed here.
 func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, error) {
 	key := resourceuri.Key(uri)
-	es, err := s.store.EntriesMatching(ctx, store.KindResource, key)
+	es, err := s.store.EntriesMatching(ctx, store.KindResource, matchKeyScope, matchKeyScope+key)
 	if err != nil {
 		return "", fmt.Errorf("catalog: find resources: %w", err)
 	}
 	found := ""
 	for _, e := range es {
-		if resourceuri.IsTemplate(e.Key) || e.MatchKey == "" && resourceuri.Key(e.Key) != key {
+		if resourceuri.IsTemplate(e.Key) || !strings.HasPrefix(e.MatchKey, matchKeyScope) && resourceuri.Key(e.Key) != key {
 			continue
 		}
 		if e.Key == uri {
@@ -498,10 +527,11 @@ func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, e
 	return found, nil
 }
 
-// KeyResources writes the match key (resourceuri.Key) of every resource
-// registration stored without it, or with one computed otherwise (before
-// match keys, or by another version): RegisteredResource then finds them
-// by the index. A failure leaves them to be keyed at each read.
+// KeyResources writes this version's match key of every resource
+// registration stored without one or with an older version's: then
+// RegisteredResource finds them by the index. A newer version's key is
+// left as it is (a newer kernel keeps it; this one computes the key of
+// such a row at each read). A failure leaves them to be keyed at each read.
 func (s *Service) KeyResources(ctx context.Context) (int, error) {
 	es, err := s.store.Entries(ctx, store.KindResource)
 	if err != nil {
@@ -509,7 +539,7 @@ func (s *Service) KeyResources(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, e := range es {
-		if k := resourceuri.Key(e.Key); e.MatchKey != k {
+		if k := matchKey(e.Key); e.MatchKey != k && keyVersion(e.MatchKey) <= resourceuri.KeyVersion {
 			if err := s.store.SetMatchKey(ctx, store.KindResource, e.Key, k); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return n, fmt.Errorf("catalog: key resource %q: %w", e.Key, err)
 			}

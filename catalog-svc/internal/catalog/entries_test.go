@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -202,7 +203,10 @@ func TestListPromptsResources(t *testing.T) {
 // RegisteredResource finds a concrete resource by any spelling a reader
 // may take for its URI, through the key written with it; one stored
 // without a key (before match keys, or by an older kernel in a rolling
-// upgrade) is found too, and KeyResources keys it once.
+// upgrade) or with another version's key is found too (found by review:
+// an older version's key was trusted), and KeyResources keys it once —
+// never one of a newer version. A second spelling of a registered URI is
+// refused.
 func TestRegisteredResourceByKey(t *testing.T) {
 	st := memory.New()
 	svc := newService(t, st, nil)
@@ -212,25 +216,37 @@ func TestRegisteredResourceByKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// As an older kernel stores it: no match key.
-	if _, err := st.PutEntry(ctx, store.KindResource, store.Entry{Key: "test://t/caf%C3%A9", Registration: []byte("x"), Canonical: []byte("{}"), Digest: "d"}); err != nil {
-		t.Fatal(err)
+	// As older and newer kernels store them.
+	for key, mk := range map[string]string{"test://t/caf%C3%A9": "", "file://localhost/srv/hidden": "v0:file://localhost/srv/hidden", "test://t/n": "v9:whatever"} {
+		if _, err := st.PutEntry(ctx, store.KindResource, store.Entry{Key: key, Registration: []byte("x"), Canonical: []byte("{}"), Digest: "d", MatchKey: mk}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for read, want := range map[string]string{
 		"test://t/a+b": "test://t/a%2Bb", "test://T/a%2bb": "test://t/a%2Bb", "test://t/a%2Bb": "test://t/a%2Bb",
-		"test://t/cafe%CC%81": "test://t/caf%C3%A9", "test://t/7": "", "test://t/{id}": "",
+		"test://t/cafe%CC%81": "test://t/caf%C3%A9", "file:///srv/hidden": "file://localhost/srv/hidden", "TEST://t/n": "test://t/n",
+		"test://t/7": "", "test://t/{id}": "",
 	} {
 		got, err := svc.RegisteredResource(ctx, read)
 		if want == "" && !errors.Is(err, catalog.ErrNotFound) || want != "" && (err != nil || got != want) {
 			t.Errorf("RegisteredResource(%q) = %q, %v; want %q", read, got, err, want)
 		}
 	}
-	for round, want := range []int{1, 0} {
+	for round, want := range []int{2, 0} {
 		if n, err := svc.KeyResources(ctx); err != nil || n != want {
 			t.Errorf("KeyResources, round %d: %d, %v; want %d keyed", round, n, err, want)
 		}
 	}
-	if es, err := st.EntriesMatching(ctx, store.KindResource, resourceuri.Key("test://t/cafe%CC%81")); err != nil || len(es) != 1 || es[0].Key != "test://t/caf%C3%A9" {
-		t.Errorf("after KeyResources the unkeyed resource is found by its key alone: %+v, %v", es, err)
+	scope := fmt.Sprintf("v%d:", resourceuri.KeyVersion)
+	if es, err := st.EntriesMatching(ctx, store.KindResource, scope, scope+resourceuri.Key("test://t/cafe%CC%81")); err != nil || len(es) != 2 ||
+		es[0].Key != "test://t/caf%C3%A9" || es[1].Key != "test://t/n" {
+		t.Errorf("after KeyResources the unkeyed resource is found by its key, and only the newer one besides: %+v, %v", es, err)
+	}
+	var v *catalog.ValidationError
+	if _, _, err := svc.RegisterResource(ctx, resource("test://t/a+b")); !errors.As(err, &v) || v.Rule != catalog.RuleURI || !strings.Contains(err.Error(), "test://t/a%2Bb") {
+		t.Errorf("a second spelling of a registered URI: %v, want %s naming it", err, catalog.RuleURI)
+	}
+	if _, _, err := svc.RegisterResource(ctx, resource("test://t/a%2Bb")); err != nil {
+		t.Errorf("registering the URI again: %v", err)
 	}
 }

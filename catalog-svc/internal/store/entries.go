@@ -26,8 +26,9 @@ type Entry struct {
 	Canonical    []byte
 	Digest       string
 	// MatchKey is what the entry is found by besides its Key
-	// (EntriesMatching): for a resource, the resourceuri.Key of its URI.
-	// Empty: none (an entry written before match keys).
+	// (EntriesMatching): for a resource, "v<resourceuri.KeyVersion>:" and
+	// the resourceuri.Key of its URI. Empty: none (an entry written before
+	// match keys).
 	MatchKey string
 	// Revision and UpdatedAt are set by the store.
 	Revision  int64
@@ -48,9 +49,10 @@ type Entries interface {
 	// GetEntry returns (kind, key); ErrNotFound when there is none.
 	GetEntry(ctx context.Context, kind Kind, key string) (Entry, error)
 	// EntriesMatching returns every entry of kind whose MatchKey is
-	// matchKey and every one without a MatchKey (the caller checks those
-	// itself), by key in byte order.
-	EntriesMatching(ctx context.Context, kind Kind, matchKey string) ([]Entry, error)
+	// matchKey, which begins with scope, and every one whose MatchKey does
+	// not begin with scope (none, or another version's: the caller checks
+	// those itself), by key in byte order. scope is non-empty ASCII.
+	EntriesMatching(ctx context.Context, kind Kind, scope, matchKey string) ([]Entry, error)
 	// SetMatchKey sets the MatchKey of (kind, key) without a new revision;
 	// ErrNotFound when there is none.
 	SetMatchKey(ctx context.Context, kind Kind, key, matchKey string) error

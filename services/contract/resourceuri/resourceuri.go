@@ -187,6 +187,11 @@ func Normalize(uri string) string {
 	return b.String()
 }
 
+// KeyVersion is the version of Key's rules: it changes whenever Key's
+// result changes for some URI, so a key stored by another version is
+// known for one (and computed again) rather than trusted.
+const KeyVersion = 1
+
 // Key is what a read of uri is compared with the concrete registrations
 // by: equal for the spellings a reader may take for the same resource (RFC
 // 3986, 6.2.2; RFC 3987, 3.1; IDNA), so a URI registered on its own is

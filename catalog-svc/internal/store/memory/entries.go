@@ -83,12 +83,14 @@ func (s *Store) GetEntry(ctx context.Context, kind store.Kind, key string) (stor
 }
 
 // EntriesMatching implements store.Entries.
-func (s *Store) EntriesMatching(ctx context.Context, kind store.Kind, matchKey string) ([]store.Entry, error) {
+func (s *Store) EntriesMatching(ctx context.Context, kind store.Kind, scope, matchKey string) ([]store.Entry, error) {
 	all, err := s.Entries(ctx, kind)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(e store.Entry) bool { return e.MatchKey != matchKey && e.MatchKey != "" }), nil
+	return slices.DeleteFunc(all, func(e store.Entry) bool {
+		return e.MatchKey != matchKey && strings.HasPrefix(e.MatchKey, scope)
+	}), nil
 }
 
 // SetMatchKey implements store.Entries.

@@ -88,12 +88,19 @@ func (s *Store) listEntries(ctx context.Context, kind store.Kind, sql string, ar
 }
 
 // EntriesMatching implements store.Entries.
-func (s *Store) EntriesMatching(ctx context.Context, kind store.Kind, matchKey string) ([]store.Entry, error) {
+func (s *Store) EntriesMatching(ctx context.Context, kind store.Kind, scope, matchKey string) ([]store.Entry, error) {
 	t, err := entryTable(kind)
 	if err != nil {
 		return nil, err
 	}
-	return s.listEntries(ctx, kind, `SELECT `+entryColumns+` FROM `+t+` WHERE match_key = $1 OR match_key IS NULL ORDER BY key`, matchKey)
+	if scope == "" || scope[len(scope)-1] >= 0x7f {
+		return nil, fmt.Errorf("postgres: match key scope %q is not non-empty ASCII", scope)
+	}
+	// Outside scope: below it, or at or past the first string after every
+	// one that begins with it (byte order: COLLATE "C"), each an index range.
+	end := scope[:len(scope)-1] + string(scope[len(scope)-1]+1)
+	return s.listEntries(ctx, kind, `SELECT `+entryColumns+` FROM `+t+`
+WHERE match_key = $1 OR match_key IS NULL OR match_key < $2 OR match_key >= $3 ORDER BY key`, matchKey, scope, end)
 }
 
 // SetMatchKey implements store.Entries.

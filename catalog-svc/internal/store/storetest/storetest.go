@@ -607,9 +607,10 @@ func testEntriesKinds(t *testing.T, s, _ store.Store) {
 }
 
 // testEntriesMatchKeys: an entry is found by its match key, and every one
-// stored without a key is returned with them (the caller checks those);
-// a replacement carries its own key; SetMatchKey keys an entry without a
-// new revision and names one that is not there.
+// stored without a key or with another scope's (version's) is returned
+// with them (the caller checks those); a replacement carries its own key;
+// SetMatchKey keys an entry without a new revision and names one that is
+// not there.
 func testEntriesMatchKeys(t *testing.T, s, _ store.Store) {
 	e := entries(t, s)
 	ctx := context.Background()
@@ -632,33 +633,38 @@ func testEntriesMatchKeys(t *testing.T, s, _ store.Store) {
 		}
 		return strings.Join(out, " ")
 	}
-	put("test://a/x", "k1")
-	put("test://a/X", "k1")
-	put("test://b", "k2")
+	const v = "v1:"
+	put("test://a/x", v+"k1")
+	put("test://a/X", v+"k1")
+	put("test://b", v+"k2")
 	put("test://old", "")
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, "k1")); got != "test://a/X=k1 test://a/x=k1 test://old=" {
-		t.Errorf("EntriesMatching(k1) = %s, want both keyed k1 and the unkeyed one, in byte order", got)
+	put("test://older", "v0:k1")
+	put("test://newer", "v2:k9")
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k1")); got != "test://a/X=v1:k1 test://a/x=v1:k1 test://newer=v2:k9 test://old= test://older=v0:k1" {
+		t.Errorf("EntriesMatching(k1) = %s, want both keyed k1 and those of no or another version, in byte order", got)
 	}
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, "k3")); got != "test://old=" {
-		t.Errorf("EntriesMatching(k3) = %s, want the unkeyed one", got)
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k3")); got != "test://newer=v2:k9 test://old= test://older=v0:k1" {
+		t.Errorf("EntriesMatching(k3) = %s, want those of no or another version", got)
 	}
-	put("test://b", "k3")
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, "k3")); got != "test://b=k3 test://old=" {
+	put("test://b", v+"k3")
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k3")); got != "test://b=v1:k3 test://newer=v2:k9 test://old= test://older=v0:k1" {
 		t.Errorf("after the replacement, EntriesMatching(k3) = %s", got)
 	}
-	if err := e.SetMatchKey(ctx, store.KindResource, "test://old", "k1"); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"test://old", "test://older", "test://newer"} {
+		if err := e.SetMatchKey(ctx, store.KindResource, k, v+"k1"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if g, err := e.GetEntry(ctx, store.KindResource, "test://old"); err != nil || g.MatchKey != "k1" || g.Revision != 1 {
-		t.Errorf("after SetMatchKey: %+v, %v; want key k1 at revision 1", g, err)
+	if g, err := e.GetEntry(ctx, store.KindResource, "test://old"); err != nil || g.MatchKey != v+"k1" || g.Revision != 1 {
+		t.Errorf("after SetMatchKey: %+v, %v; want key v1:k1 at revision 1", g, err)
 	}
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, "k3")); got != "test://b=k3" {
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k3")); got != "test://b=v1:k3" {
 		t.Errorf("with every entry keyed, EntriesMatching(k3) = %s", got)
 	}
-	if err := e.SetMatchKey(ctx, store.KindResource, "test://none", "k1"); !errors.Is(err, store.ErrNotFound) {
+	if err := e.SetMatchKey(ctx, store.KindResource, "test://none", v+"k1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("SetMatchKey of no entry: %v, want ErrNotFound", err)
 	}
-	if got := keys(e.EntriesMatching(ctx, store.KindPrompt, "k1")); got != "" {
+	if got := keys(e.EntriesMatching(ctx, store.KindPrompt, v, v+"k1")); got != "" {
 		t.Errorf("prompts matching k1: %s, want none", got)
 	}
 }
