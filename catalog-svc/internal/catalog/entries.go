@@ -107,12 +107,21 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 		return nil, nil, err
 	}
 	if !template {
-		// One registration per resource: another spelling of a URI
-		// registered already would be a second door to it, which a
-		// policy hiding the first would leave open.
+		// One registration per resource: another source's spelling of a
+		// URI registered already would be a second door to it, which a
+		// policy hiding the first would leave open. The same source may
+		// respell it (an upstream whose listing changed: the old spelling
+		// is withdrawn after).
 		switch other, err := s.RegisteredResource(ctx, reg.GetUri()); {
 		case err == nil && other != reg.GetUri():
-			return nil, nil, invalid("uri", RuleURI, "%q names the resource registered as %q (the same to a reader: resourceuri.Key); register it by that URI", reg.GetUri(), other)
+			o, err := s.ResolveResource(ctx, other)
+			switch {
+			case err != nil && !errors.Is(err, ErrNotFound):
+				return nil, nil, err
+			case err == nil && (reg.GetMetadata().GetSource() == "" || o.Resource.GetMetadata().GetSource() != reg.GetMetadata().GetSource()):
+				return nil, nil, invalid("uri", RuleURI, "%q names the resource registered as %q by %q (the same to a reader: resourceuri.Key); register it by that URI",
+					reg.GetUri(), other, o.Resource.GetMetadata().GetSource())
+			}
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return nil, nil, err
 		}
@@ -487,15 +496,21 @@ var matchKeyScope = fmt.Sprintf("v%d:", resourceuri.KeyVersion)
 // matchKey is the match key stored with the resource uri.
 func matchKey(uri string) string { return matchKeyScope + resourceuri.Key(uri) }
 
-// keyVersion is the version a stored match key was written by; 0 for none.
+// keyVersion is the version a stored match key was written by ("v1:…");
+// 0 for none or a key of another form.
 func keyVersion(mk string) int {
-	v, _, ok := strings.Cut(mk, ":")
-	n, err := strconv.Atoi(strings.TrimPrefix(v, "v"))
-	if !ok || !strings.HasPrefix(v, "v") || err != nil {
+	m := keyVersionPrefix.FindStringSubmatch(mk)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
 		return 0
 	}
 	return n
 }
+
+var keyVersionPrefix = regexp.MustCompile(`^v([1-9][0-9]{0,8}):`)
 
 // RegisteredResource returns the URI of a concrete resource registered
 // that a reader may take uri for (the same resourceuri.Key): uri itself,

@@ -217,7 +217,7 @@ func TestRegisteredResourceByKey(t *testing.T) {
 		}
 	}
 	// As older and newer kernels store them.
-	for key, mk := range map[string]string{"test://t/caf%C3%A9": "", "file://localhost/srv/hidden": "v0:file://localhost/srv/hidden", "test://t/n": "v9:whatever"} {
+	for key, mk := range map[string]string{"test://t/caf%C3%A9": "", "file://localhost/srv/hidden": "v0:file://localhost/srv/hidden", "test://t/n": "v9:whatever", "test://t/p": "v+2:whatever"} {
 		if _, err := st.PutEntry(ctx, store.KindResource, store.Entry{Key: key, Registration: []byte("x"), Canonical: []byte("{}"), Digest: "d", MatchKey: mk}); err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +232,7 @@ func TestRegisteredResourceByKey(t *testing.T) {
 			t.Errorf("RegisteredResource(%q) = %q, %v; want %q", read, got, err, want)
 		}
 	}
-	for round, want := range []int{2, 0} {
+	for round, want := range []int{3, 0} { // no key, v0, and v+2 (no version)
 		if n, err := svc.KeyResources(ctx); err != nil || n != want {
 			t.Errorf("KeyResources, round %d: %d, %v; want %d keyed", round, n, err, want)
 		}
@@ -243,10 +243,16 @@ func TestRegisteredResourceByKey(t *testing.T) {
 		t.Errorf("after KeyResources the unkeyed resource is found by its key, and only the newer one besides: %+v, %v", es, err)
 	}
 	var v *catalog.ValidationError
-	if _, _, err := svc.RegisterResource(ctx, resource("test://t/a+b")); !errors.As(err, &v) || v.Rule != catalog.RuleURI || !strings.Contains(err.Error(), "test://t/a%2Bb") {
-		t.Errorf("a second spelling of a registered URI: %v, want %s naming it", err, catalog.RuleURI)
+	alias := resource("test://t/a+b")
+	alias.Metadata.Source = "upstream:elsewhere"
+	if _, _, err := svc.RegisterResource(ctx, alias); !errors.As(err, &v) || v.Rule != catalog.RuleURI || !strings.Contains(err.Error(), "test://t/a%2Bb") {
+		t.Errorf("another source's spelling of a registered URI: %v, want %s naming it", err, catalog.RuleURI)
 	}
 	if _, _, err := svc.RegisterResource(ctx, resource("test://t/a%2Bb")); err != nil {
 		t.Errorf("registering the URI again: %v", err)
+	}
+	// The same source respells it (an upstream whose listing changed).
+	if _, _, err := svc.RegisterResource(ctx, resource("test://t/a+b")); err != nil {
+		t.Errorf("the same source's new spelling: %v", err)
 	}
 }
