@@ -417,42 +417,9 @@ func (p *Provider) write(args []byte) (string, error) {
 	if t.rel == "." {
 		return "", fmt.Errorf("is a directory: %s", t.display)
 	}
-	// No O_TRUNC at open: the file is checked first (fstat of what was
-	// opened). O_NONBLOCK refuses a FIFO without a reader (ENXIO) instead of
-	// blocking the call.
-	f, err := p.openBeneath(t.rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	n, err := p.replace(t, *a.Content)
 	if err != nil {
-		switch {
-		case errors.Is(err, syscall.EISDIR):
-			return "", fmt.Errorf("is a directory: %s", t.display)
-		case errors.Is(err, syscall.ENXIO):
-			return "", fmt.Errorf("not a regular file: %s", t.display)
-		}
-		return "", describe(t.display, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", describe(t.display, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("not a regular file: %s", t.display)
-	}
-	if hardLinked(fi) {
-		// Another name of the same file may lie where the policy would
-		// never allow a write.
-		return "", fmt.Errorf("refused: %s has other hard links; it is not written", t.display)
-	}
-	if err := f.Truncate(0); err != nil {
-		return "", fmt.Errorf("write failed: %s", t.display)
-	}
-	n, werr := f.WriteString(*a.Content)
-	if werr == nil {
-		werr = f.Sync() // "wrote n bytes" means on disk
-	}
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		return "", fmt.Errorf("write failed: %s", t.display)
+		return "", err
 	}
 	return fmt.Sprintf("wrote %d bytes to %s", n, t.display), nil
 }

@@ -1,8 +1,12 @@
 package files
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
+	"path"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -122,4 +126,81 @@ func (p *Provider) opensBeneath() bool {
 	}
 	_ = unix.Close(fd)
 	return true
+}
+
+// replace writes content to t as a new file in t's directory, renamed over
+// the old one: a reader sees the old content or the new, never a part, and
+// a crash leaves one of the two (the file is synced before the rename, the
+// directory after). The directory is opened beneath the root refusing a
+// link on every component (openBeneath). The target, when there is one,
+// must be a regular file with one name (another may lie where the policy
+// would never allow a write), and the new file takes its permissions and,
+// where this process may, its owner.
+func (p *Provider) replace(t target, content string) (int, error) {
+	dirRel, name := path.Split(t.rel)
+	if dirRel = strings.TrimSuffix(dirRel, "/"); dirRel == "" {
+		dirRel = "."
+	}
+	d, err := p.openBeneath(dirRel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return 0, describe(t.display, err)
+	}
+	defer d.Close()
+	dir := int(d.Fd())
+	mode, owner := uint32(0o644), (*unix.Stat_t)(nil)
+	var st unix.Stat_t
+	switch err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == nil:
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+		case unix.S_IFDIR:
+			return 0, fmt.Errorf("is a directory: %s", t.display)
+		case unix.S_IFLNK:
+			return 0, describe(t.display, unix.ELOOP)
+		default:
+			return 0, fmt.Errorf("not a regular file: %s", t.display)
+		}
+		if st.Nlink > 1 {
+			return 0, fmt.Errorf("refused: %s has other hard links; it is not written", t.display)
+		}
+		mode, owner = st.Mode&0o777, &st
+	case !errors.Is(err, unix.ENOENT):
+		return 0, describe(t.display, err)
+	}
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	tmp := ".sharedos-write-" + hex.EncodeToString(r[:]) + ".tmp"
+	fd, err := openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		return 0, describe(t.display, err)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = unix.Unlinkat(dir, tmp, 0)
+		}
+	}()
+	if owner != nil {
+		_ = f.Chown(int(owner.Uid), int(owner.Gid)) // only a privileged process may
+	}
+	werr := unix.Fchmod(fd, mode) // the mode as it was, not as the umask left it
+	n := 0
+	if werr == nil {
+		n, werr = f.WriteString(content)
+	}
+	if werr == nil {
+		werr = f.Sync() // "wrote n bytes" means on disk
+	}
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return 0, fmt.Errorf("write failed: %s", t.display)
+	}
+	if err := unix.Renameat(dir, tmp, dir, name); err != nil {
+		return 0, fmt.Errorf("write failed: %s", t.display)
+	}
+	renamed = true
+	if err := d.Sync(); err != nil {
+		return 0, fmt.Errorf("write failed: %s (written, not yet on disk)", t.display)
+	}
+	return n, nil
 }

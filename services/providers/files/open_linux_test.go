@@ -2,6 +2,7 @@ package files
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,10 +119,10 @@ func linkTree(t *testing.T, links map[string]string) string {
 	return root
 }
 
-// A file another process holds a lease on answers every non-blocking open
-// with EAGAIN for as long as the lease lasts (45 s by default): the open
-// fails after a few tries instead of spinning on a core all that time
-// (found by review).
+// A file another process holds a write lease on answers every
+// non-blocking open with EAGAIN for as long as the lease lasts (45 s by
+// default): the open fails after a few tries instead of spinning on a core
+// all that time (found by review).
 func TestLeasedFileFailsTheOpen(t *testing.T) {
 	root := linkTree(t, nil)
 	p, err := New(root)
@@ -129,23 +130,26 @@ func TestLeasedFileFailsTheOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	holder, err := os.Open(filepath.Join(root, "public/a.txt"))
+	holder, err := os.OpenFile(filepath.Join(root, "public/a.txt"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	if _, err := unix.FcntlInt(holder.Fd(), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
-		t.Fatalf("taking a read lease (this filesystem must support leases): %v", err)
+	if _, err := unix.FcntlInt(holder.Fd(), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		t.Fatalf("taking a write lease (this filesystem must support leases): %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := p.write([]byte(`{"path":"/public/a.txt","content":"x"}`)); done <- err }()
+	go func() { _, err := p.read([]byte(`{"path":"/public/a.txt"}`)); done <- err }()
 	select {
 	case err := <-done:
 		if err == nil {
-			t.Fatal("a write opened a leased file")
+			t.Fatal("a read opened a leased file")
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the open of a leased file still spinning after 10 s")
+	}
+	if _, err := unix.FcntlInt(holder.Fd(), unix.F_SETLEASE, unix.F_UNLCK); err != nil {
+		t.Fatal(err)
 	}
 	// Where openat2 cannot be used (a seccomp profile answering EPERM), the
 	// provider opens through os.Root instead: a plain read still works.
@@ -218,5 +222,61 @@ func TestOpenNoFollowLeaksNoDescriptor(t *testing.T) {
 	}
 	if after := fds(); after > before {
 		t.Errorf("%d descriptors open after 300 opens, %d before", after, before)
+	}
+}
+
+// A write replaces the file whole: a read meanwhile sees the old content
+// or the new, never an empty or partial file (found by review: the file
+// was truncated, then written). The file keeps its permissions, and no
+// temporary file is left behind.
+func TestWriteReplacesWhole(t *testing.T) {
+	root := linkTree(t, nil)
+	p, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	name := filepath.Join(root, "public/a.txt")
+	if err := os.Chmod(name, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const size = 256 << 10
+	contents := []string{strings.Repeat("A", size), strings.Repeat("B", size)}
+	if _, err := p.write([]byte(`{"path":"/public/a.txt","content":"` + contents[0] + `"}`)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	seen := make(chan string, 1)
+	go func() {
+		defer close(seen)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			text, err := p.read([]byte(`{"path":"/public/a.txt"}`))
+			if err != nil || text != contents[0] && text != contents[1] {
+				seen <- fmt.Sprintf("%d bytes, %v", len(text), err)
+				return
+			}
+		}
+	}()
+	for i := range 40 {
+		if _, err := p.write([]byte(`{"path":"/public/a.txt","content":"` + contents[i%2] + `"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if bad, ok := <-seen; ok {
+		t.Errorf("a read during writes saw %s, want the old or the new content whole", bad)
+	}
+	fi, err := os.Stat(name)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("after the writes: %v, %v; want mode 0600 kept", fi.Mode(), err)
+	}
+	entries, err := os.ReadDir(filepath.Dir(name))
+	if err != nil || len(entries) != 1 {
+		t.Errorf("the directory holds %v (%v), want a.txt alone", entries, err)
 	}
 }
