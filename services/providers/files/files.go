@@ -41,6 +41,10 @@ const (
 	maxLineBytes       = 512
 )
 
+// tempPrefix begins the name of the file a write fills before renaming
+// it over its target: no tool reads, lists or writes such a name.
+const tempPrefix = ".sharedos-write-"
+
 // Provider serves the files tools over one root directory.
 type Provider struct {
 	sharedosv1.UnimplementedToolHandlerServiceServer
@@ -164,6 +168,11 @@ func (p *Provider) resolve(field, raw string, mustExist, opened bool) (target, e
 	t := target{display: clean, rel: "."}
 	if clean != "/" {
 		t.rel = clean[1:]
+	}
+	if strings.HasPrefix(path.Base(clean), tempPrefix) {
+		// A write under way (or one a crash cut short): the new content
+		// of a file the policy judged by its own name.
+		return t, fmt.Errorf("refused: %s is a name the files provider keeps for its writes", clean)
 	}
 	if opened && p.linkProofOpen {
 		// The caller's openBeneath refuses a symlink anywhere on the path
@@ -328,7 +337,7 @@ func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		if !d.Type().IsRegular() {
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tempPrefix) {
 			return nil
 		}
 		found, err := p.searchFile(name, *a.Query, limit-len(matches))

@@ -132,10 +132,14 @@ func (p *Provider) opensBeneath() bool {
 // the old one: a reader sees the old content or the new, never a part, and
 // a crash leaves one of the two (the file is synced before the rename, the
 // directory after). The directory is opened beneath the root refusing a
-// link on every component (openBeneath). The target, when there is one,
-// must be a regular file with one name (another may lie where the policy
-// would never allow a write), and the new file takes its permissions and,
-// where this process may, its owner.
+// link on every component (openBeneath). The old file, when there is one,
+// is opened for writing first — so this process writes only what it may
+// write (the rename alone needs the directory only), a FIFO or a link is
+// refused, and a lease holder is told — and must be a regular file with
+// one name (another may lie where the policy would never allow a write).
+// The new file takes its permissions (without set-id bits) and owner; where
+// the owner cannot be kept (another user's file, this process not root),
+// or the directory takes no new file, the old file is written in place.
 func (p *Provider) replace(t target, content string) (int, error) {
 	dirRel, name := path.Split(t.rel)
 	if dirRel = strings.TrimSuffix(dirRel, "/"); dirRel == "" {
@@ -147,60 +151,108 @@ func (p *Provider) replace(t target, content string) (int, error) {
 	}
 	defer d.Close()
 	dir := int(d.Fd())
-	mode, owner := uint32(0o644), (*unix.Stat_t)(nil)
+	var old *os.File
 	var st unix.Stat_t
-	switch err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	switch fd, err := openat(dir, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0); {
 	case err == nil:
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-		case unix.S_IFDIR:
-			return 0, fmt.Errorf("is a directory: %s", t.display)
-		case unix.S_IFLNK:
-			return 0, describe(t.display, unix.ELOOP)
-		default:
+		old = os.NewFile(uintptr(fd), name)
+		defer old.Close()
+		if err := unix.Fstat(fd, &st); err != nil {
+			return 0, describe(t.display, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return 0, fmt.Errorf("not a regular file: %s", t.display)
 		}
 		if st.Nlink > 1 {
 			return 0, fmt.Errorf("refused: %s has other hard links; it is not written", t.display)
 		}
-		mode, owner = st.Mode&0o777, &st
-	case !errors.Is(err, unix.ENOENT):
+	case errors.Is(err, unix.ENOENT):
+	case errors.Is(err, unix.EISDIR):
+		return 0, fmt.Errorf("is a directory: %s", t.display)
+	case errors.Is(err, unix.ENXIO):
+		return 0, fmt.Errorf("not a regular file: %s", t.display)
+	case errors.Is(err, unix.EAGAIN):
+		return 0, fmt.Errorf("write failed: %s is leased by another process", t.display)
+	default:
 		return 0, describe(t.display, err)
+	}
+	mode := uint32(0o644) // a new file: as the umask leaves it
+	if old != nil {
+		mode = st.Mode & 0o777
 	}
 	var r [8]byte
 	_, _ = rand.Read(r[:])
-	tmp := ".sharedos-write-" + hex.EncodeToString(r[:]) + ".tmp"
+	tmp := tempPrefix + hex.EncodeToString(r[:]) + ".tmp"
 	fd, err := openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, mode)
 	if err != nil {
-		return 0, describe(t.display, err)
+		if old != nil {
+			return writeInPlace(old, t, content)
+		}
+		return 0, writeFailed(t, err)
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	renamed := false
 	defer func() {
 		if !renamed {
+			_ = f.Close()
 			_ = unix.Unlinkat(dir, tmp, 0)
 		}
 	}()
-	if owner != nil {
-		_ = f.Chown(int(owner.Uid), int(owner.Gid)) // only a privileged process may
+	if old != nil {
+		var mine unix.Stat_t
+		if err := unix.Fstat(fd, &mine); err != nil {
+			return 0, writeFailed(t, err)
+		}
+		if mine.Uid != st.Uid || mine.Gid != st.Gid {
+			if err := unix.Fchown(fd, int(st.Uid), int(st.Gid)); err != nil {
+				return writeInPlace(old, t, content) // the owner cannot be kept
+			}
+		}
+		if err := unix.Fchmod(fd, mode); err != nil { // as it was, not as the umask left it
+			return 0, writeFailed(t, err)
+		}
 	}
-	werr := unix.Fchmod(fd, mode) // the mode as it was, not as the umask left it
-	n := 0
-	if werr == nil {
-		n, werr = f.WriteString(content)
-	}
+	n, werr := f.WriteString(content)
 	if werr == nil {
 		werr = f.Sync() // "wrote n bytes" means on disk
 	}
 	if err := errors.Join(werr, f.Close()); err != nil {
-		return 0, fmt.Errorf("write failed: %s", t.display)
+		return 0, writeFailed(t, err)
 	}
 	if err := unix.Renameat(dir, tmp, dir, name); err != nil {
-		return 0, fmt.Errorf("write failed: %s", t.display)
+		return 0, writeFailed(t, err)
 	}
 	renamed = true
 	if err := d.Sync(); err != nil {
 		return 0, fmt.Errorf("write failed: %s (written, not yet on disk)", t.display)
 	}
 	return n, nil
+}
+
+// writeInPlace writes content over f, the file t opened for writing.
+func writeInPlace(f *os.File, t target, content string) (int, error) {
+	if err := f.Truncate(0); err != nil {
+		return 0, writeFailed(t, err)
+	}
+	n, err := f.WriteString(content)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return 0, writeFailed(t, err)
+	}
+	return n, nil
+}
+
+// writeFailed says why a write of t failed, as far as the caller may know.
+func writeFailed(t target, err error) error {
+	switch {
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("permission denied: %s", t.display)
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return fmt.Errorf("write failed: %s (no space left)", t.display)
+	case errors.Is(err, unix.EROFS):
+		return fmt.Errorf("write failed: %s (read-only file system)", t.display)
+	}
+	return fmt.Errorf("write failed: %s", t.display)
 }

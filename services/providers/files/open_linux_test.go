@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -278,5 +279,144 @@ func TestWriteReplacesWhole(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Dir(name))
 	if err != nil || len(entries) != 1 {
 		t.Errorf("the directory holds %v (%v), want a.txt alone", entries, err)
+	}
+}
+
+// asNobodyEnv names the root a re-run of a test as nobody works on.
+const asNobodyEnv = "FILES_TEST_ROOT_AS_NOBODY"
+
+// asNobody runs the test named name again in a process of user nobody on
+// root (prepared by the caller, running as root: the tests run as root, for
+// which every permission check passes), and fails t with its output when
+// it fails. It returns false in that re-run itself, whose root is root.
+func asNobody(t *testing.T, name string, root *string) bool {
+	t.Helper()
+	if r := os.Getenv(asNobodyEnv); r != "" {
+		*root = r
+		return false
+	}
+	if os.Geteuid() != 0 {
+		return false // already unprivileged: the test runs here
+	}
+	// The test binary, where nobody may run it (go test's build directory
+	// is root's alone).
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "files.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "-test.run=^"+name+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), asNobodyEnv+"="+*root)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
+	}
+	return true
+}
+
+// A write needs what writing the file in place needed: a file this process
+// may not write is refused (found by review: replacing it by a rename
+// needed write permission on the directory only), and one whose owner it
+// cannot keep is written in place, keeping owner and mode; a new file
+// takes the umask's mode.
+func TestWriteNeedsTheFilesPermission(t *testing.T) {
+	root := ""
+	if os.Geteuid() == 0 && os.Getenv(asNobodyEnv) == "" {
+		root = linkTree(t, nil)
+		for _, d := range []string{filepath.Dir(filepath.Dir(root)), filepath.Dir(root), root} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pub := filepath.Join(root, "public")
+		if err := os.Chmod(pub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		for name, mode := range map[string]os.FileMode{"ro.txt": 0o444, "hidden.txt": 0o640, "shared.txt": 0o666} {
+			if err := os.WriteFile(filepath.Join(pub, name), []byte("OLD"), mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(pub, name), mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if asNobody(t, "TestWriteNeedsTheFilesPermission", &root) {
+		return
+	}
+	if os.Getenv(asNobodyEnv) == "" {
+		t.Fatal("run as root: the tree is prepared by root for user nobody")
+	}
+	syscall.Umask(0o077)
+	p, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	write := func(name string) error {
+		_, err := p.write([]byte(`{"path":"/public/` + name + `","content":"NEW"}`))
+		return err
+	}
+	content := func(name string) (string, os.FileInfo) {
+		b, _ := os.ReadFile(filepath.Join(root, "public", name))
+		fi, err := os.Stat(filepath.Join(root, "public", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), fi
+	}
+	for _, name := range []string{"ro.txt", "hidden.txt"} {
+		if err := write(name); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("%s, not writable by this user: %v, want permission denied", name, err)
+		}
+		if _, fi := content(name); fi.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("%s after the refused write is owned by %d, want root's still", name, fi.Sys().(*syscall.Stat_t).Uid)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "public", "ro.txt")); err != nil || string(b) != "OLD" {
+		t.Errorf("ro.txt after the refused write: %q, %v", b, err)
+	}
+	if err := write("shared.txt"); err != nil {
+		t.Errorf("shared.txt, writable by all: %v", err)
+	}
+	if text, fi := content("shared.txt"); text != "NEW" || fi.Sys().(*syscall.Stat_t).Uid != 0 || fi.Mode().Perm() != 0o666 {
+		t.Errorf("shared.txt: %q, owner %d, mode %v; want NEW, root's, 0666 kept (written in place)", text, fi.Sys().(*syscall.Stat_t).Uid, fi.Mode().Perm())
+	}
+	if err := write("new.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if text, fi := content("new.txt"); text != "NEW" || fi.Mode().Perm() != 0o600 {
+		t.Errorf("new.txt: %q, mode %v; want NEW, 0600 (umask 077)", text, fi.Mode().Perm())
+	}
+}
+
+// A file named as a write's temporary file (one a crash left, or one
+// under way) is neither read nor searched (found by review: its content
+// is the new content of a file the policy judged by the file's name).
+func TestWriteTemporaryFilesAreHidden(t *testing.T) {
+	root := linkTree(t, nil)
+	if err := os.WriteFile(filepath.Join(root, "public", tempPrefix+"0123456789abcdef.tmp"), []byte("HIDDEN kiwi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if out, err := p.search(t.Context(), []byte(`{"query":"kiwi","path":"/public"}`)); err != nil || strings.Contains(out, "HIDDEN") {
+		t.Errorf("search: %q, %v; want the temporary file skipped", out, err)
+	}
+	if out, err := p.read([]byte(`{"path":"/public/` + tempPrefix + `0123456789abcdef.tmp"}`)); err == nil || strings.Contains(out, "HIDDEN") {
+		t.Errorf("read of the temporary file: %q, %v; want refused", out, err)
 	}
 }
