@@ -139,7 +139,9 @@ func (p *Provider) opensBeneath() bool {
 // one name (another may lie where the policy would never allow a write).
 // The new file takes its permissions (without set-id bits) and owner; where
 // the owner cannot be kept (another user's file, this process not root),
-// or the directory takes no new file, the old file is written in place.
+// nor its extended attributes (an ACL, a label), or the directory takes no
+// new file, the old file is written in place. A new file is renamed only
+// to a name still free.
 func (p *Provider) replace(t target, content string) (int, error) {
 	dirRel, name := path.Split(t.rel)
 	if dirRel = strings.TrimSuffix(dirRel, "/"); dirRel == "" {
@@ -208,6 +210,13 @@ func (p *Provider) replace(t target, content string) (int, error) {
 				return writeInPlace(old, t, content) // the owner cannot be kept
 			}
 		}
+		// The old file's extended attributes, and only those: an ACL (its
+		// mask is the mode's group bits), a security label, user
+		// attributes — not a default ACL of the directory the new file
+		// took. Where they cannot be set, the file is written in place.
+		if !sameXattrs(int(old.Fd()), fd) {
+			return writeInPlace(old, t, content)
+		}
 		if err := unix.Fchmod(fd, mode); err != nil { // as it was, not as the umask left it
 			return 0, writeFailed(t, err)
 		}
@@ -219,7 +228,7 @@ func (p *Provider) replace(t target, content string) (int, error) {
 	if err := errors.Join(werr, f.Close()); err != nil {
 		return 0, writeFailed(t, err)
 	}
-	if err := unix.Renameat(dir, tmp, dir, name); err != nil {
+	if err := rename(dir, tmp, name, old == nil); err != nil {
 		return 0, writeFailed(t, err)
 	}
 	renamed = true
@@ -227,6 +236,82 @@ func (p *Provider) replace(t target, content string) (int, error) {
 		return 0, fmt.Errorf("write failed: %s (written, not yet on disk)", t.display)
 	}
 	return n, nil
+}
+
+// rename renames tmp to name in dir; fresh: only if there is no name (one
+// that appeared since it was looked for was never checked), EEXIST if
+// there is.
+func rename(dir int, tmp, name string, fresh bool) error {
+	if !fresh {
+		return unix.Renameat(dir, tmp, dir, name)
+	}
+	err := unix.Renameat2(dir, tmp, dir, name, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// A file system without RENAME_NOREPLACE: a link fails on an
+		// existing name too.
+		if err = unix.Linkat(dir, tmp, dir, name, 0); err == nil {
+			_ = unix.Unlinkat(dir, tmp, 0)
+		}
+	}
+	return err
+}
+
+// sameXattrs gives the file to the extended attributes of the file from,
+// and only those; false when it cannot (or they cannot be read).
+func sameXattrs(from, to int) bool {
+	want, ok := xattrs(from)
+	if !ok {
+		return false
+	}
+	have, ok := xattrs(to)
+	if !ok {
+		return false
+	}
+	for name := range have {
+		if _, keep := want[name]; !keep && unix.Fremovexattr(to, name) != nil {
+			return false
+		}
+	}
+	for name, v := range want {
+		if cur, ok := have[name]; ok && string(cur) == string(v) {
+			continue
+		}
+		if unix.Fsetxattr(to, name, v, 0) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// xattrs are fd's extended attributes by name; none where the file system
+// keeps none.
+func xattrs(fd int) (map[string][]byte, bool) {
+	out := map[string][]byte{}
+	size, err := unix.Flistxattr(fd, nil)
+	switch {
+	case errors.Is(err, unix.ENOTSUP):
+		return out, true
+	case err != nil:
+		return nil, false
+	case size == 0:
+		return out, true
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Flistxattr(fd, buf); err != nil {
+		return nil, false // changed meanwhile: in place
+	}
+	for _, name := range strings.Split(strings.TrimSuffix(string(buf[:size]), "\x00"), "\x00") {
+		n, err := unix.Fgetxattr(fd, name, nil)
+		if err != nil {
+			return nil, false
+		}
+		v := make([]byte, n)
+		if n, err = unix.Fgetxattr(fd, name, v); err != nil {
+			return nil, false
+		}
+		out[name] = v[:n]
+	}
+	return out, true
 }
 
 // writeInPlace writes content over f, the file t opened for writing.

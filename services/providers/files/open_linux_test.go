@@ -1,6 +1,7 @@
 package files
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -405,6 +406,15 @@ func TestWriteNeedsTheFilesPermission(t *testing.T) {
 	if text, fi := content("new.txt"); text != "NEW" || fi.Mode().Perm() != 0o600 {
 		t.Errorf("new.txt: %q, mode %v; want NEW, 0600 (umask 077)", text, fi.Mode().Perm())
 	}
+	entries, err := os.ReadDir(filepath.Join(root, "public"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			t.Errorf("a temporary file was left behind: %s", e.Name())
+		}
+	}
 }
 
 // A file named as a write's temporary file (one a crash left, or one
@@ -425,5 +435,81 @@ func TestWriteTemporaryFilesAreHidden(t *testing.T) {
 	}
 	if out, err := p.read([]byte(`{"path":"/public/` + tempPrefix + `0123456789abcdef.tmp"}`)); err == nil || strings.Contains(out, "HIDDEN") {
 		t.Errorf("read of the temporary file: %q, %v; want refused", out, err)
+	}
+}
+
+// acl is a POSIX ACL in the form Linux keeps it as an extended attribute:
+// version 2, then (tag, permissions, id) per entry, in tag order.
+func acl(entries ...[3]uint32) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	for _, e := range entries {
+		b = binary.LittleEndian.AppendUint16(b, uint16(e[0]))
+		b = binary.LittleEndian.AppendUint16(b, uint16(e[1]))
+		b = binary.LittleEndian.AppendUint32(b, e[2])
+	}
+	return b
+}
+
+// A write keeps the old file's extended attributes — its ACL, whose mask
+// is the mode's group bits, and others — and gives it no default ACL of
+// its directory's (found by review: a whole-file write dropped the ACL,
+// opening the file to its group, and took the directory's default ACL,
+// opening it to another user).
+func TestWriteKeepsExtendedAttributes(t *testing.T) {
+	root := linkTree(t, nil)
+	pub := filepath.Join(root, "public")
+	const none = 0xffffffff
+	access := acl([3]uint32{0x01, 6, none}, [3]uint32{0x02, 6, 65534}, [3]uint32{0x04, 0, none}, [3]uint32{0x10, 6, none}, [3]uint32{0x20, 0, none})
+	withACL, plain := filepath.Join(pub, "acl.txt"), filepath.Join(pub, "a.txt")
+	if err := os.WriteFile(withACL, []byte("OLD"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(withACL, "system.posix_acl_access", access, 0); err != nil {
+		t.Fatalf("setting an ACL (this file system must keep ACLs): %v", err)
+	}
+	if err := unix.Setxattr(withACL, "user.sharedos-test", []byte("kept"), 0); err != nil {
+		t.Fatal(err)
+	}
+	def := acl([3]uint32{0x01, 7, none}, [3]uint32{0x02, 6, 65534}, [3]uint32{0x04, 5, none}, [3]uint32{0x10, 7, none}, [3]uint32{0x20, 5, none})
+	if err := unix.Setxattr(pub, "system.posix_acl_default", def, 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	before, err := os.Stat(withACL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"acl.txt", "a.txt"} {
+		if _, err := p.write([]byte(`{"path":"/public/` + name + `","content":"NEW"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(path, name string) string {
+		buf := make([]byte, 256)
+		n, err := unix.Getxattr(path, name, buf)
+		if err != nil {
+			return err.Error()
+		}
+		return string(buf[:n])
+	}
+	after, err := os.Stat(withACL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get(withACL, "system.posix_acl_access"); got != string(access) || after.Mode() != before.Mode() {
+		t.Errorf("acl.txt after the write: ACL %x, mode %v; want %x, %v kept", got, after.Mode(), access, before.Mode())
+	}
+	if got := get(withACL, "user.sharedos-test"); got != "kept" {
+		t.Errorf("acl.txt's user attribute after the write: %q, want kept", got)
+	}
+	if got := get(plain, "system.posix_acl_access"); !strings.Contains(got, "no data") {
+		t.Errorf("a.txt took an ACL from its directory's default: %x", got)
+	}
+	if b, err := os.ReadFile(withACL); err != nil || string(b) != "NEW" {
+		t.Errorf("acl.txt: %q, %v", b, err)
 	}
 }
