@@ -256,8 +256,8 @@ func rename(dir int, tmp, name string, fresh bool) error {
 	return err
 }
 
-// sameXattrs gives the file to the extended attributes of the file from,
-// and only those; false when it cannot (or they cannot be read).
+// sameXattrs gives the file to the extended attributes that the file from
+// has, and only those; false when it cannot (or they cannot be read).
 func sameXattrs(from, to int) bool {
 	want, ok := xattrs(from)
 	if !ok {
