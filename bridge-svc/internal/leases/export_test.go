@@ -11,8 +11,13 @@ const (
 	KeysMaxAge = keysMaxAge
 )
 
-// SetIssuerTimeout bounds each of u's requests to its issuer by d.
+// SetIssuerTimeout bounds each of u's requests to its issuer from now on
+// by d (its key set's too, once discovered: they share the client).
 func SetIssuerTimeout(u *UserTokens, d time.Duration) {
-	u.client = issuerClient()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.client == nil {
+		u.client = issuerClient()
+	}
 	u.client.Timeout = d
 }

@@ -307,8 +307,9 @@ func checkResourceURI(uri string) (bool, error) {
 	if _, ok := u.User.Password(); ok {
 		return false, invalid("uri", RuleURI, "%q holds a password: a resource URI is shown to every turn that lists it", uri)
 	}
-	// One spelling per URI: a read in another spelling of a registered URI
-	// then still finds it (and is never served by a template it matches).
+	// One percent-encoding per URI (the registry's own reads then find it
+	// by that spelling; any other spelling a reader may take is found by
+	// resourceuri.Key: RegisteredResource).
 	if n := resourceuri.Normalize(uri); n != uri {
 		return false, invalid("uri", RuleURI, "write it %q: percent-encode only characters that must be, with upper-case hex (RFC 3986, 6.2.2)", n)
 	}
@@ -555,10 +556,12 @@ func (s *Service) KeyResources(ctx context.Context) (int, error) {
 	n := 0
 	for _, e := range es {
 		if k := matchKey(e.Key); e.MatchKey != k && keyVersion(e.MatchKey) <= resourceuri.KeyVersion {
-			if err := s.store.SetMatchKey(ctx, store.KindResource, e.Key, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+			switch err := s.store.SetMatchKey(ctx, store.KindResource, e.Key, k); {
+			case err == nil:
+				n++
+			case !errors.Is(err, store.ErrNotFound): // deregistered meanwhile: nothing to key
 				return n, fmt.Errorf("catalog: key resource %q: %w", e.Key, err)
 			}
-			n++
 		}
 	}
 	return n, nil

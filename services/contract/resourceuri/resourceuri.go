@@ -54,7 +54,7 @@ func matches(tmpl, uri string) bool {
 	var re strings.Builder
 	re.WriteString("^")
 	rest := tmpl
-	var places []part // of each {var}: inAuthority, inQuery or inPath
+	var places []part // of each {var}: inHost, inQuery or inPath
 	for {
 		loc := Var.FindStringIndex(rest)
 		if loc == nil {
@@ -196,16 +196,19 @@ const KeyVersion = 1
 // by: equal for the spellings a reader may take for the same resource (RFC
 // 3986, 6.2.2; RFC 3987, 3.1; IDNA), so a URI registered on its own is
 // not read through a template it also matches in another spelling. It
-// takes the scheme in lower case; the host in lower case, a non-ASCII one
-// as its A-label ("xn--caf-dma"), without a trailing dot; no empty or
-// default port (http and ws 80, https and wss 443) and no leading zeros in
-// one; escaped unreserved characters decoded, and escaped sub-delims, ':'
-// and '@' too in the path (in the query, all but '&', '=', '+' and ';',
-// which structure it; in the host, sub-delims); non-ASCII characters in
-// Unicode NFC and percent-encoded as UTF-8; characters that may not stand
-// in a URI, and a '%' that starts no escape, percent-encoded; the hex of
-// every escape in upper case ("TEST://X/%68idden" and "test://x/hidden"
-// have one key). What is inside a template's braces is left as written.
+// takes the scheme in lower case; no fragment (a reader fetches none); the
+// host in lower case, a non-ASCII one as its A-label ("xn--caf-dma"),
+// without a trailing dot; no empty or default port (http and ws 80, https
+// and wss 443, ftp 21) and no leading zeros in one; "/" for an empty path
+// of a special scheme (http, https, ws, wss, ftp, file); "file:/x" and
+// "file://localhost/x" as "file:///x", the path in lower case; no dot
+// segments; escaped unreserved characters decoded, and escaped sub-delims,
+// ':' and '@' too in the path (in the query, all but '&', '=', '+' and
+// ';', which structure it, and '+' as "%20"; in the host, sub-delims);
+// non-ASCII characters in Unicode NFC and percent-encoded as UTF-8;
+// characters that may not stand in a URI, and a '%' that starts no escape,
+// percent-encoded; the hex of every escape in upper case
+// ("TEST://X/%68idden" and "test://x/hidden" have one key). What is inside a template's braces is left as written.
 // A key is a key's own, but never a registration's spelling: a resource
 // is registered and read by its URI as its provider writes it.
 func Key(uri string) string {
@@ -420,7 +423,7 @@ const (
 	inQuery                 // also '/' and '?', but not '&', '=', '+' or ';'
 	inAuthority             // unreserved and sub-delims
 	inRelative              // a URI with no scheme: as inPath but ':' (which would make one)
-	inHost                  // (Match only) a special scheme's authority
+	inHost                  // (Match only) the authority of a special scheme, whose host a WHATWG parser reads
 )
 
 // plain reports whether c, escaped in p, is written as it is.

@@ -90,10 +90,12 @@ func TestNormalize(t *testing.T) {
 // Key decodes percent-encoded unreserved characters (and, in the
 // path, sub-delims, ':' and '@'; in the query, those that structure it
 // not), upper-cases the hex of the escapes it keeps, lower-cases scheme and
-// host (IDNA for a non-ASCII one), drops empty and default ports, a port's
-// leading zeros and a host's trailing dot, and writes non-ASCII characters
-// NFC (across escapes) and percent-encoded (RFC 3986, 6.2.2; RFC 3987,
-// 3.1). Template expressions stay as written.
+// host (IDNA for a non-ASCII one), drops the fragment, empty and default
+// ports, a port's leading zeros, a host's trailing dot and dot segments,
+// gives a special scheme's empty path "/", folds file: spellings and case,
+// reads '+' in a query as a space, and writes non-ASCII characters NFC
+// (across escapes) and percent-encoded (RFC 3986, 6.2.2; RFC 3987, 3.1).
+// Template expressions stay as written.
 func TestKey(t *testing.T) {
 	for in, want := range map[string]string{
 		"test://template/%68idden/data": "test://template/hidden/data",

@@ -212,6 +212,8 @@ func describe(display string, err error) error {
 		return fmt.Errorf("refused: %s is a symbolic link; links are not followed", display)
 	case errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("not found: %s (a parent is not a directory)", display)
+	case errors.Is(err, syscall.EAGAIN):
+		return fmt.Errorf("busy: %s is leased by another process", display)
 	default:
 		// os.Root's escape error and anything unexpected: say no more than
 		// that the path is unusable; never echo host paths.

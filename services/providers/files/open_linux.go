@@ -173,8 +173,6 @@ func (p *Provider) replace(t target, content string) (int, error) {
 		return 0, fmt.Errorf("is a directory: %s", t.display)
 	case errors.Is(err, unix.ENXIO):
 		return 0, fmt.Errorf("not a regular file: %s", t.display)
-	case errors.Is(err, unix.EAGAIN):
-		return 0, fmt.Errorf("write failed: %s is leased by another process", t.display)
 	default:
 		return 0, describe(t.display, err)
 	}
@@ -187,10 +185,10 @@ func (p *Provider) replace(t target, content string) (int, error) {
 	tmp := tempPrefix + hex.EncodeToString(r[:]) + ".tmp"
 	fd, err := openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, mode)
 	if err != nil {
-		if old != nil {
-			return writeInPlace(old, t, content)
+		if old != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
+			return writeInPlace(old, t, content) // the directory takes no new file
 		}
-		return 0, writeFailed(t, err)
+		return 0, writeFailed(t, err) // no space: the old file stays whole
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	renamed := false

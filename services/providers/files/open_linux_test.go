@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -144,11 +145,14 @@ func TestLeasedFileFailsTheOpen(t *testing.T) {
 	go func() { _, err := p.read([]byte(`{"path":"/public/a.txt"}`)); done <- err }()
 	select {
 	case err := <-done:
-		if err == nil {
-			t.Fatal("a read opened a leased file")
+		if err == nil || !strings.Contains(err.Error(), "leased") {
+			t.Fatalf("a read of a leased file: %v, want refused as leased", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the open of a leased file still spinning after 10 s")
+	}
+	if _, err := p.write([]byte(`{"path":"/public/a.txt","content":"x"}`)); err == nil || !strings.Contains(err.Error(), "leased") {
+		t.Errorf("a write of a leased file: %v, want refused as leased", err)
 	}
 	if _, err := unix.FcntlInt(holder.Fd(), unix.F_SETLEASE, unix.F_UNLCK); err != nil {
 		t.Fatal(err)
@@ -249,6 +253,7 @@ func TestWriteReplacesWhole(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	seen := make(chan string, 1)
+	var reads atomic.Int32
 	go func() {
 		defer close(seen)
 		for {
@@ -262,9 +267,12 @@ func TestWriteReplacesWhole(t *testing.T) {
 				seen <- fmt.Sprintf("%d bytes, %v", len(text), err)
 				return
 			}
+			reads.Add(1)
 		}
 	}()
-	for i := range 40 {
+	// At least 40 writes, and on until 20 reads were made meanwhile (or
+	// one failed: seen).
+	for i := 0; i < 40 || reads.Load() < 20 && len(seen) == 0; i++ {
 		if _, err := p.write([]byte(`{"path":"/public/a.txt","content":"` + contents[i%2] + `"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -362,7 +370,7 @@ func TestWriteNeedsTheFilesPermission(t *testing.T) {
 	if os.Getenv(asNobodyEnv) != "" {
 		owner = 0
 	}
-	syscall.Umask(0o077)
+	defer syscall.Umask(syscall.Umask(0o077))
 	p, err := New(root)
 	if err != nil {
 		t.Fatal(err)
