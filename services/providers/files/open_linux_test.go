@@ -21,11 +21,7 @@ import (
 // attacker swaps in after resolve's Lstat walk — and a path out of the root.
 func TestOpenRefusesLinksItself(t *testing.T) {
 	root := linkTree(t, map[string]string{"public/swapped": "../private"})
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	// One component at a time, where openat2 does not work (found by
 	// review: that fallback was os.Root, which follows a link that stays
 	// inside the root), and with openat2 where it does.
@@ -75,11 +71,7 @@ func TestOpenRefusesLinksItself(t *testing.T) {
 // kernel without openat2), with the same description.
 func TestReadRefusesLinksEitherWay(t *testing.T) {
 	root := linkTree(t, map[string]string{"public/dir-link": "../private", "public/file-link": "../private/secret.txt"})
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	modes := []bool{false}
 	if p.linkProofOpen {
 		modes = append(modes, true)
@@ -128,11 +120,7 @@ func linkTree(t *testing.T, links map[string]string) string {
 // all that time (found by review).
 func TestLeasedFileFailsTheOpen(t *testing.T) {
 	root := linkTree(t, nil)
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	holder, err := os.OpenFile(filepath.Join(root, "public/a.txt"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -170,11 +158,7 @@ func TestLeasedFileFailsTheOpen(t *testing.T) {
 // it open (found by review).
 func TestSearchReadsOnlyRegularFiles(t *testing.T) {
 	root := linkTree(t, nil)
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	fifo := filepath.Join(root, "public/pipe")
 	if err := unix.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
@@ -200,11 +184,7 @@ func TestSearchReadsOnlyRegularFiles(t *testing.T) {
 // every path out (found by review: a refused path leaked them).
 func TestOpenNoFollowLeaksNoDescriptor(t *testing.T) {
 	root := linkTree(t, map[string]string{"public/swapped": "../private"})
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	fds := func() int {
 		ents, err := os.ReadDir("/proc/self/fd")
 		if err != nil {
@@ -237,11 +217,7 @@ func TestOpenNoFollowLeaksNoDescriptor(t *testing.T) {
 // temporary file is left behind.
 func TestWriteReplacesWhole(t *testing.T) {
 	root := linkTree(t, nil)
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	name := filepath.Join(root, "public/a.txt")
 	if err := os.Chmod(name, 0o600); err != nil {
 		t.Fatal(err)
@@ -371,11 +347,7 @@ func TestWriteNeedsTheFilesPermission(t *testing.T) {
 		owner = 0
 	}
 	defer syscall.Umask(syscall.Umask(0o077))
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	write := func(name string) error {
 		_, err := p.write([]byte(`{"path":"/public/` + name + `","content":"NEW"}`))
 		return err
@@ -433,11 +405,7 @@ func TestWriteTemporaryFilesAreHidden(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "public", tempPrefix+"0123456789abcdef.tmp"), []byte("HIDDEN kiwi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	if out, err := p.search(t.Context(), []byte(`{"query":"kiwi","path":"/public"}`)); err != nil || strings.Contains(out, "HIDDEN") {
 		t.Errorf("search: %q, %v; want the temporary file skipped", out, err)
 	}
@@ -479,11 +447,7 @@ func TestWriteKeepsExtendedAttributes(t *testing.T) {
 	if err := unix.Setxattr(pub, "system.posix_acl_default", def, 0); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := providerAt(t, root)
 	before, err := os.Stat(withACL)
 	if err != nil {
 		t.Fatal(err)
@@ -514,4 +478,15 @@ func TestWriteKeepsExtendedAttributes(t *testing.T) {
 	if b, err := os.ReadFile(withACL); err != nil || string(b) != "NEW" {
 		t.Errorf("acl.txt: %q, %v", b, err)
 	}
+}
+
+// providerAt is a provider on root, closed when the test ends.
+func providerAt(t *testing.T, root string) *Provider {
+	t.Helper()
+	p, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
