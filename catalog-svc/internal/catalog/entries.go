@@ -548,10 +548,12 @@ func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, e
 // RegisteredResource finds them by the index. A newer version's key is
 // left as it is (a newer kernel keeps it; this one computes the key of
 // such a row at each read). A failure leaves them to be keyed at each read.
+// The store returns only those outside this version's keys (no match key
+// is empty): once keyed, a start reads none.
 func (s *Service) KeyResources(ctx context.Context) (int, error) {
-	es, err := s.store.Entries(ctx, store.KindResource)
+	es, err := s.store.EntriesMatching(ctx, store.KindResource, matchKeyScope, "")
 	if err != nil {
-		return 0, fmt.Errorf("catalog: list resources: %w", err)
+		return 0, fmt.Errorf("catalog: list resources to key: %w", err)
 	}
 	n := 0
 	for _, e := range es {

@@ -51,7 +51,8 @@ type Entries interface {
 	// EntriesMatching returns every entry of kind whose MatchKey is
 	// matchKey, which begins with scope, and every one whose MatchKey does
 	// not begin with scope (none, or another version's: the caller checks
-	// those itself), by key in byte order. scope is non-empty ASCII.
+	// those itself), by key in byte order. scope is non-empty ASCII; an
+	// empty matchKey asks for the latter alone.
 	EntriesMatching(ctx context.Context, kind Kind, scope, matchKey string) ([]Entry, error)
 	// SetMatchKey sets the MatchKey of (kind, key) without a new revision;
 	// ErrNotFound when there is none.

@@ -646,6 +646,9 @@ func testEntriesMatchKeys(t *testing.T, s, _ store.Store) {
 	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k3")); got != "test://newer=v2:k9 test://old= test://older=v0:k1" {
 		t.Errorf("EntriesMatching(k3) = %s, want those of no or another version", got)
 	}
+	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, "")); got != "test://newer=v2:k9 test://old= test://older=v0:k1" {
+		t.Errorf("EntriesMatching(no key) = %s, want those of no or another version alone", got)
+	}
 	put("test://b", v+"k3")
 	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k3")); got != "test://b=v1:k3 test://newer=v2:k9 test://old= test://older=v0:k1" {
 		t.Errorf("after the replacement, EntriesMatching(k3) = %s", got)
