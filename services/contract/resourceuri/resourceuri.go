@@ -32,9 +32,8 @@ func IsTemplate(uri string) bool { return Var.MatchString(uri) }
 // digits, '.', '-' and '_' only, an IPv4 address only dotted-decimal
 // ("127.1" is 127.0.0.1 to a WHATWG parser); in the query, no '&' or ';'
 // (another parameter): a provider that decodes or normalises the URI
-// would read outside the template. ok
-// is false when none does (or uri has a brace: a template is not a
-// resource).
+// would read outside the template. ok is false when none does (or uri has
+// a brace: a template is not a resource).
 func Match(registered []string, uri string) (string, bool) {
 	if strings.ContainsAny(uri, "{}") {
 		return "", false
@@ -54,7 +53,7 @@ func matches(tmpl, uri string) bool {
 	var re strings.Builder
 	re.WriteString("^")
 	rest := tmpl
-	var places []part // of each {var}: inHost, inQuery or inPath
+	var places []place // of each {var}
 	for {
 		loc := Var.FindStringIndex(rest)
 		if loc == nil {
@@ -80,11 +79,11 @@ func matches(tmpl, uri string) bool {
 			return false
 		}
 		switch places[i] {
-		case inHost:
+		case atHost:
 			if strings.IndexFunc(v, func(r rune) bool { return !hostChar(r) }) >= 0 || !dottedDecimal(hostOf(uri)) {
 				return false
 			}
-		case inQuery:
+		case atQuery:
 			if strings.ContainsAny(v, "&;") {
 				return false
 			}
@@ -93,25 +92,33 @@ func matches(tmpl, uri string) bool {
 	return true
 }
 
-// placeOf is the part of a URI a template expression after before is in:
-// inHost for the authority of a scheme a WHATWG parser reads hosts of
-// (special: http, https, ws, wss, ftp, file; another scheme's authority
-// is an opaque name, "users://{id}/profile"), inQuery, else inPath (a
-// fragment too: Key leaves it out).
-func placeOf(before string) part {
+// place is where a template expression stands, as Match checks its value.
+type place int
+
+const (
+	atPath  place = iota // the path, a fragment (Key leaves it out), another scheme's authority
+	atHost               // the authority of a special scheme, whose host a WHATWG parser reads
+	atQuery              // the query
+)
+
+// placeOf is where a template expression after before stands: atHost for
+// the authority of a scheme a WHATWG parser reads hosts of (special: http,
+// https, ws, wss, ftp, file; another scheme's authority is an opaque name,
+// "users://{id}/profile"), atQuery, else atPath.
+func placeOf(before string) place {
 	if scheme, rest, ok := cutScheme(before); ok && strings.HasPrefix(rest, "//") && !strings.ContainsAny(rest[2:], "/?#") {
 		if special(strings.ToLower(scheme)) {
-			return inHost
+			return atHost
 		}
-		return inPath
+		return atPath
 	}
 	switch i, j := strings.IndexByte(before, '?'), strings.IndexByte(before, '#'); {
 	case j >= 0:
-		return inPath
+		return atPath
 	case i >= 0:
-		return inQuery
+		return atQuery
 	}
-	return inPath
+	return atPath
 }
 
 func hostChar(r rune) bool {
@@ -208,9 +215,10 @@ const KeyVersion = 1
 // non-ASCII characters in Unicode NFC and percent-encoded as UTF-8;
 // characters that may not stand in a URI, and a '%' that starts no escape,
 // percent-encoded; the hex of every escape in upper case
-// ("TEST://X/%68idden" and "test://x/hidden" have one key). What is inside a template's braces is left as written.
-// A key is a key's own, but never a registration's spelling: a resource
-// is registered and read by its URI as its provider writes it.
+// ("TEST://X/%68idden" and "test://x/hidden" have one key). What is inside
+// a template's braces is left as written. A key is a key's own, but never
+// a registration's spelling: a resource is registered and read by its URI
+// as its provider writes it.
 func Key(uri string) string {
 	scheme, rest, ok := cutScheme(uri)
 	if !ok {
@@ -423,7 +431,6 @@ const (
 	inQuery                 // also '/' and '?', but not '&', '=', '+' or ';'
 	inAuthority             // unreserved and sub-delims
 	inRelative              // a URI with no scheme: as inPath but ':' (which would make one)
-	inHost                  // (Match only) the authority of a special scheme, whose host a WHATWG parser reads
 )
 
 // plain reports whether c, escaped in p, is written as it is.
