@@ -189,9 +189,13 @@ func (g *Group) flush(batch []*job) {
 	var pgErr *pgconn.PgError
 	if err != nil && len(batch) > 1 && errors.As(err, &pgErr) {
 		// The server refused a statement and rolled the batch back: each
-		// runs again alone, so the refusal is only its own.
+		// runs again alone, so the refusal is only its own. A statement's
+		// own "no rows" stays in j.err (send keeps it there) unless its
+		// rerun failed.
 		for _, j := range batch {
-			j.err = g.send([]*job{j})
+			if err := g.send([]*job{j}); err != nil {
+				j.err = err
+			}
 		}
 		return
 	}

@@ -132,6 +132,38 @@ func TestGroupRefusalIsOnlyItsOwn(t *testing.T) {
 	}
 }
 
+// TestGroupRerunKeepsNoRows: a statement that returns no rows says so
+// (pgx.ErrNoRows) also when another caller's refused statement rolled its
+// batch back and each ran again alone: an INSERT … ON CONFLICT DO NOTHING
+// that inserted nothing must never read as one that did.
+func TestGroupRerunKeepsNoRows(t *testing.T) {
+	pool, _, _ := tracedPool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE g (id int PRIMARY KEY); INSERT INTO g VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	g := pgdb.NewGroup(pool)
+	insert := pgdb.NewStmt(`INSERT INTO g (id) VALUES ($1) ON CONFLICT DO NOTHING RETURNING id::text`)
+	queued, release := g.HoldForTest()
+	var (
+		wg             sync.WaitGroup
+		got            string
+		errDup, errBad error
+	)
+	wg.Go(func() { got, errDup = pgdb.QueryRow(ctx, g, insert, []any{1}, scanText) })
+	wg.Go(func() { _, errBad = g.Exec(ctx, pgdb.NewStmt(`SELECT 1/0`)) })
+	waitQueued(t, queued, 2)
+	release()
+	wg.Wait()
+	var pgErr *pgconn.PgError
+	if !errors.As(errBad, &pgErr) || pgErr.Code != "22012" {
+		t.Fatalf("refused statement: %v, want its division by zero", errBad)
+	}
+	if !errors.Is(errDup, pgx.ErrNoRows) {
+		t.Fatalf("conflicting insert rerun alone: %q, %v; want pgx.ErrNoRows", got, errDup)
+	}
+}
+
 // TestGroupWithdrawsCancelled: a caller that leaves before its statement
 // is sent withdraws it (an error pgx calls safe to retry: nothing reached
 // the server); one whose statement is in flight gets an error that is not.
