@@ -141,7 +141,10 @@ type Pipeline struct {
 	completionWait time.Duration
 	instanceID     string
 	instances      *journal.Instance
-	started        time.Time
+	// previousReconciled: this instance's previous incarnation's pending
+	// rows are marked (reconcileStopped).
+	previousReconciled atomic.Bool
+	started            time.Time
 	// storeFailedAt is the UnixNano of the last failed record write.
 	storeFailedAt atomic.Int64
 
@@ -275,7 +278,8 @@ func (s *Pipeline) MaxCallDuration() time.Duration { return s.authzTimeout + s.m
 
 // Reconcile marks interrupted every pending record older than the longest
 // possible call (plus a margin): its process died mid-call. Call it at
-// startup and periodically. It does nothing while completions wait in the
+// startup and periodically; first, the rows of kernels that stopped on
+// this journal directory (reconcileStopped). It does nothing while completions wait in the
 // journal, or until the store has taken writes for reconcileMargin since it
 // last failed: a kernel whose completions wait for the store (here or in a
 // sibling) writes them within seconds of the store's return, and a row
@@ -288,24 +292,28 @@ func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
 	if at := s.storeFailedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < reconcileMargin {
 		return 0, nil
 	}
+	stopped, err := s.reconcileStopped(ctx)
+	if err != nil {
+		return stopped, err
+	}
 	n, err := s.records.Reconcile(ctx, time.Now().Add(-(s.MaxCallDuration() + reconcileMargin)))
 	if err != nil {
-		return 0, fmt.Errorf("runtime: reconcile: %w", err)
+		return stopped, fmt.Errorf("runtime: reconcile: %w", err)
 	}
 	if n > 0 {
 		s.logger.WarnContext(ctx, "operation records marked interrupted", slog.Int64("count", n))
 	}
-	return n, nil
+	return stopped + n, nil
 }
 
-// ReconcileAtStartup marks interrupted what this instance's previous
-// incarnation left pending (only meaningful when Config.InstanceID is stable
-// across restarts, e.g. the pod name) and then runs Reconcile. Call it once
-// before serving.
-//
-// Completions journaled by stopped processes (this instance's previous
-// incarnation among them) are written first; while any is left nothing is
-// marked interrupted.
+// ReconcileAtStartup writes the completions journaled by stopped processes
+// (this instance's previous incarnation among them) and then runs
+// Reconcile, which marks interrupted what this instance's previous
+// incarnation (only meaningful when Config.InstanceID is stable across
+// restarts, e.g. the pod name) and the kernels stopped on this journal
+// directory left pending. Call it once before serving. While any journaled
+// completion is left, here or in a live sibling, nothing is marked
+// interrupted; a later Reconcile does it.
 func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
 	if w, err := s.journal.Flush(ctx, s.records); err != nil || s.journal.Len() > 0 {
 		s.storeFailed()
@@ -315,34 +323,58 @@ func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
 	} else if w > 0 {
 		s.logger.InfoContext(ctx, "journaled completions of a stopped process written", slog.Int("count", w))
 	}
-	n, err := s.records.ReconcileInstance(ctx, s.instanceID, s.started)
-	if err != nil {
-		return 0, fmt.Errorf("runtime: reconcile instance %s: %w", s.instanceID, err)
-	}
-	if n > 0 {
-		s.logger.WarnContext(ctx, "operation records of the previous run marked interrupted",
-			slog.String("instance_id", s.instanceID), slog.Int64("count", n))
-	}
-	// Kernels that stopped on this journal directory: their claim's lock
-	// was free, so none of their calls can still be in flight.
+	return s.Reconcile(ctx)
+}
+
+// reconcileStopped marks interrupted the pending rows of this instance's
+// previous incarnation (once) and of the kernels that stopped on this
+// journal directory: their claim's lock was free, so none of their calls
+// can still be in flight. Their outcomes, though, may wait in a journal
+// file a live sibling adopted (or in its own): while another process holds
+// any journaled completion, this waits for a later Reconcile, the stopped
+// kernels' claims kept (ADR 0007: what is journaled is written before
+// anything is marked interrupted).
+func (s *Pipeline) reconcileStopped(ctx context.Context) (int64, error) {
+	var dead []string
 	if s.instances != nil {
-		for _, dead := range s.instances.Dead() {
-			d, err := s.records.ReconcileInstance(ctx, dead, s.started)
-			if err != nil {
-				return n, fmt.Errorf("runtime: reconcile instance %s: %w", dead, err)
-			}
-			if d > 0 {
-				s.logger.WarnContext(ctx, "operation records of a stopped kernel marked interrupted",
-					slog.String("instance_id", dead), slog.Int64("count", d))
-			}
-			n += d
-			if err := s.instances.Forget(dead); err != nil {
-				s.logger.WarnContext(ctx, "stopped kernel's claim not removed", slog.String("instance_id", dead), slog.Any("error", err))
-			}
+		dead = s.instances.Dead()
+	}
+	if s.previousReconciled.Load() && len(dead) == 0 {
+		return 0, nil
+	}
+	if held, err := s.journal.HeldElsewhere(); err != nil || held > 0 {
+		s.logger.InfoContext(ctx, "stopped kernels' records not reconciled yet: another process holds journaled completions",
+			slog.Int("journaled", held), slog.Any("error", err))
+		return 0, nil
+	}
+	var n int64
+	if !s.previousReconciled.Load() {
+		d, err := s.records.ReconcileInstance(ctx, s.instanceID, s.started)
+		if err != nil {
+			return 0, fmt.Errorf("runtime: reconcile instance %s: %w", s.instanceID, err)
+		}
+		if d > 0 {
+			s.logger.WarnContext(ctx, "operation records of the previous run marked interrupted",
+				slog.String("instance_id", s.instanceID), slog.Int64("count", d))
+		}
+		n += d
+		s.previousReconciled.Store(true)
+	}
+	for _, id := range dead {
+		d, err := s.records.ReconcileInstance(ctx, id, s.started)
+		if err != nil {
+			return n, fmt.Errorf("runtime: reconcile instance %s: %w", id, err)
+		}
+		if d > 0 {
+			s.logger.WarnContext(ctx, "operation records of a stopped kernel marked interrupted",
+				slog.String("instance_id", id), slog.Int64("count", d))
+		}
+		n += d
+		if err := s.instances.Forget(id); err != nil {
+			s.logger.WarnContext(ctx, "stopped kernel's claim not removed", slog.String("instance_id", id), slog.Any("error", err))
 		}
 	}
-	m, err := s.Reconcile(ctx)
-	return n + m, err
+	return n, nil
 }
 
 // RunReconciler calls Reconcile (and ends waits for input that ran out,

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,86 @@ func TestStartupReconcilesOnlyStoppedKernels(t *testing.T) {
 		}
 		if r.Status != want {
 			t.Errorf("row of %s is %v, want %v", r.InstanceID, r.Status, want)
+		}
+	}
+	if len(mine.Dead()) != 0 {
+		t.Errorf("the reconciled kernel's claim is kept: %v", mine.Dead())
+	}
+}
+
+// TestStartupLeavesWhatASiblingHoldsJournaled: a kernel stopped with an
+// outcome journaled (answered succeeded while the store was down) and a
+// live sibling on the same directory adopted its journal file. A kernel
+// starting there takes the stopped kernel's claim, but marks nothing
+// interrupted while the sibling holds the completion: the sibling writes
+// it, and a later Reconcile marks the stopped kernel's other row.
+func TestStartupLeavesWhatASiblingHoldsJournaled(t *testing.T) {
+	store := memory.New()
+	ctx := context.Background()
+	dir := t.TempDir()
+	begin := func(call, inst string) *records.Record {
+		r := &records.Record{AttemptID: records.NewAttemptID(), CallID: call, TurnID: "t", InstanceID: inst, StartedAt: time.Now().UTC()}
+		if err := store.Begin(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	answered, unknown := begin("answered", "host-dead"), begin("unknown", "host-dead")
+	dead, err := journal.ClaimInstance(dir, "host-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jdead, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jdead.Add(answered.AttemptID, records.Completion{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, FinishedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	// The process stops: its files stay, their locks go.
+	if err := errors.Join(jdead.Close(), dead.Close()); err != nil {
+		t.Fatal(err)
+	}
+	sibling, err := journal.Open(dir, quiet) // adopts the stopped kernel's file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sibling.Close()
+	if sibling.Len() != 1 {
+		t.Fatalf("the sibling adopted %d completions, want 1", sibling.Len())
+	}
+	mine, err := journal.ClaimInstance(dir, "host-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	jmine, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := pipeline.New(pipeline.Config{Resolver: &fakeResolver{}, Records: store, Authz: sharedosv1.NewAuthzServiceClient(nil),
+		Grants: testKeys, Logger: quiet, InstanceID: "host-new", Instances: mine, Journal: jmine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	if n, err := k.ReconcileAtStartup(ctx); err != nil || n != 0 {
+		t.Fatalf("ReconcileAtStartup = %d, %v; want nothing marked while the sibling holds a completion", n, err)
+	}
+	if w, err := sibling.Flush(ctx, store); err != nil || w != 1 {
+		t.Fatalf("the sibling's flush wrote %d, %v; want its one completion", w, err)
+	}
+	if n, err := k.Reconcile(ctx); err != nil || n != 1 {
+		t.Fatalf("Reconcile = %d, %v; want the stopped kernel's unknown row", n, err)
+	}
+	want := map[string]sharedosv1.OperationStatus{
+		answered.CallID: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+		unknown.CallID:  sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED,
+	}
+	rows, _ := store.ListOperations(ctx, "t")
+	for _, r := range rows {
+		if r.Status != want[r.CallID] {
+			t.Errorf("row %s is %v, want %v", r.CallID, r.Status, want[r.CallID])
 		}
 	}
 	if len(mine.Dead()) != 0 {

@@ -562,6 +562,43 @@ func (j *Journal) adopt() error {
 	return errors.Join(errs...)
 }
 
+// HeldElsewhere counts the completions in journal files of this directory
+// that another live process holds: its own, or a stopped process's it
+// adopted. A stopped kernel's outcomes may wait there, so its pending rows
+// are not to be marked interrupted before that process writes them. A file
+// that cannot be read counts as holding one.
+func (j *Journal) HeldElsewhere() (int, error) {
+	if !j.Durable() {
+		return 0, nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	names, err := filepath.Glob(filepath.Join(j.dir, "*"+fileSuffix))
+	if err != nil {
+		return 0, fmt.Errorf("journal: %w", err)
+	}
+	n := 0
+	for _, path := range names {
+		if path == j.own.path || j.holds(path) {
+			continue
+		}
+		f, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // written and removed meanwhile
+		}
+		if err != nil {
+			return n + 1, fmt.Errorf("journal: %w", err)
+		}
+		entries, err := read(f, path, slog.New(slog.DiscardHandler))
+		_ = f.Close()
+		if err != nil {
+			return n + 1, err
+		}
+		n += len(entries)
+	}
+	return n, nil
+}
+
 func (j *Journal) holds(path string) bool {
 	for _, f := range j.others {
 		if f.path == path {
