@@ -362,11 +362,15 @@ type openFlags struct {
 	userToken      string
 }
 
+// UnnamedHarness is the harness a turn opened without --harness names: the
+// bridge requires one, and the records then say that none was given.
+const UnnamedHarness = "unnamed"
+
 func (o *openFlags) bind(fs *flag.FlagSet) {
 	o.access.bind(fs)
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Minute, "lease time to live")
 	fs.StringVar(&o.userToken, "user-token", os.Getenv("SHAREDOS_USER_TOKEN"), "the end user's OIDC ID token (env SHAREDOS_USER_TOKEN): the bridge verifies it and takes the context from its claims, instead of --principal/--role")
-	fs.StringVar(&o.harness, "harness", "", "harness name (e.g. claude-code)")
+	fs.StringVar(&o.harness, "harness", UnnamedHarness, "harness name (e.g. claude-code), recorded with every call of the turn")
 	fs.StringVar(&o.harnessVersion, "harness-version", "", "harness version")
 	fs.StringVar(&o.mcpSupport, "mcp-support", "native", "native or extension")
 	fs.StringVar(&o.extension, "extension", "", "MCP client extension name when --mcp-support extension")

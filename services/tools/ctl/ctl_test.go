@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -343,5 +344,43 @@ func TestStatusChecksWhoAnswers(t *testing.T) {
 	}
 	if s, code := status(serve(callers.Provider)); code != 1 || s.Status == "SERVING" || !strings.Contains(s.Error, "role provider") {
 		t.Errorf("a provider where the catalogue should be: %+v, code %d; want not serving, naming its role", s, code)
+	}
+}
+
+// The flags issues 7 and 19 write as optional take the defaults their
+// usage lines show: a turn opened without --harness is opened (the bridge
+// requires a name: it is "unnamed"), and an upstream added without
+// --refresh is listed again every 10 minutes; --refresh 0 asks for none.
+func TestOptionalFlagsDefaults(t *testing.T) {
+	var o openFlags
+	fs := flag.NewFlagSet("turn open", flag.ContinueOnError)
+	o.bind(fs)
+	if err := fs.Parse([]string{"--principal", "alice", "--role", "engineer"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.harness != UnnamedHarness || o.harness == "" {
+		t.Errorf("turn open without --harness names %q, want %q", o.harness, UnnamedHarness)
+	}
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"--namespace", "fs", "--url", "http://127.0.0.1:1/mcp"}, 10 * time.Minute},
+		{[]string{"--namespace", "fs", "--url", "http://127.0.0.1:1/mcp", "--refresh", "0"}, 0},
+		{[]string{"--namespace", "fs", "--url", "http://127.0.0.1:1/mcp", "--refresh", "1h"}, time.Hour},
+	} {
+		var f addFlags
+		fs := flag.NewFlagSet("providers add", flag.ContinueOnError)
+		f.bind(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		spec, err := f.spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.GetRefresh().AsDuration(); got != c.want || (c.want == 0) != (spec.GetRefresh() == nil) {
+			t.Errorf("providers add %v: refresh %v (%v), want %v", c.args, got, spec.GetRefresh(), c.want)
+		}
 	}
 }

@@ -69,7 +69,7 @@ func (f *addFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.oauthClientID, "oauth-client-id", "", "OAuth client id")
 	fs.StringVar(&f.oauthSecretRef, "oauth-client-secret-ref", "", "secret reference of the OAuth client secret")
 	fs.Var(&f.oauthScopes, "oauth-scope", "OAuth scope to ask for (repeatable)")
-	fs.DurationVar(&f.refresh, "refresh", 0, "how often the tools are listed again (0: only on `providers refresh`)")
+	fs.DurationVar(&f.refresh, "refresh", 10*time.Minute, "how often the tools are listed again (0: only on \"providers refresh\")")
 	fs.DurationVar(&f.timeout, "timeout", 0, "bound of one upstream call (0: the kernel's default)")
 	fs.Var(&f.requirements, "requirement", "NAME=ACTION:TEMPLATE: the requirement of one tool instead of call on mcp:NS/<name> (repeatable)")
 	fs.StringVar(&f.requirementsFile, "requirements-file", "", "YAML or JSON map of NAME to ACTION:TEMPLATE")
