@@ -122,6 +122,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	dbRole := config.String(fs, "database-role", migrations.ServiceRole, "PostgreSQL role every connection acts as (SET ROLE; the migrations create it): only the bridge schema; empty: the login user's own privileges")
 	migrate := config.Bool(fs, "migrate", false, "apply database migrations before serving (local use)")
 	origins := config.StringSlice(fs, "allowed-origins", nil, "comma-separated Origins allowed on the MCP endpoints (requests without Origin, and from the bridge's own origin — the public URL's, and the loopback names with its port on a loopback listener — are always allowed)")
+	config.Alias(fs, "allowed-origin", "allowed-origins") // as issue 17 spells it
 	hosts := config.StringSlice(fs, "allowed-hosts", nil, "comma-separated Host names allowed (default: localhost, 127.0.0.1, ::1 and the public URL host)")
 	trusted := config.StringSlice(fs, "trusted-proxies", nil, "comma-separated CIDRs of proxies (an Ingress) whose X-Forwarded-For names the client each refusal budget is kept for (default: none; the peer address is the client)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries: the tenants each host identity may open, read and close turns for (* = any; operators may for any)")

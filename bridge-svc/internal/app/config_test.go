@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,20 @@ func TestCompleteRefusesBadConfig(t *testing.T) {
 				t.Errorf("error %q does not name %s", err, tc.flag)
 			}
 		})
+	}
+}
+
+// --allowed-origin is --allowed-origins spelled as issue 17 writes it:
+// either, given once or more, adds to the one list.
+func TestAllowedOriginSpellings(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg := app.Bind(fs)
+	if err := fs.Parse([]string{"--allowed-origin", "https://a.example", "--allowed-origins", "https://b.example,https://c.example",
+		"--allowed-origin", "https://d.example"}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(cfg().AllowedOrigins, " ")
+	if got != "https://a.example https://b.example https://c.example https://d.example" {
+		t.Errorf("allowed origins %q", got)
 	}
 }

@@ -153,6 +153,22 @@ func StringSlice(fs *flag.FlagSet, name string, def []string, usage string) *[]s
 	})
 }
 
+// Alias defines --alias as another spelling of the flag target, defined
+// on fs before it: setting either sets the one value (a list flag given
+// both ways keeps every entry). The alias binds no environment variable of
+// its own.
+func Alias(fs *flag.FlagSet, alias, target string) {
+	t := fs.Lookup(target)
+	if t == nil {
+		panic("config: alias --" + alias + " of undefined --" + target)
+	}
+	fs.Var(aliasValue{t.Value}, alias, "the same as --"+target)
+}
+
+// aliasValue hides the target's environment binding (bound), so the
+// reference lists the variable once, under the target.
+type aliasValue struct{ flag.Value }
+
 func splitList(s string) []string {
 	var out []string
 	for _, part := range strings.Split(s, ",") {
