@@ -162,12 +162,22 @@ func Alias(fs *flag.FlagSet, alias, target string) {
 	if t == nil {
 		panic("config: alias --" + alias + " of undefined --" + target)
 	}
-	fs.Var(aliasValue{t.Value}, alias, "the same as --"+target)
+	fs.Var(&aliasValue{t.Value}, alias, "the same as --"+target)
 }
 
-// aliasValue hides the target's environment binding (bound), so the
-// reference lists the variable once, under the target.
-type aliasValue struct{ flag.Value }
+// aliasValue sets its target; it hides the target's environment binding
+// (bound), so the reference lists the variable once, under the target.
+type aliasValue struct{ target flag.Value }
+
+func (a *aliasValue) Set(s string) error { return a.target.Set(s) }
+
+// String is "" on the zero value flag.PrintDefaults builds by reflection.
+func (a *aliasValue) String() string {
+	if a == nil || a.target == nil {
+		return ""
+	}
+	return a.target.String()
+}
 
 func splitList(s string) []string {
 	var out []string

@@ -267,3 +267,30 @@ func TestUsageMentionsEnv(t *testing.T) {
 		t.Fatalf("usage %q does not name the env var", u)
 	}
 }
+
+// An alias sets its target's one value, shows in --help (whose zero-value
+// probe must not panic) and in the reference without a variable of its own.
+func TestAlias(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	list := config.StringSlice(fs, "allowed-origins", nil, "origins")
+	config.Alias(fs, "allowed-origin", "allowed-origins")
+	if err := fs.Parse([]string{"--allowed-origin", "a", "--allowed-origins", "b,c", "--allowed-origin", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(*list, []string{"a", "b", "c", "d"}) {
+		t.Errorf("list %v", *list)
+	}
+	var help, ref bytes.Buffer
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	if !strings.Contains(help.String(), "-allowed-origin value\n    \tthe same as --allowed-origins") {
+		t.Errorf("help:\n%s", help.String())
+	}
+	if err := config.Reference(&ref, fs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ref.String(), "| `--allowed-origin` | — | — | the same as --allowed-origins |") ||
+		strings.Count(ref.String(), "SHAREDOS_ALLOWED_ORIGINS") != 1 {
+		t.Errorf("reference:\n%s", ref.String())
+	}
+}
