@@ -35,7 +35,9 @@ func exampleUpstream(cfg *Config) (npx, why string) {
 	if cfg.Flags == nil {
 		cfg.Flags = map[string][]string{}
 	}
-	cfg.Flags["catalog-svc"] = append(cfg.Flags["catalog-svc"], "--upstream-commands", path)
+	// By name: "npx" (as docs/upstreams.md writes it) and the path it is
+	// found at both start.
+	cfg.Flags["catalog-svc"] = append(cfg.Flags["catalog-svc"], "--upstream-commands", "npx")
 	return path, ""
 }
 
