@@ -227,11 +227,25 @@ func (r *response) refusal() string {
 	return fmt.Sprintf("refused by the MCP server (HTTP %d): %s", r.status, unquote(strings.ToValidUTF8(string(body), "\uFFFD")))
 }
 
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+var (
+	quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	// number is a value encoding/json names in its errors ("cannot
+	// unmarshal number 4111222333e300 into …"; "invalid character 'x'").
+	number = regexp.MustCompile(`\bnumber [^\s"]+|'(?:[^'\\]|\\.)+'`)
+)
 
-// unquote replaces each double-quoted part of s by "…".
+// unquote replaces each double-quoted part of s by "…", and each value
+// encoding/json quotes without double quotes (a number, a character): an
+// argument the request's parse failed on, which a record holds only as a
+// digest (invariant 11).
 func unquote(s string) string {
-	return quoted.ReplaceAllLiteralString(strings.TrimSpace(s), `"…"`)
+	s = quoted.ReplaceAllLiteralString(strings.TrimSpace(s), `"…"`)
+	return number.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.HasPrefix(m, "number ") {
+			return "number …"
+		}
+		return "'…'"
+	})
 }
 
 // Flush implements server.HTTPResponseWriter.
