@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -302,6 +303,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	}
 	guard := c.Upstreams
 	guard.Credentials, _ = secretref.ParseScope(c.UpstreamCredentials) // validated above
+	guard.Private = c.private(guard.Credentials)
 	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: guard, Screening: screening, Logger: log, Locks: upstreamLocks})
 	a.closers = append(a.closers, a.upstream.Close)
 	handlers := upstream.Handlers{Upstreams: a.upstream, Next: conns}
@@ -339,6 +341,29 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		return nil, fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
 	return a, nil
+}
+
+// private are the paths a stdio upstream's process may not open
+// (upstream.Guard.Private): the directories of the kernel's keys — a
+// Kubernetes Secret's mount holds the key's other files too, make run's
+// PKI directory every service's key and the CA's — (a key directly in / on
+// its own), the record journal, and the directories the upstreams' secret
+// references may name.
+func (c Config) private(credentials secretref.Scope) []string {
+	var out []string
+	for _, f := range append([]string{c.Plane.TLS.KeyFile(), c.GrantKey}, c.GrantRetiredKeys...) {
+		switch d := filepath.Dir(f); {
+		case f == "":
+		case d == string(filepath.Separator):
+			out = append(out, f)
+		default:
+			out = append(out, d)
+		}
+	}
+	if c.RecordJournalDir != "" {
+		out = append(out, c.RecordJournalDir)
+	}
+	return append(out, credentials.Dirs()...)
 }
 
 // grantKeys loads the grant keys, or makes a process-local one.

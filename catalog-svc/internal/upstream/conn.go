@@ -478,6 +478,17 @@ func loadsCode(name string) bool {
 	return false
 }
 
+// unconfinedOnce: a kernel without Landlock says once that its stdio
+// servers could read what Guard.Private names.
+var unconfinedOnce sync.Once
+
+func (c *conn) unconfined(err error) {
+	unconfinedOnce.Do(func() {
+		c.log.Warn("stdio upstream servers run unconfined: they can read the kernel's keys and journal as its own user can",
+			slog.Any("error", err))
+	})
+}
+
 // childEnv is a stdio upstream's whole environment: enough to run, and
 // none of catalog-svc's own (its database URL, its keys). A header
 // configured for a stdio upstream is passed as an environment variable of
@@ -572,7 +583,7 @@ func (t *capturingStdio) kill() {
 
 // Start starts the process, then mcp-go's reading of its stdout.
 func (t *capturingStdio) Start(ctx context.Context) error {
-	if err := t.cmd.Start(); err != nil {
+	if err := startConfined(t.cmd, t.c.guard.Private, t.c.unconfined); err != nil {
 		return fmt.Errorf("failed to start command: %w", err)
 	}
 	return t.Stdio.Start(ctx)

@@ -31,7 +31,9 @@ import (
 // upstreams are all public, no upstream URL reaches what is beside it. An
 // upstream's secret references (headers, bearer token, OAuth client
 // secret) resolve only within Credentials: never to the kernel's own
-// configuration (its database URL, its keys).
+// configuration (its database URL, its keys). A stdio upstream's process
+// may open nothing under Private (on Linux, with Landlock): the kernel's
+// key directories, its record journal, its secret references' directories.
 type Guard struct {
 	Hosts                     []string
 	Commands                  []string
@@ -39,6 +41,7 @@ type Guard struct {
 	AllowCleartextCredentials bool
 	DenyPrivate               bool
 	Credentials               secretref.Scope
+	Private                   []string
 }
 
 // sharedAddressSpace is carrier-grade NAT's (RFC 6598): private in all

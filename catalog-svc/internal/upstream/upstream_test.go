@@ -254,6 +254,13 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 		}
 		return mcp.NewToolResultText("answered " + string(res.Action)), nil
 	})
+	s.AddTool(mcp.NewTool("cat", mcp.WithDescription("Reads the file at path."), mcp.WithString("path")), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		b, err := os.ReadFile(req.GetString("path", ""))
+		if err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		return mcp.NewToolResultText(string(b)), nil
+	})
 	s.AddTool(mcp.NewTool("env", mcp.WithDescription("Lists its environment.")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText(strings.Join(os.Environ(), "\n")), nil
 	})
@@ -851,6 +858,12 @@ func TestAToolHiddenForOneListingKeepsItsPin(t *testing.T) {
 // command is launcher followed by the test binary's path.
 func stdioUpstream(t *testing.T, maxBytes int64, launcher ...string) (*harness, string) {
 	t.Helper()
+	return stdioUpstreamGuarded(t, maxBytes, nil, launcher...)
+}
+
+// stdioUpstreamGuarded is stdioUpstream with the guard's Private paths.
+func stdioUpstreamGuarded(t *testing.T, maxBytes int64, private []string, launcher ...string) (*harness, string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -859,7 +872,7 @@ func stdioUpstream(t *testing.T, maxBytes int64, launcher ...string) (*harness, 
 		t.Cleanup(upstream.SetMaxResponseBytes(maxBytes)) // restored after the manager closes
 	}
 	argv := append(append([]string{}, launcher...), exe)
-	h := newHarness(t, upstream.Guard{Commands: []string{argv[0]}})
+	h := newHarness(t, upstream.Guard{Commands: []string{argv[0]}, Private: private})
 	marks := t.TempDir()
 	t.Setenv("SERVE_STDIO", "1")
 	t.Setenv("MARKS", marks)

@@ -56,6 +56,15 @@ type Credentials struct {
 	plaintext bool
 	provider  certprovider.Provider
 	self      Identity
+	keyFile   string
+}
+
+// KeyFile is the path of the private key (--tls-key); "" in plaintext.
+func (c *Credentials) KeyFile() string {
+	if c == nil {
+		return ""
+	}
+	return c.keyFile
 }
 
 // Plaintext is the credential of --insecure-plaintext (and of in-process
@@ -93,7 +102,7 @@ func Load(ctx context.Context, cfg Config) (*Credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	c := &Credentials{provider: p}
+	c := &Credentials{provider: p, keyFile: cfg.Key}
 	km, err := c.material(ctx)
 	if err != nil {
 		p.Close()

@@ -361,6 +361,12 @@ func TestLoadErrors(t *testing.T) {
 			t.Errorf("plaintext listener %s: %v", addr, err)
 		}
 	}
+	if plain.KeyFile() != "" {
+		t.Errorf("plaintext names a key file: %q", plain.KeyFile())
+	}
+	if cfg := f.identity(t, "k", callers.Catalog, "k"); load(t, cfg).KeyFile() != cfg.Key {
+		t.Errorf("KeyFile is not --tls-key %s", cfg.Key)
+	}
 	if err := load(t, f.identity(t, "b", callers.Bridge, "b")).CheckListener("0.0.0.0:1"); err != nil {
 		t.Errorf("mTLS on any address: %v", err)
 	}

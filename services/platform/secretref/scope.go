@@ -43,6 +43,10 @@ func protectedPrefix(name string) string {
 	return ""
 }
 
+// Dirs are the directories the scope's file: entries allow (each with its
+// trailing separator).
+func (s Scope) Dirs() []string { return slices.Clone(s.dirs) }
+
 // None is the ParseScope entry that allows no reference at all.
 const None = "none"
 

@@ -1,0 +1,194 @@
+//go:build linux
+
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// startConfined starts cmd unable to open anything under the paths of
+// private (Landlock, ABI 1 and later): catalog-svc's keys, journal and
+// secret references, which a stdio server — third-party code running as
+// catalog-svc's own user — could otherwise read. Everything else stays as
+// open to it as to catalog-svc. The restriction is made on an OS thread of
+// its own, which cmd is started from and inherits it; that thread is never
+// handed back to the runtime (a goroutine that ends locked ends its
+// thread), so the rest of the process is untouched. Without Landlock in
+// the kernel cmd starts unconfined and onUnconfined says so.
+func startConfined(cmd *exec.Cmd, private []string, onUnconfined func(error)) error {
+	if len(private) == 0 {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		switch err := confineThread(private); {
+		case errors.Is(err, errNoLandlock):
+			onUnconfined(err)
+		case err != nil:
+			errc <- fmt.Errorf("confine the stdio server: %w", err)
+			return
+		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
+}
+
+// errNoLandlock: the kernel offers no Landlock (too old, or not enabled).
+var errNoLandlock = errors.New("Landlock is not available in this kernel")
+
+// fileRights are the rights a rule on a file (not a directory) may carry.
+const fileRights = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
+	unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+
+// confineThread restricts the calling thread (and what it starts) to every
+// path but those under private.
+func confineThread(private []string) error {
+	abi, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 || int(abi) < 1 {
+		return errNoLandlock
+	}
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: handledFS(int(abi))}
+	size := unsafe.Offsetof(attr.Scoped) // ABI 4 and 5: Handled_access_net (left 0) is known too
+	if abi < 4 {
+		size = unsafe.Offsetof(attr.Handled_access_net)
+	}
+	if abi >= 6 {
+		// Nor may it signal catalog-svc, or reach its abstract sockets.
+		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+		size = unsafe.Offsetof(attr.Quiet_access_fs)
+	}
+	deny, split, err := privatePaths(private)
+	if err != nil {
+		return err
+	}
+	r, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	if errno != 0 {
+		return fmt.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	fd := int(r)
+	defer unix.Close(fd)
+	if err := allowAllBut(fd, attr.Handled_access_fs, "/", deny, split); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+// handledFS is every filesystem right Landlock ABI abi knows.
+func handledFS(abi int) uint64 {
+	switch {
+	case abi >= 9:
+		return 1<<17 - 1
+	case abi >= 5:
+		return 1<<16 - 1
+	case abi >= 3:
+		return 1<<15 - 1
+	case abi == 2:
+		return 1<<14 - 1
+	}
+	return 1<<13 - 1
+}
+
+// privatePaths are the paths to deny (each as given, cleaned, and where its
+// links lead) and their ancestors, which are split: each entry of theirs
+// is allowed on its own but the denied one.
+func privatePaths(private []string) (deny, split map[string]bool, err error) {
+	deny, split = map[string]bool{}, map[string]bool{}
+	for _, p := range private {
+		if !filepath.IsAbs(p) {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return nil, nil, err
+			}
+			p = abs
+		}
+		ps := []string{filepath.Clean(p)}
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			ps = append(ps, real)
+		}
+		for _, q := range ps {
+			if q == "/" {
+				return nil, nil, fmt.Errorf("%s: a stdio server cannot be kept from the whole filesystem", p)
+			}
+			deny[q] = true
+			for d := filepath.Dir(q); ; d = filepath.Dir(d) {
+				split[d] = true
+				if d == "/" {
+					break
+				}
+			}
+		}
+	}
+	return deny, split, nil
+}
+
+// allowAllBut adds rules allowing everything beneath dir but its denied
+// paths: every entry of dir that is neither denied nor split is allowed
+// whole, and each split one is divided in turn. A split directory itself
+// may be listed (its names are not secret), nothing more: what is created
+// in it later is closed to the server. A symbolic link gets no rule (what
+// it leads to is reached by its own path's rules).
+func allowAllBut(fd int, handled uint64, dir string, deny, split map[string]bool) error {
+	if err := addRule(fd, dir, handled&unix.LANDLOCK_ACCESS_FS_READ_DIR); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case deny[p], e.Type()&os.ModeSymlink != 0:
+		case split[p]:
+			if err := allowAllBut(fd, handled, p, deny, split); err != nil {
+				return err
+			}
+		case e.IsDir():
+			if err := addRule(fd, p, handled); err != nil && !vanished(err) {
+				return err
+			}
+		default:
+			if err := addRule(fd, p, handled&fileRights); err != nil && !vanished(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// vanished: the entry went between the listing and the rule, or cannot be
+// opened by catalog-svc either; it stays closed to the server.
+func vanished(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ELOOP)
+}
+
+func addRule(fd int, path string, access uint64) error {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(pfd)
+	rule := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)}
+	// The kernel reads the packed C struct: Allowed_access, then Parent_fd.
+	if _, _, errno := syscall.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), unix.LANDLOCK_RULE_PATH_BENEATH,
+		uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
+		return fmt.Errorf("landlock rule for %s: %w", path, errno)
+	}
+	return nil
+}
