@@ -509,3 +509,74 @@ func legacySession(t *testing.T, lease *sharedosv1.TurnLease) map[string]string 
 	}
 	return map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
 }
+
+// TestAttemptsNamedByTheHeaderRecorded (invariant 4): a request whose
+// Mcp-Method header says tools/call is a tools/call when it is refused,
+// whatever its body's method: refused 400 -32020 and recorded once as a
+// record-only rejection of the tool Mcp-Name names, never run. Before, the
+// bridge looked at the body's method alone: mcp-go's refusal of a
+// tools/list body under a tools/call header went unrecorded, and so did
+// the bridge's own of a repeated Mcp-Method; a notification under it was
+// not even refused (202: mcp-go checks no header of a notification). The
+// rule holds in every era, as the repeated-header one does: a 2025-era
+// tools/list under a tools/call header, which mcp-go served, is refused
+// and recorded too.
+func TestAttemptsNamedByTheHeaderRecorded(t *testing.T) {
+	f := newFixture(t)
+	tr := f.bridge.Open(t)
+	list := modernList(5)
+	callHeaders := map[string][]string{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"files.read"}}
+	session := legacySession(t, tr)
+	for _, tc := range []struct {
+		name    string
+		body    string
+		headers map[string][]string
+		id      string // the id the error answers (JSON)
+		legacy  bool
+	}{
+		{"2025-era tools/list under a tools/call header", legacyList(5), map[string][]string{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"files.read"},
+			"Mcp-Session-Id": {session["Mcp-Session-Id"]}, "Mcp-Protocol-Version": {session["Mcp-Protocol-Version"]}}, "5", true},
+		{"tools/list body under a tools/call header", list, callHeaders, "5", false},
+		{"case-folded Tools/Call body under a tools/call header",
+			strings.Replace(modernCall(5, "files.read", `{"path":"/public/a.txt"}`), `"tools/call"`, `"Tools/Call"`, 1), callHeaders, "5", false},
+		{"tools/list body under two tools/call headers", list,
+			map[string][]string{"Mcp-Method": {"tools/call", "tools/call"}, "Mcp-Name": {"files.read"}}, "5", false},
+		{"tools/list body under tools/list and tools/call headers", list,
+			map[string][]string{"Mcp-Method": {"tools/list", "tools/call"}, "Mcp-Name": {"files.read"}}, "5", false},
+		{"a notification under a tools/call header",
+			`{"jsonrpc":"2.0","method":"notifications/initialized","params":{` + modernMeta + `}}`, callHeaders, "null", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: tc.body, modern: !tc.legacy}.request()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.headers {
+				req.Header[k] = v
+			}
+			before := len(f.kernel.Calls())
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			got := rawResp{status: resp.StatusCode, header: resp.Header, body: body}
+			calls := f.kernel.Calls()[before:]
+			if len(calls) != 1 || calls[0].GetEdgeRejection() == "" || calls[0].GetTool() != "files.read" ||
+				calls[0].GetKind() != sharedosv1.CallKind_CALL_KIND_UNSPECIFIED {
+				t.Errorf("kernel saw %v, want one record-only rejection of the tools/call files.read", calls)
+			}
+			var m struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal(got.body, &m)
+			if code, _ := got.rpcError(); got.status != http.StatusBadRequest || code != -32020 || string(m.ID) != tc.id {
+				t.Errorf("answered %d %s, want 400 and a -32020 error for id %s", got.status, got.body, tc.id)
+			}
+			if len(calls) == 1 {
+				t.Logf("%d %s → recorded %q", got.status, bytes.TrimSpace(got.body), calls[0].GetEdgeRejection())
+			}
+		})
+	}
+}

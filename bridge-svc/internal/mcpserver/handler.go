@@ -250,9 +250,10 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, _
 
 // route handles a request the gate let in: a POST's body is read under the
 // size cap and pre-parsed strictly (a protocol error is answered here), a
-// modern cancellation is absorbed, the request gets its server span, an
-// Mcp-Name/body mismatch is recorded and refused, and everything else goes
-// to the turn's mcp-go server with the body already read.
+// request whose Mcp-Method or Mcp-Name header disagrees with it is refused
+// (recorded when either names an attempt), a modern cancellation is
+// absorbed, the request gets its server span, and everything else goes to
+// the turn's mcp-go server with the body already read.
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, lease leases.Status) {
 	ctx := r.Context()
 	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) {
@@ -285,6 +286,16 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		if rerr != nil {
 			h.recordRefused(ctx, turnID, r.Header, body, rerr.Message)
 			writeRPCError(w, rerr)
+			return
+		}
+		if reason := protocol.NameHeaderMismatch(r.Header, msg); reason != "" {
+			// mcp-go would refuse most of these too, but with a message that
+			// quotes neither name, and a notification not at all: refused
+			// here, before any other reading of the message, with the
+			// protocol error a 2026-07-28 server owes (400, -32020) —
+			// recorded first when its Mcp-Method header or its method names
+			// an attempt.
+			h.refuseHeaders(w, r, turnID, body, msg, reason)
 			return
 		}
 		if msg.Method == "notifications/cancelled" &&
@@ -344,16 +355,6 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		var span trace.Span
 		ctx, span = h.startSpan(ctx, r, turnID, msg)
 		defer span.End()
-		if reason := protocol.NameHeaderMismatch(r.Header, msg); reason != "" {
-			// mcp-go would refuse this too, but with a message that quotes
-			// neither name: refuse it here, recorded, with the protocol error
-			// a 2026-07-28 server owes (400, -32020).
-			if kind, ok := attemptKinds[msg.Method]; ok {
-				h.reject(ctx, turnID, kind, msg.Target, reason)
-			}
-			writeRPCError(w, &protocol.RPCError{Code: protocol.CodeHeaderMismatch, Message: "header mismatch: " + reason, ID: msg.ID})
-			return
-		}
 	}
 	srv, err := h.server(ctx, turnID)
 	if err != nil {
@@ -372,7 +373,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 	}
 	kind, call := sharedosv1.CallKind(0), false
 	if msg != nil {
-		kind, call = attemptKinds[msg.Method]
+		// Its Mcp-Method header or its method says so. (One whose header
+		// alone says so was refused above: it does not reach mcp-go.)
+		kind, call = attemptKinds[protocol.AttemptMethod(r.Header, msg.Method)]
 	}
 	ctx, st := withCallState(ctx)
 	if msg != nil {
@@ -456,16 +459,29 @@ func (h *Handler) terminate(w http.ResponseWriter, r *http.Request, turnID, sid 
 	w.WriteHeader(http.StatusOK)
 }
 
-// recordRefused records a request the edge refused while reading or
-// parsing it, when it claims to be an attempt — a tools/call, prompts/get
-// or resources/read (protocol.Sniff): every attempt on an authenticated
+// recordRefused records a request the bridge refused itself (while
+// reading or parsing it, or for its headers), when it claims to be an
+// attempt — a tools/call, prompts/get or resources/read, by its Mcp-Method
+// header or its body (protocol.Sniff): every attempt on an authenticated
 // turn leaves a record, failed/invalid_request, and nothing runs. Anything
-// else (a notification, a list, an unreadable body) is only answered.
+// else (a notification or a list under no such header, an unreadable body)
+// is only answered.
 func (h *Handler) recordRefused(ctx context.Context, turnID string, header http.Header, body []byte, reason string) {
 	method, name := protocol.Sniff(header, body)
 	if kind, ok := attemptKinds[method]; ok {
 		h.reject(ctx, turnID, kind, name, reason)
 	}
+}
+
+// refuseHeaders answers a request whose Mcp-Method or Mcp-Name header the
+// bridge refuses (protocol.NameHeaderMismatch) with HTTP 400 and -32020,
+// under the request's own span, after recording it when its header or its
+// body says it is an attempt.
+func (h *Handler) refuseHeaders(w http.ResponseWriter, r *http.Request, turnID string, body []byte, msg *protocol.Message, reason string) {
+	ctx, span := h.startSpan(r.Context(), r, turnID, msg)
+	defer span.End()
+	h.recordRefused(ctx, turnID, r.Header, body, reason)
+	writeRPCError(w, &protocol.RPCError{Code: protocol.CodeHeaderMismatch, Message: "header mismatch: " + reason, ID: msg.ID})
 }
 
 // reject records a refused attempt of turnID under what it named.

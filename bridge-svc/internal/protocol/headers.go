@@ -20,11 +20,19 @@ const CodeHeaderMismatch = -32020
 // not name the body's tool ("" when it does, or when the rule does not
 // apply: another method, or a legacy-era request, which has no such header).
 // A non-ASCII name travels as =?base64?<std base64>?= and is decoded first.
-// A repeated Mcp-Method header is refused on any request: mcp-go reads the
-// first, an intermediary may read the last.
+// Two Mcp-Method rules hold on any request, whatever its era: a repeated
+// header is refused (mcp-go reads the first, an intermediary may read the
+// last), and so is one naming an attempt (a tools/call, a prompts/get, a
+// resources/read) the body's method is not — an intermediary routing on it
+// took the request for that attempt, and mcp-go refuses it only on a
+// 2026-07-28 request that is not a notification. Either is a refused
+// attempt when the header names one (AttemptMethod): recorded.
 func NameHeaderMismatch(h http.Header, msg *Message) string {
 	if len(h.Values(HeaderMethod)) > 1 {
 		return fmt.Sprintf("%s header repeated for %s", HeaderMethod, msg.Method)
+	}
+	if m := h.Get(HeaderMethod); isAttempt(m) && m != msg.Method {
+		return fmt.Sprintf("%s header %q does not match method %q", HeaderMethod, m, msg.Method)
 	}
 	param := "params." + targets[msg.Method]
 	if !isAttempt(msg.Method) || !(IsModern(h.Get(HeaderProtocolVersion)) || IsModern(msg.MetaProtocolVersion)) {
@@ -43,6 +51,22 @@ func NameHeaderMismatch(h http.Header, msg *Message) string {
 	}
 	if name != msg.Target {
 		return fmt.Sprintf("%s header %q does not match %s %q", HeaderName, name, param, msg.Target)
+	}
+	return ""
+}
+
+// AttemptMethod says which attempt a request is by what it says of itself
+// (invariant 4): method, its body's, when that is an attempt, else the
+// first of its Mcp-Method header's values that is one; "" when neither
+// says so. Sniff reads a refused body by the same rule.
+func AttemptMethod(h http.Header, method string) string {
+	if isAttempt(method) {
+		return method
+	}
+	for _, v := range h.Values(HeaderMethod) {
+		if isAttempt(v) {
+			return v
+		}
 	}
 	return ""
 }

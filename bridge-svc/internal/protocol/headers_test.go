@@ -33,6 +33,11 @@ func TestNameHeaderMismatch(t *testing.T) {
 		{"legacy era has no such rule", http.Header{}, call, ""},
 		{"other methods", modern(), &protocol.Message{Method: "tools/list"}, ""},
 		{"repeated Mcp-Method on any method", http.Header{"Mcp-Method": {"tools/list", "tools/call"}}, &protocol.Message{Method: "tools/list"}, "Mcp-Method header repeated"},
+		{"Mcp-Method naming an attempt the body is not", http.Header{"Mcp-Method": {"tools/call"}}, &protocol.Message{Method: "tools/list"}, `Mcp-Method header "tools/call" does not match method "tools/list"`},
+		{"Mcp-Method tools/call on a notification", http.Header{"Mcp-Method": {"tools/call"}}, &protocol.Message{Method: "notifications/initialized"}, `does not match method "notifications/initialized"`},
+		{"Mcp-Method tools/call on a case-folded Tools/Call", http.Header{"Mcp-Method": {"tools/call"}}, &protocol.Message{Method: "Tools/Call"}, `does not match method "Tools/Call"`},
+		{"a matching Mcp-Method", http.Header{"Mcp-Method": {"tools/list"}}, &protocol.Message{Method: "tools/list"}, ""},
+		{"Mcp-Method naming no attempt is mcp-go's to check", http.Header{"Mcp-Method": {"tools/list"}}, &protocol.Message{Method: "resources/list"}, ""},
 		{"modern by _meta only", http.Header{}, &protocol.Message{Method: "tools/call", ToolName: "x", Target: "x", MetaProtocolVersion: protocol.Version20260728}, "missing"},
 	}
 	for _, c := range cases {
@@ -42,5 +47,24 @@ func TestNameHeaderMismatch(t *testing.T) {
 				t.Fatalf("got %q, want containing %q", got, c.want)
 			}
 		})
+	}
+}
+
+func TestAttemptMethod(t *testing.T) {
+	for _, c := range []struct {
+		name, method string
+		h            http.Header
+		want         string
+	}{
+		{"the body's attempt", "tools/call", http.Header{}, "tools/call"},
+		{"the body's attempt over the header's", "prompts/get", http.Header{"Mcp-Method": {"tools/call"}}, "prompts/get"},
+		{"the header's attempt", "tools/list", http.Header{"Mcp-Method": {"tools/call"}}, "tools/call"},
+		{"any of the header's values", "tools/list", http.Header{"Mcp-Method": {"tools/list", "resources/read"}}, "resources/read"},
+		{"a folded method is no attempt", "Tools/Call", http.Header{}, ""},
+		{"neither", "tools/list", http.Header{"Mcp-Method": {"tools/list"}}, ""},
+	} {
+		if got := protocol.AttemptMethod(c.h, c.method); got != c.want {
+			t.Errorf("%s: AttemptMethod = %q, want %q", c.name, got, c.want)
+		}
 	}
 }

@@ -23,10 +23,12 @@ func isAttempt(method string) bool { return targets[method] != "" }
 // under what it asked for. It is never used to serve anything: it reads
 // leniently what Parse refused strictly (a truncated body, invalid UTF-8,
 // duplicate or case-folded keys). The Mcp-Method and Mcp-Name headers, when
-// present, say it first; then the body. A body whose top level names an
-// attempt under any spelling of "method", anywhere among its members, is
-// that attempt whatever the header or another "method" says — encoding/json
-// would have read the last or a folded one — so its refusal is recorded.
+// present, say it first (any Mcp-Method value naming an attempt makes it
+// that attempt: an intermediary may have read that one); then the body. A
+// body whose top level names an attempt under any spelling of "method",
+// anywhere among its members, is that attempt whatever the header or
+// another "method" says — encoding/json would have read the last or a
+// folded one — so its refusal is recorded.
 // Empty strings when unknown.
 func Sniff(h http.Header, body []byte) (method, name string) {
 	method = h.Get(HeaderMethod)
@@ -34,7 +36,9 @@ func Sniff(h http.Header, body []byte) (method, name string) {
 		name = v
 	}
 	bm, bn, bu := sniffBody(body)
-	if method == "" || isAttempt(bm) {
+	if m := AttemptMethod(h, bm); m != "" {
+		method = m
+	} else if method == "" {
 		method = bm
 	}
 	if targets[method] == "uri" {

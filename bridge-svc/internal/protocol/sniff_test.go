@@ -28,6 +28,8 @@ func TestSniff(t *testing.T) {
 		{"body name wins over the header", call, http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"other"}}, "tools/call", "files.read"},
 		{"a body's tools/call wins over the header", call, http.Header{"Mcp-Method": {"tools/list"}}, "tools/call", "files.read"},
 		{"the header's tools/call stands beside another body", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, http.Header{"Mcp-Method": {"tools/call"}}, "tools/call", ""},
+		{"an Mcp-Method value naming an attempt, not the first", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			http.Header{"Mcp-Method": {"tools/list", "tools/call"}, "Mcp-Name": {"files.read"}}, "tools/call", "files.read"},
 		{"a later method naming an attempt", `{"method":"tools/list","params":{"name":"a"},"method":"tools/call"}`, nil, "tools/call", "a"},
 		{"folded keys", `{"METHOD":"prompts/get","Params":{"Name":"fx.greet"}}`, nil, "prompts/get", "fx.greet"},
 		{"method after long arguments", `{"jsonrpc":"2.0","id":1,"params":{"name":"files.read","arguments":{"a":[` + strings.Repeat("1,", 500) + `1]}},"method":"tools/call"}`, nil, "tools/call", "files.read"},
