@@ -204,6 +204,46 @@ func TestModernCancelNotificationIgnored(t *testing.T) {
 	}
 }
 
+// TestModernCancelRequestAnswered: a 2026-07-28 message named
+// notifications/cancelled that carries an id is a request, and JSON-RPC
+// owes a request an answer: it gets the one any notification method sent
+// as a request gets (mcp-go's 404, -32601 method not found, for its id),
+// while a request of the same id in flight completes. Only a real
+// notification is absorbed (before, the id was ignored: 202, no answer).
+func TestModernCancelRequestAnswered(t *testing.T) {
+	f := newFixture(t)
+	lease := f.bridge.Open(t)
+	done := make(chan rawResp, 1)
+	go func() {
+		resp, _ := send(rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: modernCall(88, "slow.wait", `{}`), modern: true})
+		done <- resp
+	}()
+	waitFor(t, f.kernel.Started, "slow.wait start")
+	asRequest := func(method string) rawResp {
+		return do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), modern: true,
+			body: `{"jsonrpc":"2.0","id":88,"method":"` + method + `","params":{"requestId":88,"reason":"x",` + modernMeta + `}}`})
+	}
+	initialized := asRequest("notifications/initialized")
+	wantCode, _ := initialized.rpcError()
+	if wantCode != -32601 {
+		t.Fatalf("notifications/initialized as a request: %d %s, want a -32601 error", initialized.status, initialized.body)
+	}
+	resp := asRequest("notifications/cancelled")
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(resp.body, &m)
+	if code, _ := resp.rpcError(); resp.status != initialized.status || code != wantCode || string(m.ID) != "88" {
+		t.Errorf("notifications/cancelled as a request: %d %s, want %d and a %d error for id 88 (as notifications/initialized)",
+			resp.status, resp.body, initialized.status, wantCode)
+	}
+	f.kernel.Release <- struct{}{}
+	got := <-done
+	if got.status != 200 || !strings.Contains(string(got.body), "released") {
+		t.Errorf("slow call after a cancel sent as a request = %d %s, want it to complete", got.status, got.body)
+	}
+}
+
 // TestLegacyCancelSendsNothing: a 2025-era notifications/cancelled ends the
 // call (the kernel sees its context cancelled) and nothing more is sent for
 // the cancelled request: its POST ends as an empty event stream, never a

@@ -298,12 +298,14 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			h.refuseHeaders(w, r, turnID, body, msg, reason)
 			return
 		}
-		if msg.Method == "notifications/cancelled" &&
+		if msg.Method == "notifications/cancelled" && msg.IsNotification() &&
 			(protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)) {
 			// 2026-07-28 cancels by closing the request's stream. mcp-go keys
 			// modern in-flight requests by id alone (every modern session is
 			// ""), so passing this on would let one client cancel another's
-			// request with the same id.
+			// request with the same id. One with an id is a request, owed an
+			// answer: mcp-go's, as for any notification method sent as a
+			// request (404, -32601; it cancels nothing).
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
