@@ -6,6 +6,7 @@ import (
 
 	"github.com/sharedos/toolshare/services/platform/runner"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
 
@@ -18,6 +19,11 @@ var Command = runner.Command[Config]{
 	// its record, decoded arguments and three RPCs: see runner.Command.
 	GCPercent: 400,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
+		// Before anything runs: a stdio upstream is this process's child,
+		// of its user (upstream.ProtectFromChildren).
+		if err := upstream.ProtectFromChildren(); err != nil {
+			return nil, err
+		}
 		c.Plane = env.Plane
 		return c.Complete(ctx, env.Logger, env.Metrics)
 	},

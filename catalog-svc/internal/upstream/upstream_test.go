@@ -66,12 +66,45 @@ func TestMain(m *testing.M) {
 				}()
 				return mcp.NewToolResultText(strconv.Itoa(os.Getpid())), nil
 			})
+		f.srv.AddTool(mcp.NewTool("parent", mcp.WithDescription("Answers what it could read of its parent's environment and memory in /proc.")),
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText(readParent()), nil
+			})
 		if err := server.ServeStdio(f.srv); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// parentRead is what the stdio fixture's parent tool could read of the
+// process that started it.
+type parentRead struct {
+	Environ       string
+	EnvironDenied bool
+	EnvironErr    string
+	MemDenied     bool
+	MemErr        string
+}
+
+// readParent reads /proc/<parent>/environ and opens its mem, as a stdio
+// server after catalog-svc's secrets would (the parent tool).
+func readParent() string {
+	var r parentRead
+	proc := fmt.Sprintf("/proc/%d/", os.Getppid())
+	b, err := os.ReadFile(proc + "environ")
+	r.Environ, r.EnvironDenied = string(b), errors.Is(err, fs.ErrPermission)
+	if err != nil {
+		r.EnvironErr = err.Error()
+	}
+	if f, err := os.Open(proc + "mem"); err != nil {
+		r.MemDenied, r.MemErr = errors.Is(err, fs.ErrPermission), err.Error()
+	} else {
+		_ = f.Close()
+	}
+	out, _ := json.Marshal(r)
+	return string(out)
 }
 
 // fixtureState is what a fixture upstream serves and saw.
