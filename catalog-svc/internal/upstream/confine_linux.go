@@ -44,7 +44,7 @@ func startConfined(cmd *exec.Cmd, private []string, onUnconfined func(error)) er
 }
 
 // errNoLandlock: the kernel offers no Landlock (too old, or not enabled).
-var errNoLandlock = errors.New("Landlock is not available in this kernel")
+var errNoLandlock = errors.New("this kernel offers no Landlock")
 
 // fileRights are the rights a rule on a file (not a directory) may carry.
 const fileRights = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
@@ -76,7 +76,7 @@ func confineThread(private []string) error {
 		return fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
 	fd := int(r)
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	if err := allowAllBut(fd, attr.Handled_access_fs, "/", deny, split); err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func addRule(fd int, path string, access uint64) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
-	defer unix.Close(pfd)
+	defer func() { _ = unix.Close(pfd) }()
 	rule := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)}
 	// The kernel reads the packed C struct: Allowed_access, then Parent_fd.
 	if _, _, errno := syscall.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), unix.LANDLOCK_RULE_PATH_BENEATH,
