@@ -172,11 +172,18 @@ func NewHandler(cfg Config) *Handler {
 // ServeHTTP is the gate, then the router: nothing of a turn is touched
 // before the gate has let the request in.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	admitted := h.cfg.Now()
 	turnID, st, ok := h.gate(w, r)
 	if !ok {
 		return
 	}
-	h.route(w, r, turnID, st)
+	h.route(w, r, turnID, st, admitted)
+}
+
+// expiredSince reports whether a lease the gate found open at admitted
+// (this pod's clock) has expired since, on the store's clock.
+func expiredSince(lease leases.Status, admitted, now time.Time) bool {
+	return !lease.StoreNow.IsZero() && !lease.StoreNow.Add(now.Sub(admitted)).Before(lease.ExpiresAt)
 }
 
 // gate checks, in order: the edge rules (Host, Origin, method,
@@ -254,7 +261,7 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, _
 // (recorded when either names an attempt), a modern cancellation is
 // absorbed, the request gets its server span, and everything else goes to
 // the turn's mcp-go server with the body already read.
-func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, lease leases.Status) {
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, lease leases.Status, admitted time.Time) {
 	ctx := r.Context()
 	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) {
 		if lease.Terminated(sid) {
@@ -279,6 +286,15 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		if herr != nil {
 			h.recordRefused(ctx, turnID, r.Header, body, herr.Reason)
 			h.refuse(w, r, herr.Status, herr.Reason)
+			return
+		}
+		// The turn may have expired while the body arrived (up to the
+		// edge's read timeout): on the store's clock, as the gate judged
+		// it, the request is then 404 with nothing parsed, run or recorded
+		// (invariant 6).
+		if expiredSince(lease, admitted, h.cfg.Now()) {
+			h.Evict(turnID)
+			h.refuse(w, r, http.StatusNotFound, "turn not found")
 			return
 		}
 		var rerr *protocol.RPCError
@@ -596,7 +612,8 @@ func (h *Handler) status(ctx context.Context, turnID string) (leases.Status, err
 	now := h.cfg.Now()
 	if c, ok := h.cached(turnID, now); ok {
 		st := c.st
-		if !now.Add(c.skew).Before(st.ExpiresAt) {
+		st.StoreNow = now.Add(c.skew) // the store's clock now, as this pod reckons it
+		if !st.StoreNow.Before(st.ExpiresAt) {
 			st.Expired = true
 		}
 		return st, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -466,4 +467,59 @@ func postFrom(h http.Handler, peer, turnID, token, body string, headers map[stri
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w
+}
+
+// slowBody runs then before its first read: the client's body arrives
+// after the gate let the request in.
+type slowBody struct {
+	io.Reader
+	then func()
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.then != nil {
+		b.then()
+		b.then = nil
+	}
+	return b.Reader.Read(p)
+}
+
+// TestTurnEndedWhileTheBodyArrives (invariant 6): a request the gate let
+// in before its turn expired, whose body arrives after, is 404 — nothing
+// is parsed, forwarded or recorded — on the cached status as on a read.
+func TestTurnEndedWhileTheBodyArrives(t *testing.T) {
+	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	store := memory.New(memory.WithClock(pod.now))
+	h := mcpserver.NewHandler(mcpserver.Config{
+		Store: store, Forwarder: &forward.Forwarder{},
+		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+		StatusCacheTTL: time.Hour, Now: pod.now,
+	})
+	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Minute))
+	token, hash, err := leases.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.TokenHash = hash
+	if err := store.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if code := serveList(h, l.TurnID, token); code != http.StatusOK {
+		t.Fatalf("the open turn's list: %d", code) // its status is cached now
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, h)
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(l.TurnID),
+		&slowBody{Reader: strings.NewReader(body), then: func() { pod.t = pod.t.Add(2 * time.Minute) }})
+	req.RemoteAddr = "192.0.2.7:5555"
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer " + token, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "files.read"} {
+		req.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req) // a forward would fail on the empty Forwarder: only a 404 passes
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("a call whose body arrived after the turn expired: %d %s, want 404", w.Code, w.Body)
+	}
 }
