@@ -186,12 +186,7 @@ func TestRawListSnapshot(t *testing.T) {
 func TestModernCancelNotificationIgnored(t *testing.T) {
 	f := newFixture(t)
 	lease := f.bridge.Open(t)
-	done := make(chan rawResp, 1)
-	go func() {
-		resp, _ := send(rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: modernCall(88, "slow.wait", `{}`), modern: true})
-		done <- resp
-	}()
-	waitFor(t, f.kernel.Started, "slow.wait start")
+	done := startSlowWait(t, f, lease, 88)
 	cancelNote := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":88,"reason":"x",` + modernMeta + `}}`
 	resp := do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: cancelNote, modern: true})
 	if resp.status != http.StatusAccepted {
@@ -213,12 +208,7 @@ func TestModernCancelNotificationIgnored(t *testing.T) {
 func TestModernCancelRequestAnswered(t *testing.T) {
 	f := newFixture(t)
 	lease := f.bridge.Open(t)
-	done := make(chan rawResp, 1)
-	go func() {
-		resp, _ := send(rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: modernCall(88, "slow.wait", `{}`), modern: true})
-		done <- resp
-	}()
-	waitFor(t, f.kernel.Started, "slow.wait start")
+	done := startSlowWait(t, f, lease, 88)
 	asRequest := func(method string) rawResp {
 		return do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), modern: true,
 			body: `{"jsonrpc":"2.0","id":88,"method":"` + method + `","params":{"requestId":88,"reason":"x",` + modernMeta + `}}`})
@@ -619,4 +609,17 @@ func TestAttemptsNamedByTheHeaderRecorded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startSlowWait sends a 2026-07-28 slow.wait call of id on lease and
+// returns once the kernel started it; its answer arrives on the channel.
+func startSlowWait(t *testing.T, f *fixture, lease *sharedosv1.TurnLease, id int) <-chan rawResp {
+	t.Helper()
+	done := make(chan rawResp, 1)
+	go func() {
+		resp, _ := send(rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), body: modernCall(id, "slow.wait", `{}`), modern: true})
+		done <- resp
+	}()
+	waitFor(t, f.kernel.Started, "slow.wait start")
+	return done
 }

@@ -112,16 +112,7 @@ func newTestBridge(t testing.TB, cfg mcpserver.Config) *testBridge {
 func (b *testBridge) storeNow() time.Time { return b.pod.t.Add(2 * time.Second) }
 
 func (b *testBridge) open(expires time.Time) (*leases.Lease, string) {
-	l := storetest.Sample(b.t, b.storeNow().Add(-time.Minute), expires)
-	token, hash, err := leases.NewToken()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	l.TokenHash = hash
-	if err := b.store.Create(context.Background(), l); err != nil {
-		b.t.Fatal(err)
-	}
-	return l, token
+	return createLease(b.t, b.store, b.storeNow().Add(-time.Minute), expires)
 }
 
 func (b *testBridge) list(l *leases.Lease, token string) int {
@@ -215,16 +206,8 @@ func TestEvictWinsOverAnOlderStatusRead(t *testing.T) {
 		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
 		StatusCacheTTL: time.Hour, Now: pod.now,
 	})
-	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
-	token, hash, err := leases.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.TokenHash = hash
+	l, token := createLease(t, g, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
 	ctx := context.Background()
-	if err := g.Create(ctx, l); err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan int, 1)
 	go func() { done <- serveList(h, l.TurnID, token) }()
 	<-g.read // the status read has seen the turn open
@@ -267,12 +250,7 @@ func TestRefusalsAreCheap(t *testing.T) {
 		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
 		StatusCacheTTL: time.Hour, Now: pod.now, FailureRate: 0.0001, FailureBurst: 5, // no refill during the test
 	})
-	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
-	token, hash, _ := leases.NewToken()
-	l.TokenHash = hash
-	if err := st.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	l, token := createLease(t, st, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
 	call := func(turnID, tok string) int { return serveList(h, turnID, tok) }
 	if code := call(l.TurnID, token); code != 200 { // caches the turn's status
 		t.Fatalf("the right token: %d", code)
@@ -346,12 +324,7 @@ func TestHungStoreIsA503(t *testing.T) {
 		Edge:         protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
 		LeaseTimeout: 50 * time.Millisecond,
 	})
-	l := storetest.Sample(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-	token, hash, _ := leases.NewToken()
-	l.TokenHash = hash
-	if err := st.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	l, token := createLease(t, st, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	st.hung.Store(true)
 	if code := serveList(h, l.TurnID, token); code != http.StatusServiceUnavailable {
 		t.Fatalf("hung store: %d, want 503", code)
@@ -373,12 +346,7 @@ func TestWrongTokensBudgetedPerTurn(t *testing.T) {
 		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
 		StatusCacheTTL: time.Hour, Now: pod.now, FailureRate: 0.0001, FailureBurst: 5,
 	})
-	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
-	token, hash, _ := leases.NewToken()
-	l.TokenHash = hash
-	if err := st.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	l, token := createLease(t, st, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
 	if code := serveListFrom(h, "192.0.2.1:1", l.TurnID, token); code != 200 {
 		t.Fatalf("the right token: %d", code)
 	}
@@ -415,12 +383,7 @@ func TestGoneTurnsCachedBriefly(t *testing.T) {
 		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
 		StatusCacheTTL: time.Hour, NegativeCacheTTL: time.Second, Now: pod.now, FailureRate: 1e6, FailureBurst: 1e6,
 	})
-	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
-	token, hash, _ := leases.NewToken()
-	l.TokenHash = hash
-	if err := st.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	l, token := createLease(t, st, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
 	if err := st.Close(context.Background(), l.TurnID); err != nil {
 		t.Fatal(err)
 	}
@@ -495,15 +458,7 @@ func TestTurnEndedWhileTheBodyArrives(t *testing.T) {
 		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
 		StatusCacheTTL: time.Hour, Now: pod.now,
 	})
-	l := storetest.Sample(t, pod.now().Add(-time.Minute), pod.now().Add(time.Minute))
-	token, hash, err := leases.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.TokenHash = hash
-	if err := store.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	l, token := createLease(t, store, pod.now().Add(-time.Minute), pod.now().Add(time.Minute))
 	if code := serveList(h, l.TurnID, token); code != http.StatusOK {
 		t.Fatalf("the open turn's list: %d", code) // its status is cached now
 	}
@@ -522,4 +477,22 @@ func TestTurnEndedWhileTheBodyArrives(t *testing.T) {
 	if w.Code != http.StatusNotFound {
 		t.Fatalf("a call whose body arrived after the turn expired: %d %s, want 404", w.Code, w.Body)
 	}
+}
+
+// createLease stores a sample lease open from opened until expires, with
+// a fresh token, and returns it and the token.
+func createLease(t testing.TB, st interface {
+	Create(context.Context, *leases.Lease) error
+}, opened, expires time.Time) (*leases.Lease, string) {
+	t.Helper()
+	l := storetest.Sample(t, opened, expires)
+	token, hash, err := leases.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.TokenHash = hash
+	if err := st.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	return l, token
 }

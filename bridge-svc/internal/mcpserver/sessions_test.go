@@ -1,7 +1,6 @@
 package mcpserver_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -12,7 +11,6 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
-	"github.com/sharedos/toolshare/bridge-svc/internal/leases/storetest"
 	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
@@ -25,15 +23,7 @@ func sessionTurn(t *testing.T, cfg mcpserver.Config) (http.Handler, *leases.Leas
 	store := memory.New()
 	cfg.Store, cfg.Forwarder = store, &forward.Forwarder{}
 	cfg.Edge = protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts})
-	l := storetest.Sample(t, time.Now(), time.Now().Add(time.Hour))
-	token, hash, err := leases.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.TokenHash = hash
-	if err := store.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	l, token := createLease(t, store, time.Now(), time.Now().Add(time.Hour))
 	mux := http.NewServeMux()
 	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(cfg))
 	return mux, l, token

@@ -19,7 +19,6 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
-	"github.com/sharedos/toolshare/bridge-svc/internal/leases/storetest"
 	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -86,15 +85,7 @@ func TestToolsCallSpan(t *testing.T) {
 			defer srv.Close()
 			defer srv.Client().CloseIdleConnections()
 
-			l := storetest.Sample(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-			token, hash, err := leases.NewToken()
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.TokenHash = hash
-			if err := store.Create(context.Background(), l); err != nil {
-				t.Fatal(err)
-			}
+			l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 			meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
 			if tc.meta != "" {
 				meta += `,"traceparent":"` + tc.meta + `"`
