@@ -292,6 +292,19 @@ func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
 	if at := s.storeFailedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < reconcileMargin {
 		return 0, nil
 	}
+	// Nor while another process on this journal directory holds any: it
+	// may hold the outcome of any row here, its own or a stopped kernel's
+	// it adopted, however old that row is.
+	if held, err := s.journal.HeldElsewhere(); err != nil || held > 0 {
+		s.logger.InfoContext(ctx, "reconcile postponed: another process holds journaled completions",
+			slog.Int("journaled", held), slog.Any("error", err))
+		if s.instances != nil {
+			// A stopped kernel restarting under its id takes its claim back
+			// meanwhile; the rest are taken again once nothing is held.
+			s.instances.Release()
+		}
+		return 0, nil
+	}
 	stopped, err := s.reconcileStopped(ctx)
 	if err != nil {
 		return stopped, err
@@ -330,21 +343,20 @@ func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
 // previous incarnation (once) and of the kernels that stopped on this
 // journal directory: their claim's lock was free, so none of their calls
 // can still be in flight. Their outcomes, though, may wait in a journal
-// file a live sibling adopted (or in its own): while another process holds
-// any journaled completion, this waits for a later Reconcile, the stopped
-// kernels' claims kept (ADR 0007: what is journaled is written before
-// anything is marked interrupted).
+// file a live sibling adopted (or in its own): Reconcile calls it only
+// while no other process holds a journaled completion (ADR 0007: what is
+// journaled is written before anything is marked interrupted).
 func (s *Pipeline) reconcileStopped(ctx context.Context) (int64, error) {
 	var dead []string
 	if s.instances != nil {
+		// Claims released while a sibling held completions, or left by
+		// kernels stopped since.
+		if err := s.instances.TakeStopped(); err != nil {
+			s.logger.WarnContext(ctx, "claims of stopped kernels not taken", slog.Any("error", err))
+		}
 		dead = s.instances.Dead()
 	}
 	if s.previousReconciled.Load() && len(dead) == 0 {
-		return 0, nil
-	}
-	if held, err := s.journal.HeldElsewhere(); err != nil || held > 0 {
-		s.logger.InfoContext(ctx, "stopped kernels' records not reconciled yet: another process holds journaled completions",
-			slog.Int("journaled", held), slog.Any("error", err))
 		return 0, nil
 	}
 	var n int64

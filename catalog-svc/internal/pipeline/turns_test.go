@@ -219,7 +219,8 @@ func TestStartupLeavesWhatASiblingHoldsJournaled(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	begin := func(call, inst string) *records.Record {
-		r := &records.Record{AttemptID: records.NewAttemptID(), CallID: call, TurnID: "t", InstanceID: inst, StartedAt: time.Now().UTC()}
+		// An hour old: past the age-based reconcile's cutoff too.
+		r := &records.Record{AttemptID: records.NewAttemptID(), CallID: call, TurnID: "t", InstanceID: inst, StartedAt: time.Now().UTC().Add(-time.Hour)}
 		if err := store.Begin(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -266,6 +267,15 @@ func TestStartupLeavesWhatASiblingHoldsJournaled(t *testing.T) {
 	t.Cleanup(func() { k.Close() })
 	if n, err := k.ReconcileAtStartup(ctx); err != nil || n != 0 {
 		t.Fatalf("ReconcileAtStartup = %d, %v; want nothing marked while the sibling holds a completion", n, err)
+	}
+	// Meanwhile the stopped kernel may come back under its id (and stop
+	// again): its claim was let go.
+	back, err := journal.ClaimInstance(dir, "host-dead")
+	if err != nil {
+		t.Fatalf("the stopped kernel restarting under its id: %v", err)
+	}
+	if err := back.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if w, err := sibling.Flush(ctx, store); err != nil || w != 1 {
 		t.Fatalf("the sibling's flush wrote %d, %v; want its one completion", w, err)

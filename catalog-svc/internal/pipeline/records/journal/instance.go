@@ -41,10 +41,19 @@ func ClaimInstance(dir, id string) (*Instance, error) {
 		return nil, fmt.Errorf("journal: instance id %q is held by a running kernel: %w", id, err)
 	}
 	inst.own = own
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+	if err := inst.TakeStopped(); err != nil {
 		_ = inst.Close()
-		return nil, fmt.Errorf("journal: %w", err)
+		return nil, err
+	}
+	return inst, nil
+}
+
+// TakeStopped takes the claims of the kernels that stopped on the
+// directory (their lock can be taken) and are not held yet.
+func (i *Instance) TakeStopped() error {
+	ents, err := os.ReadDir(i.dir)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
 	}
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), instanceSuffix)
@@ -52,10 +61,13 @@ func ClaimInstance(dir, id string) (*Instance, error) {
 			continue
 		}
 		raw, err := hex.DecodeString(name)
-		if err != nil || string(raw) == id {
+		if err != nil || filepath.Join(i.dir, e.Name()) == i.own.Name() {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, e.Name()), os.O_RDWR, 0)
+		if _, held := i.dead[string(raw)]; held {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(i.dir, e.Name()), os.O_RDWR, 0)
 		if err != nil {
 			continue
 		}
@@ -63,9 +75,9 @@ func ClaimInstance(dir, id string) (*Instance, error) {
 			_ = f.Close() // a live kernel holds it
 			continue
 		}
-		inst.dead[string(raw)] = f
+		i.dead[string(raw)] = f
 	}
-	return inst, nil
+	return nil
 }
 
 // Dead are the instance ids of stopped kernels whose claims this one holds.
@@ -86,6 +98,16 @@ func (i *Instance) Forget(id string) error {
 	delete(i.dead, id)
 	err := os.Remove(f.Name())
 	return errors.Join(err, f.Close())
+}
+
+// Release lets go of the stopped kernels' claims this one took, keeping
+// their files: a kernel restarting under one of those ids claims it again,
+// and a kernel starting later takes the rest.
+func (i *Instance) Release() {
+	for id, f := range i.dead {
+		_ = f.Close()
+		delete(i.dead, id)
+	}
 }
 
 // Close releases every claim this process holds; its own file stays, for
