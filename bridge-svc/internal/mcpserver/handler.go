@@ -283,18 +283,18 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 	if r.Method == http.MethodPost {
 		var herr *protocol.HTTPError
 		body, herr = h.cfg.Edge.ReadBody(w, r)
-		if herr != nil {
-			h.recordRefused(ctx, turnID, r.Header, body, herr.Reason)
-			h.refuse(w, r, herr.Status, herr.Reason)
-			return
-		}
-		// The turn may have expired while the body arrived (up to the
-		// edge's read timeout): on the store's clock, as the gate judged
-		// it, the request is then 404 with nothing parsed, run or recorded
-		// (invariant 6).
+		// The turn may have expired while the body arrived or failed to
+		// (up to the edge's read timeout): on the store's clock, as the
+		// gate judged it, the request is then 404 with nothing parsed, run
+		// or recorded (invariant 6).
 		if expiredSince(lease, admitted, h.cfg.Now()) {
 			h.Evict(turnID)
 			h.refuse(w, r, http.StatusNotFound, "turn not found")
+			return
+		}
+		if herr != nil {
+			h.recordRefused(ctx, turnID, r.Header, body, herr.Reason)
+			h.refuse(w, r, herr.Status, herr.Reason)
 			return
 		}
 		var rerr *protocol.RPCError

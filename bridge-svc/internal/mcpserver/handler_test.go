@@ -477,6 +477,26 @@ func TestTurnEndedWhileTheBodyArrives(t *testing.T) {
 	if w.Code != http.StatusNotFound {
 		t.Fatalf("a call whose body arrived after the turn expired: %d %s, want 404", w.Code, w.Body)
 	}
+	// A body past the bound that ends after expiry: 404 too, not the
+	// refusal a live turn's request gets recorded with (413).
+	l2, token2 := createLease(t, store, pod.now().Add(-time.Minute), pod.now().Add(time.Minute))
+	if code := serveList(h, l2.TurnID, token2); code != http.StatusOK {
+		t.Fatalf("the second turn's list: %d", code)
+	}
+	big := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files.read","arguments":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}}`
+	req = httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(l2.TurnID),
+		&slowBody{Reader: strings.NewReader(big), then: func() { pod.t = pod.t.Add(2 * time.Minute) }})
+	req.RemoteAddr = "192.0.2.7:5555"
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer " + token2, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "files.read"} {
+		req.Header.Set(k, v)
+	}
+	req.ContentLength = -1 // chunked: the bound is found while reading
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, req) // a record would go to the empty Forwarder and fail: only a 404 passes
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("a body past the bound that ended after the turn expired: %d %s, want 404", w.Code, w.Body)
+	}
 }
 
 // createLease stores a sample lease open from opened until expires, with

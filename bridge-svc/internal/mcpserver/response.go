@@ -229,9 +229,10 @@ func (r *response) refusal() string {
 
 var (
 	quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-	// number is a value encoding/json names in its errors ("cannot
-	// unmarshal number 4111222333e300 into …"; "invalid character 'x'").
-	number = regexp.MustCompile(`\bnumber [^\s"]+|'(?:[^'\\]|\\.)+'`)
+	// number is a value encoding/json names in its errors without double
+	// quotes: "cannot unmarshal number 4111222333e300 into …", "invalid
+	// character 'x'" (one character, or an escape such as '\n').
+	number = regexp.MustCompile(`\bnumber -?[0-9][^\s"]*|'(?:[^'\\\s]|\\[^\s']{1,5})'`)
 )
 
 // unquote replaces each double-quoted part of s by "…", and each value
