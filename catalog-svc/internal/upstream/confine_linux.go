@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -18,13 +20,18 @@ import (
 // startConfined starts cmd unable to open anything under the paths of
 // private (Landlock, ABI 1 and later): catalog-svc's keys, journal and
 // secret references, which a stdio server — third-party code running as
-// catalog-svc's own user — could otherwise read. Everything else stays as
-// open to it as to catalog-svc. The restriction is made on an OS thread of
-// its own, which cmd is started from and inherits it; that thread is never
-// handed back to the runtime (a goroutine that ends locked ends its
-// thread), so the rest of the process is untouched. Without Landlock in
-// the kernel cmd starts unconfined and onUnconfined says so.
-func startConfined(cmd *exec.Cmd, private []string, onUnconfined func(error)) error {
+// catalog-svc's own user — could otherwise read. The rest of the
+// filesystem stays as open to it as to catalog-svc, but for the parents of
+// those paths: what is in them may be read and listed, nothing added to or
+// taken from them. So a private path is left open when it lies in a place
+// the server writes in — its home or working directory (cmd.Env's HOME,
+// cmd.Dir or this process's) — and warn says which. The restriction is
+// made on an OS thread of its own, which cmd is started from and inherits
+// it; that thread is never handed back to the runtime (a goroutine that
+// ends locked ends its thread), so the rest of the process is untouched.
+// Without Landlock in the kernel cmd starts unconfined and warn says so.
+func startConfined(cmd *exec.Cmd, private []string, warn func(error)) error {
+	private = keepable(private, writablePlaces(cmd), warn)
 	if len(private) == 0 {
 		return cmd.Start()
 	}
@@ -33,7 +40,7 @@ func startConfined(cmd *exec.Cmd, private []string, onUnconfined func(error)) er
 		runtime.LockOSThread() // never unlocked: see above
 		switch err := confineThread(private); {
 		case errors.Is(err, errNoLandlock):
-			onUnconfined(err)
+			warn(err)
 		case err != nil:
 			errc <- fmt.Errorf("confine the stdio server: %w", err)
 			return
@@ -43,12 +50,81 @@ func startConfined(cmd *exec.Cmd, private []string, onUnconfined func(error)) er
 	return <-errc
 }
 
+// writablePlaces are where the server of cmd writes: its home and working
+// directories, resolved ("/" is none: no server expects to write there).
+func writablePlaces(cmd *exec.Cmd) []string {
+	var out []string
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if r := resolve(p); r != "/" {
+			out = append(out, r)
+		}
+	}
+	for _, kv := range cmd.Env {
+		if home, ok := strings.CutPrefix(kv, "HOME="); ok {
+			add(home)
+		}
+	}
+	if cmd.Dir != "" {
+		add(cmd.Dir)
+	} else if wd, err := os.Getwd(); err == nil {
+		add(wd)
+	}
+	return out
+}
+
+// keepable are the private paths a server can be kept from: each resolved,
+// and neither "/" nor in a place it writes in (warned about).
+func keepable(private, writable []string, warn func(error)) []string {
+	var out []string
+	for _, p := range private {
+		r := resolve(p)
+		switch {
+		case r == "/":
+			warn(fmt.Errorf("stdio servers are not kept from %s: it is the whole filesystem", p))
+			continue
+		case slices.ContainsFunc(writable, func(w string) bool { return within(r, w) }):
+			warn(fmt.Errorf("stdio servers are not kept from %s: it lies in their home or working directory", p))
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// within reports whether p is dir or beneath it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// resolve is p made absolute with its links resolved — of its deepest
+// existing ancestor when p itself does not exist (yet): a journal
+// directory created later under a linked parent is found where it will be.
+func resolve(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if dir == "/" {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
+}
+
 // errNoLandlock: the kernel offers no Landlock (too old, or not enabled).
 var errNoLandlock = errors.New("this kernel offers no Landlock")
 
 // fileRights are the rights a rule on a file (not a directory) may carry.
 const fileRights = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
-	unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV | unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
 
 // confineThread restricts the calling thread (and what it starts) to every
 // path but those under private.
@@ -67,10 +143,7 @@ func confineThread(private []string) error {
 		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 		size = unsafe.Offsetof(attr.Quiet_access_fs)
 	}
-	deny, split, err := privatePaths(private)
-	if err != nil {
-		return err
-	}
+	deny, split := privatePaths(private)
 	r, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if errno != 0 {
 		return fmt.Errorf("landlock_create_ruleset: %w", errno)
@@ -104,37 +177,21 @@ func handledFS(abi int) uint64 {
 	return 1<<13 - 1
 }
 
-// privatePaths are the paths to deny (each as given, cleaned, and where its
-// links lead) and their ancestors, which are split: each entry of theirs
-// is allowed on its own but the denied one.
-func privatePaths(private []string) (deny, split map[string]bool, err error) {
+// privatePaths are the paths to deny (resolved: keepable) and their
+// ancestors, which are split: each entry of theirs is allowed on its own
+// but the denied one.
+func privatePaths(private []string) (deny, split map[string]bool) {
 	deny, split = map[string]bool{}, map[string]bool{}
 	for _, p := range private {
-		if !filepath.IsAbs(p) {
-			abs, err := filepath.Abs(p)
-			if err != nil {
-				return nil, nil, err
-			}
-			p = abs
-		}
-		ps := []string{filepath.Clean(p)}
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			ps = append(ps, real)
-		}
-		for _, q := range ps {
-			if q == "/" {
-				return nil, nil, fmt.Errorf("%s: a stdio server cannot be kept from the whole filesystem", p)
-			}
-			deny[q] = true
-			for d := filepath.Dir(q); ; d = filepath.Dir(d) {
-				split[d] = true
-				if d == "/" {
-					break
-				}
+		deny[p] = true
+		for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+			split[d] = true
+			if d == "/" {
+				break
 			}
 		}
 	}
-	return deny, split, nil
+	return deny, split
 }
 
 // allowAllBut adds rules allowing everything beneath dir but its denied
@@ -148,7 +205,17 @@ func allowAllBut(fd int, handled uint64, dir string, deny, split map[string]bool
 		return err
 	}
 	entries, err := os.ReadDir(dir)
-	if err != nil {
+	if errors.Is(err, unix.EACCES) {
+		// A parent catalog-svc may pass through but not list: its other
+		// entries stay closed to the server; the path on to the split
+		// one is still opened below.
+		entries = nil
+		for p := range split {
+			if filepath.Dir(p) == dir {
+				entries = append(entries, splitEntry(filepath.Base(p)))
+			}
+		}
+	} else if err != nil {
 		return fmt.Errorf("list %s: %w", dir, err)
 	}
 	for _, e := range entries {
@@ -192,3 +259,12 @@ func addRule(fd int, path string, access uint64) error {
 	}
 	return nil
 }
+
+// splitEntry is a directory entry of a split directory that could not be
+// listed: a directory on the way to a private path.
+type splitEntry string
+
+func (e splitEntry) Name() string             { return string(e) }
+func (splitEntry) IsDir() bool                { return true }
+func (splitEntry) Type() os.FileMode          { return os.ModeDir }
+func (splitEntry) Info() (os.FileInfo, error) { return nil, os.ErrInvalid }

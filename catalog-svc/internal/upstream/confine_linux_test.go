@@ -72,3 +72,53 @@ func TestStdioServerCannotReadPrivate(t *testing.T) {
 }
 
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestConfinementLeavesTheServersOwnPlaces: a private path in the server's
+// home directory is left open to it (a server must create its caches
+// there: npx makes ~/.npm), and the kernel warns about it; one whose
+// linked parent exists but which is created only after the server started
+// is closed to it where the link leads; "/" closes nothing and stops no
+// server.
+func TestConfinementLeavesTheServersOwnPlaces(t *testing.T) {
+	if !landlock() {
+		t.Log("no Landlock here: nothing is confined (TestStdioServerCannotReadPrivate checks the warning path)")
+	}
+	home, realDir, linkParent := t.TempDir(), t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "keys", "k"), []byte("HOME-KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(linkParent, "run")
+	if err := os.Symlink(realDir, link); err != nil {
+		t.Fatal(err)
+	}
+	later := filepath.Join(link, "secrets") // not there yet
+	h, _ := stdioUpstreamGuarded(t, 0, []string{filepath.Join(home, "keys"), later, "/"})
+	call := func(tool, p string) string {
+		resp, err := h.call("sx", tool, `{"path":`+jsonString(p)+`}`)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tool, p, err)
+		}
+		return string(resp.GetContentJson())
+	}
+	if got := call("sx.cat", filepath.Join(home, "keys", "k")); !strings.Contains(got, "HOME-KEY") {
+		t.Errorf("a private path in the server's home is left open, read: %s", got)
+	}
+	if got := call("sx.touch", filepath.Join(home, ".cache")); !strings.Contains(got, "made") {
+		t.Errorf("the server creates in its home: %s", got)
+	}
+	if err := os.MkdirAll(filepath.Join(realDir, "secrets"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(realDir, "secrets", "k"), []byte("LATER-KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(later, "k"), filepath.Join(realDir, "secrets", "k")} {
+		if got := call("sx.cat", p); landlock() && (strings.Contains(got, "LATER-KEY") || !strings.Contains(got, "permission denied")) {
+			t.Errorf("a private path made after the server started, through its link or where it leads (%s): %s", p, got)
+		}
+	}
+}

@@ -478,15 +478,15 @@ func loadsCode(name string) bool {
 	return false
 }
 
-// unconfinedOnce: a kernel without Landlock says once that its stdio
-// servers could read what Guard.Private names.
-var unconfinedOnce sync.Once
+// confinementWarned: each way stdio servers are less confined than
+// Guard.Private asks (no Landlock, a private path left open) is logged
+// once per process.
+var confinementWarned sync.Map
 
 func (c *conn) unconfined(err error) {
-	unconfinedOnce.Do(func() {
-		c.log.Warn("stdio upstream servers run unconfined: they can read the kernel's keys and journal as its own user can",
-			slog.Any("error", err))
-	})
+	if _, seen := confinementWarned.LoadOrStore(err.Error(), true); !seen {
+		c.log.Warn("stdio upstream servers can read what the kernel keeps private", slog.Any("error", err))
+	}
 }
 
 // childEnv is a stdio upstream's whole environment: enough to run, and

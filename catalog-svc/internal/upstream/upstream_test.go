@@ -294,6 +294,12 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 		}
 		return mcp.NewToolResultText(string(b)), nil
 	})
+	s.AddTool(mcp.NewTool("touch", mcp.WithDescription("Creates the file at path."), mcp.WithString("path")), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := os.WriteFile(req.GetString("path", ""), []byte("made"), 0o600); err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		return mcp.NewToolResultText("made"), nil
+	})
 	s.AddTool(mcp.NewTool("env", mcp.WithDescription("Lists its environment.")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText(strings.Join(os.Environ(), "\n")), nil
 	})
