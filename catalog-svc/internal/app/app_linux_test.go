@@ -10,10 +10,11 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/app"
 )
 
-// serve makes the process non-dumpable before anything else, even a
-// config it then refuses: its stdio upstreams, its children of its user,
-// cannot read its /proc/<pid>/environ or memory (upstream's
-// TestAStdioServerCannotReadTheKernel shows what that closes).
+// serve with --upstream-commands makes the process non-dumpable before
+// anything else, even a config it then refuses: its stdio upstreams, its
+// children of its user, cannot read its /proc/<pid>/environ or memory
+// (upstream's TestAStdioServerCannotReadTheKernel shows what that closes).
+// Without, it starts no child and stays as it was.
 func TestServeIsNotDumpable(t *testing.T) {
 	dumpable := func() int {
 		n, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
@@ -32,7 +33,15 @@ func TestServeIsNotDumpable(t *testing.T) {
 	if _, err := app.Command.Complete(t.Context(), app.Config{}, runner.Env{}); err == nil {
 		t.Fatal("an empty config completed")
 	}
+	if n := dumpable(); n != 1 {
+		t.Errorf("after serve's Complete without upstream commands: dumpable %d, want 1", n)
+	}
+	withStdio := app.Config{}
+	withStdio.Upstreams.Commands = []string{"npx"}
+	if _, err := app.Command.Complete(t.Context(), withStdio, runner.Env{}); err == nil {
+		t.Fatal("a config without listen address completed")
+	}
 	if n := dumpable(); n != 0 {
-		t.Errorf("after serve's Complete: dumpable %d, want 0", n)
+		t.Errorf("after serve's Complete with upstream commands: dumpable %d, want 0", n)
 	}
 }

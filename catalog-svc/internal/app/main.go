@@ -20,9 +20,13 @@ var Command = runner.Command[Config]{
 	GCPercent: 400,
 	Complete: func(ctx context.Context, c Config, env runner.Env) (runner.Runnable, error) {
 		// Before anything runs: a stdio upstream is this process's child,
-		// of its user (upstream.ProtectFromChildren).
-		if err := upstream.ProtectFromChildren(); err != nil {
-			return nil, err
+		// of its user (upstream.ProtectFromChildren). Without
+		// --upstream-commands no child is started, and the process stays
+		// inspectable by its user (its fds, for make verify's load test).
+		if len(c.Upstreams.Commands) > 0 {
+			if err := upstream.ProtectFromChildren(); err != nil {
+				return nil, err
+			}
 		}
 		c.Plane = env.Plane
 		return c.Complete(ctx, env.Logger, env.Metrics)
