@@ -232,7 +232,7 @@ var (
 	// number is a value encoding/json names in its errors without double
 	// quotes: "cannot unmarshal number 4111222333e300 into …", "invalid
 	// character 'x'" (one character, or an escape such as '\n').
-	number = regexp.MustCompile(`\bnumber -?[0-9][^\s"]*|'(?:[^'\\\s]|\\[^\s']{1,5})'`)
+	number = regexp.MustCompile(`\bnumber -?[0-9][^\s"]*|'(?:[^'\\\s]|\\\S[^\s']{0,4})'`)
 )
 
 // unquote replaces each double-quoted part of s by "…", and each value

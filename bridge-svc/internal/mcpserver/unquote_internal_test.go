@@ -12,6 +12,8 @@ func TestUnquote(t *testing.T) {
 		"cannot unmarshal number into Go struct field":                                        "cannot unmarshal number into Go struct field",
 		"invalid character 'x' looking for beginning of value":                                "invalid character '…' looking for beginning of value",
 		`invalid character '\n' in string literal`:                                            "invalid character '…' in string literal",
+		`invalid character '\'' looking for beginning of value`:                               "invalid character '…' looking for beginning of value",
+		`invalid character '\x01' in string literal`:                                          "invalid character '…' in string literal",
 		"must be 'application/json'":                                                          "must be 'application/json'",
 		"can't read it and won't retry":                                                       "can't read it and won't retry",
 		`header "eu-west-secret" does not match`:                                              `header "…" does not match`,

@@ -296,8 +296,14 @@ func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
 	// may hold the outcome of any row here, its own or a stopped kernel's
 	// it adopted, however old that row is.
 	if held, err := s.journal.HeldElsewhere(); err != nil || held > 0 {
-		s.logger.InfoContext(ctx, "reconcile postponed: another process holds journaled completions",
-			slog.Int("journaled", held), slog.Any("error", err))
+		if err != nil {
+			// Its lines may be outcomes: nothing is called interrupted
+			// before someone has looked.
+			s.logger.ErrorContext(ctx, "reconcile postponed: a record journal file cannot be read; repair or remove it",
+				slog.Any("error", err))
+		} else {
+			s.logger.InfoContext(ctx, "reconcile postponed: another process holds journaled completions", slog.Int("journaled", held))
+		}
 		if s.instances != nil {
 			// A stopped kernel restarting under its id takes its claim back
 			// meanwhile; the rest are taken again once nothing is held.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -62,11 +63,18 @@ func writablePlaces(cmd *exec.Cmd) []string {
 			out = append(out, r)
 		}
 	}
+	home := ""
 	for _, kv := range cmd.Env {
-		if home, ok := strings.CutPrefix(kv, "HOME="); ok {
-			add(home)
+		if h, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = h
 		}
 	}
+	if home == "" { // as the server finds it then: the user's entry
+		if u, err := user.Current(); err == nil {
+			home = u.HomeDir
+		}
+	}
+	add(home)
 	if cmd.Dir != "" {
 		add(cmd.Dir)
 	} else if wd, err := os.Getwd(); err == nil {
@@ -201,7 +209,9 @@ func privatePaths(private []string) (deny, split map[string]bool) {
 // in it later is closed to the server. A symbolic link gets no rule (what
 // it leads to is reached by its own path's rules).
 func allowAllBut(fd int, handled uint64, dir string, deny, split map[string]bool) error {
-	if err := addRule(fd, dir, handled&unix.LANDLOCK_ACCESS_FS_READ_DIR); err != nil {
+	if err := addRule(fd, dir, handled&unix.LANDLOCK_ACCESS_FS_READ_DIR); vanished(err) {
+		return nil // not there (yet): nothing beneath it to open
+	} else if err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(dir)
@@ -239,8 +249,9 @@ func allowAllBut(fd int, handled uint64, dir string, deny, split map[string]bool
 	return nil
 }
 
-// vanished: the entry went between the listing and the rule, or cannot be
-// opened by catalog-svc either; it stays closed to the server.
+// vanished: the entry is not there (went between the listing and the
+// rule, or was never made), or cannot be opened by catalog-svc either; it
+// stays closed to the server.
 func vanished(err error) bool {
 	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ELOOP)
 }

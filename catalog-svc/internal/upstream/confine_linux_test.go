@@ -122,3 +122,65 @@ func TestConfinementLeavesTheServersOwnPlaces(t *testing.T) {
 		}
 	}
 }
+
+// unlistableEnv names, in the re-run, the tree its root prepared.
+const unlistableEnv = "UPSTREAM_TEST_UNLISTABLE_TREE"
+
+// TestConfinementUnderAnUnlistableParent: a private path beneath a
+// directory the kernel's user may pass through but not list (0711, not
+// its own) — one there and one not made yet — still lets the server start,
+// closed to the private one, open to the path on to it. Run as nobody
+// (root lists anything).
+func TestConfinementUnderAnUnlistableParent(t *testing.T) {
+	if tree := os.Getenv(unlistableEnv); tree != "" {
+		if os.Geteuid() == 0 {
+			t.Fatal("the re-run runs as root, which lists any directory")
+		}
+		if _, err := os.ReadDir(filepath.Join(tree, "opaque")); err == nil {
+			t.Fatal("the parent is listable: nothing to test")
+		}
+		h, _ := stdioUpstreamGuarded(t, 0, []string{filepath.Join(tree, "opaque", "keys"), filepath.Join(tree, "opaque", "notyet", "keys")})
+		cat := func(p string) string {
+			resp, err := h.call("sx", "sx.cat", `{"path":`+jsonString(p)+`}`)
+			if err != nil {
+				t.Fatalf("cat %s: %v", p, err)
+			}
+			return string(resp.GetContentJson())
+		}
+		if got := cat(filepath.Join(tree, "opaque", "keys", "k")); landlock() && !strings.Contains(got, "permission denied") {
+			t.Errorf("the private path under the unlistable parent: %s", got)
+		}
+		if got := cat(filepath.Join(tree, "public.txt")); !strings.Contains(got, "PUBLIC") {
+			t.Errorf("beside the unlistable parent: %s", got)
+		}
+		return
+	}
+	tree := t.TempDir()
+	if os.Geteuid() == 0 {
+		for _, d := range []string{filepath.Dir(tree), tree} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys := filepath.Join(tree, "opaque", "keys")
+	if err := os.MkdirAll(keys, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, text := range map[string]string{filepath.Join(keys, "k"): "KEY", filepath.Join(tree, "public.txt"): "PUBLIC"} {
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Passable, not listable — by anyone but its owner (root here; as
+	// another user, the re-run is that user and the owner: then 0311).
+	mode := os.FileMode(0o711)
+	if os.Geteuid() != 0 {
+		mode = 0o311
+	}
+	if err := os.Chmod(filepath.Join(tree, "opaque"), mode); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(tree, "opaque"), 0o755) })
+	rerunUnprivileged(t, "TestConfinementUnderAnUnlistableParent", unlistableEnv+"="+tree)
+}

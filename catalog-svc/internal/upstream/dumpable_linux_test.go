@@ -29,6 +29,16 @@ func TestAStdioServerCannotReadTheKernel(t *testing.T) {
 		kernelReadByItsServer(t, secret)
 		return
 	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	rerunUnprivileged(t, "TestAStdioServerCannotReadTheKernel", kernelSecretEnv+"="+hex.EncodeToString(b[:]))
+}
+
+// rerunUnprivileged runs the test name again, in a process of its own
+// with env added: as user nobody when this is root (whom DAC does not
+// stop), else as this user; it fails when the re-run does not pass.
+func rerunUnprivileged(t *testing.T, name string, env ...string) {
+	t.Helper()
 	self, err := os.ReadFile(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +50,8 @@ func TestAStdioServerCannotReadTheKernel(t *testing.T) {
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run=^TestAStdioServerCannotReadTheKernel$", "-test.count=1", "-test.v")
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	cmd.Env = append(os.Environ(), kernelSecretEnv+"="+hex.EncodeToString(b[:]))
+	cmd := exec.Command(bin, "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
 	if os.Geteuid() == 0 {
 		for _, d := range []string{filepath.Dir(dir), dir} { // t.TempDir's own two
 			if err := os.Chmod(d, 0o755); err != nil {
@@ -53,8 +61,8 @@ func TestAStdioServerCannotReadTheKernel(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestAStdioServerCannotReadTheKernel") {
-		t.Fatalf("the kernel's re-run: %v\n%s", err, out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {
+		t.Fatalf("the re-run of %s: %v\n%s", name, err, out)
 	}
 }
 

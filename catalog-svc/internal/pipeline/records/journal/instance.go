@@ -32,14 +32,21 @@ func ClaimInstance(dir, id string) (*Instance, error) {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	inst := &Instance{dir: dir, dead: map[string]*os.File{}}
+	unlock, err := lockClaims(dir)
+	if err != nil {
+		return nil, err
+	}
 	own, err := os.OpenFile(filepath.Join(dir, hex.EncodeToString([]byte(id))+instanceSuffix), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("journal: claim instance: %w", err)
 	}
 	if err := syscall.Flock(int(own.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		unlock()
 		_ = own.Close()
 		return nil, fmt.Errorf("journal: instance id %q is held by a running kernel: %w", id, err)
 	}
+	unlock()
 	inst.own = own
 	if err := inst.TakeStopped(); err != nil {
 		_ = inst.Close()
@@ -51,6 +58,11 @@ func ClaimInstance(dir, id string) (*Instance, error) {
 // TakeStopped takes the claims of the kernels that stopped on the
 // directory (their lock can be taken) and are not held yet.
 func (i *Instance) TakeStopped() error {
+	unlock, err := lockClaims(i.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	ents, err := os.ReadDir(i.dir)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
@@ -78,6 +90,25 @@ func (i *Instance) TakeStopped() error {
 		i.dead[string(raw)] = f
 	}
 	return nil
+}
+
+// claimsLock is the file whose lock orders claiming against taking stopped
+// kernels' claims: a claim file is made, then locked, and between the two
+// another kernel would take it for a stopped one's.
+const claimsLock = "claims.lock"
+
+// lockClaims takes the directory's claims lock (waiting for it: every
+// holder holds it for a directory listing at most).
+func lockClaims(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, claimsLock), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("journal: lock %s: %w", f.Name(), err)
+	}
+	return func() { _ = f.Close() }, nil // closing releases the lock
 }
 
 // Dead are the instance ids of stopped kernels whose claims this one holds.

@@ -1,6 +1,10 @@
 package journal_test
 
 import (
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -48,4 +52,48 @@ func TestInstanceClaims(t *testing.T) {
 	if got := after.Dead(); !slices.Equal(got, []string{"host-c3"}) {
 		t.Fatalf("Dead after Forget = %v, want only host-c3", got)
 	}
+}
+
+// A kernel starting beside a running one that takes stopped kernels'
+// claims meanwhile (its reconciler) is never refused its own fresh id: its
+// claim file is made and locked under the directory's claims lock, so it
+// is never found unlocked between the two.
+func TestClaimNeverTakenWhileMade(t *testing.T) {
+	dir := t.TempDir()
+	running, err := journal.ClaimInstance(dir, "running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if err := running.TakeStopped(); err != nil {
+					t.Error(err)
+					return
+				}
+				running.Release()
+			}
+		}
+	}()
+	for i := range 3000 {
+		id := fmt.Sprintf("starting-%d", i)
+		k, err := journal.ClaimInstance(dir, id)
+		if err != nil {
+			t.Errorf("start %d refused: %v", i, err)
+			break
+		}
+		_ = k.Close()
+		// Gone for good: the directory stays small (its claim file as
+		// ClaimInstance names it).
+		_ = os.Remove(filepath.Join(dir, hex.EncodeToString([]byte(id))+".instance"))
+	}
+	close(stop)
+	<-done
 }
