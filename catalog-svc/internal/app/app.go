@@ -49,6 +49,10 @@ const turnLockSpace = "sharedos.turn-writes"
 // records across replicas.
 const upstreamLockSpace = "sharedos.upstreams"
 
+// resourceLockSpace names the advisory locks that order the registrations
+// of resources (one per match key: two spellings of a URI never both land).
+const resourceLockSpace = "sharedos.resources"
+
 // keyResourcesTimeout bounds writing the resources' match keys at start.
 const keyResourcesTimeout = 30 * time.Second
 
@@ -224,6 +228,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	var recs records.Store
 	var turnLocks pipeline.TurnLocker
 	var upstreamLocks upstream.Locker
+	var resourceLocks catalog.Locker
 	if c.DatabaseURL == "" {
 		log.Info("using the embedded store (nothing persists across restarts)")
 		tools, recs = memory.New(), recmemory.New()
@@ -251,6 +256,9 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 		changes := pgdb.NewLocks(a.pool, upstreamLockSpace, log)
 		a.closers = append(a.closers, changes.Close)
 		upstreamLocks = changes
+		resources := pgdb.NewLocks(a.pool, resourceLockSpace, log)
+		a.closers = append(a.closers, resources.Close)
+		resourceLocks = resources
 	}
 	a.authz, err = grpcx.Dial(c.AuthzAddr, c.Plane.TLS.DialOption(callers.Authz))
 	if err != nil {
@@ -259,7 +267,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	a.closers = append(a.closers, a.authz.Close)
 	authz := sharedosv1.NewAuthzServiceClient(a.authz)
 
-	a.catalog, err = catalog.New(catalog.Config{Store: tools, Filter: authz, Logger: log})
+	a.catalog, err = catalog.New(catalog.Config{Store: tools, Filter: authz, Logger: log, Locks: resourceLocks})
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,13 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 		// URI registered already would be a second door to it, which a
 		// policy hiding the first would leave open. The same source may
 		// respell it (an upstream whose listing changed: the old spelling
-		// is withdrawn after).
+		// is withdrawn after). Checked and written under the URI's lock:
+		// two spellings registered at once cannot both pass the check.
+		unlock, err := s.lockResource(ctx, matchKey(reg.GetUri()))
+		if err != nil {
+			return nil, nil, err
+		}
+		defer unlock()
 		switch other, err := s.RegisteredResource(ctx, reg.GetUri()); {
 		case err == nil && other != reg.GetUri():
 			o, err := s.ResolveResource(ctx, other)
@@ -133,6 +139,21 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 	out := proto.Clone(reg).(*sharedosv1.ResourceRegistration)
 	out.Revision, out.UpdatedAt = e.Revision, timestamppb.New(e.UpdatedAt)
 	return out, pub, nil
+}
+
+// lockResource takes the registration lock of a resource's match key: in
+// this process, then across replicas.
+func (s *Service) lockResource(ctx context.Context, key string) (func(), error) {
+	s.resourceMu.Lock()
+	if s.locks == nil {
+		return s.resourceMu.Unlock, nil
+	}
+	unlock, err := s.locks.Lock(ctx, "resource/"+key)
+	if err != nil {
+		s.resourceMu.Unlock()
+		return nil, fmt.Errorf("catalog: lock resource: %w", err)
+	}
+	return func() { unlock(); s.resourceMu.Unlock() }, nil
 }
 
 // DeregisterResource removes the resource uri; NotFound when there is none.

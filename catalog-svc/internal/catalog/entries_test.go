@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -255,4 +256,42 @@ func TestRegisteredResourceByKey(t *testing.T) {
 	if _, _, err := svc.RegisterResource(ctx, resource("test://t/a+b")); err != nil {
 		t.Errorf("the same source's new spelling: %v", err)
 	}
+}
+
+// registerSpellingsAtOnce registers, for each of rounds URIs, two
+// spellings of it by two sources at the same moment, a on one replica and
+// b on another (or the same), and fails unless exactly one of each pair
+// landed.
+func registerSpellingsAtOnce(t *testing.T, a, b *catalog.Service, rounds int) {
+	t.Helper()
+	ctx := testCtx(t)
+	for i := range rounds {
+		one, two := resource(fmt.Sprintf("test://race/r%d/a%%2Bb", i)), resource(fmt.Sprintf("test://race/r%d/a+b", i))
+		two.Metadata.Source = "upstream:elsewhere"
+		start := make(chan struct{})
+		var errs [2]error
+		var wg sync.WaitGroup
+		for j, pair := range []struct {
+			svc *catalog.Service
+			reg *sharedosv1.ResourceRegistration
+		}{{a, one}, {b, two}} {
+			wg.Go(func() {
+				<-start
+				_, _, errs[j] = pair.svc.RegisterResource(ctx, pair.reg)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if (errs[0] == nil) == (errs[1] == nil) {
+			t.Fatalf("round %d: two spellings of one URI by two sources at once: %v and %v; want exactly one registered", i, errs[0], errs[1])
+		}
+	}
+}
+
+// Two spellings of one URI registered by two sources at the same moment:
+// one lands, the other is refused (the check and the write are one step
+// under the URI's lock).
+func TestResourceSpellingsRegisteredAtOnce(t *testing.T) {
+	svc := newService(t, nil, nil)
+	registerSpellingsAtOnce(t, svc, svc, 300)
 }

@@ -8,8 +8,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/postgres"
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
@@ -98,4 +100,25 @@ func TestStartLoadsExistingPostgres(t *testing.T) {
 			t.Errorf("input schema not verbatim across replicas: %q vs %q", la.Tools[i].GetInputSchemaJson(), lb.Tools[i].GetInputSchemaJson())
 		}
 	}
+}
+
+// Two replicas, each with its own advisory locks as catalog-svc makes
+// them: two spellings of one URI registered at once on the two, one lands.
+func TestResourceSpellingsAcrossReplicasPostgres(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	replica := func() *catalog.Service {
+		pool := openPool(t, dsn)
+		locks := pgdb.NewLocks(pool, "sharedos.resources", nil)
+		t.Cleanup(func() { _ = locks.Close() })
+		svc, err := catalog.New(catalog.Config{Store: postgres.New(pool), Locks: locks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Start(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = svc.Close() })
+		return svc
+	}
+	registerSpellingsAtOnce(t, replica(), replica(), 60)
 }

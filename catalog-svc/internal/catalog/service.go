@@ -47,6 +47,15 @@ type Config struct {
 	FilterPage int
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
+	// Locks orders the registrations of resources across replicas that
+	// share the store (pgdb.Locks; nil: this process only), so two
+	// spellings of one URI cannot both land.
+	Locks Locker
+}
+
+// Locker takes a lock by name across the replicas sharing the store.
+type Locker interface {
+	Lock(ctx context.Context, name string) (unlock func(), err error)
 }
 
 // DefaultFilterPage is the tools per FilterTools call, well below the
@@ -70,6 +79,11 @@ type Service struct {
 	refreshMu sync.Mutex
 	feed      *store.Feed
 
+	// resourceMu, then locks, order the check and the write of a resource
+	// registration (lockResource).
+	resourceMu sync.Mutex
+	locks      Locker
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -87,7 +101,7 @@ func New(cfg Config) (*Service, error) {
 	if page <= 0 {
 		page = DefaultFilterPage
 	}
-	return &Service{store: cfg.Store, filter: cfg.Filter, page: page, log: log}, nil
+	return &Service{store: cfg.Store, filter: cfg.Filter, page: page, log: log, locks: cfg.Locks}, nil
 }
 
 // Start subscribes to the store's change feed, loads the cache and keeps it
