@@ -279,11 +279,13 @@ func (s *Pipeline) MaxCallDuration() time.Duration { return s.authzTimeout + s.m
 // Reconcile marks interrupted every pending record older than the longest
 // possible call (plus a margin): its process died mid-call. Call it at
 // startup and periodically; first, the rows of kernels that stopped on
-// this journal directory (reconcileStopped). It does nothing while completions wait in the
-// journal, or until the store has taken writes for reconcileMargin since it
-// last failed: a kernel whose completions wait for the store (here or in a
-// sibling) writes them within seconds of the store's return, and a row
-// whose outcome was known must not be called interrupted (ADR 0007).
+// this journal directory (reconcileStopped). It does nothing while
+// completions wait in the journal (this process's or another's on the same
+// directory), or until the store has taken writes for reconcileMargin
+// since it last failed: a kernel whose completions wait for the store
+// (here or in a sibling) writes them within seconds of the store's return,
+// and a row whose outcome was known must not be called interrupted (ADR
+// 0007).
 func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
 	if n := s.journal.Len(); n > 0 {
 		s.logger.InfoContext(ctx, "reconcile postponed: completions wait in the journal", slog.Int("journaled", n))
