@@ -14,4 +14,10 @@
 // that pinned the old one are refused) until an operator approves the new
 // digest. Secrets are references, resolved when connecting, and sent only
 // to their upstream.
+//
+// A stdio server is third-party code running as catalog-svc's own user:
+// it gets a minimal environment, catalog-svc is non-dumpable
+// (ProtectFromChildren), and on Linux it starts confined by Landlock from
+// what Guard.Private names — the kernel's keys, journal and secret
+// references' directories (confine_linux.go).
 package upstream
