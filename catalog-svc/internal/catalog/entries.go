@@ -144,6 +144,9 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 // lockResource takes the registration lock of a resource's match key: in
 // this process, then across replicas.
 func (s *Service) lockResource(ctx context.Context, key string) (func(), error) {
+	if s.lockingResource != nil {
+		s.lockingResource(key)
+	}
 	s.resourceMu.Lock()
 	if s.locks == nil {
 		return s.resourceMu.Unlock, nil
@@ -157,7 +160,17 @@ func (s *Service) lockResource(ctx context.Context, key string) (func(), error) 
 }
 
 // DeregisterResource removes the resource uri; NotFound when there is none.
+// A concrete one goes under its match key's lock: a registration checking
+// the other spellings of the URI meanwhile sees it there or gone, never
+// going (found, then not found, with a third spelling let through).
 func (s *Service) DeregisterResource(ctx context.Context, uri string) error {
+	if !resourceuri.IsTemplate(uri) {
+		unlock, err := s.lockResource(ctx, matchKey(uri))
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	return s.deleteEntry(ctx, store.KindResource, uri)
 }
 

@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -294,4 +295,61 @@ func registerSpellingsAtOnce(t *testing.T, a, b *catalog.Service, rounds int) {
 func TestResourceSpellingsRegisteredAtOnce(t *testing.T) {
 	svc := newService(t, nil, nil)
 	registerSpellingsAtOnce(t, svc, svc, 300)
+}
+
+// entriesHook runs hook (once) after the store answers EntriesMatching: in
+// the middle of a registration's check of the other spellings.
+type entriesHook struct {
+	store.Store
+	hook func()
+}
+
+func (h *entriesHook) EntriesMatching(ctx context.Context, kind store.Kind, scope, mk string) ([]store.Entry, error) {
+	es, err := h.Store.EntriesMatching(ctx, kind, scope, mk)
+	if f := h.hook; f != nil {
+		h.hook = nil
+		f()
+	}
+	return es, err
+}
+
+// A source respells its resource (X, then Y) and withdraws X while another
+// source registers a third spelling Z: the withdrawal waits for Z's check,
+// which still finds the URI held, so Z is refused (found by review: X
+// going between the check's two reads let Z land beside Y).
+func TestWithdrawalWaitsForASpellingCheck(t *testing.T) {
+	st := &entriesHook{Store: memory.New()}
+	svc := newService(t, st, nil)
+	ctx := testCtx(t)
+	x, y, z := resource("TEST://race/a+b"), resource("test://race/a+b"), resource("test://race/a%2Bb")
+	x.Metadata.Source, y.Metadata.Source, z.Metadata.Source = "upstream:s", "upstream:s", "upstream:t"
+	for _, r := range []*sharedosv1.ResourceRegistration{x, y} {
+		if _, _, err := svc.RegisterResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withdrawn := make(chan error, 1)
+	waiting := make(chan struct{}, 1)
+	svc.OnLockingResource(func(string) {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	})
+	st.hook = func() {
+		<-waiting // Z's own lock: drained, so the next is the withdrawal's
+		go func() { withdrawn <- svc.DeregisterResource(ctx, x.GetUri()) }()
+		select { // the withdrawal either waits for the lock or (unlocked) is done
+		case <-waiting:
+		case err := <-withdrawn:
+			withdrawn <- err
+		}
+	}
+	_, _, err := svc.RegisterResource(ctx, z)
+	if werr := <-withdrawn; werr != nil {
+		t.Fatalf("withdrawing X: %v", werr)
+	}
+	if err == nil {
+		t.Errorf("Z by upstream:t landed beside Y by upstream:s, while X was withdrawn")
+	}
 }

@@ -83,6 +83,9 @@ type Service struct {
 	// registration (lockResource).
 	resourceMu sync.Mutex
 	locks      Locker
+	// lockingResource, when set (tests), hears each lockResource before
+	// it waits.
+	lockingResource func(key string)
 
 	cancel context.CancelFunc
 	done   chan struct{}

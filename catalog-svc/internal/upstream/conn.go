@@ -494,7 +494,7 @@ func (c *conn) unconfined(err error) {
 // configured for a stdio upstream is passed as an environment variable of
 // that name: how stdio servers take their credentials.
 func childEnv(headers map[string]string) []string {
-	var env []string
+	env := []string{} // never nil: exec.Cmd gives a nil Env this process's whole environment
 	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -20,8 +21,11 @@ const instanceSuffix = ".instance"
 // never belong to a live sibling — two kernels on one host no longer mark
 // each other's calls interrupted.
 type Instance struct {
-	dir  string
-	own  *os.File
+	dir string
+	own *os.File
+	// mu guards dead: the reconciler takes and forgets claims while
+	// shutdown closes them.
+	mu   sync.Mutex
 	dead map[string]*os.File // id → its claim file, locked by us
 }
 
@@ -63,6 +67,11 @@ func (i *Instance) TakeStopped() error {
 		return err
 	}
 	defer unlock()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.dead == nil {
+		return nil // closed
+	}
 	ents, err := os.ReadDir(i.dir)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
@@ -113,6 +122,8 @@ func lockClaims(dir string) (unlock func(), err error) {
 
 // Dead are the instance ids of stopped kernels whose claims this one holds.
 func (i *Instance) Dead() []string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
 	out := make([]string, 0, len(i.dead))
 	for id := range i.dead {
 		out = append(out, id)
@@ -120,21 +131,31 @@ func (i *Instance) Dead() []string {
 	return out
 }
 
-// Forget removes a stopped kernel's claim once its records are reconciled.
+// Forget removes a stopped kernel's claim once its records are reconciled,
+// under the claims lock: a kernel restarting under that id opens and locks
+// its claim file in one step against it (never a file removed meanwhile).
 func (i *Instance) Forget(id string) error {
+	unlock, err := lockClaims(i.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	i.mu.Lock()
+	defer i.mu.Unlock()
 	f, ok := i.dead[id]
 	if !ok {
 		return nil
 	}
 	delete(i.dead, id)
-	err := os.Remove(f.Name())
-	return errors.Join(err, f.Close())
+	return errors.Join(os.Remove(f.Name()), f.Close())
 }
 
 // Release lets go of the stopped kernels' claims this one took, keeping
 // their files: a kernel restarting under one of those ids claims it again,
 // and a kernel starting later takes the rest.
 func (i *Instance) Release() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
 	for id, f := range i.dead {
 		_ = f.Close()
 		delete(i.dead, id)
@@ -144,11 +165,13 @@ func (i *Instance) Release() {
 // Close releases every claim this process holds; its own file stays, for
 // its successor to find.
 func (i *Instance) Close() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
 	var errs []error
-	for id, f := range i.dead {
+	for _, f := range i.dead {
 		errs = append(errs, f.Close())
-		delete(i.dead, id)
 	}
+	i.dead = nil // closed: TakeStopped takes nothing more
 	if i.own != nil {
 		errs = append(errs, i.own.Close())
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/journal"
@@ -96,4 +97,80 @@ func TestClaimNeverTakenWhileMade(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// A kernel restarting under a stopped kernel's id while a running one
+// takes and forgets that claim (its reconciler) never ends up holding a
+// claim file removed under it: a second kernel under the same id is then
+// refused while the first runs.
+func TestForgetNeverLeavesAnUnlinkedClaim(t *testing.T) {
+	for round := range 300 {
+		dir := t.TempDir()
+		running, err := journal.ClaimInstance(dir, "running")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := journal.ClaimInstance(dir, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = d.Close() // d stopped
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					_ = running.TakeStopped()
+					_ = running.Forget("d")
+				}
+			}
+		})
+		var first *journal.Instance
+		for first == nil {
+			if k, err := journal.ClaimInstance(dir, "d"); err == nil {
+				first = k
+			}
+		}
+		close(stop)
+		wg.Wait()
+		if second, err := journal.ClaimInstance(dir, "d"); err == nil {
+			_ = second.Close()
+			t.Fatalf("round %d: id %q claimed by two running kernels at once", round, "d")
+		}
+		_ = first.Close()
+		_ = running.Close()
+	}
+}
+
+// Shutdown closes the claims while the reconciler takes more (run with
+// -race): nothing is taken once closed.
+func TestCloseWhileTakingStopped(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 50 {
+		k, err := journal.ClaimInstance(dir, fmt.Sprintf("dead-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = k.Close()
+	}
+	inst, err := journal.ClaimInstance(dir, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst.Release()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = inst.TakeStopped()
+	}()
+	if err := inst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if d := inst.Dead(); len(d) != 0 {
+		t.Errorf("claims held after Close: %v", d)
+	}
 }
