@@ -62,13 +62,11 @@ func ClaimInstance(dir, id string) (*Instance, error) {
 // TakeStopped takes the claims of the kernels that stopped on the
 // directory (their lock can be taken) and are not held yet.
 func (i *Instance) TakeStopped() error {
-	unlock, err := lockClaims(i.dir)
+	unlock, err := i.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	i.mu.Lock()
-	defer i.mu.Unlock()
 	if i.dead == nil {
 		return nil // closed
 	}
@@ -120,6 +118,16 @@ func lockClaims(dir string) (unlock func(), err error) {
 	return func() { _ = f.Close() }, nil // closing releases the lock
 }
 
+// lock takes the directory's claims lock, then i.mu.
+func (i *Instance) lock() (unlock func(), err error) {
+	unlockClaims, err := lockClaims(i.dir)
+	if err != nil {
+		return nil, err
+	}
+	i.mu.Lock()
+	return func() { i.mu.Unlock(); unlockClaims() }, nil
+}
+
 // Dead are the instance ids of stopped kernels whose claims this one holds.
 func (i *Instance) Dead() []string {
 	i.mu.Lock()
@@ -135,13 +143,11 @@ func (i *Instance) Dead() []string {
 // under the claims lock: a kernel restarting under that id opens and locks
 // its claim file in one step against it (never a file removed meanwhile).
 func (i *Instance) Forget(id string) error {
-	unlock, err := lockClaims(i.dir)
+	unlock, err := i.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	i.mu.Lock()
-	defer i.mu.Unlock()
 	f, ok := i.dead[id]
 	if !ok {
 		return nil
