@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -529,15 +530,12 @@ func (j *Journal) compact() error {
 // adopt takes over every journal file in the directory whose owner is gone
 // (its lock can be taken). Called with j.mu held.
 func (j *Journal) adopt() error {
-	names, err := filepath.Glob(filepath.Join(j.dir, "*"+fileSuffix))
+	names, err := j.foreign()
 	if err != nil {
-		return fmt.Errorf("journal: %w", err)
+		return err
 	}
 	var errs []error
 	for _, path := range names {
-		if path == j.own.path || j.holds(path) {
-			continue
-		}
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
@@ -573,15 +571,12 @@ func (j *Journal) HeldElsewhere() (int, error) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	names, err := filepath.Glob(filepath.Join(j.dir, "*"+fileSuffix))
+	names, err := j.foreign()
 	if err != nil {
-		return 0, fmt.Errorf("journal: %w", err)
+		return 0, err
 	}
 	n := 0
 	for _, path := range names {
-		if path == j.own.path || j.holds(path) {
-			continue
-		}
 		f, err := os.Open(path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // written and removed meanwhile
@@ -597,6 +592,16 @@ func (j *Journal) HeldElsewhere() (int, error) {
 		n += len(entries)
 	}
 	return n, nil
+}
+
+// foreign are the journal files in the directory that are not this
+// process's: neither its own nor adopted. Called with j.mu held.
+func (j *Journal) foreign() ([]string, error) {
+	names, err := filepath.Glob(filepath.Join(j.dir, "*"+fileSuffix))
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	return slices.DeleteFunc(names, func(path string) bool { return path == j.own.path || j.holds(path) }), nil
 }
 
 func (j *Journal) holds(path string) bool {
