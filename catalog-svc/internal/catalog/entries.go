@@ -141,22 +141,17 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 	return out, pub, nil
 }
 
-// lockResource takes the registration lock of a resource's match key: in
-// this process, then across replicas.
+// lockResource takes the registration lock of a resource's match key
+// (pgdb.Locks waits for a name held in this process as across replicas).
 func (s *Service) lockResource(ctx context.Context, key string) (func(), error) {
 	if s.lockingResource != nil {
 		s.lockingResource(key)
 	}
-	s.resourceMu.Lock()
-	if s.locks == nil {
-		return s.resourceMu.Unlock, nil
-	}
 	unlock, err := s.locks.Lock(ctx, "resource/"+key)
 	if err != nil {
-		s.resourceMu.Unlock()
 		return nil, fmt.Errorf("catalog: lock resource: %w", err)
 	}
-	return func() { unlock(); s.resourceMu.Unlock() }, nil
+	return unlock, nil
 }
 
 // DeregisterResource removes the resource uri; NotFound when there is none.

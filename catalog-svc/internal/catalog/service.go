@@ -58,6 +58,15 @@ type Locker interface {
 	Lock(ctx context.Context, name string) (unlock func(), err error)
 }
 
+// processLock is the Locker of a Service alone on its store: one mutex
+// for every name (registrations of resources are rare).
+type processLock struct{ mu sync.Mutex }
+
+func (l *processLock) Lock(context.Context, string) (func(), error) {
+	l.mu.Lock()
+	return l.mu.Unlock, nil
+}
+
 // DefaultFilterPage is the tools per FilterTools call, well below the
 // 10,000 authz-svc accepts.
 const DefaultFilterPage = 5000
@@ -79,10 +88,9 @@ type Service struct {
 	refreshMu sync.Mutex
 	feed      *store.Feed
 
-	// resourceMu, then locks, order the check and the write of a resource
-	// registration (lockResource).
-	resourceMu sync.Mutex
-	locks      Locker
+	// locks order the check and the write of a resource registration
+	// (lockResource): Config.Locks, or this process's.
+	locks Locker
 	// lockingResource, when set (tests), hears each lockResource before
 	// it waits.
 	lockingResource func(key string)
@@ -104,7 +112,11 @@ func New(cfg Config) (*Service, error) {
 	if page <= 0 {
 		page = DefaultFilterPage
 	}
-	return &Service{store: cfg.Store, filter: cfg.Filter, page: page, log: log, locks: cfg.Locks}, nil
+	locks := cfg.Locks
+	if locks == nil {
+		locks = &processLock{}
+	}
+	return &Service{store: cfg.Store, filter: cfg.Filter, page: page, log: log, locks: locks}, nil
 }
 
 // Start subscribes to the store's change feed, loads the cache and keeps it
