@@ -41,6 +41,19 @@ const (
 	maxLineBytes       = 512
 )
 
+// overwrite makes content the whole of f, on disk ("wrote n bytes" means
+// synced): the in-place write of both builds.
+func overwrite(f *os.File, content string) (int, error) {
+	if err := f.Truncate(0); err != nil {
+		return 0, err
+	}
+	n, err := f.WriteString(content)
+	if err == nil {
+		err = f.Sync()
+	}
+	return n, err
+}
+
 // tempPrefix begins the name of the file a write fills before renaming
 // it over its target: no tool reads, lists or writes such a name.
 const tempPrefix = ".sharedos-write-"

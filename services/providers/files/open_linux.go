@@ -314,13 +314,7 @@ func xattrs(fd int) (map[string][]byte, bool) {
 
 // writeInPlace writes content over f, the file t opened for writing.
 func writeInPlace(f *os.File, t target, content string) (int, error) {
-	if err := f.Truncate(0); err != nil {
-		return 0, writeFailed(t, err)
-	}
-	n, err := f.WriteString(content)
-	if err == nil {
-		err = f.Sync()
-	}
+	n, err := overwrite(f, content)
 	if err != nil {
 		return 0, writeFailed(t, err)
 	}

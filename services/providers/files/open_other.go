@@ -45,14 +45,8 @@ func (p *Provider) replace(t target, content string) (int, error) {
 	if hardLinked(fi) {
 		return 0, fmt.Errorf("refused: %s has other hard links; it is not written", t.display)
 	}
-	if err := f.Truncate(0); err != nil {
-		return 0, fmt.Errorf("write failed: %s", t.display)
-	}
-	n, werr := f.WriteString(content)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if err := errors.Join(werr, f.Close()); err != nil {
+	n, err := overwrite(f, content)
+	if err := errors.Join(err, f.Close()); err != nil {
 		return 0, fmt.Errorf("write failed: %s", t.display)
 	}
 	return n, nil
