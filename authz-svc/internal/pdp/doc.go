@@ -5,7 +5,8 @@
 // # Policy contract
 //
 // The engine evaluates exactly one query, data.sharedos.authz.decision, which
-// must be a complete rule whose value is an object
+// must be a complete rule (a policy that defines nothing there does not
+// load) whose value is an object
 //
 //	{"allow": <boolean>, "reason": <string>}
 //
@@ -27,24 +28,16 @@
 // that); it exists because one evaluation over 1,000 tools costs about a
 // tenth of 1,000 decisions. A policy without the rule (undefined result) is
 // evaluated tool by tool with decision; a value that is not a set of names
-// hides every tool; an evaluation error fails the call.
+// (an array included) hides every tool; an evaluation error fails the call.
 //
 // # Input document
 //
-//	{
-//	  "context":   {"principal": string, "tenant": string, "roles": [string], "attributes": {string: string}},
-//	  "tool":      {"name": string, "namespace": string, "class": string, "annotations": object, "source": string},
-//	  "action":    one of requirement.Actions ("list", "read", "write", "search", "call", "execute");
-//	               never "list" for Authorize (requirement.IsCallAction),
-//	  "resource":  string, e.g. "file:/public/a.txt" ("" when the action has none),
-//	  "arguments": object, the call's arguments exactly as the client sent them
-//	}
-//
-// Numbers in arguments keep their exact decimal text (12345678901234567890
-// reaches Rego unrounded). tool.annotations come from third parties: they are
-// untrusted facts a policy may read, never authority. The input is built as
-// an ast.Value by hand and passed with rego.EvalParsedInput, which skips
-// OPA's JSON round trip of Go values.
+// docs/authz-input.md owns it: context, tool, action (one of
+// requirement.Actions; never "list" for Authorize), resource, arguments
+// exactly as the client sent them (numbers keep their decimal text), and,
+// for a "file:" resource, the file facts FileFactsOf derives from it. The
+// input is built as an ast.Value by hand and passed with
+// rego.EvalParsedInput, which skips OPA's JSON round trip of Go values.
 //
 // # Loading
 //

@@ -109,8 +109,8 @@ func visibleTools(ctx context.Context, snap *snapshot, ct *ast.Term, tools []Too
 	}
 	out := make([]Decision, len(tools))
 	var names []any
-	if len(rs) == 1 && len(rs[0].Expressions) == 1 {
-		names, _ = rs[0].Expressions[0].Value.([]any)
+	if len(rs) == 1 && rs[0].Bindings["set"] == true {
+		names, _ = rs[0].Bindings["names"].([]any)
 	}
 	set := make(map[string]bool, len(names))
 	for _, n := range names {

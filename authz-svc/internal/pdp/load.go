@@ -27,6 +27,10 @@ const DecisionQuery = "data.sharedos.authz.decision"
 // the tool names, among input.tools, the context may list.
 const VisibleQuery = "data.sharedos.authz.visible"
 
+// visibleSetQuery evaluates VisibleQuery and tells whether its value is a
+// set: an array, which OPA hands out as the same Go value, is not.
+const visibleSetQuery = "names := " + VisibleQuery + "; set := is_set(names)"
+
 // maxPolicyFileBytes bounds one policy or data file so that a stray large
 // file in the directory fails the load instead of exhausting memory.
 const maxPolicyFileBytes = 64 << 20
@@ -140,7 +144,7 @@ func prepare(ctx context.Context, files []sourceFile) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	vis, err := prepareQuery(ctx, files, VisibleQuery)
+	vis, err := prepareQuery(ctx, files, visibleSetQuery)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +183,7 @@ func prepareQuery(ctx context.Context, files []sourceFile, query string) (*snaps
 	}
 	data := map[string]any{}
 	modules := 0
+	var parsed []*ast.Module
 	names := make([]string, 0, len(files))
 	for _, f := range files {
 		names = append(names, f.rel)
@@ -188,6 +193,7 @@ func prepareQuery(ctx context.Context, files []sourceFile, query string) (*snaps
 				return nil, fmt.Errorf("parse %s: %w", f.rel, err)
 			}
 			opts = append(opts, rego.ParsedModule(m))
+			parsed = append(parsed, m)
 			modules++
 			continue
 		}
@@ -207,12 +213,82 @@ func prepareQuery(ctx context.Context, files []sourceFile, query string) (*snaps
 	if modules == 0 {
 		return nil, errors.New("no policy modules (*.rego) found")
 	}
+	if query == DecisionQuery && !defines(parsed, data, decisionPath) {
+		// Every call would be "no policy decision": a package misspelt is
+		// refused here, and a reload of it leaves the previous policy serving.
+		return nil, fmt.Errorf("no module defines %s (package sharedos.authz, rule decision)", DecisionQuery)
+	}
 	opts = append(opts, rego.Store(inmem.NewFromObject(data)))
 	pq, err := rego.New(opts...).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("compile policy: %w", err)
 	}
 	return &snapshot{query: pq, revision: revisionOf(files), files: names}, nil
+}
+
+// decisionPath is DecisionQuery's path below data.
+var decisionPath = []string{"sharedos", "authz", "decision"}
+
+// defines tells whether a rule of mods, or a document of data, can give the
+// document at path a value: a rule at the path, below it (a package
+// sharedos.authz.decision of allow and reason rules) or above it (a rule
+// authz in package sharedos), as far as the rule's path is ground.
+func defines(mods []*ast.Module, data map[string]any, path []string) bool {
+	for _, m := range mods {
+		for _, r := range m.Rules {
+			if related(rulePath(m, r), path) {
+				return true
+			}
+		}
+	}
+	var node any = data
+	for _, seg := range path {
+		obj, ok := node.(map[string]any)
+		if !ok {
+			return false
+		}
+		if node, ok = obj[seg]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// rulePath is the ground prefix of r's path below data, as strings.
+func rulePath(m *ast.Module, r *ast.Rule) []string {
+	var out []string
+	for _, t := range m.Package.Path[1:] {
+		s, ok := t.Value.(ast.String)
+		if !ok {
+			return out
+		}
+		out = append(out, string(s))
+	}
+	for i, t := range r.Head.Ref() {
+		switch v := t.Value.(type) {
+		case ast.Var:
+			if i != 0 {
+				return out
+			}
+			out = append(out, string(v))
+		case ast.String:
+			out = append(out, string(v))
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+// related tells whether one of a and b is a prefix of the other.
+func related(a, b []string) bool {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // dataPath is the data path of a data file: its directory's segments.

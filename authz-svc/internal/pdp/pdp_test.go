@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -160,6 +161,9 @@ func TestLoadRejectsConflictsAndEmpty(t *testing.T) {
 		"conflict":      {"p.rego": readsData, "data.json": `{"sub":{"dir":{"flag":1}}}`, "sub/dir/data.json": `{"flag":2}`},
 		"not an object": {"p.rego": readsData, "data.json": `[1]`},
 		"bad rego":      {"p.rego": "package x\n\nallow if {"},
+		// Every call would be "no policy decision", with the reload taken.
+		"package misspelt": {"p.rego": strings.Replace(readsData, "sharedos.authz", "sharedos.authx", 1)},
+		"rule misspelt":    {"p.rego": strings.Replace(readsData, "decision :=", "decisions :=", 1)},
 	} {
 		fs, err := readPolicyDir(writeTree(t, files))
 		if err == nil {
@@ -409,5 +413,83 @@ func TestReloadTakesOnlyASettledDirectory(t *testing.T) {
 	loaded = nil
 	if err := e.Reload(context.Background()); err != nil || e.Revision() == before {
 		t.Fatalf("Reload of the settled directory = %v (revision %s)", err, e.Revision())
+	}
+}
+
+// A change made after the policy loaded but before its watch was in place
+// sent no event the watch could see; Watch still takes it, rather than
+// serving the older policy until some later change.
+func TestWatchTakesAChangeMadeBeforeItStarted(t *testing.T) {
+	dir := writeTree(t, map[string]string{"p.rego": readsData, "data.json": `{"root":{"ok":true},"sub":{"dir":{"flag":1}}}`})
+	e, err := New(context.Background(), Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.Revision()
+	if err := os.WriteFile(filepath.Join(dir, "data.json"), []byte(`{"root":{"ok":false},"sub":{"dir":{"flag":1}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.Watch(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.After(30 * time.Second)
+	for e.Revision() == before {
+		select {
+		case err := <-done:
+			t.Fatalf("Watch ended: %v", err)
+		case <-deadline:
+			t.Fatal("the change made before the watch started never served")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	d, _, err := e.Decide(context.Background(), Request{Action: "read"})
+	if err != nil || d.Allow {
+		t.Errorf("decision after the change = %+v, %v; want a deny", d, err)
+	}
+}
+
+// The decision may come from a rule at its path or from the rules of a
+// package at it: both load.
+func TestLoadTakesEveryWayToDefineTheDecision(t *testing.T) {
+	for name, policy := range map[string]string{
+		"rule":    readsData,
+		"package": "package sharedos.authz.decision\n\nimport rego.v1\n\nallow := true\n\nreason := \"ok\"\n",
+	} {
+		fs, err := readPolicyDir(writeTree(t, map[string]string{"p.rego": policy, "data.json": `{"root":{"ok":true},"sub":{"dir":{"flag":1}}}`}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := prepare(context.Background(), fs)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if d, err := evalOne(context.Background(), snap, inputValue(contextTerm(Context{}), toolTerm(Tool{}), "", "", nil)); err != nil || !d.Allow {
+			t.Errorf("%s: decision %+v, %v", name, d, err)
+		}
+	}
+}
+
+// visible is a set of names: any other value, an array of the same names
+// included, hides every tool.
+func TestVisibleMustBeASet(t *testing.T) {
+	for rule, want := range map[string]bool{
+		`visible := {"files.read"}`: true,
+		`visible := ["files.read"]`: false,
+		`visible := "files.read"`:   false,
+	} {
+		policy := "package sharedos.authz\n\nimport rego.v1\n\n" + rule + "\n\ndecision := {\"allow\": true, \"reason\": \"\"}\n"
+		e, err := New(context.Background(), Options{Dir: writeTree(t, map[string]string{"p.rego": policy}), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, _, err := e.DecideTools(context.Background(), Context{Principal: "p"}, "list", []Tool{{Name: "files.read"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds[0].Allow != want {
+			t.Errorf("%s: files.read visible = %v, want %v", rule, ds[0].Allow, want)
+		}
 	}
 }

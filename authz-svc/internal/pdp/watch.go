@@ -51,6 +51,12 @@ func (e *Engine) Watch(ctx context.Context) error {
 		<-timer.C
 	}
 	defer timer.Stop()
+	// A change made before the watch was in place (between New's load and
+	// now) sent no event: the directory is compared with what serves once,
+	// and a difference is reloaded as an event would be.
+	if e.behind() {
+		timer.Reset(ReloadDebounce)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -84,6 +90,13 @@ func (e *Engine) Watch(ctx context.Context) error {
 			_ = e.Reload(ctx)
 		}
 	}
+}
+
+// behind tells whether the directory holds something else than the policy
+// serving (or cannot be read, which a reload reports).
+func (e *Engine) behind() bool {
+	files, err := readPolicyDir(e.dir)
+	return err != nil || revisionOf(files) != e.Revision()
 }
 
 // errNotDir is why st, which exists, cannot be watched as a directory
