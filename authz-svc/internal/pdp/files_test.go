@@ -40,6 +40,20 @@ func TestFileFactsOf(t *testing.T) {
 		{"file:/public/\uFE52\uFE52/private", FileFacts{Path: "/public/\uFE52\uFE52/private", Absolute: true, Suspicious: true}},
 		{"file:/public\uFF3Cprivate", FileFacts{Path: "/public\uFF3Cprivate", Absolute: true, Suspicious: true}},
 		{"file:/public/caf\u00e9.txt", FileFacts{Path: "/public/caf\u00e9.txt", Absolute: true}}, // not a separator
+		// Encoded twice another way, %u, a 4-byte overlong form, fullwidth
+		// escapes: decoding again (and again) gives a separator.
+		{"file:/public/%%32%65%%32%65/private/a.txt", FileFacts{Path: "/public/%%32%65%%32%65/private/a.txt", Absolute: true, Suspicious: true}},
+		{"file:/public/%%32e%%32e/private/a.txt", FileFacts{Path: "/public/%%32e%%32e/private/a.txt", Absolute: true, Suspicious: true}},
+		{"file:/public/%u002e%u002e/private/a.txt", FileFacts{Path: "/public/%u002e%u002e/private/a.txt", Absolute: true, Suspicious: true}},
+		{"file:/public/%U002F", FileFacts{Path: "/public/%U002F", Absolute: true, Suspicious: true}},
+		{"file:/public/%f0%80%80%ae%f0%80%80%ae/private", FileFacts{Path: "/public/%f0%80%80%ae%f0%80%80%ae/private", Absolute: true, Suspicious: true}},
+		{"file:/public/％２ｅ％２ｅ/private/a.txt", FileFacts{Path: "/public/％２ｅ％２ｅ/private/a.txt", Absolute: true, Suspicious: true}},
+		{"file:/public/%EF%BC%8E%EF%BC%8E/private", FileFacts{Path: "/public/%EF%BC%8E%EF%BC%8E/private", Absolute: true, Suspicious: true}},
+		{"file:/public/%%%32%35%32%65", FileFacts{Path: "/public/%%%32%35%32%65", Absolute: true, Suspicious: true}},
+		// Escapes that decode to no separator stay plain.
+		{"file:/public/caf%C3%A9%20menu.txt", FileFacts{Path: "/public/caf%C3%A9%20menu.txt", Absolute: true}},
+		{"file:/public/100%.txt", FileFacts{Path: "/public/100%.txt", Absolute: true}},
+		{"file:/public/%f0%9f%98%80.txt", FileFacts{Path: "/public/%f0%9f%98%80.txt", Absolute: true}},
 		{"file:" + strings.Repeat("/a", 64), FileFacts{Path: strings.Repeat("/a", 64), Absolute: true}},
 		{"file:" + strings.Repeat("/a", 65), FileFacts{Path: strings.Repeat("/a", 65), Absolute: true, Suspicious: true}},
 	}
@@ -86,6 +100,8 @@ func TestExamplePolicyOnRawPaths(t *testing.T) {
 		{engineer, "/public/%2E%2E/private/a.txt", false, "path refused: it contains"},
 		{engineer, "/public/．．/private/a.txt", false, "path refused: it contains"},
 		{engineer, "/public/a.txt\x00.png", false, "path refused: it contains"},
+		{engineer, "/public/%%32%65%%32%65/private/a.txt", false, "path refused: it contains"},
+		{engineer, "/public/%u002e%u002e/private/a.txt", false, "path refused: it contains"},
 		{admin, "/public/%2e%2e/private/a.txt", false, "path refused: it contains"},
 		{engineer, "/public" + strings.Repeat("/a", 70), false, "path refused: it contains"},
 		{admin, "private/a.txt", false, "path refused: it must be absolute"},

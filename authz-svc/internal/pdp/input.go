@@ -292,7 +292,9 @@ type FileFacts struct {
 	// Suspicious: the raw path holds a percent-encoded dot, slash,
 	// backslash or NUL (%2e %2f %5c %00, any case), a look-alike dot or
 	// slash (U+FF0E, U+2024, U+FF0F), a NUL byte, or more than
-	// MaxPathSeparators separators — something a layer below might decode
+	// MaxPathSeparators separators, or decoding its escapes again and
+	// again gives one of these, a separator more or an overlong UTF-8
+	// form (decodesToSeparator) — something a layer below might decode
 	// into a path the cleaning never saw.
 	Suspicious bool
 }
@@ -309,9 +311,100 @@ func FileFactsOf(resource string) (FileFacts, bool) {
 	if f.Absolute {
 		f.Path = requirement.CleanPOSIX(slashed)
 	}
-	f.Suspicious = strings.Count(slashed, "/") > MaxPathSeparators ||
-		strings.ContainsAny(raw, "\x00\uFF0E\u2024\uFF0F") || hasEncodedSeparator(raw) || foldsToSeparator(raw)
+	f.Suspicious = strings.Count(slashed, "/") > MaxPathSeparators || suspiciousText(raw) || decodesToSeparator(raw)
 	return f, true
+}
+
+// suspiciousText reports what s holds itself: a NUL, a look-alike dot or
+// slash, an encoded separator, one that NFKC makes.
+func suspiciousText(s string) bool {
+	return strings.ContainsAny(s, "\x00\uFF0E\u2024\uFF0F") || hasEncodedSeparator(s) || foldsToSeparator(s)
+}
+
+// decodeRounds bounds how often decodesToSeparator decodes: more layers
+// than any stack decodes in a row.
+const decodeRounds = 4
+
+// decodesToSeparator reports whether decoding raw's percent escapes again
+// and again (%XX, and %uXXXX as IIS reads it), after NFKC or not, ever
+// gives what suspiciousText finds, a dot, slash, backslash or NUL more, or
+// an overlong UTF-8 form: "%%32%65" decodes to "%2e", "%u002e" to ".",
+// "％２ｅ" folds to "%2e", "%f0%80%80%ae" to an overlong ".".
+func decodesToSeparator(raw string) bool {
+	if !strings.Contains(raw, "%") && isASCII(raw) {
+		return false
+	}
+	for _, s := range []string{raw, norm.NFKC.String(raw)} {
+		for range decodeRounds {
+			d := percentDecode(s)
+			if d == s {
+				break
+			}
+			if suspiciousText(d) || overlong(d) || separators(d) > separators(s) {
+				return true
+			}
+			s = d
+		}
+	}
+	return false
+}
+
+// separators counts the dots, slashes, backslashes and NULs of s.
+func separators(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '.', '/', '\\', 0:
+			n++
+		}
+	}
+	return n
+}
+
+// percentDecode decodes every %XX and %uXXXX of s, leaving any other '%'.
+func percentDecode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' {
+			if i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+				b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+				i += 2
+				continue
+			}
+			if i+5 < len(s) && s[i+1]|0x20 == 'u' && isHex(s[i+2]) && isHex(s[i+3]) && isHex(s[i+4]) && isHex(s[i+5]) {
+				r := rune(unhex(s[i+2]))<<12 | rune(unhex(s[i+3]))<<8 | rune(unhex(s[i+4]))<<4 | rune(unhex(s[i+5]))
+				b.WriteRune(r)
+				i += 5
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'f' }
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c | 0x20 - 'a' + 10
+}
+
+// overlong reports a byte sequence of s that only an overlong UTF-8 form,
+// or no UTF-8 at all, begins with: C0, C1, F5–FF, E0 80–9F, F0 80–8F.
+func overlong(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == 0xC0 || c == 0xC1 || c >= 0xF5:
+			return true
+		case i+1 < len(s) && (c == 0xE0 && s[i+1] >= 0x80 && s[i+1] <= 0x9F || c == 0xF0 && s[i+1] >= 0x80 && s[i+1] <= 0x8F):
+			return true
+		}
+	}
+	return false
 }
 
 // foldsToSeparator reports whether compatibility normalisation (NFKC, as a
