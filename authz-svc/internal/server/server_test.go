@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -252,4 +255,38 @@ func violatedField(err error) string {
 		}
 	}
 	return ""
+}
+
+// A policy's reason or an evaluation error may quote a piece of an
+// argument (a path's last segment; what a built-in could not parse of a
+// value): the record keeps no piece of it either (invariant 11).
+func TestAuthorizeRecordRedactsPiecesOfArguments(t *testing.T) {
+	for name, c := range map[string]struct{ policy, args, canary string }{
+		"a reason quoting a path's last segment": {`parts := split(input.file.path, "/")
+
+decision := {"allow": false, "reason": sprintf("%s may not be read", [parts[count(parts) - 1]])}`,
+			`{"path":"/private/tok-S3CR3TVALUE"}`, "S3CR3T"},
+		"an error quoting what a built-in could not parse": {`decision := {"allow": true, "reason": ""} if time.parse_rfc3339_ns(input.arguments.when) > 0`,
+			`{"when":"2024-01-01Tapi_key_ABCDEF0123456789"}`, "ABCDEF"},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package sharedos.authz\n\nimport rego.v1\n\n"+c.policy+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e, err := pdp.New(context.Background(), pdp.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := &records{}
+		req := authorizeReq("read", c.args)
+		req.Resource = "file:/private/tok-S3CR3TVALUE"
+		_, _ = server.New(e, log).Authorize(context.Background(), req)
+		if len(log.all) != 1 {
+			t.Fatalf("%s: %d records", name, len(log.all))
+		}
+		rec := log.all[0]
+		if text := rec.Reason + rec.Error; strings.Contains(text, c.canary) || !strings.Contains(text, "[arg sha256:") {
+			t.Errorf("%s: reason %q, error %q", name, rec.Reason, rec.Error)
+		}
+	}
 }

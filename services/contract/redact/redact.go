@@ -142,8 +142,11 @@ func (v Values) Redact(text string) string {
 		return text
 	}
 	if len(text) > MaxText || len(text)*(len(v.long)+len(v.tokens)) > maxSearch {
-		sum := sha256.Sum256([]byte(text))
-		return "[text of " + strconv.Itoa(len(text)) + " bytes, redacted whole: sha256:" + hex.EncodeToString(sum[:6]) + "]"
+		return whole(text)
+	}
+	pieces, ok := v.fragments(text)
+	if !ok {
+		return whole(text)
 	}
 	type span struct{ start, end int }
 	var found []span
@@ -171,6 +174,9 @@ func (v Values) Redact(text string) string {
 	for _, s := range v.tokens {
 		each(s, true)
 	}
+	for _, p := range pieces {
+		found = append(found, span{p[0], p[1]})
+	}
 	if len(found) == 0 {
 		return text
 	}
@@ -194,6 +200,92 @@ func (v Values) Redact(text string) string {
 	b.WriteString(text[at:])
 	return b.String()
 }
+
+// fragments are the spans of text that quote a piece of a string value
+// rather than the whole: a policy's reason built from a path's last
+// segment, a Go error quoting what it could not parse of a value. A piece
+// is a run of letters, digits and "_-.~+=@" (a word, a segment, a token),
+// also with its ends' punctuation trimmed and as its letter and digit runs;
+// one of at least MinLen bytes found inside a value is a span. A common
+// word found inside a value ("read" in "/public/readme.md") goes too: a
+// record loses some words, never a piece of a value. Searching costs the
+// values' bytes once per piece: past maxSearch, not ok (the whole text goes).
+func (v Values) fragments(text string) (_ [][2]int, ok bool) {
+	if len(v.long) == 0 {
+		return nil, true
+	}
+	var pieces [][2]int
+	addPiece := func(start, end int) {
+		if end-start >= MinLen {
+			pieces = append(pieces, [2]int{start, end})
+		}
+	}
+	for i := 0; i < len(text); {
+		r, n := utf8.DecodeRuneInString(text[i:])
+		if !pieceRune(r) {
+			i += n
+			continue
+		}
+		start := i
+		for i < len(text) {
+			r, n := utf8.DecodeRuneInString(text[i:])
+			if !pieceRune(r) {
+				break
+			}
+			i += n
+		}
+		addPiece(start, i)
+		trimmed := strings.Trim(text[start:i], pieceMarks)
+		at := start + strings.Index(text[start:i], trimmed)
+		if len(trimmed) != i-start {
+			addPiece(at, at+len(trimmed))
+		}
+		for j := start; j < i; {
+			r, n := utf8.DecodeRuneInString(text[j:])
+			if !wordRune(r) {
+				j += n
+				continue
+			}
+			k := j
+			for k < i {
+				r, n := utf8.DecodeRuneInString(text[k:])
+				if !wordRune(r) {
+					break
+				}
+				k += n
+			}
+			if j != start || k != i {
+				addPiece(j, k)
+			}
+			j = k
+		}
+	}
+	if len(pieces) == 0 {
+		return nil, true
+	}
+	joined := strings.Join(v.long, "\x00")
+	if len(pieces)*len(joined) > maxSearch {
+		return nil, false
+	}
+	var out [][2]int
+	for _, p := range pieces {
+		if strings.Contains(joined, text[p[0]:p[1]]) {
+			out = append(out, p)
+		}
+	}
+	return out, true
+}
+
+// whole is the placeholder of a text redacted whole.
+func whole(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return "[text of " + strconv.Itoa(len(text)) + " bytes, redacted whole: sha256:" + hex.EncodeToString(sum[:6]) + "]"
+}
+
+// pieceMarks are the marks a piece may hold besides letters and digits.
+const pieceMarks = "_-.~+=@"
+
+func pieceRune(r rune) bool { return wordRune(r) || strings.ContainsRune(pieceMarks, r) }
 
 func wordRune(r rune) bool {
 	return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r))

@@ -36,6 +36,13 @@ func TestArguments(t *testing.T) {
 		{"boolean", "flag true is not allowed", `{"f":true}`, []string{" true "}, []string{"flag ", " is not allowed"}},
 		{"short quoted", "value 'ab' does not match", `{"x":"ab"}`, []string{"'ab'"}, []string{"value '", "' does not match"}},
 		{"no arguments", "policy says no", `{}`, nil, []string{"policy says no"}},
+		{"a segment of a value", "tok-S3CR3TVALUE may not be read", `{"path":"/private/tok-S3CR3TVALUE"}`,
+			[]string{"S3CR3T"}, []string{" may not be read"}},
+		{"a segment ending a sentence", "may not read tok-S3CR3TVALUE.", `{"path":"/private/tok-S3CR3TVALUE"}`,
+			[]string{"S3CR3T"}, []string{"may not read "}},
+		{"what an error could not parse of a value", `parsing time "2024-01-01Tapi_key_ABCDEF0123456789": cannot parse "api_key_ABCDEF0123456789" as "15"`,
+			`{"when":"2024-01-01Tapi_key_ABCDEF0123456789"}`, []string{"ABCDEF", "api_key"}, []string{"parsing time", "cannot parse", `as "15"`}},
+		{"a word of a value inside a piece", "denied: secretword-7", `{"q":"the secretword is here"}`, []string{"secretword"}, []string{"denied: "}},
 		// A quoted string shows a value escaped: a policy's sprintf of a
 		// collection (JSON), a Go error (strconv.Quote).
 		{"escaped in JSON", `bad options {"k": "sk-live\"9f8e"}`, `{"k":"sk-live\"9f8e"}`, []string{"9f8e"}, []string{"bad options"}},
@@ -164,6 +171,15 @@ func TestLongTextRedactedWhole(t *testing.T) {
 	// text is replaced whole, however short.
 	if got := v.Redact(strings.Repeat("y", 1000)); !strings.Contains(got, "redacted whole") {
 		t.Errorf("1,000 bytes against 100,000 values = %.80q", got)
+	}
+	// One value of 1 MiB: so many words that searching it once for each
+	// is too much. The text goes whole too.
+	big := redact.ValuesOf([]byte(`{"content":"` + strings.Repeat("z", 1<<20) + `"}`))
+	if got := big.Redact(strings.Repeat("word ", 800)); !strings.Contains(got, "redacted whole") {
+		t.Errorf("800 words against 1 MiB of value = %.80q", got)
+	}
+	if got := big.Redact("write refused: quota"); got != "write refused: quota" {
+		t.Errorf("a few words against 1 MiB of value = %q", got)
 	}
 }
 
