@@ -11,9 +11,9 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"sigs.k8s.io/yaml"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
 // Prompts and resources (ADR 0018): registered from a YAML or JSON file of
@@ -88,7 +88,7 @@ func readEntries[T proto.Message](file string, newT func() T) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	j, err := yaml.YAMLToJSON(b)
+	j, err := regfile.YAMLToJSON(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"sigs.k8s.io/yaml"
 
@@ -112,7 +114,7 @@ func ReadDir(dir string) ([]Registration, error) {
 // bytes of schemas; otherwise the input is YAML.
 func Parse(b []byte, isJSON bool) ([]Registration, error) {
 	if !isJSON {
-		j, err := yaml.YAMLToJSON(b)
+		j, err := YAMLToJSON(b)
 		if err != nil {
 			return nil, fmt.Errorf("invalid YAML: %w", err)
 		}
@@ -157,11 +159,37 @@ func decodeOne(b []byte) (Registration, error) {
 // sharedosctl takes (registrations, policies, column manifests and host
 // configurations).
 func DecodeStrict(b []byte, v any) error {
-	j, err := yaml.YAMLToJSON(b)
+	j, err := YAMLToJSON(b)
 	if err != nil {
 		return err
 	}
 	return decodeJSON(j, v)
+}
+
+// YAMLToJSON converts an operator's YAML file to JSON. A file holds one
+// document: a second one (after "---") is refused, not dropped — several
+// entries go in one list.
+func YAMLToJSON(b []byte) ([]byte, error) {
+	dec := yamlv2.NewDecoder(bytes.NewReader(b))
+	docs, first := 0, true
+	for ; ; first = false {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case v == nil:
+		case !first || docs > 0:
+			return nil, errors.New(`more than one YAML document ("---"): a file holds one; put several entries in one list`)
+		default:
+			docs++
+		}
+	}
+	return yaml.YAMLToJSON(b)
 }
 
 func decodeJSON(b []byte, v any) error {

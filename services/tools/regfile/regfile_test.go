@@ -70,6 +70,9 @@ func TestRejects(t *testing.T) {
 		"bad timeout":           {`{"name":"a.b","handler":{"target":"x","timeout":"soon"}}`, true, `handler.timeout`},
 		"empty":                 {"  ", true, "empty"},
 		"trailing":              {`{"name":"a.b"} {"name":"c.d"}`, true, "trailing"},
+		// A second document is refused, never dropped.
+		"two documents":          {"name: a.b\n---\nname: c.d\n", false, "more than one YAML document"},
+		"an empty one, then one": {"---\n---\nname: c.d\n", false, "more than one YAML document"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -109,5 +112,15 @@ func TestOpenArguments(t *testing.T) {
 	}
 	if back := regfile.FromProto(p); !back.Requirement.OpenArguments {
 		t.Fatalf("FromProto lost openArguments: %+v", back.Requirement)
+	}
+}
+
+// One document, whether "---" opens or closes it, is read as before.
+func TestOneDocumentWithMarkers(t *testing.T) {
+	for _, in := range []string{"---\nname: a.b\n", "name: a.b\n---\n", "# only\nname: a.b\n...\n"} {
+		regs, err := regfile.Parse([]byte(in), false)
+		if err != nil || len(regs) != 1 || regs[0].Name != "a.b" {
+			t.Errorf("Parse(%q) = %+v, %v", in, regs, err)
+		}
 	}
 }
