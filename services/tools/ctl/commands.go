@@ -200,16 +200,28 @@ func runToolsRegister(ctx context.Context, e *env, file string, args []string) e
 		Revision int64  `json:"revision"`
 	}
 	var out []registered
-	for _, r := range regs {
-		p, err := r.ToProto()
-		if err != nil {
+	ps := make([]*sharedosv1.ToolRegistration, len(regs))
+	for i, r := range regs {
+		if ps[i], err = r.ToProto(); err != nil {
 			return err
 		}
-		resp, err := cc.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: p})
+	}
+	if len(ps) == 1 {
+		resp, err := cc.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: ps[0]})
 		if err != nil {
-			return fmt.Errorf("register %q: %w", r.Name, errors.New(describe(err)))
+			return fmt.Errorf("register %q: %w", regs[0].Name, errors.New(describe(err)))
 		}
 		out = append(out, registered{Name: resp.GetRegistration().GetName(), Revision: resp.GetRegistration().GetRevision()})
+	} else {
+		// A list is one RegisterTools, all or nothing: a file that fails
+		// leaves nothing registered, and runs again once fixed. Every
+		// tool it registers is new, at revision 1.
+		if _, err := cc.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: ps}); err != nil {
+			return fmt.Errorf("register %s (nothing registered): %w", file, errors.New(describe(err)))
+		}
+		for _, p := range ps {
+			out = append(out, registered{Name: p.GetName(), Revision: 1})
+		}
 	}
 	rows := make([][]string, 0, len(out))
 	for _, r := range out {

@@ -17,8 +17,12 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
 	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
@@ -382,5 +386,69 @@ func TestOptionalFlagsDefaults(t *testing.T) {
 		if got := spec.GetRefresh().AsDuration(); got != c.want || (c.want == 0) != (spec.GetRefresh() == nil) {
 			t.Errorf("providers add %v: refresh %v (%v), want %v", c.args, got, spec.GetRefresh(), c.want)
 		}
+	}
+}
+
+// fakeCatalog counts the registrations it is sent, and refuses a batch
+// when refuse is set.
+type fakeCatalog struct {
+	sharedosv1.UnimplementedCatalogServiceServer
+	single, batches int
+	refuse          bool
+}
+
+func (f *fakeCatalog) RegisterTool(_ context.Context, req *sharedosv1.RegisterToolRequest) (*sharedosv1.RegisterToolResponse, error) {
+	f.single++
+	reg := req.GetRegistration()
+	reg.Revision = 1
+	return &sharedosv1.RegisterToolResponse{Registration: reg}, nil
+}
+
+func (f *fakeCatalog) RegisterTools(_ context.Context, req *sharedosv1.RegisterToolsRequest) (*sharedosv1.RegisterToolsResponse, error) {
+	f.batches++
+	if f.refuse {
+		return nil, status.Error(codes.InvalidArgument, "registrations[1].requirement.action: violates known_action")
+	}
+	return &sharedosv1.RegisterToolsResponse{Registered: int32(len(req.GetRegistrations()))}, nil
+}
+
+// A file listing several tools is registered all or nothing (RegisterTools):
+// one that fails leaves none registered and says so, never the ones before
+// it registered and unreported.
+func TestToolsRegisterAListAllOrNothing(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	fake := &fakeCatalog{}
+	sharedosv1.RegisterCatalogServiceServer(srv, fake)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	file := filepath.Join(t.TempDir(), "two.yaml")
+	if err := os.WriteFile(file, []byte("- name: demo.one\n  description: one\n- name: demo.two\n  description: two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+
+	fake.refuse = true
+	_, stderr, code := run(t, "--catalog", addr, "tools", "register", "-f", file)
+	if code != 1 || !strings.Contains(stderr, "nothing registered") || !strings.Contains(stderr, "registrations[1]") || fake.single != 0 {
+		t.Fatalf("refused list: code %d, %d single registrations, stderr %q", code, fake.single, stderr)
+	}
+
+	fake.refuse = false
+	stdout, stderr, code := run(t, "--catalog", addr, "tools", "register", "-f", file)
+	if code != 0 || fake.batches != 2 || fake.single != 0 {
+		t.Fatalf("list: code %d, %d batches, %d single, stderr %q", code, fake.batches, fake.single, stderr)
+	}
+	var out struct {
+		Registered []struct {
+			Name     string
+			Revision int64
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || fmt.Sprint(out.Registered) != "[{demo.one 1} {demo.two 1}]" {
+		t.Errorf("output %s (%v)", stdout, err)
 	}
 }
