@@ -26,6 +26,9 @@
 //     ("type": "object" at the top), at most 256 KiB, 32 levels deep and
 //     2048 JSON objects, with only local "#..." references; the compiler's
 //     loader refuses every URL.
+//   - every store keeps the same JSON: a number in a schema or the
+//     annotations must fit a double and PostgreSQL's numeric (at most 16383
+//     digits after the decimal point as written), number_range.
 //   - an UpdateTool whose expected_revision does not match is ErrRevisionMismatch
 //     (gRPC Aborted: the read-modify-write lost a race; re-read and retry).
 //   - input schemas are compiled on first Resolve (or handed over by the

@@ -58,6 +58,10 @@ const (
 	// RuleMCPServable: the bridge could not serve the tool over MCP
 	// (annotations of the wrong MCP types, a bad x-mcp-header).
 	RuleMCPServable = "mcp_servable"
+	// RuleNumberRange: a JSON number the catalogue cannot keep as written:
+	// PostgreSQL's jsonb refuses it, or the published canonical form (whose
+	// numbers are doubles) cannot write it.
+	RuleNumberRange = "number_range"
 )
 
 // ValidationError names the field and the rule a registration broke. It is

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 
@@ -121,4 +122,72 @@ func TestResourceSpellingsAcrossReplicasPostgres(t *testing.T) {
 		return svc
 	}
 	registerSpellingsAtOnce(t, replica(), replica(), 60)
+}
+
+// JSON PostgreSQL's jsonb cannot hold is refused at validation on every
+// store alike, naming where it is and the rule (on PostgreSQL it failed as
+// Internal, and failed a whole batch); the boundary values are stored by
+// both.
+func TestUnstorableJSONOnEveryStore(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	stores := []struct {
+		name string
+		svc  *catalog.Service
+	}{
+		{"memory", newService(t, nil, nil)},
+		{"postgres", newService(t, postgres.New(openPool(t, dsn)), nil)},
+	}
+	refused := []struct{ name, input, output, field, rule string }{
+		{"tiny default", `{"type":"object","properties":{"n":{"type":"number","default":1e-20000}}}`, "",
+			"inputSchema.properties.n.default", catalog.RuleNumberRange},
+		{"tiny minimum", `{"type":"object","properties":{"n":{"type":"number","minimum":-1e-17000}}}`, "",
+			"inputSchema.properties.n.minimum", catalog.RuleNumberRange},
+		{"scale past the limit", `{"type":"object","properties":{"n":{"enum":[1,1.0e-16383]}}}`, "",
+			"inputSchema.properties.n.enum[1]", catalog.RuleNumberRange},
+		{"zero with a long scale", "", `{"type":"object","properties":{"n":{"const":0.0e-16383}}}`,
+			"outputSchema.properties.n.const", catalog.RuleNumberRange},
+		{"zero with a huge exponent", `{"type":"object","examples":[{"n":0e1073741823}]}`, "",
+			"inputSchema.examples[0].n", catalog.RuleNumberRange},
+	}
+	accepted := []string{
+		`{"type":"object","properties":{"n":{"type":"number","default":1e-16383}}}`,
+		`{"type":"object","properties":{"n":{"type":"number","default":0.0e-16382,"examples":[-0,5e-324,1e-400,1.7e308]}}}`,
+		`{"type":"object","properties":{"n":{"const":0e1073741822}}}`,
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			for _, c := range refused {
+				r := reg("files.read")
+				r.Requirement.Resource = ""
+				if c.input != "" {
+					r.InputSchemaJson = []byte(c.input)
+				}
+				if c.output != "" {
+					r.OutputSchemaJson = []byte(c.output)
+				}
+				_, _, err := st.svc.Register(ctx, r)
+				var ve *catalog.ValidationError
+				if !errors.As(err, &ve) || ve.Field != c.field || ve.Rule != c.rule {
+					t.Errorf("%s: Register error = %v, want %s violating %s", c.name, err, c.field, c.rule)
+				}
+				_, err = st.svc.RegisterBatch(ctx, []*sharedosv1.ToolRegistration{reg("bulk.a"), r})
+				if !errors.As(err, &ve) || ve.Field != "registrations[1]."+c.field || ve.Rule != c.rule {
+					t.Errorf("%s: RegisterBatch error = %v, want registrations[1].%s violating %s", c.name, err, c.field, c.rule)
+				}
+			}
+			for i, schema := range accepted {
+				r := reg("files.read")
+				r.Requirement.Resource = ""
+				r.InputSchemaJson = []byte(schema)
+				if _, _, err := st.svc.Register(ctx, r); err != nil {
+					t.Errorf("accepted[%d]: Register: %v", i, err)
+					continue
+				}
+				if err := st.svc.Deregister(ctx, "files.read"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -196,9 +197,10 @@ var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true,
 
 type walker struct{ objects int }
 
-// walk enforces the depth and subschema caps over the whole document and,
-// outside data keywords, refuses non-local references and hidden characters
-// in "title", "description" and property names.
+// walk enforces the depth and subschema caps over the whole document,
+// refuses numbers the catalogue cannot keep (checkNumber) anywhere in it
+// and, outside data keywords, non-local references and hidden characters in
+// "title", "description" and property names.
 func (w *walker) walk(path string, v any, depth int, data bool) error {
 	if depth > MaxSchemaDepth {
 		return invalid(path, RuleSchemaDepth, "nesting deeper than %d levels", MaxSchemaDepth)
@@ -233,6 +235,8 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 				return err
 			}
 		}
+	case json.Number:
+		return checkNumber(path, v)
 	}
 	return nil
 }
@@ -313,7 +317,8 @@ func trimDetail(s string) string {
 }
 
 // checkAnnotations requires a JSON object and applies the hidden-character
-// check to every string in it ("title" is shown to users and models).
+// check to every string in it ("title" is shown to users and models), and
+// checkNumber to every number.
 func checkAnnotations(raw []byte) error {
 	if len(raw) == 0 {
 		return nil
@@ -342,6 +347,8 @@ func checkStrings(path string, v any, depth int) error {
 	switch v := v.(type) {
 	case string:
 		return checkText(path, v)
+	case json.Number:
+		return checkNumber(path, v)
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
 			c := v[k]
@@ -360,4 +367,52 @@ func checkStrings(path string, v any, depth int) error {
 		}
 	}
 	return nil
+}
+
+// PostgreSQL's numeric, which a jsonb number is, holds a number with at most
+// maxNumberScale digits after the decimal point as written (its display
+// scale: the fraction's digits less the exponent, trailing zeros included,
+// so 1e-16383 is stored and 1.0e-16383, 10e-16384 and 0e-16384 are not) and
+// an exponent of magnitude below maxNumberExponent+1 (INT_MAX/2, even for 0).
+const (
+	maxNumberScale    = 16383
+	maxNumberExponent = 1<<30 - 2
+)
+
+// checkNumber refuses a JSON number the catalogue cannot keep: one
+// PostgreSQL's jsonb refuses (SQLSTATE 22003, numeric overflow; the tool
+// would be stored by the embedded store alone), or one beyond a double's
+// range, which the published canonical form (RFC 8785) cannot write. A
+// double's range lies far inside numeric's 131072 digits before the point.
+func checkNumber(path string, n json.Number) error {
+	s := string(n) // JSON number grammar, checked by the decoder
+	mantissa, exp := s, ""
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mantissa, exp = s[:i], s[i+1:]
+	}
+	var e int64
+	if exp != "" {
+		v, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil || v > maxNumberExponent || v < -maxNumberExponent {
+			return invalid(path, RuleNumberRange, "%s: an exponent beyond ±%d cannot be stored", shortNumber(s), maxNumberExponent)
+		}
+		e = v
+	}
+	_, frac, _ := strings.Cut(mantissa, ".")
+	if scale := int64(len(frac)) - e; scale > maxNumberScale {
+		return invalid(path, RuleNumberRange, "%s has %d digits after the decimal point; at most %d can be stored", shortNumber(s), scale, maxNumberScale)
+	}
+	if _, err := strconv.ParseFloat(s, 64); err != nil { // only ErrRange: beyond ±1.8e308
+		return invalid(path, RuleNumberRange, "%s is beyond a double's range (about ±1.8e308), which the published form's numbers are", shortNumber(s))
+	}
+	return nil
+}
+
+// shortNumber is s for a message: a number may run to the schema's size.
+func shortNumber(s string) string {
+	const keep = 24
+	if len(s) <= 2*keep {
+		return s
+	}
+	return s[:keep] + "…" + s[len(s)-keep:]
 }

@@ -126,6 +126,23 @@ func TestRegisterRejects(t *testing.T) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path\uDB40\uDC41":{"type":"string"}}}`)
 		}, "", catalog.RulePoisoning, "TAG CHARACTER"},
 		{"source control char", func(r *sharedosv1.ToolRegistration) { r.Metadata.Source = "x\x1b" }, "metadata.source", catalog.RulePoisoning, ""},
+		// Numbers PostgreSQL's jsonb cannot hold, or a double cannot: refused
+		// where they are, on every store.
+		{"default too small to store", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"},"n":{"type":"number","default":1e-20000}},"additionalProperties":false}`)
+		}, "inputSchema.properties.n.default", catalog.RuleNumberRange, "20000 digits after the decimal point"},
+		{"output examples too small to store", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","properties":{"n":{"examples":[1,1.0e-16383]}}}`)
+		}, "outputSchema.properties.n.examples[1]", catalog.RuleNumberRange, "16384 digits"},
+		{"annotations number too small to store", func(r *sharedosv1.ToolRegistration) {
+			r.AnnotationsJson = []byte(`{"title":"Read file","x-scale":{"v":[0e-16384]}}`)
+		}, "annotations.x-scale.v[0]", catalog.RuleNumberRange, ""},
+		{"exponent too large to store", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"},"n":{"const":0e1073741823}},"additionalProperties":false}`)
+		}, "inputSchema.properties.n.const", catalog.RuleNumberRange, "exponent"},
+		{"number beyond a double", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"},"n":{"maximum":-1e400}},"additionalProperties":false}`)
+		}, "inputSchema.properties.n.maximum", catalog.RuleNumberRange, "double"},
 		{"managed without action", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "" }, "requirement.action", catalog.RuleRequired, ""},
 		{"managed without requirement", func(r *sharedosv1.ToolRegistration) { r.Requirement = nil }, "requirement.action", catalog.RuleRequired, ""},
 		{"action authz does not know", func(r *sharedosv1.ToolRegistration) { r.Requirement.Action = "delete" }, "requirement.action", catalog.RuleAction, "read, write, search, call, execute"},

@@ -235,7 +235,7 @@ func (s *Store) translate(ctx context.Context, err error, name, op string) error
 		case "tools_name_lower_key":
 			return &store.ConflictError{Name: name, Existing: s.existing(ctx, "lower(name) = lower($1)", name), Rule: store.RuleCaseInsensitive}
 		}
-	case "22P02", "22P05", "22021", "23514": // bad json, untranslatable character, bad encoding, check
+	case "22P02", "22P05", "22021", "22003", "23514": // bad json, untranslatable character, bad encoding, numeric overflow, check
 		return fmt.Errorf("%w: PostgreSQL refused a value of %q (SQLSTATE %s)", store.ErrInvalid, name, pgErr.Code)
 	}
 	return fmt.Errorf("postgres: %s %q: %w", op, name, err)

@@ -202,3 +202,18 @@ func TestUnstorableJSON(t *testing.T) {
 		t.Fatalf("Create error = %v, want ErrInvalid", err)
 	}
 }
+
+// A number numeric cannot hold (SQLSTATE 22003) is a domain error too, in a
+// single write and in a batch.
+func TestUnstorableNumber(t *testing.T) {
+	t.Parallel()
+	s := postgres.New(newPool(t))
+	rec := storetest.Record("files.read")
+	rec.Registration.InputSchemaJson = []byte(`{"type":"object","properties":{"n":{"type":"number","default":1e-20000}}}`)
+	if _, err := s.Create(testCtx(t), rec); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Create error = %v, want ErrInvalid", err)
+	}
+	if _, err := s.CreateBatch(testCtx(t), []store.Record{storetest.Record("bulk.a"), rec}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("CreateBatch error = %v, want ErrInvalid", err)
+	}
+}
