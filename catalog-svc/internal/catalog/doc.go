@@ -28,7 +28,9 @@
 //     loader refuses every URL.
 //   - every store keeps the same JSON: a number in a schema or the
 //     annotations must fit a double and PostgreSQL's numeric (at most 16383
-//     digits after the decimal point as written), number_range.
+//     digits after the decimal point as written), number_range; a schema
+//     holds no U+0000 in any string or key, no_nul (the annotations none
+//     either, as a control character).
 //   - an UpdateTool whose expected_revision does not match is ErrRevisionMismatch
 //     (gRPC Aborted: the read-modify-write lost a race; re-read and retry).
 //   - input schemas are compiled on first Resolve (or handed over by the

@@ -124,10 +124,10 @@ func TestResourceSpellingsAcrossReplicasPostgres(t *testing.T) {
 	registerSpellingsAtOnce(t, replica(), replica(), 60)
 }
 
-// JSON PostgreSQL's jsonb cannot hold is refused at validation on every
-// store alike, naming where it is and the rule (on PostgreSQL it failed as
-// Internal, and failed a whole batch); the boundary values are stored by
-// both.
+// JSON PostgreSQL's jsonb cannot hold (a number past numeric's range,
+// U+0000) is refused at validation on every store alike, naming where it is
+// and the rule (on PostgreSQL it failed as Internal or valid_json naming no
+// field, and failed a whole batch); the boundary values are stored by both.
 func TestUnstorableJSONOnEveryStore(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, migrations.Up)
 	stores := []struct {
@@ -148,6 +148,16 @@ func TestUnstorableJSONOnEveryStore(t *testing.T) {
 			"outputSchema.properties.n.const", catalog.RuleNumberRange},
 		{"zero with a huge exponent", `{"type":"object","examples":[{"n":0e1073741823}]}`, "",
 			"inputSchema.examples[0].n", catalog.RuleNumberRange},
+		{"NUL in an enum", `{"type":"object","properties":{"m":{"type":"string","enum":["a\u0000b"]}}}`, "",
+			"inputSchema.properties.m.enum[0]", catalog.RuleNoNUL},
+		{"NUL in required", `{"type":"object","required":["\u0000"]}`, "",
+			"inputSchema.required[0]", catalog.RuleNoNUL},
+		{"NUL in a const", "", `{"type":"object","properties":{"m":{"const":{"k":["\u0000"]}}}}`,
+			"outputSchema.properties.m.const.k[0]", catalog.RuleNoNUL},
+		{"NUL in an example's key", `{"type":"object","examples":[{"\u0000":1}]}`, "",
+			"inputSchema.examples[0]", catalog.RuleNoNUL},
+		{"NUL in a format", `{"type":"object","properties":{"m":{"format":"x\u0000"}}}`, "",
+			"inputSchema.properties.m.format", catalog.RuleNoNUL},
 	}
 	accepted := []string{
 		`{"type":"object","properties":{"n":{"type":"number","default":1e-16383}}}`,

@@ -198,9 +198,10 @@ var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true,
 type walker struct{ objects int }
 
 // walk enforces the depth and subschema caps over the whole document,
-// refuses numbers the catalogue cannot keep (checkNumber) anywhere in it
-// and, outside data keywords, non-local references and hidden characters in
-// "title", "description" and property names.
+// refuses numbers and U+0000 the catalogue cannot keep (checkNumber,
+// checkNUL) anywhere in it and, outside data keywords, non-local
+// references and hidden characters in "title", "description" and property
+// names.
 func (w *walker) walk(path string, v any, depth int, data bool) error {
 	if depth > MaxSchemaDepth {
 		return invalid(path, RuleSchemaDepth, "nesting deeper than %d levels", MaxSchemaDepth)
@@ -212,6 +213,9 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 			return invalid(path, RuleSubschemaCount, "more than %d JSON objects (subschemas) in one schema", MaxSubschemas)
 		}
 		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if err := checkNUL(path, "the key", k); err != nil {
+				return err
+			}
 			child := v[k]
 			p := path + "." + k
 			if !data {
@@ -235,8 +239,21 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 				return err
 			}
 		}
+	case string:
+		return checkNUL(path, "the string", v)
 	case json.Number:
 		return checkNumber(path, v)
+	}
+	return nil
+}
+
+// checkNUL refuses U+0000 in a schema's string or key (what the JSON
+// escape \u0000 decodes to): PostgreSQL's jsonb refuses it (SQLSTATE
+// 22P05), so the tool would be kept by the embedded store alone. what
+// says which: "the key" (of the object at path) or "the string" (at path).
+func checkNUL(path, what, s string) error {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return invalid(path, RuleNoNUL, "%s %s holds U+0000 (NUL) at byte %d, which cannot be stored", what, strconv.Quote(shorten(s)), i)
 	}
 	return nil
 }
@@ -394,25 +411,33 @@ func checkNumber(path string, n json.Number) error {
 	if exp != "" {
 		v, err := strconv.ParseInt(exp, 10, 64)
 		if err != nil || v > maxNumberExponent || v < -maxNumberExponent {
-			return invalid(path, RuleNumberRange, "%s: an exponent beyond ±%d cannot be stored", shortNumber(s), maxNumberExponent)
+			return invalid(path, RuleNumberRange, "%s: an exponent beyond ±%d cannot be stored", shorten(s), maxNumberExponent)
 		}
 		e = v
 	}
 	_, frac, _ := strings.Cut(mantissa, ".")
 	if scale := int64(len(frac)) - e; scale > maxNumberScale {
-		return invalid(path, RuleNumberRange, "%s has %d digits after the decimal point; at most %d can be stored", shortNumber(s), scale, maxNumberScale)
+		return invalid(path, RuleNumberRange, "%s has %d digits after the decimal point; at most %d can be stored", shorten(s), scale, maxNumberScale)
 	}
 	if _, err := strconv.ParseFloat(s, 64); err != nil { // only ErrRange: beyond ±1.8e308
-		return invalid(path, RuleNumberRange, "%s is beyond a double's range (about ±1.8e308), which the published form's numbers are", shortNumber(s))
+		return invalid(path, RuleNumberRange, "%s is beyond a double's range (about ±1.8e308), which the published form's numbers are", shorten(s))
 	}
 	return nil
 }
 
-// shortNumber is s for a message: a number may run to the schema's size.
-func shortNumber(s string) string {
+// shorten is s for a message: a number or string may run to the schema's
+// size. It cuts at character boundaries.
+func shorten(s string) string {
 	const keep = 24
 	if len(s) <= 2*keep {
 		return s
 	}
-	return s[:keep] + "…" + s[len(s)-keep:]
+	head, tail := keep, len(s)-keep
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + "…" + s[tail:]
 }

@@ -140,6 +140,22 @@ func TestRegisterRejects(t *testing.T) {
 		{"exponent too large to store", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"},"n":{"const":0e1073741823}},"additionalProperties":false}`)
 		}, "inputSchema.properties.n.const", catalog.RuleNumberRange, "exponent"},
+		// U+0000 anywhere in a schema: PostgreSQL's jsonb refuses it.
+		{"NUL in an enum", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","enum":["a","a\u0000b"]}},"additionalProperties":false}`)
+		}, "inputSchema.properties.path.enum[1]", catalog.RuleNoNUL, `"a\x00b" holds U+0000 (NUL) at byte 1`},
+		{"NUL in required", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path","\u0000"],"additionalProperties":false}`)
+		}, "inputSchema.required[1]", catalog.RuleNoNUL, ""},
+		{"NUL in a pattern", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","properties":{"text":{"type":"string","pattern":"^[^\u0000]*$"}}}`)
+		}, "outputSchema.properties.text.pattern", catalog.RuleNoNUL, ""},
+		{"NUL in a default's key", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","default":{"ok":1,"a\u0000":1}}`)
+		}, "outputSchema.default", catalog.RuleNoNUL, "the key"},
+		{"NUL in a keyword", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","x-\u0000":true}`)
+		}, "outputSchema", catalog.RuleNoNUL, "the key"},
 		{"number beyond a double", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string"},"n":{"maximum":-1e400}},"additionalProperties":false}`)
 		}, "inputSchema.properties.n.maximum", catalog.RuleNumberRange, "double"},
