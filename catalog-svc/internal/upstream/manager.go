@@ -162,7 +162,7 @@ func (m *Manager) Close() error {
 // Validate reports the first bad field of spec.
 func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 	ns := spec.GetNamespace()
-	if err := toolname.ValidateIdentifierField("namespace", ns); err != nil {
+	if err := toolname.ValidateNamespaceField("namespace", ns); err != nil {
 		return &ValidationError{"namespace", err.Error()}
 	}
 	switch {

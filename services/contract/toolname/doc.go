@@ -18,6 +18,11 @@
 // or non-ASCII, which is what makes them safe to log, to put in a header and
 // to compare byte for byte. They never go on the wire as a tool name.
 //
+// NamespaceSchema (ValidateNamespaceField) governs a namespace given on its
+// own, an upstream provider's, whose tools are named namespace.tool: 1–126
+// characters of [A-Za-z0-9_-], so that it is the names' first segment and
+// leaves room for a local name within ToolNameSchema.
+//
 // Parse splits a provider-qualified name ("github.search") at its first dot
 // into Namespace "github" and Local "search"; brokered providers are never
 // flattened into unqualified names, so github.search and notion.search stay

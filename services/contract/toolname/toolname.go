@@ -12,6 +12,9 @@ const (
 	MaxLen = 128
 	// MaxIdentifierLen is the IdentifierSchema length limit, in bytes.
 	MaxIdentifierLen = 256
+	// MaxNamespaceLen is the NamespaceSchema length limit: a namespace
+	// leaves room within MaxLen for the '.' and a one-character local name.
+	MaxNamespaceLen = MaxLen - 2
 
 	// RuleToolName names ToolNameSchema in errors.
 	RuleToolName = "ToolNameSchema"
@@ -19,9 +22,12 @@ const (
 	RuleIdentifier = "IdentifierSchema"
 	// RuleQualified names the extra rule Parse applies to a dotted name.
 	RuleQualified = "QualifiedToolName"
+	// RuleNamespace names NamespaceSchema in errors.
+	RuleNamespace = "NamespaceSchema"
 
 	toolNameSet   = "[A-Za-z0-9_.-]"
 	identifierSet = `[\x21-\x7E]`
+	namespaceSet  = "[A-Za-z0-9_-]"
 )
 
 // ErrInvalid matches every *Error with errors.Is.
@@ -83,6 +89,31 @@ func ValidateIdentifierField(field, id string) error {
 	}
 	if len(id) > MaxIdentifierLen {
 		return &Error{Field: field, Rule: RuleIdentifier, Detail: fmt.Sprintf("length %d bytes exceeds %d", len(id), MaxIdentifierLen)}
+	}
+	return nil
+}
+
+// ValidateNamespaceField checks ns against NamespaceSchema, the rule of a
+// namespace given on its own (an upstream provider's) of which every tool
+// name is ns + "." + a local name: 1–126 characters, each of [A-Za-z0-9_-].
+// It is exactly what Parse can return as Namespace, less the length a
+// local name needs: ToolNameSchema's characters but '.', which would move
+// the first segment. The error, if any, is an *Error with Field field.
+func ValidateNamespaceField(field, ns string) error {
+	if ns == "" {
+		return &Error{Field: field, Rule: RuleNamespace, Detail: fmt.Sprintf("empty; must be 1–%d characters of %s", MaxNamespaceLen, namespaceSet)}
+	}
+	for i := 0; i < len(ns); i++ {
+		if c := ns[i]; !isKeyByte(c) && c != '-' {
+			detail := badChar(ns, i, namespaceSet)
+			if c == '.' {
+				detail += ": a namespace is the tool names' first segment, which ends at the first '.'"
+			}
+			return &Error{Field: field, Rule: RuleNamespace, Detail: detail}
+		}
+	}
+	if len(ns) > MaxNamespaceLen {
+		return &Error{Field: field, Rule: RuleNamespace, Detail: fmt.Sprintf("length %d exceeds %d (a tool name, namespace.tool, is at most %d)", len(ns), MaxNamespaceLen, MaxLen)}
 	}
 	return nil
 }

@@ -88,6 +88,47 @@ func TestValidateLengthBoundary(t *testing.T) {
 	}
 }
 
+// A namespace is what Parse can return as one, with room for a local name:
+// every accepted namespace qualifies a name ToolNameSchema accepts, and every
+// dotted name of the spec's vectors has one.
+func TestValidateNamespace(t *testing.T) {
+	valid := []string{"fs", "a", "A-Z_0-9", "-", strings.Repeat("n", toolname.MaxNamespaceLen)}
+	for _, v := range loadVectors(t).Valid {
+		if ns, _, dotted := strings.Cut(v, "."); dotted {
+			valid = append(valid, ns)
+		}
+	}
+	for _, ns := range valid {
+		if err := toolname.ValidateNamespaceField("namespace", ns); err != nil {
+			t.Errorf("ValidateNamespaceField(%q) = %v", ns, err)
+		}
+		if q, err := toolname.Parse(ns + ".x"); err != nil || q.Namespace != ns {
+			t.Errorf("Parse(%q) = %+v, %v: the namespace %q qualifies no tool name", ns+".x", q, err, ns)
+		}
+	}
+	invalid := map[string]string{
+		"":         "namespace: violates NamespaceSchema: empty; must be 1–126 characters of [A-Za-z0-9_-]",
+		"a.b":      "namespace: violates NamespaceSchema: character U+002E at byte 1 is not in [A-Za-z0-9_-]: a namespace is the tool names' first segment, which ends at the first '.'",
+		"a/b":      "namespace: violates NamespaceSchema: character U+002F at byte 1 is not in [A-Za-z0-9_-]",
+		"x:y":      "namespace: violates NamespaceSchema: character U+003A at byte 1 is not in [A-Za-z0-9_-]",
+		" fs":      "namespace: violates NamespaceSchema: character U+0020 at byte 0 is not in [A-Za-z0-9_-]",
+		"fs\n":     "namespace: violates NamespaceSchema: character U+000A at byte 2 is not in [A-Za-z0-9_-]",
+		"fs\x00":   "namespace: violates NamespaceSchema: character U+0000 at byte 2 is not in [A-Za-z0-9_-]",
+		"fïchiers": "namespace: violates NamespaceSchema: character U+00EF at byte 1 is not in [A-Za-z0-9_-]",
+		strings.Repeat("n", toolname.MaxNamespaceLen+1): "namespace: violates NamespaceSchema: length 127 exceeds 126 (a tool name, namespace.tool, is at most 128)",
+	}
+	for ns, want := range invalid {
+		err := toolname.ValidateNamespaceField("namespace", ns)
+		if err == nil || err.Error() != want {
+			t.Errorf("ValidateNamespaceField(%q) = %v, want %q", ns, err, want)
+		}
+		var te *toolname.Error
+		if !errors.As(err, &te) || te.Rule != toolname.RuleNamespace || !errors.Is(err, toolname.ErrInvalid) {
+			t.Errorf("ValidateNamespaceField(%q) is not a NamespaceSchema *Error: %#v", ns, err)
+		}
+	}
+}
+
 func TestValidateIdentifier(t *testing.T) {
 	valid := []string{
 		"t",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
@@ -37,7 +38,11 @@ INSERT INTO `+t+` AS e (key, registration, canonical, digest, match_key) VALUES 
 ON CONFLICT (key) DO UPDATE SET registration = EXCLUDED.registration, canonical = EXCLUDED.canonical,
        digest = EXCLUDED.digest, match_key = EXCLUDED.match_key, revision = e.revision + 1, updated_at = now()
 RETURNING revision, updated_at`, e.Key, e.Registration, e.Canonical, e.Digest, e.MatchKey).Scan(&out.Revision, &out.UpdatedAt)
-	if err != nil {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && refusedValue(pgErr):
+		return store.Entry{}, fmt.Errorf("%w: PostgreSQL refused a value of %s %q (SQLSTATE %s)", store.ErrInvalid, kind, e.Key, pgErr.Code)
+	case err != nil:
 		return store.Entry{}, fmt.Errorf("postgres: put %s: %w", kind, err)
 	}
 	return out, nil

@@ -235,10 +235,23 @@ func (s *Store) translate(ctx context.Context, err error, name, op string) error
 		case "tools_name_lower_key":
 			return &store.ConflictError{Name: name, Existing: s.existing(ctx, "lower(name) = lower($1)", name), Rule: store.RuleCaseInsensitive}
 		}
-	case "22P02", "22P05", "22021", "22003", "23514": // bad json, untranslatable character, bad encoding, numeric overflow, check
-		return fmt.Errorf("%w: PostgreSQL refused a value of %q (SQLSTATE %s)", store.ErrInvalid, name, pgErr.Code)
+	default:
+		if refusedValue(pgErr) {
+			return fmt.Errorf("%w: PostgreSQL refused a value of %q (SQLSTATE %s)", store.ErrInvalid, name, pgErr.Code)
+		}
 	}
 	return fmt.Errorf("postgres: %s %q: %w", op, name, err)
+}
+
+// refusedValue reports whether PostgreSQL refused a value written, not the
+// write: bad json, an untranslatable character (\u0000 in jsonb), a bad
+// encoding (NUL in text), numeric overflow, a check constraint.
+func refusedValue(pgErr *pgconn.PgError) bool {
+	switch pgErr.Code {
+	case "22P02", "22P05", "22021", "22003", "23514":
+		return true
+	}
+	return false
 }
 
 // existing names the stored tool a conflicting name clashed with (best

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,6 +201,19 @@ func TestUnstorableJSON(t *testing.T) {
 	rec.Registration.InputSchemaJson = []byte(`{"type":"object","description":"nul \u0000 here"}`)
 	if _, err := s.Create(testCtx(t), rec); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("Create error = %v, want ErrInvalid", err)
+	}
+}
+
+// A registration entry PostgreSQL refuses a value of (a key past the
+// table's check, NUL in the text key) is ErrInvalid, as a tool's is.
+func TestUnstorableEntry(t *testing.T) {
+	t.Parallel()
+	s := postgres.New(newPool(t))
+	for _, key := range []string{strings.Repeat("n", 200), "fs\x00"} {
+		_, err := s.PutEntry(testCtx(t), store.KindUpstream, store.Entry{Key: key, Registration: []byte("x"), Canonical: []byte{}})
+		if !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("PutEntry(upstream %q) error = %v, want ErrInvalid", key, err)
+		}
 	}
 }
 
