@@ -381,7 +381,7 @@ const UnnamedHarness = "unnamed"
 func (o *openFlags) bind(fs *flag.FlagSet) {
 	o.access.bind(fs)
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Minute, "lease time to live")
-	fs.StringVar(&o.userToken, "user-token", os.Getenv("SHAREDOS_USER_TOKEN"), "the end user's OIDC ID token (env SHAREDOS_USER_TOKEN): the bridge verifies it and takes the context from its claims, instead of --principal/--role")
+	fs.StringVar(&o.userToken, "user-token", "", "the end user's OIDC ID token (else env SHAREDOS_USER_TOKEN, when --principal is not given): the bridge verifies it and takes the context from its claims, instead of --principal/--role")
 	fs.StringVar(&o.harness, "harness", UnnamedHarness, "harness name (e.g. claude-code), recorded with every call of the turn")
 	fs.StringVar(&o.harnessVersion, "harness-version", "", "harness version")
 	fs.StringVar(&o.mcpSupport, "mcp-support", "native", "native or extension")
@@ -455,6 +455,11 @@ func OpenedFromLease(l *sharedosv1.TurnLease) TurnOpened {
 func runTurnOpen(ctx context.Context, e *env, o *openFlags, args []string) error {
 	if err := noArgs(args); err != nil {
 		return err
+	}
+	if o.userToken == "" && o.access.principal == "" {
+		// Read here, never as the flag's default: a default is printed
+		// with the usage, which would write the token to stderr.
+		o.userToken = os.Getenv("SHAREDOS_USER_TOKEN")
 	}
 	switch {
 	case o.userToken != "" && o.access.principal != "":

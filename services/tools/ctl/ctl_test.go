@@ -452,3 +452,17 @@ func TestToolsRegisterAListAllOrNothing(t *testing.T) {
 		t.Errorf("output %s (%v)", stdout, err)
 	}
 }
+
+// The end user's token in SHAREDOS_USER_TOKEN is never printed (a usage
+// error shows every flag's default) and yields to --principal.
+func TestUserTokenFromTheEnvironmentStaysUnprinted(t *testing.T) {
+	t.Setenv("SHAREDOS_USER_TOKEN", "eyJhbGciOiJSUzI1NiJ9.CANARY.SIG")
+	_, stderr, code := run(t, "turn", "open", "--mcp-support", "telepathy")
+	if code != 2 || strings.Contains(stderr, "CANARY") {
+		t.Errorf("usage error: code %d, stderr %q", code, stderr)
+	}
+	_, stderr, code = run(t, "--bridge", "127.0.0.1:1", "--timeout", "1s", "turn", "open", "--principal", "alice")
+	if code == 2 || strings.Contains(stderr, "not both") || strings.Contains(stderr, "CANARY") {
+		t.Errorf("--principal with the token in the environment: code %d, stderr %q", code, stderr)
+	}
+}
