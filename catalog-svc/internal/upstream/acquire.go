@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
@@ -34,6 +38,9 @@ type listedTool struct {
 	InputSchema  json.RawMessage `json:"inputSchema"`
 	OutputSchema json.RawMessage `json:"outputSchema"`
 	Annotations  json.RawMessage `json:"annotations"`
+	// unreadable, when set, is why the entry could not be read: the
+	// tool is skipped, with its name when it has one.
+	unreadable string
 }
 
 // maxPages bounds one listing: an upstream whose cursors never end is
@@ -55,49 +62,169 @@ func tooMany(n int, what string) error {
 	return nil
 }
 
-// listTools lists every tool of the upstream, page by page.
+// listTools lists every tool of the upstream, page by page. A tool whose
+// entry cannot be read is listed with why (unreadable), the others as
+// they were sent.
 func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) {
 	s, err := c.session(ctx)
 	if err != nil {
 		return nil, serverInfo{}, err
 	}
-	cl, info := s.cl, s.info
-	if cl.GetServerCapabilities().Tools == nil {
+	info := s.info
+	if s.cl.GetServerCapabilities().Tools == nil {
 		return nil, info, nil // it offers none
 	}
 	var out []listedTool
+	err = c.pages(ctx, s, string(mcp.MethodToolsList), func(body json.RawMessage) (mcp.Cursor, error) {
+		items, next, err := pageOf(body, "tools")
+		if err != nil {
+			return "", err
+		}
+		for _, b := range items {
+			var t listedTool
+			if why := readEntry(b, &t); why != "" {
+				t = listedTool{Name: nameOf(b, "name"), unreadable: why}
+			}
+			out = append(out, t)
+		}
+		return next, tooMany(len(out), "tools")
+	})
+	if err != nil {
+		return nil, info, err
+	}
+	return out, info, nil
+}
+
+// pages lists every page of method on s, from the first on, handing each
+// raw result to page, which returns the page's nextCursor.
+func (c *conn) pages(ctx context.Context, s session, method string, page func(json.RawMessage) (mcp.Cursor, error)) error {
 	var cursor mcp.Cursor
 	for range maxPages {
-		rctx, raw := withRaw(ctx, string(mcp.MethodToolsList))
-		req := mcp.ListToolsRequest{}
-		req.Params.Cursor = cursor
-		res, err := cl.ListToolsByPage(rctx, req)
+		body, err := c.listPage(ctx, s, method, cursor)
 		if err != nil {
 			if ctx.Err() == nil && sessionLost(s, err) { // a listing cut short ends no session
-				c.broken(cl)
+				c.broken(s.cl)
 			}
-			return nil, info, fmt.Errorf("tools/list: %w", err)
+			return fmt.Errorf("%s: %w", method, err)
 		}
-		var page struct {
-			Tools []listedTool `json:"tools"`
+		next, err := page(body)
+		if err != nil {
+			return fmt.Errorf("%s: %w", method, err)
 		}
-		body := raw.get()
-		if body == nil {
-			return nil, info, fmt.Errorf("tools/list: %w", errNoRaw)
+		if next == "" {
+			return nil
 		}
-		if err := json.Unmarshal(body, &page); err != nil {
-			return nil, info, fmt.Errorf("tools/list: %w", err)
-		}
-		out = append(out, page.Tools...)
-		if err := tooMany(len(out), "tools"); err != nil {
-			return nil, info, fmt.Errorf("tools/list: %w", err)
-		}
-		if res.NextCursor == "" {
-			return out, info, nil
-		}
-		cursor = res.NextCursor
+		cursor = next
 	}
-	return nil, info, fmt.Errorf("tools/list: more than %d pages", maxPages)
+	return fmt.Errorf("%s: more than %d pages", method, maxPages)
+}
+
+// A listing's pages are requested on the session's transport by SharedOS
+// itself, as a tools/call is (send.go), not through mcp-go's typed
+// ListToolsByPage and the others: those decode the whole page into mcp-go's
+// types first, so one entry mcp-go cannot type ({"icons":"x"}, an
+// inputSchema that is a string) failed the whole listing, every other
+// entry with it. SharedOS reads each entry on its own (pageOf); the one it
+// cannot read is skipped with why. The request is the one mcp-go's client
+// would send: on a 2026-07-28 session its _meta declares every input
+// capability (capabilities) and it carries the Mcp-Method header.
+
+// listParams are a listing request's params.
+type listParams struct {
+	Cursor mcp.Cursor      `json:"cursor,omitempty"`
+	Meta   json.RawMessage `json:"_meta,omitempty"`
+}
+
+// listPage requests the page of method at cursor on s and returns its raw
+// result. A failure to get an answer is a transport.Error; a JSON-RPC
+// error is the error mcp-go makes of it.
+func (c *conn) listPage(ctx context.Context, s session, method string, cursor mcp.Cursor) (json.RawMessage, error) {
+	meta, err := s.metaWith("", inputround.Names())
+	if err != nil {
+		return nil, err
+	}
+	params, err := json.Marshal(listParams{Cursor: cursor, Meta: meta})
+	if err != nil {
+		return nil, fmt.Errorf("%s params: %w", method, err)
+	}
+	var header http.Header
+	if std := mcp.StandardHeaders(s.info.protocol, mcp.MCPMethod(method), params); len(std) > 0 {
+		header = http.Header{}
+		for k, v := range std {
+			header.Set(k, v)
+		}
+	}
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(directIDs + c.ids.Add(1)),
+		Method: method, Params: json.RawMessage(params), Header: header}
+	if err := ctx.Err(); err != nil {
+		return nil, transport.NewError(err)
+	}
+	resp, err := s.tr.SendRequest(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil && s.stdio {
+			s.cancelled(ctx, req.ID)
+		}
+		return nil, transport.NewError(err)
+	}
+	if resp.Error != nil {
+		return nil, resp.Error.AsError()
+	}
+	return resp.Result, nil
+}
+
+// pageOf reads a listing's page: the entries of its array field, each as
+// sent, and its nextCursor. Only a page that is not an object, an array
+// field that is not an array or a cursor that is not a string refuse the
+// page; an entry is read on its own.
+func pageOf(body json.RawMessage, field string) ([]json.RawMessage, mcp.Cursor, error) {
+	var page map[string]json.RawMessage
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, "", fmt.Errorf("the result is not an object: %w", err)
+	}
+	var items []json.RawMessage
+	if raw := page[field]; raw != nil {
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, "", fmt.Errorf("%s is not an array: %w", field, err)
+		}
+	}
+	var next mcp.Cursor
+	if raw := page["nextCursor"]; raw != nil {
+		if err := json.Unmarshal(raw, &next); err != nil {
+			return nil, "", fmt.Errorf("nextCursor is not a string: %w", err)
+		}
+	}
+	return items, next, nil
+}
+
+// readEntry decodes the listed entry b into v; why it cannot, or "".
+func readEntry(b json.RawMessage, v any) string {
+	const why = "the upstream's definition cannot be read: "
+	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
+		return why + "it is not an object"
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) && te.Field != "" {
+			return fmt.Sprintf("%sits %s is a JSON %s", why, te.Field, te.Value)
+		}
+		return why + err.Error()
+	}
+	return ""
+}
+
+// nameOf is the first of fields that is a string in the object b, "" when
+// none is.
+func nameOf(b json.RawMessage, fields ...string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return ""
+	}
+	for _, f := range fields {
+		var s string
+		if json.Unmarshal(m[f], &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 // DefaultRequirement is what a call to an acquired tool needs unless the

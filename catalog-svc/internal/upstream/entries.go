@@ -34,6 +34,10 @@ type candidate struct {
 	kind, key, upstreamName string
 	reg                     proto.Message
 	texts                   []text
+	// unreadable, when set, is why the upstream's entry could not be
+	// read: it is skipped (upstreamName is what it was called, if
+	// anything).
+	unreadable string
 }
 
 // listedPrompt and listedResource are entries of the upstream's list
@@ -54,111 +58,63 @@ type listedResource struct {
 	MimeType    string `json:"mimeType"`
 }
 
-// rawPages lists every page of method, decoding each raw result into
-// page; list issues one request for cursor and returns the next cursor.
-func rawPages(ctx context.Context, method string, page func(json.RawMessage) error,
-	list func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error)) error {
-	var cursor mcp.Cursor
-	for range maxPages {
-		rctx, raw := withRaw(ctx, method)
-		next, err := list(rctx, cursor)
-		if err != nil {
-			return fmt.Errorf("%s: %w", method, err)
-		}
-		body := raw.get()
-		if body == nil {
-			return fmt.Errorf("%s: %w", method, errNoRaw)
-		}
-		if err := page(body); err != nil {
-			return fmt.Errorf("%s: %w", method, err)
-		}
-		if next == "" {
-			return nil
-		}
-		cursor = next
-	}
-	return fmt.Errorf("%s: more than %d pages", method, maxPages)
-}
-
-// listEntries lists the upstream's prompts and resources (those it offers).
+// listEntries lists the upstream's prompts and resources (those it
+// offers); one whose entry cannot be read is a candidate with why
+// (unreadable), as a tool is (listTools).
 func (c *conn) listEntries(ctx context.Context, spec *sharedosv1.UpstreamProvider) ([]candidate, error) {
 	s, err := c.session(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cl := s.cl
-	caps := cl.GetServerCapabilities()
+	caps := s.cl.GetServerCapabilities()
 	var out []candidate
 	if caps.Prompts != nil {
-		var prompts []listedPrompt
-		err := rawPages(ctx, string(mcp.MethodPromptsList), func(b json.RawMessage) error {
-			var p struct {
-				Prompts []listedPrompt `json:"prompts"`
-			}
-			if err := json.Unmarshal(b, &p); err != nil {
-				return err
-			}
-			prompts = append(prompts, p.Prompts...)
-			return tooMany(len(prompts), "prompts")
-		}, func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
-			req := mcp.ListPromptsRequest{}
-			req.Params.Cursor = cursor
-			res, err := cl.ListPromptsByPage(ctx, req)
+		n := 0
+		err := c.pages(ctx, s, string(mcp.MethodPromptsList), func(body json.RawMessage) (mcp.Cursor, error) {
+			items, next, err := pageOf(body, "prompts")
 			if err != nil {
 				return "", err
 			}
-			return res.NextCursor, nil
+			for _, b := range items {
+				var p listedPrompt
+				if why := readEntry(b, &p); why != "" {
+					out = append(out, candidate{kind: kindPrompt, upstreamName: nameOf(b, "name"), unreadable: why})
+					continue
+				}
+				out = append(out, promptCandidate(spec, p))
+			}
+			n += len(items)
+			return next, tooMany(n, "prompts")
 		})
 		if err != nil {
 			return nil, err
-		}
-		for _, p := range prompts {
-			out = append(out, promptCandidate(spec, p))
 		}
 	}
 	if caps.Resources != nil {
-		var resources []listedResource
-		decode := func(field string) func(json.RawMessage) error {
-			return func(b json.RawMessage) error {
-				var page map[string]json.RawMessage
-				if err := json.Unmarshal(b, &page); err != nil {
-					return err
-				}
-				var items []listedResource
-				if raw := page[field]; raw != nil {
-					if err := json.Unmarshal(raw, &items); err != nil {
-						return err
-					}
-				}
-				resources = append(resources, items...)
-				return tooMany(len(resources), "resources and resource templates")
-			}
-		}
-		err := rawPages(ctx, string(mcp.MethodResourcesList), decode("resources"), func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
-			req := mcp.ListResourcesRequest{}
-			req.Params.Cursor = cursor
-			res, err := cl.ListResourcesByPage(ctx, req)
-			if err != nil {
-				return "", err
-			}
-			return res.NextCursor, nil
-		})
-		if err == nil {
-			err = rawPages(ctx, string(mcp.MethodResourcesTemplatesList), decode("resourceTemplates"), func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
-				req := mcp.ListResourceTemplatesRequest{}
-				req.Params.Cursor = cursor
-				res, err := cl.ListResourceTemplatesByPage(ctx, req)
+		n := 0
+		list := func(method, field string) error {
+			return c.pages(ctx, s, method, func(body json.RawMessage) (mcp.Cursor, error) {
+				items, next, err := pageOf(body, field)
 				if err != nil {
 					return "", err
 				}
-				return res.NextCursor, nil
+				for _, b := range items {
+					var r listedResource
+					if why := readEntry(b, &r); why != "" {
+						out = append(out, candidate{kind: kindResource, upstreamName: nameOf(b, "uri", "uriTemplate", "name"), unreadable: why})
+						continue
+					}
+					out = append(out, resourceCandidate(spec, r))
+				}
+				n += len(items)
+				return next, tooMany(n, "resources and resource templates")
 			})
 		}
-		if err != nil {
+		if err := list(string(mcp.MethodResourcesList), "resources"); err != nil {
 			return nil, err
 		}
-		for _, r := range resources {
-			out = append(out, resourceCandidate(spec, r))
+		if err := list(string(mcp.MethodResourcesTemplatesList), "resourceTemplates"); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -282,6 +238,10 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 	}
 	seen := map[string]bool{}
 	for _, cand := range listed {
+		if cand.unreadable != "" {
+			st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{Kind: cand.kind, UpstreamName: cand.upstreamName, Reason: cand.unreadable})
+			continue
+		}
 		digest, _, err := m.checkEntry(cand.kind, cand.reg)
 		if err != nil {
 			st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{Kind: cand.kind, UpstreamName: cand.upstreamName, Reason: err.Error()})

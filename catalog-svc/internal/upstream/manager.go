@@ -687,6 +687,10 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 		st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{UpstreamName: name, Reason: why})
 	}
 	for _, lt := range listed {
+		if lt.unreadable != "" {
+			skip(lt.Name, lt.unreadable)
+			continue
+		}
 		reg, why := registration(spec, lt)
 		if why != "" {
 			skip(lt.Name, why)
