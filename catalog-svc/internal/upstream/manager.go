@@ -682,10 +682,27 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 		gone[t.GetName()] = t
 	}
 	seen := map[string]bool{}
-	folded := map[string]string{}
 	skip := func(name, why string) {
 		st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{UpstreamName: name, Reason: why})
 	}
+	// Of names that read alike (folded), the one recorded already keeps
+	// its place, whatever the listing's order: a look-alike the upstream
+	// adds later is skipped, never the approved tool withdrawn for it. An
+	// acquired tool comes before a withdrawn one; otherwise (or neither
+	// recorded) the first listed wins.
+	folded := map[string]string{}
+	for _, recorded := range []func(string) bool{
+		func(name string) bool { return index[name] != nil },
+		func(name string) bool { return gone[name] != nil },
+	} {
+		for _, lt := range listed {
+			name := spec.GetNamespace() + "." + lt.Name
+			if key := toolname.FoldedKey(name); recorded(name) && folded[key] == "" {
+				folded[key] = name
+			}
+		}
+	}
+	taken := map[string]bool{} // folded keys a listed tool holds
 	for _, lt := range listed {
 		if lt.unreadable != "" {
 			skip(lt.Name, lt.unreadable)
@@ -697,11 +714,11 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 			continue
 		}
 		key := toolname.FoldedKey(reg.GetName())
-		if first, dup := folded[key]; dup {
-			skip(lt.Name, fmt.Sprintf("%s collides with %s ('.', '-' and '_' and letter case read alike)", reg.GetName(), first))
+		if holder, dup := folded[key]; dup && (holder != reg.GetName() || taken[key]) {
+			skip(lt.Name, fmt.Sprintf("%s collides with %s ('.', '-' and '_' and letter case read alike)", reg.GetName(), holder))
 			continue
 		}
-		folded[key] = reg.GetName()
+		folded[key], taken[key] = reg.GetName(), true
 		pub, err := m.cfg.Registry.Check(reg)
 		if err != nil {
 			skip(lt.Name, err.Error())
