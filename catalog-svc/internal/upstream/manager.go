@@ -111,8 +111,17 @@ type Manager struct {
 	// this process; cfg.Locks across replicas (exclusive takes both).
 	mu sync.Mutex
 
+	// connsMu guards conns, checks and taken; it is never held over a
+	// store read or an upstream's request.
 	connsMu sync.Mutex
 	conns   map[string]*conn
+	// checks are the readings of a provider's record under way to check
+	// its connection's spec (conn), one per namespace.
+	checks map[string]*specCheck
+	// taken counts takeConn's and Close's calls (a record written, a
+	// connection detached): a reading begun before one may be of the
+	// record as it was, and is done again.
+	taken uint64
 }
 
 // New returns a manager; Close ends its connections and stdio servers.
@@ -127,7 +136,7 @@ func New(cfg Config) *Manager {
 		cfg.Now = time.Now
 	}
 	life, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, conns: map[string]*conn{}}
+	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, conns: map[string]*conn{}, checks: map[string]*specCheck{}}
 }
 
 // exclusive takes the right to change upstream records: in this process,
@@ -152,6 +161,7 @@ func (m *Manager) Close() error {
 	m.connsMu.Lock()
 	conns := m.conns
 	m.conns = map[string]*conn{}
+	m.taken++
 	m.connsMu.Unlock()
 	for _, c := range conns {
 		c.close()
@@ -631,7 +641,7 @@ type listing struct {
 // or its record cannot be read).
 func (m *Manager) list(ctx context.Context, ns string, t ticket) (*listing, error) {
 	l := &listing{at: timestamppb.New(m.cfg.Now()), ticket: t}
-	c, err := m.conn(ns)
+	c, err := m.connFor(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -883,41 +893,93 @@ func (m *Manager) cancelRound(turn string, state []byte) bool {
 	return false
 }
 
-func (m *Manager) conn(ns string) (*conn, error) {
+// conn is ns's connection, its spec compared with the stored one at most
+// every specRecheck (Handlers.Client: no caller's context to wait on but
+// the manager's life).
+func (m *Manager) conn(ns string) (*conn, error) { return m.connFor(m.life, ns) }
+
+// specCheck is one reading of a provider's record to check (or make) its
+// connection: the callers of conn that need it meanwhile wait for the one
+// reading, each as long as its own context allows, and holding no lock —
+// a slow store holds up that upstream alone, not every upstream's calls
+// nor the turns' cancellation (connections).
+type specCheck struct {
+	done  chan struct{}
+	c     *conn
+	err   error
+	again bool // a connection was detached meanwhile: read again
+}
+
+// connFor is ns's connection, for a caller that waits as long as ctx
+// allows.
+func (m *Manager) connFor(ctx context.Context, ns string) (*conn, error) {
+	for {
+		m.connsMu.Lock()
+		c, ok := m.conns[ns]
+		if ok && time.Since(c.checked) < specRecheck {
+			m.connsMu.Unlock()
+			return c, nil
+		}
+		chk := m.checks[ns]
+		if chk == nil {
+			chk = &specCheck{done: make(chan struct{})}
+			m.checks[ns] = chk
+			go m.check(ns, chk, m.taken)
+		}
+		m.connsMu.Unlock()
+		select {
+		case <-chk.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !chk.again {
+			return chk.c, chk.err
+		}
+	}
+}
+
+// check reads ns's record, off every lock and bounded by specLoadTimeout,
+// then brings its connection in line under connsMu: kept (the same
+// provider), made anew (none yet, or the provider was removed and added
+// again, on another replica) or dropped (removed). A connection detached
+// since the reading began (taken moved on from taken) leaves the reading
+// unused (its waiters read again): it may be of the record as it was.
+func (m *Manager) check(ns string, chk *specCheck, taken uint64) {
+	ctx, cancel := context.WithTimeout(m.life, specLoadTimeout)
+	rec, err := m.load(ctx, ns)
+	cancel()
 	// A connection closed here is closed once the lock is let go: closing
 	// may wait on its upstream (a session's DELETE, a stdio server's exit).
 	var stale *conn
-	defer func() {
-		if stale != nil {
-			stale.close()
-		}
-	}()
 	m.connsMu.Lock()
-	defer m.connsMu.Unlock()
+	delete(m.checks, ns)
 	c, ok := m.conns[ns]
-	if ok && time.Since(c.checked) < specRecheck {
-		return c, nil
-	}
-	ctx, cancel := context.WithTimeout(m.life, specLoadTimeout)
-	defer cancel()
-	rec, err := m.load(ctx, ns)
-	if err != nil {
+	switch {
+	case m.life.Err() != nil:
+		chk.err = errClosed // no connection made after Close
+	case m.taken != taken:
+		chk.again = true
+	case err != nil:
 		if ok && errors.Is(err, ErrNotFound) {
 			stale = c
 			delete(m.conns, ns)
 		}
-		return nil, err
-	}
-	if ok && proto.Equal(c.spec.GetCreatedAt(), rec.GetProvider().GetCreatedAt()) {
+		chk.err = err
+	case ok && proto.Equal(c.spec.GetCreatedAt(), rec.GetProvider().GetCreatedAt()):
 		c.checked = time.Now()
-		return c, nil
+		chk.c = c
+	default:
+		if ok {
+			stale = c // removed and added again (on another replica): the new spec
+		}
+		chk.c = newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)))
+		m.conns[ns] = chk.c
 	}
-	if ok {
-		stale = c // removed and added again (on another replica): the new spec
+	m.connsMu.Unlock()
+	close(chk.done)
+	if stale != nil {
+		stale.close()
 	}
-	c = newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)))
-	m.conns[ns] = c
-	return c, nil
 }
 
 // takeConn detaches ns's connection for its caller to close, outside the
@@ -926,6 +988,7 @@ func (m *Manager) conn(ns string) (*conn, error) {
 // replaced).
 func (m *Manager) takeConn(ns string, created *timestamppb.Timestamp) *conn {
 	m.connsMu.Lock()
+	m.taken++ // the record changed: a reading under way may be of it as it was
 	c, ok := m.conns[ns]
 	if ok && (created == nil || proto.Equal(c.spec.GetCreatedAt(), created)) {
 		delete(m.conns, ns)
