@@ -41,6 +41,7 @@ type value[T any] struct {
 // bound is what Parse, Print and Reference need to know about our flags.
 type bound interface {
 	envInfo() (env, def, usage string, err error)
+	text() bool
 }
 
 func (v *value[T]) envInfo() (string, string, string, error) { return v.env, v.def, v.usage, v.envErr }
@@ -64,6 +65,16 @@ func (v *value[T]) String() string {
 		return ""
 	}
 	return v.format(*v.p)
+}
+
+// text tells whether the flag holds text (a string or strings): only
+// text can hold a secret, never a switch, a number or a duration.
+func (v *value[T]) text() bool {
+	switch any(*new(T)).(type) {
+	case string, []string:
+		return true
+	}
+	return false
 }
 
 // IsBoolFlag lets Bool flags be given as plain --name.

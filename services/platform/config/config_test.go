@@ -195,6 +195,8 @@ func TestPrintRedactsSecrets(t *testing.T) {
 	config.String(fs, "api-token", "abc", "token")
 	config.String(fs, "client-secret", "s3", "secret")
 	config.String(fs, "admin-password", "", "empty secret stays visible")
+	config.Bool(fs, "allow-cleartext-credentials", false, "a switch named like a secret")
+	config.Duration(fs, "token-ttl", time.Minute, "a duration named like a secret")
 	fs.String("plain", "std", "a flag defined without this package")
 	if err := config.Parse(fs, []string{"--pg-dsn=host=db password=pw"}); err != nil {
 		t.Fatal(err)
@@ -206,6 +208,7 @@ func TestPrintRedactsSecrets(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"admin-password=\n", "allowed-origins=http://localhost\n", "api-token=REDACTED\n",
+		"allow-cleartext-credentials=false\n", "token-ttl=1m0s\n",
 		"client-secret=REDACTED\n", "database-url=REDACTED\n", "debug=false\n", "pg-dsn=REDACTED\n",
 		"plain=std\n", "policy-dir=policies\n", "turn-ttl=1h0m0s\n", "workers=4\n",
 	} {

@@ -26,6 +26,19 @@ func IsSecret(name string) bool {
 	return false
 }
 
+// secretFlag reports whether f's value is shown redacted: a flag named
+// like a secret (IsSecret) that holds text — a flag not defined through
+// this package counts as text. A switch, a number or a duration named so
+// (--upstream-allow-cleartext-credentials, --token-ttl) is shown: it holds
+// no secret, and an operator must see it.
+func secretFlag(f *flag.Flag) bool {
+	if !IsSecret(f.Name) {
+		return false
+	}
+	b, ok := f.Value.(bound)
+	return !ok || b.text()
+}
+
 func redactIf(name, v string) string {
 	if v != "" && IsSecret(name) {
 		return Redacted
@@ -40,7 +53,11 @@ func Print(w io.Writer, fs *flag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if err == nil {
-			_, err = fmt.Fprintf(w, "%s=%s\n", f.Name, redactIf(f.Name, f.Value.String()))
+			v := f.Value.String()
+			if v != "" && secretFlag(f) {
+				v = Redacted
+			}
+			_, err = fmt.Fprintf(w, "%s=%s\n", f.Name, v)
 		}
 	})
 	return err
@@ -61,7 +78,7 @@ func Reference(w io.Writer, fs *flag.FlagSet) error {
 			e, def, usage, _ = bv.envInfo()
 			env = "`" + e + "`"
 		}
-		if IsSecret(f.Name) {
+		if secretFlag(f) {
 			def = redactDefault(def)
 		}
 		if def == "" {
