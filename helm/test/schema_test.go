@@ -95,6 +95,12 @@ func TestValuesRejected(t *testing.T) {
 			[]string{"files.replicas above 1 with a ReadWriteOncePod claim"}},
 		{"release ServiceAccount named like a component's", "serviceAccount:\n  name: " + releaseName + "-sharedos-authz\n",
 			[]string{"serviceAccount.name \"" + releaseName + "-sharedos-authz\" is the name of the authz ServiceAccount the chart creates"}},
+		// Two Certificates of one name: the later would overwrite the
+		// workload's Secret with a client's certificate of another role.
+		{"client identity named like a workload", "tls:\n  certManager:\n    clientIdentities: [{name: catalog, role: operator}]\n",
+			[]string{"tls.certManager.clientIdentities: name \"catalog\" makes the Certificate and Secret " + releaseName + "-sharedos-catalog-tls"}},
+		{"two client identities of one name", "tls:\n  certManager:\n    clientIdentities: [{name: ops, role: operator}, {name: ops, role: host}]\n",
+			[]string{"name \"ops\" makes the Certificate and Secret " + releaseName + "-sharedos-ops-tls"}},
 		{"release ServiceAccount named like the migrate hook's", "serviceAccount:\n  name: " + releaseName + "-sharedos-migrate\n",
 			[]string{"the migrate ServiceAccount"}},
 		{"files claim access mode", "files:\n  root:\n    existingClaim: c\n    accessMode: RWO\n", []string{schemaError, "/files/root/accessMode"}},
