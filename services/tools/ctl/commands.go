@@ -92,7 +92,8 @@ func init() {
 		}})
 
 	var check checkFlags
-	register(&command{path: "authz check", usage: "--principal P [--role R]... --tool T [--action A] --args JSON",
+	register(&command{path: "authz check", usage: "--principal P [--role R]... --tool T [--action A] --args JSON " +
+		"(asks the policy alone: a call's arguments are first checked against the tool's schema, which this does not do, so a call can fail as invalid where this allows)",
 		flags: check.bind,
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
 			return runAuthzCheck(ctx, e, &check, args)
@@ -767,7 +768,8 @@ func runAuthzCheck(ctx context.Context, e *env, c *checkFlags, args []string) er
 		return err
 	}
 	// The same resolution the kernel does: the registration's requirement,
-	// applied to these arguments.
+	// applied to these arguments. Not the kernel's argument checks before it
+	// (the tool's schema, keys differing only in case): the usage says so.
 	reg, err := cc.GetTool(ctx, &sharedosv1.GetToolRequest{Name: c.tool})
 	if err != nil {
 		return errors.New(describe(err))
