@@ -28,9 +28,26 @@ type CatalogServer struct {
 }
 
 // Providers tells whether an upstream provider holds a namespace (the
-// upstream manager, ADR 0019).
+// upstream manager, ADR 0019), and lends its lock: held over the checks
+// that an entry or a namespace is not an upstream's and the change they
+// allow, so no acquisition, approval or provider added falls between them.
 type Providers interface {
 	Holds(ctx context.Context, ns string) (bool, error)
+	// Exclusive takes the lock the upstream manager changes its entries
+	// and providers under (across replicas); the func lets it go.
+	Exclusive(ctx context.Context) (func(), error)
+}
+
+// changing takes the providers' lock for one change and its checks.
+func (s *CatalogServer) changing(ctx context.Context, method string) (func(), error) {
+	if s.providers == nil {
+		return func() {}, nil
+	}
+	done, err := s.providers.Exclusive(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	return done, nil
 }
 
 var _ sharedosv1.CatalogServiceServer = (*CatalogServer)(nil)
@@ -60,6 +77,11 @@ func (s *CatalogServer) RegisterTool(ctx context.Context, req *sharedosv1.Regist
 	if req.GetRegistration() == nil {
 		return nil, InvalidArgument("registration", "required")
 	}
+	done, err := s.changing(ctx, "RegisterTool")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
 		return nil, err
 	}
@@ -78,6 +100,11 @@ func (s *CatalogServer) RegisterTools(ctx context.Context, req *sharedosv1.Regis
 	if n := len(req.GetRegistrations()); n > MaxBatch {
 		return nil, InvalidArgument("registrations", "at most 20000 per call")
 	}
+	done, err := s.changing(ctx, "RegisterTools")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	checked := map[string]bool{}
 	for i, reg := range req.GetRegistrations() {
 		if err := notAcquiredSource(fmt.Sprintf("registrations[%d].metadata.source", i), reg.GetMetadata()); err != nil {
@@ -102,6 +129,11 @@ func (s *CatalogServer) UpdateTool(ctx context.Context, req *sharedosv1.UpdateTo
 	if req.GetRegistration() == nil {
 		return nil, InvalidArgument("registration", "required")
 	}
+	done, err := s.changing(ctx, "UpdateTool")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
 		return nil, err
 	}
@@ -120,6 +152,11 @@ func (s *CatalogServer) DeregisterTool(ctx context.Context, req *sharedosv1.Dere
 	if req.GetName() == "" {
 		return nil, InvalidArgument("name", "required")
 	}
+	done, err := s.changing(ctx, "DeregisterTool")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := s.notAcquiredTool(ctx, "DeregisterTool", req.GetName()); err != nil {
 		return nil, err
 	}
@@ -164,6 +201,11 @@ func (s *CatalogServer) RegisterPrompt(ctx context.Context, req *sharedosv1.Regi
 	if req.GetRegistration() == nil {
 		return nil, InvalidArgument("registration", "required")
 	}
+	done, err := s.changing(ctx, "RegisterPrompt")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
 		return nil, err
 	}
@@ -185,6 +227,11 @@ func (s *CatalogServer) DeregisterPrompt(ctx context.Context, req *sharedosv1.De
 	if req.GetName() == "" {
 		return nil, InvalidArgument("name", "required")
 	}
+	done, err := s.changing(ctx, "DeregisterPrompt")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := s.notAcquiredPrompt(ctx, "DeregisterPrompt", req.GetName()); err != nil {
 		return nil, err
 	}
@@ -208,6 +255,11 @@ func (s *CatalogServer) RegisterResource(ctx context.Context, req *sharedosv1.Re
 	if req.GetRegistration() == nil {
 		return nil, InvalidArgument("registration", "required")
 	}
+	done, err := s.changing(ctx, "RegisterResource")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := notAcquiredSource("registration.metadata.source", req.GetRegistration().GetMetadata()); err != nil {
 		return nil, err
 	}
@@ -226,6 +278,11 @@ func (s *CatalogServer) DeregisterResource(ctx context.Context, req *sharedosv1.
 	if req.GetUri() == "" {
 		return nil, InvalidArgument("uri", "required")
 	}
+	done, err := s.changing(ctx, "DeregisterResource")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := s.notAcquiredResource(ctx, "DeregisterResource", req.GetUri()); err != nil {
 		return nil, err
 	}
@@ -250,7 +307,8 @@ func (s *CatalogServer) ListResourceRegistrations(ctx context.Context, _ *shared
 // an entry nor changes or removes one, which would publish or withdraw it
 // past that record, nor adds a tool or prompt in an upstream's namespace,
 // which would share its grants. An entry acquired or a provider added
-// between the check and the change is a race an operator alone can run.
+// between the check and the change cannot be: both run holding the
+// providers' lock (changing), which the upstream manager changes under.
 
 // notAcquiredSource refuses a registration that claims an upstream source.
 func notAcquiredSource(field string, md *sharedosv1.ToolMetadata) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,6 +132,8 @@ func newServiceOf(t *testing.T, f catalog.ToolFilter, providers server.Providers
 type heldNamespaces map[string]bool
 
 func (h heldNamespaces) Holds(_ context.Context, ns string) (bool, error) { return h[ns], nil }
+
+func (h heldNamespaces) Exclusive(context.Context) (func(), error) { return func() {}, nil }
 
 func registration(name string) *sharedosv1.ToolRegistration {
 	return &sharedosv1.ToolRegistration{
@@ -338,5 +341,72 @@ func TestAnUpstreamNamespaceTakesNoNativeEntry(t *testing.T) {
 	plain.Metadata.Namespace = ""
 	if _, err := s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: plain}); err != nil {
 		t.Errorf("RegisterTool of an unqualified name: %v", err)
+	}
+}
+
+// lockingProviders is an upstream manager's lock as the catalogue API
+// sees it: the test holds it as an acquisition would, and hears when a
+// change asks for it.
+type lockingProviders struct {
+	mu     sync.Mutex
+	asking chan struct{}
+}
+
+func (p *lockingProviders) Holds(context.Context, string) (bool, error) { return false, nil }
+
+func (p *lockingProviders) Exclusive(context.Context) (func(), error) {
+	p.asking <- struct{}{}
+	p.mu.Lock()
+	return p.mu.Unlock, nil
+}
+
+// An entry acquired while a change of the catalogue API waits for the
+// providers' lock is seen by that change's check: the check and the change
+// run under the lock the upstream manager acquires under, never with an
+// acquisition between them (which the change would overwrite or remove).
+func TestAnAcquisitionNeverFallsBetweenTheCheckAndTheChange(t *testing.T) {
+	p := &lockingProviders{asking: make(chan struct{})}
+	svc, s := newServiceOf(t, allowAll{}, p)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		change func() error
+	}{
+		{"DeregisterTool", func() error {
+			_, err := s.DeregisterTool(ctx, &sharedosv1.DeregisterToolRequest{Name: "up.read"})
+			return err
+		}},
+		{"UpdateTool", func() error {
+			_, err := s.UpdateTool(ctx, &sharedosv1.UpdateToolRequest{Registration: registration("up.read")})
+			return err
+		}},
+	} {
+		if _, _, err := svc.Register(ctx, registration("up.read")); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock() // an acquisition under way
+		done := make(chan error, 1)
+		go func() { done <- c.change() }()
+		select {
+		case <-p.asking:
+		case err := <-done:
+			p.mu.Unlock()
+			t.Fatalf("%s ran without the providers' lock: %v", c.name, err)
+		}
+		acquired := registration("up.read")
+		acquired.Metadata.Source, acquired.Handler.Target = "mcp:up", "mcp:up"
+		if _, _, err := svc.Update(ctx, acquired, 0); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Unlock()
+		if st, _ := status.FromError(<-done); st.Code() != codes.FailedPrecondition {
+			t.Errorf("%s after the acquisition: %v, want FailedPrecondition", c.name, st)
+		}
+		if reg, _, err := svc.Get(ctx, "up.read"); err != nil || reg.GetMetadata().GetSource() != "mcp:up" {
+			t.Errorf("%s: the acquired tool is now %v, %v", c.name, reg, err)
+		}
+		if err := svc.Deregister(ctx, "up.read"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -155,6 +155,11 @@ func (m *Manager) exclusive(ctx context.Context) (func(), error) {
 	return func() { unlock(); m.mu.Unlock() }, nil
 }
 
+// Exclusive is exclusive for the catalogue API: it checks that an entry or
+// a namespace is not an upstream's and makes its change holding it, so no
+// acquisition, approval or provider added falls between the two.
+func (m *Manager) Exclusive(ctx context.Context) (func(), error) { return m.exclusive(ctx) }
+
 // Close closes every upstream connection.
 func (m *Manager) Close() error {
 	m.cancel()
