@@ -739,7 +739,7 @@ func (h *rawResult) needsInput() *needsInput {
 }
 
 func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.Context, transport.JSONRPCRequest) (*transport.JSONRPCResponse, error)) (*transport.JSONRPCResponse, error) {
-	if rt, ok := ctx.Value(roundKey{}).(*round); ok && (r.Method == string(mcp.MethodToolsCall) || r.Method == string(mcp.MethodPromptsGet)) {
+	if rt := roundOf(ctx); rt != nil && (r.Method == string(mcp.MethodToolsCall) || r.Method == string(mcp.MethodPromptsGet)) {
 		var err error
 		if r.Params, err = rt.apply(r.Params); err != nil {
 			return nil, err
@@ -811,9 +811,10 @@ func declare(params any, caps json.RawMessage) (any, error) {
 type roundKey struct{}
 
 // round is a resumed call's answers and the upstream's state of its last
-// round (SEP-2322), set on the outgoing tools/call (the provider's own,
-// send.go) or prompts/get (mcp-go's GetPrompt starts every request
-// without them).
+// round (SEP-2322): callTool puts them in the params of the tools/call it
+// builds (send.go: before its exact bytes are registered), the capturing
+// transport in those of a prompts/get (mcp-go's GetPrompt starts every
+// request without them).
 type round struct {
 	responses json.RawMessage
 	state     string
@@ -824,6 +825,18 @@ func withRound(ctx context.Context, responses []byte, state string) context.Cont
 		return ctx
 	}
 	return context.WithValue(ctx, roundKey{}, &round{responses: responses, state: state})
+}
+
+// roundOf is the round ctx carries, if any.
+func roundOf(ctx context.Context) *round {
+	rt, _ := ctx.Value(roundKey{}).(*round)
+	return rt
+}
+
+// withoutRound is ctx with no round for the transport to apply: the
+// request's params carry it already.
+func withoutRound(ctx context.Context) context.Context {
+	return context.WithValue(ctx, roundKey{}, (*round)(nil))
 }
 
 func (rt *round) apply(params any) (any, error) {

@@ -29,14 +29,17 @@ func TestMarshalChanges(t *testing.T) {
 
 // The exact request is the one mcp-go writes, but for the arguments' own
 // bytes: json.Marshal of it (compacted, escaped) is mcp-go's, byte for
-// byte, and it carries the arguments as they came.
+// byte, and it carries the arguments as they came — a resumed round's
+// with its answers and state.
 func FuzzExactRequest(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a": "<b>&"}`, "{\n\"x\" : [1, 2.50, null]\t}", "{\"u\":\"\u2028\"}", `{"s":"a b"}`} {
-		f.Add(s, "")
-		f.Add(s, "tok")
+		f.Add(s, "", "", "")
+		f.Add(s, "tok", "", "")
+		f.Add(s, "tok", `{"k": {"action":"accept","content":{"n":"<&>"}}}`, "state <1>")
+		f.Add(s, "", "", "state")
 	}
-	f.Fuzz(func(t *testing.T, args, token string) {
-		if !json.Valid([]byte(args)) || args == "" {
+	f.Fuzz(func(t *testing.T, args, token, responses, state string) {
+		if !json.Valid([]byte(args)) || args == "" || responses != "" && !json.Valid([]byte(responses)) {
 			return
 		}
 		s := session{}
@@ -44,13 +47,18 @@ func FuzzExactRequest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		params, err := json.Marshal(callParams{Name: "echo", Arguments: json.RawMessage(args), Meta: meta})
+		cp := callParams{Name: "echo", Arguments: json.RawMessage(args), Meta: meta, InputResponses: json.RawMessage(responses), RequestState: state}
+		params, err := json.Marshal(cp)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(int64(directIDs + 7)),
 			Method: string(mcp.MethodToolsCall), Params: json.RawMessage(params)}
-		wire, exact, ok := exactRequest(req, params, exactParams("echo", json.RawMessage(args), meta))
+		exactP, err := exactParams(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire, exact, ok := exactRequest(req, params, exactP)
 		if changes := marshalChanges([]byte(args)); ok != changes {
 			t.Fatalf("exactRequest ok = %v, marshalChanges = %v for %q", ok, changes, args)
 		}

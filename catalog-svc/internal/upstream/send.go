@@ -124,24 +124,36 @@ func (s session) metaWith(token string, methods []string) (json.RawMessage, erro
 	return append(m, '}'), nil
 }
 
-// callParams are a tools/call's params.
+// callParams are a tools/call's params: on a resumed round (SEP-2322)
+// with the client's answers and the upstream's state of its last round.
 type callParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	Meta      json.RawMessage `json:"_meta,omitempty"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments,omitempty"`
+	Meta           json.RawMessage `json:"_meta,omitempty"`
+	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
+	RequestState   string          `json:"requestState,omitempty"`
 }
 
-// exactParams are a tools/call's params with args as they are (see
-// exact.go); name and meta as json.Marshal writes them in callParams.
-func exactParams(name string, args, meta json.RawMessage) []byte {
-	n, _ := json.Marshal(name) // a string always marshals
-	b := make([]byte, 0, len(n)+len(args)+len(meta)+32)
-	b = append(append(append(b, `{"name":`...), n...), `,"arguments":`...)
-	b = append(b, args...)
-	if len(meta) > 0 {
-		b = append(append(b, `,"_meta":`...), meta...)
+// exactParams are p, a tools/call's params, with p.Arguments as they are
+// (see exact.go); every other member as json.Marshal writes it in p.
+func exactParams(p callParams) ([]byte, error) {
+	rest, err := json.Marshal(callParams{Meta: p.Meta, InputResponses: p.InputResponses, RequestState: p.RequestState})
+	if err != nil {
+		return nil, err
 	}
-	return append(b, '}')
+	n, err := json.Marshal(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(n)+len(p.Arguments)+len(rest)+32)
+	b = append(append(append(b, `{"name":`...), n...), `,"arguments":`...)
+	b = append(b, p.Arguments...)
+	// rest is {"name":"",…} with the members after the arguments, if any.
+	rest = rest[len(`{"name":""`):]
+	if len(rest) > 1 {
+		return append(b, rest...), nil // ,… and its closing brace
+	}
+	return append(b, '}'), nil
 }
 
 // directIDs keeps the ids of requests sent directly apart from those
@@ -164,7 +176,15 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 	if s.stdio {
 		args = oneLine(args)
 	}
-	params, err := json.Marshal(callParams{Name: name, Arguments: args, Meta: meta})
+	// A resumed round's answers and state go in the params here, before
+	// the exact request is registered, not in the transport (capture): a
+	// request changed after its registration would go as mcp-go writes it.
+	cp := callParams{Name: name, Arguments: args, Meta: meta}
+	if rt := roundOf(ctx); rt != nil {
+		cp.InputResponses, cp.RequestState = rt.responses, rt.state
+		ctx = withoutRound(ctx)
+	}
+	params, err := json.Marshal(cp)
 	if err != nil {
 		return nil, fmt.Errorf("tools/call params: %w", err)
 	}
@@ -184,7 +204,11 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(directIDs + c.ids.Add(1)),
 		Method: string(mcp.MethodToolsCall), Params: json.RawMessage(params), Header: header}
 	if marshalChanges(args) {
-		if wire, exact, ok := exactRequest(req, params, exactParams(name, args, meta)); ok {
+		exactP, err := exactParams(cp)
+		if err != nil {
+			return nil, fmt.Errorf("tools/call params: %w", err)
+		}
+		if wire, exact, ok := exactRequest(req, params, exactP); ok {
 			defer c.exact.add(wire, exact)()
 		}
 	}

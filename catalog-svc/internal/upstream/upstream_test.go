@@ -1478,6 +1478,61 @@ func TestInputRoundsRelayed(t *testing.T) {
 	}
 }
 
+// A resumed round's tools/call carries the arguments byte for byte too
+// (whitespace and <>& as the kernel authorized them), beside the client's
+// answers and the upstream's state.
+func TestResumedRoundForwardsExactly(t *testing.T) {
+	srv := server.NewMCPServer("asker", "1", server.WithToolCapabilities(true))
+	var mu sync.Mutex
+	var seen []string // each round's arguments as the upstream got them
+	srv.AddTool(mcp.NewTool("ask"), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		mu.Lock()
+		seen = append(seen, string(req.Params.RawArguments))
+		mu.Unlock()
+		if len(req.Params.InputResponses) == 0 {
+			return &mcp.CallToolResult{Result: mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+				MultiRoundTripResult: mcp.MultiRoundTripResult{RequestState: "state <1>", InputRequests: mcp.InputRequests{
+					"name": mcp.NewElicitationInputRequest(mcp.ElicitationParams{Message: "Your name?"}),
+				}}}, nil
+		}
+		raw, _ := json.Marshal(req.Params.InputResponses)
+		return mcp.NewToolResultText("state " + req.Params.RequestState + " got " + string(raw)), nil
+	})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(srv))
+	t.Cleanup(hs.Close)
+	c, _, rec := upstreamAt(t, "ak", hs.URL+"/mcp")
+	if v := rec.GetStatus().GetProtocolVersion(); !mcp.IsModernProtocol(v) {
+		t.Fatalf("negotiated %q, want 2026-07-28", v)
+	}
+	args := "{\"text\": \"a <b> & c\",\n \"n\":12345678901234567890 }"
+	req := &sharedosv1.HandleRequest{Tool: "ak.ask", ArgumentsJson: []byte(args), InputMethods: elicit}
+	first, err := c.Handle(t.Context(), req)
+	if err != nil || first.GetInputRequired() == nil {
+		t.Fatalf("first round: %v, %v", first, err)
+	}
+	req.Round, req.RequestState = 1, first.GetInputRequired().GetRequestState()
+	req.InputResponsesJson = []byte(`{"name":{"action":"accept","content":{"name":"Ada"}}}`)
+	second, err := c.Handle(t.Context(), req)
+	if err != nil {
+		t.Fatalf("second round: %v", err)
+	}
+	var content []struct{ Text string }
+	if err := json.Unmarshal(second.GetContentJson(), &content); err != nil || len(content) != 1 ||
+		content[0].Text != `state state <1> got {"name":{"action":"accept","content":{"name":"Ada"}}}` {
+		t.Fatalf("second round: %s (%v)", second.GetContentJson(), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Fatalf("the upstream saw %d calls, want 2", len(seen))
+	}
+	for i, got := range seen {
+		if got != args {
+			t.Errorf("round %d: the upstream saw arguments %q, want %q", i+1, got, args)
+		}
+	}
+}
+
 // sharedLocks stands for PostgreSQL's advisory locks between replicas (the
 // real ones are tested in pgdb): one lock per name.
 type sharedLocks struct {
