@@ -162,7 +162,7 @@ func (c *conn) listPage(ctx context.Context, s session, method string, cursor mc
 	resp, err := s.tr.SendRequest(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil && s.stdio {
-			s.cancelled(ctx, req.ID)
+			cancelled(ctx, s.tr, req.ID)
 		}
 		return nil, transport.NewError(err)
 	}

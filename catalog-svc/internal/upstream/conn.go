@@ -549,10 +549,33 @@ func (c *conn) onProgress(token string, f func(mcp.ProgressNotificationParams)) 
 type capturingHTTP struct {
 	*transport.StreamableHTTP
 	c *conn
+	// legacy: the handshake negotiated a 2025-era protocol.
+	legacy atomic.Bool
 }
 
+// SetProtocolVersion implements transport.HTTPConnection: mcp-go's client
+// tells the version the handshake negotiated.
+func (t *capturingHTTP) SetProtocolVersion(version string) {
+	t.legacy.Store(version != "" && !mcp.IsModernProtocol(version))
+	t.StreamableHTTP.SetProtocolVersion(version)
+}
+
+// SendRequest sends r; on a 2025-era session a request whose caller left
+// is followed by a notifications/cancelled naming it. That transport's
+// servers need not take the request's stream closing for a cancellation
+// (its specification: the client should send the notification), and
+// mcp-go's client sends none over HTTP; on 2026-07-28 the stream closing
+// is the cancellation. Every request but the handshake's, whoever sends
+// it: a tools/call (send.go) or a request of mcp-go's client (prompts/get,
+// resources/read, listings).
 func (t *capturingHTTP) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-	return capture(ctx, r, t.StreamableHTTP.SendRequest)
+	sent := ctx.Err() == nil
+	resp, err := capture(ctx, r, t.StreamableHTTP.SendRequest)
+	if err != nil && sent && ctx.Err() != nil && t.legacy.Load() &&
+		r.Method != string(mcp.MethodInitialize) && r.Method != string(mcp.MethodServerDiscover) {
+		cancelled(ctx, t, r.ID)
+	}
+	return resp, err
 }
 
 // SetRequestHandler implements transport.BidirectionalInterface.

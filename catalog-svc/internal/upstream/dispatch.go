@@ -93,7 +93,8 @@ var _ sharedosv1.ToolHandlerServiceClient = (*provider)(nil)
 // Handle forwards the call. The upstream's isError is a result
 // (is_error); an unreachable upstream or a protocol error is Unavailable;
 // the caller's context ending cancels the upstream request (stdio:
-// notifications/cancelled; HTTP: the request's stream is closed).
+// notifications/cancelled; HTTP: the request's stream is closed, and on a
+// 2025-era session notifications/cancelled as well).
 func (p *provider) Handle(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (*sharedosv1.HandleResponse, error) {
 	return p.call(ctx, req, nil)
 }

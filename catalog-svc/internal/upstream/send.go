@@ -28,11 +28,14 @@ import (
 // mcp-go's client would send — the same Mcp-Method, Mcp-Name and
 // Mcp-Param-* headers (from the published definition, where mcp-go's
 // client had them only from a listing on the same session), the same
-// cancellation — but for its _meta's capabilities: those of the input the
-// call's harness can answer, not every one (newSession). Everything else
-// (the handshake, listings, prompts/get, resources/read) stays on the
-// client; prompts/get and resources/read get their capabilities set in
-// the capturing transport (viaClient).
+// cancellation (stdio: notifications/cancelled, which the client sends
+// for its own requests; HTTP: the request's stream closing, and on a
+// 2025-era session a notifications/cancelled the capturing transport
+// sends for every request) — but for its _meta's capabilities: those of
+// the input the call's harness can answer, not every one (newSession).
+// Everything else (the handshake, listings, prompts/get, resources/read)
+// stays on the client; prompts/get and resources/read get their
+// capabilities set in the capturing transport (viaClient).
 
 // session is one live MCP session with an upstream: mcp-go's client, the
 // transport under it (a tools/call is sent there directly), what the
@@ -46,10 +49,11 @@ type session struct {
 	// requests its harness can answer (metaWith); nil on an earlier era,
 	// whose handshake said them once.
 	metas []json.RawMessage
-	// stdio: cancelling a request is a notifications/cancelled (over HTTP
-	// the request's stream ending is the cancellation), and each message
-	// is one line, so a call's arguments go without their line breaks
-	// (oneLine).
+	// stdio: cancelling a request is a notifications/cancelled, sent here
+	// for a tools/call (over HTTP the request's stream closing, and on a
+	// 2025-era session the notification capturingHTTP sends), and each
+	// message is one line, so a call's arguments go without their line
+	// breaks (oneLine).
 	stdio bool
 }
 
@@ -217,8 +221,8 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 	}
 	resp, err := s.tr.SendRequest(ctx, req)
 	if err != nil {
-		if ctx.Err() != nil && s.stdio {
-			s.cancelled(ctx, req.ID)
+		if ctx.Err() != nil && s.stdio { // over HTTP: capturingHTTP
+			cancelled(ctx, s.tr, req.ID)
 		}
 		return nil, transport.NewError(err)
 	}
@@ -291,9 +295,9 @@ func (e *needsInput) required(answerable []string) (*sharedosv1.InputRequired, e
 	return &sharedosv1.InputRequired{InputRequestsJson: b}, nil
 }
 
-// cancelled tells the upstream to stop the request id, whose caller left:
-// off the caller's path, best effort, as mcp-go's client does.
-func (s session) cancelled(ctx context.Context, id mcp.RequestId) {
+// cancelled tells the upstream on tr to stop the request id, whose caller
+// left: off the caller's path, best effort, as mcp-go's client does.
+func cancelled(ctx context.Context, tr transport.Interface, id mcp.RequestId) {
 	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
 		Method: string(mcp.MethodNotificationCancelled),
 		Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": ctx.Err().Error()}},
@@ -302,7 +306,7 @@ func (s session) cancelled(ctx context.Context, id mcp.RequestId) {
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, cancelNotice)
 		defer cancel()
-		_ = s.tr.SendNotification(ctx, n)
+		_ = tr.SendNotification(ctx, n)
 	}()
 }
 

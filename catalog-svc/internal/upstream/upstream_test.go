@@ -33,6 +33,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/secretref"
+	"github.com/sharedos/toolshare/services/systemtest/launch"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
@@ -613,6 +614,74 @@ func TestHandleCancellation(t *testing.T) {
 		t.Errorf("cancelled call: %v", err)
 	}
 	<-h.st.blockEnded // the upstream's handler saw the cancellation
+}
+
+// Over HTTP on a 2025-era session the caller's end is a
+// notifications/cancelled naming the request too (that transport's
+// servers need not take a closed stream for a cancellation), for a
+// tools/call and for a request mcp-go's client sends (prompts/get).
+func TestCancellationOfA2025SessionOverHTTP(t *testing.T) {
+	srv := server.NewMCPServer("blocks", "1", server.WithToolCapabilities(true), server.WithPromptCapabilities(true))
+	started := make(chan struct{}, 1)
+	srv.AddTool(mcp.NewTool("block"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	srv.AddPrompt(mcp.NewPrompt("block"), func(ctx context.Context, _ mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	inner := launch.LegacyOnly(server.NewStreamableHTTPServer(srv))
+	sent := make(chan string, 16)      // the id of each tools/call and prompts/get
+	cancelled := make(chan string, 16) // the requestId of each notifications/cancelled
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var msg struct {
+			ID     json.RawMessage
+			Method string
+			Params struct{ RequestID json.RawMessage }
+		}
+		if json.Unmarshal(b, &msg) == nil {
+			switch msg.Method {
+			case "tools/call", "prompts/get":
+				sent <- string(msg.ID)
+			case "notifications/cancelled":
+				cancelled <- string(msg.Params.RequestID)
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	c, _, rec := upstreamAt(t, "lg", hs.URL+"/mcp")
+	if v := rec.GetStatus().GetProtocolVersion(); mcp.IsModernProtocol(v) {
+		t.Fatalf("negotiated %q, want the 2025 era", v)
+	}
+	for name, call := range map[string]func(context.Context) error{
+		"tools/call": func(ctx context.Context) error {
+			_, err := c.Handle(ctx, &sharedosv1.HandleRequest{Tool: "lg.block", ArgumentsJson: []byte(`{}`)})
+			return err
+		},
+		"prompts/get": func(ctx context.Context) error {
+			_, err := c.GetPrompt(ctx, &sharedosv1.HandleRequest{Tool: "lg.block"})
+			return err
+		},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		<-started
+		id := <-sent
+		cancel()
+		if err := <-done; status.Code(err) != codes.Canceled {
+			t.Errorf("%s: cancelled call %v", name, err)
+		}
+		if got := <-cancelled; got != id { // none at all: the test times out
+			t.Errorf("%s: notifications/cancelled names request %s, want %s", name, got, id)
+		}
+	}
 }
 
 // waitFile waits until path exists (a condition, polled).
