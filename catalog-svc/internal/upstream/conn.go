@@ -134,7 +134,7 @@ func (c *conn) session(ctx context.Context) (session, error) {
 	c.mu.Lock()
 	if c.life.Err() != nil { // closed while connecting: the session is no one's
 		c.mu.Unlock()
-		_ = live.cl.Close()
+		discard(live.cl, live.tr)
 		return session{}, errClosed
 	}
 	c.live = live
@@ -192,6 +192,7 @@ func (c *conn) connect(ctx context.Context) (session, error) {
 	// request itself.
 	cl := client.NewClient(tr, client.WithMaxInputRoundTrips(1), client.WithClientCapabilities(capabilities))
 	if err := cl.Start(c.life); err != nil {
+		discard(cl, tr)
 		return session{}, fmt.Errorf("start: %w", err)
 	}
 	cl.OnNotification(c.notified)
@@ -202,15 +203,28 @@ func (c *conn) connect(ctx context.Context) (session, error) {
 	defer context.AfterFunc(c.life, cancel)()
 	res, err := cl.Initialize(ictx, req)
 	if err != nil {
-		_ = cl.Close()
+		discard(cl, tr)
 		return session{}, fmt.Errorf("initialize: %w", err)
 	}
 	live, err := newSession(cl, tr, serverInfo{protocol: cl.ProtocolVersion(), name: res.ServerInfo.Name, version: res.ServerInfo.Version})
 	if err != nil {
-		_ = cl.Close()
+		discard(cl, tr)
 		return session{}, err
 	}
 	return live, nil
+}
+
+// discard ends cl, on tr, whose handshake failed or whose session is no
+// one's: a stdio server is killed at once with its group (it has nothing
+// to finish), and closing — reaping the server, or telling an HTTP
+// upstream the session ended — happens in the background. The caller
+// connecting leaves at its own end, not after the server's grace to exit
+// (stdioExitWait, stdioTermWait) or an HTTP upstream's DELETE.
+func discard(cl *client.Client, tr transport.Interface) {
+	if t, ok := tr.(*capturingStdio); ok {
+		t.kill()
+	}
+	go func() { _ = cl.Close() }()
 }
 
 // handshakeTimeout bounds an upstream's initialize (or server/discover).
@@ -218,7 +232,8 @@ const handshakeTimeout = 30 * time.Second
 
 // broken drops cl after a failure that may have ended its session;
 // the next call connects again. Closing it (which may wait on the
-// upstream) happens outside the lock.
+// upstream: a stdio server's grace to exit, an HTTP session's DELETE)
+// happens in the background, off the caller's path, as dropStdio's.
 func (c *conn) broken(cl *client.Client) {
 	c.mu.Lock()
 	if c.live.cl != cl {
@@ -227,7 +242,7 @@ func (c *conn) broken(cl *client.Client) {
 	}
 	c.live = session{}
 	c.mu.Unlock()
-	_ = cl.Close()
+	go func() { _ = cl.Close() }()
 }
 
 // close ends the connection for good: what is connecting or fetching a

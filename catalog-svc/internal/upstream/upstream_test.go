@@ -1136,6 +1136,76 @@ func TestAStdioServersGroupEndsWithIt(t *testing.T) {
 	waitExited(t, pid)
 }
 
+// A stdio server that does not answer the handshake holds its call no
+// longer than the call's own end: it is killed at once with its group,
+// not given its grace to exit on the caller's path (2 s once its stdin
+// closes, then SIGTERM and 3 s more: the call returned only after that
+// SIGTERM), and reaped in the background, leaving no zombie. Here the
+// server (started anew after it exited) traps SIGTERM, noting it.
+func TestAFailedStdioHandshakeHoldsNoCall(t *testing.T) {
+	h, marks := stdioUpstream(t, 0, "/bin/sh", "-c", `if [ -e "$UPSTREAM_TEST_MARKS/hang" ]; then
+	trap 'echo >"$UPSTREAM_TEST_MARKS/term"' TERM
+	echo $$ >"$UPSTREAM_TEST_MARKS/pid.new" && mv "$UPSTREAM_TEST_MARKS/pid.new" "$UPSTREAM_TEST_MARKS/pid"
+	while :; do sleep 1000 & wait; done
+fi
+exec "$0"`)
+	if _, err := h.call("sx", "sx.exit", `{}`); status.Code(err) != codes.Unavailable {
+		t.Fatalf("call that ended the server: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(marks, "hang"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := handleInBackground(ctx, c, "sx.echo", `{"text":"x"}`)
+	waitFile(t, filepath.Join(marks, "pid")) // the new server runs, and will not answer initialize
+	b, err := os.ReadFile(filepath.Join(marks, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Errorf("the call whose handshake hung: %v, want Canceled", err)
+	}
+	if _, err := os.Stat(filepath.Join(marks, "term")); err == nil {
+		t.Error("the call returned only after its server got SIGTERM: it waited out the server's grace to exit")
+	}
+	waitReaped(t, pid)
+	// The next call starts the server anew.
+	if err := os.Remove(filepath.Join(marks, "hang")); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := h.call("sx", "sx.echo", `{"text":"next"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "next") {
+		t.Errorf("the next call: %v, %v", resp, err)
+	}
+}
+
+// waitReaped waits until process pid is gone: exited and reaped (no
+// zombie), failing the test if it is still there after a minute.
+func waitReaped(t *testing.T, pid int) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads a process's state in /proc")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is still there (running, or a zombie never reaped)", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitExited waits until process pid has exited (gone, or a zombie not yet
 // reaped), failing the test if it still runs after a minute.
 func waitExited(t *testing.T, pid int) {
