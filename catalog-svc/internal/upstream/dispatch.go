@@ -230,7 +230,8 @@ func isTransportError(err error) bool {
 // alone — a proxy's 502 or a refused connection ends no other call on the
 // session — unless the upstream no longer knows the session (404) or
 // answered with an error that answers no request (no id: a restarted
-// server refusing the old session with a 400).
+// server refusing the old session with a 400) — a request it never ran,
+// which roundTrip sends once more on the next session (notRun).
 func sessionLost(s session, err error) bool {
 	if !isTransportError(err) {
 		return false
@@ -428,18 +429,41 @@ func (r inputResult) required() *sharedosv1.InputRequired {
 	return &sharedosv1.InputRequired{InputRequestsJson: nonNull(r.InputRequests), RequestState: []byte(r.RequestState)}
 }
 
+// notRun: err says the upstream never ran the request, over HTTP: it no
+// longer knows the session (404: a restarted upstream; or the session
+// had ended before the request went out), or it refused the request with
+// an error that answers no request (errUnmatched). The request can be
+// sent again on a new session, and runs once.
+func notRun(s session, err error) bool {
+	if _, overHTTP := s.tr.(transport.HTTPConnection); !overHTTP || !isTransportError(err) {
+		return false
+	}
+	return errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, errUnmatched)
+}
+
 // roundTrip runs one request on the live session and returns its raw
 // result: the caller's end as Canceled/DeadlineExceeded, the upstream's
-// "not found" as NotFound, anything else Unavailable.
+// "not found" as NotFound, anything else Unavailable. A request the
+// upstream never ran, having lost the session (notRun), is sent once
+// more on a new session, within the caller's own end.
 func (p *provider) roundTrip(ctx context.Context, send func(context.Context, session) (json.RawMessage, error)) (json.RawMessage, error) {
-	s, err := p.c.session(ctx)
-	if err != nil {
-		return nil, p.c.unavailable(ctx, err)
-	}
-	body, err := send(ctx, s)
-	if err != nil {
+	for again := true; ; again = false {
+		s, err := p.c.session(ctx)
+		if err != nil {
+			return nil, p.c.unavailable(ctx, err)
+		}
+		body, err := send(ctx, s)
+		if err == nil {
+			if body == nil {
+				return nil, status.Error(codes.Unavailable, errNoRaw.Error())
+			}
+			return body, nil
+		}
 		if ctx.Err() == nil && sessionLost(s, err) {
 			p.c.broken(s.cl)
+			if again && notRun(s, err) {
+				continue
+			}
 		}
 		if errors.Is(err, client.ErrMaxInputRoundTripsExceeded) {
 			return body, err // an input_required result (inputRequired reads it)
@@ -452,10 +476,6 @@ func (p *provider) roundTrip(ctx context.Context, send func(context.Context, ses
 		}
 		return nil, p.c.unavailable(ctx, err)
 	}
-	if body == nil {
-		return nil, status.Error(codes.Unavailable, errNoRaw.Error())
-	}
-	return body, nil
 }
 
 // viaClient sends a request of method through mcp-go's client (send) and

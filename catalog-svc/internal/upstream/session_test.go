@@ -165,7 +165,10 @@ func TestAFailedRequestEndsNoSession(t *testing.T) {
 
 // A 2025-era upstream that restarted no longer knows the session: it
 // answers 404, or 400 with an error of no id (the TypeScript SDK's
-// servers). The call that finds out fails; the next ones connect again.
+// servers), and never ran the request. The call that finds out is sent
+// again on a new session and runs once; the next ones use that session.
+// A call refused so on its new session too fails after that one more
+// attempt.
 func TestARestartedUpstreamIsConnectedAgain(t *testing.T) {
 	for name, refusal := range map[string]struct {
 		code int
@@ -177,11 +180,16 @@ func TestARestartedUpstreamIsConnectedAgain(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var mu sync.Mutex
 			known := map[string]bool{} // the sessions the upstream has opened since it (re)started
-			url, opened := counting(t, newState(), func(h http.Handler) http.Handler {
+			refuseCalls := false       // it refuses every tools/call as of no session it knows
+			st := newState()
+			url, opened := counting(t, st, func(h http.Handler) http.Handler {
 				h = launch.LegacyOnly(h)
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					b, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(bytes.NewReader(b))
 					mu.Lock()
 					ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
+					ok = ok && !(refuseCalls && bytes.Contains(b, []byte(`"method":"tools/call"`)))
 					mu.Unlock()
 					if !ok {
 						w.Header().Set("Content-Type", "application/json")
@@ -192,6 +200,11 @@ func TestARestartedUpstreamIsConnectedAgain(t *testing.T) {
 					h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
 				})
 			})
+			ran := func() int { // how many echo calls the upstream ran
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				return len(st.args)
+			}
 			c, _, _ := upstreamAt(t, "lg", url)
 			if err := echo(t, c, "lg", "x"); err != nil {
 				t.Fatal(err)
@@ -200,16 +213,28 @@ func TestARestartedUpstreamIsConnectedAgain(t *testing.T) {
 			mu.Lock()
 			clear(known) // restarted
 			mu.Unlock()
-			if err := echo(t, c, "lg", "x"); status.Code(err) != codes.Unavailable {
-				t.Errorf("the call that finds the session gone: %v", err)
-			}
-			for range 2 {
+			for i := range 3 {
 				if err := echo(t, c, "lg", "x"); err != nil {
-					t.Errorf("a call after the restart: %v", err)
+					t.Errorf("call %d after the restart: %v", i+1, err)
 				}
+			}
+			if n := ran(); n != 4 {
+				t.Errorf("the upstream ran %d calls, want 4: each once", n)
 			}
 			if n := opened.Load(); n != 2*once {
 				t.Errorf("%d handshake requests, want %d: two connections", n, 2*once)
+			}
+			mu.Lock()
+			refuseCalls = true
+			mu.Unlock()
+			if err := echo(t, c, "lg", "x"); status.Code(err) != codes.Unavailable {
+				t.Errorf("a call refused on its new session too: %v, want Unavailable", err)
+			}
+			if n := opened.Load(); n != 3*once {
+				t.Errorf("%d handshake requests, want %d: one more connection, not two", n, 3*once)
+			}
+			if n := ran(); n != 4 {
+				t.Errorf("the upstream ran %d calls, want 4", n)
 			}
 		})
 	}
