@@ -82,8 +82,9 @@ func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard,
 
 // capabilities are what mcp-go's client declares to an upstream: once, in
 // a 2025-era session's handshake (its requests belong to no call yet), and
-// in every request that client sends on a 2026-07-28 session (listings,
-// prompts/get, resources/read). Every input capability is declared: the
+// in every request that client sends on a 2026-07-28 session (prompts/get,
+// resources/read; a listing, which SharedOS sends itself, declares the
+// same: acquire.go). Every input capability is declared: the
 // kernel refuses a request the harness cannot answer (missing_capability).
 // A tools/call on a 2026-07-28 session declares only the capabilities of
 // the input its harness can answer (send.go).

@@ -33,9 +33,9 @@ import (
 // 2025-era session a notifications/cancelled the capturing transport
 // sends for every request) — but for its _meta's capabilities: those of
 // the input the call's harness can answer, not every one (newSession).
-// Everything else (the handshake, listings, prompts/get, resources/read)
-// stays on the client; prompts/get and resources/read get their
-// capabilities set in the capturing transport (viaClient).
+// Listings are sent directly too (acquire.go). The handshake, prompts/get
+// and resources/read stay on the client; prompts/get and resources/read get
+// their capabilities set in the capturing transport (viaClient).
 
 // session is one live MCP session with an upstream: mcp-go's client, the
 // transport under it (a tools/call is sent there directly), what the
