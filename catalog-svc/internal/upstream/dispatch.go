@@ -432,13 +432,16 @@ func (r inputResult) required() *sharedosv1.InputRequired {
 // notRun: err says the upstream never ran the request, over HTTP: it no
 // longer knows the session (404: a restarted upstream; or the session
 // had ended before the request went out), or it refused the request with
-// an error that answers no request (errUnmatched). The request can be
-// sent again on a new session, and runs once.
-func notRun(s session, err error) bool {
+// an error that answers no request (errUnmatched) — and the POST the
+// request went out in was itself answered so (p): not a stream that broke
+// after a 2xx (mcp-go's resumption ends in the same errors), not a 5xx
+// whose body has no id, either of which may follow the tool's run. The
+// request can be sent again on a new session, and runs once.
+func notRun(s session, err error, p *posted) bool {
 	if _, overHTTP := s.tr.(transport.HTTPConnection); !overHTTP || !isTransportError(err) {
 		return false
 	}
-	return errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, errUnmatched)
+	return (errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, errUnmatched)) && p.refusedUnrun()
 }
 
 // roundTrip runs one request on the live session and returns its raw
@@ -452,7 +455,8 @@ func (p *provider) roundTrip(ctx context.Context, send func(context.Context, ses
 		if err != nil {
 			return nil, p.c.unavailable(ctx, err)
 		}
-		body, err := send(ctx, s)
+		pctx, post := withPosted(ctx)
+		body, err := send(pctx, s)
 		if err == nil {
 			if body == nil {
 				return nil, status.Error(codes.Unavailable, errNoRaw.Error())
@@ -461,7 +465,7 @@ func (p *provider) roundTrip(ctx context.Context, send func(context.Context, ses
 		}
 		if ctx.Err() == nil && sessionLost(s, err) {
 			p.c.broken(s.cl)
-			if again && notRun(s, err) {
+			if again && notRun(s, err, post) {
 				continue
 			}
 		}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -131,6 +132,16 @@ type exactTransport struct {
 }
 
 func (t exactTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.roundTrip(req)
+	if req.Method == http.MethodPost {
+		if p, ok := req.Context().Value(postedKey{}).(*posted); ok {
+			p.record(resp, err)
+		}
+	}
+	return resp, err
+}
+
+func (t exactTransport) roundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodPost || req.GetBody == nil || !t.bodies.hasLen(req.ContentLength) {
 		return t.next.RoundTrip(req)
 	}
@@ -175,4 +186,41 @@ func (w exactWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return w.WriteCloser.Write(p)
+}
+
+// posted is what became of the POSTs one request went out in (the HTTP
+// transport records them): what notRun reads to tell a request the
+// upstream refused unrun from one it may have run.
+type posted struct {
+	mu     sync.Mutex
+	n      int
+	status int // the last POST's HTTP status; 0: no answer
+}
+
+type postedKey struct{}
+
+// withPosted is ctx carrying a record of its request's POSTs.
+func withPosted(ctx context.Context) (context.Context, *posted) {
+	p := &posted{}
+	return context.WithValue(ctx, postedKey{}, p), p
+}
+
+func (p *posted) record(resp *http.Response, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	p.status = 0
+	if err == nil && resp != nil {
+		p.status = resp.StatusCode
+	}
+}
+
+// refusedUnrun: no POST went out (the session had ended before it), or
+// the last was answered 404 (a session the upstream does not know) or 400
+// (one it refuses): an answer before the request ran. Any other answer —
+// 2xx and a stream that broke after, a 5xx, none — may follow its run.
+func (p *posted) refusedUnrun() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n == 0 || p.status == http.StatusNotFound || p.status == http.StatusBadRequest
 }

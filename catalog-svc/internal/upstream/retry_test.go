@@ -1,0 +1,113 @@
+package upstream_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sharedos/toolshare/services/systemtest/launch"
+)
+
+// A 2025-era upstream takes the tools/call (runs it, sends an event with
+// an id and ends the stream, SEP-1699), then restarts: mcp-go's resumption
+// of the stream gets 404, the error a session refused unrun gets too. The
+// call ran: it is Unavailable, never sent again on a new session.
+func TestACallWhoseStreamBrokeIsNeverSentAgain(t *testing.T) {
+	var mu sync.Mutex
+	known := map[string]bool{}
+	armed := false
+	st := newState()
+	url, _ := counting(t, st, func(h http.Handler) http.Handler {
+		h = launch.LegacyOnly(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			mu.Lock()
+			ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
+			crash := armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
+			if crash {
+				armed = false
+			}
+			mu.Unlock()
+			if !ok {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
+				return
+			}
+			if crash { // run the tool, send a priming event, then "restart"
+				h.ServeHTTP(httptest.NewRecorder(), r)
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write([]byte("id: ev1\nretry: 10\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n"))
+				mu.Lock()
+				clear(known)
+				mu.Unlock()
+				return
+			}
+			h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
+		})
+	})
+	c, _, _ := upstreamAt(t, "lg", url)
+	if err := echo(t, c, "lg", "x"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	err := echo(t, c, "lg", "once")
+	st.mu.Lock()
+	n := len(st.args)
+	st.mu.Unlock()
+	if n != 2 || status.Code(err) != codes.Unavailable {
+		t.Errorf("the call ran %d times in all (want 2: once before, once now) and answered %v (want Unavailable)", n, err)
+	}
+}
+
+// The upstream (or an MCP-aware proxy before it) runs the call, then fails
+// it with a 500 whose JSON-RPC error has no id (the TypeScript SDK's
+// examples' catch-all): the call may have run, so it is not sent again.
+func TestACallAnswered5xxIsNeverSentAgain(t *testing.T) {
+	var mu sync.Mutex
+	armed := false
+	st := newState()
+	url, _ := counting(t, st, func(h http.Handler) http.Handler {
+		h = launch.LegacyOnly(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			mu.Lock()
+			fail := armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
+			armed = armed && !fail
+			mu.Unlock()
+			if fail {
+				h.ServeHTTP(httptest.NewRecorder(), r) // the tool runs
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal server error"},"id":null}`))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c, _, _ := upstreamAt(t, "lg", url)
+	if err := echo(t, c, "lg", "x"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	err := echo(t, c, "lg", "once")
+	st.mu.Lock()
+	n := len(st.args)
+	st.mu.Unlock()
+	if n != 2 || status.Code(err) != codes.Unavailable {
+		t.Errorf("the call ran %d times in all (want 2: once before, once now) and answered %v (want Unavailable)", n, err)
+	}
+}
