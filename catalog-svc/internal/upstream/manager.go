@@ -108,8 +108,10 @@ type Manager struct {
 	cancel context.CancelFunc
 
 	// mu serializes every change of an upstream's record and its tools in
-	// this process; cfg.Locks across replicas (exclusive takes both).
-	mu sync.Mutex
+	// this process, and the catalogue API's changes (Exclusive); cfg.Locks
+	// across replicas (exclusive takes both). A one-slot channel, so a
+	// caller waits for it only as long as its context allows.
+	mu chan struct{}
 
 	// connsMu guards conns, checks and taken; it is never held over a
 	// store read or an upstream's request.
@@ -136,23 +138,28 @@ func New(cfg Config) *Manager {
 		cfg.Now = time.Now
 	}
 	life, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, conns: map[string]*conn{}, checks: map[string]*specCheck{}}
+	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, mu: make(chan struct{}, 1), conns: map[string]*conn{}, checks: map[string]*specCheck{}}
 }
 
 // exclusive takes the right to change upstream records: in this process,
 // then across replicas (a load, change and save of one replica never
 // interleaves with another's, which would lose one of them).
 func (m *Manager) exclusive(ctx context.Context) (func(), error) {
-	m.mu.Lock()
+	select {
+	case m.mu <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("upstream records: %w", context.Cause(ctx))
+	}
+	release := func() { <-m.mu }
 	if m.cfg.Locks == nil {
-		return m.mu.Unlock, nil
+		return release, nil
 	}
 	unlock, err := m.cfg.Locks.Lock(ctx, recordsLock)
 	if err != nil {
-		m.mu.Unlock()
+		release()
 		return nil, fmt.Errorf("upstream records: %w", err)
 	}
-	return func() { unlock(); m.mu.Unlock() }, nil
+	return func() { unlock(); release() }, nil
 }
 
 // Exclusive is exclusive for the catalogue API: it checks that an entry or
