@@ -653,13 +653,18 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 // completion is what the record of res says: recordReason when the step
 // that refused wrote one for the record (a schema violation, without the
 // value), else the model's reason — either with argument values replaced
-// by digests (invariant 11).
+// by digests (invariant 11); the model's reason, a policy's or a
+// handler's text, with pieces of values too (redact.Values.Redact), the
+// kernel's own without (it keeps the schema's words a value may hold).
 func completion(res *sharedosv1.ToolResult, resolved, recordReason string, args []byte) records.Completion {
-	if recordReason == "" {
-		recordReason = res.GetReason()
+	var reason string
+	if recordReason != "" {
+		reason = redact.KeysAndValuesOf(args).RedactValues(recordReason)
+	} else {
+		reason = redact.Arguments(res.GetReason(), args) // "" reads no argument
 	}
 	return records.Completion{
-		Status: res.GetStatus(), Code: res.GetCode(), Reason: redact.Arguments(recordReason, args), ResolvedTool: resolved,
+		Status: res.GetStatus(), Code: res.GetCode(), Reason: reason, ResolvedTool: resolved,
 		DecisionID: res.GetDecisionId(), PolicyRevision: res.GetPolicyRevision(), FinishedAt: time.Now().UTC(),
 	}
 }

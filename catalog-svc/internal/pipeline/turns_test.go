@@ -354,3 +354,19 @@ func TestRecordsNeverQuoteDataKeys(t *testing.T) {
 		}
 	})
 }
+
+// A schema violation's record keeps its location and keyword even when an
+// argument value holds them as words: that reason is the kernel's, made
+// for the record without values; only a policy's or a handler's text loses
+// the words of values (redact.Values.Redact).
+func TestRecordKeepsTheSchemaWordsAValueHolds(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		h.resolver.add(t, "test.mode", `{"type":"object","properties":{"mode":{"enum":["fast","slow"]},"note":{"type":"string"}}}`,
+			"read", "file:/public/x", "127.0.0.1:1", sharedosv1.ToolClass_TOOL_CLASS_MANAGED, 0)
+		res := h.call("words", "test.mode", `{"mode":"fastest","note":"the mode does not satisfy enum rules"}`)
+		expect(t, res, failed, outcome.InvalidArguments)
+		if r := h.records("words")[0]; !strings.HasPrefix(r.Reason, "invalid arguments at /mode:") || !strings.Contains(r.Reason, "does not satisfy") {
+			t.Errorf("record reason %q: want the location and the keyword kept", r.Reason)
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -43,6 +44,11 @@ type Values struct {
 	// occur; tokens the rest, replaced where they stand as a whole token.
 	// In no order: Redact replaces every occurrence found, overlaps merged.
 	long, tokens []string
+	// raw are the string values and data keys of at least MinLen bytes as
+	// given; index, built from them once when a text is first searched for
+	// pieces, holds their pieces (see pieces).
+	raw   []string
+	index *pieceIndex
 }
 
 // ValuesOf collects the values of argsJSON; invalid or empty JSON has none.
@@ -80,6 +86,9 @@ func (v Values) With(s ...string) Values {
 	for _, form := range v.long {
 		c.long[form] = true
 	}
+	for _, r := range v.raw {
+		c.raw[r] = true
+	}
 	for _, form := range v.tokens {
 		c.tokens[form] = true
 	}
@@ -90,16 +99,19 @@ func (v Values) With(s ...string) Values {
 }
 
 // collector gathers the forms of values, each once.
-type collector struct{ long, tokens map[string]bool }
+type collector struct{ long, tokens, raw map[string]bool }
 
 func newCollector() collector {
-	return collector{long: map[string]bool{}, tokens: map[string]bool{}}
+	return collector{long: map[string]bool{}, tokens: map[string]bool{}, raw: map[string]bool{}}
 }
 
 // add collects s: a string (str true) with the forms it takes in text, or a
 // number or boolean as its JSON text.
 func (c collector) add(s string, str bool) {
 	forms := []string{s}
+	if str && len(s) >= MinLen {
+		c.raw[s] = true
+	}
 	if str {
 		// As a path once cleaned (how values reach resources), and as
 		// a quoted string shows it escaped (a policy's sprintf of a
@@ -117,7 +129,8 @@ func (c collector) add(s string, str bool) {
 }
 
 func (c collector) values() Values {
-	return Values{long: slices.Collect(maps.Keys(c.long)), tokens: slices.Collect(maps.Keys(c.tokens))}
+	return Values{long: slices.Collect(maps.Keys(c.long)), tokens: slices.Collect(maps.Keys(c.tokens)),
+		raw: slices.Collect(maps.Keys(c.raw)), index: &pieceIndex{}}
 }
 
 // MaxText is the longest text Redact searches: a longer one — a policy
@@ -137,16 +150,27 @@ const maxSearch = 1 << 26
 // another's digest, and the text grew with each). Occurrences that overlap
 // are replaced together, by the digest of what they cover: no part of
 // either is left.
-func (v Values) Redact(text string) string {
+//
+// A piece of a value quoted without the rest is replaced too (see pieces):
+// a policy's reason built from a path's last segment, an error quoting
+// what it could not parse of a value.
+func (v Values) Redact(text string) string { return v.redact(text, true) }
+
+// RedactValues is Redact without pieces: for a text made to be recorded,
+// which quotes no value but names the schema's own words (a schema
+// violation's location and keyword), which a value may also hold.
+func (v Values) RedactValues(text string) string { return v.redact(text, false) }
+
+func (v Values) redact(text string, withPieces bool) string {
 	if text == "" {
 		return text
 	}
 	if len(text) > MaxText || len(text)*(len(v.long)+len(v.tokens)) > maxSearch {
 		return whole(text)
 	}
-	pieces, ok := v.fragments(text)
-	if !ok {
-		return whole(text)
+	var pieces [][2]int
+	if withPieces {
+		pieces = v.pieces(text)
 	}
 	type span struct{ start, end int }
 	var found []span
@@ -201,79 +225,117 @@ func (v Values) Redact(text string) string {
 	return b.String()
 }
 
-// fragments are the spans of text that quote a piece of a string value
-// rather than the whole: a policy's reason built from a path's last
-// segment, a Go error quoting what it could not parse of a value. A piece
-// is a run of letters, digits and "_-.~+=@" (a word, a segment, a token),
-// also with its ends' punctuation trimmed and as its letter and digit runs;
-// one of at least MinLen bytes found inside a value is a span. A common
-// word found inside a value ("read" in "/public/readme.md") goes too: a
-// record loses some words, never a piece of a value. Searching costs the
-// values' bytes once per piece: past maxSearch, not ok (the whole text goes).
-func (v Values) fragments(text string) (_ [][2]int, ok bool) {
-	if len(v.long) == 0 {
-		return nil, true
+// pieces are the spans of text that quote a piece of a string value or a
+// data key rather than the whole: a policy's reason built from a path's
+// last segment, a Go error quoting part of a value. A piece is a run of
+// letters, digits and "_-.~+=@" (a word, a path segment, a token), that
+// run with its ends' marks trimmed, or one of its runs of letters and
+// digits — of at least MinLen bytes. A piece of the text is a span when it
+// is a piece of a value too: so an ordinary word goes when a value holds it
+// as a word ("read" in "read me"), never because one holds it inside
+// another ("read" in "readme"); and a piece cut inside a value's word
+// ("cret" of "secret") is not found. The values' pieces are indexed once.
+func (v Values) pieces(text string) [][2]int {
+	if len(v.raw) == 0 || v.index == nil {
+		return nil
 	}
-	var pieces [][2]int
-	addPiece := func(start, end int) {
+	set := v.index.of(v.raw)
+	var out [][2]int
+	eachPiece(text, func(start, end int) {
+		if set[text[start:end]] {
+			out = append(out, [2]int{start, end})
+		}
+	})
+	return out
+}
+
+// pieceIndex is the set of the pieces of a call's values, built once.
+type pieceIndex struct {
+	once sync.Once
+	set  map[string]bool
+}
+
+func (x *pieceIndex) of(raw []string) map[string]bool {
+	x.once.Do(func() {
+		x.set = map[string]bool{}
+		for _, s := range raw {
+			eachPiece(s, func(start, end int) { x.set[s[start:end]] = true })
+		}
+	})
+	return x.set
+}
+
+// eachPiece calls f with the span of every piece of s (see pieces).
+func eachPiece(s string, f func(start, end int)) {
+	piece := func(start, end int) {
 		if end-start >= MinLen {
-			pieces = append(pieces, [2]int{start, end})
+			f(start, end)
 		}
 	}
-	for i := 0; i < len(text); {
-		r, n := utf8.DecodeRuneInString(text[i:])
+	for i := 0; i < len(s); {
+		r, n := runeAt(s, i)
 		if !pieceRune(r) {
 			i += n
 			continue
 		}
-		start := i
-		for i < len(text) {
-			r, n := utf8.DecodeRuneInString(text[i:])
+		start, marks := i, false
+		for i < len(s) {
+			r, n := runeAt(s, i)
 			if !pieceRune(r) {
 				break
 			}
+			marks = marks || !wordRune(r)
 			i += n
 		}
-		addPiece(start, i)
-		trimmed := strings.Trim(text[start:i], pieceMarks)
-		at := start + strings.Index(text[start:i], trimmed)
-		if len(trimmed) != i-start {
-			addPiece(at, at+len(trimmed))
+		if i-start < MinLen {
+			continue
+		}
+		piece(start, i)
+		if !marks {
+			continue
+		}
+		run := s[start:i]
+		if t := strings.Trim(run, pieceMarks); len(t) != len(run) && t != "" {
+			at := start + strings.Index(run, t)
+			piece(at, at+len(t))
 		}
 		for j := start; j < i; {
-			r, n := utf8.DecodeRuneInString(text[j:])
+			r, n := runeAt(s, j)
 			if !wordRune(r) {
 				j += n
 				continue
 			}
 			k := j
 			for k < i {
-				r, n := utf8.DecodeRuneInString(text[k:])
+				r, n := runeAt(s, k)
 				if !wordRune(r) {
 					break
 				}
 				k += n
 			}
-			if j != start || k != i {
-				addPiece(j, k)
-			}
+			piece(j, k)
 			j = k
 		}
 	}
-	if len(pieces) == 0 {
-		return nil, true
+}
+
+// runeAt is the rune at s[i] and its length, ASCII read without decoding.
+func runeAt(s string, i int) (rune, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return rune(c), 1
 	}
-	joined := strings.Join(v.long, "\x00")
-	if len(pieces)*len(joined) > maxSearch {
-		return nil, false
+	return utf8.DecodeRuneInString(s[i:])
+}
+
+// pieceMarks are the marks a piece may hold besides letters and digits.
+const pieceMarks = "_-.~+=@"
+
+func pieceRune(r rune) bool {
+	switch r {
+	case '_', '-', '.', '~', '+', '=', '@':
+		return true
 	}
-	var out [][2]int
-	for _, p := range pieces {
-		if strings.Contains(joined, text[p[0]:p[1]]) {
-			out = append(out, p)
-		}
-	}
-	return out, true
+	return wordRune(r)
 }
 
 // whole is the placeholder of a text redacted whole.
@@ -282,12 +344,10 @@ func whole(text string) string {
 	return "[text of " + strconv.Itoa(len(text)) + " bytes, redacted whole: sha256:" + hex.EncodeToString(sum[:6]) + "]"
 }
 
-// pieceMarks are the marks a piece may hold besides letters and digits.
-const pieceMarks = "_-.~+=@"
-
-func pieceRune(r rune) bool { return wordRune(r) || strings.ContainsRune(pieceMarks, r) }
-
 func wordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+	}
 	return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r))
 }
 

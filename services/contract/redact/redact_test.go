@@ -41,7 +41,9 @@ func TestArguments(t *testing.T) {
 		{"a segment ending a sentence", "may not read tok-S3CR3TVALUE.", `{"path":"/private/tok-S3CR3TVALUE"}`,
 			[]string{"S3CR3T"}, []string{"may not read "}},
 		{"what an error could not parse of a value", `parsing time "2024-01-01Tapi_key_ABCDEF0123456789": cannot parse "api_key_ABCDEF0123456789" as "15"`,
-			`{"when":"2024-01-01Tapi_key_ABCDEF0123456789"}`, []string{"ABCDEF", "api_key"}, []string{"parsing time", "cannot parse", `as "15"`}},
+			`{"when":"2024-01-01Tapi_key_ABCDEF0123456789"}`, []string{"ABCDEF"}, []string{"parsing time", "cannot parse", `as "15"`}},
+		{"a word a value holds inside another stays", "role engineer may read /public/readme.md", `{"path":"/public/readme.md","q":"engineering"}`,
+			[]string{"readme"}, []string{"role engineer may read "}},
 		{"a word of a value inside a piece", "denied: secretword-7", `{"q":"the secretword is here"}`, []string{"secretword"}, []string{"denied: "}},
 		// A quoted string shows a value escaped: a policy's sprintf of a
 		// collection (JSON), a Go error (strconv.Quote).
@@ -172,14 +174,30 @@ func TestLongTextRedactedWhole(t *testing.T) {
 	if got := v.Redact(strings.Repeat("y", 1000)); !strings.Contains(got, "redacted whole") {
 		t.Errorf("1,000 bytes against 100,000 values = %.80q", got)
 	}
-	// One value of 1 MiB: so many words that searching it once for each
-	// is too much. The text goes whole too.
-	big := redact.ValuesOf([]byte(`{"content":"` + strings.Repeat("z", 1<<20) + `"}`))
-	if got := big.Redact(strings.Repeat("word ", 800)); !strings.Contains(got, "redacted whole") {
-		t.Errorf("800 words against 1 MiB of value = %.80q", got)
+	// One value of 1 MiB: its pieces are indexed once, and a text of many
+	// words is redacted piece by piece, never whole.
+	var prose strings.Builder
+	for i := range 1 << 20 / 16 {
+		fmt.Fprintf(&prose, "word%06d %s ", i, "text")
 	}
-	if got := big.Redact("write refused: quota"); got != "write refused: quota" {
-		t.Errorf("a few words against 1 MiB of value = %q", got)
+	big := redact.ValuesOf([]byte(`{"content":"` + prose.String() + `"}`))
+	reason := strings.Repeat("policy says the write is refused; ", 100) + "word000042 quoted"
+	got = big.Redact(reason)
+	if strings.Contains(got, "redacted whole") || strings.Contains(got, "word000042") || !strings.Contains(got, "policy says the write is refused") {
+		t.Errorf("a reason of %d bytes against 1 MiB of value = %.200q", len(reason), got)
+	}
+}
+
+// RedactValues, for a text made to be recorded, keeps the schema's words
+// a value also holds (the location, the keyword); Redact would take them.
+func TestRedactValuesKeepsWordsOfValues(t *testing.T) {
+	v := redact.KeysAndValuesOf([]byte(`{"mode":"x","content":"This explains each mode. It does not satisfy enumerations."}`))
+	const text = "invalid arguments at /mode: the value does not satisfy enum"
+	if got := v.RedactValues(text); got != text {
+		t.Errorf("RedactValues = %q", got)
+	}
+	if got := v.Redact(text); strings.Contains(got, "/mode") {
+		t.Errorf("Redact = %q: a word of a value stayed", got)
 	}
 }
 
