@@ -392,15 +392,19 @@ func unhex(c byte) byte {
 	return c | 0x20 - 'a' + 10
 }
 
-// overlong reports a byte sequence of s that only an overlong UTF-8 form,
-// or no UTF-8 at all, begins with: C0, C1, F5–FF, E0 80–9F, F0 80–8F.
+// overlong reports an overlong UTF-8 form in s: a lead byte C0 or C1, E0
+// then 80–9F, or F0 then 80–8F, each followed by a continuation byte —
+// a form that decodes, where a layer decodes it leniently, to a character
+// that has a shorter one ("." as C0 AE). Other bytes that are not UTF-8
+// (a Latin-1 "ü" as FC) are no such form.
 func overlong(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	cont := func(c byte) bool { return c&0xC0 == 0x80 }
+	for i := 0; i+1 < len(s); i++ {
+		c, d := s[i], s[i+1]
 		switch {
-		case c == 0xC0 || c == 0xC1 || c >= 0xF5:
-			return true
-		case i+1 < len(s) && (c == 0xE0 && s[i+1] >= 0x80 && s[i+1] <= 0x9F || c == 0xF0 && s[i+1] >= 0x80 && s[i+1] <= 0x8F):
+		case (c == 0xC0 || c == 0xC1) && cont(d),
+			c == 0xE0 && d >= 0x80 && d <= 0x9F,
+			c == 0xF0 && d >= 0x80 && d <= 0x8F:
 			return true
 		}
 	}
