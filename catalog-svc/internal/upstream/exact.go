@@ -194,7 +194,7 @@ func (w exactWriter) Write(p []byte) (int, error) {
 type posted struct {
 	mu     sync.Mutex
 	n      int
-	status int // the last POST's HTTP status; 0: no answer
+	status int // the first POST's HTTP status; 0: no answer
 }
 
 type postedKey struct{}
@@ -205,20 +205,26 @@ func withPosted(ctx context.Context) (context.Context, *posted) {
 	return context.WithValue(ctx, postedKey{}, p), p
 }
 
+// record keeps the first POST's answer: the request's own. A later one in
+// the same context is another message — the answer to a request the
+// upstream sent on the call's stream (a ping, an elicitation) — whose 404
+// says nothing of whether the call ran.
 func (p *posted) record(resp *http.Response, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.n++
-	p.status = 0
+	if p.n++; p.n > 1 {
+		return
+	}
 	if err == nil && resp != nil {
 		p.status = resp.StatusCode
 	}
 }
 
 // refusedUnrun: no POST went out (the session had ended before it), or
-// the last was answered 404 (a session the upstream does not know) or 400
-// (one it refuses): an answer before the request ran. Any other answer —
-// 2xx and a stream that broke after, a 5xx, none — may follow its run.
+// the request's own was answered 404 (a session the upstream does not
+// know) or 400 (one it refuses; the SDKs answer so before dispatching):
+// an answer before the request ran. Any other answer — 2xx and a stream
+// that broke after, a 5xx, none — may follow its run.
 func (p *posted) refusedUnrun() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -17,56 +17,76 @@ import (
 // A 2025-era upstream takes the tools/call (runs it, sends an event with
 // an id and ends the stream, SEP-1699), then restarts: mcp-go's resumption
 // of the stream gets 404, the error a session refused unrun gets too. The
-// call ran: it is Unavailable, never sent again on a new session.
+// call ran: it is Unavailable, never sent again on a new session — also
+// when the upstream asked something on the call's stream first (a ping)
+// whose answer, a POST of its own in the call's context, got the 404.
 func TestACallWhoseStreamBrokeIsNeverSentAgain(t *testing.T) {
-	var mu sync.Mutex
-	known := map[string]bool{}
-	armed := false
-	st := newState()
-	url, _ := counting(t, st, func(h http.Handler) http.Handler {
-		h = launch.LegacyOnly(h)
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(b))
-			mu.Lock()
-			ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
-			crash := armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
-			if crash {
-				armed = false
-			}
-			mu.Unlock()
-			if !ok {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusNotFound)
-				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
-				return
-			}
-			if crash { // run the tool, send a priming event, then "restart"
-				h.ServeHTTP(httptest.NewRecorder(), r)
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.WriteHeader(http.StatusOK)
-				_, _ = w.Write([]byte("id: ev1\nretry: 10\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n"))
+	for _, ping := range []bool{false, true} {
+		var mu sync.Mutex
+		known := map[string]bool{}
+		armed := false
+		answered := make(chan struct{}, 1)
+		st := newState()
+		url, _ := counting(t, st, func(h http.Handler) http.Handler {
+			h = launch.LegacyOnly(h)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(b))
 				mu.Lock()
-				clear(known)
+				ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
+				crash := armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
+				if crash {
+					armed = false
+				}
 				mu.Unlock()
-				return
-			}
-			h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
+				if bytes.Contains(b, []byte(`"id":"ping-1"`)) {
+					answered <- struct{}{}
+				}
+				if !ok {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusNotFound)
+					_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
+					return
+				}
+				if crash { // run the tool, send a priming event, then "restart"
+					h.ServeHTTP(httptest.NewRecorder(), r)
+					w.Header().Set("Content-Type", "text/event-stream")
+					w.WriteHeader(http.StatusOK)
+					if ping {
+						mu.Lock()
+						clear(known)
+						mu.Unlock()
+						_, _ = w.Write([]byte("id: ev0\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"ping-1\",\"method\":\"ping\"}\n\n"))
+						w.(http.Flusher).Flush()
+						select { // its answer has been refused 404 before the stream ends
+						case <-answered:
+						case <-r.Context().Done():
+							return
+						}
+					}
+					_, _ = w.Write([]byte("id: ev1\nretry: 10\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n"))
+					mu.Lock()
+					clear(known)
+					mu.Unlock()
+					return
+				}
+				h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
+			})
 		})
-	})
-	c, _, _ := upstreamAt(t, "lg", url)
-	if err := echo(t, c, "lg", "x"); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	armed = true
-	mu.Unlock()
-	err := echo(t, c, "lg", "once")
-	st.mu.Lock()
-	n := len(st.args)
-	st.mu.Unlock()
-	if n != 2 || status.Code(err) != codes.Unavailable {
-		t.Errorf("the call ran %d times in all (want 2: once before, once now) and answered %v (want Unavailable)", n, err)
+		c, _, _ := upstreamAt(t, "lg", url)
+		if err := echo(t, c, "lg", "x"); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		armed = true
+		mu.Unlock()
+		err := echo(t, c, "lg", "once")
+		st.mu.Lock()
+		n := len(st.args)
+		st.mu.Unlock()
+		if n != 2 || status.Code(err) != codes.Unavailable {
+			t.Errorf("ping %v: the call ran %d times in all (want 2: once before, once now) and answered %v (want Unavailable)", ping, n, err)
+		}
 	}
 }
 
