@@ -268,6 +268,8 @@ decision := {"allow": false, "reason": sprintf("%s may not be read", [parts[coun
 			`{"path":"/private/tok-S3CR3TVALUE"}`, "S3CR3T"},
 		"an error quoting what a built-in could not parse": {`decision := {"allow": true, "reason": ""} if time.parse_rfc3339_ns(input.arguments.when) > 0`,
 			`{"when":"2024-01-01Tapi_key_ABCDEF0123456789"}`, "ABCDEF"},
+		"an error quoting the rest of a value cut inside a word": {`decision := {"allow": true, "reason": ""} if time.parse_rfc3339_ns(input.arguments.when) > 0`,
+			`{"when":"2024-01-01TS3CR3TTOKEN99"}`, "S3CR3T"},
 	} {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package sharedos.authz\n\nimport rego.v1\n\n"+c.policy+"\n"), 0o600); err != nil {

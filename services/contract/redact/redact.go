@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -44,11 +43,6 @@ type Values struct {
 	// occur; tokens the rest, replaced where they stand as a whole token.
 	// In no order: Redact replaces every occurrence found, overlaps merged.
 	long, tokens []string
-	// raw are the string values and data keys of at least MinLen bytes as
-	// given; index, built from them once when a text is first searched for
-	// pieces, holds their pieces (see pieces).
-	raw   []string
-	index *pieceIndex
 }
 
 // ValuesOf collects the values of argsJSON; invalid or empty JSON has none.
@@ -86,9 +80,6 @@ func (v Values) With(s ...string) Values {
 	for _, form := range v.long {
 		c.long[form] = true
 	}
-	for _, r := range v.raw {
-		c.raw[r] = true
-	}
 	for _, form := range v.tokens {
 		c.tokens[form] = true
 	}
@@ -99,19 +90,16 @@ func (v Values) With(s ...string) Values {
 }
 
 // collector gathers the forms of values, each once.
-type collector struct{ long, tokens, raw map[string]bool }
+type collector struct{ long, tokens map[string]bool }
 
 func newCollector() collector {
-	return collector{long: map[string]bool{}, tokens: map[string]bool{}, raw: map[string]bool{}}
+	return collector{long: map[string]bool{}, tokens: map[string]bool{}}
 }
 
 // add collects s: a string (str true) with the forms it takes in text, or a
 // number or boolean as its JSON text.
 func (c collector) add(s string, str bool) {
 	forms := []string{s}
-	if str && len(s) >= MinLen {
-		c.raw[s] = true
-	}
 	if str {
 		// As a path once cleaned (how values reach resources), and as
 		// a quoted string shows it escaped (a policy's sprintf of a
@@ -129,8 +117,7 @@ func (c collector) add(s string, str bool) {
 }
 
 func (c collector) values() Values {
-	return Values{long: slices.Collect(maps.Keys(c.long)), tokens: slices.Collect(maps.Keys(c.tokens)),
-		raw: slices.Collect(maps.Keys(c.raw)), index: &pieceIndex{}}
+	return Values{long: slices.Collect(maps.Keys(c.long)), tokens: slices.Collect(maps.Keys(c.tokens))}
 }
 
 // MaxText is the longest text Redact searches: a longer one — a policy
@@ -170,7 +157,10 @@ func (v Values) redact(text string, withPieces bool) string {
 	}
 	var pieces [][2]int
 	if withPieces {
-		pieces = v.pieces(text)
+		var ok bool
+		if pieces, ok = v.pieces(text); !ok {
+			return whole(text)
+		}
 	}
 	type span struct{ start, end int }
 	var found []span
@@ -227,49 +217,106 @@ func (v Values) redact(text string, withPieces bool) string {
 
 // pieces are the spans of text that quote a piece of a string value or a
 // data key rather than the whole: a policy's reason built from a path's
-// last segment, a Go error quoting part of a value. A piece is a run of
-// letters, digits and "_-.~+=@" (a word, a path segment, a token), that
-// run with its ends' marks trimmed, or one of its runs of letters and
-// digits — of at least MinLen bytes. A piece of the text is a span when it
-// is a piece of a value too: so an ordinary word goes when a value holds it
-// as a word ("read" in "read me"), never because one holds it inside
-// another ("read" in "readme"); and a piece cut inside a value's word
-// ("cret" of "secret") is not found. The values' pieces are indexed once.
-func (v Values) pieces(text string) [][2]int {
-	if len(v.raw) == 0 || v.index == nil {
-		return nil
+// last segment, a Go error quoting the rest of a value it could not parse.
+// A piece is a run of letters, digits and "_-.~+=@" (a word, a path
+// segment, a token), that run with its ends' marks trimmed, or one of its
+// runs of letters and digits — of at least MinLen bytes. A piece of the
+// text is a span when a value holds it as a word (no letter or digit on
+// either side: "read" in "read me", not in "readme"), or holds it at all
+// when it reads as data: it has a digit, or is at least dataLen bytes
+// ("S3CR3TTOKEN99", cut from "2024-01-01TS3CR3TTOKEN99" by a parser).
+// So a record loses an ordinary word a value also holds as a word, never a
+// piece of a value that reads as data. Searching reads the values once per
+// piece: past maxSearch, not ok (the whole text goes).
+func (v Values) pieces(text string) (_ [][2]int, ok bool) {
+	if len(v.long) == 0 {
+		return nil, true
 	}
-	set := v.index.of(v.raw)
+	var buf [16][2]int
+	spans := appendPieces(buf[:0], text)
+	if len(spans) == 0 {
+		return nil, true
+	}
+	size := 0
+	for _, r := range v.long {
+		size += len(r)
+	}
+	// A piece the text repeats is searched once (a long reason repeats
+	// its words): memo holds 1 found, -1 not, 0 not searched yet. A short
+	// text's few pieces are searched as they come.
+	var memo map[string]int8
+	if len(spans) > 8 {
+		memo = make(map[string]int8, len(spans))
+		for _, sp := range spans {
+			memo[text[sp[0]:sp[1]]] = 0
+		}
+		if len(memo)*size > maxSearch {
+			return nil, false
+		}
+	}
 	var out [][2]int
-	eachPiece(text, func(start, end int) {
-		if set[text[start:end]] {
-			out = append(out, [2]int{start, end})
+	for _, sp := range spans {
+		p := text[sp[0]:sp[1]]
+		var hit bool
+		switch memo[p] {
+		case 1:
+			hit = true
+		case 0:
+			hit = v.holdPiece(p)
+			if memo != nil {
+				memo[p] = -1
+				if hit {
+					memo[p] = 1
+				}
+			}
 		}
-	})
-	return out
-}
-
-// pieceIndex is the set of the pieces of a call's values, built once.
-type pieceIndex struct {
-	once sync.Once
-	set  map[string]bool
-}
-
-func (x *pieceIndex) of(raw []string) map[string]bool {
-	x.once.Do(func() {
-		x.set = map[string]bool{}
-		for _, s := range raw {
-			eachPiece(s, func(start, end int) { x.set[s[start:end]] = true })
+		if hit {
+			out = append(out, sp)
 		}
-	})
-	return x.set
+	}
+	return out, true
 }
 
-// eachPiece calls f with the span of every piece of s (see pieces).
-func eachPiece(s string, f func(start, end int)) {
+// holdPiece tells whether a value holds the piece p (see pieces).
+func (v Values) holdPiece(p string) bool {
+	anywhere := len(p) >= dataLen || strings.ContainsAny(p, "0123456789")
+	for _, r := range v.long {
+		if holds(r, p, anywhere) {
+			return true
+		}
+	}
+	return false
+}
+
+// dataLen is the length from which a piece of text found anywhere inside a
+// value is taken for a piece of it.
+const dataLen = 10
+
+// holds tells whether s holds p anywhere or, unless anywhere, as a word.
+func holds(s, p string, anywhere bool) bool {
+	for at := 0; ; {
+		i := strings.Index(s[at:], p)
+		if i < 0 {
+			return false
+		}
+		start, end := at+i, at+i+len(p)
+		if anywhere {
+			return true
+		}
+		before, _ := utf8.DecodeLastRuneInString(s[:start])
+		after, _ := utf8.DecodeRuneInString(s[end:])
+		if !wordRune(before) && !wordRune(after) {
+			return true
+		}
+		at = start + 1
+	}
+}
+
+// appendPieces appends the span of every piece of s (see pieces) to dst.
+func appendPieces(dst [][2]int, s string) [][2]int {
 	piece := func(start, end int) {
 		if end-start >= MinLen {
-			f(start, end)
+			dst = append(dst, [2]int{start, end})
 		}
 	}
 	for i := 0; i < len(s); {
@@ -317,6 +364,7 @@ func eachPiece(s string, f func(start, end int)) {
 			j = k
 		}
 	}
+	return dst
 }
 
 // runeAt is the rune at s[i] and its length, ASCII read without decoding.
