@@ -54,6 +54,8 @@ func TestFileFactsOf(t *testing.T) {
 		{"file:/public/caf%C3%A9%20menu.txt", FileFacts{Path: "/public/caf%C3%A9%20menu.txt", Absolute: true}},
 		{"file:/public/100%.txt", FileFacts{Path: "/public/100%.txt", Absolute: true}},
 		{"file:/public/%f0%9f%98%80.txt", FileFacts{Path: "/public/%f0%9f%98%80.txt", Absolute: true}},
+		{"file:/public/%f8%80%80%80%ae/private", FileFacts{Path: "/public/%f8%80%80%80%ae/private", Absolute: true, Suspicious: true}},
+		{"file:/public/%fc%80%80%80%80%ae/private", FileFacts{Path: "/public/%fc%80%80%80%80%ae/private", Absolute: true, Suspicious: true}},
 		{"file:/public/M%FCller.txt", FileFacts{Path: "/public/M%FCller.txt", Absolute: true}}, // Latin-1, not overlong
 		{"file:/public/%ff%fe.txt", FileFacts{Path: "/public/%ff%fe.txt", Absolute: true}},
 		{"file:" + strings.Repeat("/a", 64), FileFacts{Path: strings.Repeat("/a", 64), Absolute: true}},

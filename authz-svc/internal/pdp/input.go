@@ -392,17 +392,17 @@ func unhex(c byte) byte {
 	return c | 0x20 - 'a' + 10
 }
 
-// overlong reports an overlong UTF-8 form in s: a lead byte C0 or C1, E0
-// then 80–9F, or F0 then 80–8F, each followed by a continuation byte —
-// a form that decodes, where a layer decodes it leniently, to a character
-// that has a shorter one ("." as C0 AE). Other bytes that are not UTF-8
-// (a Latin-1 "ü" as FC) are no such form.
+// overlong reports an overlong UTF-8 form in s: a lead byte C0, C1 or of
+// the old 5- and 6-byte forms (F8–FF) followed by a continuation byte, E0
+// then 80–9F, or F0 then 80–8F — a form a lenient decoder reads as a
+// character that has a shorter one ("." as C0 AE). Other bytes that are
+// not UTF-8 (a Latin-1 "ü", FC, before a letter) are no such form.
 func overlong(s string) bool {
 	cont := func(c byte) bool { return c&0xC0 == 0x80 }
 	for i := 0; i+1 < len(s); i++ {
 		c, d := s[i], s[i+1]
 		switch {
-		case (c == 0xC0 || c == 0xC1) && cont(d),
+		case (c == 0xC0 || c == 0xC1 || c >= 0xF8) && cont(d),
 			c == 0xE0 && d >= 0x80 && d <= 0x9F,
 			c == 0xF0 && d >= 0x80 && d <= 0x8F:
 			return true
