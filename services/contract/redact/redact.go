@@ -222,8 +222,9 @@ func (v Values) redact(text string, withPieces bool) string {
 // segment, a token), that run with its ends' marks trimmed, or one of its
 // runs of letters and digits — of at least MinLen bytes. A piece of the
 // text is a span when a value holds it as a word (no letter or digit on
-// either side: "read" in "read me", not in "readme"), or holds it at all
-// when it reads as data: it has a digit, or is at least dataLen bytes
+// either side: "read" in "read me", not in "readme") or cut from a word
+// with a digit ("password" of "01Tpassword"), or holds it at all when it
+// reads as data: it has a digit, or is at least dataLen bytes
 // ("S3CR3TTOKEN99", cut from "2024-01-01TS3CR3TTOKEN99" by a parser).
 // So a record loses an ordinary word a value also holds as a word, never a
 // piece of a value that reads as data. Searching reads the values once per
@@ -245,14 +246,16 @@ func (v Values) pieces(text string) (_ [][2]int, ok bool) {
 	// its words): memo holds 1 found, -1 not, 0 not searched yet. A short
 	// text's few pieces are searched as they come.
 	var memo map[string]int8
+	searches := len(spans)
 	if len(spans) > 8 {
 		memo = make(map[string]int8, len(spans))
 		for _, sp := range spans {
 			memo[text[sp[0]:sp[1]]] = 0
 		}
-		if len(memo)*size > maxSearch {
-			return nil, false
-		}
+		searches = len(memo)
+	}
+	if searches*size > maxSearch {
+		return nil, false
 	}
 	var out [][2]int
 	for _, sp := range spans {
@@ -292,9 +295,12 @@ func (v Values) holdPiece(p string) bool {
 // value is taken for a piece of it.
 const dataLen = 10
 
-// holds tells whether s holds p anywhere or, unless anywhere, as a word.
+// holds tells whether s holds p anywhere or, unless anywhere, as a word —
+// or cut from a word of s that has a digit (a parser cut "TVALUE" from
+// "S3CR3TVALUE", "password" from "01Tpassword"): a word that reads as data.
 func holds(s, p string, anywhere bool) bool {
-	for at := 0; ; {
+	plain := !strings.ContainsAny(p, pieceMarks)
+	for at := 0; at+len(p) <= len(s); {
 		i := strings.Index(s[at:], p)
 		if i < 0 {
 			return false
@@ -303,13 +309,44 @@ func holds(s, p string, anywhere bool) bool {
 		if anywhere {
 			return true
 		}
-		before, _ := utf8.DecodeLastRuneInString(s[:start])
-		after, _ := utf8.DecodeRuneInString(s[end:])
-		if !wordRune(before) && !wordRune(after) {
+		ws, we := start, end // the word of s around p
+		for ws > 0 {
+			if c := s[ws-1]; c < utf8.RuneSelf {
+				if !asciiWord[c] {
+					break
+				}
+				ws--
+				continue
+			}
+			r, n := utf8.DecodeLastRuneInString(s[:ws])
+			if !wordRune(r) {
+				break
+			}
+			ws -= n
+		}
+		for we < len(s) {
+			if c := s[we]; c < utf8.RuneSelf {
+				if !asciiWord[c] {
+					break
+				}
+				we++
+				continue
+			}
+			r, n := utf8.DecodeRuneInString(s[we:])
+			if !wordRune(r) {
+				break
+			}
+			we += n
+		}
+		if ws == start && we == end || strings.ContainsAny(s[ws:we], "0123456789") {
 			return true
 		}
 		at = start + 1
+		if plain {
+			at = we // a later p starting inside this word is inside it too
+		}
 	}
+	return false
 }
 
 // appendPieces appends the span of every piece of s (see pieces) to dst.
@@ -366,6 +403,14 @@ func appendPieces(dst [][2]int, s string) [][2]int {
 	}
 	return dst
 }
+
+// asciiWord marks the ASCII letters and digits.
+var asciiWord = func() (t [utf8.RuneSelf]bool) {
+	for c := range utf8.RuneSelf {
+		t[c] = wordRune(rune(c))
+	}
+	return t
+}()
 
 // runeAt is the rune at s[i] and its length, ASCII read without decoding.
 func runeAt(s string, i int) (rune, int) {
