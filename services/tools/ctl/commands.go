@@ -200,7 +200,7 @@ func runToolsRegister(ctx context.Context, e *env, file string, args []string) e
 		Name     string `json:"name"`
 		Revision int64  `json:"revision"`
 	}
-	var out []registered
+	out := make([]registered, 0, len(regs))
 	ps := make([]*sharedosv1.ToolRegistration, len(regs))
 	for i, r := range regs {
 		if ps[i], err = r.ToProto(); err != nil {

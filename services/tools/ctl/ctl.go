@@ -226,14 +226,26 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	sub := *g
 	fs := newFS(&sub)
 	if cmd.deadline > 0 {
+		// The command's own --timeout means something else (providers
+		// add: one upstream call's bound): its deadline is its own, or
+		// the global --timeout given before it.
 		fs = flag.NewFlagSet("sharedosctl", flag.ContinueOnError)
 		sub.bindExcept(fs, "timeout")
 		sub.timeout = cmd.deadline
+		top.Visit(func(f *flag.Flag) {
+			if f.Name == "timeout" {
+				sub.timeout = g.timeout
+			}
+		})
 	}
 	fs.Init("sharedosctl "+cmd.path, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// Globals given before the command stay in force unless repeated after it.
-	top.Visit(func(f *flag.Flag) { _ = fs.Set(f.Name, f.Value.String()) })
+	top.Visit(func(f *flag.Flag) {
+		if fs.Lookup(f.Name) != nil {
+			_ = fs.Set(f.Name, f.Value.String())
+		}
+	})
 	if cmd.flags != nil {
 		cmd.flags(fs)
 	}

@@ -466,3 +466,24 @@ func TestUserTokenFromTheEnvironmentStaysUnprinted(t *testing.T) {
 		t.Errorf("--principal with the token in the environment: code %d, stderr %q", code, stderr)
 	}
 }
+
+// A command with its own deadline and its own --timeout (providers add:
+// one upstream call's bound) takes the global --timeout given before it as
+// its deadline, never silently dropped, and its own --timeout as its own.
+func TestAGlobalTimeoutBeforeADeadlineCommand(t *testing.T) {
+	var left, own time.Duration
+	register(&command{path: "test deadline", deadline: time.Minute,
+		flags: func(fs *flag.FlagSet) { fs.DurationVar(&own, "timeout", 0, "the command's own") },
+		run: func(ctx context.Context, _ *env, _ *flag.FlagSet, _ []string) error {
+			dl, _ := ctx.Deadline()
+			left = time.Until(dl)
+			return nil
+		}})
+	t.Cleanup(func() { commands = commands[:len(commands)-1] })
+	if _, stderr, code := run(t, "--timeout", "5m", "test", "deadline"); code != 0 || left < 4*time.Minute || own != 0 {
+		t.Errorf("global --timeout 5m: code %d (%s), deadline in %v, own %v", code, stderr, left, own)
+	}
+	if _, stderr, code := run(t, "test", "deadline", "--timeout", "3s"); code != 0 || left < 30*time.Second || left > time.Minute || own != 3*time.Second {
+		t.Errorf("own --timeout 3s: code %d (%s), deadline in %v, own %v", code, stderr, left, own)
+	}
+}
