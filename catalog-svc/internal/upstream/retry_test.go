@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,71 +23,82 @@ import (
 // whose answer, a POST of its own in the call's context, got the 404.
 func TestACallWhoseStreamBrokeIsNeverSentAgain(t *testing.T) {
 	for _, ping := range []bool{false, true} {
-		var mu sync.Mutex
-		known := map[string]bool{}
-		armed := false
-		answered := make(chan struct{}, 1)
-		st := newState()
-		url, _ := counting(t, st, func(h http.Handler) http.Handler {
-			h = launch.LegacyOnly(h)
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				b, _ := io.ReadAll(r.Body)
-				r.Body = io.NopCloser(bytes.NewReader(b))
-				mu.Lock()
-				ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
-				crash := armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
-				if crash {
-					armed = false
-				}
-				mu.Unlock()
-				if bytes.Contains(b, []byte(`"id":"ping-1"`)) {
-					answered <- struct{}{}
-				}
-				if !ok {
-					w.Header().Set("Content-Type", "application/json")
-					w.WriteHeader(http.StatusNotFound)
-					_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
-					return
-				}
-				if crash { // run the tool, send a priming event, then "restart"
-					h.ServeHTTP(httptest.NewRecorder(), r)
-					w.Header().Set("Content-Type", "text/event-stream")
-					w.WriteHeader(http.StatusOK)
-					if ping {
-						mu.Lock()
-						clear(known)
-						mu.Unlock()
-						_, _ = w.Write([]byte("id: ev0\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"ping-1\",\"method\":\"ping\"}\n\n"))
-						w.(http.Flusher).Flush()
-						select { // its answer has been refused 404 before the stream ends
-						case <-answered:
-						case <-r.Context().Done():
-							return
-						}
-					}
-					_, _ = w.Write([]byte("id: ev1\nretry: 10\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n"))
+		t.Run(fmt.Sprintf("ping=%v", ping), func(t *testing.T) { brokenStream(t, ping) })
+	}
+}
+
+// brokenStream is one case of TestACallWhoseStreamBrokeIsNeverSentAgain.
+func brokenStream(t *testing.T, ping bool) {
+	var mu sync.Mutex
+	known := map[string]bool{}
+	armed := false
+	answered := make(chan struct{}, 1)
+	st := newState()
+	url, _ := counting(t, st, func(h http.Handler) http.Handler {
+		h = launch.LegacyOnly(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			mu.Lock()
+			ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
+			crash := armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
+			if crash {
+				armed = false
+			}
+			mu.Unlock()
+			if bytes.Contains(b, []byte(`"id":"ping-1"`)) {
+				answered <- struct{}{}
+			}
+			if !ok {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
+				return
+			}
+			if crash { // run the tool, send a priming event, then "restart"
+				h.ServeHTTP(httptest.NewRecorder(), r)
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				if ping {
 					mu.Lock()
 					clear(known)
 					mu.Unlock()
-					return
+					_, _ = w.Write([]byte("id: ev0\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"ping-1\",\"method\":\"ping\"}\n\n"))
+					w.(http.Flusher).Flush()
+					select { // its answer has been refused 404 before the stream ends
+					case <-answered:
+					case <-r.Context().Done():
+						return
+					}
 				}
-				h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
-			})
+				_, _ = w.Write([]byte("id: ev1\nretry: 10\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n"))
+				mu.Lock()
+				clear(known)
+				mu.Unlock()
+				return
+			}
+			h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
 		})
-		c, _, _ := upstreamAt(t, "lg", url)
-		if err := echo(t, c, "lg", "x"); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		armed = true
-		mu.Unlock()
-		err := echo(t, c, "lg", "once")
-		st.mu.Lock()
-		n := len(st.args)
-		st.mu.Unlock()
-		if n != 2 || status.Code(err) != codes.Unavailable {
-			t.Errorf("ping %v: the call ran %d times in all (want 2: once before, once now) and answered %v (want Unavailable)", ping, n, err)
-		}
+	})
+	ranOnce(t, url, st, func() { mu.Lock(); armed = true; mu.Unlock() })
+}
+
+// ranOnce calls echo on the upstream at url once, arms its failure, calls
+// again: that call must have run once (st counts runs) and be Unavailable,
+// never sent again on a new session.
+func ranOnce(t *testing.T, url string, st *fixtureState, arm func()) {
+	t.Helper()
+	c, _, _ := upstreamAt(t, "lg", url)
+	if err := echo(t, c, "lg", "x"); err != nil {
+		t.Fatal(err)
+	}
+	arm()
+	err := echo(t, c, "lg", "once")
+	st.mu.Lock()
+	n := len(st.args)
+	st.mu.Unlock()
+	if n != 2 || status.Code(err) != codes.Unavailable {
+		t.Errorf("the call ran %d times in all (want 2: once before, once now) and answered %v (want Unavailable)", n, err)
 	}
 }
 
@@ -116,18 +128,5 @@ func TestACallAnswered5xxIsNeverSentAgain(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	})
-	c, _, _ := upstreamAt(t, "lg", url)
-	if err := echo(t, c, "lg", "x"); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	armed = true
-	mu.Unlock()
-	err := echo(t, c, "lg", "once")
-	st.mu.Lock()
-	n := len(st.args)
-	st.mu.Unlock()
-	if n != 2 || status.Code(err) != codes.Unavailable {
-		t.Errorf("the call ran %d times in all (want 2: once before, once now) and answered %v (want Unavailable)", n, err)
-	}
+	ranOnce(t, url, st, func() { mu.Lock(); armed = true; mu.Unlock() })
 }
