@@ -66,33 +66,49 @@ func tooMany(n int, what string) error {
 // entry cannot be read is listed with why (unreadable), the others as
 // they were sent.
 func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) {
-	s, err := c.session(ctx)
-	if err != nil {
-		return nil, serverInfo{}, err
-	}
-	info := s.info
-	if s.cl.GetServerCapabilities().Tools == nil {
-		return nil, info, nil // it offers none
-	}
 	var out []listedTool
-	err = c.pages(ctx, s, string(mcp.MethodToolsList), func(body json.RawMessage) (mcp.Cursor, error) {
-		items, next, err := pageOf(body, "tools")
-		if err != nil {
-			return "", err
+	var info serverInfo
+	err := c.listed(ctx, func(s session) error {
+		out, info = nil, s.info
+		if s.cl.GetServerCapabilities().Tools == nil {
+			return nil // it offers none
 		}
-		for _, b := range items {
-			var t listedTool
-			if why := readEntry(b, &t); why != "" {
-				t = listedTool{Name: nameOf(b, "name"), unreadable: why}
+		return c.pages(ctx, s, string(mcp.MethodToolsList), func(body json.RawMessage) (mcp.Cursor, error) {
+			items, next, err := pageOf(body, "tools")
+			if err != nil {
+				return "", err
 			}
-			out = append(out, t)
-		}
-		return next, tooMany(len(out), "tools")
+			for _, b := range items {
+				var t listedTool
+				if why := readEntry(b, &t); why != "" {
+					t = listedTool{Name: nameOf(b, "name"), unreadable: why}
+				}
+				out = append(out, t)
+			}
+			return next, tooMany(len(out), "tools")
+		})
 	})
 	if err != nil {
 		return nil, info, err
 	}
 	return out, info, nil
+}
+
+// listed runs list on the live session. A listing that lost its session
+// (sessionLost: pages dropped it; an HTTP upstream restarted and no longer
+// knows it) runs once more, from its first page, on a new one: a listing
+// changes nothing, so the upstream may well see it twice.
+func (c *conn) listed(ctx context.Context, list func(session) error) error {
+	for again := true; ; again = false {
+		s, err := c.session(ctx)
+		if err != nil {
+			return err
+		}
+		err = list(s)
+		if err == nil || !again || ctx.Err() != nil || !sessionLost(s, err) {
+			return err
+		}
+	}
 }
 
 // pages lists every page of method on s, from the first on, handing each

@@ -62,10 +62,17 @@ type listedResource struct {
 // offers); one whose entry cannot be read is a candidate with why
 // (unreadable), as a tool is (listTools).
 func (c *conn) listEntries(ctx context.Context, spec *sharedosv1.UpstreamProvider) ([]candidate, error) {
-	s, err := c.session(ctx)
-	if err != nil {
-		return nil, err
-	}
+	var out []candidate
+	err := c.listed(ctx, func(s session) error {
+		var err error
+		out, err = c.listEntriesOn(ctx, s, spec)
+		return err
+	})
+	return out, err
+}
+
+// listEntriesOn is listEntries on the session s.
+func (c *conn) listEntriesOn(ctx context.Context, s session, spec *sharedosv1.UpstreamProvider) ([]candidate, error) {
 	caps := s.cl.GetServerCapabilities()
 	var out []candidate
 	if caps.Prompts != nil {

@@ -130,3 +130,39 @@ func TestACallAnswered5xxIsNeverSentAgain(t *testing.T) {
 	})
 	ranOnce(t, url, st, func() { mu.Lock(); armed = true; mu.Unlock() })
 }
+
+// A listing that finds its HTTP session gone (the upstream restarted) is
+// listed again on a new session: a refresh after a restart succeeds, where
+// it failed once and waited for the next.
+func TestARefreshAfterARestartListsAgain(t *testing.T) {
+	var mu sync.Mutex
+	known := map[string]bool{}
+	st := newState()
+	url, opened := counting(t, st, func(h http.Handler) http.Handler {
+		h = launch.LegacyOnly(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
+			mu.Unlock()
+			if !ok {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
+				return
+			}
+			h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
+		})
+	})
+	_, m, _ := upstreamAt(t, "lg", url)
+	once := opened.Load()
+	mu.Lock()
+	clear(known) // restarted
+	mu.Unlock()
+	rec, err := m.Refresh(t.Context(), "lg", "op")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("refresh after the restart: %v, %q", err, rec.GetStatus().GetError())
+	}
+	if n := opened.Load(); n != 2*once {
+		t.Errorf("%d handshake requests, want %d: one more connection", n, 2*once)
+	}
+}
