@@ -62,14 +62,14 @@ func init() {
 	register(&command{path: "tools get", usage: "NAME", run: runToolsGet})
 	register(&command{path: "tools deregister", usage: "NAME", run: runToolsDeregister})
 	var listAccess accessFlags
-	register(&command{path: "tools list", usage: "[--principal P] [--role R]... [--attr K=V]...",
+	register(&command{path: "tools list", usage: "[--principal P] [--tenant T] [--role R]... [--attr K=V]...",
 		flags: listAccess.bind,
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
 			return runToolsList(ctx, e, &listAccess, args)
 		}})
 
 	var open openFlags
-	register(&command{path: "turn open", usage: "(--principal P [--role R]... [--attr K=V]... | --user-token JWT) [--ttl 15m] [--harness NAME] [--harness-version V] [--mcp-support native|extension] [--extension NAME] [--model NAME] [--policy FILE]",
+	register(&command{path: "turn open", usage: "(--principal P [--tenant T] [--role R]... [--attr K=V]... | --user-token JWT) [--ttl 15m] [--harness NAME] [--harness-version V] [--mcp-support native|extension] [--extension NAME] [--model NAME] [--policy FILE] [--portable-names]",
 		flags: open.bind,
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
 			return runTurnOpen(ctx, e, &open, args)
