@@ -187,7 +187,7 @@ type command struct {
 	flags func(fs *flag.FlagSet)
 	// deadline, when set, is the command's own fixed deadline and its flags
 	// define --timeout with their own meaning (providers add: the bound of
-	// one upstream call); the global --timeout does not apply to it.
+	// one upstream call); a global --timeout before it is a usage error.
 	deadline time.Duration
 }
 
@@ -226,17 +226,19 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	sub := *g
 	fs := newFS(&sub)
 	if cmd.deadline > 0 {
-		// The command's own --timeout means something else (providers
-		// add: one upstream call's bound): its deadline is its own, or
-		// the global --timeout given before it.
+		// The command's --timeout is its own (providers add: one upstream
+		// call's bound; column run: the run's) and so is its deadline: a
+		// global --timeout before it would mean either, so it is refused.
+		global := false
+		top.Visit(func(f *flag.Flag) { global = global || f.Name == "timeout" })
+		if global {
+			fmt.Fprintf(stderr, "sharedosctl %s: --timeout goes after the command: its deadline is its own (%s), and its --timeout means %s's own bound\n",
+				cmd.path, cmd.deadline, cmd.path)
+			return 2
+		}
 		fs = flag.NewFlagSet("sharedosctl", flag.ContinueOnError)
 		sub.bindExcept(fs, "timeout")
 		sub.timeout = cmd.deadline
-		top.Visit(func(f *flag.Flag) {
-			if f.Name == "timeout" {
-				sub.timeout = g.timeout
-			}
-		})
 	}
 	fs.Init("sharedosctl "+cmd.path, flag.ContinueOnError)
 	fs.SetOutput(stderr)
