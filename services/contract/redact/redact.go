@@ -222,8 +222,8 @@ func (v Values) redact(text string, withPieces bool) string {
 // segment, a token), that run with its ends' marks trimmed, or one of its
 // runs of letters and digits — of at least MinLen bytes. A piece of the
 // text is a span when a value holds it as a word (no letter or digit on
-// either side: "read" in "read me", not in "readme") or cut from a word
-// with a digit ("password" of "01Tpassword"), or holds it at all when it
+// either side: "read" in "read me", not in "readme") or as the end of a
+// word with a digit ("password" of "01Tpassword"), or holds it at all when it
 // reads as data: it has a digit, or is at least dataLen bytes
 // ("S3CR3TTOKEN99", cut from "2024-01-01TS3CR3TTOKEN99" by a parser).
 // So a record loses an ordinary word a value also holds as a word, never a
@@ -296,8 +296,10 @@ func (v Values) holdPiece(p string) bool {
 const dataLen = 10
 
 // holds tells whether s holds p anywhere or, unless anywhere, as a word —
-// or cut from a word of s that has a digit (a parser cut "TVALUE" from
-// "S3CR3TVALUE", "password" from "01Tpassword"): a word that reads as data.
+// or as the end of a word of s that has a digit, what a parser quotes of a
+// value it could not read ("TVALUE" of "S3CR3TVALUE", "password" of
+// "01Tpassword"): a word that reads as data. Not its start or middle:
+// "user" of "user42" stays a word of the text.
 func holds(s, p string, anywhere bool) bool {
 	plain := !strings.ContainsAny(p, pieceMarks)
 	for at := 0; at+len(p) <= len(s); {
@@ -338,7 +340,11 @@ func holds(s, p string, anywhere bool) bool {
 			}
 			we += n
 		}
-		if ws == start && we == end || strings.ContainsAny(s[ws:we], "0123456789") {
+		if ws == start && we == end {
+			return true
+		}
+		// What a parser quotes of a value is its rest: p ends the word.
+		if hasDigit(s[ws:we]) && (we == end || plain && strings.HasSuffix(s[ws:we], p)) {
 			return true
 		}
 		at = start + 1
@@ -402,6 +408,16 @@ func appendPieces(dst [][2]int, s string) [][2]int {
 		}
 	}
 	return dst
+}
+
+// hasDigit tells whether s has an ASCII digit.
+func hasDigit(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if '0' <= s[i] && s[i] <= '9' {
+			return true
+		}
+	}
+	return false
 }
 
 // asciiWord marks the ASCII letters and digits.
