@@ -16,6 +16,16 @@ const (
 	KindUpstream Kind = "upstream"
 )
 
+// MaxKeyLen is the longest key, in characters, an entry of kind may have
+// (PostgreSQL's tables check the same: migrations 00009 and 00011); an
+// empty key or a longer one is ErrInvalid on every store.
+func MaxKeyLen(kind Kind) int {
+	if kind == KindResource {
+		return 2048 // a URI or URI template
+	}
+	return 128 // a prompt's name, an upstream's namespace
+}
+
 // Entry is one stored prompt or resource registration with the canonical
 // bytes of its published projection, computed once at write time.
 type Entry struct {

@@ -2,8 +2,10 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
@@ -19,6 +21,9 @@ type entryKey struct {
 func (s *Store) PutEntry(ctx context.Context, kind store.Kind, e store.Entry) (store.Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Entry{}, err
+	}
+	if n := utf8.RuneCountInString(e.Key); n == 0 || n > store.MaxKeyLen(kind) {
+		return store.Entry{}, fmt.Errorf("%w: a %s key of %d characters (1–%d)", store.ErrInvalid, kind, n, store.MaxKeyLen(kind))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

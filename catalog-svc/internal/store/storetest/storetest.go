@@ -48,6 +48,7 @@ func Run(t *testing.T, newStores func(t *testing.T) (s, replica store.Store)) {
 		{"EntriesPutReplaceDelete", testEntries},
 		{"EntriesKindsApart", testEntriesKinds},
 		{"EntriesMatchKeys", testEntriesMatchKeys},
+		{"EntriesKeyLength", testEntriesKeyLength},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -579,6 +580,25 @@ func testEntries(t *testing.T, s, _ store.Store) {
 	}
 	if again, err := e.PutEntry(ctx, store.KindPrompt, entry("b.prompt", `{}`)); err != nil || again.Revision != 1 {
 		t.Fatalf("put after delete = %+v, %v: want revision 1", again, err)
+	}
+}
+
+// testEntriesKeyLength: every store keeps keys of 1 to MaxKeyLen
+// characters (non-ASCII counted as one each) and refuses an empty or a
+// longer one as ErrInvalid.
+func testEntriesKeyLength(t *testing.T, s, _ store.Store) {
+	e := entries(t, s)
+	ctx := context.Background()
+	for _, k := range []store.Kind{store.KindPrompt, store.KindResource, store.KindUpstream} {
+		n := store.MaxKeyLen(k)
+		if _, err := e.PutEntry(ctx, k, entry(strings.Repeat("é", n), `{}`)); err != nil {
+			t.Errorf("%s key of %d characters: %v", k, n, err)
+		}
+		for _, key := range []string{"", strings.Repeat("a", n+1)} {
+			if _, err := e.PutEntry(ctx, k, entry(key, `{}`)); !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("%s key of %d characters: %v, want ErrInvalid", k, len(key), err)
+			}
+		}
 	}
 }
 
