@@ -29,30 +29,20 @@ func TestACallWhoseStreamBrokeIsNeverSentAgain(t *testing.T) {
 
 // brokenStream is one case of TestACallWhoseStreamBrokeIsNeverSentAgain.
 func brokenStream(t *testing.T, ping bool) {
-	var mu sync.Mutex
-	known := map[string]bool{}
-	armed := false
+	var next nextCall
 	answered := make(chan struct{}, 1)
+	up := newRestartable()
 	st := newState()
 	url, _ := counting(t, st, func(h http.Handler) http.Handler {
 		h = launch.LegacyOnly(h)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(b))
-			mu.Lock()
-			ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
-			crash := armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
-			if crash {
-				armed = false
-			}
-			mu.Unlock()
+			b := body(r)
+			crash := next.is(b)
 			if bytes.Contains(b, []byte(`"id":"ping-1"`)) {
 				answered <- struct{}{}
 			}
-			if !ok {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusNotFound)
-				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
+			if !up.knows(r) {
+				refuse(w, http.StatusNotFound, sessionNotFound)
 				return
 			}
 			if crash { // run the tool, send a priming event, then "restart"
@@ -60,9 +50,7 @@ func brokenStream(t *testing.T, ping bool) {
 				w.Header().Set("Content-Type", "text/event-stream")
 				w.WriteHeader(http.StatusOK)
 				if ping {
-					mu.Lock()
-					clear(known)
-					mu.Unlock()
+					up.restart()
 					_, _ = w.Write([]byte("id: ev0\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"ping-1\",\"method\":\"ping\"}\n\n"))
 					w.(http.Flusher).Flush()
 					select { // its answer has been refused 404 before the stream ends
@@ -72,15 +60,13 @@ func brokenStream(t *testing.T, ping bool) {
 					}
 				}
 				_, _ = w.Write([]byte("id: ev1\nretry: 10\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n"))
-				mu.Lock()
-				clear(known)
-				mu.Unlock()
+				up.restart()
 				return
 			}
-			h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
+			up.serve(h, w, r)
 		})
 	})
-	ranOnce(t, url, st, func() { mu.Lock(); armed = true; mu.Unlock() })
+	ranOnce(t, url, st, next.arm)
 }
 
 // ranOnce calls echo on the upstream at url once, arms its failure, calls
@@ -106,58 +92,41 @@ func ranOnce(t *testing.T, url string, st *fixtureState, arm func()) {
 // it with a 500 whose JSON-RPC error has no id (the TypeScript SDK's
 // examples' catch-all): the call may have run, so it is not sent again.
 func TestACallAnswered5xxIsNeverSentAgain(t *testing.T) {
-	var mu sync.Mutex
-	armed := false
+	var next nextCall
 	st := newState()
 	url, _ := counting(t, st, func(h http.Handler) http.Handler {
 		h = launch.LegacyOnly(h)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(b))
-			mu.Lock()
-			fail := armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
-			armed = armed && !fail
-			mu.Unlock()
-			if fail {
+			if next.is(body(r)) {
 				h.ServeHTTP(httptest.NewRecorder(), r) // the tool runs
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusInternalServerError)
-				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal server error"},"id":null}`))
+				refuse(w, http.StatusInternalServerError, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal server error"},"id":null}`)
 				return
 			}
 			h.ServeHTTP(w, r)
 		})
 	})
-	ranOnce(t, url, st, func() { mu.Lock(); armed = true; mu.Unlock() })
+	ranOnce(t, url, st, next.arm)
 }
 
 // A listing that finds its HTTP session gone (the upstream restarted) is
 // listed again on a new session: a refresh after a restart succeeds, where
 // it failed once and waited for the next.
 func TestARefreshAfterARestartListsAgain(t *testing.T) {
-	var mu sync.Mutex
-	known := map[string]bool{}
+	up := newRestartable()
 	st := newState()
 	url, opened := counting(t, st, func(h http.Handler) http.Handler {
 		h = launch.LegacyOnly(h)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
-			mu.Unlock()
-			if !ok {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusNotFound)
-				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
+			if !up.knows(r) {
+				refuse(w, http.StatusNotFound, sessionNotFound)
 				return
 			}
-			h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
+			up.serve(h, w, r)
 		})
 	})
 	_, m, _ := upstreamAt(t, "lg", url)
 	once := opened.Load()
-	mu.Lock()
-	clear(known) // restarted
-	mu.Unlock()
+	up.restart()
 	rec, err := m.Refresh(t.Context(), "lg", "op")
 	if err != nil || rec.GetStatus().GetError() != "" {
 		t.Fatalf("refresh after the restart: %v, %q", err, rec.GetStatus().GetError())
@@ -165,4 +134,72 @@ func TestARefreshAfterARestartListsAgain(t *testing.T) {
 	if n := opened.Load(); n != 2*once {
 		t.Errorf("%d handshake requests, want %d: one more connection", n, 2*once)
 	}
+}
+
+// restartable is an HTTP upstream's sessions as tests restart it: it knows
+// the sessions it opened since it (re)started.
+type restartable struct {
+	mu    sync.Mutex
+	known map[string]bool
+}
+
+func newRestartable() *restartable { return &restartable{known: map[string]bool{}} }
+
+// restart forgets every session.
+func (u *restartable) restart() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	clear(u.known)
+}
+
+// knows tells whether r comes on a session the upstream knows, or opens one.
+func (u *restartable) knows(r *http.Request) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	id := r.Header.Get("Mcp-Session-Id")
+	return id == "" || u.known[id]
+}
+
+// serve runs r on h, hearing the sessions it opens.
+func (u *restartable) serve(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	h.ServeHTTP(sessionsOf{w, func(id string) { u.mu.Lock(); u.known[id] = true; u.mu.Unlock() }}, r)
+}
+
+// sessionNotFound is how an upstream refuses a session it does not know.
+const sessionNotFound = `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`
+
+// refuse answers code with the JSON body.
+func refuse(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(body))
+}
+
+// body reads r's body, leaving it to be read again.
+func body(r *http.Request) []byte {
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b
+}
+
+// nextCall picks the next tools/call once armed.
+type nextCall struct {
+	mu    sync.Mutex
+	armed bool
+}
+
+func (n *nextCall) arm() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.armed = true
+}
+
+// is tells whether the request body b is the tools/call picked (and
+// disarms).
+func (n *nextCall) is(b []byte) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	picked := n.armed && bytes.Contains(b, []byte(`"method":"tools/call"`))
+	n.armed = n.armed && !picked
+	return picked
 }

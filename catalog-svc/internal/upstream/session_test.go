@@ -179,25 +179,21 @@ func TestARestartedUpstreamIsConnectedAgain(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var mu sync.Mutex
-			known := map[string]bool{} // the sessions the upstream has opened since it (re)started
-			refuseCalls := false       // it refuses every tools/call as of no session it knows
+			refuseCalls := false // it refuses every tools/call as of no session it knows
+			up := newRestartable()
 			st := newState()
 			url, opened := counting(t, st, func(h http.Handler) http.Handler {
 				h = launch.LegacyOnly(h)
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					b, _ := io.ReadAll(r.Body)
-					r.Body = io.NopCloser(bytes.NewReader(b))
+					b := body(r)
 					mu.Lock()
-					ok := r.Header.Get("Mcp-Session-Id") == "" || known[r.Header.Get("Mcp-Session-Id")]
-					ok = ok && !(refuseCalls && bytes.Contains(b, []byte(`"method":"tools/call"`)))
+					ok := !(refuseCalls && bytes.Contains(b, []byte(`"method":"tools/call"`)))
 					mu.Unlock()
-					if !ok {
-						w.Header().Set("Content-Type", "application/json")
-						w.WriteHeader(refusal.code)
-						_, _ = w.Write([]byte(refusal.body))
+					if !ok || !up.knows(r) {
+						refuse(w, refusal.code, refusal.body)
 						return
 					}
-					h.ServeHTTP(sessionsOf{w, func(id string) { mu.Lock(); known[id] = true; mu.Unlock() }}, r)
+					up.serve(h, w, r)
 				})
 			})
 			ran := func() int { // how many echo calls the upstream ran
@@ -210,9 +206,7 @@ func TestARestartedUpstreamIsConnectedAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			once := opened.Load() // what one connection sends (a legacy one: server/discover, then initialize)
-			mu.Lock()
-			clear(known) // restarted
-			mu.Unlock()
+			up.restart()
 			for i := range 3 {
 				if err := echo(t, c, "lg", "x"); err != nil {
 					t.Errorf("call %d after the restart: %v", i+1, err)
