@@ -57,6 +57,9 @@ func TestFileFactsOf(t *testing.T) {
 		{"file:/public/%f8%80%80%80%ae/private", FileFacts{Path: "/public/%f8%80%80%80%ae/private", Absolute: true, Suspicious: true}},
 		{"file:/public/%fc%80%80%80%80%ae/private", FileFacts{Path: "/public/%fc%80%80%80%80%ae/private", Absolute: true, Suspicious: true}},
 		{"file:/public/M%FCller.txt", FileFacts{Path: "/public/M%FCller.txt", Absolute: true}}, // Latin-1, not overlong
+		{"file:/public/Voil%E0.txt", FileFacts{Path: "/public/Voil%E0.txt", Absolute: true}},
+		{"file:/public/%C1lvaro.txt", FileFacts{Path: "/public/%C1lvaro.txt", Absolute: true}},
+		{"file:/public/%E0%B8%81.txt", FileFacts{Path: "/public/%E0%B8%81.txt", Absolute: true}}, // Thai, valid UTF-8
 		{"file:/public/%ff%fe.txt", FileFacts{Path: "/public/%ff%fe.txt", Absolute: true}},
 		{"file:" + strings.Repeat("/a", 64), FileFacts{Path: strings.Repeat("/a", 64), Absolute: true}},
 		{"file:" + strings.Repeat("/a", 65), FileFacts{Path: strings.Repeat("/a", 65), Absolute: true, Suspicious: true}},

@@ -437,7 +437,8 @@ func isASCII(s string) bool {
 	return true
 }
 
-// hasEncodedSeparator reports %2e, %2f, %5c or %00 in s, in any case.
+// hasEncodedSeparator reports %2e, %2f, %5c, %00 or %25 (encoded again) in
+// s, in any case. An overlong form (%c0%ae) is decodesToSeparator's.
 func hasEncodedSeparator(s string) bool {
 	for i := 0; i+2 < len(s); i++ {
 		if s[i] != '%' {
@@ -447,9 +448,6 @@ func hasEncodedSeparator(s string) bool {
 		case a == '2' && (b == 'e' || b == 'f'), a == '5' && b == 'c', a == '0' && s[i+2] == '0':
 			return true
 		case a == '2' && s[i+2] == '5': // %25: encoded again (%252e)
-			return true
-		case a|0x20 == 'c' && (s[i+2] == '0' || s[i+2] == '1'), a|0x20 == 'e' && s[i+2] == '0':
-			// %c0 %c1 %e0: the lead byte of an overlong UTF-8 form (%c0%ae is ".")
 			return true
 		}
 	}
