@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/protobuf/proto"
 
@@ -170,17 +169,9 @@ func (c *conn) listPage(ctx context.Context, s session, method string, cursor mc
 			header.Set(k, v)
 		}
 	}
-	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(directIDs + c.ids.Add(1)),
-		Method: method, Params: json.RawMessage(params), Header: header}
-	if err := ctx.Err(); err != nil {
-		return nil, transport.NewError(err)
-	}
-	resp, err := s.tr.SendRequest(ctx, req)
+	resp, err := c.send(ctx, s, c.direct(method, params, header))
 	if err != nil {
-		if ctx.Err() != nil && s.stdio {
-			cancelled(ctx, s.tr, req.ID)
-		}
-		return nil, transport.NewError(err)
+		return nil, err
 	}
 	if resp.Error != nil {
 		return nil, resp.Error.AsError()

@@ -164,6 +164,30 @@ func exactParams(p callParams) ([]byte, error) {
 // mcp-go's client numbers on the same session (from 1 up).
 const directIDs = 1 << 40
 
+// direct is a request SharedOS sends on a session's transport itself (a
+// tools/call, a listing's page), with an id of its own (directIDs).
+func (c *conn) direct(method string, params []byte, header http.Header) transport.JSONRPCRequest {
+	return transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(directIDs + c.ids.Add(1)),
+		Method: method, Params: json.RawMessage(params), Header: header}
+}
+
+// send sends req, a direct request, on s. A failure to get an answer is a
+// transport.Error; a caller that left first is told to the stdio server
+// (notifications/cancelled; over HTTP the capturing transport does).
+func (c *conn) send(ctx context.Context, s session, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, transport.NewError(err)
+	}
+	resp, err := s.tr.SendRequest(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil && s.stdio {
+			cancelled(ctx, s.tr, req.ID)
+		}
+		return nil, transport.NewError(err)
+	}
+	return resp, nil
+}
+
 // cancelNotice bounds sending a notifications/cancelled.
 const cancelNotice = 5 * time.Second
 
@@ -205,8 +229,7 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 			}
 		}
 	}
-	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(directIDs + c.ids.Add(1)),
-		Method: string(mcp.MethodToolsCall), Params: json.RawMessage(params), Header: header}
+	req := c.direct(string(mcp.MethodToolsCall), params, header)
 	if marshalChanges(args) {
 		exactP, err := exactParams(cp)
 		if err != nil {
@@ -216,15 +239,9 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 			defer c.exact.add(wire, exact)()
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, transport.NewError(err)
-	}
-	resp, err := s.tr.SendRequest(ctx, req)
+	resp, err := c.send(ctx, s, req)
 	if err != nil {
-		if ctx.Err() != nil && s.stdio { // over HTTP: capturingHTTP
-			cancelled(ctx, s.tr, req.ID)
-		}
-		return nil, transport.NewError(err)
+		return nil, err
 	}
 	if resp.Error != nil {
 		if ni := needsInputOf(resp.Error); ni != nil {
