@@ -109,7 +109,7 @@ type Manager struct {
 
 	// mu serializes every change of an upstream's record and its tools in
 	// this process, and the catalogue API's changes (Exclusive); cfg.Locks
-	// across replicas (exclusive takes both). A one-slot channel, so a
+	// across replicas (Exclusive takes both). A one-slot channel, so a
 	// caller waits for it only as long as its context allows.
 	mu chan struct{}
 
@@ -141,10 +141,13 @@ func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, mu: make(chan struct{}, 1), conns: map[string]*conn{}, checks: map[string]*specCheck{}}
 }
 
-// exclusive takes the right to change upstream records: in this process,
+// Exclusive takes the right to change upstream records: in this process,
 // then across replicas (a load, change and save of one replica never
-// interleaves with another's, which would lose one of them).
-func (m *Manager) exclusive(ctx context.Context) (func(), error) {
+// interleaves with another's, which would lose one of them). The catalogue
+// API takes it too: it checks that an entry or a namespace is not an
+// upstream's and makes its change holding it, so no acquisition, approval
+// or provider added falls between the two.
+func (m *Manager) Exclusive(ctx context.Context) (func(), error) {
 	select {
 	case m.mu <- struct{}{}:
 	case <-ctx.Done():
@@ -161,11 +164,6 @@ func (m *Manager) exclusive(ctx context.Context) (func(), error) {
 	}
 	return func() { unlock(); release() }, nil
 }
-
-// Exclusive is exclusive for the catalogue API: it checks that an entry or
-// a namespace is not an upstream's and makes its change holding it, so no
-// acquisition, approval or provider added falls between the two.
-func (m *Manager) Exclusive(ctx context.Context) (func(), error) { return m.exclusive(ctx) }
 
 // Close closes every upstream connection.
 func (m *Manager) Close() error {
@@ -296,7 +294,7 @@ func (m *Manager) Add(ctx context.Context, spec *sharedosv1.UpstreamProvider, ac
 
 // create stores spec as a new upstream, not listed yet.
 func (m *Manager) create(ctx context.Context, spec *sharedosv1.UpstreamProvider) error {
-	done, err := m.exclusive(ctx)
+	done, err := m.Exclusive(ctx)
 	if err != nil {
 		return err
 	}
@@ -422,7 +420,7 @@ type ticket struct {
 // before it is dropped. A replica that stops while it lists leaves the
 // refresh to the next interval, as a failed listing does.
 func (m *Manager) numberListing(ctx context.Context, ns string, claim bool) (*sharedosv1.GetProviderResponse, ticket, error) {
-	done, err := m.exclusive(ctx)
+	done, err := m.Exclusive(ctx)
 	if err != nil {
 		return nil, ticket{}, err
 	}
@@ -460,7 +458,7 @@ func (m *Manager) refreshDue(rec *sharedosv1.GetProviderResponse) bool {
 
 // applyListing reconciles the stored record with l under the records lock.
 func (m *Manager) applyListing(ctx context.Context, ns string, l *listing, actor string) (*sharedosv1.GetProviderResponse, error) {
-	done, err := m.exclusive(ctx)
+	done, err := m.Exclusive(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +485,7 @@ var errSuperseded = errors.New("upstream: a later listing came first")
 
 // Remove deregisters every published tool of the upstream and forgets it.
 func (m *Manager) Remove(ctx context.Context, ns string) error {
-	done, err := m.exclusive(ctx)
+	done, err := m.Exclusive(ctx)
 	if err != nil {
 		return err
 	}
@@ -545,7 +543,7 @@ func (m *Manager) Reject(ctx context.Context, name, digest, actor string) (*shar
 }
 
 func (m *Manager) decide(ctx context.Context, name, digest, actor string, approve bool) (*sharedosv1.UpstreamTool, error) {
-	done, err := m.exclusive(ctx)
+	done, err := m.Exclusive(ctx)
 	if err != nil {
 		return nil, err
 	}
