@@ -465,13 +465,8 @@ func TestTurnEndedWhileTheBodyArrives(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle(mcpserver.Pattern, h)
 	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(l.TurnID),
-		&slowBody{Reader: strings.NewReader(body), then: func() { pod.t = pod.t.Add(2 * time.Minute) }})
-	req.RemoteAddr = "192.0.2.7:5555"
-	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-		"Authorization": "Bearer " + token, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "files.read"} {
-		req.Header.Set(k, v)
-	}
+	expire := func() { pod.t = pod.t.Add(2 * time.Minute) }
+	req := slowCall(l.TurnID, token, body, expire)
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, req) // a forward would fail on the empty Forwarder: only a 404 passes
 	if w.Code != http.StatusNotFound {
@@ -484,19 +479,26 @@ func TestTurnEndedWhileTheBodyArrives(t *testing.T) {
 		t.Fatalf("the second turn's list: %d", code)
 	}
 	big := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files.read","arguments":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}}`
-	req = httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(l2.TurnID),
-		&slowBody{Reader: strings.NewReader(big), then: func() { pod.t = pod.t.Add(2 * time.Minute) }})
-	req.RemoteAddr = "192.0.2.7:5555"
-	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-		"Authorization": "Bearer " + token2, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "files.read"} {
-		req.Header.Set(k, v)
-	}
+	req = slowCall(l2.TurnID, token2, big, expire)
 	req.ContentLength = -1 // chunked: the bound is found while reading
 	w = httptest.NewRecorder()
 	mux.ServeHTTP(w, req) // a record would go to the empty Forwarder and fail: only a 404 passes
 	if w.Code != http.StatusNotFound {
 		t.Fatalf("a body past the bound that ended after the turn expired: %d %s, want 404", w.Code, w.Body)
 	}
+}
+
+// slowCall is a 2026-07-28 tools/call of files.read on turnID whose body
+// runs then before its first read.
+func slowCall(turnID, token, body string, then func()) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+leases.MCPPath(turnID),
+		&slowBody{Reader: strings.NewReader(body), then: then})
+	req.RemoteAddr = "192.0.2.7:5555"
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer " + token, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "files.read"} {
+		req.Header.Set(k, v)
+	}
+	return req
 }
 
 // createLease stores a sample lease open from opened until expires, with
