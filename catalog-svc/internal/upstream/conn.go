@@ -58,6 +58,9 @@ type conn struct {
 
 	progressMu sync.Mutex
 	progress   map[string]func(mcp.ProgressNotificationParams)
+	// changed is told when the upstream says a list of its changed
+	// (notifications/tools/list_changed and the like).
+	changed func()
 
 	// callsMu guards the requests running now and those parked between
 	// the kernel's rounds (relay.go).
@@ -73,9 +76,9 @@ type serverInfo struct {
 	protocol, name, version string
 }
 
-func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard, log *slog.Logger) *conn {
+func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard, log *slog.Logger, changed func()) *conn {
 	life, end := context.WithCancel(parent)
-	return &conn{spec: spec, guard: g, log: log, life: life, end: end, checked: time.Now(),
+	return &conn{spec: spec, guard: g, log: log, life: life, end: end, checked: time.Now(), changed: changed,
 		progress: map[string]func(mcp.ProgressNotificationParams){}, running: map[*running]struct{}{}, parked: map[string]parked{},
 		jobs: make(chan func()), idle: make(chan struct{}, maxIdleWorkers), dialing: make(chan struct{}, 1)}
 }
@@ -524,9 +527,17 @@ func childEnv(headers map[string]string) []string {
 	return env
 }
 
-// notified routes progress notifications to the call that asked for them.
+// notified routes progress notifications to the call that asked for them,
+// and tells the manager of a list the upstream says changed.
 func (c *conn) notified(n mcp.JSONRPCNotification) {
-	if n.Method != string(mcp.MethodNotificationProgress) {
+	switch mcp.MCPMethod(n.Method) {
+	case mcp.MethodNotificationToolsListChanged, mcp.MethodNotificationPromptsListChanged, mcp.MethodNotificationResourcesListChanged:
+		if c.changed != nil {
+			c.changed()
+		}
+		return
+	case mcp.MethodNotificationProgress:
+	default:
 		return
 	}
 	b, err := json.Marshal(n.Params.AdditionalFields)

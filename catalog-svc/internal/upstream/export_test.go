@@ -37,7 +37,7 @@ func SetMaxParkedPerTurn(n int) func() { return set(&maxParkedPerTurn, n) }
 // RunOnWorker runs do as an upstream request of a connection to nowhere
 // and returns its outcome (tests of the worker's recovery).
 func RunOnWorker(do func() error) error {
-	c := newConn(context.Background(), nil, Guard{}, slog.New(slog.DiscardHandler))
+	c := newConn(context.Background(), nil, Guard{}, slog.New(slog.DiscardHandler), nil)
 	defer c.close()
 	r := c.start(context.Background(), "", "", nil, func(context.Context) (json.RawMessage, error) { return nil, do() })
 	<-r.done

@@ -124,6 +124,12 @@ type Manager struct {
 	// connection detached): a reading begun before one may be of the
 	// record as it was, and is done again.
 	taken uint64
+
+	// changed is each upstream's list_changed state (listchanged.go);
+	// bg counts the refreshes they started, which Close waits for.
+	changedMu sync.Mutex
+	changed   map[string]*changeState
+	bg        sync.WaitGroup
 }
 
 // New returns a manager; Close ends its connections and stdio servers.
@@ -138,7 +144,7 @@ func New(cfg Config) *Manager {
 		cfg.Now = time.Now
 	}
 	life, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, mu: make(chan struct{}, 1), conns: map[string]*conn{}, checks: map[string]*specCheck{}}
+	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, mu: make(chan struct{}, 1), conns: map[string]*conn{}, checks: map[string]*specCheck{}, changed: map[string]*changeState{}}
 }
 
 // Exclusive takes the right to change upstream records: in this process,
@@ -168,6 +174,11 @@ func (m *Manager) Exclusive(ctx context.Context) (func(), error) {
 // Close closes every upstream connection.
 func (m *Manager) Close() error {
 	m.cancel()
+	// A refresh a list_changed started ends with m.life; none starts
+	// after it (listChanged looks at it holding changedMu).
+	m.changedMu.Lock()
+	m.changedMu.Unlock() //nolint:staticcheck // an empty section: every Add before it is done
+	defer m.bg.Wait()
 	m.connsMu.Lock()
 	conns := m.conns
 	m.conns = map[string]*conn{}
@@ -982,7 +993,7 @@ func (m *Manager) check(ns string, chk *specCheck, taken uint64) {
 		if ok {
 			stale = c // removed and added again (on another replica): the new spec
 		}
-		chk.c = newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)))
+		chk.c = newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)), func() { m.listChanged(ns) })
 		m.conns[ns] = chk.c
 	}
 	m.connsMu.Unlock()

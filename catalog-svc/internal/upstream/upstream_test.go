@@ -71,6 +71,13 @@ func TestMain(m *testing.M) {
 			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return mcp.NewToolResultText(readParent()), nil
 			})
+		f.srv.AddTool(mcp.NewTool("grow", mcp.WithDescription("Adds the tool grown, which the server announces (notifications/tools/list_changed).")),
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				f.srv.AddTool(mcp.NewTool("grown", mcp.WithDescription("Added by grow.")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return mcp.NewToolResultText("grown"), nil
+				})
+				return mcp.NewToolResultText("grew"), nil
+			})
 		if err := server.ServeStdio(f.srv); err != nil {
 			os.Exit(1)
 		}
@@ -990,6 +997,31 @@ func stdioUpstreamGuarded(t *testing.T, maxBytes int64, private []string, launch
 		t.Fatalf("stdio add: %v %s", err, rec.GetStatus().GetError())
 	}
 	return h, marks
+}
+
+// An upstream that says its tools changed (notifications/tools/list_changed)
+// is refreshed then, not at its next interval: the new tool is acquired
+// (the provider auto-approves new ones) with no refresh asked for.
+func TestListChangedRefreshes(t *testing.T) {
+	h, _ := stdioUpstream(t, 0)
+	if _, err := h.call("sx", "sx.grow", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := h.m.Get(t.Context(), "sx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range rec.GetStatus().GetTools() {
+			if u.GetName() == "sx.grown" {
+				if u.GetState() != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+					t.Fatalf("sx.grown: %v", u)
+				}
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polls the condition; go test's -timeout ends a refresh that never comes
+	}
 }
 
 // stdio: SharedOS starts the command, with none of its own environment,
