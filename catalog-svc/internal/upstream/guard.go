@@ -48,11 +48,18 @@ type Guard struct {
 // but name (netip's IsPrivate leaves it out).
 var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 
-// metadata are cloud instance-metadata endpoints outside link-local ranges.
+// metadata are cloud instance-metadata endpoints (and the services beside
+// them that hand out credentials) outside link-local ranges. The IPv6 ones
+// are unique-local: without these, only --upstream-deny-private refuses
+// them.
 var metadata = []netip.Prefix{
-	netip.MustParsePrefix("100.100.100.200/32"), // Alibaba Cloud
-	netip.MustParsePrefix("168.63.129.16/32"),   // Azure WireServer
-	netip.MustParsePrefix("fd00:ec2::254/128"),  // AWS IPv6
+	netip.MustParsePrefix("100.100.100.200/32"),     // Alibaba Cloud
+	netip.MustParsePrefix("168.63.129.16/32"),       // Azure WireServer
+	netip.MustParsePrefix("192.0.0.192/32"),         // Oracle Cloud Classic
+	netip.MustParsePrefix("fd00:ec2::/32"),          // AWS IPv6 services: metadata (::254), EKS Pod Identity (::23)
+	netip.MustParsePrefix("fd20:ce::254/128"),       // Google Cloud IPv6
+	netip.MustParsePrefix("fd00:c1::a9fe:a9fe/128"), // Oracle Cloud IPv6
+	netip.MustParsePrefix("fd00:42::42/128"),        // Scaleway IPv6
 }
 
 // CheckURL reports whether raw may be an upstream's URL.

@@ -1350,7 +1350,8 @@ func TestGuard(t *testing.T) {
 	if err := (upstream.Guard{}).CheckURL("http://[fe80::1]/mcp"); err == nil {
 		t.Error("link-local IPv6 allowed")
 	}
-	for _, u := range []string{"http://100.100.100.200/", "http://168.63.129.16/machine", "http://[::ffff:168.63.129.16]/", "http://[fd00:ec2::254]/"} {
+	for _, u := range []string{"http://100.100.100.200/", "http://168.63.129.16/machine", "http://[::ffff:168.63.129.16]/", "http://[fd00:ec2::254]/",
+		"http://[fd00:ec2::23]/", "http://[fd20:ce::254]/", "http://[fd00:c1::a9fe:a9fe]/", "http://192.0.0.192/", "http://[fd00:42::42]/"} {
 		if err := (upstream.Guard{}).CheckURL(u); err == nil {
 			t.Errorf("%s allowed: a cloud metadata endpoint", u)
 		}
@@ -1366,7 +1367,7 @@ func TestGuard(t *testing.T) {
 			t.Errorf("%s allowed: it reaches a link-local or unspecified IPv4 address", u)
 		}
 	}
-	for _, u := range []string{"http://[64:ff9b::a00:1]/", "http://[2002:a00:1::1]/", "http://[::1]/", "http://[2001:db8::1]/"} {
+	for _, u := range []string{"http://[64:ff9b::a00:1]/", "http://[2002:a00:1::1]/", "http://[::1]/", "http://[2001:db8::1]/", "http://[fd00:ec3::254]/", "http://192.0.0.193/"} {
 		if err := (upstream.Guard{}).CheckURL(u); err != nil {
 			t.Errorf("%s: %v", u, err)
 		}
