@@ -71,6 +71,44 @@ func TestMakePKIOnlyInPrivateDirectories(t *testing.T) {
 // A directory above the CA's that others can write (and is not sticky, as
 // /tmp is) lets them swap the tree below after any check: refused (found
 // by review: only the directory and its parent were checked).
+// A link on the way to the CA's directory is followed, and the directory
+// holding it is checked too: whoever can write that one can swap the link
+// (and so the CA) after the check.
+func TestCheckPrivateDirChecksWhereALinkOnTheWayIs(t *testing.T) {
+	top := t.TempDir()
+	private := filepath.Join(top, "private", "s")
+	dir := filepath.Join(top, "shared", "repo", ".sharedos", "dev", "pki")
+	if err := os.MkdirAll(filepath.Join(private, "dev", "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(top, "shared", "repo")
+	if err := os.MkdirAll(repo, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "private", "s"), filepath.Join(repo, ".sharedos")); err != nil {
+		t.Fatal(err)
+	}
+	if err := devstack.CheckPrivateDir(dir); err != nil {
+		t.Fatalf("a private tree reached through a link in a private directory: %v", err)
+	}
+	if err := os.Chmod(repo, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := devstack.CheckPrivateDir(dir); err == nil || !strings.Contains(err.Error(), repo) {
+		t.Errorf("the link to the CA in a directory others can write: %v", err)
+	}
+	if err := os.Chmod(repo, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The link's target is checked as well: its own directories.
+	if err := os.Chmod(filepath.Join(top, "private"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := devstack.CheckPrivateDir(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(top, "private")) {
+		t.Errorf("the link's target under a directory others can write: %v", err)
+	}
+}
+
 func TestCheckPrivateDirLooksAllTheWayUp(t *testing.T) {
 	top := t.TempDir()
 	dir := filepath.Join(top, "shared", "repo", ".sharedos", "dev", "pki")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -90,36 +91,89 @@ func MakePKI(dir string) (*pki.CA, error) {
 
 // CheckPrivateDir refuses a directory another user could change, or swap:
 // dir and the directory holding it must be this user's, no symbolic link,
-// and not writable by group or others; every directory above them must be
-// this user's or root's, and writable by others only if sticky (as /tmp).
-// The local CA's directory holds the trust bundle every service re-reads
-// and the operator's key: whoever can swap them is trusted, or is the
-// server sharedosctl's operator commands go to.
+// and not writable by group or others; every other directory a lookup of
+// dir passes through — those of the targets of the links on the way too —
+// must be this user's or root's, and writable by others only if sticky
+// (as /tmp), and every link on the way this user's or root's. The local
+// CA's directory holds the trust bundle every service re-reads and the
+// operator's key: whoever can swap them is trusted, or is the server
+// sharedosctl's operator commands go to.
 func CheckPrivateDir(dir string) error {
-	for _, d := range []string{dir, filepath.Dir(dir)} {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	links := 0
+	if _, err := checkLookups(abs, &links); err != nil {
+		return err
+	}
+	for _, d := range []string{abs, filepath.Dir(abs)} {
 		if err := checkOwnDir(d); err != nil {
 			return err
 		}
 	}
-	real, err := filepath.EvalSymlinks(filepath.Dir(dir))
+	return nil
+}
+
+// maxLinks bounds the links checkLookups follows (as the kernel's 40).
+const maxLinks = 40
+
+// checkLookups resolves the absolute path as the kernel does, one name at
+// a time, checking each directory a name is looked up in (checkSwappable)
+// and each link followed, and returns where it leads.
+func checkLookups(path string, links *int) (string, error) {
+	cur := "/"
+	for _, name := range strings.Split(path, "/") {
+		if name == "" {
+			continue
+		}
+		if err := checkSwappable(cur); err != nil {
+			return "", err
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if *links++; *links > maxLinks {
+			return "", fmt.Errorf("%s: more than %d symbolic links", path, maxLinks)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && st.Uid != 0 {
+			return "", fmt.Errorf("%s is a symbolic link of another user (uid %d): whoever owns it can point it elsewhere", next, st.Uid)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(cur, target)
+		}
+		if cur, err = checkLookups(target, links); err != nil {
+			return "", err
+		}
+	}
+	return cur, nil
+}
+
+// checkSwappable refuses a directory d (no link) whose entries another
+// user could swap: one not this user's or root's, or writable by others
+// and not sticky.
+func checkSwappable(d string) error {
+	fi, err := os.Lstat(d)
 	if err != nil {
 		return err
 	}
-	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if err != nil {
-			return err
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && st.Uid != 0 {
-			return fmt.Errorf("%s belongs to another user (uid %d): whoever owns it can swap the directories below", d, st.Uid)
-		}
-		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
-			return fmt.Errorf("%s is writable by others (%v): whoever can write it can swap the directories below", d, fi.Mode().Perm())
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && st.Uid != 0 {
+		return fmt.Errorf("%s belongs to another user (uid %d): whoever owns it can swap the directories below", d, st.Uid)
 	}
+	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+		return fmt.Errorf("%s is writable by others (%v): whoever can write it can swap the directories below", d, fi.Mode().Perm())
+	}
+	return nil
 }
 
 func checkOwnDir(dir string) error {
