@@ -38,7 +38,7 @@ func Build(pt *sharedosv1.PublishedTool, name string) (mcp.Tool, error) {
 			return tool, &Error{Field: "annotations", Detail: fmt.Sprintf("not MCP tool annotations: %v", err)}
 		}
 	}
-	if bytes.Contains(input, []byte("x-mcp-header")) { // the only thing it checks
+	if mayAnnotateHeaders(input) { // the only thing it checks
 		if err := mcp.ValidateParamHeaderAnnotations(&tool); err != nil {
 			return tool, &Error{Field: "inputSchema", Detail: err.Error()}
 		}
@@ -50,4 +50,25 @@ func Build(pt *sharedosv1.PublishedTool, name string) (mcp.Tool, error) {
 func Check(pt *sharedosv1.PublishedTool) error {
 	_, err := Build(pt, pt.GetName())
 	return err
+}
+
+// headerKey is the annotation mcp-go's server checks (and binds headers
+// from).
+const headerKey = "x-mcp-header"
+
+// mayAnnotateHeaders reports whether a schema may hold an x-mcp-header
+// annotation as mcp-go reads it: encoding/json matches the key case-blind
+// and after unescaping, so "X-MCP-Header" and "x-mcp-head\u0065r" are the
+// annotation too. Only a schema with neither an escape nor the key in any
+// case skips the check (most schemas: the check decodes the whole schema).
+func mayAnnotateHeaders(input []byte) bool {
+	if bytes.IndexByte(input, '\\') >= 0 {
+		return true
+	}
+	for i := 0; i+len(headerKey) <= len(input); i++ {
+		if c := input[i]; (c == 'x' || c == 'X') && bytes.EqualFold(input[i:i+len(headerKey)], []byte(headerKey)) {
+			return true
+		}
+	}
+	return false
 }

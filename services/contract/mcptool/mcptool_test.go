@@ -24,6 +24,10 @@ func TestBuild(t *testing.T) {
 		"readOnlyHint a string": {&sharedosv1.PublishedTool{Name: "a.b", AnnotationsJson: []byte(`{"readOnlyHint":"yes"}`)}, "annotations"},
 		"title a number":        {&sharedosv1.PublishedTool{Name: "a.b", AnnotationsJson: []byte(`{"title":7}`)}, "annotations"},
 		"bad x-mcp-header":      {&sharedosv1.PublishedTool{Name: "a.b", InputSchemaJson: []byte(`{"type":"object","properties":{"q":{"type":"object","x-mcp-header":"Q"}}}`)}, "inputSchema"},
+		// mcp-go reads the key case-blind and unescaped (encoding/json), and
+		// panics in AddTool on what it reads: every spelling is checked.
+		"bad X-MCP-Header":         {&sharedosv1.PublishedTool{Name: "a.b", InputSchemaJson: []byte(`{"type":"object","properties":{"q":{"type":"object","X-MCP-Header":"Q"}}}`)}, "inputSchema"},
+		"bad x-mcp-header escaped": {&sharedosv1.PublishedTool{Name: "a.b", InputSchemaJson: []byte(`{"type":"object","properties":{"q":{"type":"object","x-mcp-head\u0065r":"Q"}}}`)}, "inputSchema"},
 	} {
 		_, err := mcptool.Build(c.tool, c.tool.Name)
 		var e *mcptool.Error
