@@ -114,14 +114,34 @@ func (l *Locks) Lock(ctx context.Context, name string) (unlock func(), err error
 }
 
 // try asks for key's lock on the session (opening one if needed); sem is
-// held.
+// held. A session that broke (a failover, idle_session_timeout) is ended
+// and the ask made once more on a new one: nothing it took is held any
+// more. A session that holds nothing goes back to the pool, where the
+// pool's health checks see it, rather than waiting on this process.
 func (l *Locks) try(key int64) (bool, error) {
+	got, err := l.ask(key)
+	if err != nil && l.session == nil && !errors.Is(err, errNoSession) {
+		got, err = l.ask(key)
+	}
+	if err == nil && !got && len(l.held) == 0 {
+		l.session.Release()
+		l.session = nil
+	}
+	return got, err
+}
+
+// errNoSession: the pool gave no connection for the lock session.
+var errNoSession = errors.New("no connection for the lock session")
+
+// ask is one pg_try_advisory_lock of key on the session, opened if there
+// is none; a failed one ends the session (lose). sem is held.
+func (l *Locks) ask(key int64) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
 	defer cancel()
 	if l.session == nil {
 		s, err := l.pool.Acquire(ctx)
 		if err != nil {
-			return false, fmt.Errorf("no connection for the lock session: %w", err)
+			return false, fmt.Errorf("%w: %w", errNoSession, err)
 		}
 		l.session = s
 	}
@@ -142,20 +162,19 @@ func (l *Locks) unlock(key int64, h *heldLock) {
 	}
 	delete(l.held, key)
 	close(h.free)
-	if h.session != l.session {
-		return // that session is gone, and the lock with it
+	if h.session == l.session { // else that session is gone, and the lock with it
+		ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
+		defer cancel()
+		var released bool
+		if err := l.session.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, key).Scan(&released); err != nil {
+			l.lose(err)
+			return
+		}
+		if !released {
+			l.log.Error("advisory lock was not held at unlock", slog.String("space", l.space))
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
-	defer cancel()
-	var released bool
-	if err := l.session.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, key).Scan(&released); err != nil {
-		l.lose(err)
-		return
-	}
-	if !released {
-		l.log.Error("advisory lock was not held at unlock", slog.String("space", l.space))
-	}
-	if len(l.held) == 0 {
+	if len(l.held) == 0 && l.session != nil {
 		// Nothing held: give the connection back to the pool.
 		l.session.Release()
 		l.session = nil

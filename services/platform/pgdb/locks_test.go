@@ -140,3 +140,53 @@ func TestLocksOrderAcrossPools(t *testing.T) {
 		t.Fatalf("%d advisory locks held after every unlock", n)
 	}
 }
+
+// A Lock that gives up keeps no connection out of the pool, and a lock
+// session that died (a failover, idle_session_timeout) costs no call: the
+// next Lock asks again on a new session.
+func TestLocksOutliveTheirSession(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, nil)
+	ctx := context.Background()
+	pool := pgtest.Pool(t, dsn)
+	a, b := pgdb.NewLocks(pool, "test", nil), pgdb.NewLocks(pgtest.Pool(t, dsn), "test", nil)
+	probe := pgtest.Pool(t, dsn)
+
+	unlockB, err := b.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, giveUp := context.WithCancel(ctx)
+	a.OnWaitForTest(giveUp) // a finds x taken, and gives up
+	if _, err := a.Lock(wctx, "x"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock of a name held elsewhere, given up: %v", err)
+	}
+	a.OnWaitForTest(nil)
+	unlockB()
+	if n := pool.Stat().AcquiredConns(); n != 0 {
+		t.Errorf("%d connections kept out of the pool by Locks holding nothing", n)
+	}
+
+	unlockH, err := a.Lock(ctx, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended bool
+	if err := probe.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ended); err != nil || !ended {
+		t.Fatalf("ending the lock session: %v %v", ended, err)
+	}
+	unlockY, err := a.Lock(ctx, "y")
+	if err != nil {
+		t.Fatalf("Lock after the session died: %v", err)
+	}
+	if n := heldLocks(t, probe); n != 1 {
+		t.Errorf("%d advisory locks held, want y's alone (h ended with its session)", n)
+	}
+	unlockY()
+	unlockH() // its session is gone: nothing to release
+	if n := heldLocks(t, probe); n != 0 {
+		t.Errorf("%d advisory locks held after every unlock", n)
+	}
+	if n := pool.Stat().AcquiredConns(); n != 0 {
+		t.Errorf("%d connections kept out of the pool after every unlock (the last of a lost session's)", n)
+	}
+}
