@@ -22,6 +22,15 @@ import (
 // kernel; one that names nothing pinned is refused here, recorded by the
 // kernel all the same. Their results have no error form, so a refusal is
 // a JSON-RPC error carrying the outcome.
+//
+// Which pinned resource a URI reads is resourceuri.Match's word, as it is
+// the kernel's. mcp-go has a matcher of its own (RFC 6570 through
+// yosida95/uritemplate), whose {var} takes only unreserved and
+// pct-encoded characters: it finds no handler for test://template/a:b/data
+// though the turn pinned test://template/{id}/data. So a BeforeReadResource
+// hook (pinnedEntries.beforeRead) hands mcp-go a stand-in URI its matcher
+// finds the template by, and keeps the URI requested in the request's
+// state; the resource handler reads that one.
 
 // JSON-RPC codes of refused prompts/get and resources/read.
 const (
@@ -42,17 +51,52 @@ var attemptKinds = map[string]sharedosv1.CallKind{
 type pinnedEntries struct {
 	prompts   map[string]bool
 	resources []string
+	// standIns are, by pinned template, a URI mcp-go's matcher finds that
+	// template by (standIn).
+	standIns map[string]string
 }
 
 func pinnedOf(l *leases.Lease) pinnedEntries {
-	p := pinnedEntries{prompts: make(map[string]bool, len(l.Prompts))}
+	p := pinnedEntries{prompts: make(map[string]bool, len(l.Prompts)), standIns: make(map[string]string)}
 	for _, pr := range l.Prompts {
 		p.prompts[pr.GetName()] = true
 	}
 	for _, r := range l.Resources {
 		p.resources = append(p.resources, r.GetUri())
+		if r.GetTemplate() {
+			if s, ok := standIn(r.GetUri()); ok {
+				p.standIns[r.GetUri()] = s
+			}
+		}
 	}
 	return p
+}
+
+// standIn is a URI mcp-go's matcher finds template tmpl by, as addEntries
+// registers it: each {var} stands for "x", a value every matcher takes. ok
+// is false when mcp-go would not find tmpl by it all the same.
+func standIn(tmpl string) (string, bool) {
+	s := resourceuri.Var.ReplaceAllLiteralString(tmpl, "x")
+	return s, mcp.NewResourceTemplate(tmpl, "").URITemplate.Regexp().MatchString(s)
+}
+
+// beforeRead is the BeforeReadResource hook. When the URI requested reads
+// a pinned template (resourceuri.Match), mcp-go is handed the template's
+// stand-in, which its own matcher cannot fail to find, and the request's
+// state keeps the URI requested for the resource handler: every URI the
+// bridge and the kernel take for pinned reaches the kernel as the
+// handler's attempt, with its one record. (Every pinned resource has the
+// same handler, so whichever entry mcp-go finds the stand-in by serves it.)
+func (p pinnedEntries) beforeRead(ctx context.Context, _ any, req *mcp.ReadResourceRequest) {
+	lookingUp(ctx)
+	st := stateFrom(ctx)
+	if st == nil {
+		return // nowhere to keep the URI requested: mcp-go's lookup alone
+	}
+	tmpl, ok := resourceuri.Match(p.resources, req.Params.URI)
+	if s, has := p.standIns[tmpl]; ok && has {
+		st.resourceURI, req.Params.URI = req.Params.URI, s
+	}
 }
 
 // pinned reports whether a prompts/get or resources/read names something
@@ -173,7 +217,11 @@ func (e entryHandlers) prompt(ctx context.Context, req mcp.GetPromptRequest) (*m
 }
 
 func (e entryHandlers) resource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-	res, _, err := e.attempt(ctx, sharedosv1.CallKind_CALL_KIND_RESOURCE, req.Params.URI, nil)
+	uri := req.Params.URI
+	if st := stateFrom(ctx); st != nil && st.resourceURI != "" {
+		uri = st.resourceURI // mcp-go was handed a stand-in (beforeRead)
+	}
+	res, _, err := e.attempt(ctx, sharedosv1.CallKind_CALL_KIND_RESOURCE, uri, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -212,10 +212,11 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 
 	tools = append(tools, server.ServerTool{Tool: dispatcherTool(), Handler: handler})
 
+	entries := pinnedOf(l)
 	hooks := &server.Hooks{}
 	hooks.AddBeforeCallTool(unknown.beforeCall)
 	hooks.AddBeforeGetPrompt(func(ctx context.Context, _ any, _ *mcp.GetPromptRequest) { lookingUp(ctx) })
-	hooks.AddBeforeReadResource(func(ctx context.Context, _ any, _ *mcp.ReadResourceRequest) { lookingUp(ctx) })
+	hooks.AddBeforeReadResource(entries.beforeRead)
 	hooks.AddAfterListTools(func(_ context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		if res == nil {
 			return
@@ -254,5 +255,5 @@ func newTurnServer(l *leases.Lease, fwd *forward.Forwarder, logger *slog.Logger,
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(logger.With(slog.String(telemetry.LogTurnID, l.TurnID))),
 	)
-	return &turnServer{turn: turn, http: httpSrv, sessions: sessions, initialize: initialize, entries: pinnedOf(l)}, nil
+	return &turnServer{turn: turn, http: httpSrv, sessions: sessions, initialize: initialize, entries: entries}, nil
 }

@@ -38,6 +38,9 @@ type callState struct {
 	// the prompt or resource up (its hook runs just before): a refusal
 	// after it is of the name alone.
 	lookedUp atomic.Bool
+	// resourceURI is the URI a resources/read requested when mcp-go was
+	// handed a stand-in for it (pinnedEntries.beforeRead): the one read.
+	resourceURI string
 	// cancelled is set by the handler of a call that was cancelled: nothing
 	// more is sent for the request (response).
 	cancelled atomic.Bool

@@ -1,0 +1,149 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
+	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
+	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+)
+
+// entryKernel is a kernel client that gets prompts and reads resources
+// too: it keeps every call it is sent, edge rejections included, and
+// answers each with answer.
+type entryKernel struct {
+	answer func(*sharedosv1.ToolCall) *sharedosv1.ToolResult
+
+	mu    sync.Mutex
+	calls []*sharedosv1.ToolCall
+}
+
+func (k *entryKernel) note(c *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+	k.mu.Lock()
+	k.calls = append(k.calls, c)
+	k.mu.Unlock()
+	res := k.answer(c)
+	res.CallId = c.GetCallId()
+	return res, nil
+}
+
+func (k *entryKernel) InvokeTool(_ context.Context, c *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	return k.note(c)
+}
+
+func (k *entryKernel) GetPrompt(_ context.Context, c *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	return k.note(c)
+}
+
+func (k *entryKernel) ReadResource(_ context.Context, c *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	return k.note(c)
+}
+
+// since returns the calls sent after the first n.
+func (k *entryKernel) since(n int) []*sharedosv1.ToolCall {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]*sharedosv1.ToolCall(nil), k.calls[n:]...)
+}
+
+func (k *entryKernel) sent() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.calls)
+}
+
+// TestAPinnedTemplateURIWithReservedCharactersIsRead: a URI the turn's
+// pinned template test://template/{id}/data takes by resourceuri.Match (the
+// kernel's rule) is read on either era, though mcp-go's own matcher takes
+// no ':', '@', '!' or '=' for a {var}: exactly one attempt reaches the
+// kernel, not as an edge rejection, and the client gets the contents read;
+// the kernel's refusal of such a URI comes back with its outcome and
+// data.uri (ADR 0018). mcp-go answered these with its bare "handler not
+// found", which the bridge recorded as a protocol error and never read.
+func TestAPinnedTemplateURIWithReservedCharactersIsRead(t *testing.T) {
+	const refused = "test://template/gone:1/data"
+	k := &entryKernel{answer: func(c *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		if c.GetTool() == refused {
+			return outcome.Denied(outcome.ToolUnavailable, "no such resource")
+		}
+		content, _ := json.Marshal([]map[string]string{{"uri": c.GetTool(), "text": "read"}})
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: content}
+	}}
+	store := memory.New()
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(mcpserver.Config{
+		Store: store, Forwarder: &forward.Forwarder{Invoker: k},
+		Edge: protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+	}))
+	l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	init := post(mux, l.TurnID, token, legacyInitialize, nil)
+	sid := init.Header().Get("Mcp-Session-Id")
+	if init.Code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	eras := []struct {
+		name string
+		read func(uri string) (status int, body []byte)
+	}{
+		{"2026-07-28", func(uri string) (int, []byte) {
+			w := post(mux, l.TurnID, token, `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+uri+
+				`","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+				map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": uri})
+			return w.Code, w.Body.Bytes()
+		}},
+		{"2025-11-25", func(uri string) (int, []byte) {
+			w := post(mux, l.TurnID, token, `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+uri+`"}}`,
+				map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid})
+			return w.Code, w.Body.Bytes()
+		}},
+	}
+	for _, era := range eras {
+		for _, uri := range []string{"test://template/7/data", "test://template/a:b/data", "test://template/a@b/data",
+			"test://template/a!b/data", "test://template/a=b/data", refused} {
+			t.Run(era.name+" "+uri, func(t *testing.T) {
+				before := k.sent()
+				status, body := era.read(uri)
+				calls := k.since(before)
+				if len(calls) != 1 || calls[0].GetTool() != uri || calls[0].GetKind() != sharedosv1.CallKind_CALL_KIND_RESOURCE ||
+					calls[0].GetEdgeRejection() != "" {
+					t.Fatalf("kernel calls %v, want one read of %s that is no edge rejection (answered %d %s)", calls, uri, status, body)
+				}
+				var answer struct {
+					Result struct {
+						Contents []struct{ URI, Text string }
+					}
+					Error struct {
+						Code int
+						Data map[string]any
+					}
+				}
+				if err := json.Unmarshal(body, &answer); err != nil {
+					t.Fatalf("answer %d %s: %v", status, body, err)
+				}
+				if uri == refused {
+					meta, _ := answer.Error.Data[outcome.MetaKey].(map[string]any)
+					if answer.Error.Code != protocol.CodeInvalidParams || answer.Error.Data["uri"] != uri ||
+						meta["status"] != "denied" || meta["callId"] != calls[0].GetCallId() {
+						t.Fatalf("the kernel's refusal answered %d %s, want -32602 with data.uri and the record's outcome", status, body)
+					}
+					return
+				}
+				if status != http.StatusOK || len(answer.Result.Contents) != 1 || answer.Result.Contents[0].URI != uri ||
+					!strings.Contains(string(body), `"text":"read"`) {
+					t.Fatalf("answered %d %s, want the contents of %s", status, body, uri)
+				}
+			})
+		}
+	}
+}
