@@ -266,8 +266,16 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) {
 		if lease.Terminated(sid) {
 			if r.Method == http.MethodPost {
-				// A tools/call on it is an attempt all the same: recorded.
+				// A tools/call on it is an attempt all the same: recorded —
+				// unless the turn expired while its body arrived, which
+				// leaves a request 404 with nothing recorded, as below
+				// (invariant 6).
 				body, _ := h.cfg.Edge.ReadBody(w, r)
+				if expiredSince(lease, admitted, h.cfg.Now()) {
+					h.Evict(turnID)
+					h.refuse(w, r, http.StatusNotFound, "turn not found")
+					return
+				}
 				h.recordRefused(ctx, turnID, r.Header, body, "the session was ended with DELETE")
 			}
 			h.refuse(w, r, http.StatusNotFound, "session terminated")

@@ -19,6 +19,8 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/storetest"
 	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
 )
 
 // TestSweepFreesTurnsClosedElsewhere: a turn closed through another pod (a
@@ -485,6 +487,57 @@ func TestTurnEndedWhileTheBodyArrives(t *testing.T) {
 	mux.ServeHTTP(w, req) // a record would go to the empty Forwarder and fail: only a 404 passes
 	if w.Code != http.StatusNotFound {
 		t.Fatalf("a body past the bound that ended after the turn expired: %d %s, want 404", w.Code, w.Body)
+	}
+}
+
+// TestACallOnAnEndedSessionWhoseBodyArrivedAfterExpiryTouchesNothing
+// (invariant 6): a tools/call on a 2025-era session ended with DELETE is
+// an attempt, recorded as refused while its turn is open; but one the gate
+// let in before the turn expired, whose body arrived after, is 404 with
+// nothing recorded, as on a live session.
+func TestACallOnAnEndedSessionWhoseBodyArrivedAfterExpiryTouchesNothing(t *testing.T) {
+	pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	store := memory.New(memory.WithClock(pod.now))
+	k := &entryKernel{answer: func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		return outcome.Failed(outcome.InvalidRequest, "refused at the edge")
+	}}
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(mcpserver.Config{
+		Store: store, Forwarder: &forward.Forwarder{Invoker: k},
+		Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+		StatusCacheTTL: time.Hour, Now: pod.now,
+	}))
+	l, token := createLease(t, store, pod.now().Add(-time.Minute), pod.now().Add(time.Minute))
+	init := post(mux, l.TurnID, token, legacyInitialize, nil)
+	sid := init.Header().Get("Mcp-Session-Id")
+	if init.Code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	end := httptest.NewRequest(http.MethodDelete, "http://127.0.0.1"+leases.MCPPath(l.TurnID), nil)
+	end.Header.Set("Authorization", "Bearer "+token)
+	end.Header.Set("Mcp-Session-Id", sid)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, end)
+	if w.Code != http.StatusOK {
+		t.Fatalf("DELETE of the session: %d %s", w.Code, w.Body)
+	}
+	// onEndedSession is slowCall's tools/call sent on the ended session, as
+	// a 2025-era client sends it.
+	onEndedSession := func(then func()) *httptest.ResponseRecorder {
+		req := slowCall(l.TurnID, token, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files.read","arguments":{}}}`, then)
+		req.Header.Del("Mcp-Protocol-Version")
+		req.Header.Set("Mcp-Session-Id", sid)
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		return w
+	}
+	if w := onEndedSession(func() {}); w.Code != http.StatusNotFound || k.sent() != 1 || k.since(0)[0].GetEdgeRejection() == "" {
+		t.Fatalf("a call on the ended session of an open turn: %d, %d kernel calls; want 404 and its refusal recorded", w.Code, k.sent())
+	}
+	w = onEndedSession(func() { pod.t = pod.t.Add(2 * time.Minute) })
+	if w.Code != http.StatusNotFound || k.sent() != 1 {
+		t.Fatalf("a call on the ended session whose body arrived after the turn expired: %d %s, %d kernel calls; want 404 and nothing recorded",
+			w.Code, w.Body, k.sent())
 	}
 }
 
