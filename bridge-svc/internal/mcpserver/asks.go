@@ -38,7 +38,7 @@ func newAsks() *asks { return &asks{m: map[string]*ask{}} }
 // add registers a request of turnID's session and returns its id (a JSON
 // string nobody can guess) and where its answer arrives.
 func (a *asks) add(turnID, sessionID string) (string, <-chan answer) {
-	var b [16]byte
+	var b [askRandomBytes]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	id := askPrefix + hex.EncodeToString(b[:]) + `"`
 	k := &ask{turnID: turnID, sessionID: sessionID, answer: make(chan answer, 1)}
@@ -93,12 +93,37 @@ func (a *asks) ids() [][]byte {
 // askPrefix starts every input request id the bridge sends (as JSON).
 const askPrefix = `"sharedos-ask-`
 
+// askRandomBytes are the random bytes of an input request id, written in
+// lowercase hex after askPrefix.
+const askRandomBytes = 16
+
+// isAskID reports whether id (JSON) has the shape of the input request ids
+// add mints: askPrefix, 2·askRandomBytes lowercase hex digits and the
+// closing quote. Any other id is none of the bridge's requests, and the
+// client chose it: the store keys and announces a passed answer by its id,
+// and one of 8 KB failed its announcement (pg_notify), which the client
+// got as a store outage (503) and the pod logged as an error.
+func isAskID(id []byte) bool {
+	hexID, ok := bytes.CutPrefix(id, []byte(askPrefix))
+	if !ok || len(hexID) != 2*askRandomBytes+1 || hexID[2*askRandomBytes] != '"' {
+		return false
+	}
+	for _, c := range hexID[:2*askRandomBytes] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // pass hands an answer this pod does not wait for to the pod that does,
 // through the store (leases.Answers); false when it is not such an answer
-// or the store relays none (one pod: every answer reaches the asker).
+// (its id is none the bridge mints: mcp-go answers it as any response to
+// an unknown request) or the store relays none (one pod: every answer
+// reaches the asker).
 func (h *Handler) pass(ctx context.Context, turnID, sessionID string, msg *protocol.Message) (bool, error) {
 	relay, ok := h.cfg.Store.(leases.Answers)
-	if !ok || !bytes.HasPrefix(msg.ID, []byte(askPrefix)) {
+	if !ok || !isAskID(msg.ID) {
 		return false, nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseTimeout)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -321,12 +322,21 @@ const answerChannel = "sharedos_input_answer"
 
 var _ leases.Answers = (*Store)(nil)
 
+// maxAnswerID is the longest id, in characters, bridge.input_answers
+// holds (its CHECK); the bridge's own input request ids are 47.
+const maxAnswerID = 64
+
 // PassAnswer implements leases.Answers: the row and its announcement commit
 // together; answers nobody took for 15 minutes go with the next pass, and a
 // turn with leases.MaxPassedAnswers answers waiting gets no more (two
 // passes at once may both see room: the bound is the budget plus the
 // passes in flight).
 func (s *Store) PassAnswer(ctx context.Context, a leases.Answer) error {
+	if n := utf8.RuneCount(a.ID); n > maxAnswerID {
+		// Refused by name: the table would refuse it by its CHECK, and
+		// pg_notify one past its payload bound, each as a bare SQLSTATE.
+		return fmt.Errorf("leases/postgres: pass answer: an id of %d characters, over the %d bridge.input_answers holds", n, maxAnswerID)
+	}
 	tag, err := s.pool.Exec(ctx, `
 WITH gone AS (DELETE FROM bridge.input_answers WHERE passed_at < now() - interval '15 minutes'),
      budget AS (SELECT count(*) < $6 AS within FROM bridge.input_answers

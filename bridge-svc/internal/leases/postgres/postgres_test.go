@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,29 @@ func TestAnswersRelay(t *testing.T) {
 	}
 	if _, err := s.TakeAnswer(ctx, []byte(`"sharedos-ask-2"`)); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("TakeAnswer of an id never passed: %v", err)
+	}
+}
+
+// TestAnAnswerIDLongerThanTheTableHoldsIsRefusedByName: an answer whose
+// id is longer than bridge.input_answers holds (64 characters) is refused
+// with an error that says so, before the database would fail it by a bare
+// SQLSTATE (its CHECK, or pg_notify's payload bound for 8,000 bytes or
+// more); nothing is kept, and an id of 64 characters still passes.
+func TestAnAnswerIDLongerThanTheTableHoldsIsRefusedByName(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	for _, n := range []int{65, 9000} {
+		id := []byte(`"` + strings.Repeat("a", n-2) + `"`)
+		err := s.PassAnswer(ctx, leases.Answer{TurnID: "t1", SessionID: "s1", ID: id, Result: []byte(`{}`)})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("an id of %d characters", n)) {
+			t.Fatalf("an answer id of %d characters: %v, want an error naming its length", n, err)
+		}
+		if _, err := s.TakeAnswer(ctx, id); !errors.Is(err, leases.ErrNotFound) {
+			t.Fatalf("the refused answer of %d characters was kept: %v", n, err)
+		}
+	}
+	if err := s.PassAnswer(ctx, leases.Answer{TurnID: "t1", SessionID: "s1", ID: []byte(`"` + strings.Repeat("a", 62) + `"`), Result: []byte(`{}`)}); err != nil {
+		t.Fatalf("an answer id of 64 characters: %v", err)
 	}
 }
 
