@@ -298,6 +298,80 @@ func TestStartupLeavesWhatASiblingHoldsJournaled(t *testing.T) {
 	}
 }
 
+// TestLiveKernelWritesAStoppedSiblingsJournal: a kernel stopped with an
+// outcome journaled (answered succeeded while the store was down) while a
+// sibling on the same directory runs with an empty journal of its own. The
+// sibling's flusher adopts the stopped kernel's file and writes the
+// outcome, after which its Reconcile marks the stopped kernel's other,
+// stale row interrupted. Before, only a flush with something of its own
+// adopted: the answered row stayed pending and every Reconcile was
+// postponed for as long as the sibling ran (found by review).
+func TestLiveKernelWritesAStoppedSiblingsJournal(t *testing.T) {
+	store := memory.New()
+	ctx := context.Background()
+	dir := t.TempDir()
+	begin := func(call string) *records.Record {
+		// An hour old: past the age-based reconcile's cutoff.
+		r := &records.Record{AttemptID: records.NewAttemptID(), CallID: call, TurnID: "t", InstanceID: "host-dead", StartedAt: time.Now().UTC().Add(-time.Hour)}
+		if err := store.Begin(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	answered, stale := begin("answered"), begin("stale")
+	jlive, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jlive.Close() })
+	k := newKernelJournaled(t, store, "host-live", jlive)
+	rctx, stop := context.WithCancel(ctx)
+	flusher := make(chan struct{})
+	go func() { defer close(flusher); k.RunJournal(rctx) }()
+	defer func() { stop(); <-flusher }()
+
+	jdead, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jdead.Add(answered.AttemptID, records.Completion{Status: succeeded, FinishedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	// While that kernel runs, the outcome is its to write: nothing is
+	// marked interrupted.
+	if n, err := k.Reconcile(ctx); err != nil || n != 0 {
+		t.Fatalf("Reconcile while the sibling holds an outcome = %d, %v; want nothing marked", n, err)
+	}
+	// It stops: its file stays, its lock goes.
+	if err := jdead.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ops := func() map[string]sharedosv1.OperationStatus {
+		rows, err := store.ListOperations(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]sharedosv1.OperationStatus{}
+		for _, r := range rows {
+			out[r.CallID] = r.Status
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ops()[answered.CallID] != succeeded || k.Journaled() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped kernel's outcome not written within 10s: rows %v, journaled %d", ops(), k.Journaled())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, err := k.Reconcile(ctx); err != nil || n != 1 {
+		t.Fatalf("Reconcile = %d, %v; want the stale row marked", n, err)
+	}
+	if got := ops(); got[answered.CallID] != succeeded || got[stale.CallID] != sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED {
+		t.Fatalf("rows %v; want %s succeeded (what its client was told) and %s interrupted", got, answered.CallID, stale.CallID)
+	}
+}
+
 // TestRecordsNeverQuoteArgumentValues (issue 17, item 17): a schema error
 // quoting a long value (pattern, cut for the model at 600 bytes), a number
 // (rendered 4.111222333×10⁰⁹ by the validator) or a short string leaves

@@ -6,7 +6,8 @@
 // there, one JSON line per completion, fsynced before Add returns, and holds
 // an exclusive flock(2) on it for as long as it runs. A file whose lock can
 // be taken belongs to a process that has stopped (SIGKILL included): the
-// next process to open the directory, or a sibling that flushes, adopts it,
+// next process to open the directory, or a live sibling (at its next flush,
+// or within its Run interval when it keeps nothing of its own), adopts it,
 // writes its completions to the store and removes it. So a completion that
 // was acknowledged to a client survives a PostgreSQL outage, a PostgreSQL
 // crash and a kernel crash, and is written as soon as the store is back. A

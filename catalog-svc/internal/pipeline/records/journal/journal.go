@@ -137,13 +137,24 @@ func Open(dir string, log *slog.Logger) (*Journal, error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	path := filepath.Join(dir, hex.EncodeToString(id[:])+fileSuffix)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	// The file is locked before it takes a journal file's name: a live
+	// sibling adopts orphans at every Run interval, and would take an
+	// unlocked file of that name for a stopped process's and lock it
+	// first, failing this Open.
+	locking := path + ".locking"
+	f, err := os.OpenFile(locking, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("journal: lock %s: %w", path, err)
+		_ = os.Remove(locking)
+		return nil, fmt.Errorf("journal: lock %s: %w", locking, err)
+	}
+	if err := os.Rename(locking, path); err != nil {
+		_ = f.Close()
+		_ = os.Remove(locking)
+		return nil, fmt.Errorf("journal: %w", err)
 	}
 	if err := syncDir(dir); err != nil {
 		_ = f.Close()
@@ -385,14 +396,7 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 	j.flushMu.Lock()
 	defer j.flushMu.Unlock()
 	j.flushes.Add(1)
-	if j.Durable() {
-		j.mu.Lock()
-		err := j.adopt()
-		j.mu.Unlock()
-		if err != nil {
-			j.log.WarnContext(ctx, "journal: adopt orphan files", slog.Any("error", err))
-		}
-	}
+	j.adoptOrphans(ctx)
 	type item struct {
 		f *file
 		k key
@@ -449,6 +453,21 @@ func (j *Journal) Flush(ctx context.Context, store records.Store) (int, error) {
 	cerr := j.compact()
 	j.mu.Unlock()
 	return written, errors.Join(ferr, cerr)
+}
+
+// adoptOrphans adopts the journal files of processes that stopped since
+// the last look (a memory-only or closed journal has none to look for). A
+// file that cannot be adopted is logged and looked at again next time.
+func (j *Journal) adoptOrphans(ctx context.Context) {
+	j.mu.Lock()
+	var err error
+	if j.own != nil {
+		err = j.adopt()
+	}
+	j.mu.Unlock()
+	if err != nil {
+		j.log.WarnContext(ctx, "journal: adopt orphan files", slog.Any("error", err))
+	}
 }
 
 // writeTimeout bounds one completion's write: a hung store fails the flush
@@ -651,7 +670,12 @@ func read(r io.Reader, path string, log *slog.Logger) (map[key]records.Completio
 
 // Run flushes to store whenever a completion is added, and at least every
 // interval while anything is kept, backing off while the store fails, until
-// ctx is done. onError is told about every failed flush (nil: ignored).
+// ctx is done. Every interval it also adopts the files of sibling processes
+// on the directory that stopped, even while it keeps nothing of its own: a
+// stopped sibling's completions were answered to its clients, and until a
+// live process writes them their rows stay pending and every sibling's
+// Reconcile waits for them (HeldElsewhere). onError is told about every
+// failed flush (nil: ignored).
 func (j *Journal) Run(ctx context.Context, store records.Store, interval time.Duration, onError func(error)) {
 	const maxBackoff = 2 * time.Second
 	backoff := 50 * time.Millisecond
@@ -663,6 +687,7 @@ func (j *Journal) Run(ctx context.Context, store records.Store, interval time.Du
 			return
 		case <-j.wake:
 		case <-t.C:
+			j.adoptOrphans(ctx)
 		}
 		for j.Len() > 0 && ctx.Err() == nil {
 			left := j.Len()

@@ -295,6 +295,56 @@ func TestRunFlushesOnAdd(t *testing.T) {
 	}
 }
 
+// A live kernel whose own journal is empty adopts, within its Run interval,
+// the file of a sibling that stopped on the same directory with a
+// journaled completion (its client was answered on its strength), and
+// writes it: Flush alone adopted, and Run flushed only while it kept
+// something of its own, so the row stayed pending and the sibling's file
+// counted as held elsewhere, postponing every Reconcile, for as long as
+// the live kernel ran (found by review). A live sibling's file is never
+// adopted.
+func TestRunAdoptsTheFileOfAStoppedSibling(t *testing.T) {
+	store := memory.New()
+	dir := t.TempDir()
+	a := begin(t, store, "a")
+	live, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	sibling, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { live.Run(ctx, store, time.Millisecond, nil); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	if err := sibling.Add(a, done("")); err != nil {
+		t.Fatal(err)
+	}
+	// While the sibling runs, its file is its own however often Run looks.
+	if held, err := live.HeldElsewhere(); held != 1 || err != nil || live.Len() != 0 {
+		t.Fatalf("with the sibling live: HeldElsewhere = %d, %v, Len = %d; want its one completion left to it", held, err, live.Len())
+	}
+	// The sibling stops: its file and completion stay, its lock goes.
+	if err := sibling.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for rows(t, store)["a"].Status != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED || len(files(t, dir)) != 1 {
+		if time.Now().After(deadline) {
+			held, _ := live.HeldElsewhere()
+			t.Fatalf("the stopped sibling's completion not written within 10s: row %v, Len = %d, HeldElsewhere = %d, files %v",
+				rows(t, store)["a"].Status, live.Len(), held, files(t, dir))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if held, err := live.HeldElsewhere(); held != 0 || err != nil || live.Len() != 0 {
+		t.Fatalf("after the replay: HeldElsewhere = %d, %v, Len = %d; want nothing held anywhere", held, err, live.Len())
+	}
+}
+
 // Refusals named from two turns are both kept (one from another turn keeps
 // none of the attempt's own out); an outcome in this process's file wins
 // over a refusal in an adopted one; a refusal held by a resumption in
