@@ -600,12 +600,20 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	var res *sharedosv1.ToolResult
 	var resolved, recordReason string
 	var refused *grants.Refusal
+	// A notice of a call the bridge answered itself (it gave up on the
+	// call, or refused it at the MCP edge) is recorded as that answer also
+	// when the turn's grant has expired since: the bridge answers first
+	// and sends the notice after, and denied/invalid_grant would say other
+	// than what its client was told (invariant 4). Only expiry, which
+	// Verify says only of a grant this kernel signed for this turn; any
+	// other refusal is recorded as one.
+	notice := call.GetAbandoned() || call.GetEdgeRejection() != ""
 	switch {
-	case errors.As(grantErr, &refused):
+	case errors.As(grantErr, &refused) && !(notice && errors.Is(grantErr, grants.ErrExpired)):
 		s.logger.WarnContext(ctx, "call refused: invalid turn grant", slog.String(telemetry.LogTurnID, rec.TurnID),
 			slog.String(telemetry.LogCallID, rec.CallID), slog.String("reason", refused.Reason))
 		res = outcome.Denied(outcome.InvalidGrant, refused.Reason)
-	case call.GetAbandoned(), call.GetEdgeRejection() != "":
+	case notice:
 		// Given up on by the bridge, or refused at the MCP edge as a
 		// protocol error: recorded, never run. A round the client would
 		// not answer ends the attempt: a provider holding its call for the

@@ -72,6 +72,58 @@ func TestInvalidGrantsAreRefusedAndRecorded(t *testing.T) {
 	})
 }
 
+// TestNoticeUnderAnExpiredGrantIsRecordedAsAnswered: the bridge answers
+// its client itself (failed/timeout when InvokeTool failed, or a protocol
+// error at its edge) and then sends the kernel its notice, by which time
+// the turn's grant may have expired. The record says what the client was
+// told, not denied/invalid_grant (invariant 4: an answer never says more
+// than its record; found by review). An expired grant of another turn is
+// still refused.
+func TestNoticeUnderAnExpiredGrantIsRecordedAsAnswered(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		expired := func(turn string) string {
+			g, err := testKeys.Issue(grants.Grant{TurnID: turn, Context: alice(), CatalogHash: testHash, Tools: h.resolver.pin(),
+				ExpiresAt: time.Now().Add(-time.Minute)}, time.Now().Add(-time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g
+		}
+		for _, tc := range []struct {
+			name, turn, grantTurn string
+			notice                func(*sharedosv1.ToolCall)
+			status                sharedosv1.OperationStatus
+			code                  string
+		}{
+			{"abandoned", "x-abandoned", "x-abandoned",
+				func(c *sharedosv1.ToolCall) { c.Abandoned, c.AbandonedCode = true, outcome.Timeout }, failed, outcome.Timeout},
+			{"refused at the edge", "x-edge", "x-edge",
+				func(c *sharedosv1.ToolCall) { c.EdgeRejection = "the request body is not valid UTF-8" }, failed, outcome.InvalidRequest},
+			{"abandoned, another turn's grant", "x-other", "x-elsewhere",
+				func(c *sharedosv1.ToolCall) { c.Abandoned, c.AbandonedCode = true, outcome.Timeout }, denied, outcome.InvalidGrant},
+		} {
+			c := h.newCall(tc.turn, "files.read", `{"path":"/public/a.txt"}`)
+			c.Grant = expired(tc.grantTurn)
+			tc.notice(c)
+			res, err := h.invoke(context.Background(), c)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			rows := h.records(tc.turn)
+			if len(rows) != 1 {
+				t.Fatalf("%s: %d records, want 1", tc.name, len(rows))
+			}
+			if res.GetStatus() != tc.status || res.GetCode() != tc.code || rows[0].Status != tc.status || rows[0].Code != tc.code {
+				t.Errorf("%s: answer %v/%s, record %v/%s (%s); want %v/%s", tc.name, res.GetStatus(), res.GetCode(),
+					rows[0].Status, rows[0].Code, rows[0].Reason, tc.status, tc.code)
+			}
+		}
+		if n := h.handler.calls.Load(); n != 0 {
+			t.Fatalf("a handler ran %d times for notices", n)
+		}
+	})
+}
+
 // TestRevokeTurn: a call in flight when its turn is revoked is cancelled
 // and recorded cancelled; RevokeTurn returns only after it ended; a call
 // after it is refused invalid_grant and recorded, and nothing starts.

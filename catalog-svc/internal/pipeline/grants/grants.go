@@ -282,7 +282,10 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 
 // Verify checks that token is a grant these keys signed, for turnID, not
 // expired at now, and returns what it says. A refusal is a *Refusal.
-// The returned Grant is shared: do not modify it.
+// ErrExpired is only ever the refusal of a grant these keys signed for
+// turnID: the turn is checked first (the pipeline records a bridge's
+// notice of a call it answered itself as that answer when the grant only
+// expired since). The returned Grant is shared: do not modify it.
 func (k *Keys) Verify(token, turnID string, now time.Time) (*Grant, error) {
 	if token == "" {
 		return nil, ErrMissing
@@ -295,18 +298,20 @@ func (k *Keys) Verify(token, turnID string, now time.Time) (*Grant, error) {
 		if g, err = k.verifySignature(token, now); err != nil {
 			return nil, err
 		}
-		k.mu.Lock()
-		if len(k.verified) >= cacheSize {
-			clear(k.verified)
+		if now.Before(g.ExpiresAt) { // an expired one is never good again
+			k.mu.Lock()
+			if len(k.verified) >= cacheSize {
+				clear(k.verified)
+			}
+			k.verified[token] = g
+			k.mu.Unlock()
 		}
-		k.verified[token] = g
-		k.mu.Unlock()
-	}
-	if !now.Before(g.ExpiresAt) {
-		return nil, ErrExpired
 	}
 	if g.TurnID != turnID {
 		return nil, ErrMismatch
+	}
+	if !now.Before(g.ExpiresAt) {
+		return nil, ErrExpired
 	}
 	return g, nil
 }
@@ -332,10 +337,11 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 		std.Expiry.Time().Sub(std.IssuedAt.Time()) > MaxLifetime+ClockSkew {
 		return nil, ErrForged
 	}
-	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience{issuer}, Time: now}, ClockSkew); err != nil {
-		if errors.Is(err, jwt.ErrExpired) {
-			return nil, ErrExpired
-		}
+	// Expiry is Verify's to check, exactly and after the turn (ErrExpired
+	// names a grant of the caller's turn); the rest here.
+	unexpiring := std
+	unexpiring.Expiry = nil
+	if err := unexpiring.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience{issuer}, Time: now}, ClockSkew); err != nil {
 		return nil, ErrForged
 	}
 	var id Identity

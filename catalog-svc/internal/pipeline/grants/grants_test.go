@@ -108,6 +108,9 @@ func TestRefusals(t *testing.T) {
 		{"not a JWS", "garbage", "turn-1", now, grants.ErrForged},
 		{"expired", tok, "turn-1", now.Add(time.Hour), grants.ErrExpired},
 		{"other turn", tok, "turn-2", now, grants.ErrMismatch},
+		// ErrExpired says the grant is the turn's own: the pipeline records
+		// a bridge's notice under an expired grant as the bridge answered.
+		{"other turn, expired", tok, "turn-2", now.Add(2 * time.Hour), grants.ErrMismatch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
