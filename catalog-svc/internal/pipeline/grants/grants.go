@@ -68,7 +68,9 @@ type Grant struct {
 	ResourceRoot      string
 	ResourceSize      int64
 	ResourceTemplates map[string]string
-	ExpiresAt         time.Time
+	// ExpiresAt is when the grant expires, to the nanosecond: the turn's
+	// lease has sub-second precision, and the grant lives exactly as long.
+	ExpiresAt time.Time
 	// Identity is the turn's SystemIdentity as the host declared it;
 	// grants issued before it existed carry none (zero).
 	Identity Identity
@@ -223,6 +225,10 @@ type claims struct {
 	ResSize     int64             `json:"resSize,omitempty"`
 	Templates   map[string]string `json:"rtp,omitempty"`
 	Identity    *identity         `json:"sys,omitempty"`
+	// ExpiresAt is the exact expiry (RFC 3339, nanoseconds); exp, a whole
+	// second, holds it rounded up. Grants issued before it carry none:
+	// their exp is their expiry.
+	ExpiresAt string `json:"expiresAt,omitempty"`
 }
 
 type identity struct {
@@ -255,10 +261,11 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 	}
 	std := jwt.Claims{
 		Issuer: issuer, Audience: jwt.Audience{issuer}, Subject: g.Context.GetPrincipal(),
-		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(g.ExpiresAt),
+		IssuedAt: jwt.NewNumericDate(now), Expiry: expiryClaim(g.ExpiresAt),
 	}
 	c := claims{
-		TurnID: g.TurnID, CatalogHash: g.CatalogHash, Tools: g.Tools, PinRoot: g.PinRoot, PinSize: g.PinSize,
+		ExpiresAt: g.ExpiresAt.UTC().Format(time.RFC3339Nano),
+		TurnID:    g.TurnID, CatalogHash: g.CatalogHash, Tools: g.Tools, PinRoot: g.PinRoot, PinSize: g.PinSize,
 		Prompts: g.Prompts, Resources: g.Resources, PRHash: g.PromptsResourcesHash,
 		ResRoot: g.ResourceRoot, ResSize: g.ResourceSize, Templates: g.ResourceTemplates,
 		Context: accessContext{
@@ -330,11 +337,24 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 	if err := tok.Claims(pub, &std, &c); err != nil {
 		return nil, ErrForged
 	}
+	if std.Expiry == nil || std.IssuedAt == nil || c.TurnID == "" || c.Context.Principal == "" {
+		return nil, ErrForged
+	}
+	expiresAt := std.Expiry.Time()
+	if c.ExpiresAt != "" {
+		// exp is the exact expiry rounded up to the second: a grant whose
+		// two disagree was not made here.
+		exact, err := time.Parse(time.RFC3339Nano, c.ExpiresAt)
+		if err != nil || *expiryClaim(exact) != *std.Expiry {
+			return nil, ErrForged
+		}
+		expiresAt = exact
+	}
 	// Every grant Issue signs names when it was issued and lives at most
-	// MaxLifetime (+ ClockSkew) from then: one that does not was not made
-	// here, whoever holds the key (a retired key leaked, say).
-	if std.Expiry == nil || std.IssuedAt == nil || c.TurnID == "" || c.Context.Principal == "" ||
-		std.Expiry.Time().Sub(std.IssuedAt.Time()) > MaxLifetime+ClockSkew {
+	// MaxLifetime (+ ClockSkew) from then (both cut to the second here, as
+	// iat is): one that does not was not made here, whoever holds the key
+	// (a retired key leaked, say).
+	if expiresAt.Truncate(time.Second).Sub(std.IssuedAt.Time()) > MaxLifetime+ClockSkew {
 		return nil, ErrForged
 	}
 	// Expiry is Verify's to check, exactly and after the turn (ErrExpired
@@ -350,7 +370,7 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 	}
 	return &Grant{
 		Identity: id,
-		TurnID:   c.TurnID, PinRoot: c.PinRoot, PinSize: c.PinSize, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: std.Expiry.Time(),
+		TurnID:   c.TurnID, PinRoot: c.PinRoot, PinSize: c.PinSize, CatalogHash: c.CatalogHash, Tools: maps.Clone(c.Tools), ExpiresAt: expiresAt,
 		Prompts: maps.Clone(c.Prompts), Resources: maps.Clone(c.Resources), PromptsResourcesHash: c.PRHash,
 		ResourceRoot: c.ResRoot, ResourceSize: c.ResSize, ResourceTemplates: maps.Clone(c.Templates),
 		Context: &sharedosv1.AccessContext{
@@ -358,4 +378,15 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 			Roles: slices.Clone(c.Context.Roles), Attributes: maps.Clone(c.Context.Attributes),
 		},
 	}, nil
+}
+
+// expiryClaim is the exp claim of a grant expiring at t: t rounded up to
+// the whole second (a NumericDate holds no fraction), so that no validator
+// reading exp alone takes the grant for live after t.
+func expiryClaim(t time.Time) *jwt.NumericDate {
+	exp := jwt.NumericDate(t.Unix())
+	if t.Nanosecond() > 0 {
+		exp++
+	}
+	return &exp
 }

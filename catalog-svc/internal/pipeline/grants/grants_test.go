@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"maps"
 	"path/filepath"
@@ -133,10 +134,60 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+// A grant lives until the exact expiry it was issued for, which the bridge
+// takes from the turn's lease (sub-second precision): exp, a whole second,
+// cut it to the second before, so a grant expired up to a second before its
+// lease (found by review). exp holds the expiry rounded up, so that no
+// validator reading exp alone takes the grant for live after it.
+func TestGrantLivesUntilItsExactExpiry(t *testing.T) {
+	k := mustKeys(t)
+	g := grant()
+	g.ExpiresAt = now.Add(time.Hour + 900*time.Millisecond)
+	tok, err := k.Issue(g, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp != now.Add(time.Hour+time.Second).Unix() {
+		t.Fatalf("exp = %d, %v; want the expiry rounded up to %d", claims.Exp, err, now.Add(time.Hour+time.Second).Unix())
+	}
+	// First past the expiry (read from the token: an expired grant is not
+	// memoised), then before it (memoised), then past it again.
+	if _, err := k.Verify(tok, "turn-1", now.Add(time.Hour+901*time.Millisecond)); !errors.Is(err, grants.ErrExpired) {
+		t.Fatalf("Verify 1 ms past the expiry = %v, want ErrExpired", err)
+	}
+	got, err := k.Verify(tok, "turn-1", now.Add(time.Hour+100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Verify 800 ms before the expiry: %v", err)
+	}
+	if !got.ExpiresAt.Equal(g.ExpiresAt) {
+		t.Fatalf("ExpiresAt = %v, want %v", got.ExpiresAt, g.ExpiresAt)
+	}
+	if _, err := k.Verify(tok, "turn-1", now.Add(time.Hour+900*time.Millisecond)); !errors.Is(err, grants.ErrExpired) {
+		t.Fatalf("memoised grant at its expiry = %v, want ErrExpired", err)
+	}
+	// The longest grant Issue makes, issued within a second: exp rounded
+	// up is more than MaxLifetime past iat (cut down), and it is one of
+	// Issue's all the same.
+	issued := now.Add(500 * time.Millisecond)
+	g.ExpiresAt = issued.Add(grants.MaxLifetime + grants.ClockSkew)
+	if tok, err = k.Issue(g, issued); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Verify(tok, "turn-1", issued); err != nil {
+		t.Fatalf("the longest grant Issue makes: %v", err)
+	}
+}
+
 // A grant signed with a kernel key (a retired one that leaked, say) but not
-// as Issue makes them — without an issue time, or living longer than
-// MaxLifetime from it — is refused (found by review: a 10-year grant for
-// any context verified).
+// as Issue makes them — without an issue time, living longer than
+// MaxLifetime from it, or with an exact expiry exp does not round it up to
+// — is refused (found by review: a 10-year grant for any context
+// verified). One without an exact expiry was issued before grants carried
+// it: it expires at exp.
 func TestVerifyRefusesGrantsIssueNeverMakes(t *testing.T) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -160,15 +211,26 @@ func TestVerifyRefusesGrantsIssueNeverMakes(t *testing.T) {
 	}
 	base := func() map[string]any {
 		return map[string]any{"tid": "turn-1", "iss": "sharedos-kernel", "aud": "sharedos-kernel", "iat": now.Unix(),
-			"exp": now.Add(time.Hour).Unix(), "ctx": map[string]any{"principal": "mallory", "roles": []string{"admin"}}, "tools": map[string]string{}}
+			"exp": now.Add(time.Hour).Unix(), "expiresAt": now.Add(time.Hour - 100*time.Millisecond).Format(time.RFC3339Nano),
+			"ctx": map[string]any{"principal": "mallory", "roles": []string{"admin"}}, "tools": map[string]string{}}
 	}
 	if _, err := k.Verify(sign(base()), "turn-1", now); err != nil {
 		t.Fatalf("a grant as Issue makes them: %v", err)
 	}
-	noIat, long := base(), base()
+	before := base()
+	delete(before, "expiresAt")
+	if g, err := k.Verify(sign(before), "turn-1", now); err != nil || !g.ExpiresAt.Equal(now.Add(time.Hour)) {
+		t.Fatalf("a grant issued before exact expiries = %v, %v; want it to expire at exp", g, err)
+	}
+	noIat, long, later, earlier, unreadable := base(), base(), base(), base(), base()
 	delete(noIat, "iat")
 	long["exp"] = now.Add(10 * 365 * 24 * time.Hour).Unix()
-	for name, claims := range map[string]map[string]any{"no issue time": noIat, "ten years": long} {
+	long["expiresAt"] = now.Add(10 * 365 * 24 * time.Hour).Format(time.RFC3339Nano)
+	later["expiresAt"] = now.Add(time.Hour + time.Millisecond).Format(time.RFC3339Nano)
+	earlier["expiresAt"] = now.Add(time.Hour - time.Second).Format(time.RFC3339Nano)
+	unreadable["expiresAt"] = "in an hour"
+	for name, claims := range map[string]map[string]any{"no issue time": noIat, "ten years": long,
+		"exact expiry after exp": later, "exact expiry a second before exp": earlier, "exact expiry unreadable": unreadable} {
 		if _, err := k.Verify(sign(claims), "turn-1", now); !errors.Is(err, grants.ErrForged) {
 			t.Errorf("%s: Verify = %v, want ErrForged", name, err)
 		}
