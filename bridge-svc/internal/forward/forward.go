@@ -321,7 +321,7 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 	// when a 2026-07-28 client retries, on whichever pod.
 	kernel := ""
 	if req.HasRequestState {
-		resume, addr, rerr := f.resume(turn, req.RequestState, call.GetTool(), call.GetArgumentsJson())
+		resume, addr, rerr := f.resume(turn, req.RequestState, call)
 		if rerr != nil {
 			f.RejectKind(ctx, turn, call.GetKind(), req.Name, rerr.Message)
 			return nil, nil, rerr, true
@@ -341,7 +341,7 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 	if req.Modern {
 		switch {
 		case res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED:
-			sealed, err := f.seal(turn, call.GetTool(), call.GetArgumentsJson(), res, affinity.Addr())
+			sealed, err := f.seal(turn, call, res, affinity.Addr())
 			if err == nil {
 				recordOutcome(span, res)
 				return res, sealed, nil, true

@@ -159,6 +159,71 @@ func TestInputRoundRefusals(t *testing.T) {
 	}
 }
 
+// entryRoundsInvoker is a roundsInvoker that also serves prompts/get and
+// resources/read, each answered as its tools/call would be.
+type entryRoundsInvoker struct{ *roundsInvoker }
+
+func (e entryRoundsInvoker) GetPrompt(ctx context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	return e.InvokeTool(ctx, in)
+}
+
+func (e entryRoundsInvoker) ReadResource(ctx context.Context, in *sharedosv1.ToolCall, _ ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	return e.InvokeTool(ctx, in)
+}
+
+// TestInputRoundStateOpensOnlyForItsKind: a requestState handed out for a
+// prompts/get does not open on a tools/call of the same name and
+// arguments, nor a tool's on a prompts/get: the kernel would otherwise be
+// asked to continue the prompt's attempt as a tool call. It is refused
+// -32602 and recorded as the kind it came with, nothing resumed, like a
+// state of another call; on its own kind it resumes the attempt.
+func TestInputRoundStateOpensOnlyForItsKind(t *testing.T) {
+	now := time.Now()
+	states, _ := requeststate.Generate()
+	inv := &roundsInvoker{res: func(c *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		if c.GetResume() == nil {
+			return waiting("attempt-1", 1, now.Add(time.Minute))
+		}
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[]`)}
+	}}
+	f := &forward.Forwarder{Invoker: entryRoundsInvoker{inv}, States: states, Now: func() time.Time { return now }}
+	args := json.RawMessage(`{"path":"/a"}`)
+	prompt := sharedosv1.CallKind_CALL_KIND_PROMPT
+	_, sealed, rerr, ok := f.Entry(context.Background(), turn(false), prompt, "files.read", args, forward.Request{Modern: true})
+	if rerr != nil || !ok || sealed == nil {
+		t.Fatalf("prompts/get = %v, %+v, %v: want a sealed input-required answer", sealed, rerr, ok)
+	}
+	tool, _ := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: args, Modern: true})
+
+	inv.calls = nil
+	res, rerr := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: args, Modern: true,
+		RequestState: sealed.State, HasRequestState: true})
+	if res != nil || rerr == nil || rerr.Code != protocol.CodeInvalidParams || !strings.Contains(rerr.Message, "another prompts/get request") {
+		t.Errorf("tools/call with a prompt's state: %v, %+v: want -32602 naming the prompt", res, rerr)
+	}
+	_, _, rerr, _ = f.Entry(context.Background(), turn(false), prompt, "files.read", args, forward.Request{Modern: true,
+		RequestState: tool.RequestState, HasRequestState: true})
+	if rerr == nil || rerr.Code != protocol.CodeInvalidParams || !strings.Contains(rerr.Message, "another tool call") {
+		t.Errorf("prompts/get with a tool's state: %+v: want -32602 naming the tool call", rerr)
+	}
+	if len(inv.calls) != 2 || inv.calls[0].GetKind() != sharedosv1.CallKind_CALL_KIND_UNSPECIFIED || inv.calls[1].GetKind() != prompt {
+		t.Fatalf("kernel saw %v: want the two refusals recorded, a tools/call's and a prompts/get's", inv.calls)
+	}
+	for _, c := range inv.calls {
+		if c.GetEdgeRejection() == "" || c.GetResume() != nil {
+			t.Errorf("kernel saw %v: want the refusal recorded, nothing resumed", c)
+		}
+	}
+
+	inv.calls = nil
+	done, _, rerr, ok := f.Entry(context.Background(), turn(false), prompt, "files.read", args, forward.Request{Modern: true,
+		RequestState: sealed.State, HasRequestState: true})
+	if rerr != nil || !ok || done.GetStatus() != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED ||
+		inv.calls[0].GetResume().GetAttemptId() != "attempt-1" {
+		t.Errorf("the prompt's own retry: %v, %+v (kernel saw %v): want the attempt resumed", done, rerr, inv.calls)
+	}
+}
+
 // TestAskedRoundsStayOnOneKernel: a 2025-era session's rounds, asked on
 // this pod, go to the kernel replica that answered the first.
 func TestAskedRoundsStayOnOneKernel(t *testing.T) {

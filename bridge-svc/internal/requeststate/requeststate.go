@@ -16,15 +16,23 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
 // State is what a sealed requestState carries: the attempt that waits and
-// the provider's own state, bound to one turn, tool and arguments.
+// the provider's own state, bound to one turn, kind of call, name and
+// arguments.
 type State struct {
 	TurnID    string `json:"t"`
 	AttemptID string `json:"a"`
 	Round     int32  `json:"r"`
-	Tool      string `json:"n"`
+	// Kind is the call's kind (tools/call, prompts/get, resources/read): a
+	// prompt's state must not open on a tools/call of the same name and
+	// arguments. A tools/call's is the zero value, so it is left out, and a
+	// state sealed before kinds were opens as a tools/call's.
+	Kind sharedosv1.CallKind `json:"o,omitempty"`
+	Tool string              `json:"n"`
 	// ArgumentsDigest is redact.ArgumentsDigest of the forwarded arguments.
 	ArgumentsDigest string    `json:"d"`
 	ExpiresAt       time.Time `json:"e"`

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/mtls/pki"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
 )
 
 func sample(now time.Time) requeststate.State {
-	return requeststate.State{TurnID: "turn-a", AttemptID: "0123456789abcdef0123456789abcdef", Round: 2,
+	return requeststate.State{TurnID: "turn-a", AttemptID: "0123456789abcdef0123456789abcdef", Round: 2, Kind: sharedosv1.CallKind_CALL_KIND_PROMPT,
 		Tool: "files.read", ArgumentsDigest: "sha256:abc", ExpiresAt: now.Add(time.Minute), Provider: []byte("opaque\x00state")}
 }
 
@@ -38,7 +39,7 @@ func TestSealOpen(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	want := sample(now)
-	if got.AttemptID != want.AttemptID || got.Round != 2 || got.Tool != want.Tool || got.ArgumentsDigest != want.ArgumentsDigest ||
+	if got.AttemptID != want.AttemptID || got.Round != 2 || got.Kind != want.Kind || got.Tool != want.Tool || got.ArgumentsDigest != want.ArgumentsDigest ||
 		string(got.Provider) != string(want.Provider) || !got.ExpiresAt.Equal(want.ExpiresAt) {
 		t.Fatalf("opened %+v, want %+v", got, want)
 	}

@@ -135,7 +135,7 @@ func (s *Pipeline) resume(ctx context.Context, call *sharedosv1.ToolCall, rec *r
 	release := s.journal.Hold(r.GetAttemptId(), call.GetTurnId())
 	callID, err := s.records.Resume(ctx, records.Resumption{
 		AttemptID: r.GetAttemptId(), TurnID: call.GetTurnId(), RequestedToolSHA256: rec.RequestedToolSHA256,
-		ArgumentsDigest: rec.ArgumentsDigest, Round: r.GetRound(), InstanceID: s.instanceID,
+		ArgumentsDigest: rec.ArgumentsDigest, Kind: rec.Kind, Round: r.GetRound(), InstanceID: s.instanceID,
 	})
 	end = release(err == nil)
 	if err == nil {

@@ -6,15 +6,19 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 )
 
 const (
@@ -231,6 +235,92 @@ func TestInputRoundEndsWithTheTurn(t *testing.T) {
 			t.Fatalf("records %+v: want the waiting attempt cancelled", rows)
 		}
 		expect(t, h.call2(h.resumeCall("w", args, res, `{}`)), failed, outcome.InvalidRequest)
+	})
+}
+
+// TestInputRoundResumedOnlyByItsKind: a round's retry continues its
+// attempt only as the kind of call that attempt is. A tools/call that
+// names a waiting prompts/get's attempt and round (the same name and
+// arguments) would run the tool's handler with the prompt provider's
+// state and end the prompt's record with what it did; it is refused
+// failed/invalid_request on a record of its own, as a state of another
+// call is, and the prompt goes on waiting for its own retry. A
+// prompts/get naming a waiting tools/call is refused the same way.
+func TestInputRoundResumedOnlyByItsKind(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		cat := realCatalogue(t, h)
+		fake, _ := h.resolver.Resolve(ctx, "files.read")
+		target := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
+		if _, _, err := cat.RegisterPrompt(ctx, &sharedosv1.PromptRegistration{Name: "review", Handler: target}); err != nil {
+			t.Fatal(err)
+		}
+		k := newKernelWith(t, h, cat)
+		rpc := server.NewRuntimeServer(k)
+		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "pk", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proof, _ := pinTree(t, granted).Prove(pinproof.Prompt, "review")
+		review := func(callID string, first *sharedosv1.ToolResult) *sharedosv1.ToolCall {
+			c := &sharedosv1.ToolCall{CallId: callID, TurnId: "pk", Tool: "review", ArgumentsJson: []byte(`{}`), Grant: granted.GetGrant(),
+				PinProof: proof, Harness: "test", InputRounds: true, InputMethods: inputround.Names(), Kind: sharedosv1.CallKind_CALL_KIND_PROMPT}
+			if first != nil {
+				c.InputResponsesJson = []byte(`{"who":{"action":"accept"}}`)
+				c.Resume = &sharedosv1.Resume{AttemptId: first.GetInput().GetAttemptId(), Round: first.GetInput().GetRound()}
+			}
+			return c
+		}
+		first, err := rpc.GetPrompt(ctx, review("pk-1", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, first, inputRequired, "")
+		asTool := review("pk-2", first)
+		asTool.Kind = sharedosv1.CallKind_CALL_KIND_UNSPECIFIED
+		res, err := rpc.InvokeTool(ctx, asTool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.mu.Lock()
+		h.attempts["pk"] = 2 // the prompt's attempt and the refused tools/call
+		h.mu.Unlock()
+		expect(t, res, failed, outcome.InvalidRequest)
+		rows := h.records("pk")
+		if len(rows) != 2 || rows[0].Status != pending || rows[0].WaitingUntil.IsZero() ||
+			rows[1].Kind != sharedosv1.CallKind_CALL_KIND_UNSPECIFIED || rows[1].Code != outcome.InvalidRequest {
+			t.Fatalf("records %+v: want the prompt still waiting and the tools/call refused on a record of its own", rows)
+		}
+		done, err := rpc.GetPrompt(ctx, review("pk-3", first))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, done, succeeded, "")
+		if rows := h.records("pk"); len(rows) != 2 || rows[0].Status != succeeded || rows[0].Kind != sharedosv1.CallKind_CALL_KIND_PROMPT {
+			t.Fatalf("records %+v: want the prompt's attempt ended by its own retry", rows)
+		}
+
+		const args = `{"path":"/public/a.txt"}`
+		h.handler.asks(askTwice)
+		waiting := h.call2(h.roundCall("tk", args, inputround.Names()...))
+		expect(t, waiting, inputRequired, "")
+		asPrompt := h.resumeCall("tk", args, waiting, `{"name":{"action":"accept"}}`)
+		asPrompt.Kind = sharedosv1.CallKind_CALL_KIND_PROMPT
+		res, err = h.rpc.GetPrompt(ctx, asPrompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.mu.Lock()
+		h.attempts["tk"]++
+		h.mu.Unlock()
+		expect(t, res, failed, outcome.InvalidRequest)
+		if rows := h.records("tk"); len(rows) != 2 || rows[0].Status != pending || rows[0].WaitingUntil.IsZero() {
+			t.Fatalf("records %+v: want the tools/call still waiting after a prompts/get named it", rows)
+		}
+		expect(t, h.resumed(h.resumeCall("tk", args, waiting, `{"name":{"action":"accept"}}`)), inputRequired, "")
+		if _, err := h.kernel.RevokeTurn(ctx, &sharedosv1.RevokeTurnRequest{TurnId: "tk"}); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

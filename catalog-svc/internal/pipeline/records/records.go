@@ -179,6 +179,11 @@ type Resumption struct {
 	TurnID              string
 	RequestedToolSHA256 string
 	ArgumentsDigest     string
+	// Kind is the call's kind, as KindName stores it: a prompts/get must
+	// not continue a tools/call of the same name and arguments (its
+	// provider would run the tool handler with the prompt's state), nor
+	// the other way round.
+	Kind sharedosv1.CallKind
 	// Round is the row's InputRounds while it waits.
 	Round int32
 	// InstanceID is the kernel that takes the attempt on.

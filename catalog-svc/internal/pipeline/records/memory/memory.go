@@ -188,7 +188,7 @@ func (s *Store) Resume(ctx context.Context, r records.Resumption) (string, error
 	row := s.rows.at(idx)
 	if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING || row.WaitingUntil.IsZero() ||
 		!now.Before(row.WaitingUntil) || row.TurnID != r.TurnID || row.RequestedToolSHA256 != r.RequestedToolSHA256 ||
-		row.ArgumentsDigest != r.ArgumentsDigest || row.InputRounds != r.Round {
+		row.ArgumentsDigest != r.ArgumentsDigest || records.KindName(row.Kind) != records.KindName(r.Kind) || row.InputRounds != r.Round {
 		return "", records.ErrNotWaiting
 	}
 	row.WaitingUntil, row.ResumedAt, row.ResumedBy = time.Time{}, now, r.InstanceID

@@ -362,9 +362,9 @@ func (s *Store) Resume(ctx context.Context, r records.Resumption) (string, error
 UPDATE catalog.operations
    SET waiting_until = NULL, resumed_at = now(), resumed_by = $6
  WHERE attempt_id = $1 AND status = 'pending' AND waiting_until > now() AND turn_id = $2
-   AND requested_tool_sha256 = $3 AND arguments_digest = $4 AND input_rounds = $5
+   AND requested_tool_sha256 = $3 AND arguments_digest = $4 AND input_rounds = $5 AND kind = $7
 RETURNING call_id`,
-		r.AttemptID, r.TurnID, r.RequestedToolSHA256, r.ArgumentsDigest, r.Round, r.InstanceID).Scan(&callID)
+		r.AttemptID, r.TurnID, r.RequestedToolSHA256, r.ArgumentsDigest, r.Round, r.InstanceID, records.KindName(r.Kind)).Scan(&callID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", records.ErrNotWaiting

@@ -711,7 +711,7 @@ func park(t *testing.T, s records.Store, r *records.Record, ttl time.Duration) t
 
 func resumption(r *records.Record, round int32, instance string) records.Resumption {
 	return records.Resumption{AttemptID: r.AttemptID, TurnID: r.TurnID, RequestedToolSHA256: r.RequestedToolSHA256,
-		ArgumentsDigest: r.ArgumentsDigest, Round: round, InstanceID: instance}
+		ArgumentsDigest: r.ArgumentsDigest, Kind: r.Kind, Round: round, InstanceID: instance}
 }
 
 // testInputRounds: one attempt asks twice and then succeeds — one row,
@@ -762,7 +762,8 @@ func testInputRounds(t *testing.T, s records.Store) {
 }
 
 // testResumeExact: a wait is ended only by a resumption matching it in
-// every part, and only once (a replayed state finds nothing).
+// every part (its kind too), and only once (a replayed state finds
+// nothing).
 func testResumeExact(t *testing.T, s records.Store) {
 	c := ctx(t)
 	r := NewRecord(turn(t), "call-1", "files.read")
@@ -777,6 +778,7 @@ func testResumeExact(t *testing.T, s records.Store) {
 			x.ArgumentsDigest = redact.ArgumentsDigest([]byte(`{"path":"/private/a"}`))
 		},
 		"round": func(x *records.Resumption) { x.Round = 2 },
+		"kind":  func(x *records.Resumption) { x.Kind = sharedosv1.CallKind_CALL_KIND_PROMPT },
 	} {
 		x := resumption(r, 1, "kernel-2")
 		edit(&x)
@@ -792,6 +794,21 @@ func testResumeExact(t *testing.T, s records.Store) {
 	}
 	if _, err := s.Resume(c, resumption(r, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
 		t.Fatalf("replayed Resume: %v, want ErrNotWaiting", err)
+	}
+
+	// A prompt's wait is not continued by a tools/call of the same name
+	// and arguments: the kernel would run the tool's handler with the
+	// prompt provider's state and end a record of kind prompt with it.
+	prompt := NewRecord(turn(t), "call-3", "files.read")
+	prompt.Kind = sharedosv1.CallKind_CALL_KIND_PROMPT
+	park(t, s, prompt, time.Minute)
+	asTool := resumption(prompt, 1, "kernel-2")
+	asTool.Kind = sharedosv1.CallKind_CALL_KIND_UNSPECIFIED
+	if _, err := s.Resume(c, asTool); !errors.Is(err, records.ErrNotWaiting) {
+		t.Errorf("a tool's Resume of a waiting prompt: %v, want ErrNotWaiting", err)
+	}
+	if _, err := s.Resume(c, resumption(prompt, 1, "kernel-2")); err != nil {
+		t.Fatalf("the prompt's own Resume after a tool's was refused: %v (it must still wait)", err)
 	}
 }
 
