@@ -348,6 +348,7 @@ func (f *Forwarder) attempt(ctx context.Context, turn *Turn, call *sharedosv1.To
 			}
 			f.log().ErrorContext(ctx, "input-required result not handed out", slog.String(telemetry.LogCallID, call.GetCallId()),
 				slog.String("error", err.Error()))
+			f.giveUpRound(ctx, call, res, send)
 			res = withCall(outcome.Failed(outcome.Internal, "the call asked for input the bridge could not pass on"), res)
 		case res.GetCode() == outcome.MissingCapability && len(res.GetMissingInputMethods()) > 0:
 			recordOutcome(span, res)
@@ -430,6 +431,21 @@ func (f *Forwarder) abandon(ctx context.Context, call *sharedosv1.ToolCall, send
 		f.log().ErrorContext(ctx, "abandoned call not recorded", slog.String(telemetry.LogCallID, call.GetCallId()),
 			slog.String("grpc.code", status.Code(err).String()))
 	}
+}
+
+// giveUpRound ends the attempt waiting in res's round, which the bridge
+// could not hand out: its client, answered failed/internal, will never
+// answer it, and left waiting it would end failed/timeout — a record that
+// disagrees with the answer. The notice resumes the round as abandoned
+// with that code, on the kernel replica that answered it (ctx's affinity),
+// so the kernel ends the attempt failed/internal and lets go of anything
+// held for the next round.
+func (f *Forwarder) giveUpRound(ctx context.Context, call *sharedosv1.ToolCall, res *sharedosv1.ToolResult, send rpc) {
+	in := res.GetInput()
+	notice := proto.CloneOf(call)
+	notice.CallId, notice.InputResponsesJson = NewCallID(), nil
+	notice.Resume = &sharedosv1.Resume{AttemptId: in.GetAttemptId(), Round: in.GetRound(), RequestState: in.GetInput().GetRequestState()}
+	f.abandon(ctx, notice, send, outcome.Internal)
 }
 
 // askRound asks a 2025-era client for the input of res's round and

@@ -159,6 +159,40 @@ func TestInputRoundRefusals(t *testing.T) {
 	}
 }
 
+// TestUnsealableRoundEndsItsAttempt: an input-required result the bridge
+// cannot hand out (input requests it cannot decode as MCP's) is answered
+// failed/internal, and its attempt, which would otherwise wait for an
+// answer its client was never asked for and end failed/timeout, is ended
+// at once as that: an abandonment notice with code internal resuming its
+// round, sent to the kernel replica that answered it.
+func TestUnsealableRoundEndsItsAttempt(t *testing.T) {
+	now := time.Now()
+	inv := &roundsInvoker{res: func(c *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		if c.GetResume() != nil {
+			return outcome.Failed(outcome.Internal, "the bridge could not reach SharedOS: not run")
+		}
+		res := waiting("attempt-1", 1, now.Add(time.Minute))
+		res.Input.Input.InputRequestsJson = []byte(`{"q":{"method":"elicitation/create","params":{"message":5}}}`)
+		return res
+	}, pick: "10.0.0.7:9090"}
+	f := &forward.Forwarder{Invoker: inv, Now: func() time.Time { return now }}
+	res, rerr := f.Call(context.Background(), turn(false), forward.Request{Name: "files.read", Arguments: json.RawMessage(`{"path":"/a"}`), Modern: true})
+	if rerr != nil || res == nil || !res.IsError || !strings.Contains(text(res), "failed: the call asked for input the bridge could not pass on") {
+		t.Fatalf("Call = %v, %+v: want a failed/internal result", res, rerr)
+	}
+	if len(inv.calls) != 2 {
+		t.Fatalf("kernel saw %d calls, want the call and the notice ending its round", len(inv.calls))
+	}
+	notice := inv.calls[1]
+	if !notice.GetAbandoned() || notice.GetAbandonedCode() != outcome.Internal || notice.GetResume().GetAttemptId() != "attempt-1" ||
+		notice.GetResume().GetRound() != 1 || notice.GetTool() != "files.read" || string(notice.GetArgumentsJson()) != `{"path":"/a"}` {
+		t.Errorf("notice %v: want the round resumed as abandoned, code internal", notice)
+	}
+	if inv.kernels[1] != "10.0.0.7:9090" {
+		t.Errorf("notice sent to kernel %q, want the replica that answered the round", inv.kernels[1])
+	}
+}
+
 // entryRoundsInvoker is a roundsInvoker that also serves prompts/get and
 // resources/read, each answered as its tools/call would be.
 type entryRoundsInvoker struct{ *roundsInvoker }

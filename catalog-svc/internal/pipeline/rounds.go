@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -66,8 +67,8 @@ type inputRequest struct {
 }
 
 // inputRequired turns a provider's input_required answer into the kernel's:
-// INPUT_REQUIRED when the requests are well-formed and the client can
-// answer them; failed/handler_error when they are malformed or past the
+// INPUT_REQUIRED when the requests are well-formed (MCP input requests
+// the bridge can hand out) and the client can answer them; failed/handler_error when they are malformed or past the
 // round limit; failed/missing_capability when the client cannot answer
 // them (the tool goes no further: MCP servers must not rely on a
 // capability the client did not declare).
@@ -81,6 +82,13 @@ func inputRequired(call *sharedosv1.ToolCall, in *sharedosv1.InputRequired) *sha
 		reqs = []byte("{}")
 	}
 	if reqs[0] != '{' || json.Unmarshal(reqs, &m) != nil || len(m) > MaxInputRequests {
+		return outcome.Failed(outcome.HandlerError, "the tool's provider asked for input in a malformed form")
+	}
+	// The bridge hands the requests out as MCP's own (mcp-go's
+	// InputRequests): ones it could not decode — params that do not fit
+	// their method, an elicitation's message of 5 — would leave the
+	// attempt waiting for an answer its client was never asked for.
+	if json.Unmarshal(reqs, new(mcp.InputRequests)) != nil {
 		return outcome.Failed(outcome.HandlerError, "the tool's provider asked for input in a malformed form")
 	}
 	if len(m) == 0 && len(in.GetRequestState()) == 0 {

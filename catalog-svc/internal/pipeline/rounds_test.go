@@ -178,8 +178,14 @@ func TestInputRoundRefusals(t *testing.T) {
 		for name, reqs := range map[string]string{
 			"unknown method": `{"q":{"method":"tools/call","params":{}}}`,
 			"params":         `{"q":{"method":"roots/list","params":[1]}}`,
-			"not an object":  `["roots/list"]`,
-			"nothing asked":  `{}`,
+			// Params of the wrong shape for their method: the bridge could
+			// not hand them out, so the attempt must not wait for them
+			// (found by review: it waited, then ended failed/timeout while
+			// its client had been answered failed/internal).
+			"elicitation message": `{"q":{"method":"elicitation/create","params":{"message":5}}}`,
+			"sampling messages":   `{"q":{"method":"sampling/createMessage","params":{"messages":"hi","maxTokens":1}}}`,
+			"not an object":       `["roots/list"]`,
+			"nothing asked":       `{}`,
 		} {
 			answer = asking(reqs)
 			if res := h.call2(h.roundCall("x", args, inputround.Names()...)); res.GetCode() != outcome.HandlerError {
@@ -196,6 +202,27 @@ func TestInputRoundRefusals(t *testing.T) {
 			if r.Status != failed {
 				t.Errorf("record %+v, want failed", r)
 			}
+		}
+	})
+}
+
+// TestRoundGivenUpByTheBridgeEndsAsAnswered: a round the bridge could not
+// hand out (its client answered failed/internal) comes back as an
+// abandonment notice resuming it with that code; the attempt ends
+// failed/internal on its own record at once, not failed/timeout when its
+// wait runs out.
+func TestRoundGivenUpByTheBridgeEndsAsAnswered(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		const args = `{"path":"/public/a.txt"}`
+		h.handler.asks(askTwice)
+		res := h.call2(h.roundCall("g", args, inputround.Names()...))
+		expect(t, res, inputRequired, "")
+		notice := h.resumeCall("g", args, res, "")
+		notice.Abandoned, notice.AbandonedCode = true, outcome.Internal
+		expect(t, h.resumed(notice), failed, outcome.Internal)
+		rows := h.records("g")
+		if len(rows) != 1 || rows[0].Status != failed || rows[0].Code != outcome.Internal || !rows[0].WaitingUntil.IsZero() {
+			t.Fatalf("records %+v: want the one attempt ended failed/internal", rows)
 		}
 	})
 }
