@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -185,11 +184,14 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 }
 
 // checkPromptArguments: MCP prompt arguments are an object of strings;
-// every required one present, none the prompt does not declare.
+// every required one present, none the prompt does not declare. They are
+// parsed as a tool's are (decodeArguments): the policy reads these bytes
+// and the provider parses them again, so a duplicate or case-folded key,
+// invalid UTF-8 or anything but one object could be read two ways.
 func checkPromptArguments(e *entry, args []byte) *sharedosv1.ToolResult {
-	var m map[string]any
-	if err := json.Unmarshal(args, &m); err != nil {
-		return outcome.Failed(outcome.InvalidArguments, "invalid arguments: a prompt's arguments are an object of strings")
+	m, err := decodeArguments(args)
+	if err != nil {
+		return outcome.Failed(outcome.InvalidArguments, "invalid arguments: "+err.Error()+"; a prompt's arguments are an object of strings")
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if _, ok := m[k].(string); !ok {

@@ -222,3 +222,60 @@ func TestPromptsAndResources(t *testing.T) {
 		h.mu.Unlock()
 	})
 }
+
+// TestPromptArgumentsParsedAsAToolsAre: a prompt's arguments go through
+// the kernel's one parse of a tool's (one JSON object of valid UTF-8, no
+// duplicate or case-folded keys). The policy decides on these bytes and
+// the provider parses them again, so a duplicate key one reads first and
+// the other last ("/public/x" for the policy, "/private/y" for the
+// provider), or bytes two decoders repair differently, must be refused
+// failed/invalid_arguments, recorded, before anything is authorized.
+func TestPromptArgumentsParsedAsAToolsAre(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		cat := realCatalogue(t, h)
+		fake, _ := h.resolver.Resolve(ctx, "files.read")
+		target := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
+		if _, _, err := cat.RegisterPrompt(ctx, &sharedosv1.PromptRegistration{Name: "with_args",
+			Arguments: []*sharedosv1.PromptArgument{{Name: "a"}, {Name: "b"}}, Handler: target}); err != nil {
+			t.Fatal(err)
+		}
+		k := newKernelWith(t, h, cat)
+		rpc := server.NewRuntimeServer(k)
+		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "pa", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proof, _ := pinTree(t, granted).Prove(pinproof.Prompt, "with_args")
+		authz := h.authz.calls.Load()
+		cases := []struct{ args, reason string }{
+			{`{"a":"/public/x","a":"/private/y"}`, `the key "a" appears twice`},
+			{`{"a":"/public/x","A":"/private/y"}`, "differ only in case"},
+			{"{\"a\":\"\xff\"}", "not valid UTF-8"},
+			{`null`, "not a JSON object"},
+			{`["a"]`, "not a JSON object"},
+			{`{"a":"x"} {"a":"y"}`, "more than one JSON value"},
+		}
+		for i, c := range cases {
+			res, err := rpc.GetPrompt(ctx, &sharedosv1.ToolCall{CallId: "pa-" + itoa(i), TurnId: "pa", Tool: "with_args", ArgumentsJson: []byte(c.args),
+				Grant: granted.GetGrant(), PinProof: proof, Harness: "test", Kind: sharedosv1.CallKind_CALL_KIND_PROMPT})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.GetStatus() != failed || res.GetCode() != outcome.InvalidArguments || !strings.Contains(res.GetReason(), c.reason) {
+				t.Errorf("prompt arguments %q: %v/%s %q, want failed/invalid_arguments saying %q", c.args, res.GetStatus(), res.GetCode(), res.GetReason(), c.reason)
+			}
+		}
+		h.mu.Lock()
+		h.attempts["pa"] = len(cases)
+		h.mu.Unlock()
+		if n := h.authz.calls.Load() - authz; n != 0 {
+			t.Errorf("authorized %d times: arguments that do not parse must be refused before the policy reads them", n)
+		}
+		for _, r := range h.records("pa") {
+			if r.Status != failed || r.Code != outcome.InvalidArguments || r.Kind != sharedosv1.CallKind_CALL_KIND_PROMPT {
+				t.Errorf("record %+v: want each refusal recorded failed/invalid_arguments, a prompt's", r)
+			}
+		}
+	})
+}
