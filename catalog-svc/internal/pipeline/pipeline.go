@@ -445,11 +445,13 @@ const abandonedReason = "the client left while the call was on its way to Shared
 // abandonedOutcome is the outcome recorded for a call its bridge gave up
 // on: what the bridge answered its client (ToolCall.abandoned_code), else
 // cancelled (the client left).
-func abandonedOutcome(code string) *sharedosv1.ToolResult {
-	switch code {
-	case outcome.Timeout:
+func abandonedOutcome(call *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+	switch code := call.GetAbandonedCode(); {
+	case code == outcome.Internal && call.GetResume() != nil:
+		return outcome.Failed(outcome.Internal, "the bridge could not pass the tool's input request on to its client: ended")
+	case code == outcome.Timeout:
 		return outcome.Failed(outcome.Timeout, "the call did not reach SharedOS within the bridge's call timeout: not run")
-	case outcome.Internal:
+	case code == outcome.Internal:
 		return outcome.Failed(outcome.Internal, "the bridge could not reach SharedOS: not run")
 	}
 	return outcome.CancelledResult(abandonedReason)
@@ -557,7 +559,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		// One attempt, one record: the bridge's notice of a call that had
 		// arrived (BeginNew), or a call arriving after its notice was
 		// recorded (Begin). Nobody waits for the answer.
-		res := abandonedOutcome(call.GetAbandonedCode())
+		res := abandonedOutcome(call)
 		res.CallId = call.GetCallId()
 		return res, nil
 	}
@@ -619,7 +621,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		// not answer ends the attempt: a provider holding its call for the
 		// next round lets it go now.
 		if call.GetAbandoned() {
-			res = abandonedOutcome(call.GetAbandonedCode())
+			res = abandonedOutcome(call)
 		} else {
 			res = outcome.Failed(outcome.InvalidRequest, truncate(call.GetEdgeRejection(), 512))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -223,6 +224,9 @@ func TestRoundGivenUpByTheBridgeEndsAsAnswered(t *testing.T) {
 		rows := h.records("g")
 		if len(rows) != 1 || rows[0].Status != failed || rows[0].Code != outcome.Internal || !rows[0].WaitingUntil.IsZero() {
 			t.Fatalf("records %+v: want the one attempt ended failed/internal", rows)
+		}
+		if !strings.Contains(rows[0].Reason, "input request") {
+			t.Errorf("reason %q: want what was given up (the input request), not an unreachable kernel", rows[0].Reason)
 		}
 	})
 }
