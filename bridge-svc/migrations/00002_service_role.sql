@@ -8,7 +8,7 @@
 DO $$
 BEGIN
     CREATE ROLE sharedos_bridge NOLOGIN;
-EXCEPTION WHEN duplicate_object THEN
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;
 END
 $$;

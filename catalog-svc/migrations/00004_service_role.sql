@@ -12,8 +12,8 @@
 DO $$
 BEGIN
     CREATE ROLE sharedos_catalog NOLOGIN;
-EXCEPTION WHEN duplicate_object THEN
-    NULL; -- made by another database's migration, or a concurrent one
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL; -- made by another database's migration, or a concurrent one (which PostgreSQL reports as a unique_violation)
 END
 $$;
 -- +goose StatementEnd
