@@ -229,11 +229,22 @@ func (s *Store) translate(ctx context.Context, err error, name, op string) error
 		switch pgErr.ConstraintName {
 		case "tools_pkey":
 			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, name)
-		case "tools_collision_key_key":
-			existing := s.existing(ctx, "collision_key = $1", toolname.FoldedKey(name))
-			return &store.ConflictError{Name: name, Existing: existing, Rule: store.ConflictRule(name, existing)}
-		case "tools_name_lower_key":
-			return &store.ConflictError{Name: name, Existing: s.existing(ctx, "lower(name) = lower($1)", name), Rule: store.RuleCaseInsensitive}
+		case "tools_collision_key_key", "tools_name_lower_key":
+			where, arg, rule := "collision_key = $1", toolname.FoldedKey(name), ""
+			if pgErr.ConstraintName == "tools_name_lower_key" {
+				where, arg, rule = "lower(name) = lower($1)", name, store.RuleCaseInsensitive
+			}
+			existing := s.existing(ctx, where, arg)
+			if existing == name {
+				// Two creates of one name at once: the loser's insert can
+				// trip either index before the primary key its ON CONFLICT
+				// names. Its clash is with itself: the name exists.
+				return fmt.Errorf("%w: %q", store.ErrAlreadyExists, name)
+			}
+			if rule == "" {
+				rule = store.ConflictRule(name, existing)
+			}
+			return &store.ConflictError{Name: name, Existing: existing, Rule: rule}
 		}
 	default:
 		if refusedValue(pgErr) {
