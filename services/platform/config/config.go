@@ -202,9 +202,18 @@ func splitList(s string) []string {
 
 // Parse parses args into fs and then reports, as Errors, every environment
 // value that did not parse for a flag not given on the command line.
+//
+// No command parsed here takes positional arguments, so a word left over is
+// refused. The flag package stops at the first word that is not a flag, and
+// every flag after it would otherwise be dropped without a word: a boolean
+// written "--insecure-plaintext false" sets the switch and takes "false" for
+// such a word, so that command line ran in plaintext and ignored the rest.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (write a boolean as --flag=false)", fs.Arg(0))
 	}
 	return EnvErrors(fs)
 }

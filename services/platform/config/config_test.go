@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -102,6 +103,34 @@ func TestBoolFlagWithoutValue(t *testing.T) {
 	}
 	if !*s.debug {
 		t.Fatal("--debug did not set the bool")
+	}
+}
+
+// A word left after the flags is refused rather than ending the parse: the
+// flag package stops at it, so "--debug false" used to leave the switch on
+// and silently drop every flag after the stray "false".
+func TestLeftoverArgumentIsRefusedNotDroppingLaterFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--debug", "false", "--workers", "2"},
+		{"stray"},
+		{"--workers=2", "stray", "--debug"},
+	} {
+		fs := newFlagSet()
+		s := define(fs)
+		err := config.Parse(fs, args)
+		if err == nil {
+			t.Errorf("Parse(%q) accepted a leftover argument: debug=%v workers=%d", args, *s.debug, *s.workers)
+			continue
+		}
+		if want := fmt.Sprintf("unexpected argument %q", fs.Arg(0)); !strings.Contains(err.Error(), want) ||
+			!strings.Contains(err.Error(), "--flag=false") {
+			t.Errorf("Parse(%q) = %v, want it to name the argument (%s) and say how to write a boolean", args, err, want)
+		}
+	}
+	fs := newFlagSet()
+	s := define(fs)
+	if err := config.Parse(fs, []string{"--debug=false", "--workers", "2"}); err != nil || *s.debug || *s.workers != 2 {
+		t.Errorf("--debug=false --workers 2: debug=%v workers=%d, %v", *s.debug, *s.workers, err)
 	}
 }
 

@@ -8,7 +8,9 @@
 // defined; an environment value that does not parse is not fatal there (the
 // helpers cannot return errors) but is reported by Parse or EnvErrors, naming
 // the variable, unless the flag was set on the command line and so overrides
-// it.
+// it. Parse also refuses a word left after the flags: no command parsed here
+// takes one, and the flags after it would be lost (a boolean is written
+// --flag=false, never --flag false).
 //
 // A Config type's Validate method collects problems in an Errors value, so
 // startup reports every bad setting at once:

@@ -82,6 +82,28 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
+// A serving command takes flags only: a stray word is a usage error before
+// anything is opened, for the flag package would stop there and drop the
+// flags after it ("--insecure-plaintext false --listen X" served in
+// plaintext on the default address). A subcommand still gets its words.
+func TestServeRefusesAStrayArgument(t *testing.T) {
+	ran := false
+	cmd := command("serve", func(cfg) (runner.Runnable, error) { ran = true; return done{}, nil })
+	code, _, stderr := run(cmd, "serve", "stray", "--mode", "b")
+	if code != 2 || ran || !strings.Contains(stderr, `unexpected argument "stray"`) {
+		t.Errorf("serve with a stray word: exit %d, Complete ran %v, stderr %q; want exit 2 naming the word", code, ran, stderr)
+	}
+	ran = false
+	bare := command("", func(cfg) (runner.Runnable, error) { ran = true; return done{}, nil })
+	code, _, stderr = run(bare, "--mode", "b", "stray")
+	if code != 2 || ran || !strings.Contains(stderr, `unexpected argument "stray"`) {
+		t.Errorf("bare binary with a stray word: exit %d, Complete ran %v, stderr %q; want exit 2 naming the word", code, ran, stderr)
+	}
+	if code, out, _ := run(cmd, "hello", "you", "there"); code != 0 || out != "hello you there" {
+		t.Errorf("a subcommand's own arguments: %d %q", code, out)
+	}
+}
+
 // Every bad environment variable is reported at once, before anything runs.
 func TestEnvErrorsTogether(t *testing.T) {
 	t.Setenv("SHAREDOS_LISTEN", "")
