@@ -108,12 +108,16 @@ func String(fs *flag.FlagSet, name, def, usage string) *string {
 }
 
 // Int defines an int flag whose default is $SHAREDOS_<NAME> when set.
+//
+// The value is read in base 10 only: an operator's "010" means ten, where
+// Go's base-prefix rules would read eight, refuse "08" as no integer and
+// take "0x10" or "1_000", which no count or size here is written as.
 func Int(fs *flag.FlagSet, name string, def int, usage string) *int {
 	return define(fs, name, def, usage, &value[int]{
 		parse: func(s string) (int, error) {
-			n, err := strconv.ParseInt(strings.TrimSpace(s), 0, strconv.IntSize)
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, strconv.IntSize)
 			if err != nil {
-				return 0, errors.New("must be an integer")
+				return 0, errors.New("must be a decimal integer")
 			}
 			return int(n), nil
 		},

@@ -162,6 +162,33 @@ func TestBadEnvNamesTheVariable(t *testing.T) {
 	}
 }
 
+// An integer is decimal whichever way it is written, flag or environment: a
+// leading zero is no octal prefix ("010" is ten, "08" eight), and the other
+// base prefixes and digit separators Go's literals allow are refused.
+func TestIntIsDecimal(t *testing.T) {
+	for in, want := range map[string]int{"010": 10, "08": 8, " 42 ": 42, "-3": -3, "+7": 7} {
+		fs := newFlagSet()
+		s := define(fs)
+		if err := config.Parse(fs, []string{"--workers", in}); err != nil || *s.workers != want {
+			t.Errorf("--workers %q = %d, %v; want %d", in, *s.workers, err, want)
+		}
+		t.Setenv("SHAREDOS_WORKERS", in)
+		fs = newFlagSet()
+		s = define(fs)
+		if err := config.Parse(fs, nil); err != nil || *s.workers != want {
+			t.Errorf("SHAREDOS_WORKERS=%q = %d, %v; want %d", in, *s.workers, err, want)
+		}
+	}
+	for _, in := range []string{"0x10", "0o10", "0b10", "1_000", "1e3", ""} {
+		fs := newFlagSet()
+		define(fs)
+		err := config.Parse(fs, []string{"--workers=" + in})
+		if err == nil || !strings.Contains(err.Error(), "decimal integer") {
+			t.Errorf("--workers=%q: %v, want it refused as no decimal integer", in, err)
+		}
+	}
+}
+
 func TestBadEnvIgnoredWhenFlagGiven(t *testing.T) {
 	t.Setenv("SHAREDOS_TURN_TTL", "forever")
 	fs := newFlagSet()
