@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -67,7 +68,8 @@ type Provider struct {
 	// component (openat2 with RESOLVE_NO_SYMLINKS works here), so a path
 	// that must exist needs no Lstat walk before it.
 	linkProofOpen bool
-	// walk is the file system search walks (nil: the root's).
+	// walk is the file system search walks (nil: the provider's own,
+	// beneathFS).
 	walk fs.FS
 }
 
@@ -335,12 +337,13 @@ func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 	truncated := false
 	fsys := p.walk
 	if fsys == nil {
-		fsys = p.root.FS()
+		fsys = beneathFS{p}
 	}
-	// fs.WalkDir over the root's FS reports links as entries without
-	// following them; they are skipped like everything that is not a
-	// regular file. A directory below the one searched that cannot be
-	// read is skipped and named, not the end of the search.
+	// fs.WalkDir reports links as entries without following them; they are
+	// skipped like everything that is not a regular file. A directory
+	// below the one searched that cannot be read (or that a link or a FIFO
+	// replaced after its parent was listed) is skipped and named, not the
+	// end of the search.
 	walkErr := fs.WalkDir(fsys, t.rel, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if name == t.rel || d == nil || !d.IsDir() || ctx.Err() != nil {
@@ -388,6 +391,56 @@ func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 		out += ")"
 	}
 	return out, nil
+}
+
+// beneathFS is the file system files.search walks: every name is opened
+// with openBeneath, as the files the search reads are, never through the
+// os.Root's own open. That open follows a link that stays inside the root
+// (a directory swapped for a link to /private after its parent was listed
+// would be listed) and blocks on a FIFO swapped in for a directory until a
+// writer comes, past the call's deadline and holding a thread. Here a
+// directory is opened with O_DIRECTORY | O_NONBLOCK: a link is refused
+// (ELOOP), anything else but a directory at once (ENOTDIR).
+type beneathFS struct{ p *Provider }
+
+var (
+	_ fs.ReadDirFS = beneathFS{}
+	_ fs.StatFS    = beneathFS{}
+)
+
+// Open opens name without blocking (a FIFO opens at once).
+func (b beneathFS) Open(name string) (fs.File, error) {
+	return b.open("open", name, os.O_RDONLY|syscall.O_NONBLOCK)
+}
+
+// Stat describes what name is when opened (fstat), not what a link there
+// points to; it is asked only of the directory or file searched.
+func (b beneathFS) Stat(name string) (fs.FileInfo, error) {
+	f, err := b.open("stat", name, os.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
+}
+
+// ReadDir lists the directory name, sorted by name as fs.WalkDir expects.
+func (b beneathFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	f, err := b.open("readdir", name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	slices.SortFunc(ents, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
+	return ents, err
+}
+
+func (b beneathFS) open(op, name string, flag int) (*os.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	return b.p.openBeneath(name, flag, 0)
 }
 
 func (p *Provider) searchFile(name, query string, max int) ([]string, error) {

@@ -1,9 +1,11 @@
 package files
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,6 +179,92 @@ func TestSearchReadsOnlyRegularFiles(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("searching a FIFO still blocked after 10 s")
+	}
+}
+
+// swapAfterListing is the provider's own walk with a racing local process:
+// once the walk has listed parent, swap replaces a directory in it before
+// the walk reads that directory.
+type swapAfterListing struct {
+	beneathFS
+	parent string
+	swap   func()
+}
+
+func (s swapAfterListing) ReadDir(name string) ([]fs.DirEntry, error) {
+	ents, err := s.beneathFS.ReadDir(name)
+	if name == s.parent {
+		s.swap()
+	}
+	return ents, err
+}
+
+// files.search lists a directory the way files are opened (openBeneath),
+// not through the os.Root's open (found by review): a directory replaced,
+// after its parent was listed, by a link into /private is not listed
+// through the link, and one replaced by a FIFO is refused at once rather
+// than blocking the call past its deadline until a writer comes. Either
+// way the rest is searched and the directory is named as not searched.
+func TestSearchWalkRefusesADirectorySwappedAfterListing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		swap func(t *testing.T, dir string)
+	}{
+		{"link into private", func(t *testing.T, dir string) {
+			if err := os.Symlink("../private", dir); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"FIFO", func(t *testing.T, dir string) {
+			if err := unix.Mkfifo(dir, 0o644); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := linkTree(t, nil)
+			sub := filepath.Join(root, "public/sub")
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(sub, "b.txt"), []byte("SECRET in sub"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := providerAt(t, root)
+			p.walk = swapAfterListing{beneathFS: beneathFS{p}, parent: "public", swap: func() {
+				if err := os.RemoveAll(sub); err != nil {
+					t.Error(err)
+				}
+				tc.swap(t, sub)
+			}}
+			// The search's own deadline bounds the wait: a walk that
+			// blocked in the open ignores it, and the test then opens the
+			// FIFO for writing itself so that the blocked call can end.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			type answer struct {
+				out string
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				out, err := p.search(ctx, []byte(`{"query":"SECRET","path":"/public"}`))
+				done <- answer{out, err}
+			}()
+			var got answer
+			select {
+			case got = <-done:
+			case <-ctx.Done():
+				if w, err := os.OpenFile(sub, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+					w.Close()
+				}
+				<-done
+				t.Fatal("the search was still blocked opening /public/sub at its deadline")
+			}
+			if got.err != nil || !strings.Contains(got.out, "not searched, unreadable: /public/sub") || strings.Contains(got.out, "/public/sub/") {
+				t.Errorf("search: %q, %v; want /public/sub named as not searched and nothing found through it", got.out, got.err)
+			}
+		})
 	}
 }
 
