@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/big"
 	"os"
 	"path"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -38,8 +40,11 @@ const (
 	// DefaultSearchLimit and MaxSearchLimit bound search matches.
 	DefaultSearchLimit = 20
 	MaxSearchLimit     = 100
-	maxQueryBytes      = 1024
-	maxLineBytes       = 512
+	// maxQueryChars bounds the query in characters (code points), as the
+	// catalogue schema's maxLength counts it: a query the kernel passed
+	// is never refused here for its bytes.
+	maxQueryChars = 1024
+	maxLineBytes  = 512
 )
 
 // overwrite makes content the whole of f, on disk ("wrote n bytes" means
@@ -163,6 +168,28 @@ func jsonFields(v any) map[string]bool {
 		}
 	}
 	return out
+}
+
+// wholeNumber reads raw, a JSON value, as an integer from lo to hi. JSON
+// Schema's "integer" (the catalogue's type for such an argument, which the
+// kernel checks) is any number without a fraction, written 5, 5.0 or 5e0
+// alike, so each is taken; a string, a fraction or a number out of range is
+// not. The range is checked on the float first, so that no exponent makes
+// the exact check (big.Rat) work on a huge number.
+func wholeNumber(raw json.RawMessage, lo, hi int) (int, bool) {
+	s := string(raw)
+	if s == "" || s[0] != '-' && (s[0] < '0' || s[0] > '9') {
+		return 0, false // a string, true, an object: no number at all
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < float64(lo) || f > float64(hi) {
+		return 0, false
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !r.IsInt() {
+		return 0, false
+	}
+	return int(r.Num().Int64()), true
 }
 
 // target is one cleaned, checked path inside the root.
@@ -307,9 +334,9 @@ func (p *Provider) read(args []byte) (string, error) {
 
 func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 	var a struct {
-		Query *string `json:"query"`
-		Path  *string `json:"path"`
-		Limit *int    `json:"limit"`
+		Query *string          `json:"query"`
+		Path  *string          `json:"path"`
+		Limit *json.RawMessage `json:"limit"`
 	}
 	if err := decode(args, &a); err != nil {
 		return "", err
@@ -317,17 +344,18 @@ func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 	switch {
 	case a.Query == nil || *a.Query == "":
 		return "", errors.New("invalid arguments: query is required and must not be empty")
-	case len(*a.Query) > maxQueryBytes:
-		return "", fmt.Errorf("invalid arguments: query is longer than %d bytes", maxQueryBytes)
+	case utf8.RuneCountInString(*a.Query) > maxQueryChars:
+		return "", fmt.Errorf("invalid arguments: query is longer than %d characters", maxQueryChars)
 	case a.Path == nil:
 		return "", errors.New("invalid arguments: path is required")
 	}
 	limit := DefaultSearchLimit
 	if a.Limit != nil {
-		if *a.Limit < 1 || *a.Limit > MaxSearchLimit {
-			return "", fmt.Errorf("invalid arguments: limit must be between 1 and %d", MaxSearchLimit)
+		n, ok := wholeNumber(*a.Limit, 1, MaxSearchLimit)
+		if !ok {
+			return "", fmt.Errorf("invalid arguments: limit must be a whole number between 1 and %d", MaxSearchLimit)
 		}
-		limit = *a.Limit
+		limit = n
 	}
 	t, err := p.resolve("path", *a.Path, true, false)
 	if err != nil {

@@ -3,6 +3,7 @@ package files_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -144,6 +145,7 @@ func TestContract(t *testing.T) {
 		{Name: "search via link refused", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public/dir-link"}`, WantError: true, NotText: "SECRET"},
 		{Name: "search no match", Tool: files.ToolSearch, Args: `{"query":"zebra","path":"/public"}`, WantText: "no matches"},
 		{Name: "search bad limit", Tool: files.ToolSearch, Args: `{"query":"x","path":"/public","limit":0}`, WantError: true},
+		{Name: "search null limit is the default", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public","limit":null}`, WantText: "/public/sub/b.txt:2: kiwi two"},
 		{Name: "search empty query", Tool: files.ToolSearch, Args: `{"query":"","path":"/public"}`, WantError: true},
 		{Name: "write", Tool: files.ToolWrite, Args: `{"path":"/public/new.txt","content":"fresh"}`, WantText: "wrote 5 bytes to /public/new.txt"},
 		{Name: "write through link refused", Tool: files.ToolWrite, Args: `{"path":"/public/link-to-private","content":"x"}`, WantError: true, WantText: "symbolic link"},
@@ -157,6 +159,99 @@ func TestContract(t *testing.T) {
 		{Name: "read through a hard link refused", Tool: files.ToolRead, Args: `{"path":"/public/hardlink.txt"}`, WantError: true, WantText: "hard links", NotText: "SECRET"},
 		{Name: "write through a hard link refused", Tool: files.ToolWrite, Args: `{"path":"/public/hardlink.txt","content":"clobbered"}`, WantError: true, WantText: "hard links"},
 	})
+}
+
+// searchSchema is files.search's input schema from deploy/catalog/files.yaml,
+// compiled as the kernel compiles a registration's schema.
+func searchSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "catalog", "files.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var regs []struct {
+		Name        string         `json:"name"`
+		InputSchema map[string]any `json:"inputSchema"`
+	}
+	if err := yaml.Unmarshal(b, &regs); err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	for _, r := range regs {
+		if r.Name != files.ToolSearch {
+			continue
+		}
+		if err := c.AddResource("mem://search", r.InputSchema); err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.Compile("mem://search")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	t.Fatalf("files.yaml has no %s", files.ToolSearch)
+	return nil
+}
+
+// files.search takes what its catalogue schema admits and refuses what it
+// refuses (found by review: the kernel passed a limit of 5.0 and a query of
+// 1024 "é", which the provider refused). JSON Schema's integer is any
+// number without a fraction, however written, and maxLength counts
+// characters, not bytes. The provider checks again, not relying on the
+// kernel, so a value the schema refuses is refused here too.
+func TestSearchArgumentsAreReadAsTheSchemaReadsThem(t *testing.T) {
+	schema := searchSchema(t)
+	client := serve(t, fixture(t))
+	for _, tc := range []struct {
+		name, args string
+		// admitted: the schema and the provider take the arguments;
+		// stopped: the limit the search then stopped at (0: none).
+		admitted bool
+		stopped  int
+	}{
+		{"limit 1", `{"query":"kiwi","path":"/public","limit":1}`, true, 1},
+		{"limit 1.0", `{"query":"kiwi","path":"/public","limit":1.0}`, true, 1},
+		{"limit 1e0", `{"query":"kiwi","path":"/public","limit":1e0}`, true, 1},
+		{"limit 0.1e1", `{"query":"kiwi","path":"/public","limit":0.1e1}`, true, 1},
+		{"limit 1e1", `{"query":"kiwi","path":"/public","limit":1e1}`, true, 0},
+		{"limit 100.0", `{"query":"kiwi","path":"/public","limit":100.0}`, true, 0},
+		{"limit 1.5", `{"query":"kiwi","path":"/public","limit":1.5}`, false, 0},
+		{"limit 1.0000000000000000001", `{"query":"kiwi","path":"/public","limit":1.0000000000000000001}`, false, 0},
+		{"limit 0", `{"query":"kiwi","path":"/public","limit":0}`, false, 0},
+		{"limit 101", `{"query":"kiwi","path":"/public","limit":101}`, false, 0},
+		{"limit 1e400", `{"query":"kiwi","path":"/public","limit":1e400}`, false, 0},
+		{"limit as a string", `{"query":"kiwi","path":"/public","limit":"5"}`, false, 0},
+		{"limit as a boolean", `{"query":"kiwi","path":"/public","limit":true}`, false, 0},
+		{"query of 1024 two-byte characters", `{"query":"` + strings.Repeat("é", 1024) + `","path":"/public"}`, true, 0},
+		{"query of 1025 characters", `{"query":"` + strings.Repeat("é", 1025) + `","path":"/public"}`, false, 0},
+		{"query of 1025 bytes", `{"query":"` + strings.Repeat("k", 1025) + `","path":"/public"}`, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if verr := schema.Validate(doc); (verr == nil) != tc.admitted {
+				t.Fatalf("the schema's verdict on %.80s is %v; the test expects admitted=%v", tc.args, verr, tc.admitted)
+			}
+			resp, err := client.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: files.ToolSearch, ArgumentsJson: []byte(tc.args)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := providertest.Text(resp)
+			if resp.GetIsError() == tc.admitted {
+				t.Fatalf("provider: is_error %v, %.120q", resp.GetIsError(), got)
+			}
+			if resp.GetIsError() && !strings.HasPrefix(got, "invalid arguments: ") {
+				t.Errorf("refusal %q does not say the arguments are invalid", got)
+			}
+			if stopped := strings.Contains(got, "(stopped at "); stopped != (tc.stopped > 0) ||
+				stopped && !strings.Contains(got, fmt.Sprintf("(stopped at %d matches)", tc.stopped)) {
+				t.Errorf("search: %q, want it stopped at %d matches (0: not stopped)", got, tc.stopped)
+			}
+		})
+	}
 }
 
 func TestWriteThenReadAndLinksUntouched(t *testing.T) {
