@@ -388,7 +388,11 @@ func (p *Provider) search(ctx context.Context, args []byte) (string, error) {
 		}
 		found, err := p.searchFile(name, *a.Query, limit-len(matches))
 		if err != nil {
-			return nil // unreadable or oversize files are skipped, not fatal
+			// A file that cannot be searched (refused, larger than
+			// MaxFileBytes, failing its read) is skipped and named like
+			// such a directory: "no matches" would say it holds none.
+			unread = append(unread, path.Join("/", name))
+			return nil
 		}
 		matches = append(matches, found...)
 		if len(matches) >= limit {
@@ -485,7 +489,10 @@ func (p *Provider) searchFile(name, query string, max int) ([]string, error) {
 	}
 	var out []string
 	sc := bufio.NewScanner(io.LimitReader(f, MaxFileBytes))
-	sc.Buffer(make([]byte, 0, 64<<10), MaxFileBytes)
+	// The buffer may hold one byte more than the file: a line of the whole
+	// MaxFileBytes fills a buffer of that size before the scanner sees the
+	// end of the file, and it would stop there with ErrTooLong.
+	sc.Buffer(make([]byte, 0, 64<<10), MaxFileBytes+1)
 	for line := 1; sc.Scan() && len(out) < max; line++ {
 		text := sc.Text()
 		if !strings.Contains(text, query) {

@@ -367,6 +367,54 @@ func TestCatalogueYAML(t *testing.T) {
 	}
 }
 
+// A file of exactly MaxFileBytes, which files.read returns, is searched too
+// (found by review: its one line filled the scanner's buffer before the end
+// of the file was seen, and the file was skipped without a word).
+func TestSearchReadsAFileOfTheMaximumSize(t *testing.T) {
+	root := fixture(t)
+	body := "kiwi" + strings.Repeat("x", files.MaxFileBytes-len("kiwi"))
+	if err := os.WriteFile(filepath.Join(root, "public", "big.txt"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	client := serve(t, root)
+	providertest.Run(t, client, []providertest.Case{
+		{Name: "read", Tool: files.ToolRead, Args: `{"path":"/public/big.txt"}`, WantText: "kiwixxx"},
+		{Name: "search the file", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public/big.txt"}`, WantText: "/public/big.txt:1: kiwixxx", NotText: "not searched"},
+		{Name: "search its directory", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public"}`, WantText: "/public/big.txt:1: kiwixxx"},
+	})
+}
+
+// A file the search cannot read is named as not searched, as a directory it
+// cannot read is, and the rest is searched (found by review: such a file
+// was skipped without a word, so "no matches" could stand for a file never
+// read). Here one is larger than MaxFileBytes and one is a hard link, which
+// the provider refuses to open.
+func TestSearchNamesAFileItCouldNotSearch(t *testing.T) {
+	root := fixture(t)
+	body := "kiwi" + strings.Repeat("x", files.MaxFileBytes)
+	if err := os.WriteFile(filepath.Join(root, "public", "huge.txt"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	client := serve(t, root)
+	resp, err := client.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: files.ToolSearch, ArgumentsJson: []byte(`{"query":"kiwi","path":"/public"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := providertest.Text(resp)
+	_, note, _ := strings.Cut(got, "(not searched, unreadable: ")
+	if resp.GetIsError() || !strings.Contains(got, "/public/a.txt:1: public a: kiwi") ||
+		!strings.Contains(note, "/public/huge.txt") || !strings.Contains(note, "/public/hardlink.txt") {
+		t.Errorf("search: %q, want /public/a.txt's match and /public/huge.txt and /public/hardlink.txt named as not searched", got)
+	}
+	resp, err = client.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: files.ToolSearch, ArgumentsJson: []byte(`{"query":"kiwi","path":"/public/huge.txt"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := providertest.Text(resp); !strings.Contains(got, "no matches") || !strings.Contains(got, "(not searched, unreadable: /public/huge.txt)") {
+		t.Errorf("search of the file itself: %q, want it named as not searched", got)
+	}
+}
+
 // unreadable is a file system whose directory bad cannot be read (as one
 // without permission for this user: the tests may run as root, which
 // reads every directory).
@@ -402,7 +450,9 @@ func TestSearchSkipsAnUnreadableDirectory(t *testing.T) {
 		return resp
 	}
 	got := providertest.Text(search("/public"))
-	if !strings.Contains(got, "/public/a.txt:1: public a: kiwi") || !strings.Contains(got, "not searched, unreadable: /public/sub") {
+	// The note names /public/hardlink.txt too: a file the search refuses.
+	_, note, _ := strings.Cut(got, "(not searched, unreadable: ")
+	if !strings.Contains(got, "/public/a.txt:1: public a: kiwi") || !strings.Contains(note, "/public/sub") {
 		t.Errorf("search with /public/sub unreadable: %q, want /public/a.txt's match and /public/sub named", got)
 	}
 	if resp := search("/public/sub"); !resp.GetIsError() {
