@@ -74,7 +74,7 @@ func (s *Server) observe(ctx context.Context, rec *decisionlog.Record) {
 		return
 	}
 	s.duration.Record(context.WithoutCancel(ctx), rec.Duration.Seconds(), metric.WithAttributes(
-		attribute.String("sharedos.authz.kind", rec.Kind), attribute.String("sharedos.authz.result", rec.Result)))
+		attribute.String(telemetry.AttrAuthzKind, rec.Kind), attribute.String(telemetry.AttrAuthzResult, rec.Result)))
 }
 
 // Authorize decides one call.

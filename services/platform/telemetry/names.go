@@ -91,13 +91,17 @@ func ExecuteToolSpanName(tool string) string {
 
 // Attribute keys.
 const (
-	AttrTurnID         = "sharedos.turn.id"
-	AttrCallID         = "sharedos.call.id"
-	AttrCatalogHash    = "sharedos.catalog.hash"
-	AttrToolRequested  = "sharedos.tool.requested"
-	AttrToolResolved   = "sharedos.tool.resolved"
-	AttrOutcomeStatus  = "sharedos.outcome.status"
-	AttrOutcomeCode    = "sharedos.outcome.code"
+	AttrTurnID        = "sharedos.turn.id"
+	AttrCallID        = "sharedos.call.id"
+	AttrCatalogHash   = "sharedos.catalog.hash"
+	AttrToolRequested = "sharedos.tool.requested"
+	AttrToolResolved  = "sharedos.tool.resolved"
+	AttrOutcomeStatus = "sharedos.outcome.status"
+	AttrOutcomeCode   = "sharedos.outcome.code"
+	// AttrAuthzKind and AttrAuthzResult label MetricAuthzDecisionDuration:
+	// authorize or filter_tools; allow, deny or error.
+	AttrAuthzKind      = "sharedos.authz.kind"
+	AttrAuthzResult    = "sharedos.authz.result"
 	AttrDecisionID     = "sharedos.authz.decision_id"
 	AttrPolicyRevision = "sharedos.authz.policy_revision"
 	AttrHarnessName    = "sharedos.harness.name"
