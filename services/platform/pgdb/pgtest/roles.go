@@ -28,12 +28,12 @@ func CheckRoleMadeConcurrently(t *testing.T, migration []byte, role string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer first.Close(context.Background())
+	defer func() { _ = first.Close(context.Background()) }()
 	second, err := connect(ctx, AdminDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer second.Close(context.Background())
+	defer func() { _ = second.Close(context.Background()) }()
 	t.Cleanup(func() {
 		if err := exec(context.Background(), AdminDSN(), "DROP ROLE IF EXISTS "+throwaway); err != nil {
 			t.Errorf("drop %s: %v", throwaway, err)
