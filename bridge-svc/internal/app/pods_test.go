@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -132,7 +133,7 @@ func TestInputAnswersPerTurnBudget(t *testing.T) {
 	session := initWith(t, lease, `{"elicitation":{}}`)
 	answer := func(i int) rawResp {
 		return do(t, rawReq{url: lease.GetMcpUrl(), token: lease.GetToken(), headers: session,
-			body: `{"jsonrpc":"2.0","id":"sharedos-ask-bogus-` + itoa(i) + `","result":{"action":"accept"}}`})
+			body: fmt.Sprintf(`{"jsonrpc":"2.0","id":"sharedos-ask-%032x","result":{"action":"accept"}}`, i)}) // minted ids' shape, asked by nobody
 	}
 	for i := range leases.MaxPassedAnswers {
 		if r := answer(i); r.status != http.StatusAccepted {

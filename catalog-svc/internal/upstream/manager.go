@@ -461,10 +461,22 @@ const maxRelists = 3
 var errReplaced = errors.New("upstream: replaced while it was listed")
 
 // refreshDue reports whether rec's refresh interval has passed since its
-// last refresh (on any replica: the time is in the record).
+// last refresh (on any replica: the time is in the record). A provider
+// never listed is not due while Add's own first listing may still run
+// (its handshake and listing timeouts since it was created): a periodic
+// refresh claimed then would drop that listing, and Add would answer a
+// provider with nothing acquired. Past that, the replica that added it
+// stopped midway, and the periodic refresh lists it.
 func (m *Manager) refreshDue(rec *sharedosv1.GetProviderResponse) bool {
-	d := rec.GetProvider().GetRefresh().AsDuration()
-	return d > 0 && m.cfg.Now().Sub(rec.GetStatus().GetRefreshedAt().AsTime()) >= d
+	spec := rec.GetProvider()
+	d := spec.GetRefresh().AsDuration()
+	if d <= 0 {
+		return false
+	}
+	if last := rec.GetStatus().GetRefreshedAt(); last != nil {
+		return m.cfg.Now().Sub(last.AsTime()) >= d
+	}
+	return m.cfg.Now().Sub(spec.GetCreatedAt().AsTime()) >= handshakeTimeout+listTimeout(spec)
 }
 
 // applyListing reconciles the stored record with l under the records lock.

@@ -1024,6 +1024,66 @@ func TestListChangedRefreshes(t *testing.T) {
 	}
 }
 
+// A periodic refresh never claims a provider whose first listing, Add's
+// own, is under way: it would drop that listing, and Add would answer the
+// operator a provider with nothing acquired (seen in the e2e suite: the
+// refresh loop's tick fell inside a stdio server's first listing).
+func TestAddIsNotSupersededByAPeriodicRefresh(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	st := h.st
+	st.mu.Lock()
+	st.listing, st.listGate = make(chan struct{}, 1), make(chan struct{})
+	st.mu.Unlock()
+	release := func() {
+		st.mu.Lock()
+		gate := st.listGate
+		st.listing, st.listGate = nil, nil
+		st.mu.Unlock()
+		close(gate)
+	}
+	type added struct {
+		rec *sharedosv1.GetProviderResponse
+		err error
+	}
+	addDone := make(chan added, 1)
+	go func() {
+		rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, Refresh: durationpb.New(10 * time.Second), AutoApproveNew: true}, "tester")
+		addDone <- added{rec, err}
+	}()
+	select {
+	case <-st.listing: // Add lists the upstream, which waits
+	case a := <-addDone:
+		t.Fatalf("Add ended (%v) before it listed the upstream", a.err)
+	}
+	type due struct {
+		refreshed bool
+		err       error
+	}
+	dueDone := make(chan due, 1)
+	go func() {
+		refreshed, err := h.m.RefreshIfDue(t.Context(), "fx", "refresh")
+		dueDone <- due{refreshed, err}
+	}()
+	select {
+	case d := <-dueDone:
+		release()
+		if d.err != nil || d.refreshed {
+			t.Errorf("a periodic refresh during Add's first listing: refreshed %v, %v", d.refreshed, d.err)
+		}
+	case <-st.listing: // the periodic refresh claimed the provider and lists it too
+		release()
+		<-dueDone
+		t.Error("a periodic refresh claimed the provider during Add's first listing")
+	}
+	a := <-addDone
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if s := toolOf(t, a.rec, "fx.echo").GetState(); s != sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_PUBLISHED {
+		t.Errorf("Add answered fx.echo %v, want it acquired", s)
+	}
+}
+
 // stdio: SharedOS starts the command, with none of its own environment,
 // and calls through it; a server that exits is started again.
 func TestStdioUpstream(t *testing.T) {
