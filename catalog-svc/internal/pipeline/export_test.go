@@ -9,3 +9,7 @@ func (s *Pipeline) SetCompletionWait(d time.Duration) { s.completionWait = d }
 
 // AbandonedReason is the record's reason for a call its bridge gave up on.
 const AbandonedReason = abandonedReason
+
+// OnJournalReadsForTest has Reconcile call f between its reads of other
+// processes' journal files and of its own journal.
+func (s *Pipeline) OnJournalReadsForTest(f func()) { s.betweenJournalReads = f }

@@ -121,8 +121,11 @@ type Pipeline struct {
 	records      records.Store
 	journal      *journal.Journal
 	ownedJournal bool
-	authz        sharedosv1.AuthzServiceClient
-	handlers     HandlerClients
+	// betweenJournalReads runs between Reconcile's two reads of the
+	// journal (tests: an adoption there).
+	betweenJournalReads func()
+	authz               sharedosv1.AuthzServiceClient
+	handlers            HandlerClients
 	// The calls of a turn that are not read-only are ordered in this
 	// process (localTurns), then across replicas (replicaTurns, when set).
 	localTurns   localTurnLocks
@@ -287,6 +290,14 @@ func (s *Pipeline) MaxCallDuration() time.Duration { return s.authzTimeout + s.m
 // and a row whose outcome was known must not be called interrupted (ADR
 // 0007).
 func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
+	// Other processes' files are read first: the journal's flusher adopts
+	// a stopped sibling's file at any moment, moving its completions from
+	// there to this process's, never back. Read the other way round, an
+	// adoption between the two reads would hide them from both.
+	held, heldErr := s.journal.HeldElsewhere()
+	if s.betweenJournalReads != nil {
+		s.betweenJournalReads()
+	}
 	if n := s.journal.Len(); n > 0 {
 		s.logger.InfoContext(ctx, "reconcile postponed: completions wait in the journal", slog.Int("journaled", n))
 		return 0, nil
@@ -297,8 +308,8 @@ func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
 	// Nor while another process on this journal directory holds any: it
 	// may hold the outcome of any row here, its own or a stopped kernel's
 	// it adopted, however old that row is.
-	if held, err := s.journal.HeldElsewhere(); err != nil || held > 0 {
-		if err != nil {
+	if heldErr != nil || held > 0 {
+		if err := heldErr; err != nil {
 			// Its lines may be outcomes: nothing is called interrupted
 			// before someone has looked.
 			s.logger.ErrorContext(ctx, "reconcile postponed: a record journal file cannot be read; repair or remove it",

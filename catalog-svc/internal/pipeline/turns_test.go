@@ -424,6 +424,59 @@ func TestLiveKernelWritesAStoppedSiblingsJournal(t *testing.T) {
 	}
 }
 
+// refusingStore takes no completion: a flush of it keeps what it adopted.
+type refusingStore struct{ records.Store }
+
+func (refusingStore) Complete(context.Context, string, records.Completion) error {
+	return errors.New("the store is down")
+}
+
+// The journal's flusher adopts a stopped sibling's file at any moment,
+// moving its completions from the other processes' files to this one's.
+// Reconcile reads both; an adoption between its reads must not hide an
+// outcome a client was given, or its row is marked interrupted.
+func TestReconcileSeesAnOutcomeAdoptedBetweenItsReads(t *testing.T) {
+	store := memory.New()
+	ctx := context.Background()
+	dir := t.TempDir()
+	answered := &records.Record{AttemptID: records.NewAttemptID(), CallID: "answered", TurnID: "t", InstanceID: "host-dead", StartedAt: time.Now().UTC().Add(-time.Hour)}
+	if err := store.Begin(ctx, answered); err != nil {
+		t.Fatal(err)
+	}
+	jlive, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jlive.Close() })
+	k := newKernelJournaled(t, store, "host-live", jlive)
+	jdead, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jdead.Add(answered.AttemptID, records.Completion{Status: succeeded, FinishedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := jdead.Close(); err != nil { // stopped: its file stays, its lock goes
+		t.Fatal(err)
+	}
+	k.OnJournalReadsForTest(func() {
+		// The flusher adopts the file; the store is down, so it keeps it.
+		if _, err := jlive.Flush(ctx, refusingStore{store}); err == nil {
+			t.Error("a flush to a store that is down succeeded")
+		}
+	})
+	if n, err := k.Reconcile(ctx); err != nil || n != 0 {
+		t.Errorf("Reconcile = %d, %v; want nothing marked while the outcome waits in the journal", n, err)
+	}
+	rows, err := store.ListOperations(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Status == sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED {
+		t.Errorf("rows %+v: the answered call was marked interrupted", rows)
+	}
+}
+
 // TestRecordsNeverQuoteArgumentValues (issue 17, item 17): a schema error
 // quoting a long value (pattern, cut for the model at 600 bytes), a number
 // (rendered 4.111222333×10⁰⁹ by the validator) or a short string leaves
