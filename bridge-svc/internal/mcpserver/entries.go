@@ -76,6 +76,9 @@ func pinnedOf(l *leases.Lease) pinnedEntries {
 // registers it: each {var} stands for "x", a value every matcher takes. ok
 // is false when mcp-go would not find tmpl by it all the same.
 func standIn(tmpl string) (string, bool) {
+	if resourceuri.CheckTemplate(tmpl) != nil {
+		return "", false // not served (addEntries)
+	}
 	s := resourceuri.Var.ReplaceAllLiteralString(tmpl, "x")
 	return s, mcp.NewResourceTemplate(tmpl, "").URITemplate.Regexp().MatchString(s)
 }
@@ -258,6 +261,12 @@ func addEntries(srv *server.MCPServer, l *leases.Lease, h entryHandlers) {
 	}
 	for _, r := range l.Resources {
 		if r.GetTemplate() {
+			if resourceuri.CheckTemplate(r.GetUri()) != nil {
+				// One the catalogue refuses now, pinned before it did:
+				// mcp-go's NewResourceTemplate would panic on it. Not
+				// served; a read of it is refused at the edge, recorded.
+				continue
+			}
 			opts := []mcp.ResourceTemplateOption{mcp.WithTemplateDescription(r.GetDescription())}
 			if r.GetMimeType() != "" {
 				opts = append(opts, mcp.WithTemplateMIMEType(r.GetMimeType()))

@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
+	"github.com/sharedos/toolshare/bridge-svc/internal/leases/storetest"
 	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
@@ -145,5 +147,40 @@ func TestAPinnedTemplateURIWithReservedCharactersIsRead(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A turn that pinned a resource template RFC 6570 does not allow ('|' in a
+// literal: pinned before the catalogue refused such templates) is served
+// all the same, without it: mcp-go's NewResourceTemplate panics on one,
+// which failed every request of the turn, initialize first.
+func TestATurnPinningATemplateMCPCannotParseIsServed(t *testing.T) {
+	k := &entryKernel{answer: func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[]`)}
+	}}
+	store := memory.New()
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(mcpserver.Config{
+		Store: store, Forwarder: &forward.Forwarder{Invoker: k},
+		Edge: protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+	}))
+	l := storetest.Sample(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	l.Resources = append(l.Resources, &sharedosv1.PublishedResource{Uri: "test://pipe/{id}|raw", Template: true, Name: "pipe"})
+	token, hash, err := leases.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.TokenHash = hash
+	if err := store.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	init := post(mux, l.TurnID, token, legacyInitialize, nil)
+	if init.Code != http.StatusOK {
+		t.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	list := post(mux, l.TurnID, token, `{"jsonrpc":"2.0","id":2,"method":"resources/templates/list","params":{}}`,
+		map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": init.Header().Get("Mcp-Session-Id")})
+	if list.Code != http.StatusOK || !strings.Contains(list.Body.String(), "test://template/{id}/data") || strings.Contains(list.Body.String(), "pipe") {
+		t.Errorf("resources/templates/list: %d %s; want the turn's other templates, not the one MCP cannot parse", list.Code, list.Body)
 	}
 }

@@ -329,6 +329,11 @@ func checkResourceURI(uri string) (bool, error) {
 	if strings.ContainsAny(concrete, "{}") {
 		return false, invalid("uri", RuleURI, "unbalanced { or } in %q", uri)
 	}
+	if len(vars) > 0 {
+		if err := resourceuri.CheckTemplate(uri); err != nil {
+			return false, invalid("uri", RuleURI, "%q is not an RFC 6570 template (%v): percent-encode the character", uri, err)
+		}
+	}
 	u, err := url.Parse(concrete)
 	if err != nil || u.Scheme == "" {
 		return false, invalid("uri", RuleURI, "%q is not an absolute URI (scheme:...)", uri)

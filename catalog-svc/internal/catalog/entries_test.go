@@ -132,6 +132,10 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		{"level 2 template", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/{+path}" }, "uri", catalog.RuleURI},
 		{"unbalanced", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/{id" }, "uri", catalog.RuleURI},
 		{"variable twice", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://{id}/{id}" }, "uri", catalog.RuleURI},
+		// A URI parser takes these literals; RFC 6570 (and the bridge's MCP
+		// library, which panicked on them) does not.
+		{"template literal '|'", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://pipe/{id}|raw" }, "uri", catalog.RuleURI},
+		{"template literal '^'", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/{id}^x" }, "uri", catalog.RuleURI},
 		// One spelling per URI, so a read in another finds it (RFC 3986 6.2.2).
 		{"encoded unreserved character", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/%68idden" }, "uri", catalog.RuleURI},
 		{"lower-case escape", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/a%2fb" }, "uri", catalog.RuleURI},

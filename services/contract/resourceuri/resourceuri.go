@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/yosida95/uritemplate/v3"
 	"golang.org/x/net/idna"
 	"golang.org/x/text/unicode/norm"
 )
@@ -21,6 +22,16 @@ var Var = regexp.MustCompile(`\{([^{}]*)\}`)
 
 // IsTemplate reports whether uri has a {var}.
 func IsTemplate(uri string) bool { return Var.MatchString(uri) }
+
+// CheckTemplate reports whether tmpl is an RFC 6570 template as the MCP
+// library the bridge serves resources with reads one (yosida95/uritemplate,
+// whose parse panics in mcp-go's NewResourceTemplate): it refuses the
+// literal characters RFC 6570 leaves out ('|', '^', '\\', '"', '<', '>',
+// '`' and the like), which a URI parser takes.
+func CheckTemplate(tmpl string) error {
+	_, err := uritemplate.New(tmpl)
+	return err
+}
 
 // Match returns the registration a concrete URI reads: the one registered
 // with exactly that URI, else the first (in byte order) template it
