@@ -254,16 +254,21 @@ func validatePrompt(reg *sharedosv1.PromptRegistration) error {
 	if n := len(reg.GetArguments()); n > MaxPromptArguments {
 		return invalid("arguments", RulePromptArgument, "%d arguments; at most %d", n, MaxPromptArguments)
 	}
-	seen := map[string]bool{}
+	// Names that differ only in letter case are one name twice: the kernel
+	// refuses arguments whose keys differ only so (a provider may read
+	// them case-blind, as Go's encoding/json does), so such a prompt could
+	// never be given both.
+	seen := map[string]string{}
 	for i, a := range reg.GetArguments() {
 		field := fmt.Sprintf("arguments[%d]", i)
 		if !argumentName.MatchString(a.GetName()) {
 			return invalid(field+".name", RulePromptArgument, "%q must be 1 to 64 of A-Z a-z 0-9 _ . -", a.GetName())
 		}
-		if seen[a.GetName()] {
-			return invalid(field+".name", RulePromptArgument, "%q is named twice", a.GetName())
+		folded := strings.ToLower(a.GetName())
+		if first, ok := seen[folded]; ok {
+			return invalid(field+".name", RulePromptArgument, "%q is named twice (as %q: names differing only in letter case are one)", a.GetName(), first)
 		}
-		seen[a.GetName()] = true
+		seen[folded] = a.GetName()
 		if err := checkBoundedText(field+".description", a.GetDescription(), MaxTitleBytes*4); err != nil {
 			return err
 		}

@@ -109,6 +109,9 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		{"long title", func(p *sharedosv1.PromptRegistration) { p.Title = strings.Repeat("t", 300) }, "title", catalog.RuleLength},
 		{"argument name", func(p *sharedosv1.PromptRegistration) { p.Arguments[0].Name = "a b" }, "arguments[0].name", catalog.RulePromptArgument},
 		{"argument twice", func(p *sharedosv1.PromptRegistration) { p.Arguments[1].Name = "change" }, "arguments[1].name", catalog.RulePromptArgument},
+		// The kernel refuses argument keys that differ only in case: such a
+		// prompt could never be given both.
+		{"argument twice in another case", func(p *sharedosv1.PromptRegistration) { p.Arguments[1].Name = "Change" }, "arguments[1].name", catalog.RulePromptArgument},
 		{"no handler", func(p *sharedosv1.PromptRegistration) { p.Handler = nil }, "handler.target", catalog.RuleRequired},
 		{"timeout", func(p *sharedosv1.PromptRegistration) { p.Handler.Timeout = durationpb.New(-1) }, "handler.timeout", catalog.RuleTimeout},
 	} {
