@@ -292,7 +292,9 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 // ErrExpired is only ever the refusal of a grant these keys signed for
 // turnID: the turn is checked first (the pipeline records a bridge's
 // notice of a call it answered itself as that answer when the grant only
-// expired since). The returned Grant is shared: do not modify it.
+// expired since), and it returns the grant with it: the record of such a
+// notice names the turn's principal. The returned Grant is shared: do not
+// modify it.
 func (k *Keys) Verify(token, turnID string, now time.Time) (*Grant, error) {
 	if token == "" {
 		return nil, ErrMissing
@@ -318,7 +320,7 @@ func (k *Keys) Verify(token, turnID string, now time.Time) (*Grant, error) {
 		return nil, ErrMismatch
 	}
 	if !now.Before(g.ExpiresAt) {
-		return nil, ErrExpired
+		return g, ErrExpired // whose it was: a notice's record names it
 	}
 	return g, nil
 }
