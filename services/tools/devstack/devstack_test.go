@@ -109,6 +109,38 @@ func TestCheckPrivateDirChecksWhereALinkOnTheWayIs(t *testing.T) {
 	}
 }
 
+// ".." after a link is the parent of the link's target, as the kernel
+// (and MakePKI's MkdirAll) resolves it, not a word cut from the text: the
+// directory checked is the one the CA is written to.
+func TestCheckPrivateDirResolvesDotDotAfterALink(t *testing.T) {
+	top := t.TempDir()
+	for _, d := range []string{filepath.Join(top, "real", "deep"), filepath.Join(top, "x")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(top, "real", "deep"), filepath.Join(top, "x", "link")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(top, "x", "link") + "/../pki" // top/real/pki
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := devstack.CheckPrivateDir(dir); err != nil {
+		t.Errorf("a private directory reached by .. after a link: %v", err)
+	}
+	// Its text's twin top/x/pki is private; the directory it is in is not.
+	if err := os.MkdirAll(filepath.Join(top, "x", "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(top, "real"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := devstack.CheckPrivateDir(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(top, "real")) {
+		t.Errorf("the CA's directory under one others can write: %v", err)
+	}
+}
+
 func TestCheckPrivateDirLooksAllTheWayUp(t *testing.T) {
 	top := t.TempDir()
 	dir := filepath.Join(top, "shared", "repo", ".sharedos", "dev", "pki")

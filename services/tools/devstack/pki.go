@@ -90,24 +90,28 @@ func MakePKI(dir string) (*pki.CA, error) {
 }
 
 // CheckPrivateDir refuses a directory another user could change, or swap:
-// dir and the directory holding it must be this user's, no symbolic link,
-// and not writable by group or others; every other directory a lookup of
-// dir passes through — those of the targets of the links on the way too —
-// must be this user's or root's, and writable by others only if sticky
-// (as /tmp), and every link on the way this user's or root's. The local
-// CA's directory holds the trust bundle every service re-reads and the
-// operator's key: whoever can swap them is trusted, or is the server
-// sharedosctl's operator commands go to.
+// dir and the directory holding it (where a lookup of dir leads) must be
+// this user's and not writable by group or others; every other directory
+// a lookup of dir passes through — those of the targets of the links on
+// the way too — must be this user's or root's, and writable by others only
+// if sticky (as /tmp), and every link on the way this user's or root's.
+// The local CA's directory holds the trust bundle every service re-reads
+// and the operator's key: whoever can swap them is trusted, or is the
+// server sharedosctl's operator commands go to.
 func CheckPrivateDir(dir string) error {
-	abs, err := filepath.Abs(dir)
+	if !filepath.IsAbs(dir) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		dir = wd + "/" + dir // not filepath.Join: it cleans ".." by text
+	}
+	links := 0
+	real, err := checkLookups("/", dir, &links)
 	if err != nil {
 		return err
 	}
-	links := 0
-	if _, err := checkLookups(abs, &links); err != nil {
-		return err
-	}
-	for _, d := range []string{abs, filepath.Dir(abs)} {
+	for _, d := range []string{real, filepath.Dir(real)} {
 		if err := checkOwnDir(d); err != nil {
 			return err
 		}
@@ -118,13 +122,21 @@ func CheckPrivateDir(dir string) error {
 // maxLinks bounds the links checkLookups follows (as the kernel's 40).
 const maxLinks = 40
 
-// checkLookups resolves the absolute path as the kernel does, one name at
-// a time, checking each directory a name is looked up in (checkSwappable)
-// and each link followed, and returns where it leads.
-func checkLookups(path string, links *int) (string, error) {
-	cur := "/"
+// checkLookups resolves path from the directory cur (no link) as the
+// kernel does, one name at a time — ".." is the parent of where the names
+// before it led, not a word the text drops — checking each directory a
+// name is looked up in (checkSwappable) and each link followed, and
+// returns where it leads.
+func checkLookups(cur, path string, links *int) (string, error) {
+	if filepath.IsAbs(path) {
+		cur = "/"
+	}
 	for _, name := range strings.Split(path, "/") {
-		if name == "" {
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
 			continue
 		}
 		if err := checkSwappable(cur); err != nil {
@@ -149,10 +161,7 @@ func checkLookups(path string, links *int) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(cur, target)
-		}
-		if cur, err = checkLookups(target, links); err != nil {
+		if cur, err = checkLookups(cur, target, links); err != nil {
 			return "", err
 		}
 	}
