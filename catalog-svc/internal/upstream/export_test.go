@@ -66,3 +66,20 @@ func set[T any](p *T, v T) func() {
 	*p = v
 	return func() { *p = old }
 }
+
+// SetListChangedGap sets the least time between list_changed refreshes of
+// one upstream; the returned func restores it.
+func SetListChangedGap(d time.Duration) func() { return set(&listChangedGap, d) }
+
+// ListChanged is the manager told that ns's upstream's list changed, as
+// its notification does.
+func (m *Manager) ListChanged(ns string) { m.listChanged(ns) }
+
+// ListChangedIdle reports whether no list_changed refresh of ns waits or
+// runs.
+func (m *Manager) ListChangedIdle(ns string) bool {
+	m.changedMu.Lock()
+	defer m.changedMu.Unlock()
+	st := m.changed[ns]
+	return st == nil || !st.queued && !st.running
+}

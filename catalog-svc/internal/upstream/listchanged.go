@@ -7,26 +7,29 @@ import (
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
-// listChangedGap is the least time between two refreshes of one upstream
-// asked for by its list_changed notifications: an upstream that sends
-// them without end is listed no more often than this.
-const listChangedGap = 10 * time.Second
+// listChangedGap is the least time between the end of one refresh of an
+// upstream asked for by its list_changed notifications and the start of
+// the next: an upstream that sends them without end (and answers slowly)
+// is listed by one refresh at a time, no more often than this.
+var listChangedGap = 10 * time.Second
 
 // changeState is what the manager knows of an upstream's list_changed
 // notifications (guarded by changedMu).
 type changeState struct {
-	queued bool      // a refresh is waiting to start
-	last   time.Time // when the last one started
+	queued  bool      // a refresh waits to start
+	running bool      // a refresh runs
+	dirty   bool      // a notification came while one ran: one more after it
+	ended   time.Time // when the last one ended
 }
 
 // listChanged refreshes ns soon: its upstream said the list of its
 // tools, prompts or resources changed. The refresh is the same as any
 // other (a changed definition is quarantined, a new tool waits for
 // approval unless the provider auto-approves new ones); the notification
-// only makes it sooner than the refresh interval. Notifications that come
-// while one waits join it; the refresh starts at most once per
-// listChangedGap, after the manager's other work, never in the
-// transport's reader (the listing is read by it).
+// only makes it sooner than the refresh interval. One refresh at a time
+// per upstream, each listChangedGap after the last ended: notifications
+// while one waits join it, those while one runs ask for one more after
+// it. It never runs in the transport's reader (which reads the listing).
 func (m *Manager) listChanged(ns string) {
 	m.changedMu.Lock()
 	defer m.changedMu.Unlock()
@@ -35,11 +38,23 @@ func (m *Manager) listChanged(ns string) {
 		st = &changeState{}
 		m.changed[ns] = st
 	}
-	if st.queued || m.life.Err() != nil {
+	switch {
+	case st.queued:
+	case st.running:
+		st.dirty = true
+	default:
+		m.queueChange(ns, st)
+	}
+}
+
+// queueChange starts st's refresh of ns listChangedGap after the last
+// ended; changedMu is held.
+func (m *Manager) queueChange(ns string, st *changeState) {
+	if m.life.Err() != nil {
 		return
 	}
 	st.queued = true
-	wait := listChangedGap - time.Since(st.last)
+	wait := listChangedGap - time.Since(st.ended)
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
@@ -53,10 +68,17 @@ func (m *Manager) listChanged(ns string) {
 			}
 		}
 		m.changedMu.Lock()
-		st.queued, st.last = false, time.Now()
+		st.queued, st.running, st.dirty = false, true, false
 		m.changedMu.Unlock()
 		if _, _, err := m.refresh(m.life, ns, listChangedActor, false); err != nil && m.life.Err() == nil {
 			m.log.WarnContext(m.life, "upstream refresh on list_changed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", err))
+		}
+		m.changedMu.Lock()
+		defer m.changedMu.Unlock()
+		st.running, st.ended = false, time.Now()
+		if st.dirty {
+			st.dirty = false
+			m.queueChange(ns, st)
 		}
 	}()
 }

@@ -1024,6 +1024,41 @@ func TestListChangedRefreshes(t *testing.T) {
 	}
 }
 
+// Notifications that come while a list_changed refresh runs ask for one
+// more after it, not one each beside it: a slow upstream that keeps
+// sending them is listed by one refresh at a time.
+func TestListChangedRefreshesOneAtATime(t *testing.T) {
+	t.Cleanup(upstream.SetListChangedGap(0))
+	h := newHarness(t, upstream.Guard{})
+	if _, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	st := h.st
+	st.mu.Lock()
+	st.listing, st.listGate = make(chan struct{}, 8), make(chan struct{})
+	before := st.lists
+	st.mu.Unlock()
+	h.m.ListChanged("fx")
+	<-st.listing // the refresh lists the upstream, which waits
+	for range 5 {
+		h.m.ListChanged("fx")
+	}
+	st.mu.Lock()
+	gate := st.listGate
+	st.mu.Unlock()
+	close(gate)
+	for !h.m.ListChangedIdle("fx") {
+		time.Sleep(time.Millisecond) // polls the condition
+	}
+	st.mu.Lock()
+	lists, waiting := st.lists-before, len(st.listing)
+	st.mu.Unlock()
+	// The one that ran, and the one the notifications during it asked for.
+	if lists != 2 || waiting != 1 {
+		t.Errorf("%d listings (%d begun while the first waited): want 2, one after the other", lists, waiting)
+	}
+}
+
 // A periodic refresh never claims a provider whose first listing, Add's
 // own, is under way: it would drop that listing, and Add would answer the
 // operator a provider with nothing acquired (seen in the e2e suite: the
