@@ -140,6 +140,24 @@ type fixtureState struct {
 	floodRefused chan error
 }
 
+// holdListings has each tools/list from now on signal on st.listing
+// (buffered n) and wait there until releaseListings.
+func (st *fixtureState) holdListings(n int) {
+	st.mu.Lock()
+	st.listing, st.listGate = make(chan struct{}, n), make(chan struct{})
+	st.mu.Unlock()
+}
+
+// releaseListings lets every held tools/list go on, and the later ones
+// through.
+func (st *fixtureState) releaseListings() {
+	st.mu.Lock()
+	gate := st.listGate
+	st.listing, st.listGate = nil, nil
+	st.mu.Unlock()
+	close(gate)
+}
+
 func newState() *fixtureState {
 	return &fixtureState{description: "Echo the text back.", blockStarted: make(chan struct{}, 1), blockEnded: make(chan struct{}, 1), stepSeen: make(chan struct{}, 1), askFailed: make(chan struct{}, 1), floodRefused: make(chan error, upstream.FloodAsks)}
 }
@@ -1034,28 +1052,26 @@ func TestListChangedRefreshesOneAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := h.st
+	st.holdListings(8)
 	st.mu.Lock()
-	st.listing, st.listGate = make(chan struct{}, 8), make(chan struct{})
-	before := st.lists
+	listing, before := st.listing, st.lists
 	st.mu.Unlock()
 	h.m.ListChanged("fx")
-	<-st.listing // the refresh lists the upstream, which waits
+	<-listing // the refresh lists the upstream, which waits
 	for range 5 {
 		h.m.ListChanged("fx")
 	}
-	st.mu.Lock()
-	gate := st.listGate
-	st.mu.Unlock()
-	close(gate)
+	begun := len(listing) // others begun while the first waits
+	st.releaseListings()
 	for !h.m.ListChangedIdle("fx") {
 		time.Sleep(time.Millisecond) // polls the condition
 	}
 	st.mu.Lock()
-	lists, waiting := st.lists-before, len(st.listing)
+	lists := st.lists - before
 	st.mu.Unlock()
 	// The one that ran, and the one the notifications during it asked for.
-	if lists != 2 || waiting != 1 {
-		t.Errorf("%d listings (%d begun while the first waited): want 2, one after the other", lists, waiting)
+	if lists != 2 || begun != 0 {
+		t.Errorf("%d listings (%d begun while the first waited): want 2, one after the other", lists, begun)
 	}
 }
 
@@ -1066,16 +1082,8 @@ func TestListChangedRefreshesOneAtATime(t *testing.T) {
 func TestAddIsNotSupersededByAPeriodicRefresh(t *testing.T) {
 	h := newHarness(t, upstream.Guard{})
 	st := h.st
-	st.mu.Lock()
-	st.listing, st.listGate = make(chan struct{}, 1), make(chan struct{})
-	st.mu.Unlock()
-	release := func() {
-		st.mu.Lock()
-		gate := st.listGate
-		st.listing, st.listGate = nil, nil
-		st.mu.Unlock()
-		close(gate)
-	}
+	st.holdListings(1)
+	listing, release := st.listing, st.releaseListings
 	type added struct {
 		rec *sharedosv1.GetProviderResponse
 		err error
@@ -1086,7 +1094,7 @@ func TestAddIsNotSupersededByAPeriodicRefresh(t *testing.T) {
 		addDone <- added{rec, err}
 	}()
 	select {
-	case <-st.listing: // Add lists the upstream, which waits
+	case <-listing: // Add lists the upstream, which waits
 	case a := <-addDone:
 		t.Fatalf("Add ended (%v) before it listed the upstream", a.err)
 	}
@@ -1105,7 +1113,7 @@ func TestAddIsNotSupersededByAPeriodicRefresh(t *testing.T) {
 		if d.err != nil || d.refreshed {
 			t.Errorf("a periodic refresh during Add's first listing: refreshed %v, %v", d.refreshed, d.err)
 		}
-	case <-st.listing: // the periodic refresh claimed the provider and lists it too
+	case <-listing: // the periodic refresh claimed the provider and lists it too
 		release()
 		<-dueDone
 		t.Error("a periodic refresh claimed the provider during Add's first listing")
@@ -1884,18 +1892,7 @@ func TestReplicasChangeUpstreamsInTurn(t *testing.T) {
 	}
 	pending := toolOf(t, rec, "fx.echo").GetPendingDigest()
 
-	gate := func() {
-		st.mu.Lock()
-		st.listing, st.listGate = make(chan struct{}, 1), make(chan struct{})
-		st.mu.Unlock()
-	}
-	release := func() {
-		st.mu.Lock()
-		gate := st.listGate
-		st.listing, st.listGate = nil, nil
-		st.mu.Unlock()
-		close(gate)
-	}
+	gate, release := func() { st.holdListings(1) }, st.releaseListings
 	refreshed := make(chan error, 1)
 	// listed waits until a's refresh (reporting on done) lists the
 	// upstream, which then waits at the gate; a refresh that ends first
