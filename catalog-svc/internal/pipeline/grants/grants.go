@@ -383,8 +383,9 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 }
 
 // expiryClaim is the exp claim of a grant expiring at t: t rounded up to
-// the whole second (a NumericDate holds no fraction), so that no validator
-// reading exp alone takes the grant for live after t.
+// the whole second (a NumericDate holds no fraction), so that exp never
+// ends the grant before its lease. A reader of exp alone takes it for live
+// up to a second past t; Verify reads t itself (the expiresAt claim).
 func expiryClaim(t time.Time) *jwt.NumericDate {
 	exp := jwt.NumericDate(t.Unix())
 	if t.Nanosecond() > 0 {
