@@ -12,7 +12,6 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
 	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
-	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
 
 // relayStore is a memory store that relays answers between pods as the
@@ -60,11 +59,7 @@ func (s *relayStore) passes() []string {
 // failed the announcement, and the client got 503 for a store outage).
 func TestOnlyAnswersToIDsTheBridgeMintsArePassedOn(t *testing.T) {
 	store := &relayStore{Store: memory.New()}
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(mcpserver.Config{
-		Store: store, Forwarder: &forward.Forwarder{},
-		Edge: protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
-	}))
+	mux := serve(mcpserver.Config{Store: store, Forwarder: &forward.Forwarder{}})
 	l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	init := post(mux, l.TurnID, token, legacyInitialize, nil)
 	sid := init.Header().Get("Mcp-Session-Id")

@@ -83,11 +83,7 @@ func TestAPinnedTemplateURIWithReservedCharactersIsRead(t *testing.T) {
 		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: content}
 	}}
 	store := memory.New()
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(mcpserver.Config{
-		Store: store, Forwarder: &forward.Forwarder{Invoker: k},
-		Edge: protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
-	}))
+	mux := serve(mcpserver.Config{Store: store, Forwarder: &forward.Forwarder{Invoker: k}})
 	l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	init := post(mux, l.TurnID, token, legacyInitialize, nil)
 	sid := init.Header().Get("Mcp-Session-Id")
@@ -159,11 +155,7 @@ func TestATurnPinningATemplateMCPCannotParseIsServed(t *testing.T) {
 		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[]`)}
 	}}
 	store := memory.New()
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(mcpserver.Config{
-		Store: store, Forwarder: &forward.Forwarder{Invoker: k},
-		Edge: protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
-	}))
+	mux := serve(mcpserver.Config{Store: store, Forwarder: &forward.Forwarder{Invoker: k}})
 	l := storetest.Sample(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	l.Resources = append(l.Resources, &sharedosv1.PublishedResource{Uri: "test://pipe/{id}|raw", Template: true, Name: "pipe"})
 	token, hash, err := leases.NewToken()

@@ -17,16 +17,25 @@ import (
 
 const legacyInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
+// serve is the bridge's MCP handler for cfg on its route, behind the
+// default edge when cfg names none.
+func serve(cfg mcpserver.Config) http.Handler {
+	if cfg.Edge == nil {
+		cfg.Edge = protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts})
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(cfg))
+	return mux
+}
+
 // sessionTurn is a handler over the memory store with one open turn.
 func sessionTurn(t *testing.T, cfg mcpserver.Config) (http.Handler, *leases.Lease, string) {
 	t.Helper()
 	store := memory.New()
 	cfg.Store, cfg.Forwarder = store, &forward.Forwarder{}
-	cfg.Edge = protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts})
+	cfg.Edge = nil
 	l, token := createLease(t, store, time.Now(), time.Now().Add(time.Hour))
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.Pattern, mcpserver.NewHandler(cfg))
-	return mux, l, token
+	return serve(cfg), l, token
 }
 
 func post(h http.Handler, turnID, token, body string, headers map[string]string) *httptest.ResponseRecorder {
