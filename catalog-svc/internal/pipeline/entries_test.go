@@ -223,6 +223,27 @@ func TestPromptsAndResources(t *testing.T) {
 	})
 }
 
+// promptTurn is a kernel serving the prompt p (its handler the fake
+// provider's) over h, a turn turnID of alice's granted by it, and the
+// proof that the turn pins p.
+func promptTurn(t *testing.T, h *harness, turnID string, p *sharedosv1.PromptRegistration) (*server.RuntimeServer, *sharedosv1.GrantTurnResponse, *sharedosv1.PinProof) {
+	t.Helper()
+	ctx := context.Background()
+	cat := realCatalogue(t, h)
+	fake, _ := h.resolver.Resolve(ctx, "files.read")
+	p.Handler = &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
+	if _, _, err := cat.RegisterPrompt(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	k := newKernelWith(t, h, cat)
+	granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: turnID, Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proof, _ := pinTree(t, granted).Prove(pinproof.Prompt, p.GetName())
+	return server.NewRuntimeServer(k), granted, proof
+}
+
 // TestPromptArgumentsParsedAsAToolsAre: a prompt's arguments go through
 // the kernel's one parse of a tool's (one JSON object of valid UTF-8, no
 // duplicate or case-folded keys). The policy decides on these bytes and
@@ -233,20 +254,8 @@ func TestPromptsAndResources(t *testing.T) {
 func TestPromptArgumentsParsedAsAToolsAre(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		ctx := context.Background()
-		cat := realCatalogue(t, h)
-		fake, _ := h.resolver.Resolve(ctx, "files.read")
-		target := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
-		if _, _, err := cat.RegisterPrompt(ctx, &sharedosv1.PromptRegistration{Name: "with_args",
-			Arguments: []*sharedosv1.PromptArgument{{Name: "a"}, {Name: "b"}}, Handler: target}); err != nil {
-			t.Fatal(err)
-		}
-		k := newKernelWith(t, h, cat)
-		rpc := server.NewRuntimeServer(k)
-		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "pa", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		proof, _ := pinTree(t, granted).Prove(pinproof.Prompt, "with_args")
+		rpc, granted, proof := promptTurn(t, h, "pa", &sharedosv1.PromptRegistration{Name: "with_args",
+			Arguments: []*sharedosv1.PromptArgument{{Name: "a"}, {Name: "b"}}})
 		authz := h.authz.calls.Load()
 		cases := []struct{ args, reason string }{
 			{`{"a":"/public/x","a":"/private/y"}`, `the key "a" appears twice`},

@@ -7,19 +7,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/outcome"
-	"github.com/sharedos/toolshare/services/contract/pinproof"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
-	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 )
 
 const (
@@ -280,19 +276,7 @@ func TestInputRoundEndsWithTheTurn(t *testing.T) {
 func TestInputRoundResumedOnlyByItsKind(t *testing.T) {
 	forEachStore(t, options{}, func(t *testing.T, h *harness) {
 		ctx := context.Background()
-		cat := realCatalogue(t, h)
-		fake, _ := h.resolver.Resolve(ctx, "files.read")
-		target := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
-		if _, _, err := cat.RegisterPrompt(ctx, &sharedosv1.PromptRegistration{Name: "review", Handler: target}); err != nil {
-			t.Fatal(err)
-		}
-		k := newKernelWith(t, h, cat)
-		rpc := server.NewRuntimeServer(k)
-		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "pk", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		proof, _ := pinTree(t, granted).Prove(pinproof.Prompt, "review")
+		rpc, granted, proof := promptTurn(t, h, "pk", &sharedosv1.PromptRegistration{Name: "review"})
 		review := func(callID string, first *sharedosv1.ToolResult) *sharedosv1.ToolCall {
 			c := &sharedosv1.ToolCall{CallId: callID, TurnId: "pk", Tool: "review", ArgumentsJson: []byte(`{}`), Grant: granted.GetGrant(),
 				PinProof: proof, Harness: "test", InputRounds: true, InputMethods: inputround.Names(), Kind: sharedosv1.CallKind_CALL_KIND_PROMPT}
