@@ -154,8 +154,8 @@ func checkLookups(cur, path string, links *int) (string, error) {
 		if *links++; *links > maxLinks {
 			return "", fmt.Errorf("%s: more than %d symbolic links", path, maxLinks)
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && st.Uid != 0 {
-			return "", fmt.Errorf("%s is a symbolic link of another user (uid %d): whoever owns it can point it elsewhere", next, st.Uid)
+		if uid, ok := ownedByMeOrRoot(fi); !ok {
+			return "", fmt.Errorf("%s is a symbolic link of another user (uid %d): whoever owns it can point it elsewhere", next, uid)
 		}
 		target, err := os.Readlink(next)
 		if err != nil {
@@ -176,8 +176,8 @@ func checkSwappable(d string) error {
 	if err != nil {
 		return err
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && st.Uid != 0 {
-		return fmt.Errorf("%s belongs to another user (uid %d): whoever owns it can swap the directories below", d, st.Uid)
+	if uid, ok := ownedByMeOrRoot(fi); !ok {
+		return fmt.Errorf("%s belongs to another user (uid %d): whoever owns it can swap the directories below", d, uid)
 	}
 	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
 		return fmt.Errorf("%s is writable by others (%v): whoever can write it can swap the directories below", d, fi.Mode().Perm())
@@ -204,6 +204,16 @@ func checkOwnDir(dir string) error {
 func ownedByMe(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return !ok || int(st.Uid) == os.Getuid()
+}
+
+// ownedByMeOrRoot reports whether fi is this user's or root's, and whose
+// it is.
+func ownedByMeOrRoot(fi os.FileInfo) (uint32, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, true
+	}
+	return st.Uid, int(st.Uid) == os.Getuid() || st.Uid == 0
 }
 
 // TLSFiles is the mtls.Config of identity file in dir.
