@@ -38,7 +38,9 @@ type era struct {
 	version string // "" = 2026-07-28 via server/discover
 }
 
-var eras = []era{{"2026-07-28", ""}, {"2025-11-25", "2025-11-25"}, {"2025-06-18", "2025-06-18"}}
+// The two oldest are what mcp-go negotiates too (docs/mcp-surface.md).
+var eras = []era{{"2026-07-28", ""}, {"2025-11-25", "2025-11-25"}, {"2025-06-18", "2025-06-18"},
+	{"2025-03-26", "2025-03-26"}, {"2024-11-05", "2024-11-05"}}
 
 type clientKind struct {
 	name    string

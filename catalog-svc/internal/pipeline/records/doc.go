@@ -9,8 +9,9 @@
 //     with ErrDuplicateCall, and the repeat is itself recorded as its own,
 //     already completed row (denied/duplicate_call) marked Duplicate, so
 //     "rows == attempts" holds and a replay is visible.
-//   - Append-only: a completed row is never changed again and no row is ever
-//     deleted (PostgreSQL enforces this with triggers, not just code).
+//   - Append-only: a completed row is never changed again and no row is
+//     deleted but by the owner's purge of a noted export (docs/retention.md;
+//     PostgreSQL enforces this with triggers, not just code).
 //   - A pending row whose process died stays pending until Reconcile marks it
 //     interrupted; it never disappears.
 //   - Free text never reaches storage raw: the requested tool name is escaped
