@@ -53,6 +53,8 @@ func TestValuesRejected(t *testing.T) {
 		{"pdb blocks drains", "catalog:\n  replicas: 1\n", []string{"catalog.pdb.minAvailable (1) must be below the replica count (1)"}},
 		{"ingress without host", "ingress:\n  enabled: true\nnetworkPolicy:\n  mcpFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]\n", []string{"ingress.host is required"}},
 		{"ingress without TLS", "ingress:\n  enabled: true\n  host: tools.example.com\nnetworkPolicy:\n  mcpFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]\n", []string{"ingress.tls.secretName is required"}},
+		{"ingress without TLS and a cleartext publicURL", "ingress:\n  enabled: true\n  host: tools.example.com\nbridge:\n  publicURL: http://tools.example.com\nnetworkPolicy:\n  mcpFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]\n", []string{"ingress.tls.secretName is required"}},
+		{"wildcard ingress host as the turns' address", "ingress:\n  enabled: true\n  host: \"*.example.com\"\n  tls:\n    secretName: t\nnetworkPolicy:\n  mcpFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]\n", []string{"is a wildcard"}},
 		{"ingress open around itself", "ingress:\n  enabled: true\n  host: tools.example.com\n  tls:\n    secretName: t\n", []string{"networkPolicy.mcpFrom must name the Ingress controller's pods"}},
 		{"grace period too short", "lifecycle:\n  preStopSleepSeconds: 30\n  terminationGracePeriodSeconds: 20\n", []string{"lifecycle.terminationGracePeriodSeconds (20) must exceed lifecycle.preStopSleepSeconds (30)"}},
 		{"egress without postgres", "networkPolicy:\n  egress:\n    enabled: true\n", []string{"networkPolicy.egress.postgres.peers must list"}},

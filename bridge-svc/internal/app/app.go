@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -278,6 +279,12 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 	pu, perr := url.Parse(c.PublicURL)
 	if perr != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 		return nil, fmt.Errorf("bridge: --public-url: %q must be an http(s) URL", c.PublicURL)
+	}
+	// Turns are handed this base with /turns/{turnId}/mcp after it: a
+	// wildcard host, credentials, a query or a fragment would hand every
+	// harness an address that reaches nothing (or leaks).
+	if strings.Contains(pu.Host, "*") || pu.User != nil || pu.RawQuery != "" || pu.ForceQuery || pu.Fragment != "" {
+		return nil, fmt.Errorf("bridge: --public-url: %q must be a concrete base URL (no wildcard host, credentials, query or fragment)", c.PublicURL)
 	}
 	hosts := c.AllowedHosts
 	if len(hosts) == 0 {

@@ -34,6 +34,10 @@ func TestCompleteRefusesBadConfig(t *testing.T) {
 		{"origin without scheme", func(c *app.Config) { c.AllowedOrigins = []string{"app.example"} }, "--allowed-origins"},
 		{"trusted proxy not a CIDR", func(c *app.Config) { c.TrustedProxies = []string{"10.0.0.0/33"} }, "--trusted-proxies"},
 		{"public url not http", func(c *app.Config) { c.PublicURL = "ftp://x" }, "--public-url"},
+		{"public url with a wildcard host", func(c *app.Config) { c.PublicURL = "https://*.example.com" }, "--public-url"},
+		{"public url with credentials", func(c *app.Config) { c.PublicURL = "https://u:p@tools.example.com" }, "--public-url"},
+		{"public url with a query", func(c *app.Config) { c.PublicURL = "https://tools.example.com/?x=1" }, "--public-url"},
+		{"public url with a fragment", func(c *app.Config) { c.PublicURL = "https://tools.example.com/#x" }, "--public-url"},
 		{"host tenants without a host identity", func(c *app.Config) {
 			c.HostTenants = []string{"spiffe://sharedos.local/bridge/b=acme"}
 		}, "--host-tenants"},

@@ -425,8 +425,11 @@ template so a bad combination fails at render time with the field named.
 {{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
 {{- fail "ingress.host is required when ingress.enabled is true" }}
 {{- end }}
-{{- if and .Values.ingress.enabled (not .Values.ingress.tls.secretName) (not .Values.bridge.publicURL) }}
+{{- if and .Values.ingress.enabled (not .Values.ingress.tls.secretName) (not (hasPrefix "https://" (lower .Values.bridge.publicURL))) }}
 {{- fail "ingress.tls.secretName is required when ingress.enabled is true: turn tokens must not cross the network in cleartext (when TLS ends before the Ingress, set bridge.publicURL to its https:// address)" }}
+{{- end }}
+{{- if and .Values.ingress.enabled (hasPrefix "*" .Values.ingress.host) (not .Values.bridge.publicURL) }}
+{{- fail (printf "ingress.host %s is a wildcard, which no harness can connect to: set bridge.publicURL to the concrete https:// address turns are handed" .Values.ingress.host) }}
 {{- end }}
 {{- if le (int .Values.lifecycle.terminationGracePeriodSeconds) (int .Values.lifecycle.preStopSleepSeconds) }}
 {{- fail (printf "lifecycle.terminationGracePeriodSeconds (%d) must exceed lifecycle.preStopSleepSeconds (%d): the grace period also has to cover draining in-flight calls" (int .Values.lifecycle.terminationGracePeriodSeconds) (int .Values.lifecycle.preStopSleepSeconds)) }}
