@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/jsonlimits"
 )
 
 // Registration is the file shape of one tool registration.
@@ -189,16 +190,23 @@ func YAMLToJSON(b []byte) ([]byte, error) {
 			docs++
 		}
 	}
-	return yaml.YAMLToJSON(b)
+	return yaml.YAMLToJSONStrict(b) // a key given twice is refused, not the last kept
 }
 
+// decodeJSON decodes b into v, refusing unknown keys, a key given twice in
+// one object (the reader would see one value, the decoder keep the other)
+// and anything after the value.
 func decodeJSON(b []byte, v any) error {
+	var doc any
+	if json.Unmarshal(b, &doc) == nil && jsonlimits.RepeatsKey(b, doc) {
+		return errors.New("a key appears twice in one object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data")
 	}
 	return nil

@@ -70,6 +70,13 @@ func TestRejects(t *testing.T) {
 		"bad timeout":           {`{"name":"a.b","handler":{"target":"x","timeout":"soon"}}`, true, `handler.timeout`},
 		"empty":                 {"  ", true, "empty"},
 		"trailing":              {`{"name":"a.b"} {"name":"c.d"}`, true, "trailing"},
+		"trailing brace":        {`{"name":"a.b"}}`, true, "trailing"},
+		"trailing bracket":      {`{"name":"a.b"}]`, true, "trailing"},
+		// A key given twice: a reader sees one value, the decoder would
+		// keep the other.
+		"key twice, YAML":        {"name: a.b\nrequirement: {action: read, resource: \"file:{path}\"}\nrequirement: {action: call}\n", false, "already set"},
+		"key twice, JSON":        {`{"name":"a.b","requirement":{"action":"read"},"requirement":{"action":"call"}}`, true, "twice"},
+		"nested key twice, JSON": {`{"name":"a.b","requirement":{"action":"read","action":"call"}}`, true, "twice"},
 		// A second document is refused, never dropped.
 		"two documents":          {"name: a.b\n---\nname: c.d\n", false, "more than one YAML document"},
 		"an empty one, then one": {"---\n---\nname: c.d\n", false, "more than one YAML document"},
