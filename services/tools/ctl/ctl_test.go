@@ -488,3 +488,50 @@ func TestAGlobalTimeoutBeforeADeadlineCommand(t *testing.T) {
 		t.Errorf("own --timeout 3s: code %d (%s), deadline in %v, own %v", code, stderr, left, own)
 	}
 }
+
+// promptsCatalog registers prompts one at a time and refuses the second.
+type promptsCatalog struct {
+	sharedosv1.UnimplementedCatalogServiceServer
+	calls int
+}
+
+func (c *promptsCatalog) RegisterPrompt(_ context.Context, r *sharedosv1.RegisterPromptRequest) (*sharedosv1.RegisterPromptResponse, error) {
+	c.calls++
+	if c.calls == 2 {
+		return nil, status.Error(codes.InvalidArgument, "description: violates max_bytes")
+	}
+	return &sharedosv1.RegisterPromptResponse{Registration: &sharedosv1.PromptRegistration{Name: r.GetRegistration().GetName(), Revision: 1}}, nil
+}
+
+// Prompts (and resources) of a list are registered one RPC each: when one
+// is refused, those before it stay registered, and the command says which
+// and that the rest were not sent.
+func TestPromptsRegisterAListSaysWhatWasRegistered(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	fake := &promptsCatalog{}
+	sharedosv1.RegisterCatalogServiceServer(srv, fake)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(file, []byte("- name: p1\n- name: p2\n- name: p3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, "--catalog", lis.Addr().String(), "prompts", "register", "-f", file)
+	var out struct {
+		Registered []struct {
+			Key      string
+			Revision int64
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || fmt.Sprint(out.Registered) != "[{p1 1}]" {
+		t.Errorf("stdout %q (%v), want p1 listed as registered", stdout, err)
+	}
+	if code != 1 || fake.calls != 2 || !strings.Contains(stderr, `register "p2"`) ||
+		!strings.Contains(stderr, "the 1 before it are registered") || !strings.Contains(stderr, "the 1 after it not sent") {
+		t.Errorf("code %d, %d calls, stderr %q", code, fake.calls, stderr)
+	}
+}

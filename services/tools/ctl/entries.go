@@ -133,15 +133,24 @@ func registerEntries[T proto.Message](ctx context.Context, e *env, file string, 
 	}
 	var out []registered
 	var rows [][]string
-	for _, r := range regs {
+	emit := func() error { return e.emit(map[string]any{"registered": out}, []string{"KEY", "REVISION"}, rows) }
+	for i, r := range regs {
 		key, rev, err := put(cc, r)
 		if err != nil {
-			return fmt.Errorf("register %q: %w", key, errors.New(describe(err)))
+			// One RPC per entry: those before it stay registered. Say
+			// which (on stdout, as a success would) and that the rest
+			// were not sent, so a fixed file is not re-run blind.
+			done := "nothing registered"
+			if len(out) > 0 {
+				_ = emit()
+				done = fmt.Sprintf("the %d before it are registered (on stdout)", len(out))
+			}
+			return fmt.Errorf("register %q: %s; %s, the %d after it not sent", key, describe(err), done, len(regs)-i-1)
 		}
 		out = append(out, registered{Key: key, Revision: rev})
 		rows = append(rows, []string{key, fmt.Sprint(rev)})
 	}
-	return e.emit(map[string]any{"registered": out}, []string{"KEY", "REVISION"}, rows)
+	return emit()
 }
 
 func deregisterEntry(ctx context.Context, e *env, args []string, what string, del func(sharedosv1.CatalogServiceClient, string) error) error {
