@@ -30,6 +30,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/platform/mtls/pki"
 	"github.com/sharedos/toolshare/services/platform/runner"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 	"github.com/sharedos/toolshare/services/tools/regfile"
 )
 
@@ -350,6 +351,7 @@ func start(ctx context.Context, path, name string, args []string, logDir string,
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
+	cmd.Env = childEnv(os.Environ())
 	var w io.Writer = f
 	if verbose {
 		w = io.MultiWriter(f, &prefixWriter{prefix: "[" + name + "] ", w: os.Stderr})
@@ -368,6 +370,22 @@ func start(ctx context.Context, path, name string, args []string, logDir string,
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// childEnv is the environment a service starts with: this one without its
+// SHAREDOS_ settings, which are sharedos-dev's own (each service would read
+// a SHAREDOS_<FLAG> as its flag: one SHAREDOS_METRICS_LISTEN would have all
+// four bind the same address). Everything a service is told comes as
+// flags; the log level alone is shared.
+func childEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "SHAREDOS_") && !strings.HasPrefix(kv, telemetry.LogLevelEnv+"=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // stop sends SIGTERM to the process group and waits; SIGKILL after 10 s.
