@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +23,7 @@ const DefaultEvalTimeout = 500 * time.Millisecond
 
 // Options configures New.
 type Options struct {
-	// Dir is the policy directory.
+	// Dir is the policy directory (made absolute; not a symbolic link).
 	Dir string
 	// EvalTimeout bounds one evaluation (FilterTools: all its tools); zero
 	// means DefaultEvalTimeout.
@@ -72,15 +75,37 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pdp: create metric: %w", err)
 	}
-	e := &Engine{dir: opts.Dir, evalTimeout: opts.EvalTimeout, logger: opts.Logger, failures: failures}
-	snap, err := load(ctx, opts.Dir)
+	dir, err := policyDir(opts.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("pdp: load %s: %w", opts.Dir, err)
+		return nil, fmt.Errorf("pdp: policy dir %s: %w", opts.Dir, err)
+	}
+	e := &Engine{dir: dir, evalTimeout: opts.EvalTimeout, logger: opts.Logger, failures: failures}
+	snap, err := load(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("pdp: load %s: %w", dir, err)
 	}
 	e.current.Store(snap)
-	e.logger.Info("policy loaded", slog.String("policy_dir", opts.Dir),
+	e.logger.Info("policy loaded", slog.String("policy_dir", dir),
 		slog.String("policy_revision", snap.revision), slog.Any("files", snap.files))
 	return e, nil
+}
+
+// policyDir is dir absolute and clean, as fsnotify names the events of the
+// directory itself: Watch compares them with it to see the directory removed
+// or renamed, and dir as typed ("./policies", "/etc/pol/") never matched, so
+// a directory renamed into place went unseen and the old one kept serving.
+// A symbolic link is refused: retargeting it sends no event to a watch on
+// its target, so the policy would silently stop following the path.
+func policyDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Lstat(abs); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(abs)
+		return "", fmt.Errorf("%s is a symbolic link (to %s): give the directory itself, since a link retargeted later could not be followed", abs, target)
+	}
+	return abs, nil
 }
 
 // errUnsettled: the directory changed while it was loaded.
@@ -118,7 +143,7 @@ func load(ctx context.Context, dir string) (*snapshot, error) {
 // Revision returns the revision of the policy currently serving.
 func (e *Engine) Revision() string { return e.current.Load().revision }
 
-// Dir returns the policy directory.
+// Dir returns the policy directory, absolute and clean.
 func (e *Engine) Dir() string { return e.dir }
 
 // LastReloadError returns the error of the most recent reload, or nil when

@@ -449,6 +449,85 @@ func TestWatchTakesAChangeMadeBeforeItStarted(t *testing.T) {
 	}
 }
 
+// A directory renamed into place at the policy directory's path (the old one
+// renamed away) ends the watch however the path was spelled: its watch
+// followed the old directory, and every later change would have gone unseen.
+func TestWatchEndsWhenTheDirectoryIsSwapped(t *testing.T) {
+	for name, spell := range map[string]func(t *testing.T, dir string) string{
+		"clean":          func(_ *testing.T, dir string) string { return dir },
+		"trailing slash": func(_ *testing.T, dir string) string { return dir + "/" },
+		"relative": func(t *testing.T, dir string) string {
+			t.Chdir(filepath.Dir(dir))
+			return "./" + filepath.Base(dir)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			files := map[string]string{"p.rego": readsData, "data.json": `{"root":{"ok":true},"sub":{"dir":{"flag":1}}}`}
+			dir, next := writeTree(t, files), writeTree(t, files)
+			e, err := New(context.Background(), Options{Dir: spell(t, dir), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			watchers := make(chan *fsnotify.Watcher, 1)
+			defer func(f func() (*fsnotify.Watcher, error)) { newWatcher = f }(newWatcher)
+			newWatcher = func() (*fsnotify.Watcher, error) {
+				w, err := fsnotify.NewWatcher()
+				if err == nil {
+					watchers <- w
+				}
+				return w, err
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- e.Watch(ctx) }()
+			defer cancel()
+			var w *fsnotify.Watcher
+			select {
+			case w = <-watchers:
+			case err := <-done:
+				t.Fatalf("Watch ended before watching: %v", err)
+			}
+			// Swapped once the directory is watched (the swap is not an
+			// event before that: the new directory would be watched).
+			for len(w.WatchList()) == 0 {
+				select {
+				case err := <-done:
+					t.Fatalf("Watch ended before watching: %v", err)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if err := os.Rename(dir, dir+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(next, dir); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, errWatchEnded) {
+					t.Errorf("Watch = %v, want the watch ended", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the watch went on after its directory was renamed away")
+			}
+		})
+	}
+}
+
+// A symbolic link is not a policy directory: retargeting it would send no
+// event, and New says so rather than finding no policy in the link.
+func TestPolicyDirIsNotASymlink(t *testing.T) {
+	dir := writeTree(t, map[string]string{"p.rego": readsData, "data.json": `{"root":{"ok":true},"sub":{"dir":{"flag":1}}}`})
+	link := filepath.Join(t.TempDir(), "policies")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(context.Background(), Options{Dir: link, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "is a symbolic link (to "+dir+")") {
+		t.Errorf("New(a link) = %v, want it refused as a symbolic link", err)
+	}
+}
+
 // The decision may come from a rule at its path or from the rules of a
 // package at it: both load.
 func TestLoadTakesEveryWayToDefineTheDecision(t *testing.T) {
