@@ -20,8 +20,9 @@ import (
 // They are far below encoding/json's own depth limit (10,000) so that a
 // hostile document is refused before it costs parse time or OPA stack.
 const (
-	MaxJSONBytes = jsonlimits.MaxArgumentsBytes
-	MaxJSONDepth = jsonlimits.MaxDepth
+	MaxJSONBytes   = jsonlimits.MaxArgumentsBytes
+	MaxJSONDepth   = jsonlimits.MaxDepth
+	MaxNumberChars = jsonlimits.MaxNumberChars
 )
 
 // JSONError says why a JSON object from a request was refused; the caller
@@ -112,11 +113,6 @@ func parseObject(raw []byte, uniqueKeys bool) (ast.Value, error) {
 	}
 	return v, nil
 }
-
-// MaxNumberChars bounds a number's text: OPA compares numbers exactly, and
-// one of a million digits took seconds to compare — past the evaluation's
-// deadline, which cannot interrupt a built-in.
-const MaxNumberChars = 128
 
 // longNumber reports whether v holds a number longer than MaxNumberChars.
 func longNumber(v any) bool {

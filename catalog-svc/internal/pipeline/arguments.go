@@ -22,6 +22,10 @@ import (
 const (
 	MaxArgumentsBytes = jsonlimits.MaxArgumentsBytes
 	MaxArgumentsDepth = jsonlimits.MaxDepth
+	// MaxNumberChars is authz-svc's cap on a number's text: a longer one
+	// is the model's invalid argument here, not an authorization failure
+	// there.
+	MaxNumberChars = jsonlimits.MaxNumberChars
 )
 
 // frame is one open object or array while decoding arguments.
@@ -69,7 +73,8 @@ func (f *frame) checkFolded(key string) error {
 // disagree on which duplicate wins would let the policy and the handler see
 // different arguments), and no two keys of one object equal under case
 // folding (a case-insensitive decoder in a provider would pick one the
-// requirement and the policy never saw) — and builds the decoded value (numbers as
+// requirement and the policy never saw), numbers at most MaxNumberChars
+// long (authz-svc refuses longer ones) — and builds the decoded value (numbers as
 // json.Number) that schema validation and the requirement read.
 // json.Decoder.Token does not recurse, so a hostile 10^5-deep input is
 // refused at depth 65 without stack growth. The raw bytes stay what is
@@ -146,6 +151,9 @@ func decodeArguments(raw []byte) (map[string]any, error) {
 				stack = stack[:len(stack)-1]
 				complete = done(top.arr)
 			default:
+				if n, ok := tok.(json.Number); ok && len(n) > MaxNumberChars {
+					return nil, fmt.Errorf("a number of %d characters; the limit is %d", len(n), MaxNumberChars)
+				}
 				complete = done(tok)
 			}
 		}

@@ -18,6 +18,7 @@ func TestDecodeArguments(t *testing.T) {
 		`{}`, ` { } `, `{"a":1,"b":[1,{"a":2},{"a":3}],"c":{"a":{"b":null}}}`,
 		`{"a":[[],[[]]],"b":"x"}`, nest(MaxArgumentsDepth), `{"a":{"x":1},"b":{"x":1}}`,
 		`{"k":"\u0000"}`, `{"a":{"A":1},"b":{"a":1}}`, // folded-equal keys in different objects
+		`{"n":[-1.` + strings.Repeat("5", MaxNumberChars-3) + `]}`, `{"s":"` + strings.Repeat("9", 1000) + `"}`,
 	}
 	for _, s := range ok {
 		if _, err := decodeArguments([]byte(s)); err != nil {
@@ -44,6 +45,9 @@ func TestDecodeArguments(t *testing.T) {
 		`{"x":[{"id":1,"ID":2}]}`:                               "differ only in case",
 		"{\"k\":1,\"\u212a\":2}":                                "differ only in case", // the Kelvin sign
 		"{\"s\":1,\"\u017f\":2}":                                "differ only in case", // long s
+		// Longer than the number authz-svc evaluates, at any level.
+		`{"n":[{"m":-1.` + strings.Repeat("5", MaxNumberChars-2) + `}]}`: "a number of 129 characters",
+		`{"n":1e` + strings.Repeat("0", MaxNumberChars) + `}`:            "the limit is 128",
 	}
 	for s, want := range bad {
 		_, err := decodeArguments([]byte(s))

@@ -227,6 +227,10 @@ func TestSchemaViolations(t *testing.T) {
 			// Within the schema's 4,096 bytes, but "file:" + path is over
 			// the resource cap authz-svc enforces (issue 17, item 6).
 			{"files.read", `{"path":"/public/` + strings.Repeat("a", 4096-len("/public/")) + `"}`, "longer than 4096 bytes"},
+			// Within the schema (an integer, 1..100), but longer than the
+			// number authz-svc evaluates: the model's invalid argument, not
+			// an authorization failure.
+			{"files.search", `{"query":"x","path":"/public","limit":5.` + strings.Repeat("0", pipeline.MaxNumberChars-1) + `}`, "a number of 129 characters; the limit is 128"},
 		}
 		for i, c := range cases {
 			turn := "s" + itoa(i)

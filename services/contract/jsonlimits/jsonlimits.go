@@ -9,6 +9,13 @@ const MaxDepth = 64
 // object authz-svc takes from a request).
 const MaxArgumentsBytes = 1 << 20
 
+// MaxNumberChars bounds a number's text in the arguments (and annotations)
+// authz-svc evaluates: OPA compares numbers exactly, and one of a million
+// digits took seconds to compare — past the evaluation's deadline, which
+// cannot interrupt a built-in. The kernel refuses a longer one as invalid
+// arguments, so a model's number never reaches authz-svc to fail there.
+const MaxNumberChars = 128
+
 // Scan returns the deepest nesting of objects and arrays in raw, skipping
 // string contents. It stops at the first level past limit (limit <= 0 scans
 // everything), so a hostile document costs one short scan. balanced reports
