@@ -7,19 +7,21 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 
 	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of every error this
-// service returns.
-const ErrorDomain = "authz.sharedos.io"
+// service returns (outcome owns it: the kernel reads it).
+const ErrorDomain = outcome.ErrorDomainAuthz
 
-// ErrorInfo reasons.
+// ErrorInfo reasons. ReasonEvalError is the kernel's authz_error, so
+// outcome owns it.
 const (
 	ReasonInvalidArgument = "AUTHZ_INVALID_ARGUMENT"
-	ReasonEvalError       = "AUTHZ_EVAL_ERROR"
+	ReasonEvalError       = outcome.ReasonAuthzEvalError
 )
 
 // fieldError is a request refused before evaluation.

@@ -20,6 +20,8 @@ import (
 	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
 	"github.com/sharedos/toolshare/authz-svc/internal/server"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 )
 
 // fakeDecider answers from fixed functions and counts its calls.
@@ -200,6 +202,10 @@ func TestAuthorizeEvalErrorIsNoDecision(t *testing.T) {
 		_, err := server.New(d, log).Authorize(context.Background(), authorizeReq("read", `{"path":"/public/secret-name.txt"}`))
 		if got := status.Code(err); got != tc.code {
 			t.Errorf("%v: code %v, want %v", tc.cause, got, tc.code)
+		}
+		// What the kernel reads to record authz_error whatever the code.
+		if domain, reason := grpcx.ErrorReason(err); domain != outcome.ErrorDomainAuthz || reason != outcome.ReasonAuthzEvalError {
+			t.Errorf("%v: ErrorInfo %s/%s, want %s/%s", tc.cause, domain, reason, outcome.ErrorDomainAuthz, outcome.ReasonAuthzEvalError)
 		}
 		if strings.Contains(status.Convert(err).Message(), "secret-name") {
 			t.Errorf("the caller sees the evaluation error: %v", err)

@@ -19,8 +19,10 @@
 //     failed/invalid_arguments naming the failing JSON path);
 //  4. resolve the requirement (action + resource) from the arguments;
 //  5. Authorize with a deadline (deny → denied/permission_denied;
-//     unreachable or deadline → failed/authz_unavailable; any other error →
-//     failed/authz_error; never an allow);
+//     authz-svc's evaluation error, its ErrorInfo AUTHZ_EVAL_ERROR whatever
+//     the code → failed/authz_error; otherwise unreachable or deadline →
+//     failed/authz_unavailable, any other error → failed/authz_error; never
+//     an allow);
 //  6. only on allow, and if the turn was not revoked (denied/invalid_grant),
 //     call the provider with the per-tool timeout and the byte-identical
 //     argument bytes that were authorized;

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 	"github.com/sharedos/toolshare/services/providers/files"
@@ -151,7 +152,7 @@ func grantFor(t testing.TB, turn string, pin map[string]string) string {
 // with a reason. mode switches it into the failure behaviours.
 type fakeAuthz struct {
 	sharedosv1.UnimplementedAuthzServiceServer
-	mode    atomic.Value // string: "", "hang", "error", "undecided"
+	mode    atomic.Value // string: "", "hang", "error", "eval timeout", "undecided"
 	calls   atomic.Int64
 	hanging chan struct{} // receives once per call in "hang" mode
 	mu      sync.Mutex
@@ -184,6 +185,9 @@ func (a *fakeAuthz) Authorize(ctx context.Context, req *sharedosv1.AuthorizeRequ
 		return nil, status.FromContextError(ctx.Err()).Err()
 	case "error":
 		return nil, status.Error(codes.Internal, "eval_type_error: operand must be string")
+	case "eval timeout": // as authz-svc answers an evaluation past --eval-timeout
+		return nil, grpcx.Error(codes.DeadlineExceeded, "policy evaluation timed out; no decision was made",
+			outcome.ErrorDomainAuthz, outcome.ReasonAuthzEvalError, map[string]string{"decision_id": "dec-t"})
 	case "undecided":
 		return &sharedosv1.AuthorizeResponse{DecisionId: "dec-u", PolicyRevision: "rev-1"}, nil
 	}

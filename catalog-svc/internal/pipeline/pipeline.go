@@ -26,6 +26,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/redact"
 	"github.com/sharedos/toolshare/services/contract/requirement"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
@@ -997,6 +998,12 @@ func (s *Pipeline) authorize(ctx context.Context, call *sharedosv1.ToolCall, acc
 		span.SetStatus(codes.Error, status.Code(err).String())
 		if res := contextOutcome(ctx); res != nil {
 			return res, "", ""
+		}
+		if domain, reason := grpcx.ErrorReason(err); domain == outcome.ErrorDomainAuthz && reason == outcome.ReasonAuthzEvalError {
+			// authz-svc answered that it made no decision, even when its
+			// code is DeadlineExceeded (an evaluation past --eval-timeout).
+			s.logger.ErrorContext(ctx, "policy evaluation failed", slog.String("code", status.Code(err).String()))
+			return outcome.Failed(outcome.AuthzError, "the policy could not be evaluated; the call was not run"), "", ""
 		}
 		switch status.Code(err) {
 		case grpccodes.Unavailable, grpccodes.DeadlineExceeded:

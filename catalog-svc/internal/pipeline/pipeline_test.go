@@ -313,6 +313,11 @@ func TestAuthzUnavailable(t *testing.T) {
 			h.authz.mode.Store("undecided")
 			res = h.call("a", "files.read", `{"path":"/public/a.txt"}`)
 			expect(t, res, failed, outcome.AuthzError)
+			// authz-svc answered in time that its evaluation did not:
+			// DeadlineExceeded, but a policy's failure, not authz-svc's.
+			h.authz.mode.Store("eval timeout")
+			res = h.call("a", "files.read", `{"path":"/public/a.txt"}`)
+			expect(t, res, failed, outcome.AuthzError)
 			if h.handler.calls.Load() != 0 {
 				t.Fatal("handler ran without an allow")
 			}

@@ -49,6 +49,16 @@ const (
 	Internal          = "internal"
 )
 
+// authz-svc's google.rpc.ErrorInfo for an evaluation that made no decision
+// (docs/errors.md): authz-svc sends it and the kernel records AuthzError on
+// it whatever the gRPC code — an evaluation past authz-svc's --eval-timeout
+// is DeadlineExceeded, like an authz-svc that did not answer in time, which
+// is AuthzUnavailable.
+const (
+	ErrorDomainAuthz     = "authz.sharedos.io"
+	ReasonAuthzEvalError = "AUTHZ_EVAL_ERROR"
+)
+
 // Cancelled is the code of a cancelled outcome.
 const Cancelled = "cancelled"
 

@@ -36,6 +36,8 @@ var owners = []struct {
 		[]string{"services/contract/jsonlimits/jsonlimits.go",
 			"services/contract/canonjson/canonjson.go",        // registrations' canonical JSON (catalogHash spec), not requests
 			"catalog-svc/internal/catalog/schema.go"}, false}, // a registration's inputSchema, not requests
+	{"authz-svc's error domain and evaluation-error reason (the kernel reads them)", regexp.MustCompile(`"(authz\.sharedos\.io|AUTHZ_EVAL_ERROR)"`),
+		[]string{"services/contract/outcome/outcome.go"}, false},
 	{"the sha256: digest form", regexp.MustCompile(`"sha256:"`),
 		[]string{"services/contract/redact/redact.go", "authz-svc/internal/pdp/load.go"}, false}, // arguments; policy revision
 	{"the action set", regexp.MustCompile(`"(list|read|write|search|call|execute)"\s*$|=\s*"execute"`),

@@ -20,6 +20,18 @@ func Error(code codes.Code, msg, domain, reason string, md map[string]string, ex
 	return st.Err()
 }
 
+// ErrorReason is the google.rpc.ErrorInfo of err's status: its domain and
+// reason, both empty when it has none.
+func ErrorReason(err error) (domain, reason string) {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetDomain(), info.GetReason()
+		}
+	}
+	return "", ""
+}
+
 // FieldViolation is the google.rpc.BadRequest detail naming a bad field and
 // the rule it broke.
 func FieldViolation(field, rule string) *errdetails.BadRequest {
