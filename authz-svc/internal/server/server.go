@@ -90,7 +90,9 @@ func (s *Server) Authorize(ctx context.Context, in *sharedosv1.AuthorizeRequest)
 	// The resource is built from the arguments, and a reason or an
 	// evaluation error may quote them: the record carries their
 	// argument-derived parts as digests, like the arguments (invariant 11).
-	// Keys too: a key can carry data (a path used as a key).
+	// Keys too: a key can carry data (a path used as a key). Outside the
+	// evaluation's deadline, so bounded: past redact.MaxValues values the
+	// texts are replaced whole.
 	args := redact.KeysAndValuesOf(in.GetArgumentsJson())
 	if uri, ok := readURI(req); ok {
 		args = args.With(uri)

@@ -143,6 +143,40 @@ func TestAuthorizeRecordRedactsReadURI(t *testing.T) {
 	}
 }
 
+// Arguments of very many values (1 MiB of ~130,000 short strings) are not
+// collected value by value for the record, which took up to a second per
+// call outside the evaluation's deadline: the record's texts are replaced
+// whole (redact.MaxValues), the model's reason stays as the policy wrote it.
+func TestAuthorizeRecordOfManyValuesRedactsWhole(t *testing.T) {
+	const reason = "role engineer may read /public/secret-name.txt"
+	d := &fakeDecider{decide: func(pdp.Request) (pdp.Decision, error) {
+		return pdp.Decision{Allow: true, Reason: reason}, nil
+	}}
+	var args strings.Builder
+	args.WriteString(`{"path":"/public/secret-name.txt","x":[`)
+	for i := 0; args.Len() < pdp.MaxJSONBytes-64; i++ {
+		if i > 0 {
+			args.WriteByte(',')
+		}
+		fmt.Fprintf(&args, `"v%05d"`, i)
+	}
+	args.WriteString(`]}`)
+	log := &records{}
+	resp, err := server.New(d, log).Authorize(context.Background(), authorizeReq("read", args.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetReason() != reason {
+		t.Errorf("the model's reason = %q, want %q", resp.GetReason(), reason)
+	}
+	rec := log.all[0]
+	for name, text := range map[string]string{"resource": rec.Resource, "reason": rec.Reason} {
+		if !strings.HasPrefix(text, "[text of ") || !strings.Contains(text, "redacted whole") {
+			t.Errorf("record %s = %q, want it redacted whole", name, text)
+		}
+	}
+}
+
 // A request that breaks a rule is InvalidArgument naming the field, is
 // never evaluated, and writes no decision record.
 func TestAuthorizeRefusesBadRequests(t *testing.T) {

@@ -154,27 +154,33 @@ func TestArgumentsDigest(t *testing.T) {
 	}
 }
 
-// A text past MaxText is replaced whole, whatever it quotes; one within it
-// is redacted value by value as before. (A reason quoting 1 MiB of
-// arguments took minutes to redact value by value.)
-func TestLongTextRedactedWhole(t *testing.T) {
+// items is arguments of n string values, "secret-000000" on.
+func items(n int) string {
 	var args strings.Builder
 	args.WriteString(`{"items":[`)
-	for i := range 100_000 {
+	for i := range n {
 		if i > 0 {
 			args.WriteByte(',')
 		}
 		fmt.Fprintf(&args, `"secret-%06d"`, i)
 	}
 	args.WriteString(`]}`)
-	v := redact.ValuesOf([]byte(args.String()))
-	long := "unknown items: " + args.String()
+	return args.String()
+}
+
+// A text past MaxText is replaced whole, whatever it quotes; one within it
+// is redacted value by value as before. (A reason quoting 1 MiB of
+// arguments took minutes to redact value by value.)
+func TestLongTextRedactedWhole(t *testing.T) {
+	args := items(100_000)
+	v := redact.ValuesOf([]byte(args))
+	long := "unknown items: " + args
 	got := v.Redact(long)
 	if strings.Contains(got, "secret-") || !strings.HasPrefix(got, "[text of ") || !strings.Contains(got, "redacted whole") {
 		t.Errorf("long text = %.120q", got)
 	}
 	short := "unknown item secret-000042, and 7 more"
-	if got := v.Redact(short); strings.Contains(got, "secret-000042") || !strings.Contains(got, "[arg sha256:") {
+	if got := redact.ValuesOf([]byte(items(100))).Redact(short); strings.Contains(got, "secret-000042") || !strings.Contains(got, "[arg sha256:") {
 		t.Errorf("short text = %q", got)
 	}
 	few := redact.ValuesOf([]byte(`{"a":"secret-000042"}`))
@@ -197,6 +203,36 @@ func TestLongTextRedactedWhole(t *testing.T) {
 	got = big.Redact(reason)
 	if strings.Contains(got, "redacted whole") || strings.Contains(got, "word000042") || !strings.Contains(got, "policy says the write is refused") {
 		t.Errorf("a reason of %d bytes against 1 MiB of value = %.200q", len(reason), got)
+	}
+}
+
+// Arguments of more than MaxValues values (keys included) are not
+// collected: every text is replaced whole, however short, and reading stops
+// there. (1 MiB of ~130,000 short strings took 0.4 s per call to collect.)
+func TestManyValuesRedactedWhole(t *testing.T) {
+	const text = "role engineer may not read /private/secret-000042 or else"
+	within := redact.KeysAndValuesOf([]byte(items(redact.MaxValues - 1))) // and the key "items"
+	if got := within.Redact(text); strings.Contains(got, "redacted whole") || strings.Contains(got, "secret-000042") || !strings.Contains(got, "role engineer may not read ") {
+		t.Errorf("%d values: %q", redact.MaxValues, got)
+	}
+	for _, args := range []string{items(redact.MaxValues), items(150_000), `{"a":[` + strings.Repeat("null,", redact.MaxValues) + `null]}`} {
+		v := redact.KeysAndValuesOf([]byte(args))
+		for _, text := range []string{text, "file:/public/a.txt", "allowed"} {
+			if got := v.Redact(text); !strings.HasPrefix(got, "[text of ") || !strings.Contains(got, "redacted whole") {
+				t.Errorf("%.40s… (%d bytes): %q = %q, want it whole", args, len(args), text, got)
+			}
+			if got := v.With("/private/x").RedactValues(text); !strings.Contains(got, "redacted whole") {
+				t.Errorf("%.40s… (%d bytes) with a URI: %q = %q, want it whole", args, len(args), text, got)
+			}
+		}
+	}
+	// The work stops at the cap: 150,000 values cost what MaxValues+1 do
+	// (counted in allocations, which do not depend on the machine).
+	past, many := []byte(items(redact.MaxValues)), []byte(items(150_000))
+	atCap := testing.AllocsPerRun(3, func() { redact.KeysAndValuesOf(past) })
+	beyond := testing.AllocsPerRun(3, func() { redact.KeysAndValuesOf(many) })
+	if beyond > 2*atCap {
+		t.Errorf("collecting 150,000 values took %.0f allocations, %d values %.0f: reading did not stop at the cap", beyond, redact.MaxValues+1, atCap)
 	}
 }
 
