@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -98,15 +99,25 @@ func TestTraceContextCrossesWithNothingExported(t *testing.T) {
 	got := seen(trace.ContextWithSpanContext(context.Background(), sc))
 	var client, server trace.SpanID
 	var serverParent trace.SpanID
-	for _, s := range exp.GetSpans() {
-		if !strings.HasSuffix(s.Name, "/Trace") {
-			continue
+	// The server's span ends once its answer is on the wire, which the
+	// client may read first: wait until both spans are exported.
+	for deadline := time.Now().Add(30 * time.Second); client == (trace.SpanID{}) || server == (trace.SpanID{}); {
+		if time.Now().After(deadline) {
+			t.Fatalf("spans exported: client %s, server %s; want both", client, server)
 		}
-		switch s.SpanKind {
-		case trace.SpanKindClient:
-			client = s.SpanContext.SpanID()
-		case trace.SpanKindServer:
-			server, serverParent = s.SpanContext.SpanID(), s.Parent.SpanID()
+		for _, s := range exp.GetSpans() {
+			if !strings.HasSuffix(s.Name, "/Trace") {
+				continue
+			}
+			switch s.SpanKind {
+			case trace.SpanKindClient:
+				client = s.SpanContext.SpanID()
+			case trace.SpanKindServer:
+				server, serverParent = s.SpanContext.SpanID(), s.Parent.SpanID()
+			}
+		}
+		if client == (trace.SpanID{}) || server == (trace.SpanID{}) {
+			time.Sleep(time.Millisecond)
 		}
 	}
 	if want := sc.TraceID().String() + " " + server.String() + " remote=false"; got != want || client == (trace.SpanID{}) || serverParent != client {
