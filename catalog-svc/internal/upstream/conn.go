@@ -325,25 +325,141 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 	cmd.Env = env
 	cmd.WaitDelay = 2 * time.Second
 	ownProcessGroup(cmd)
-	stdin, err := cmd.StdinPipe()
+	// The server's stdin is a pipe of SharedOS's own (not exec's
+	// StdinPipe): a write to it can be given up (stdinPipe).
+	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdin = stdinR
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		_, _ = stdinR.Close(), stdinW.Close()
 		return nil, err
 	}
+	in := &stdinPipe{f: stdinW, unwritten: map[string]*outgoing{}}
 	out := &boundedLines{r: stdout, max: maxResponseBytes}
-	tr := transport.NewIO(out, exactWriter{WriteCloser: stdin, bodies: &c.exact}, nil)
+	tr := transport.NewIO(out, exactWriter{WriteCloser: in, bodies: &c.exact}, nil)
 	transport.WithCommandLogger(c.log)(tr)
-	t := &capturingStdio{Stdio: tr, c: c, cmd: cmd, out: out}
+	t := &capturingStdio{Stdio: tr, c: c, cmd: cmd, in: in, stdinR: stdinR, out: out}
 	// Past the bound, the server is not heard out: killed at once, whether
-	// or not a call waits for it. Once its stdout ended, for that reason
-	// or another, its session is dropped and the server reaped.
+	// or not a call waits for it. A message to it cut short (stdinPipe)
+	// leaves no session either: the server is killed and its session
+	// dropped at once, before the call that cut it short returns. Once its
+	// stdout ended, for that reason or another, its session is dropped and
+	// the server reaped.
 	out.onBound = t.kill
+	in.broke = func() { t.kill(); c.dropStdio(t) }
 	out.onEnd = func() { c.dropStdio(t) }
 	return t, nil
 }
+
+// stdinPipe is a stdio server's stdin. mcp-go's transport writes each
+// message under one lock and heedless of its request's context, so a
+// server that stops reading (a deadlock, a synchronous server busy
+// elsewhere) held that request, every later one and every listing past
+// their deadlines once the pipe was full. Here a caller that leaves before
+// its message was written whole gives the write up: a message not begun
+// is not sent at all (the session goes on), and a write under way — its
+// own, or one ahead of it that the server has not taken in the caller's
+// whole time — fails; a message cut short leaves the server a broken
+// stream, so the session ends with it (broke kills the server, which is
+// started anew at the next call).
+type stdinPipe struct {
+	f     *os.File
+	broke func()
+
+	mu        sync.Mutex
+	writing   int                  // writes under way
+	unwritten map[string]*outgoing // requests sent and not yet written, by their id's JSON
+}
+
+// outgoing is one request's message on its way to the server.
+type outgoing struct {
+	started, done, abandoned bool
+}
+
+// errAbandoned: the request's caller left before its message was written.
+var errAbandoned = errors.New("the request's caller left before it was sent")
+
+// expect registers the request id (its JSON) as about to be written.
+func (p *stdinPipe) expect(id string) *outgoing {
+	o := &outgoing{}
+	p.mu.Lock()
+	p.unwritten[id] = o
+	p.mu.Unlock()
+	return o
+}
+
+// forget ends what expect registered.
+func (p *stdinPipe) forget(id string) {
+	p.mu.Lock()
+	delete(p.unwritten, id)
+	p.mu.Unlock()
+}
+
+// giveUp is o's caller leaving (o nil: a notification's, untracked): a
+// message not yet written whole is given up, and with it the write under
+// way, if any.
+func (p *stdinPipe) giveUp(o *outgoing) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o != nil {
+		if o.done {
+			return
+		}
+		o.abandoned = !o.started
+	}
+	if p.writing > 0 {
+		_ = p.f.SetWriteDeadline(time.Now()) // this write and every later one fail
+	}
+}
+
+// requestHead is how every request mcp-go writes begins: its id follows.
+var requestHead = []byte(`{"jsonrpc":"2.0","id":`)
+
+// sending is the registered request that message b is, if any: mcp-go
+// writes a request's members in order, so its id follows requestHead and
+// "method" follows its id.
+func (p *stdinPipe) sending(b []byte) *outgoing {
+	rest, ok := bytes.CutPrefix(b, requestHead)
+	if !ok {
+		return nil
+	}
+	i := bytes.IndexByte(rest, ',')
+	if i < 0 || !bytes.HasPrefix(rest[i:], []byte(`,"method":`)) {
+		return nil // a response's id, or an id with a comma (untracked)
+	}
+	return p.unwritten[string(rest[:i])]
+}
+
+func (p *stdinPipe) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	o := p.sending(b)
+	if o != nil {
+		if o.abandoned {
+			p.mu.Unlock()
+			return 0, errAbandoned
+		}
+		o.started = true
+	}
+	p.writing++
+	p.mu.Unlock()
+	n, err := p.f.Write(b)
+	p.mu.Lock()
+	p.writing--
+	if o != nil {
+		o.done = true
+	}
+	p.mu.Unlock()
+	if err != nil {
+		p.broke()
+	}
+	return n, err
+}
+
+// Close closes the pipe: the server reads its end.
+func (p *stdinPipe) Close() error { return p.f.Close() }
 
 // oauthClient is base with the bearer token of the client credentials
 // grant: fetched from the token endpoint (through the same guard) and
@@ -612,10 +728,13 @@ func (t *capturingHTTP) SetRequestHandler(h transport.RequestHandler) {
 
 type capturingStdio struct {
 	*transport.Stdio
-	c    *conn
-	cmd  *exec.Cmd
-	out  *boundedLines
-	stop sync.Once
+	c   *conn
+	cmd *exec.Cmd
+	in  *stdinPipe
+	// stdinR is the server's end of its stdin, closed here once started.
+	stdinR *os.File
+	out    *boundedLines
+	stop   sync.Once
 	// procMu orders killing the process against reaping it: a reaped
 	// process's group id may be another's.
 	procMu sync.Mutex
@@ -633,7 +752,9 @@ func (t *capturingStdio) kill() {
 
 // Start starts the process, then mcp-go's reading of its stdout.
 func (t *capturingStdio) Start(ctx context.Context) error {
-	if err := startConfined(t.cmd, t.c.guard.Private, t.c.unconfined); err != nil {
+	err := startConfined(t.cmd, t.c.guard.Private, t.c.unconfined)
+	_ = t.stdinR.Close() // the server's now (or no one's)
+	if err != nil {
 		return fmt.Errorf("failed to start command: %w", err)
 	}
 	return t.Stdio.Start(ctx)
@@ -682,8 +803,17 @@ const (
 // past the bound): the session is over, whether or not a call noticed.
 func (t *capturingStdio) ended() bool { return t.out.ended.Load() }
 
-// SendRequest names the bound when it is what ended the session.
+// SendRequest names the bound when it is what ended the session. A
+// caller that leaves before its request was written gives the write up
+// (stdinPipe).
 func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	id, err := json.Marshal(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	o := t.in.expect(string(id))
+	defer t.in.forget(string(id))
+	defer context.AfterFunc(ctx, func() { t.in.giveUp(o) })()
 	resp, err := capture(ctx, r, t.Stdio.SendRequest)
 	if err != nil {
 		if bound := t.out.failed(); bound != nil {
@@ -691,6 +821,13 @@ func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCReq
 		}
 	}
 	return resp, err
+}
+
+// SendNotification sends n; its caller leaving first gives the write up
+// (stdinPipe), as a request's does.
+func (t *capturingStdio) SendNotification(ctx context.Context, n mcp.JSONRPCNotification) error {
+	defer context.AfterFunc(ctx, func() { t.in.giveUp(nil) })()
+	return t.Stdio.SendNotification(ctx, n)
 }
 
 // boundedLines reads a stdio upstream's stdout and fails once a line (one

@@ -1226,18 +1226,7 @@ func TestAStdioMessageIsBounded(t *testing.T) {
 // on the old session.
 func TestAStdioServerPastTheBoundBetweenCalls(t *testing.T) {
 	h, marks := stdioUpstream(t, 64<<10)
-	resp, err := h.call("sx", "sx.poison", `{}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var content []struct{ Text string }
-	if err := json.Unmarshal(resp.GetContentJson(), &content); err != nil || len(content) != 1 {
-		t.Fatalf("poison answered %s: %v", resp.GetContentJson(), err)
-	}
-	pid, err := strconv.Atoi(content[0].Text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := stdioPid(t, h)
 	if err := os.WriteFile(filepath.Join(marks, "poison"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -1320,6 +1309,62 @@ exec "$0"`)
 	if resp, err := h.call("sx", "sx.echo", `{"text":"next"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "next") {
 		t.Errorf("the next call: %v, %v", resp, err)
 	}
+}
+
+// A stdio server that stops reading its stdin (here: stopped) holds no
+// call or listing past its deadline: mcp-go writes a message under one
+// lock, heedless of its context, so a call whose arguments do not fit the
+// pipe held itself and every later request — a refresh too, and with it
+// the refresh of every other upstream (Run lists them one after another).
+// The message cut short ends the session: the next call starts the server
+// anew.
+func TestAStdioServerThatStopsReadingHoldsNoCall(t *testing.T) {
+	h, _ := stdioUpstream(t, 0)
+	pid := stdioPid(t, h)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	called := handleInBackground(ctx, c, "sx.echo", `{"text":"`+strings.Repeat("x", 256<<10)+`"}`) // past a pipe's 64 KiB
+	refreshed := make(chan error, 1)
+	go func() { _, err := h.m.Refresh(ctx, "sx", "tester"); refreshed <- err }()
+	for what, done := range map[string]<-chan error{"the call": called, "the refresh": refreshed} {
+		select {
+		case err := <-done:
+			if what == "the call" && status.Code(err) != codes.DeadlineExceeded {
+				t.Errorf("%s: %v, want DeadlineExceeded", what, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s has not returned a minute after its deadline: it waits on the stopped server's stdin", what)
+		}
+	}
+	if resp, err := h.call("sx", "sx.echo", `{"text":"next"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "next") {
+		t.Errorf("the next call: %v, %v", resp, err)
+	}
+}
+
+// stdioPid is the process id of h's stdio server now.
+func stdioPid(t *testing.T, h *harness) int {
+	t.Helper()
+	resp, err := h.call("sx", "sx.poison", `{}`) // answers its pid (nothing more until marked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var content []struct{ Text string }
+	if err := json.Unmarshal(resp.GetContentJson(), &content); err != nil || len(content) != 1 {
+		t.Fatalf("poison answered %s: %v", resp.GetContentJson(), err)
+	}
+	pid, err := strconv.Atoi(content[0].Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
 
 // waitReaped waits until process pid is gone: exited and reaped (no
