@@ -127,9 +127,6 @@ func (c *conn) start(ctx context.Context, turn, token string, progress func(mcp.
 			unregister()
 			stop()
 			cancel()
-			c.callsMu.Lock()
-			delete(c.running, r)
-			c.callsMu.Unlock()
 		}()
 		func() {
 			// A panic in the client library is the call's error, not the
@@ -143,6 +140,12 @@ func (c *conn) start(ctx context.Context, turn, token string, progress func(mcp.
 			}()
 			r.body, r.err = do(r.ctx)
 		}()
+		// No longer running before its caller hears it ended: over stdio
+		// the next call's server requests are that call's only when it
+		// runs alone (callOf).
+		c.callsMu.Lock()
+		delete(c.running, r)
+		c.callsMu.Unlock()
 		close(r.done)
 	})
 	return r
