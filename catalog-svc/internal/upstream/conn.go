@@ -588,7 +588,17 @@ func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := req.Clone(req.Context())
 	tok.SetAuthHeader(r)
-	return t.next.RoundTrip(r)
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		// Refused (revoked, or issued without an expiry it has passed):
+		// the next request fetches another.
+		t.mu.Lock()
+		if t.tok == tok {
+			t.tok = nil
+		}
+		t.mu.Unlock()
+	}
+	return resp, err
 }
 
 // loadsCode reports whether a stdio server's environment variable name is

@@ -228,10 +228,13 @@ func isTransportError(err error) bool {
 // again. Over stdio that is any failure to get an answer (the server's
 // pipes are the session). Over HTTP a failed request is that request's
 // alone — a proxy's 502 or a refused connection ends no other call on the
-// session — unless the upstream no longer knows the session (404) or
+// session — unless the upstream no longer knows the session (404),
 // answered with an error that answers no request (no id: a restarted
-// server refusing the old session with a 400) — a request it never ran,
-// which roundTrip sends once more on the next session (notRun).
+// server refusing the old session with a 400), or refused the session's
+// credential (401: rotated in its file, an OAuth token revoked; the next
+// session resolves the references and fetches a token anew) — a request
+// it never ran, which roundTrip sends once more on the next session
+// (notRun).
 func sessionLost(s session, err error) bool {
 	if !isTransportError(err) {
 		return false
@@ -239,7 +242,14 @@ func sessionLost(s session, err error) bool {
 	if _, overHTTP := s.tr.(transport.HTTPConnection); !overHTTP {
 		return true
 	}
-	return errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, errUnmatched)
+	return refusedSession(err)
+}
+
+// refusedSession: over HTTP, the upstream refused the request for its
+// session (404, an error with no id) or its credential (401).
+func refusedSession(err error) bool {
+	return errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, errUnmatched) ||
+		errors.Is(err, transport.ErrAuthorizationRequired)
 }
 
 // Invoke (v2) is the call with a progress token: the upstream's
@@ -431,8 +441,9 @@ func (r inputResult) required() *sharedosv1.InputRequired {
 
 // notRun: err says the upstream never ran the request, over HTTP: it no
 // longer knows the session (404: a restarted upstream; or the session
-// had ended before the request went out), or it refused the request with
-// an error that answers no request (errUnmatched) — and the POST the
+// had ended before the request went out), it refused the request with
+// an error that answers no request (errUnmatched), or it refused its
+// credential (401) — and the POST the
 // request went out in was itself answered so (p): not a stream that broke
 // after a 2xx (mcp-go's resumption ends in the same errors), not a 5xx
 // whose body has no id, either of which may follow the tool's run. The
@@ -441,7 +452,7 @@ func notRun(s session, err error, p *posted) bool {
 	if _, overHTTP := s.tr.(transport.HTTPConnection); !overHTTP || !isTransportError(err) {
 		return false
 	}
-	return (errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, errUnmatched)) && p.refusedUnrun()
+	return refusedSession(err) && p.refusedUnrun()
 }
 
 // roundTrip runs one request on the live session and returns its raw

@@ -222,11 +222,12 @@ func (p *posted) record(resp *http.Response, err error) {
 
 // refusedUnrun: no POST went out (the session had ended before it), or
 // the request's own was answered 404 (a session the upstream does not
-// know) or 400 (one it refuses; the SDKs answer so before dispatching):
-// an answer before the request ran. Any other answer — 2xx and a stream
-// that broke after, a 5xx, none — may follow its run.
+// know), 400 (one it refuses; the SDKs answer so before dispatching) or
+// 401 (a credential it refuses, before any handler): an answer before
+// the request ran. Any other answer — 2xx and a stream that broke after,
+// a 5xx, none — may follow its run.
 func (p *posted) refusedUnrun() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.n == 0 || p.status == http.StatusNotFound || p.status == http.StatusBadRequest
+	return p.n == 0 || p.status == http.StatusNotFound || p.status == http.StatusBadRequest || p.status == http.StatusUnauthorized
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -78,5 +79,39 @@ func TestTokenFetchOutlivesALeavingWaiter(t *testing.T) {
 	}
 	if n := fetches.Load(); n != 1 {
 		t.Errorf("%d fetches, want 1", n)
+	}
+}
+
+// A token the upstream refuses (401) is not sent again: the next request
+// fetches another, expiry or none.
+func TestARefusedTokenIsFetchedAnew(t *testing.T) {
+	var fetches atomic.Int32
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer"}`, fetches.Add(1))
+	}))
+	t.Cleanup(tokens.Close)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok-2" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	t.Cleanup(upstream.Close)
+	tt := &tokenTransport{cc: clientcredentials.Config{ClientID: "a", ClientSecret: "b", TokenURL: tokens.URL},
+		fetch: tokens.Client(), timeout: time.Hour, next: http.DefaultTransport, life: t.Context()}
+	for i, want := range []int{http.StatusUnauthorized, http.StatusOK} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, upstream.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("request %d: %d, want %d (%d token fetches)", i+1, resp.StatusCode, want, fetches.Load())
+		}
 	}
 }

@@ -1597,6 +1597,102 @@ func TestOAuthClientCredentials(t *testing.T) {
 	}
 }
 
+// behindBearer is h's fixture upstream accepting only the bearer token
+// want holds now: any other is answered 401, as an upstream answers a
+// revoked or rotated credential. It returns the endpoint's URL.
+func behindBearer(t *testing.T, h *harness, want *atomic.Value) string {
+	t.Helper()
+	inner := server.NewStreamableHTTPServer(fixture(h.st).srv)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+want.Load().(string) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "invalid token", http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL + "/mcp"
+}
+
+// An upstream that refuses the session's credential (401) ends the
+// session: the next one resolves the references and fetches a token anew.
+// The refused request never ran, so it is sent once more on that session
+// (as after a 404): the call that meets the 401 succeeds, and runs once.
+// Here an OAuth token issued without expires_in (RFC 6749 5.1: expires_in
+// is only recommended), then revoked, and a bearer token rotated in its
+// file (a Kubernetes Secret's mount).
+func TestARefusedCredentialIsRenewed(t *testing.T) {
+	echoes := func(h *harness) int {
+		h.st.mu.Lock()
+		defer h.st.mu.Unlock()
+		return len(h.st.args)
+	}
+	t.Run("oauth", func(t *testing.T) {
+		h := newHarness(t, upstream.Guard{})
+		var accepted atomic.Value
+		accepted.Store("tok-1")
+		var grants atomic.Int32
+		tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer"}`, grants.Add(1))
+		}))
+		t.Cleanup(tokens.Close)
+		t.Setenv("UPSTREAM_TEST_CLIENT_SECRET", "s3cret")
+		rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: behindBearer(t, h, &accepted), AutoApproveNew: true,
+			Oauth: &sharedosv1.OAuthClientCredentials{TokenUrl: tokens.URL + "/token", ClientId: "sharedos", ClientSecretRef: "env:UPSTREAM_TEST_CLIENT_SECRET"}}, "tester")
+		if err != nil || rec.GetStatus().GetError() != "" {
+			t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+		}
+		accepted.Store("tok-2") // tok-1 revoked; the next grant is tok-2
+		before := echoes(h)
+		if _, err := h.call("fx", "fx.echo", `{"text":"x"}`); err != nil {
+			t.Errorf("the call after the token was revoked: %v (%d grants)", err, grants.Load())
+		}
+		if n := echoes(h) - before; n != 1 {
+			t.Errorf("the tool ran %d times for one call", n)
+		}
+	})
+	t.Run("file", func(t *testing.T) {
+		dir := t.TempDir()
+		token := filepath.Join(dir, "token")
+		if err := os.WriteFile(token, []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		scope, err := secretref.ParseScope([]string{"file:" + dir + "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHarness(t, upstream.Guard{Credentials: scope})
+		var accepted atomic.Value
+		accepted.Store("old")
+		rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: behindBearer(t, h, &accepted), AutoApproveNew: true,
+			CredentialRef: "file:" + token}, "tester")
+		if err != nil || rec.GetStatus().GetError() != "" {
+			t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+		}
+		if err := os.WriteFile(token, []byte("new"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		accepted.Store("new")
+		before := echoes(h)
+		if _, err := h.call("fx", "fx.echo", `{"text":"x"}`); err != nil {
+			t.Errorf("the call after the credential was rotated: %v", err)
+		}
+		if n := echoes(h) - before; n != 1 {
+			t.Errorf("the tool ran %d times for one call", n)
+		}
+		// A listing too: a refresh meets the 401 and lists on a new session.
+		accepted.Store("newer")
+		if err := os.WriteFile(token, []byte("newer"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := h.m.Refresh(t.Context(), "fx", "tester"); err != nil || rec.GetStatus().GetError() != "" {
+			t.Errorf("the refresh after the credential was rotated: %v %s", err, rec.GetStatus().GetError())
+		}
+	})
+}
+
 // The token endpoint is checked against the allow-list at every
 // connection, as the upstream's URL is: a replica (or a restart) with a
 // narrower --upstream-allow-hosts sends the client secret nowhere it no
