@@ -603,11 +603,12 @@ func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // loadsCode reports whether a stdio server's environment variable name is
 // one SharedOS sets itself (childEnv) or one a dynamic loader, a shell, a
-// language runtime or npm reads to load or fetch code: given through a
+// language runtime or a package runner (npm, uv, pip: where uvx and npx
+// fetch the server from) reads to load or fetch code: given through a
 // provider's headers, it would make an allowed command run another.
 func loadsCode(name string) bool {
 	n := strings.ToUpper(name)
-	for _, prefix := range []string{"LD_", "DYLD_", "NPM_CONFIG_"} {
+	for _, prefix := range []string{"LD_", "DYLD_", "NPM_CONFIG_", "UV_", "PIP_", "BASH_FUNC_"} {
 		if strings.HasPrefix(n, prefix) {
 			return true
 		}
@@ -621,6 +622,20 @@ func loadsCode(name string) bool {
 		return true
 	}
 	return false
+}
+
+// envName reports whether name is a portable environment variable name
+// (POSIX: letters, digits and '_', not first a digit): what a stdio
+// server's header may be called. Any other — bash's BASH_FUNC_f%% among
+// them, which defines a function for every script the server runs — is
+// not a variable a server reads its configuration from.
+func envName(name string) bool {
+	for i, r := range name {
+		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // confinementWarned: each way stdio servers are less confined than

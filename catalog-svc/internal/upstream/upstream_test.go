@@ -1412,10 +1412,12 @@ func waitExited(t *testing.T, pid int) {
 	}
 }
 
-// A stdio server gets a provider's headers as its environment: none that
-// SharedOS sets itself, or that a loader, shell, runtime or npm reads to
-// load code — an allowed command would run another — while any other name
-// is the server's (an HTTP upstream's headers are headers).
+// A stdio server gets a provider's headers as its environment: only
+// variable names (bash imports a function from BASH_FUNC_<name>%%), none
+// that SharedOS sets itself, or that a loader, shell, runtime or package
+// runner (npm, uv, pip) reads to load or fetch code — an allowed command
+// would run another — while any other name is the server's (an HTTP
+// upstream's headers are headers).
 func TestAStdioServersEnvironmentLoadsNoCode(t *testing.T) {
 	m := upstream.New(upstream.Config{Store: memory.New(), Guard: upstream.Guard{Commands: []string{"npx"}}})
 	t.Cleanup(func() { _ = m.Close() })
@@ -1429,13 +1431,15 @@ func TestAStdioServersEnvironmentLoadsNoCode(t *testing.T) {
 		return s
 	}
 	for _, name := range []string{"LD_PRELOAD", "ld_library_path", "DYLD_INSERT_LIBRARIES", "NODE_OPTIONS", "npm_config_registry",
-		"PATH", "HOME", "PYTHONPATH", "BASH_ENV", "JAVA_TOOL_OPTIONS"} {
+		"PATH", "HOME", "PYTHONPATH", "BASH_ENV", "JAVA_TOOL_OPTIONS",
+		"UV_INDEX_URL", "UV_DEFAULT_INDEX", "PIP_INDEX_URL", "pip_extra_index_url", // where uvx and pip fetch the server from
+		"BASH_FUNC_dirname%%", "BASH_FUNC_cd", "1X", "X-Y", "A.B"} { // bash imports a function from BASH_FUNC_<name>%%
 		var ve *upstream.ValidationError
-		if err := m.Validate(spec(name, true)); !errors.As(err, &ve) {
+		if err := m.Validate(spec(name, true)); !errors.As(err, &ve) || ve.Field != "headers" {
 			t.Errorf("stdio header %s: %v", name, err)
 		}
 	}
-	for _, name := range []string{"GITHUB_PERSONAL_ACCESS_TOKEN", "ALLOWED_DIRS"} {
+	for _, name := range []string{"GITHUB_PERSONAL_ACCESS_TOKEN", "ALLOWED_DIRS", "_X1"} {
 		if err := m.Validate(spec(name, true)); err != nil {
 			t.Errorf("stdio header %s: %v", name, err)
 		}
