@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/protobuf/proto"
@@ -111,9 +112,12 @@ func (c *conn) listed(ctx context.Context, list func(session) error) error {
 }
 
 // pages lists every page of method on s, from the first on, handing each
-// raw result to page, which returns the page's nextCursor.
+// raw result to page, which returns the page's nextCursor. The pages
+// together are bounded as one message is (maxResponseBytes): what a
+// listing keeps, its entries and what it skips, is read from them.
 func (c *conn) pages(ctx context.Context, s session, method string, page func(json.RawMessage) (mcp.Cursor, error)) error {
 	var cursor mcp.Cursor
+	var total int64
 	for range maxPages {
 		body, err := c.listPage(ctx, s, method, cursor)
 		if err != nil {
@@ -121,6 +125,9 @@ func (c *conn) pages(ctx context.Context, s session, method string, page func(js
 				c.broken(s.cl)
 			}
 			return fmt.Errorf("%s: %w", method, err)
+		}
+		if total += int64(len(body)); total > maxResponseBytes {
+			return fmt.Errorf("%s: more than %d bytes over its pages (SharedOS reads at most that of one listing)", method, maxResponseBytes)
 		}
 		next, err := page(body)
 		if err != nil {
@@ -234,6 +241,33 @@ func nameOf(b json.RawMessage, fields ...string) string {
 	return ""
 }
 
+// What a listing skips is kept in the provider's record, which every
+// spec check and providers get reads: an upstream's name (2 MiB of it, as
+// a listing's page allows) is kept to maxSkippedName bytes and the reason
+// to maxSkippedReason, each marked where it was cut.
+const (
+	maxSkippedName   = 256
+	maxSkippedReason = 1024
+)
+
+// skipped is the record of an entry of kind ("" a tool) skipped for why.
+func skipped(kind, name, why string) *sharedosv1.SkippedTool {
+	return &sharedosv1.SkippedTool{Kind: kind, UpstreamName: clip(name, maxSkippedName), Reason: clip(why, maxSkippedReason)}
+}
+
+// clip is s cut to at most max bytes, at a character's start, and marked
+// with the length it had; s itself when it fits.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…[cut: %d bytes in all]", s[:cut], len(s))
+}
+
 // DefaultRequirement is what a call to an acquired tool needs unless the
 // operator says otherwise: action call on mcp:<namespace>/<upstream name>.
 func DefaultRequirement(ns, upstreamName string) *sharedosv1.Requirement {
@@ -246,7 +280,7 @@ func registration(spec *sharedosv1.UpstreamProvider, t listedTool) (*sharedosv1.
 	ns := spec.GetNamespace()
 	name := ns + "." + t.Name
 	if err := toolname.Validate(name); err != nil {
-		return nil, fmt.Sprintf("%q is not a valid tool name once qualified: %v", name, err)
+		return nil, fmt.Sprintf("%q is not a valid tool name once qualified: %v", clip(name, maxSkippedName), err)
 	}
 	req := DefaultRequirement(ns, t.Name)
 	if o := spec.GetRequirements()[name]; o != nil {

@@ -246,12 +246,12 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 	seen := map[string]bool{}
 	for _, cand := range listed {
 		if cand.unreadable != "" {
-			st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{Kind: cand.kind, UpstreamName: cand.upstreamName, Reason: cand.unreadable})
+			st.Skipped = append(st.Skipped, skipped(cand.kind, cand.upstreamName, cand.unreadable))
 			continue
 		}
 		digest, _, err := m.checkEntry(cand.kind, cand.reg)
 		if err != nil {
-			st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{Kind: cand.kind, UpstreamName: cand.upstreamName, Reason: err.Error()})
+			st.Skipped = append(st.Skipped, skipped(cand.kind, cand.upstreamName, err.Error()))
 			continue
 		}
 		flag := ""
@@ -266,7 +266,7 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 			index[id] = e
 		}
 		if why := m.reconcileEntry(ctx, rec, index, id, cand, digest, flag, actor); why != "" {
-			st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{Kind: cand.kind, UpstreamName: cand.upstreamName, Reason: why})
+			st.Skipped = append(st.Skipped, skipped(cand.kind, cand.upstreamName, why))
 			continue
 		}
 		seen[id] = true

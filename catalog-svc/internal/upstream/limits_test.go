@@ -9,6 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
@@ -70,5 +71,71 @@ func TestAListingIsBounded(t *testing.T) {
 				t.Errorf("many.t0000 in the catalogue: %v, want it there only when the tools were acquired", err)
 			}
 		})
+	}
+}
+
+// What a listing skips is kept in the provider's record, which every spec
+// check and providers get reads: an upstream's name of 1 MiB is kept to
+// 256 bytes, marked where it was cut, in the entry and in its reason.
+func TestASkippedNameIsKeptShort(t *testing.T) {
+	s := server.NewMCPServer("long", "1", server.WithToolCapabilities(true))
+	for i := range 4 {
+		s.AddTool(mcp.NewTool(fmt.Sprintf("%d%s!", i, strings.Repeat("x", 1<<20)), mcp.WithDescription("Not a valid name once qualified.")),
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText("never"), nil
+			})
+	}
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	t.Cleanup(func() { _ = m.Close() })
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "long", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+	}
+	skipped := rec.GetStatus().GetSkipped()
+	if len(skipped) != 4 {
+		t.Fatalf("skipped %d, want the 4 tools", len(skipped))
+	}
+	for _, sk := range skipped {
+		if n := len(sk.GetUpstreamName()); n > 512 || !strings.Contains(sk.GetUpstreamName(), "…[cut: 1048578 bytes in all]") {
+			t.Errorf("skipped name of %d bytes: %.300q", n, sk.GetUpstreamName())
+		}
+		if n := len(sk.GetReason()); n > 2048 || !strings.Contains(sk.GetReason(), "bytes in all]") || !strings.Contains(sk.GetReason(), "not a valid tool name") {
+			t.Errorf("reason of %d bytes: %.300q", n, sk.GetReason())
+		}
+	}
+	if n := proto.Size(rec); n > 64<<10 {
+		t.Errorf("the provider's record is %d bytes", n)
+	}
+}
+
+// Each page of a listing is bounded as any message is, and so are its
+// pages together: an upstream cannot make a listing keep 100 pages of
+// the bound.
+func TestAListingsPagesAreBoundedTogether(t *testing.T) {
+	t.Cleanup(upstream.SetMaxResponseBytes(64 << 10)) // restored after the manager closes
+	s := server.NewMCPServer("wordy", "1", server.WithToolCapabilities(true), server.WithPaginationLimit(2))
+	for i := range 10 {
+		s.AddTool(mcp.NewTool(fmt.Sprintf("t%d", i), mcp.WithDescription(strings.Repeat("word ", 4<<10))), // 20 KiB: 40 KiB a page
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText("ok"), nil
+			})
+	}
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	t.Cleanup(func() { _ = m.Close() })
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "wordy", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.GetStatus().GetError(); !strings.Contains(got, "tools/list: more than 65536 bytes over its pages") {
+		t.Errorf("status error %q", got)
+	}
+	if n := len(rec.GetStatus().GetTools()); n != 0 {
+		t.Errorf("%d tools acquired of a listing refused", n)
 	}
 }

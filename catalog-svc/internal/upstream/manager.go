@@ -730,7 +730,7 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 	}
 	seen := map[string]bool{}
 	skip := func(name, why string) {
-		st.Skipped = append(st.Skipped, &sharedosv1.SkippedTool{UpstreamName: name, Reason: why})
+		st.Skipped = append(st.Skipped, skipped("", name, why))
 	}
 	// Of names that read alike (folded), the one recorded already keeps
 	// its place, whatever the listing's order: a look-alike the upstream
