@@ -121,7 +121,7 @@ func (c *conn) pages(ctx context.Context, s session, method string, page func(js
 	for range maxPages {
 		body, err := c.listPage(ctx, s, method, cursor)
 		if err != nil {
-			if ctx.Err() == nil && sessionLost(s, err) { // a listing cut short ends no session
+			if ctx.Err() == nil && sessionLost(s, err) || wedged(ctx, s) { // a listing cut short ends no session
 				c.broken(s.cl)
 			}
 			return fmt.Errorf("%s: %w", method, err)
@@ -139,6 +139,18 @@ func (c *conn) pages(ctx context.Context, s session, method string, page func(js
 		cursor = next
 	}
 	return fmt.Errorf("%s: more than %d pages", method, maxPages)
+}
+
+// wedged: a listing on s timed out over stdio. A page is the server's to
+// answer at once, and one server serves every call of its upstream, so one
+// that let a listing's timeout pass is taken for wedged (alive, reading,
+// answering nothing): its session is dropped and the server started anew
+// at the next request, rather than every call and refresh waiting out its
+// timeout for as long as catalog-svc runs. A call's timeout drops nothing:
+// a tool may well run that long, beside others on the same server. Over
+// HTTP the upstream's other sessions and requests are its own to serve.
+func wedged(ctx context.Context, s session) bool {
+	return s.stdio && errors.Is(ctx.Err(), context.DeadlineExceeded)
 }
 
 // A listing's pages are requested on the session's transport by SharedOS

@@ -71,6 +71,11 @@ func TestMain(m *testing.M) {
 			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return mcp.NewToolResultText(readParent()), nil
 			})
+		f.srv.AddTool(mcp.NewTool("wedge", mcp.WithDescription("From now on answers no listing or call of echo.")),
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				f.state.wedged.Store(true)
+				return mcp.NewToolResultText("wedged"), nil
+			})
 		f.srv.AddTool(mcp.NewTool("grow", mcp.WithDescription("Adds the tool grown, which the server announces (notifications/tools/list_changed).")),
 			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				f.srv.AddTool(mcp.NewTool("grown", mcp.WithDescription("Added by grow.")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -117,6 +122,10 @@ func readParent() string {
 
 // fixtureState is what a fixture upstream serves and saw.
 type fixtureState struct {
+	// wedged, once the wedge tool set it, holds every later tools/list
+	// (and tools/call, which mcp-go's server finds through the list) and
+	// echo unanswered.
+	wedged      atomic.Bool
 	mu          sync.Mutex
 	description string
 	extra       bool
@@ -187,6 +196,9 @@ const regionSchema = `{"type":"object","properties":{"region":{"type":"string","
 func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 	s := server.NewMCPServer("fixture", "1.0.0", append([]server.ServerOption{server.WithToolCapabilities(true),
 		server.WithToolFilter(func(_ context.Context, tools []mcp.Tool) []mcp.Tool {
+			if st.wedged.Load() {
+				select {} // answers nothing more
+			}
 			st.mu.Lock()
 			listing, gate := st.listing, st.listGate
 			st.mu.Unlock()
@@ -210,6 +222,9 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 			return out
 		})}, opts...)...)
 	s.AddTool(mcp.NewToolWithRawSchema("echo", "", json.RawMessage(echoSchema)), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if st.wedged.Load() {
+			select {} // answers nothing more
+		}
 		st.mu.Lock()
 		st.args = append(st.args, string(req.Params.RawArguments))
 		st.headers = append(st.headers, req.Header.Clone())
@@ -1346,6 +1361,41 @@ func TestAStdioServerThatStopsReadingHoldsNoCall(t *testing.T) {
 	}
 	if resp, err := h.call("sx", "sx.echo", `{"text":"next"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "next") {
 		t.Errorf("the next call: %v, %v", resp, err)
+	}
+}
+
+// A stdio server that is alive but wedged (it reads, and answers nothing
+// more) is started anew once a listing of it times out: every call and
+// refresh would otherwise wait out its timeout for as long as catalog-svc
+// runs.
+func TestAWedgedStdioServerIsStartedAnew(t *testing.T) {
+	h, _ := stdioUpstream(t, 0)
+	pid := stdioPid(t, h)
+	if _, err := h.call("sx", "sx.wedge", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if err := <-handleInBackground(ctx, c, "sx.echo", `{"text":"x"}`); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a call to the wedged server: %v, want DeadlineExceeded", err)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if rec, err := h.m.Refresh(ctx, "sx", "tester"); err == nil && rec.GetStatus().GetError() == "" {
+		t.Fatal("the wedged server was listed")
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if resp, err := c.Handle(ctx, &sharedosv1.HandleRequest{Tool: "sx.echo", ArgumentsJson: []byte(`{"text":"next"}`)}); err != nil ||
+		!strings.Contains(string(resp.GetContentJson()), "next") {
+		t.Fatalf("the call after the listing timed out: %v, %v (the wedged server was kept)", resp, err)
+	}
+	if now := stdioPid(t, h); now == pid {
+		t.Errorf("server %d still serves", pid)
 	}
 }
 
