@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -137,6 +138,9 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 	if err := checkContent(res.Content); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "the upstream's result: %v", err)
 	}
+	if err := checkStructured(res.StructuredContent); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the upstream's result: %v", err)
+	}
 	return &sharedosv1.HandleResponse{ContentJson: nonNull(res.Content), StructuredContentJson: nonNull(res.StructuredContent), IsError: res.IsError}, nil
 }
 
@@ -154,6 +158,17 @@ func checkContent(content json.RawMessage) error {
 		if _, err := mcp.UnmarshalContent(item); err != nil {
 			return fmt.Errorf("content[%d]: %w", i, err)
 		}
+	}
+	return nil
+}
+
+// checkStructured refuses a structuredContent that is not a JSON object
+// (MCP: an object, when present): passed on, the kernel would record the
+// upstream's protocol error as the tool's (handler_error), not as
+// upstream_unavailable.
+func checkStructured(sc json.RawMessage) error {
+	if t := nonNull(sc); t != nil && bytes.TrimSpace(t)[0] != '{' {
+		return errors.New("structuredContent is not an object")
 	}
 	return nil
 }

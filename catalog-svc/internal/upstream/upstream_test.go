@@ -584,7 +584,8 @@ func TestParamHeadersOnAnotherReplica(t *testing.T) {
 }
 
 // What the upstream answers outside the protocol is upstream_unavailable
-// (Unavailable), not a result: content of no MCP type, or none at all.
+// (Unavailable), not a result: content of no MCP type, or none at all, or
+// a structuredContent that is no object (null is none).
 func TestHandleRefusesMalformedResults(t *testing.T) {
 	st := newState()
 	mcpSrv := server.NewStreamableHTTPServer(fixture(st).srv)
@@ -616,6 +617,8 @@ func TestHandleRefusesMalformedResults(t *testing.T) {
 		{"no MCP content type", `"type":"text"`, `"type":"hologram"`},
 		{"no content", `"content":`, `"contents":`},
 		{"content not an array", `"content":[`, `"content":7,"x":[`},
+		{"structuredContent an array", `"structuredContent":{`, `"structuredContent":[1],"x":{`},
+		{"structuredContent a string", `"structuredContent":{`, `"structuredContent":"x","x":{`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rewrite.Lock()
@@ -626,6 +629,12 @@ func TestHandleRefusesMalformedResults(t *testing.T) {
 				t.Errorf("got %v, %v; want Unavailable", resp, err)
 			}
 		})
+	}
+	rewrite.Lock()
+	rewrite.from, rewrite.to = `"structuredContent":{`, `"structuredContent":null,"x":{`
+	rewrite.Unlock()
+	if resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"hi"}`)}); err != nil || resp.GetStructuredContentJson() != nil {
+		t.Errorf("structuredContent null: %v, %v; want none", resp, err)
 	}
 	rewrite.Lock()
 	rewrite.from = ""
