@@ -171,8 +171,11 @@ func (c *Config) Validate() error {
 	if len(c.StateRetiredKeys) > 0 && c.StateKey == "" {
 		errs.Add("state-retired-keys", "needs --state-key (the key that seals now)")
 	}
-	if c.MaxBodyBytes <= 0 {
-		errs.Addf("max-body-bytes", "must be positive, got %d", c.MaxBodyBytes)
+	// A body becomes one InvokeTool with its grant and proof, which the
+	// kernel must take whole to record the attempt: half the plane's
+	// message limit leaves that room many times over.
+	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > grpcx.MaxMessageSize/2 {
+		errs.Addf("max-body-bytes", "must be in (0, %d], got %d", grpcx.MaxMessageSize/2, c.MaxBodyBytes)
 	}
 	if c.DefaultTTL <= 0 || c.DefaultTTL > leases.MaxTTL {
 		errs.Addf("default-ttl", "must be in (0, %s], got %s", leases.MaxTTL, c.DefaultTTL)

@@ -79,6 +79,19 @@ func unary[Resp any](f func(ctx context.Context) (Resp, error)) grpc.MethodHandl
 	}
 }
 
+// size answers how many bytes the BytesValue it was sent holds.
+func size(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+	in := new(wrapperspb.BytesValue)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	h := func(context.Context, any) (any, error) { return wrapperspb.Int64(int64(len(in.GetValue()))), nil }
+	if icpt == nil {
+		return h(ctx, in)
+	}
+	return icpt(ctx, in, &grpc.UnaryServerInfo{}, h)
+}
+
 func (p *probe) desc() *grpc.ServiceDesc {
 	return &grpc.ServiceDesc{
 		ServiceName: probeService,
@@ -88,6 +101,7 @@ func (p *probe) desc() *grpc.ServiceDesc {
 			{MethodName: "Deadline", Handler: unary(p.deadline)},
 			{MethodName: "Slow", Handler: unary(p.slow)},
 			{MethodName: "Trace", Handler: unary(p.trace)},
+			{MethodName: "Size", Handler: size},
 		},
 		Streams: []grpc.StreamDesc{{
 			StreamName:    "PanicStream",
@@ -432,5 +446,19 @@ func TestKeepaliveClientWithinServerPolicy(t *testing.T) {
 	// "too_many_pings"; the two constants must stay in this order.
 	if grpcx.ClientKeepaliveTime < grpcx.KeepaliveMinTime {
 		t.Fatalf("client pings every %v but the server tolerates no less than %v", grpcx.ClientKeepaliveTime, grpcx.KeepaliveMinTime)
+	}
+}
+
+// A server takes messages as large as Dial's clients send (MaxMessageSize),
+// not grpc-go's 4 MiB: an InvokeTool carrying a request body just under
+// the bridge's 4 MiB cap, with its grant, was refused before the kernel
+// could record it.
+func TestServerTakesMessagesUpToMaxMessageSize(t *testing.T) {
+	f := start(t, grpcx.ServerOptions{})
+	for _, n := range []int{5 << 20, grpcx.MaxMessageSize - 1024} {
+		got := new(wrapperspb.Int64Value)
+		if err := f.cc.Invoke(context.Background(), "/"+probeService+"/Size", wrapperspb.Bytes(make([]byte, n)), got); err != nil || got.GetValue() != int64(n) {
+			t.Errorf("a message of %d bytes: %v (the server saw %d)", n, err, got.GetValue())
+		}
 	}
 }

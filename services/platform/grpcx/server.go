@@ -134,6 +134,9 @@ func NewServer(opts ServerOptions, extra ...grpc.ServerOption) *Server {
 			PermitWithoutStream: true,
 		}),
 		grpc.NumStreamWorkers(StreamWorkers),
+		// What Dial's clients may send (an InvokeTool carries up to the
+		// bridge's body cap plus its grant); every caller is authenticated.
+		grpc.MaxRecvMsgSize(MaxMessageSize),
 	}
 	gs := grpc.NewServer(append(append(base, transport...), extra...)...)
 
