@@ -31,6 +31,10 @@
 //     digits after the decimal point as written), number_range; a schema
 //     holds no U+0000 in any string or key, no_nul (the annotations none
 //     either, as a control character).
+//   - no object of a schema or the annotations repeats a key, and no object
+//     of the annotations holds two keys that differ only in letter case
+//     (readOnlyHint / ReadOnlyHint): unique_keys. Readers that fold case
+//     and readers that do not would take different values.
 //   - an UpdateTool whose expected_revision does not match is ErrRevisionMismatch
 //     (gRPC Aborted: the read-modify-write lost a race; re-read and retry).
 //   - input schemas are compiled on first Resolve (or handed over by the

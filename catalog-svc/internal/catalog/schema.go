@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -335,7 +336,11 @@ func trimDetail(s string) string {
 
 // checkAnnotations requires a JSON object and applies the hidden-character
 // check to every string in it ("title" is shown to users and models), and
-// checkNumber to every number.
+// checkNumber to every number. No object in it may hold two keys that
+// differ only in letter case (unique_keys): the concurrency class and the
+// bridge read the annotations case-blind, a policy reads them exactly, so
+// {"readOnlyHint":false,"ReadOnlyHint":true} would be read-only to one and
+// not to the other.
 func checkAnnotations(raw []byte) error {
 	if len(raw) == 0 {
 		return nil
@@ -367,11 +372,17 @@ func checkStrings(path string, v any, depth int) error {
 	case json.Number:
 		return checkNumber(path, v)
 	case map[string]any:
+		folded := make(map[string]string, len(v))
 		for _, k := range slices.Sorted(maps.Keys(v)) {
 			c := v[k]
 			if err := checkText(path+"."+k, k); err != nil {
 				return err
 			}
+			f := foldKey(k)
+			if other, ok := folded[f]; ok {
+				return invalid(path, RuleUniqueKeys, "keys %q and %q differ only in letter case: a case-blind reader (Go's encoding/json, the bridge's MCP tool) takes them as one, an exact-key reader (a policy) as two", other, k)
+			}
+			folded[f] = k
 			if err := checkStrings(path+"."+k, c, depth+1); err != nil {
 				return err
 			}
@@ -384,6 +395,19 @@ func checkStrings(path string, v any, depth int) error {
 		}
 	}
 	return nil
+}
+
+// foldKey is k with each character replaced by the least of its Unicode
+// simple case folds: two keys have one foldKey exactly when
+// strings.EqualFold holds for them.
+func foldKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, k)
 }
 
 // PostgreSQL's numeric, which a jsonb number is, holds a number with at most

@@ -59,6 +59,14 @@ func TestRegisterRejects(t *testing.T) {
 		{"annotations repeat a key", func(r *sharedosv1.ToolRegistration) {
 			r.AnnotationsJson = []byte(`{"readOnlyHint":true,"readOnlyHint":false}`)
 		}, "annotations", catalog.RuleUniqueKeys, ""},
+		// Read case-blind (encoding/json: ReadOnly, the bridge's MCP tool)
+		// this is read-only; read exactly (a policy), it is not.
+		{"annotations keys differing only in case", func(r *sharedosv1.ToolRegistration) {
+			r.AnnotationsJson = []byte(`{"readOnlyHint":false,"ReadOnlyHint":true}`)
+		}, "annotations", catalog.RuleUniqueKeys, `"ReadOnlyHint" and "readOnlyHint" differ only in letter case`},
+		{"nested annotations keys differing only in case", func(r *sharedosv1.ToolRegistration) {
+			r.AnnotationsJson = []byte(`{"title":"Read file","x-scope":[{"kelvin":1,"\u212Aelvin":2}]}`)
+		}, "annotations.x-scope[0]", catalog.RuleUniqueKeys, "letter case"},
 		{"input an array", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`[]`) }, "inputSchema", catalog.RuleObjectSchema, "an array"},
 		{"input without type object", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`{"type":"string"}`) }, "inputSchema.type", catalog.RuleObjectSchema, `"string"`},
 		{"input type missing", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(`{"properties":{}}`) }, "inputSchema.type", catalog.RuleObjectSchema, ""},
