@@ -28,7 +28,11 @@
 //     loader refuses every URL.
 //   - every store keeps the same JSON: a number in a schema or the
 //     annotations must fit a double and PostgreSQL's numeric (at most 16383
-//     digits after the decimal point as written), number_range; a schema
+//     digits after the decimal point as written), number_range; so must it
+//     be exactly the value of its double's shortest form (0.1 and 1e21 are,
+//     9007199254740993 and 1e-400 are not), since the pin digests the
+//     published form, whose numbers are doubles, and could not see a change
+//     past a double's precision that the kernel's exact validation sees; a schema
 //     holds no U+0000 in any string or key, no_nul (the annotations none
 //     either, as a control character).
 //   - no object of a schema or the annotations repeats a key, and no object

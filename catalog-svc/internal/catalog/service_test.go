@@ -435,19 +435,25 @@ func TestResolveWithholdsUncompilableStoredSchema(t *testing.T) {
 	}
 }
 
-// A stored tool whose input schema repeats a key (registered before
-// registration refused it, unique_keys) is still served: refusing it
-// now would withhold a listed tool from every call.
+// A stored tool whose input schema repeats a key, or holds a number no
+// double holds exactly (registered before registration refused them,
+// unique_keys, number_range), is still served: refusing it now would
+// withhold a listed tool from every call.
 func TestResolveServesStoredSchemaThatRepeatsAKey(t *testing.T) {
-	st := memory.New()
-	rec := storetest.Record("files.read")
-	rec.Registration.InputSchemaJson = []byte(`{"type":"object","additionalProperties":true,"additionalProperties":true}`)
-	if _, err := st.Create(testCtx(t), rec); err != nil {
-		t.Fatal(err)
-	}
-	svc := newService(t, st, nil)
-	if _, err := svc.Resolve(testCtx(t), "files.read"); err != nil {
-		t.Fatalf("Resolve = %v, want the stored tool served", err)
+	for _, schema := range []string{
+		`{"type":"object","additionalProperties":true,"additionalProperties":true}`,
+		`{"type":"object","properties":{"id":{"type":"integer","maximum":9007199254740993}}}`,
+	} {
+		st := memory.New()
+		rec := storetest.Record("files.read")
+		rec.Registration.InputSchemaJson = []byte(schema)
+		if _, err := st.Create(testCtx(t), rec); err != nil {
+			t.Fatal(err)
+		}
+		svc := newService(t, st, nil)
+		if _, err := svc.Resolve(testCtx(t), "files.read"); err != nil {
+			t.Fatalf("%s: Resolve = %v, want the stored tool served", schema, err)
+		}
 	}
 }
 

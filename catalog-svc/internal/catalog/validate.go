@@ -52,16 +52,16 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 	if err != nil {
 		return nil, err
 	}
-	if input.repeatsKey {
-		return nil, errRepeatsKey("inputSchema")
+	if err := input.registrable("inputSchema"); err != nil {
+		return nil, err
 	}
 	if len(reg.GetOutputSchemaJson()) > 0 {
 		output, err := compileSchema("outputSchema", reg.GetOutputSchemaJson(), dialectOf(reg))
 		if err != nil {
 			return nil, err
 		}
-		if output.repeatsKey {
-			return nil, errRepeatsKey("outputSchema")
+		if err := output.registrable("outputSchema"); err != nil {
+			return nil, err
 		}
 	}
 	if err := checkAnnotations(reg.GetAnnotationsJson()); err != nil {
