@@ -11,6 +11,9 @@
 // Decisions this package makes (see also the doc comments on the rules):
 //   - managed tools must have a provider-qualified name ("github.search"); a
 //     harness_local or external_direct tool may be unqualified ("patch").
+//   - requirement.action, requirement.resource and handler.target follow
+//     the identifier rule (IdentifierSchema) whenever given, for every
+//     class; only a managed tool must give them.
 //   - metadata.namespace must equal the name's first segment, and be empty
 //     for an unqualified name.
 //   - two names clash when their collision keys ('.' and '-' read as '_')

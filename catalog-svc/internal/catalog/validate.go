@@ -71,6 +71,8 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 		if err := validateAuthority(reg, input); err != nil {
 			return nil, err
 		}
+	} else if err := checkAuthorityIdentifiers(reg); err != nil {
+		return nil, err
 	}
 	if ref := reg.GetCredentialRef(); ref != "" {
 		if err := toolname.ValidateIdentifierField("credential_ref", ref); err != nil {
@@ -152,6 +154,26 @@ func validateAuthority(reg *sharedosv1.ToolRegistration, input *parsedSchema) er
 	}
 	if err := toolname.ValidateIdentifierField("handler.target", reg.GetHandler().GetTarget()); err != nil {
 		return identifierError(err)
+	}
+	return nil
+}
+
+// checkAuthorityIdentifiers applies the identifier rule to the authority
+// fields a harness_local or external_direct tool may leave empty: they are
+// stored all the same, and a byte PostgreSQL refuses (NUL) would be kept by
+// the embedded store alone. validateAuthority checks a managed tool's.
+func checkAuthorityIdentifiers(reg *sharedosv1.ToolRegistration) error {
+	for _, f := range []struct{ field, value string }{
+		{"requirement.action", reg.GetRequirement().GetAction()},
+		{"requirement.resource", reg.GetRequirement().GetResource()},
+		{"handler.target", reg.GetHandler().GetTarget()},
+	} {
+		if f.value == "" {
+			continue
+		}
+		if err := toolname.ValidateIdentifierField(f.field, f.value); err != nil {
+			return identifierError(err)
+		}
 	}
 	return nil
 }

@@ -215,6 +215,18 @@ func TestRegisterRejects(t *testing.T) {
 		{"huge timeout", func(r *sharedosv1.ToolRegistration) {
 			r.Handler.Timeout = durationpb.New(catalog.MaxHandlerTimeout + 1)
 		}, "handler.timeout", catalog.RuleTimeout, ""},
+		// Every class's authority fields are stored: the identifier rule
+		// holds for all, or PostgreSQL alone refuses a NUL (valid_json,
+		// naming no field) that the embedded store keeps.
+		{"harness_local action with NUL", func(r *sharedosv1.ToolRegistration) {
+			r.Class, r.Requirement.Action = sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, "read\x00x"
+		}, "requirement.action", "IdentifierSchema", ""},
+		{"external_direct resource with spaces", func(r *sharedosv1.ToolRegistration) {
+			r.Class, r.Requirement.Resource = sharedosv1.ToolClass_TOOL_CLASS_EXTERNAL_DIRECT, "anything goes {nope}"
+		}, "requirement.resource", "IdentifierSchema", ""},
+		{"harness_local handler target with NUL", func(r *sharedosv1.ToolRegistration) {
+			r.Class, r.Requirement, r.Handler.Target = sharedosv1.ToolClass_TOOL_CLASS_HARNESS_LOCAL, nil, "host\x00:1"
+		}, "handler.target", "IdentifierSchema", ""},
 		{"credential ref with space", func(r *sharedosv1.ToolRegistration) { r.CredentialRef = "my secret" }, "credential_ref", "IdentifierSchema", ""},
 	}
 	svc := newService(t, nil, nil)
