@@ -33,8 +33,9 @@ type Store interface {
 	// another tool's is a *ConflictError.
 	Create(ctx context.Context, rec Record) (Record, error)
 	// CreateBatch inserts every record in one transaction, all or nothing,
-	// with the same errors as Create (naming the first offending tool), and
-	// returns them as stored (revision 1, the store's timestamps), in order.
+	// with the same errors as Create (naming the first offending tool in
+	// batch order), and returns them as stored (revision 1, the store's
+	// timestamps), in order.
 	CreateBatch(ctx context.Context, recs []Record) ([]Record, error)
 	// Update replaces the registration with the same name and increments
 	// its revision. A missing name is ErrNotFound; a non-zero

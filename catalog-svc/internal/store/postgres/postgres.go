@@ -281,7 +281,12 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	if err := checkBatch(recs); err != nil {
+	if j, err := checkBatch(recs); err != nil {
+		// The first offender in batch order, as on every store: a record
+		// up to j may clash with a stored tool first.
+		if cerr := s.batchConflict(ctx, recs[:j+1]); cerr != nil {
+			return nil, cerr
+		}
 		return nil, err
 	}
 	cols, rows := Rows(recs)
@@ -331,27 +336,30 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 	return nil, s.translate(ctx, err, "", "create batch")
 }
 
-// batchConflict reports the first stored tool one of recs clashes with, by
-// name (ErrAlreadyExists) or collision key (a ConflictError naming both);
-// nil when there is none.
+// batchConflict reports the stored tool the first of recs (in batch
+// order) that clashes with one clashes with, by name (ErrAlreadyExists) or
+// else collision key (a ConflictError naming both), as the embedded store
+// does; nil when there is none.
 func (s *Store) batchConflict(ctx context.Context, recs []store.Record) error {
 	names, keys := make([]string, len(recs)), make([]string, len(recs))
 	for i, r := range recs {
 		names[i], keys[i] = r.Name(), toolname.FoldedKey(r.Name())
 	}
-	var newName, oldName, rule string
+	var newName, oldName string
+	var byName bool
 	err := s.pool.QueryRow(ctx, `
-		WITH b (name, collision_key) AS (SELECT * FROM unnest($1::text[], $2::text[]))
-		SELECT b.name, t.name, 'name' FROM b JOIN catalog.tools t ON t.name = b.name COLLATE "C"
+		WITH b (name, collision_key, ord) AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY)
+		SELECT b.name, t.name, true, b.ord FROM b JOIN catalog.tools t ON t.name = b.name COLLATE "C"
 		UNION ALL
-		SELECT b.name, t.name, 'key' FROM b JOIN catalog.tools t ON t.collision_key = b.collision_key COLLATE "C"
-		LIMIT 1`, names, keys).Scan(&newName, &oldName, &rule)
+		SELECT b.name, t.name, false, b.ord FROM b JOIN catalog.tools t ON t.collision_key = b.collision_key COLLATE "C"
+		ORDER BY 4, 3 DESC
+		LIMIT 1`, names, keys).Scan(&newName, &oldName, &byName, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil
 	case err != nil:
 		return fmt.Errorf("postgres: create batch: find the clashing tool: %w", err)
-	case rule == "name":
+	case byName:
 		return fmt.Errorf("%w: %q", store.ErrAlreadyExists, newName)
 	default:
 		return &store.ConflictError{Name: newName, Existing: oldName, Rule: store.ConflictRule(newName, oldName)}
@@ -359,22 +367,23 @@ func (s *Store) batchConflict(ctx context.Context, recs []store.Record) error {
 }
 
 // checkBatch applies the uniqueness rules within the batch, so the error
-// can name both tools (a unique violation inside one INSERT cannot).
-func checkBatch(recs []store.Record) error {
+// can name both tools (a unique violation inside one INSERT cannot). It
+// returns the offending record's index.
+func checkBatch(recs []store.Record) (int, error) {
 	names := make(map[string]bool, len(recs))
 	keys := make(map[string]string, len(recs))
-	for _, r := range recs {
+	for i, r := range recs {
 		n := r.Name()
 		if names[n] {
-			return fmt.Errorf("%w: %q", store.ErrAlreadyExists, n)
+			return i, fmt.Errorf("%w: %q", store.ErrAlreadyExists, n)
 		}
 		k := toolname.FoldedKey(n)
 		if other, ok := keys[k]; ok {
-			return &store.ConflictError{Name: n, Existing: other, Rule: store.ConflictRule(n, other)}
+			return i, &store.ConflictError{Name: n, Existing: other, Rule: store.ConflictRule(n, other)}
 		}
 		names[n], keys[k] = true, n
 	}
-	return nil
+	return 0, nil
 }
 
 var updateSQL = func() string {

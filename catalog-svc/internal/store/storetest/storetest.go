@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,7 @@ func Run(t *testing.T, newStores func(t *testing.T) (s, replica store.Store)) {
 		{"ListPaging", testListPaging},
 		{"Batch", testBatch},
 		{"BatchAllOrNothing", testBatchAllOrNothing},
+		{"BatchFirstOffender", testBatchFirstOffender},
 		{"WatchSeesEveryWrite", testWatch},
 		{"WatchStopsWithContext", testWatchStops},
 		{"EntriesPutReplaceDelete", testEntries},
@@ -447,6 +449,40 @@ func testBatchAllOrNothing(t *testing.T, s, _ store.Store) {
 		all, _ := s.Snapshot(ctx(t))
 		if len(all) != 2 {
 			t.Fatalf("%s: failed batch left %d tools, want the 2 from before", c.name, len(all))
+		}
+	}
+}
+
+// testBatchFirstOffender: a failing batch is reported by its first
+// offending record in batch order, whether it clashes with a stored tool
+// or with an earlier record of the batch, on every store alike (PostgreSQL
+// named a later one: InvalidArgument on one store, AlreadyExists on the
+// other, for one batch).
+func testBatchFirstOffender(t *testing.T, s, _ store.Store) {
+	mustCreate(t, s, Record("p.q"))
+	mustCreate(t, s, Record("m.n"))
+	isName := func(name string) func(error) bool {
+		return func(err error) bool {
+			return errors.Is(err, store.ErrAlreadyExists) && !errors.Is(err, store.ErrConflict) && strings.Contains(err.Error(), strconv.Quote(name))
+		}
+	}
+	cases := []struct {
+		name  string
+		batch []string
+		check func(error) bool
+	}{
+		{"key clash before a name clash", []string{"p_q", "m.n"}, clash("p_q", "p.q")},
+		{"name clash before a key clash", []string{"a.b", "m.n", "p_q"}, isName("m.n")},
+		{"stored clash before one within the batch", []string{"m.n", "x.y", "x_y"}, isName("m.n")},
+		{"within the batch before a stored clash", []string{"x.y", "X.y", "p_q"}, clash("X.y", "x.y")},
+	}
+	for _, c := range cases {
+		var recs []store.Record
+		for _, n := range c.batch {
+			recs = append(recs, Record(n))
+		}
+		if got, err := s.CreateBatch(ctx(t), recs); !c.check(err) || got != nil {
+			t.Errorf("%s: CreateBatch(%v) = %d, %v", c.name, c.batch, len(got), err)
 		}
 	}
 }
