@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"encoding/json"
+	"errors"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/projection"
@@ -21,13 +22,38 @@ func projectionTool(reg *sharedosv1.ToolRegistration) projection.Tool {
 	}
 }
 
-// publish computes the published projection once, at write time.
+// publish computes the published projection once, at write time. A
+// refusal names the field and the rule the projection found broken.
 func publish(reg *sharedosv1.ToolRegistration) (*sharedosv1.PublishedTool, string, error) {
 	pub, err := projection.Publish(projectionTool(reg))
-	if err != nil {
+	var pe *projection.Error
+	switch {
+	case errors.As(err, &pe):
+		detail := pe.Detail
+		if detail == "" && pe.Err != nil {
+			detail = pe.Err.Error()
+		}
+		return nil, "", invalid(pe.Field, catalogRule(pe.Rule), "cannot canonicalize the published projection: %s", detail)
+	case err != nil:
 		return nil, "", invalid("registration", RuleJSON, "cannot canonicalize the published projection: %v", err)
 	}
 	return pub, pub.GetDigest(), nil
+}
+
+// catalogRule is the catalogue's name of a rule projection reports (its
+// toolname rules are the catalogue's already).
+func catalogRule(rule string) string {
+	switch rule {
+	case projection.RuleJSON:
+		return RuleJSON
+	case projection.RuleJSONObject:
+		return RuleJSONObject
+	case projection.RuleUTF8:
+		return RuleUTF8
+	case projection.RuleRequired:
+		return RuleRequired
+	}
+	return rule
 }
 
 // publishedFrom rebuilds the published tool from a stored registration and

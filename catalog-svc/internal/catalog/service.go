@@ -356,9 +356,8 @@ func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegi
 		return 0, nil
 	}
 	recs := make([]store.Record, len(regs))
-	names := make([]string, len(regs))
 	seen := make(map[string]int, len(regs))
-	lower := make(map[string]string, len(regs))
+	folded := make(map[string]int, len(regs))
 	h := make(hints, len(regs))
 	prepared := prepareAll(s, regs)
 	for i, reg := range regs {
@@ -375,15 +374,19 @@ func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegi
 			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleUniqueInBatch, "%q is also registrations[%d]", name, j)
 		}
 		seen[name] = i
-		lk := strings.ToLower(name) // names are ASCII (ToolNameSchema)
-		if other, dup := lower[lk]; dup {
-			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCaseInsensitive, "%q equals %q in the same batch case-insensitively", name, other)
+		// The stores' own key (files.read, files_read and Files_Read are
+		// one), checked here so the error names both registrations.
+		if j, dup := folded[toolname.FoldedKey(name)]; dup {
+			other := regs[j].GetName()
+			if strings.EqualFold(name, other) {
+				return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCaseInsensitive,
+					"%q equals registrations[%d] %q, another tool in the same batch, case-insensitively", name, j, other)
+			}
+			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCollisionKey,
+				"%q has the same collision key as registrations[%d] %q, another tool in the same batch ('.' and '-' read as '_', letter case ignored)", name, j, other)
 		}
-		lower[lk] = name
-		recs[i], names[i], h[name] = rec, name, sch
-	}
-	if c, found := toolname.FindCollision(names); found {
-		return 0, invalid("registrations.name", RuleCollisionKey, "%v", c)
+		folded[toolname.FoldedKey(name)] = i
+		recs[i], h[name] = rec, sch
 	}
 	n, err := s.createBatch(ctx, recs, h)
 	if err != nil {

@@ -347,13 +347,18 @@ func TestRegisterBatch(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Field != "registrations[1].description" {
 		t.Fatalf("bad batch error = %v, want registrations[1].description", err)
 	}
+	// Two registrations one store key holds (toolname.FoldedKey) are
+	// refused before the store, naming the later and the earlier.
 	for _, c := range []struct {
 		names []string
 		rule  string
+		field string
 	}{
-		{[]string{"more.a", "more.a"}, catalog.RuleUniqueInBatch},
-		{[]string{"more.a", "More.a"}, catalog.RuleCaseInsensitive},
-		{[]string{"more.a", "more_a"}, catalog.RuleCollisionKey},
+		{[]string{"more.a", "more.a"}, catalog.RuleUniqueInBatch, "registrations[1].name"},
+		{[]string{"more.a", "More.a"}, catalog.RuleCaseInsensitive, "registrations[1].name"},
+		{[]string{"more.a", "more_a"}, catalog.RuleCollisionKey, "registrations[1].name"},
+		{[]string{"files.read", "other.b", "Files_Read"}, catalog.RuleCollisionKey, "registrations[2].name"},
+		{[]string{"more-a", "other.b", "MORE.A"}, catalog.RuleCollisionKey, "registrations[2].name"},
 	} {
 		var rs []*sharedosv1.ToolRegistration
 		for _, n := range c.names {
@@ -366,8 +371,10 @@ func TestRegisterBatch(t *testing.T) {
 			rs = append(rs, r)
 		}
 		_, err := svc.RegisterBatch(testCtx(t), rs)
-		if !errors.As(err, &ve) || ve.Rule != c.rule {
-			t.Errorf("batch %v error = %v, want rule %s", c.names, err, c.rule)
+		if !errors.As(err, &ve) || ve.Rule != c.rule || ve.Field != c.field {
+			t.Errorf("batch %v error = %v, want %s violating %s", c.names, err, c.field, c.rule)
+		} else if c.rule != catalog.RuleUniqueInBatch && (!strings.Contains(ve.Detail, "same batch") || !strings.Contains(ve.Detail, "registrations[0]")) {
+			t.Errorf("batch %v detail %q does not name the other registration of the batch", c.names, ve.Detail)
 		}
 	}
 	if _, err := svc.RegisterBatch(testCtx(t), []*sharedosv1.ToolRegistration{reg("bulk.t03")}); !errors.Is(err, catalog.ErrAlreadyExists) {

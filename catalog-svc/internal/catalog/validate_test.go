@@ -110,6 +110,9 @@ func TestRegisterRejects(t *testing.T) {
 		{"output network $ref", func(r *sharedosv1.ToolRegistration) {
 			r.OutputSchemaJson = []byte(`{"type":"object","$ref":"http://x.example/a"}`)
 		}, "outputSchema.$ref", catalog.RuleNetworkRef, ""},
+		// What only the published projection refuses names its field too.
+		{"annotations lone surrogate", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = []byte(`{"title":"\ud800"}`) },
+			"annotations", catalog.RuleJSON, "surrogate"},
 		{"annotations not an object", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = []byte(`[1]`) }, "annotations", catalog.RuleJSONObject, ""},
 		{"description RLO", func(r *sharedosv1.ToolRegistration) { r.Description = "Reads a file\u202e.txt" }, "description", catalog.RulePoisoning, "U+202E RIGHT-TO-LEFT OVERRIDE at byte 12 (tool-poisoning marker)"},
 		{"description ANSI", func(r *sharedosv1.ToolRegistration) { r.Description = "ok \x1b[8mhidden\x1b[0m" }, "description", catalog.RulePoisoning, "U+001B ESCAPE"},
