@@ -25,6 +25,9 @@
 //     '\t' but no other control character (Unicode Cc, so also ESC/ANSI and
 //     C1) and no format character (Unicode Cf: bidi controls, zero-width
 //     characters, tag characters, ...); the error names the code point.
+//   - a description is at most 16 KiB and metadata.source at most 256
+//     bytes (max_length), a tool's as a prompt's or resource's: every
+//     listing and every turn's pin carries them.
 //   - input and output schemas must be JSON Schema 2020-12 object schemas
 //     ("type": "object" at the top), at most 256 KiB, 32 levels deep and
 //     2048 JSON objects, with only local "#..." references; the compiler's

@@ -28,7 +28,9 @@ import (
 // Prompts and resources (ADR 0018): registered like tools, stored with the
 // canonical bytes of their published projection.
 
-// Bounds of prompt and resource registrations.
+// Bounds of prompt and resource registrations; a tool's description has
+// MaxDescriptionBytes too, since every listing and every turn's pin carries
+// it.
 const (
 	MaxTitleBytes       = 256
 	MaxDescriptionBytes = 16 << 10
@@ -242,7 +244,7 @@ func validatePrompt(reg *sharedosv1.PromptRegistration) error {
 	if err := checkNamespace(reg.GetName(), q, reg.GetMetadata().GetNamespace()); err != nil {
 		return err
 	}
-	if err := checkText("metadata.source", reg.GetMetadata().GetSource()); err != nil {
+	if err := checkBoundedText("metadata.source", reg.GetMetadata().GetSource(), MaxSourceBytes); err != nil {
 		return err
 	}
 	if err := checkBoundedText("title", reg.GetTitle(), MaxTitleBytes); err != nil {

@@ -107,6 +107,7 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		{"foreign namespace", func(p *sharedosv1.PromptRegistration) { p.Metadata.Namespace = "github" }, "metadata.namespace", catalog.RuleNamespace},
 		{"hidden text", func(p *sharedosv1.PromptRegistration) { p.Description = "ok\u202eevil" }, "description", catalog.RulePoisoning},
 		{"long title", func(p *sharedosv1.PromptRegistration) { p.Title = strings.Repeat("t", 300) }, "title", catalog.RuleLength},
+		{"long source", func(p *sharedosv1.PromptRegistration) { p.Metadata.Source = strings.Repeat("s", 300) }, "metadata.source", catalog.RuleLength},
 		{"argument name", func(p *sharedosv1.PromptRegistration) { p.Arguments[0].Name = "a b" }, "arguments[0].name", catalog.RulePromptArgument},
 		{"argument twice", func(p *sharedosv1.PromptRegistration) { p.Arguments[1].Name = "change" }, "arguments[1].name", catalog.RulePromptArgument},
 		// The kernel refuses argument keys that differ only in case: such a

@@ -16,6 +16,11 @@ import (
 // any turn lease.
 const MaxHandlerTimeout = 15 * time.Minute
 
+// MaxSourceBytes bounds metadata.source, a provenance label
+// ("provider:files", "mcp:NS") published with every tool, prompt and
+// resource: every listing carries it.
+const MaxSourceBytes = 256
+
 // validate checks a registration before anything is stored. It returns the
 // compiled input schema so callers need not compile twice.
 func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
@@ -42,10 +47,10 @@ func validate(reg *sharedosv1.ToolRegistration) (*parsedSchema, error) {
 	if err := checkNamespace(name, q, reg.GetMetadata().GetNamespace()); err != nil {
 		return nil, err
 	}
-	if err := checkText("metadata.source", reg.GetMetadata().GetSource()); err != nil {
+	if err := checkBoundedText("metadata.source", reg.GetMetadata().GetSource(), MaxSourceBytes); err != nil {
 		return nil, err
 	}
-	if err := checkText("description", reg.GetDescription()); err != nil {
+	if err := checkBoundedText("description", reg.GetDescription(), MaxDescriptionBytes); err != nil {
 		return nil, err
 	}
 	input, err := compileSchema("inputSchema", reg.GetInputSchemaJson(), dialectOf(reg))
