@@ -31,7 +31,10 @@
 //   - input and output schemas must be JSON Schema 2020-12 object schemas
 //     ("type": "object" at the top), at most 256 KiB, 32 levels deep and
 //     2048 JSON objects, with only local "#..." references; the compiler's
-//     loader refuses every URL.
+//     loader refuses every URL. No subschema may reach itself through
+//     $ref, allOf, anyOf, oneOf, not or if/then/else without descending
+//     into the instance (no_ref_cycle): validation would refuse every call
+//     that reaches it.
 //   - every store keeps the same JSON: a number in a schema or the
 //     annotations must fit a double and PostgreSQL's numeric (at most 16383
 //     digits after the decimal point as written), number_range; so must it

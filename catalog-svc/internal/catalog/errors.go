@@ -62,6 +62,9 @@ const (
 	// PostgreSQL's jsonb refuses it, or the published canonical form (whose
 	// numbers are doubles) cannot write it.
 	RuleNumberRange = "number_range"
+	// RuleRefCycle: a subschema reaches itself through keywords applied to
+	// the same instance ($ref, allOf, ...), which validation refuses.
+	RuleRefCycle = "no_ref_cycle"
 	// RuleNoNUL: a schema holds U+0000 (an escaped \u0000) in a value or
 	// a key, which PostgreSQL's jsonb cannot hold.
 	RuleNoNUL = "no_nul"

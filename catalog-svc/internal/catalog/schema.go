@@ -73,6 +73,11 @@ type parsedSchema struct {
 	// a schema stored before is still served).
 	inexact   error
 	inexactAt string
+	// refCycle: the location ("#/$defs/a") of a subschema that reaches
+	// itself without descending into the instance, "" if none
+	// (registration refuses it, no_ref_cycle; a schema stored before is
+	// still served, and fails only the calls that reach the cycle).
+	refCycle string
 }
 
 // errNoNetwork is what the loader returns for every URL: a tool schema must
@@ -164,7 +169,8 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 		}
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
 	}
-	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}, repeatsKey: repeats, inexact: w.inexact, inexactAt: w.inexactAt}
+	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}, repeatsKey: repeats, inexact: w.inexact, inexactAt: w.inexactAt,
+		refCycle: trimDetail(refCycle(compiled))}
 	if ap, ok := obj["additionalProperties"].(bool); ok && !ap {
 		ps.closed = true
 	}
@@ -200,6 +206,9 @@ func (ps *parsedSchema) registrable(field string) error {
 	if errors.As(ps.inexact, &ve) {
 		// ps may be remembered from a compilation under another field.
 		return invalid(field+ps.inexactAt, ve.Rule, "%s", ve.Detail)
+	}
+	if ps.refCycle != "" {
+		return invalid(field, RuleRefCycle, "%s reaches itself through $ref, allOf, anyOf, oneOf, not or if/then/else without descending into the arguments: every call that reaches it would fail", ps.refCycle)
 	}
 	return nil
 }

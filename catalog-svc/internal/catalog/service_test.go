@@ -442,14 +442,15 @@ func TestResolveWithholdsUncompilableStoredSchema(t *testing.T) {
 	}
 }
 
-// A stored tool whose input schema repeats a key, or holds a number no
-// double holds exactly (registered before registration refused them,
-// unique_keys, number_range), is still served: refusing it now would
-// withhold a listed tool from every call.
+// A stored tool whose input schema repeats a key, holds a number no
+// double holds exactly or a $ref cycle (registered before registration
+// refused them: unique_keys, number_range, no_ref_cycle) is still served:
+// refusing it now would withhold a listed tool from every call.
 func TestResolveServesStoredSchemaThatRepeatsAKey(t *testing.T) {
 	for _, schema := range []string{
 		`{"type":"object","additionalProperties":true,"additionalProperties":true}`,
 		`{"type":"object","properties":{"id":{"type":"integer","maximum":9007199254740993}}}`,
+		`{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
 	} {
 		st := memory.New()
 		rec := storetest.Record("files.read")

@@ -101,6 +101,14 @@ func TestRegisterRejects(t *testing.T) {
 		{"dangling local $ref", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"$ref":"#/$defs/missing"}}}`)
 		}, "inputSchema", catalog.RuleJSONSchema, ""},
+		// The compiler takes a cycle the validator then refuses on every
+		// call that reaches it.
+		{"$ref cycle", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"path":{"$ref":"#/$defs/a"}},"additionalProperties":false}`)
+		}, "inputSchema", catalog.RuleRefCycle, "#/$defs/a reaches itself"},
+		{"$ref cycle through allOf", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"allOf":[{"type":"string"},{"$ref":"#/$defs/a"}]}},"properties":{"x":{"$ref":"#/$defs/a"}}}`)
+		}, "outputSchema", catalog.RuleRefCycle, ""},
 		{"too deep", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(nested(40)) }, "", catalog.RuleSchemaDepth, ""},
 		{"too big", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","description":"` + strings.Repeat("a", catalog.MaxSchemaBytes) + `"}`)
@@ -286,6 +294,10 @@ func TestRegisterAccepts(t *testing.T) {
 			r.OutputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`)
 		}},
 		{"no output schema", func(r *sharedosv1.ToolRegistration) { r.OutputSchemaJson = nil }},
+		// Recursion that descends into the instance ends: not a cycle.
+		{"recursive schema", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","$defs":{"n":{"type":"object","properties":{"c":{"$ref":"#/$defs/n"}},"items":{"anyOf":[{"$ref":"#/$defs/n"}]}}},"properties":{"x":{"allOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}}}`)
+		}},
 		// Numbers whose exact value is their double's shortest form, however written.
 		{"numbers a double holds exactly", func(r *sharedosv1.ToolRegistration) {
 			r.OutputSchemaJson = []byte(`{"type":"object","examples":[0.1,1e21,1E+21,1048576,0.10,-0,0e5,-0.0e-3,5e-324,1.7976931348623157e308,9007199254740992,-2.5e-7,100e-2,0.30000000000000004]}`)
