@@ -343,13 +343,14 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	edge := protocol.NewEdge(protocol.EdgeConfig{
+		AllowedOrigins: append(slices.Clone(c.AllowedOrigins), protocol.OwnOrigins(pu, a.httpLis.Addr())...),
+		AllowedHosts:   hosts, MaxBodyBytes: int64(c.MaxBodyBytes),
+	})
 	a.mcp = mcpserver.NewHandler(mcpserver.Config{
-		Store:     a.store,
-		Forwarder: &forward.Forwarder{Invoker: invoker, Logger: a.log, StreamTimeout: c.CallTimeout, States: states},
-		Edge: protocol.NewEdge(protocol.EdgeConfig{
-			AllowedOrigins: append(slices.Clone(c.AllowedOrigins), protocol.OwnOrigins(pu, a.httpLis.Addr())...),
-			AllowedHosts:   hosts, MaxBodyBytes: int64(c.MaxBodyBytes),
-		}),
+		Store:          a.store,
+		Forwarder:      &forward.Forwarder{Invoker: invoker, Logger: a.log, StreamTimeout: c.CallTimeout, States: states},
+		Edge:           edge,
 		Logger:         a.log,
 		TrustedProxies: proxies,
 		StatusCacheTTL: c.StatusCacheTTL,
@@ -372,7 +373,7 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 	mux := http.NewServeMux()
 	mux.Handle(mcpserver.Pattern, a.mcp)
 	a.http = &http.Server{
-		Handler:           mux,
+		Handler:           edge.BoundBody(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

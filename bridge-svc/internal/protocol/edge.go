@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -156,6 +157,47 @@ func (e *Edge) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *HTTPEr
 		return body, &HTTPError{http.StatusBadRequest, "could not read request body"}
 	}
 	return body, nil
+}
+
+// BoundBody bounds what a request's unread body costs: the server's own
+// deadline is for headers only, and net/http waits for the rest of a body
+// its handler left unread before it answers (or closes) — for ever, when a
+// client declares a body and never sends it. So a request with a body gets
+// the body read timeout from its start (ReadBody sets its own and lifts it
+// once the body is in), and when its handler returns with the body unread
+// (a refusal, an unknown path, a body that never came) nothing more is
+// waited for: the connection closes after the answer.
+func (e *Edge) BoundBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			// No body: the server already reads ahead on the connection
+			// (to see the client go), which a deadline would cut.
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(e.bodyRead))
+		b := &eofBody{ReadCloser: r.Body}
+		r.Body = b
+		next.ServeHTTP(w, r)
+		if !b.eof.Load() {
+			_ = rc.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// eofBody notes whether its body was read to the end.
+type eofBody struct {
+	io.ReadCloser
+	eof atomic.Bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.eof.Store(true)
+	}
+	return n, err
 }
 
 // HostOf returns the host name of a URL, for the allowed-hosts default.

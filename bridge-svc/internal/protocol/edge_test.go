@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -156,5 +157,80 @@ func TestASlowBodyIsNotWaitedFor(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || string(b) != "ping" {
 		t.Errorf("a body sent at once: %d %q", resp.StatusCode, b)
+	}
+}
+
+// TestAnUnreadBodyIsNotWaitedFor: a request declaring a body it never sends
+// is answered, and its connection closed, whether its handler refused it
+// without reading (an unknown path, a refusal before the body) or its body
+// read timed out; net/http alone would wait for the rest of the body for
+// ever. A body read whole leaves the connection open for the next request.
+func TestAnUnreadBodyIsNotWaitedFor(t *testing.T) {
+	serve := func(bodyRead time.Duration) string {
+		e := protocol.NewEdge(protocol.EdgeConfig{BodyReadTimeout: bodyRead})
+		mux := http.NewServeMux()
+		mux.HandleFunc("/refused", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "bearer token required", http.StatusUnauthorized)
+		})
+		mux.HandleFunc("/read", func(w http.ResponseWriter, r *http.Request) {
+			body, herr := e.ReadBody(w, r)
+			if herr != nil {
+				http.Error(w, herr.Reason, herr.Status)
+				return
+			}
+			_, _ = w.Write(body)
+		})
+		srv := httptest.NewServer(e.BoundBody(mux))
+		t.Cleanup(srv.Close)
+		return srv.Listener.Addr().String()
+	}
+	dial := func(addr string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a bound on failure, not a wait
+		return conn, bufio.NewReader(conn)
+	}
+	ask := func(conn net.Conn, br *bufio.Reader, path, body string) *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(conn, "POST "+path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"+body); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", path, err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		return resp
+	}
+	closed := func(br *bufio.Reader, what string) {
+		t.Helper()
+		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Errorf("%s: the connection stayed open (%v)", what, err)
+		}
+	}
+	long := serve(time.Hour) // only the unread-body bound can close these
+	for path, want := range map[string]int{"/refused": http.StatusUnauthorized, "/nothing": http.StatusNotFound} {
+		conn, br := dial(long)
+		if resp := ask(conn, br, path, "{"); resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
+		}
+		closed(br, path)
+	}
+	conn, br := dial(serve(50 * time.Millisecond))
+	if resp := ask(conn, br, "/read", "{"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a body that never came: %d, want 400", resp.StatusCode)
+	}
+	closed(br, "a body that never came")
+
+	conn, br = dial(long)
+	whole := strings.Repeat("x", 1000)
+	for i := range 2 {
+		if resp := ask(conn, br, "/read", whole); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a whole body, request %d on one connection: %d", i+1, resp.StatusCode)
+		}
 	}
 }
