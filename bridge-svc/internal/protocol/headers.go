@@ -16,6 +16,9 @@ const HeaderName = "Mcp-Name"
 // CodeHeaderMismatch is the JSON-RPC error of a header/body disagreement.
 const CodeHeaderMismatch = -32020
 
+// HeaderSessionID carries a 2025-era session's id.
+const HeaderSessionID = "Mcp-Session-Id"
+
 // NameHeaderMismatch returns why a modern tools/call's Mcp-Name header does
 // not name the body's tool ("" when it does, or when the rule does not
 // apply: another method, or a legacy-era request, which has no such header).
@@ -26,10 +29,14 @@ const CodeHeaderMismatch = -32020
 // resources/read) the body's method is not — an intermediary routing on it
 // took the request for that attempt, and mcp-go refuses it only on a
 // 2026-07-28 request that is not a notification. Either is a refused
-// attempt when the header names one (AttemptMethod): recorded.
+// attempt when the header names one (AttemptMethod): recorded. So is a
+// repeated Mcp-Protocol-Version or Mcp-Session-Id, for the same reason:
+// the bridge and mcp-go read the first, a proxy may read the last.
 func NameHeaderMismatch(h http.Header, msg *Message) string {
-	if len(h.Values(HeaderMethod)) > 1 {
-		return fmt.Sprintf("%s header repeated for %s", HeaderMethod, msg.Method)
+	for _, k := range []string{HeaderMethod, HeaderProtocolVersion, HeaderSessionID} {
+		if len(h.Values(k)) > 1 {
+			return fmt.Sprintf("%s header repeated for %s", k, msg.Method)
+		}
 	}
 	if m := h.Get(HeaderMethod); isAttempt(m) && m != msg.Method {
 		return fmt.Sprintf("%s header %q does not match method %q", HeaderMethod, m, msg.Method)

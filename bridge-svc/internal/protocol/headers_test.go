@@ -32,6 +32,8 @@ func TestNameHeaderMismatch(t *testing.T) {
 		{"bad base64", modern("=?base64?***?="), call, "not a valid"},
 		{"legacy era has no such rule", http.Header{}, call, ""},
 		{"other methods", modern(), &protocol.Message{Method: "tools/list"}, ""},
+		{"repeated Mcp-Protocol-Version", http.Header{"Mcp-Protocol-Version": {"2026-07-28", "1999-01-01"}}, call, "Mcp-Protocol-Version header repeated"},
+		{"repeated Mcp-Session-Id", http.Header{"Mcp-Session-Id": {"a", "b"}}, &protocol.Message{Method: "tools/list"}, "Mcp-Session-Id header repeated"},
 		{"repeated Mcp-Method on any method", http.Header{"Mcp-Method": {"tools/list", "tools/call"}}, &protocol.Message{Method: "tools/list"}, "Mcp-Method header repeated"},
 		{"Mcp-Method naming an attempt the body is not", http.Header{"Mcp-Method": {"tools/call"}}, &protocol.Message{Method: "tools/list"}, `Mcp-Method header "tools/call" does not match method "tools/list"`},
 		{"Mcp-Method tools/call on a notification", http.Header{"Mcp-Method": {"tools/call"}}, &protocol.Message{Method: "notifications/initialized"}, `does not match method "notifications/initialized"`},
