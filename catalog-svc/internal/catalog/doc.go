@@ -41,7 +41,9 @@
 //     be exactly the value of its double's shortest form (0.1 and 1e21 are,
 //     9007199254740993 and 1e-400 are not), since the pin digests the
 //     published form, whose numbers are doubles, and could not see a change
-//     past a double's precision that the kernel's exact validation sees; a schema
+//     past a double's precision that the kernel's exact validation sees; a
+//     number of the annotations, which the policy reads, is at most
+//     jsonlimits.MaxNumberChars characters as authz-svc takes one; a schema
 //     holds no U+0000 in any string or key, no_nul (the annotations none
 //     either, as a control character).
 //   - no object of a schema or the annotations repeats a key, and no object

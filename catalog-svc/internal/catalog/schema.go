@@ -413,6 +413,11 @@ func checkStrings(path string, v any, depth int) error {
 	case string:
 		return checkText(path, v)
 	case json.Number:
+		// The policy reads annotations, and authz-svc refuses a longer
+		// number: one tool would fail every listing (FilterTools).
+		if len(v) > jsonlimits.MaxNumberChars {
+			return invalid(path, RuleNumberRange, "%s is longer than the %d characters a policy input's number may be", shorten(string(v)), jsonlimits.MaxNumberChars)
+		}
 		if err := checkNumber(path, v); err != nil {
 			return err
 		}

@@ -64,6 +64,11 @@ func TestRegisterRejects(t *testing.T) {
 		{"annotations keys differing only in case", func(r *sharedosv1.ToolRegistration) {
 			r.AnnotationsJson = []byte(`{"readOnlyHint":false,"ReadOnlyHint":true}`)
 		}, "annotations", catalog.RuleUniqueKeys, `"ReadOnlyHint" and "readOnlyHint" differ only in letter case`},
+		// Exactly 1, but longer than authz-svc takes a number: one such
+		// tool would fail every context's listing.
+		{"annotations number longer than a policy input's", func(r *sharedosv1.ToolRegistration) {
+			r.AnnotationsJson = []byte(`{"x-weight":1.` + strings.Repeat("0", 128) + `}`)
+		}, "annotations.x-weight", catalog.RuleNumberRange, "longer than the 128 characters"},
 		{"nested annotations keys differing only in case", func(r *sharedosv1.ToolRegistration) {
 			r.AnnotationsJson = []byte(`{"title":"Read file","x-scope":[{"kelvin":1,"\u212Aelvin":2}]}`)
 		}, "annotations.x-scope[0]", catalog.RuleUniqueKeys, "letter case"},
