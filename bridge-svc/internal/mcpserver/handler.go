@@ -263,6 +263,13 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, _
 // the turn's mcp-go server with the body already read.
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, lease leases.Status, admitted time.Time) {
 	ctx := r.Context()
+	if r.Method != http.MethodPost && len(r.Header.Values(protocol.HeaderSessionID)) > 1 {
+		// The first would be ended (or streamed), where a proxy may have
+		// read the last; a POST's is refused with its body, recorded
+		// (protocol.NameHeaderMismatch).
+		h.refuse(w, r, http.StatusBadRequest, protocol.HeaderSessionID+" header repeated")
+		return
+	}
 	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) {
 		if lease.Terminated(sid) {
 			if r.Method == http.MethodPost {

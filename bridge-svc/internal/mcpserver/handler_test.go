@@ -513,10 +513,20 @@ func TestACallOnAnEndedSessionWhoseBodyArrivedAfterExpiryTouchesNothing(t *testi
 	if init.Code != http.StatusOK || sid == "" {
 		t.Fatalf("initialize: %d %s", init.Code, init.Body)
 	}
+	// A DELETE naming two sessions ends neither: the bridge would end the
+	// first, a proxy may have read the last.
+	twice := httptest.NewRequest(http.MethodDelete, "http://127.0.0.1"+leases.MCPPath(l.TurnID), nil)
+	twice.Header.Set("Authorization", "Bearer "+token)
+	twice.Header["Mcp-Session-Id"] = []string{sid, "another"}
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, twice)
+	if w.Code != http.StatusBadRequest {
+		t.Fatalf("DELETE naming two sessions: %d %s, want 400", w.Code, w.Body)
+	}
 	end := httptest.NewRequest(http.MethodDelete, "http://127.0.0.1"+leases.MCPPath(l.TurnID), nil)
 	end.Header.Set("Authorization", "Bearer "+token)
 	end.Header.Set("Mcp-Session-Id", sid)
-	w := httptest.NewRecorder()
+	w = httptest.NewRecorder()
 	mux.ServeHTTP(w, end)
 	if w.Code != http.StatusOK {
 		t.Fatalf("DELETE of the session: %d %s", w.Code, w.Body)
