@@ -52,6 +52,10 @@
 //     and readers that do not would take different values.
 //   - an UpdateTool whose expected_revision does not match is ErrRevisionMismatch
 //     (gRPC Aborted: the read-modify-write lost a race; re-read and retry).
+//     A new tool starts at revision 1 and each update adds 1; a tool
+//     registered again under a deleted tool's name continues from that
+//     tool's last revision, so a revision read before the deletion never
+//     matches the new tool.
 //   - input schemas are compiled on first Resolve (or handed over by the
 //     single-tool write that validated them; a batch hands none over), so a
 //     replica reloading a large batch stays within the 1 s visibility bound.

@@ -28,21 +28,29 @@ func (r Record) Name() string { return r.Registration.GetName() }
 // Store persists registrations. Implementations never alias the caller's
 // messages: records passed in and handed out are copies.
 type Store interface {
-	// Create inserts a new registration at revision 1. A taken name is
+	// Create inserts a new registration at revision 1 or, when a tool of
+	// that exact name was deleted before, at that tool's last revision + 1:
+	// no revision of a name ever repeats, so an update prepared against a
+	// deleted tool's revision fails with ErrRevisionMismatch on the tool
+	// registered after it instead of overwriting it. The deleted name's last
+	// revision is kept in the backing data (Postgres: catalog.tool_tombstones,
+	// written with the delete), so every replica honours it. A taken name is
 	// ErrAlreadyExists; a name whose collision key or lower-case form equals
 	// another tool's is a *ConflictError.
 	Create(ctx context.Context, rec Record) (Record, error)
 	// CreateBatch inserts every record in one transaction, all or nothing,
 	// with the same errors as Create (naming the first offending tool in
-	// batch order), and returns them as stored (revision 1, the store's
-	// timestamps), in order.
+	// batch order), and returns them as stored (revision 1, or continuing a
+	// deleted predecessor's as Create does; the store's timestamps), in
+	// order.
 	CreateBatch(ctx context.Context, recs []Record) ([]Record, error)
 	// Update replaces the registration with the same name and increments
 	// its revision. A missing name is ErrNotFound; a non-zero
 	// expectedRevision that differs from the stored one is
 	// ErrRevisionMismatch. CreatedAt is kept.
 	Update(ctx context.Context, rec Record, expectedRevision int64) (Record, error)
-	// Delete removes a registration; a missing name is ErrNotFound.
+	// Delete removes a registration and keeps its last revision for a later
+	// Create of the name; a missing name is ErrNotFound.
 	Delete(ctx context.Context, name string) error
 	// Get returns one registration by exact name, or ErrNotFound.
 	Get(ctx context.Context, name string) (Record, error)

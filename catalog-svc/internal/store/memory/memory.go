@@ -26,6 +26,10 @@ type Store struct {
 	now    func() time.Time
 	// entries are the prompt and resource registrations (entries.go).
 	entries map[entryKey]store.Entry
+	// tombstones keeps a deleted name's last revision, so that a tool
+	// registered again under it continues from there: a name's revisions
+	// never repeat (store.Store).
+	tombstones map[string]int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -38,7 +42,8 @@ func New() *Store {
 		feeds:  map[*store.Feed]struct{}{},
 		now:    time.Now,
 
-		entries: map[entryKey]store.Entry{},
+		entries:    map[entryKey]store.Entry{},
+		tombstones: map[string]int64{},
 	}
 }
 
@@ -53,14 +58,16 @@ func (s *Store) conflict(name string) error {
 	return nil
 }
 
-// insert stores rec as a new registration; mu must be held.
+// insert stores rec as a new registration, at revision 1 or, for a name
+// deleted before, its predecessor's last revision + 1; mu must be held.
 func (s *Store) insert(rec store.Record, now time.Time) store.Record {
 	stored := clone(rec)
 	reg := stored.Registration
-	reg.Revision = 1
+	name := reg.GetName()
+	reg.Revision = s.tombstones[name] + 1
+	delete(s.tombstones, name)
 	reg.CreatedAt = timestamppb.New(now)
 	reg.UpdatedAt = reg.CreatedAt
-	name := reg.GetName()
 	s.byName[name] = stored
 	s.byKey[toolname.FoldedKey(name)] = name
 	return clone(stored)
@@ -148,9 +155,11 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.byName[name]; !ok {
+	old, ok := s.byName[name]
+	if !ok {
 		return fmt.Errorf("%w: %q", store.ErrNotFound, name)
 	}
+	s.tombstones[name] = old.Registration.GetRevision()
 	delete(s.byName, name)
 	delete(s.byKey, toolname.FoldedKey(name))
 	s.notify(name)

@@ -15,4 +15,9 @@
 // registration streams rows with COPY into the table in one transaction; when
 // a unique index refuses a row, one query over the batch's names and keys
 // names the stored tool it clashed with.
+//
+// Delete keeps the tool's last revision in catalog.tool_tombstones (migration
+// 00020) in its transaction; Create and CreateBatch, in theirs, start a name
+// found there at that revision + 1 and remove the row, so a name's revisions
+// never repeat across deletion, whichever replica deletes and re-creates.
 package postgres

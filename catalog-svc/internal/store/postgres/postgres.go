@@ -178,6 +178,41 @@ const uniqueViolation = "23505"
 
 const notifySQL = `SELECT pg_notify('` + Channel + `', $1)`
 
+// resumeSQL moves tools just inserted (at revision 1) whose names were
+// deleted before to their predecessor's last revision + 1, consuming the
+// tombstones Delete wrote (migration 00020), so that no revision of a name
+// repeats: an update prepared against the deleted tool cannot land on the
+// new one. The tombstones are in the database, so a name deleted through
+// another replica is continued all the same.
+const resumeSQL = `WITH gone AS (
+		DELETE FROM catalog.tool_tombstones WHERE name = ANY ($1::text[]) RETURNING name, last_revision)
+	UPDATE catalog.tools AS t SET revision = gone.last_revision + 1 FROM gone WHERE t.name = gone.name
+	RETURNING t.name, t.revision`
+
+// resume runs resumeSQL for names, inserted by tx, and returns the
+// revisions it set by name (none for a name never deleted). It must be a
+// statement of its own after the insert: a read-committed statement sees
+// what committed before it began, and the insert may have waited for the
+// commit of a concurrent Delete of the name, tombstone and all, that an
+// earlier snapshot would miss.
+func resume(ctx context.Context, tx pgx.Tx, names []string) (map[string]int64, error) {
+	rows, err := tx.Query(ctx, resumeSQL, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var rev int64
+		if err := rows.Scan(&name, &rev); err != nil {
+			return nil, err
+		}
+		out[name] = rev
+	}
+	return out, rows.Err()
+}
+
 // Create implements store.Store.
 func (s *Store) Create(ctx context.Context, rec store.Record) (store.Record, error) {
 	name := rec.Name()
@@ -191,6 +226,13 @@ func (s *Store) Create(ctx context.Context, rec store.Record) (store.Record, err
 		}
 		if err != nil {
 			return err
+		}
+		resumed, err := resume(ctx, tx, []string{name})
+		if err != nil {
+			return err
+		}
+		if got, ok := resumed[name]; ok {
+			rev = got
 		}
 		if _, err := tx.Exec(ctx, notifySQL, name); err != nil {
 			return err
@@ -296,6 +338,7 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 		now      time.Time
 		pid      uint32
 		expected bool
+		resumed  map[string]int64
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The backend's own PID, the one its notice will carry: the
@@ -309,6 +352,15 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 		}
 		if n != int64(len(recs)) {
 			return fmt.Errorf("copied %d of %d rows", n, len(recs))
+		}
+		// A name deleted before continues from its last revision, as on
+		// Create.
+		names := make([]string, len(recs))
+		for i, r := range recs {
+			names[i] = r.Name()
+		}
+		if resumed, err = resume(ctx, tx, names); err != nil {
+			return err
 		}
 		if _, err = tx.Exec(ctx, notifySQL, store.AllChanged); err != nil {
 			return err
@@ -324,7 +376,11 @@ func (s *Store) CreateBatch(ctx context.Context, recs []store.Record) ([]store.R
 	case err == nil:
 		out := make([]store.Record, len(recs))
 		for i, r := range recs {
-			out[i] = withStored(r, 1, now, now)
+			rev := int64(1)
+			if got, ok := resumed[r.Name()]; ok {
+				rev = got
+			}
+			out[i] = withStored(r, rev, now, now)
 		}
 		return out, nil
 	case errors.As(err, &pgErr) && pgErr.Code == uniqueViolation:
@@ -435,10 +491,19 @@ func (s *Store) Update(ctx context.Context, rec store.Record, expectedRevision i
 	return out, nil
 }
 
+// deleteSQL deletes a tool and keeps its last revision as the name's
+// tombstone (resumeSQL), in one statement: its row count is the tools
+// deleted. GREATEST keeps the highest should a tombstone be left (a tool
+// re-created by a catalog-svc that predates migration 00020, during a
+// rolling upgrade, does not consume it).
+const deleteSQL = `WITH d AS (DELETE FROM catalog.tools WHERE name = $1 RETURNING name, revision)
+	INSERT INTO catalog.tool_tombstones AS ts (name, last_revision) SELECT name, revision FROM d
+	ON CONFLICT (name) DO UPDATE SET last_revision = GREATEST(ts.last_revision, EXCLUDED.last_revision)`
+
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM catalog.tools WHERE name = $1`, name)
+		tag, err := tx.Exec(ctx, deleteSQL, name)
 		if err != nil {
 			return err
 		}

@@ -29,11 +29,11 @@ func newPool(t *testing.T) *pgxpool.Pool {
 	return openPool(t, dsn)
 }
 
-func openPool(t *testing.T, dsn string) *pgxpool.Pool {
+func openPool(t *testing.T, dsn string, opts ...pgdb.Option) *pgxpool.Pool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgdb.Open(ctx, dsn)
+	pool, err := pgdb.Open(ctx, dsn, opts...)
 	if err != nil {
 		t.Fatalf("open %s: %v", pgdb.RedactDSN(dsn), err)
 	}
@@ -229,5 +229,84 @@ func TestUnstorableNumber(t *testing.T) {
 	}
 	if _, err := s.CreateBatch(testCtx(t), []store.Record{storetest.Record("bulk.a"), rec}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("CreateBatch error = %v, want ErrInvalid", err)
+	}
+}
+
+// waitLockWaits waits until n backends of pool's database wait for a lock.
+func waitLockWaits(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got int
+		if err := pool.QueryRow(testCtx(t), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends wait for a lock, want %d", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A tool re-created while its deletion commits, through another replica
+// acting as the service role (which may keep tombstones, migration 00020),
+// still continues from its predecessor's last revision: the re-creation's
+// insert waits for the deleting transaction, and the tombstone is read by a
+// statement that begins after it committed.
+func TestRecreateWhileDeleteCommits(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	owner := openPool(t, dsn)
+	a := postgres.New(openPool(t, dsn, pgdb.WithRole(migrations.ServiceRole)))
+	b := postgres.New(openPool(t, dsn, pgdb.WithRole(migrations.ServiceRole)))
+	if _, err := a.Create(ctx, storetest.Record("files.read")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Update(ctx, storetest.Record("files.read"), 1); err != nil {
+		t.Fatal(err)
+	}
+	// An uncommitted tombstone for the name holds the Delete open after it
+	// has deleted the row: its own tombstone write waits.
+	hold, err := owner.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	if _, err := hold.Exec(ctx, `INSERT INTO catalog.tool_tombstones (name, last_revision) VALUES ('files.read', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- a.Delete(ctx, "files.read") }()
+	waitLockWaits(t, owner, 1)
+	type result struct {
+		rec store.Record
+		err error
+	}
+	created := make(chan result, 1)
+	go func() {
+		rec, err := b.Create(ctx, storetest.Record("files.read"))
+		created <- result{rec, err}
+	}()
+	waitLockWaits(t, owner, 2) // the Create's insert waits for the Delete
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	got := <-created
+	if got.err != nil {
+		t.Fatalf("Create: %v", got.err)
+	}
+	if rev := got.rec.Registration.GetRevision(); rev != 3 {
+		t.Errorf("re-created tool's revision = %d, want 3", rev)
+	}
+	if _, err := a.Update(ctx, storetest.Record("files.read"), 2); !errors.Is(err, store.ErrRevisionMismatch) {
+		t.Errorf("Update expecting the deleted tool's revision 2: error %v, want ErrRevisionMismatch", err)
 	}
 }

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStores func(t *testing.T) (s, replica store.Store)) {
 		{"UpdateConditional", testUpdateConditional},
 		{"UpdateMissing", testUpdateMissing},
 		{"Delete", testDelete},
+		{"RecreateNeverRepeatsARevision", testRecreateNeverRepeatsARevision},
 		{"ListPaging", testListPaging},
 		{"Batch", testBatch},
 		{"BatchAllOrNothing", testBatchAllOrNothing},
@@ -333,6 +334,112 @@ func testDelete(t *testing.T, s, _ store.Store) {
 	out := mustCreate(t, s, Record("Files_Read"))
 	if out.Registration.GetRevision() != 1 {
 		t.Errorf("re-created tool revision = %d, want 1", out.Registration.GetRevision())
+	}
+}
+
+// revisionOf is name's stored revision.
+func revisionOf(t *testing.T, s store.Store, name string) int64 {
+	t.Helper()
+	got, err := s.Get(ctx(t), name)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", name, err)
+	}
+	return got.Registration.GetRevision()
+}
+
+// staleUpdatesFail checks that an update prepared against any of name's
+// revisions in stale fails and leaves the tool as it is.
+func staleUpdatesFail(t *testing.T, s store.Store, name string, stale ...int64) {
+	t.Helper()
+	before, err := s.Get(ctx(t), name)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", name, err)
+	}
+	upd := Record(name)
+	upd.Registration.Description = "stale write"
+	for _, rev := range stale {
+		if _, err := s.Update(ctx(t), upd, rev); !errors.Is(err, store.ErrRevisionMismatch) {
+			t.Errorf("Update(%q) expecting revision %d of its deleted predecessor: error %v, want ErrRevisionMismatch", name, rev, err)
+		}
+	}
+	after, _ := s.Get(ctx(t), name)
+	if !proto.Equal(after.Registration, before.Registration) {
+		t.Errorf("a stale update changed %q: %v → %v", name, before.Registration, after.Registration)
+	}
+}
+
+// A tool deleted and registered again under its name continues from its
+// predecessor's last revision, through Create and CreateBatch alike and
+// whichever replica writes: an update prepared against the old tool
+// (expected_revision 1 or 2) must not land on the new one (ABA). A name
+// never seen still starts at 1.
+func testRecreateNeverRepeatsARevision(t *testing.T, s, replica store.Store) {
+	mustCreate(t, s, Record("files.read"))
+	if _, err := s.Update(ctx(t), Record("files.read"), 1); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if err := s.Delete(ctx(t), "files.read"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	// Re-created through the other replica.
+	if out := mustCreate(t, replica, Record("files.read")); out.Registration.GetRevision() != 3 {
+		t.Errorf("re-created tool's revision = %d, want 3 (its predecessor ended at 2)", out.Registration.GetRevision())
+	}
+	if rev := revisionOf(t, s, "files.read"); rev != 3 {
+		t.Errorf("re-created tool stored at revision %d, want 3", rev)
+	}
+	staleUpdatesFail(t, s, "files.read", 1, 2)
+	if out, err := s.Update(ctx(t), Record("files.read"), 3); err != nil || out.Registration.GetRevision() != 4 {
+		t.Fatalf("Update expecting 3 = %v, %v; want revision 4", out.Registration, err)
+	}
+	// Again: the chain goes on from 4.
+	if err := replica.Delete(ctx(t), "files.read"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if out := mustCreate(t, s, Record("files.read")); out.Registration.GetRevision() != 5 {
+		t.Errorf("twice re-created tool's revision = %d, want 5", out.Registration.GetRevision())
+	}
+	staleUpdatesFail(t, s, "files.read", 1, 2, 3, 4)
+
+	// Through CreateBatch, next to a name never seen.
+	mustCreate(t, s, Record("git.log"))
+	for rev := int64(1); rev <= 2; rev++ {
+		if _, err := s.Update(ctx(t), Record("git.log"), rev); err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+	}
+	if err := s.Delete(ctx(t), "git.log"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	// A batch that fails leaves the predecessor's revision in place.
+	if _, err := s.CreateBatch(ctx(t), []store.Record{Record("git.log"), Record("files.read")}); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("CreateBatch with a taken name: error %v, want ErrAlreadyExists", err)
+	}
+	stored, err := replica.CreateBatch(ctx(t), []store.Record{Record("a.fresh"), Record("git.log")})
+	if err != nil || len(stored) != 2 {
+		t.Fatalf("CreateBatch = %d, %v", len(stored), err)
+	}
+	for i, want := range []int64{1, 4} {
+		name := stored[i].Name()
+		if got := stored[i].Registration.GetRevision(); got != want {
+			t.Errorf("CreateBatch returned %s at revision %d, want %d", name, got, want)
+		}
+		if got := revisionOf(t, s, name); got != want {
+			t.Errorf("CreateBatch stored %s at revision %d, want %d", name, got, want)
+		}
+	}
+	staleUpdatesFail(t, s, "git.log", 1, 2, 3)
+
+	// A name never seen starts at 1, by Create too; another name with the
+	// same collision key is another name.
+	if out := mustCreate(t, s, Record("b.new")); out.Registration.GetRevision() != 1 {
+		t.Errorf("new tool's revision = %d, want 1", out.Registration.GetRevision())
+	}
+	if err := s.Delete(ctx(t), "b.new"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if out := mustCreate(t, s, Record("B_new")); out.Registration.GetRevision() != 1 {
+		t.Errorf("new tool's revision = %d, want 1", out.Registration.GetRevision())
 	}
 }
 
