@@ -37,11 +37,7 @@
 //     that reaches it.
 //   - every store keeps the same JSON: a number in a schema or the
 //     annotations must fit a double and PostgreSQL's numeric (at most 16383
-//     digits after the decimal point as written), number_range; so must it
-//     be exactly the value of its double's shortest form (0.1 and 1e21 are,
-//     9007199254740993 and 1e-400 are not), since the pin digests the
-//     published form, whose numbers are doubles, and could not see a change
-//     past a double's precision that the kernel's exact validation sees; a
+//     digits after the decimal point as written), number_range; a
 //     number of the annotations, which the policy reads, is at most
 //     jsonlimits.MaxNumberChars characters as authz-svc takes one; a schema
 //     holds no U+0000 in any string or key, no_nul (the annotations none

@@ -68,11 +68,6 @@ type parsedSchema struct {
 	// repeatsKey: an object of the schema repeats a key (registration
 	// refuses it, unique_keys; a schema stored before is still served).
 	repeatsKey bool
-	// inexact: the first number no double holds exactly (registration
-	// refuses it, number_range, naming inexactAt below the schema's field;
-	// a schema stored before is still served).
-	inexact   error
-	inexactAt string
 	// refCycle: the location ("#/$defs/a") of a subschema that reaches
 	// itself without descending into the instance, "" if none
 	// (registration refuses it, no_ref_cycle; a schema stored before is
@@ -152,7 +147,7 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 	if t, _ := obj["type"].(string); t != "object" {
 		return nil, invalid(field+".type", RuleObjectSchema, `must be "object" at the top level, got %s`, describe(obj["type"]))
 	}
-	w := walker{root: field}
+	w := walker{}
 	if err := w.walk(field, doc, 1, false); err != nil {
 		return nil, err
 	}
@@ -169,7 +164,7 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 		}
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
 	}
-	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}, repeatsKey: repeats, inexact: w.inexact, inexactAt: w.inexactAt,
+	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}, repeatsKey: repeats,
 		refCycle: trimDetail(refCycle(compiled))}
 	if ap, ok := obj["additionalProperties"].(bool); ok && !ap {
 		ps.closed = true
@@ -202,11 +197,6 @@ func (ps *parsedSchema) registrable(field string) error {
 	if ps.repeatsKey {
 		return errRepeatsKey(field)
 	}
-	var ve *ValidationError
-	if errors.As(ps.inexact, &ve) {
-		// ps may be remembered from a compilation under another field.
-		return invalid(field+ps.inexactAt, ve.Rule, "%s", ve.Detail)
-	}
 	if ps.refCycle != "" {
 		return invalid(field, RuleRefCycle, "%s reaches itself through $ref, allOf, anyOf, oneOf, not or if/then/else without descending into the arguments: every call that reaches it would fail", ps.refCycle)
 	}
@@ -224,19 +214,11 @@ func errRepeatsKey(field string) error {
 // inside them is a value, not a reference or an annotation.
 var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true, "examples": true}
 
-type walker struct {
-	objects int
-	// root is the path walk started at; inexact and inexactAt are the
-	// first number not exactly a double and its path below root.
-	root      string
-	inexact   error
-	inexactAt string
-}
+type walker struct{ objects int }
 
 // walk enforces the depth and subschema caps over the whole document,
 // refuses numbers and U+0000 the catalogue cannot keep (checkNumber,
-// checkNUL) anywhere in it, notes the first number checkExact refuses
-// (registration does) and, outside data keywords, non-local
+// checkNUL) anywhere in it and, outside data keywords, non-local
 // references and hidden characters in "title", "description" and property
 // names.
 func (w *walker) walk(path string, v any, depth int, data bool) error {
@@ -279,14 +261,7 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 	case string:
 		return checkNUL(path, "the string", v)
 	case json.Number:
-		if err := checkNumber(path, v); err != nil {
-			return err
-		}
-		if w.inexact == nil {
-			if err := checkExact(path, v); err != nil {
-				w.inexact, w.inexactAt = err, strings.TrimPrefix(path, w.root)
-			}
-		}
+		return checkNumber(path, v)
 	}
 	return nil
 }
@@ -379,7 +354,7 @@ func trimDetail(s string) string {
 
 // checkAnnotations requires a JSON object and applies the hidden-character
 // check to every string in it ("title" is shown to users and models), and
-// checkNumber and checkExact to every number. No object in it may hold two keys that
+// checkNumber to every number. No object in it may hold two keys that
 // differ only in letter case (unique_keys): the concurrency class and the
 // bridge read the annotations case-blind, a policy reads them exactly, so
 // {"readOnlyHint":false,"ReadOnlyHint":true} would be read-only to one and
@@ -418,10 +393,7 @@ func checkStrings(path string, v any, depth int) error {
 		if len(v) > jsonlimits.MaxNumberChars {
 			return invalid(path, RuleNumberRange, "%s is longer than the %d characters a policy input's number may be", shorten(string(v)), jsonlimits.MaxNumberChars)
 		}
-		if err := checkNumber(path, v); err != nil {
-			return err
-		}
-		return checkExact(path, v)
+		return checkNumber(path, v)
 	case map[string]any:
 		folded := make(map[string]string, len(v))
 		for _, k := range slices.Sorted(maps.Keys(v)) {
@@ -503,48 +475,6 @@ func splitNumber(s string) (mantissa, exp string) {
 		return s[:i], s[i+1:]
 	}
 	return s, ""
-}
-
-// checkExact refuses, at registration, a number checkNumber passed that
-// is not exactly the value of its double's shortest form (0.1 is; 2^53+1
-// and 1e-400 are not). The pin is the digest of the published form, whose
-// numbers are doubles, while the kernel validates and the bridge serves
-// the exact text: such a number could change to another with the same
-// double and the pin would not see it.
-func checkExact(path string, n json.Number) error {
-	s := string(n)
-	f, _ := strconv.ParseFloat(s, 64) // in range: checkNumber passed
-	mantissa, exp := splitNumber(s)
-	e, _ := strconv.ParseInt(exp, 10, 64)        // bounded: checkNumber passed
-	short := strconv.FormatFloat(f, 'e', -1, 64) // the shortest that round-trips, as ECMAScript writes
-	if !sameDecimal(mantissa, e, short) {
-		return invalid(path, RuleNumberRange, "%s is not exactly a double (it reads as %s): the published form, and so a turn's pin, could not tell it from other numbers with that double", shorten(s), short)
-	}
-	return nil
-}
-
-// sameDecimal reports whether the JSON number mantissa×10^exp (mantissa
-// without its exponent part) has exactly the value of short, a number
-// strconv wrote. Both are compared as exact decimals, digit by digit:
-// no value is ever expanded, so 0e1073741822 costs what its text does.
-func sameDecimal(mantissa string, exp int64, short string) bool {
-	d1, e1 := decimal(mantissa, exp)
-	m2, x2, _ := strings.Cut(short, "e")
-	e, _ := strconv.ParseInt(x2, 10, 64) // "+21", "-07"
-	d2, e2 := decimal(m2, e)
-	// Zero is zero whatever its sign or exponent (-0, 0e5).
-	return d1 == d2 && (d1 == "" || e1 == e2 && (mantissa[0] == '-') == (short[0] == '-'))
-}
-
-// decimal is mantissa×10^exp as digits×10^e with digits holding no leading
-// or trailing zeros ("" for zero).
-func decimal(mantissa string, exp int64) (digits string, e int64) {
-	mantissa = strings.TrimPrefix(mantissa, "-")
-	whole, frac, _ := strings.Cut(mantissa, ".")
-	digits = strings.TrimLeft(whole+frac, "0")
-	e = exp - int64(len(frac))
-	trimmed := strings.TrimRight(digits, "0")
-	return trimmed, e + int64(len(digits)-len(trimmed))
 }
 
 // shorten is s for a message: a number or string may run to the schema's

@@ -442,10 +442,11 @@ func TestResolveWithholdsUncompilableStoredSchema(t *testing.T) {
 	}
 }
 
-// A stored tool whose input schema repeats a key, holds a number no
-// double holds exactly or a $ref cycle (registered before registration
-// refused them: unique_keys, number_range, no_ref_cycle) is still served:
-// refusing it now would withhold a listed tool from every call.
+// A stored tool whose input schema repeats a key or holds a $ref cycle
+// (registered before registration refused them: unique_keys,
+// no_ref_cycle) is still served, as is one with an integer past a
+// double's precision: refusing it now would withhold a listed tool from
+// every call.
 func TestResolveServesStoredSchemaThatRepeatsAKey(t *testing.T) {
 	for _, schema := range []string{
 		`{"type":"object","additionalProperties":true,"additionalProperties":true}`,

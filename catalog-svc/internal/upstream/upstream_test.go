@@ -186,7 +186,7 @@ type fixtureServer struct {
 
 // echoSchema is kept byte for byte: keys mcp-go's typed schema would drop
 // ($schema, minProperties, a big integer) must survive acquisition.
-const echoSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"text":{"type":"string","maxLength":12345678901234567000}},"required":["text"],"minProperties":1}`
+const echoSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"text":{"type":"string","maxLength":12345678901234567890}},"required":["text"],"minProperties":1}`
 
 // regionSchema binds its argument to a header (SEP-2243): mcp-go's server
 // refuses a 2026-07-28 call over HTTP whose Mcp-Param-Region is missing or
