@@ -33,6 +33,8 @@ require (
 
 require golang.org/x/mod v0.43.0
 
+require go.yaml.in/yaml/v3 v3.0.6
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	yamlv2 "go.yaml.in/yaml/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"sigs.k8s.io/yaml"
 
@@ -190,7 +191,14 @@ func YAMLToJSON(b []byte) ([]byte, error) {
 			docs++
 		}
 	}
-	return yaml.YAMLToJSONStrict(b) // a key given twice is refused, not the last kept
+	// A key given twice in one mapping is refused, not the last kept;
+	// yaml.v3 tells that from a key overriding one a merge (<<: *base)
+	// brought in, which YAML allows and v2's strict mode refuses.
+	var v any
+	if err := yamlv3.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return yaml.YAMLToJSON(b)
 }
 
 // decodeJSON decodes b into v, refusing unknown keys, a key given twice in

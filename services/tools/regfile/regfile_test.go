@@ -74,7 +74,7 @@ func TestRejects(t *testing.T) {
 		"trailing bracket":      {`{"name":"a.b"}]`, true, "trailing"},
 		// A key given twice: a reader sees one value, the decoder would
 		// keep the other.
-		"key twice, YAML":        {"name: a.b\nrequirement: {action: read, resource: \"file:{path}\"}\nrequirement: {action: call}\n", false, "already set"},
+		"key twice, YAML":        {"name: a.b\nrequirement: {action: read, resource: \"file:{path}\"}\nrequirement: {action: call}\n", false, `mapping key "requirement" already defined`},
 		"key twice, JSON":        {`{"name":"a.b","requirement":{"action":"read"},"requirement":{"action":"call"}}`, true, "twice"},
 		"nested key twice, JSON": {`{"name":"a.b","requirement":{"action":"read","action":"call"}}`, true, "twice"},
 		// A second document is refused, never dropped.
@@ -129,5 +129,17 @@ func TestOneDocumentWithMarkers(t *testing.T) {
 		if err != nil || len(regs) != 1 || regs[0].Name != "a.b" {
 			t.Errorf("Parse(%q) = %+v, %v", in, regs, err)
 		}
+	}
+}
+
+// A key that overrides one a merge brought in is YAML, not a key given
+// twice: files.stat takes files.read's description and its own name.
+func TestYAMLMergeOverrides(t *testing.T) {
+	regs, err := regfile.Parse([]byte("- &base {name: files.read, description: Reads.}\n- <<: *base\n  name: files.stat\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(regs) != 2 || regs[1].Name != "files.stat" || regs[1].Description != "Reads." {
+		t.Fatalf("registrations %+v", regs)
 	}
 }
