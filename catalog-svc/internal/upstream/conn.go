@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -358,28 +359,32 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 // message under one lock and heedless of its request's context, so a
 // server that stops reading (a deadlock, a synchronous server busy
 // elsewhere) held that request, every later one and every listing past
-// their deadlines once the pipe was full. Here a caller that leaves before
-// its message was written whole gives the write up: a message not begun
-// is not sent at all (the session goes on), and a write under way — its
-// own, or one ahead of it that the server has not taken in the caller's
-// whole time — fails; a message cut short leaves the server a broken
-// stream, so the session ends with it (broke kills the server, which is
-// started anew at the next call).
+// their deadlines once the pipe was full. Here each message is sent apart
+// from its caller (capturingStdio.unheld), and a caller that leaves before
+// its message was written whole gives its own write up: a message not
+// begun is never written (the session goes on, and its caller returns at
+// once, without waiting its turn at the pipe), and one under way — its
+// own, never another caller's: a healthy server may pause reading while a
+// large message is written — fails; a message cut short leaves the server
+// a broken stream, so the session ends with it (broke kills the server,
+// which is started anew at the next call).
 type stdinPipe struct {
 	f     *os.File
 	broke func()
 
 	mu        sync.Mutex
-	writing   int                  // writes under way
-	unwritten map[string]*outgoing // requests sent and not yet written, by their id's JSON
+	writing   int                    // writes under way
+	unwritten map[string]*outgoing   // requests sent and not yet written, by their id's JSON
+	notes     map[string][]*outgoing // notifications sent and not yet written, by their line
 }
 
-// outgoing is one request's message on its way to the server.
+// outgoing is one message on its way to the server. cut: its caller left
+// while it was written, and set the pipe's write deadline to now.
 type outgoing struct {
-	started, done, abandoned bool
+	started, done, abandoned, cut bool
 }
 
-// errAbandoned: the request's caller left before its message was written.
+// errAbandoned: the message's caller left before it was written.
 var errAbandoned = errors.New("the request's caller left before it was sent")
 
 // expect registers the request id (its JSON) as about to be written.
@@ -398,33 +403,68 @@ func (p *stdinPipe) forget(id string) {
 	p.mu.Unlock()
 }
 
-// giveUp is o's caller leaving (o nil: a notification's, untracked): a
-// message not yet written whole is given up, and with it the write under
-// way, if any.
-func (p *stdinPipe) giveUp(o *outgoing) {
+// expectNote registers line, a notification as mcp-go writes it, as
+// about to be written; the func returned ends that.
+func (p *stdinPipe) expectNote(line string) (*outgoing, func()) {
+	o := &outgoing{}
+	p.mu.Lock()
+	if p.notes == nil {
+		p.notes = map[string][]*outgoing{}
+	}
+	p.notes[line] = append(p.notes[line], o)
+	p.mu.Unlock()
+	return o, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		l := slices.DeleteFunc(p.notes[line], func(x *outgoing) bool { return x == o })
+		if len(l) == 0 {
+			delete(p.notes, line)
+		} else {
+			p.notes[line] = l
+		}
+	}
+}
+
+// giveUp is o's caller leaving: a message not yet begun is never written
+// (unsent: its caller need not wait for it), and a write of it under way
+// is cut short. Another message's write goes on: its own caller gives it
+// up, if it leaves.
+func (p *stdinPipe) giveUp(o *outgoing) (unsent bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if o != nil {
-		if o.done {
-			return
-		}
-		o.abandoned = !o.started
-	}
-	if p.writing > 0 {
-		_ = p.f.SetWriteDeadline(time.Now()) // this write and every later one fail
+	switch {
+	case o.done:
+		return false
+	case !o.started:
+		o.abandoned = true
+		return true
+	default:
+		o.cut = true
+		_ = p.f.SetWriteDeadline(time.Now()) // this write (o's: writes are one at a time) and every later one fail
+		return false
 	}
 }
 
 // requestHead is how every request mcp-go writes begins: its id follows.
 var requestHead = []byte(`{"jsonrpc":"2.0","id":`)
 
-// sending is the registered request that message b is, if any: mcp-go
-// writes a request's members in order, so its id follows requestHead and
-// "method" follows its id.
+// sending is the registered message that b is, if any: mcp-go writes a
+// request's members in order, so its id follows requestHead and "method"
+// follows its id; a notification is registered as the line it is. Of
+// notifications alike, b is the first not begun and not given up, if any.
 func (p *stdinPipe) sending(b []byte) *outgoing {
 	rest, ok := bytes.CutPrefix(b, requestHead)
 	if !ok {
-		return nil
+		var last *outgoing
+		for _, o := range p.notes[string(b)] {
+			if !o.started && !o.abandoned {
+				return o
+			}
+			if !o.started {
+				last = o
+			}
+		}
+		return last
 	}
 	i := bytes.IndexByte(rest, ',')
 	if i < 0 || !bytes.HasPrefix(rest[i:], []byte(`,"method":`)) {
@@ -450,6 +490,11 @@ func (p *stdinPipe) Write(b []byte) (int, error) {
 	p.writing--
 	if o != nil {
 		o.done = true
+		if o.cut && err == nil {
+			// Written whole as its caller left: the deadline it set
+			// would fail the next message, another's.
+			_ = p.f.SetWriteDeadline(time.Time{})
+		}
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -829,17 +874,18 @@ const (
 func (t *capturingStdio) ended() bool { return t.out.ended.Load() }
 
 // SendRequest names the bound when it is what ended the session. A
-// caller that leaves before its request was written gives the write up
-// (stdinPipe).
+// caller that leaves before its request was written leaves at once, and
+// the request is never written (stdinPipe).
 func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	id, err := json.Marshal(r.ID)
 	if err != nil {
 		return nil, err
 	}
 	o := t.in.expect(string(id))
-	defer t.in.forget(string(id))
-	defer context.AfterFunc(ctx, func() { t.in.giveUp(o) })()
-	resp, err := capture(ctx, r, t.Stdio.SendRequest)
+	resp, err := unheld(ctx, t.in, o, func() (*transport.JSONRPCResponse, error) {
+		defer t.in.forget(string(id)) // once mcp-go is done with it: a request given up stays refused
+		return capture(ctx, r, t.Stdio.SendRequest)
+	})
 	if err != nil {
 		if bound := t.out.failed(); bound != nil {
 			err = fmt.Errorf("%w: %w", err, bound)
@@ -851,8 +897,44 @@ func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCReq
 // SendNotification sends n; its caller leaving first gives the write up
 // (stdinPipe), as a request's does.
 func (t *capturingStdio) SendNotification(ctx context.Context, n mcp.JSONRPCNotification) error {
-	defer context.AfterFunc(ctx, func() { t.in.giveUp(nil) })()
-	return t.Stdio.SendNotification(ctx, n)
+	line, err := json.Marshal(n) // as mcp-go's transport writes it
+	if err != nil {
+		return err
+	}
+	o, forget := t.in.expectNote(string(line) + "\n")
+	_, err = unheld(ctx, t.in, o, func() (struct{}, error) {
+		defer forget()
+		return struct{}{}, t.Stdio.SendNotification(ctx, n)
+	})
+	return err
+}
+
+// unheld runs send, the sending of o's message by mcp-go's transport,
+// apart from its caller, which leaves when ctx ends: at once when o was
+// not begun (it never will be: mcp-go's transport may hold it waiting its
+// turn at the pipe, behind another's write, as long as the server reads
+// nothing), or once its own write was cut short.
+func unheld[T any](ctx context.Context, p *stdinPipe, o *outgoing, send func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := send()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+	}
+	if p.giveUp(o) {
+		var none T
+		return none, ctx.Err()
+	}
+	r := <-done // written, or its write cut short: mcp-go's transport returns at ctx's end
+	return r.v, r.err
 }
 
 // boundedLines reads a stdio upstream's stdout and fails once a line (one

@@ -83,3 +83,32 @@ func (m *Manager) ListChangedIdle(ns string) bool {
 	st := m.changed[ns]
 	return st == nil || !st.queued && !st.running
 }
+
+// StdinMessages is how many requests to ns's stdio server are being
+// written now, and how many wait to be (tests: what a caller leaving
+// meets).
+func (m *Manager) StdinMessages(ns string) (writing, waiting int) {
+	m.connsMu.Lock()
+	c := m.conns[ns]
+	m.connsMu.Unlock()
+	if c == nil {
+		return 0, 0
+	}
+	c.mu.Lock()
+	t, ok := c.live.tr.(*capturingStdio)
+	c.mu.Unlock()
+	if !ok {
+		return 0, 0
+	}
+	t.in.mu.Lock()
+	defer t.in.mu.Unlock()
+	for _, o := range t.in.unwritten {
+		switch {
+		case o.started && !o.done:
+			writing++
+		case !o.started && !o.abandoned:
+			waiting++
+		}
+	}
+	return writing, waiting
+}

@@ -1373,6 +1373,55 @@ func TestAStdioServerThatStopsReadingHoldsNoCall(t *testing.T) {
 	}
 }
 
+// A caller that leaves while another's message is being written cuts
+// nothing short: the write under way is not its own. Here a healthy
+// server pauses reading its stdin (stopped, as a GC or a synchronous
+// handler would hold it) while a large call is written, and a second call,
+// waiting to be written behind it, is cancelled: that call leaves at once,
+// unsent, and the large one is answered once the server reads again, by
+// the same server.
+func TestACallerLeavingCutsNoOtherCallsWrite(t *testing.T) {
+	h, _ := stdioUpstream(t, 0)
+	pid := stdioPid(t, h)
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	large := handleInBackground(ctx, c, "sx.echo", `{"text":"`+strings.Repeat("x", 1<<20)+`"}`) // past a pipe's 64 KiB
+	for writing, _ := h.m.StdinMessages("sx"); writing == 0; writing, _ = h.m.StdinMessages("sx") {
+		time.Sleep(time.Millisecond) // polls the condition: the large call's write is under way
+	}
+	sctx, leave := context.WithCancel(ctx)
+	small := handleInBackground(sctx, c, "sx.echo", `{"text":"small"}`)
+	for _, waiting := h.m.StdinMessages("sx"); waiting == 0; _, waiting = h.m.StdinMessages("sx") {
+		time.Sleep(time.Millisecond) // polls the condition: the small call waits to be written
+	}
+	leave()
+	select {
+	case err := <-small:
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("the call that left: %v, want Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the call that left has not returned a minute later: it waits on the stopped server's stdin")
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-large; err != nil {
+		t.Errorf("the large call, on a server that paused reading: %v", err)
+	}
+	if now := stdioPid(t, h); now != pid {
+		t.Errorf("server %d was killed and replaced by %d", pid, now)
+	}
+}
+
 // A stdio server that is alive but wedged (it reads, and answers nothing
 // more) is started anew once a listing of it times out: every call and
 // refresh would otherwise wait out its timeout for as long as catalog-svc
