@@ -121,7 +121,7 @@ func (c *conn) pages(ctx context.Context, s session, method string, page func(js
 	for range maxPages {
 		body, err := c.listPage(ctx, s, method, cursor)
 		if err != nil {
-			if ctx.Err() == nil && sessionLost(s, err) || wedged(ctx, s) { // a listing cut short ends no session
+			if ctx.Err() == nil && sessionLost(s, err) || c.wedged(ctx, s) { // a listing cut short ends no session
 				c.broken(s.cl)
 			}
 			return fmt.Errorf("%s: %w", method, err)
@@ -141,17 +141,33 @@ func (c *conn) pages(ctx context.Context, s session, method string, page func(js
 	return fmt.Errorf("%s: more than %d pages", method, maxPages)
 }
 
-// wedged: a listing on s timed out over stdio. A page is the server's to
-// answer at once, and one server serves every call of its upstream, so one
-// that let a listing's timeout pass is taken for wedged (alive, reading,
-// answering nothing): its session is dropped and the server started anew
-// at the next request, rather than every call and refresh waiting out its
-// timeout for as long as catalog-svc runs. A call's timeout drops nothing:
-// a tool may well run that long, beside others on the same server. Over
-// HTTP the upstream's other sessions and requests are its own to serve.
-func wedged(ctx context.Context, s session) bool {
-	return s.stdio && errors.Is(ctx.Err(), context.DeadlineExceeded)
+// wedged: a listing on s let its own timeout pass over stdio
+// (errListTimeout, the manager's: not its caller's deadline, which may well
+// be shorter — sharedosctl's is) while no call ran on that server. A page
+// is the server's to answer at once, and one server serves every call of
+// its upstream, so one that let a listing's timeout pass with nothing else
+// to do is taken for wedged (alive, reading, answering nothing): its
+// session is dropped and the server started anew at the next request,
+// rather than every call and refresh waiting out its timeout for as long
+// as catalog-svc runs. A server running a call may be busy with it (a
+// single-threaded server), and dropping it would end that call; a call's
+// timeout drops nothing either: a tool may well run that long, beside
+// others on the same server. Over HTTP the upstream's other sessions and
+// requests are its own to serve.
+func (c *conn) wedged(ctx context.Context, s session) bool {
+	if !s.stdio || !errors.Is(context.Cause(ctx), errListTimeout) {
+		return false
+	}
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	return len(c.running) == 0
 }
+
+// errListTimeout is the cause of a listing's context ending at the
+// listing's own timeout (listTimeout). It is a context.DeadlineExceeded,
+// as that context's error is, for whatever reads the cause instead (an
+// HTTP request's error does).
+var errListTimeout = fmt.Errorf("the upstream's listing timed out: %w", context.DeadlineExceeded)
 
 // A listing's pages are requested on the session's transport by SharedOS
 // itself, as a tools/call is (send.go), not through mcp-go's typed

@@ -112,3 +112,28 @@ func (m *Manager) StdinMessages(ns string) (writing, waiting int) {
 	}
 	return writing, waiting
 }
+
+// SetDefaultListTimeout bounds each listing of an upstream with no
+// timeout of its own at d (tests); the returned func restores the default.
+func SetDefaultListTimeout(d time.Duration) func() {
+	old := defaultListTimeout.Swap(int64(d))
+	return func() { defaultListTimeout.Store(old) }
+}
+
+// StdioServer is the process id of the server of ns's live stdio session;
+// 0 when there is none (tests: whether a session was dropped, without
+// asking the server).
+func (m *Manager) StdioServer(ns string) int {
+	m.connsMu.Lock()
+	c := m.conns[ns]
+	m.connsMu.Unlock()
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.live.tr.(*capturingStdio); ok && t.cmd.Process != nil {
+		return t.cmd.Process.Pid
+	}
+	return 0
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -684,8 +685,10 @@ func (m *Manager) list(ctx context.Context, ns string, t ticket) (*listing, erro
 	}
 	l.created = c.spec.GetCreatedAt()
 	// A listing gets the upstream's timeout: one that never answers holds
-	// up no refresh of the others (Run lists them one after another).
-	ctx, cancel := context.WithTimeout(ctx, listTimeout(c.spec))
+	// up no refresh of the others (Run lists them one after another). Its
+	// cause tells the listing's own timeout from its caller's deadline
+	// (wedged).
+	ctx, cancel := context.WithTimeoutCause(ctx, listTimeout(c.spec), errListTimeout)
 	defer cancel()
 	if l.tools, l.info, l.err = c.listTools(ctx); l.err != nil {
 		m.log.WarnContext(ctx, "upstream listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", l.err))
@@ -703,10 +706,16 @@ func listTimeout(spec *sharedosv1.UpstreamProvider) time.Duration {
 	if d := spec.GetTimeout(); d != nil && d.AsDuration() > 0 {
 		return d.AsDuration()
 	}
-	return defaultListTimeout
+	return time.Duration(defaultListTimeout.Load())
 }
 
-const defaultListTimeout = 30 * time.Second
+// defaultListTimeout is a listing's timeout when its upstream has none:
+// 30 s (tests change it while listings run).
+var defaultListTimeout = func() *atomic.Int64 {
+	var d atomic.Int64
+	d.Store(int64(30 * time.Second))
+	return &d
+}()
 
 // apply reconciles rec's tools, prompts and resources, and the registry,
 // with l. A failed listing changes no tool: it is reported in the status.

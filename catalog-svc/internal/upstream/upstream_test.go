@@ -1423,9 +1423,9 @@ func TestACallerLeavingCutsNoOtherCallsWrite(t *testing.T) {
 }
 
 // A stdio server that is alive but wedged (it reads, and answers nothing
-// more) is started anew once a listing of it times out: every call and
-// refresh would otherwise wait out its timeout for as long as catalog-svc
-// runs.
+// more) is started anew once a listing of it times out (the listing's own
+// timeout): every call and refresh would otherwise wait out its timeout
+// for as long as catalog-svc runs.
 func TestAWedgedStdioServerIsStartedAnew(t *testing.T) {
 	h, _ := stdioUpstream(t, 0)
 	pid := stdioPid(t, h)
@@ -1441,9 +1441,8 @@ func TestAWedgedStdioServerIsStartedAnew(t *testing.T) {
 	if err := <-handleInBackground(ctx, c, "sx.echo", `{"text":"x"}`); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("a call to the wedged server: %v, want DeadlineExceeded", err)
 	}
-	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
-	defer cancel()
-	if rec, err := h.m.Refresh(ctx, "sx", "tester"); err == nil && rec.GetStatus().GetError() == "" {
+	t.Cleanup(upstream.SetDefaultListTimeout(100 * time.Millisecond)) // the listing's own timeout passes
+	if rec, err := h.m.Refresh(t.Context(), "sx", "tester"); err == nil && rec.GetStatus().GetError() == "" {
 		t.Fatal("the wedged server was listed")
 	}
 	ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
@@ -1455,6 +1454,62 @@ func TestAWedgedStdioServerIsStartedAnew(t *testing.T) {
 	if now := stdioPid(t, h); now == pid {
 		t.Errorf("server %d still serves", pid)
 	}
+}
+
+// A listing left by its caller — whose deadline is shorter than the
+// listing's own timeout, as sharedosctl's 15 s is than the default 30 s —
+// drops no stdio server: only a server that lets the listing's own timeout
+// pass is taken for wedged. (Here the server does answer nothing more; a
+// healthy one is no different to the listing.)
+func TestACallersDeadlineDropsNoStdioServer(t *testing.T) {
+	h, _ := stdioUpstream(t, 0)
+	if _, err := h.call("sx", "sx.wedge", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	pid := h.m.StdioServer("sx")
+	if pid == 0 {
+		t.Fatal("no stdio session")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond) // the listing's own is 30 s
+	defer cancel()
+	if rec, err := h.m.Refresh(ctx, "sx", "tester"); err == nil && rec.GetStatus().GetError() == "" {
+		t.Fatal("the wedged server was listed")
+	}
+	if now := h.m.StdioServer("sx"); now != pid {
+		t.Errorf("the session of server %d was dropped (now %d) when the listing's caller left", pid, now)
+	}
+}
+
+// A listing that lets its own timeout pass while a call runs on the same
+// stdio server drops no server: one busy with a long call (a single-threaded
+// server, one whose calls hold what the listing needs) is not wedged, and
+// dropping it would end that call.
+func TestAListingTimeoutBesideACallDropsNoStdioServer(t *testing.T) {
+	h, marks := stdioUpstream(t, 0)
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	blocked := handleInBackground(ctx, c, "sx.block", `{}`)
+	waitFile(t, filepath.Join(marks, "started"))
+	if _, err := h.call("sx", "sx.wedge", `{}`); err != nil { // the listing is answered no more
+		t.Fatal(err)
+	}
+	pid := h.m.StdioServer("sx")
+	t.Cleanup(upstream.SetDefaultListTimeout(100 * time.Millisecond))
+	if rec, err := h.m.Refresh(t.Context(), "sx", "tester"); err == nil && rec.GetStatus().GetError() == "" {
+		t.Fatal("the wedged server was listed")
+	}
+	if now := h.m.StdioServer("sx"); now != pid {
+		t.Errorf("the session of server %d was dropped (now %d) while a call ran on it", pid, now)
+	}
+	cancel()
+	if err := <-blocked; status.Code(err) != codes.Canceled {
+		t.Errorf("the call running beside the listing: %v, want Canceled (its own cancellation)", err)
+	}
+	waitFile(t, filepath.Join(marks, "ended")) // the server, kept, heard the cancellation
 }
 
 // stdioPid is the process id of h's stdio server now.
