@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -313,7 +314,11 @@ func (c *conn) transport() (transport.Interface, error) {
 	if err := c.guard.CheckCommand(argv); err != nil {
 		return nil, err
 	}
-	return c.stdio(argv, childEnv(headers))
+	env, err := childEnv(headers)
+	if err != nil {
+		return nil, err
+	}
+	return c.stdio(argv, env)
 }
 
 // stdio starts argv as the upstream's process when its client starts:
@@ -669,6 +674,22 @@ func loadsCode(name string) bool {
 	return false
 }
 
+// envHeader is why a stdio server may not get its header name as a
+// variable of its environment (envName, loadsCode); nil when it may.
+// Validate refuses such a header at providers add, and childEnv refuses to
+// start a server with one: a provider stored before a rule is held to it.
+func envHeader(name string) error {
+	if !envName(name) {
+		return fmt.Errorf("%q: a stdio server gets its headers as its environment, and this is no "+
+			"environment variable name ([A-Za-z_][A-Za-z0-9_]*; bash imports a function from a name such as BASH_FUNC_f%%%%)", name)
+	}
+	if loadsCode(name) {
+		return fmt.Errorf("%q: a stdio server gets its headers as its environment, and this one "+
+			"is set by SharedOS or read by a loader or runtime to load code (it would run what --upstream-commands does not list)", name)
+	}
+	return nil
+}
+
 // envName reports whether name is a portable environment variable name
 // (POSIX: letters, digits and '_', not first a digit): what a stdio
 // server's header may be called. Any other — bash's BASH_FUNC_f%% among
@@ -697,20 +718,26 @@ func (c *conn) unconfined(err error) {
 // childEnv is a stdio upstream's whole environment: enough to run, and
 // none of catalog-svc's own (its database URL, its keys). A header
 // configured for a stdio upstream is passed as an environment variable of
-// that name: how stdio servers take their credentials.
-func childEnv(headers map[string]string) []string {
+// that name: how stdio servers take their credentials. A header no server
+// may get (envHeader) — one of a provider stored before the rule — is an
+// error: the server is not started.
+func childEnv(headers map[string]string) ([]string, error) {
 	env := []string{} // never nil: exec.Cmd gives a nil Env this process's whole environment
 	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
 	}
-	for k, v := range headers {
-		if k != "Authorization" {
-			env = append(env, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		if k == "Authorization" {
+			continue // the credential's (transport): no variable
 		}
+		if err := envHeader(k); err != nil {
+			return nil, fmt.Errorf("the stdio server is not started: header %w", err)
+		}
+		env = append(env, k+"="+headers[k])
 	}
-	return env
+	return env, nil
 }
 
 // notified routes progress notifications to the call that asked for them,

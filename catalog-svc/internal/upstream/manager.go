@@ -213,13 +213,10 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 		if !httpguts.ValidHeaderFieldName(k) || strings.EqualFold(k, "Authorization") && spec.GetCredentialRef() != "" {
 			return &ValidationError{"headers", fmt.Sprintf("%q is not a header name this upstream can be given", k)}
 		}
-		if len(spec.GetCommand()) > 0 && !envName(k) {
-			return &ValidationError{"headers", fmt.Sprintf("%q: a stdio server gets its headers as its environment, and this is no "+
-				"environment variable name ([A-Za-z_][A-Za-z0-9_]*; bash imports a function from a name such as BASH_FUNC_f%%%%)", k)}
-		}
-		if len(spec.GetCommand()) > 0 && loadsCode(k) {
-			return &ValidationError{"headers", fmt.Sprintf("%q: a stdio server gets its headers as its environment, and this one "+
-				"is set by SharedOS or read by a loader or runtime to load code (it would run what --upstream-commands does not list)", k)}
+		if len(spec.GetCommand()) > 0 {
+			if err := envHeader(k); err != nil {
+				return &ValidationError{"headers", err.Error()}
+			}
 		}
 		if err := m.cfg.Guard.Credentials.Allows(ref); err != nil {
 			return &ValidationError{"headers." + k, credentialScope(err)}

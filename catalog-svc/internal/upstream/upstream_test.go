@@ -360,6 +360,7 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 type harness struct {
 	t   testing.TB
 	cat *catalog.Service
+	mem *memory.Store
 	m   *upstream.Manager
 	h   upstream.Handlers
 	st  *fixtureState
@@ -376,7 +377,7 @@ func newHarness(t testing.TB, guard upstream.Guard) *harness {
 	cat := newCatalog(t, mem)
 	m := upstream.New(upstream.Config{Store: mem, Registry: cat, Guard: guard})
 	t.Cleanup(func() { _ = m.Close() })
-	return &harness{t: t, cat: cat, m: m, h: upstream.Handlers{Upstreams: m}, st: st, url: hs.URL + "/mcp"}
+	return &harness{t: t, cat: cat, mem: mem, m: m, h: upstream.Handlers{Upstreams: m}, st: st, url: hs.URL + "/mcp"}
 }
 
 // newCatalog is a started catalogue over st.
@@ -1609,6 +1610,51 @@ func TestAStdioServersEnvironmentLoadsNoCode(t *testing.T) {
 	}
 	if err := m.Validate(spec("Path", false)); err != nil {
 		t.Errorf("an HTTP upstream's header Path: %v", err)
+	}
+}
+
+// A stdio provider stored before those rules (Validate runs at providers
+// add) is held to them when its server starts: a header that is no variable
+// name or that loads code refuses the start, its reason in the provider's
+// status, and no server runs with it. Here catalog-svc restarts (a new
+// manager on the same store) with such a header stored.
+func TestAStoredStdioProviderIsHeldToTheEnvironmentRules(t *testing.T) {
+	h, _ := stdioUpstream(t, 0)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := h.mem.GetEntry(t.Context(), store.KindUpstream, "sx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &sharedosv1.GetProviderResponse{}
+	if err := proto.Unmarshal(e.Registration, rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"BASH_FUNC_dirname%%", "UV_INDEX_URL"} {
+		rec.Provider.Headers[name] = "env:MARKS" // as stored before the rules
+		if e.Registration, err = proto.Marshal(rec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.mem.PutEntry(t.Context(), store.KindUpstream, e); err != nil {
+			t.Fatal(err)
+		}
+		m := upstream.New(upstream.Config{Store: h.mem, Registry: h.cat, Guard: upstream.Guard{Commands: []string{exe}}})
+		got, err := m.Refresh(t.Context(), "sx", "tester")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := got.GetStatus().GetError(); !strings.Contains(msg, strconv.Quote(name)) {
+			t.Errorf("the status once header %s is stored: %q, want the header refused", name, msg)
+		}
+		if pid := m.StdioServer("sx"); pid != 0 {
+			t.Errorf("server %d runs with header %s", pid, name)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		delete(rec.Provider.Headers, name)
 	}
 }
 
