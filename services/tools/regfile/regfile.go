@@ -191,14 +191,51 @@ func YAMLToJSON(b []byte) ([]byte, error) {
 			docs++
 		}
 	}
-	// A key given twice in one mapping is refused, not the last kept;
-	// yaml.v3 tells that from a key overriding one a merge (<<: *base)
-	// brought in, which YAML allows and v2's strict mode refuses.
-	var v any
-	if err := yamlv3.Unmarshal(b, &v); err != nil {
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	if err := keyTwice(&doc); err != nil {
 		return nil, err
 	}
 	return yaml.YAMLToJSON(b)
+}
+
+// keyTwice refuses a mapping that gives one key twice, not the last kept.
+// Keys are compared as the JSON conversion reads them (YAML 1.1, as v2:
+// y, yes and true are one key, 1 and 0x1 another), and a merge (<<: *base,
+// any number of them) is no key: a key overriding one a merge brought in is
+// YAML, which v2's strict mode refused.
+func keyTwice(n *yamlv3.Node) error {
+	if n.Kind == yamlv3.MappingNode {
+		seen := make(map[string]int, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yamlv3.ScalarNode || k.Tag == "!!merge" {
+				continue
+			}
+			name := k.Value
+			if k.Style&(yamlv3.SingleQuotedStyle|yamlv3.DoubleQuotedStyle) == 0 {
+				var v any
+				if yamlv2.Unmarshal([]byte(k.Value), &v) == nil && v != nil {
+					name = fmt.Sprint(v)
+				}
+			}
+			if line, ok := seen[name]; ok {
+				return fmt.Errorf("line %d: key %q is given twice in one mapping (line %d reads as the same key)", k.Line, k.Value, line)
+			}
+			seen[name] = k.Line
+		}
+	}
+	if n.Kind == yamlv3.AliasNode {
+		return nil // walked where its anchor is
+	}
+	for _, c := range n.Content {
+		if err := keyTwice(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decodeJSON decodes b into v, refusing unknown keys, a key given twice in

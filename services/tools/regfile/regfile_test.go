@@ -74,9 +74,12 @@ func TestRejects(t *testing.T) {
 		"trailing bracket":      {`{"name":"a.b"}]`, true, "trailing"},
 		// A key given twice: a reader sees one value, the decoder would
 		// keep the other.
-		"key twice, YAML":        {"name: a.b\nrequirement: {action: read, resource: \"file:{path}\"}\nrequirement: {action: call}\n", false, `mapping key "requirement" already defined`},
-		"key twice, JSON":        {`{"name":"a.b","requirement":{"action":"read"},"requirement":{"action":"call"}}`, true, "twice"},
-		"nested key twice, JSON": {`{"name":"a.b","requirement":{"action":"read","action":"call"}}`, true, "twice"},
+		"key twice, YAML": {"name: a.b\nrequirement: {action: read, resource: \"file:{path}\"}\nrequirement: {action: call}\n", false, `key "requirement" is given twice`},
+		// Read as YAML 1.1 (the JSON conversion does): y and yes are one key.
+		"key twice as YAML 1.1 reads it": {"name: a.b\ninputSchema: {type: object, properties: {y: {type: number}, yes: {type: string}}}\n", false, "given twice"},
+		"number key twice":               {"name: a.b\nannotations: {1: a, 0x1: b}\n", false, "given twice"},
+		"key twice, JSON":                {`{"name":"a.b","requirement":{"action":"read"},"requirement":{"action":"call"}}`, true, "twice"},
+		"nested key twice, JSON":         {`{"name":"a.b","requirement":{"action":"read","action":"call"}}`, true, "twice"},
 		// A second document is refused, never dropped.
 		"two documents":          {"name: a.b\n---\nname: c.d\n", false, "more than one YAML document"},
 		"an empty one, then one": {"---\n---\nname: c.d\n", false, "more than one YAML document"},
@@ -141,5 +144,13 @@ func TestYAMLMergeOverrides(t *testing.T) {
 	}
 	if len(regs) != 2 || regs[1].Name != "files.stat" || regs[1].Description != "Reads." {
 		t.Fatalf("registrations %+v", regs)
+	}
+	// Two merges in one mapping: both merged.
+	regs, err = regfile.Parse([]byte("- &a {name: files.read}\n- &b {description: Reads.}\n- <<: *a\n  <<: *b\n  name: files.stat\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(regs) != 3 || regs[2].Name != "files.stat" || regs[2].Description != "Reads." {
+		t.Fatalf("two merges: registrations %+v", regs)
 	}
 }
