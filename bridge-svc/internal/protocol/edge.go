@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -139,16 +138,19 @@ const sniffPrefix = 1024
 // refused attempt only (Sniff), never to be served.
 func (e *Edge) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *HTTPError) {
 	// The read has a deadline of its own (the server's is for headers
-	// only: an SSE stream must not end with one); lifted once it is done.
+	// only: an SSE stream must not end with one), lifted once the body is
+	// in. A failed read keeps it: what net/http still reads of the body
+	// after the answer ends there too (BoundBody).
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(e.bodyRead)) == nil {
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	}
+	_ = rc.SetReadDeadline(time.Now().Add(e.bodyRead))
 	if r.ContentLength > e.maxBody {
 		prefix, _ := io.ReadAll(io.LimitReader(r.Body, sniffPrefix))
 		return prefix, &HTTPError{http.StatusRequestEntityTooLarge, "request body too large"}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.maxBody))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -161,43 +163,22 @@ func (e *Edge) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *HTTPEr
 
 // BoundBody bounds what a request's unread body costs: the server's own
 // deadline is for headers only, and net/http waits for the rest of a body
-// its handler left unread before it answers (or closes) — for ever, when a
-// client declares a body and never sends it. So a request with a body gets
-// the body read timeout from its start (ReadBody sets its own and lifts it
-// once the body is in), and when its handler returns with the body unread
-// (a refusal, an unknown path, a body that never came) nothing more is
-// waited for: the connection closes after the answer.
+// its handler left unread (up to 256 KiB) before it answers or closes —
+// for ever, when a client declares a body and never sends it. So a request
+// with a body has the body read timeout from its start: ReadBody sets its
+// own and lifts it once the body is in; a refusal before the body (401,
+// 404, an unknown path), or a body read that failed, leaves the deadline,
+// and what net/http still reads of the body ends there. (The request's
+// Body is left as it is: net/http tells by its type how much is unread.)
 func (e *Edge) BoundBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody {
+		if r.Body != nil && r.Body != http.NoBody {
 			// No body: the server already reads ahead on the connection
 			// (to see the client go), which a deadline would cut.
-			next.ServeHTTP(w, r)
-			return
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(e.bodyRead))
 		}
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(e.bodyRead))
-		b := &eofBody{ReadCloser: r.Body}
-		r.Body = b
 		next.ServeHTTP(w, r)
-		if !b.eof.Load() {
-			_ = rc.SetReadDeadline(time.Now())
-		}
 	})
-}
-
-// eofBody notes whether its body was read to the end.
-type eofBody struct {
-	io.ReadCloser
-	eof atomic.Bool
-}
-
-func (b *eofBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) {
-		b.eof.Store(true)
-	}
-	return n, err
 }
 
 // HostOf returns the host name of a URL, for the allowed-hosts default.

@@ -161,10 +161,12 @@ func TestASlowBodyIsNotWaitedFor(t *testing.T) {
 }
 
 // TestAnUnreadBodyIsNotWaitedFor: a request declaring a body it never sends
-// is answered, and its connection closed, whether its handler refused it
-// without reading (an unknown path, a refusal before the body) or its body
-// read timed out; net/http alone would wait for the rest of the body for
-// ever. A body read whole leaves the connection open for the next request.
+// is answered, and its connection closed once the body read timeout has
+// passed, whether its handler refused it without reading (an unknown path,
+// a refusal before the body) or its body read timed out; net/http alone
+// would wait for the rest of the body for ever. A body read whole leaves
+// the connection open for the next request, and a large body over the cap
+// still gets its 413 (net/http reads none of it after the answer).
 func TestAnUnreadBodyIsNotWaitedFor(t *testing.T) {
 	serve := func(bodyRead time.Duration) string {
 		e := protocol.NewEdge(protocol.EdgeConfig{BodyReadTimeout: bodyRead})
@@ -212,25 +214,50 @@ func TestAnUnreadBodyIsNotWaitedFor(t *testing.T) {
 			t.Errorf("%s: the connection stayed open (%v)", what, err)
 		}
 	}
-	long := serve(time.Hour) // only the unread-body bound can close these
+	short := serve(50 * time.Millisecond)
 	for path, want := range map[string]int{"/refused": http.StatusUnauthorized, "/nothing": http.StatusNotFound} {
-		conn, br := dial(long)
+		conn, br := dial(short)
 		if resp := ask(conn, br, path, "{"); resp.StatusCode != want {
 			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
 		}
 		closed(br, path)
 	}
-	conn, br := dial(serve(50 * time.Millisecond))
+	conn, br := dial(short)
 	if resp := ask(conn, br, "/read", "{"); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("a body that never came: %d, want 400", resp.StatusCode)
 	}
 	closed(br, "a body that never came")
 
+	long := serve(time.Hour)
 	conn, br = dial(long)
 	whole := strings.Repeat("x", 1000)
 	for i := range 2 {
 		if resp := ask(conn, br, "/read", whole); resp.StatusCode != http.StatusOK {
 			t.Fatalf("a whole body, request %d on one connection: %d", i+1, resp.StatusCode)
+		}
+	}
+}
+
+// A client sending a body over the cap gets its 413 whole, never a reset
+// connection: net/http reads nothing more of such a body after the answer
+// and waits before it closes (TestAnUnreadBodyIsNotWaitedFor's bound must
+// not change that).
+func TestAnOversizeBodyGetsItsAnswer(t *testing.T) {
+	e := protocol.NewEdge(protocol.EdgeConfig{MaxBodyBytes: 1 << 20})
+	srv := httptest.NewServer(e.BoundBody(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, herr := e.ReadBody(w, r); herr != nil {
+			http.Error(w, herr.Reason, herr.Status)
+		}
+	})))
+	t.Cleanup(srv.Close)
+	for i := range 20 {
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(strings.Repeat("x", 5<<20)))
+		if err != nil {
+			t.Fatalf("request %d: %v, want its 413", i+1, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("request %d: %d, want 413", i+1, resp.StatusCode)
 		}
 	}
 }
