@@ -172,11 +172,11 @@ func DecodeStrict(b []byte, v any) error {
 // document: a second one (after "---") is refused, not dropped — several
 // entries go in one list.
 func YAMLToJSON(b []byte) ([]byte, error) {
-	dec := yamlv2.NewDecoder(bytes.NewReader(b))
+	dec := yamlv3.NewDecoder(bytes.NewReader(b))
 	docs, first := 0, true
 	for ; ; first = false {
-		var v any
-		err := dec.Decode(&v)
+		var doc yamlv3.Node
+		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -184,21 +184,22 @@ func YAMLToJSON(b []byte) ([]byte, error) {
 			return nil, err
 		}
 		switch {
-		case v == nil:
+		case emptyDocument(&doc):
 		case !first || docs > 0:
 			return nil, errors.New(`more than one YAML document ("---"): a file holds one; put several entries in one list`)
 		default:
 			docs++
+			if err := keyTwice(&doc); err != nil {
+				return nil, err
+			}
 		}
 	}
-	var doc yamlv3.Node
-	if err := yamlv3.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
-	if err := keyTwice(&doc); err != nil {
-		return nil, err
-	}
 	return yaml.YAMLToJSON(b)
+}
+
+// emptyDocument reports whether doc holds nothing (or null).
+func emptyDocument(doc *yamlv3.Node) bool {
+	return len(doc.Content) == 0 || doc.Content[0].Kind == yamlv3.ScalarNode && doc.Content[0].Tag == "!!null"
 }
 
 // keyTwice refuses a mapping that gives one key twice, not the last kept.
