@@ -72,7 +72,10 @@ type Config struct {
 	OIDCAlgorithms                                      []string
 	OIDCPrincipalClaim, OIDCTenantClaim, OIDCRolesClaim string
 	MaxBodyBytes                                        int
-	DefaultTTL                                          time.Duration
+	// MaxConnections bounds the open HTTP connections (protocol.ConnLimit);
+	// 0: defaultMaxConnections.
+	MaxConnections int
+	DefaultTTL     time.Duration
 	SweepInterval                                       time.Duration
 	// LeaseRetention is how long a closed or expired lease is kept before
 	// the sweeper deletes it (at most hourly); 0 keeps every lease.
@@ -134,6 +137,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	oidcTenant := config.String(fs, "oidc-tenant-claim", "tenant", "claim holding the tenant")
 	oidcRoles := config.String(fs, "oidc-roles-claim", "roles", "claim holding the roles (a list, or one space-separated string)")
 	maxBody := config.Int(fs, "max-body-bytes", protocol.DefaultMaxBodyBytes, "maximum MCP request body")
+	maxConns := config.Int(fs, "max-connections", 0, "bound on the open HTTP connections of the MCP endpoints: at it, a new connection closes the longest-idle keep-alive one, or waits for one to end when none is idle (0: three quarters of the process's open-file limit)")
 	ttl := config.Duration(fs, "default-ttl", leases.DefaultTTL, "lease lifetime when OpenTurn gives none")
 	sweep := config.Duration(fs, "sweep-interval", 5*time.Second, "how often cached turn servers of closed/expired turns are freed")
 	retention := config.Duration(fs, "lease-retention", DefaultLeaseRetention, "how long a closed or expired lease is kept before it is deleted (checked hourly, or every retention/24 if sooner; 0: never deleted)")
@@ -150,6 +154,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 		c.OIDCIssuer, c.OIDCAudience, c.OIDCAlgorithms = *oidcIssuer, *oidcAudience, *oidcAlgs
 		c.OIDCPrincipalClaim, c.OIDCTenantClaim, c.OIDCRolesClaim = *oidcPrincipal, *oidcTenant, *oidcRoles
 		c.MaxBodyBytes, c.DefaultTTL, c.SweepInterval, c.CallTimeout = *maxBody, *ttl, *sweep, *callTimeout
+		c.MaxConnections = *maxConns
 		c.StatusCacheTTL, c.MetricsListen, c.LeaseRetention = *statusTTL, *metrics, *retention
 		c.StateKey, c.StateRetiredKeys = *stateKey, *stateRetired
 		return c
@@ -176,6 +181,9 @@ func (c *Config) Validate() error {
 	// message limit leaves that room many times over.
 	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > grpcx.MaxMessageSize/2 {
 		errs.Addf("max-body-bytes", "must be in (0, %d], got %d", grpcx.MaxMessageSize/2, c.MaxBodyBytes)
+	}
+	if c.MaxConnections < 0 {
+		errs.Addf("max-connections", "must not be negative (0: three quarters of the open-file limit), got %d", c.MaxConnections)
 	}
 	if c.DefaultTTL <= 0 || c.DefaultTTL > leases.MaxTTL {
 		errs.Addf("default-ttl", "must be in (0, %s], got %s", leases.MaxTTL, c.DefaultTTL)
@@ -215,6 +223,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errs.Err()
+}
+
+// defaultMaxConnections is --max-connections' 0: three quarters of the
+// open-file limit leave the rest to the gRPC side, the kernel and database
+// connections and the process's files.
+func defaultMaxConnections() int {
+	const fallback, ceiling = 4096, 1 << 20
+	n, ok := openFileLimit()
+	if !ok {
+		return fallback
+	}
+	return int(min(max(n/4*3, 16), ceiling))
 }
 
 // userTokens is the user-token verification of c (nil without an issuer).
@@ -276,6 +296,10 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		return nil, fmt.Errorf("bridge: --http-listen: %w", err)
 	}
 	a.closers = append(a.closers, func() { _ = a.httpLis.Close() })
+	if c.MaxConnections == 0 {
+		c.MaxConnections = defaultMaxConnections()
+	}
+	conns := protocol.NewConnLimit(c.MaxConnections, a.log)
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + a.httpLis.Addr().String()
 	}
@@ -378,7 +402,9 @@ func (c Config) Complete(ctx context.Context) (_ *App, err error) {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		ConnState:         conns.ConnState,
 	}
+	a.httpLis = conns.Listener(a.httpLis)
 	if err := a.registerMetrics(c.MeterProvider); err != nil {
 		return nil, err
 	}

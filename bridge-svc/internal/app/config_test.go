@@ -29,6 +29,7 @@ func TestCompleteRefusesBadConfig(t *testing.T) {
 		{"bad http listen", func(c *app.Config) { c.HTTPListen = "nope:-1" }, "--http-listen"},
 		{"zero body cap", func(c *app.Config) { c.MaxBodyBytes = 0 }, "--max-body-bytes"},
 		{"body cap over what the kernel takes", func(c *app.Config) { c.MaxBodyBytes = 33 << 20 }, "--max-body-bytes"},
+		{"negative connection bound", func(c *app.Config) { c.MaxConnections = -1 }, "--max-connections"},
 		{"ttl over max", func(c *app.Config) { c.DefaultTTL = 48 * time.Hour }, "--default-ttl"},
 		{"negative lease retention", func(c *app.Config) { c.LeaseRetention = -time.Hour }, "--lease-retention"},
 		{"origin with path", func(c *app.Config) { c.AllowedOrigins = []string{"https://app.example/x"} }, "--allowed-origins"},

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -622,4 +623,51 @@ func startSlowWait(t *testing.T, f *fixture, lease *sharedosv1.TurnLease, id int
 	}()
 	waitFor(t, f.kernel.Started, "slow.wait start")
 	return done
+}
+
+// TestIdleConnectionsDoNotHoldTheBound (reliability row 46): with
+// --max-connections 1, a second client is served in place of an idle
+// keep-alive connection, which the bridge closes; without the bound the
+// connections of a flood took the process to its open-file limit.
+func TestIdleConnectionsDoNotHoldTheBound(t *testing.T) {
+	f := &fixture{catalog: &bridgetest.FakeCatalog{}, kernel: bridgetest.NewFakeKernel()}
+	addr := bridgetest.ServeFakes(t, f.catalog, f.kernel)
+	f.bridge = bridgetest.Start(t, addr, "", func(c *app.Config) { c.MaxConnections = 1 })
+	u, err := url.Parse(f.bridge.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(conn net.Conn, r *bufio.Reader) {
+		t.Helper()
+		if _, err := io.WriteString(conn, "GET /nothing HTTP/1.1\r\nHost: "+u.Host+"\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a bound on failure, not a wait
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.Close {
+			t.Fatal("the answer closed its connection; the test needs it kept alive")
+		}
+	}
+	first, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	firstR := bufio.NewReader(first)
+	get(first, firstR)
+	second, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	get(second, bufio.NewReader(second))
+	_ = first.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := firstR.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the idle connection: read = %v, want EOF (closed for the second client)", err)
+	}
 }
