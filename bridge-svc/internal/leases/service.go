@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 	"github.com/sharedos/toolshare/services/platform/tenancy"
 )
@@ -204,6 +205,8 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest, not
 		return nil, "", fmt.Errorf("%w: %w", errStore, err)
 	}
 	s.cfg.Logger.InfoContext(ctx, "turn opened", slog.String(telemetry.LogTurnID, id),
+		slog.String(telemetry.LogPrincipal, l.Context.GetPrincipal()), slog.String(telemetry.LogTenant, l.Context.GetTenant()),
+		slog.Any(telemetry.LogRoles, l.Context.GetRoles()), slog.String(telemetry.LogCaller, mtls.Caller(ctx)),
 		slog.String(telemetry.LogCatalogHash, l.CatalogHash), slog.Int("tools", len(l.Tools)),
 		slog.String(telemetry.LogHarness, l.Harness.GetName()), slog.Time("expires_at", l.ExpiresAt))
 	return l, token, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
+	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
@@ -124,7 +125,13 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	if err != nil {
 		return nil, err
 	}
+	// The context and who asked for it: a bridge identity may ask for any
+	// context (docs/security.md, Limits), so this line is the audit of it.
 	s.logger.InfoContext(ctx, "turn granted", slog.String(telemetry.LogTurnID, req.GetTurnId()),
+		slog.String(telemetry.LogPrincipal, req.GetContext().GetPrincipal()),
+		slog.String(telemetry.LogTenant, req.GetContext().GetTenant()),
+		slog.Any(telemetry.LogRoles, req.GetContext().GetRoles()),
+		slog.String(telemetry.LogCaller, mtls.Caller(ctx)), slog.Time("expires_at", exp.AsTime()),
 		slog.String(telemetry.LogCatalogHash, listing.CatalogHash), slog.Int("tools", len(pin)),
 		slog.String("grant_key_id", s.grants.KeyID()))
 	return &sharedosv1.GrantTurnResponse{Grant: grant, CatalogHash: listing.CatalogHash, Tools: listing.Tools,

@@ -1,10 +1,15 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -562,4 +567,68 @@ func TestRecordKeepsTheSchemaWordsAValueHolds(t *testing.T) {
 			t.Errorf("record reason %q: want the location and the keyword kept", r.Reason)
 		}
 	})
+}
+
+// TestGrantLogNamesTheContext: a bridge identity may ask for a grant of
+// any context (docs/security.md, Limits) and the kernel's "turn granted"
+// line is the audit of it: it names the principal, tenant and roles
+// granted and the expiry (found by review: it named only the turn).
+func TestGrantLogNamesTheContext(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		var buf syncBuffer
+		cat := realCatalogue(t, h)
+		k, err := pipeline.New(pipeline.Config{
+			Resolver: cat, Entries: cat, Catalogue: cat, Records: h.store, Authz: h.authzClient, Grants: testKeys,
+			AuthzTimeout: h.authzTimeout, InstanceID: "test-kernel", Journal: h.journal,
+			Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+		if _, err := k.GrantTurn(context.Background(), &sharedosv1.GrantTurnRequest{TurnId: "audited",
+			Context:   &sharedosv1.AccessContext{Principal: "mallory", Tenant: "victim", Roles: []string{"admin", "engineer"}},
+			ExpiresAt: timestamppb.New(exp)}); err != nil {
+			t.Fatal(err)
+		}
+		var line struct {
+			Msg       string    `json:"msg"`
+			Turn      string    `json:"turn_id"`
+			Principal string    `json:"principal"`
+			Tenant    string    `json:"tenant"`
+			Roles     []string  `json:"roles"`
+			ExpiresAt time.Time `json:"expires_at"`
+			Caller    *string   `json:"caller"`
+		}
+		for l := range strings.Lines(buf.String()) {
+			if strings.Contains(l, `"turn granted"`) {
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if line.Turn != "audited" || line.Principal != "mallory" || line.Tenant != "victim" ||
+			!slices.Equal(line.Roles, []string{"admin", "engineer"}) || !line.ExpiresAt.Equal(exp) || line.Caller == nil {
+			t.Fatalf("turn granted line = %+v; log:\n%s", line, buf.String())
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer a logger and a test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

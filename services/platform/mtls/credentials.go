@@ -326,3 +326,11 @@ func PeerIdentity(ctx context.Context) (Identity, bool) {
 	}
 	return id, true
 }
+
+// Caller is PeerIdentity's SPIFFE ID for a log line ("" when none).
+func Caller(ctx context.Context) string {
+	if id, ok := PeerIdentity(ctx); ok {
+		return id.String()
+	}
+	return ""
+}

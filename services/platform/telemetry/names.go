@@ -17,6 +17,11 @@ const (
 	LogHarness     = "harness"
 	LogRPCMethod   = "rpc_method"
 	LogCaller      = "caller"
+	// LogPrincipal, LogTenant and LogRoles are a turn's access context
+	// (the grant and open lines: who a turn acts for, and who asked).
+	LogPrincipal = "principal"
+	LogTenant    = "tenant"
+	LogRoles     = "roles"
 	// LogUpstream is an upstream MCP server's namespace (ADR 0019).
 	LogUpstream = "upstream"
 )
