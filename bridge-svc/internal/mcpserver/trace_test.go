@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/baggage"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -128,6 +130,78 @@ func TestToolsCallSpan(t *testing.T) {
 			if got := sp.Status().Code == otelcodes.Error; got != tc.wantError {
 				t.Errorf("span status %v, want Error=%v for %s/%s", sp.Status(), tc.wantError,
 					outcome.StatusName(tc.res.GetStatus()), tc.res.GetCode())
+			}
+		})
+	}
+}
+
+// baggageKernel keeps the baggage of the context each InvokeTool came in.
+type baggageKernel struct {
+	fixedKernel
+	got chan baggage.Baggage
+	sc  chan trace.SpanContext
+}
+
+func (k baggageKernel) InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, opts ...grpc.CallOption) (*sharedosv1.ToolResult, error) {
+	k.got <- baggage.FromContext(ctx)
+	k.sc <- trace.SpanContextFromContext(ctx)
+	return k.fixedKernel.InvokeTool(ctx, in, opts...)
+}
+
+// TestHarnessBaggageStaysAtTheEdge: a harness's trace context is
+// continued, but its W3C baggage — in the header or in params._meta — is
+// not taken: it would reach the kernel, authz and every provider as the
+// caller's own metadata (review: a canary token in baggage did).
+func TestHarnessBaggageStaysAtTheEdge(t *testing.T) {
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	for _, where := range []string{"header", "_meta"} {
+		t.Run(where, func(t *testing.T) {
+			k := baggageKernel{fixedKernel: fixedKernel{&sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED}},
+				got: make(chan baggage.Baggage, 1), sc: make(chan trace.SpanContext, 1)}
+			store := memory.New()
+			h := mcpserver.NewHandler(mcpserver.Config{
+				Store:          store,
+				Forwarder:      &forward.Forwarder{Invoker: k},
+				Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+				TracerProvider: sdktrace.NewTracerProvider(),
+			})
+			mux := http.NewServeMux()
+			mux.Handle(mcpserver.Pattern, h)
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			defer srv.Client().CloseIdleConnections()
+
+			l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+			meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+			const tp, bag = "00-" + metaTrace + "-" + metaSpan + "-01", "canary=sk-canary-1234"
+			if where == "_meta" {
+				meta += `,"traceparent":"` + tp + `","baggage":"` + bag + `"`
+			}
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
+				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":{`+meta+`}}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", "files.read")
+			if where == "header" {
+				req.Header.Set("traceparent", tp)
+				req.Header.Set("baggage", bag)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("tools/call: HTTP %d", resp.StatusCode)
+			}
+			if b := <-k.got; b.Len() != 0 {
+				t.Errorf("the kernel's call carried the harness's baggage %q", b.String())
+			}
+			if sc := <-k.sc; sc.TraceID().String() != metaTrace {
+				t.Errorf("the kernel's call is in trace %s, want the harness's %s", sc.TraceID(), metaTrace)
 			}
 		})
 	}

@@ -40,7 +40,8 @@ type Message struct {
 	// prompts/get, params.uri of a resources/read ("" otherwise).
 	Target string
 	// TraceMeta holds the W3C trace context members of params._meta
-	// (traceparent, tracestate, baggage: MCP SEP-414), for a harness whose
+	// (traceparent, tracestate: MCP SEP-414; its baggage is not taken from
+	// a harness, mcpserver.edgePropagator), for a harness whose
 	// MCP client cannot set HTTP headers; nil when there are none. Only
 	// string values are kept.
 	TraceMeta map[string]string
@@ -67,8 +68,8 @@ type Message struct {
 const MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 
 // TraceMetaKeys are the params._meta keys SEP-414 carries W3C trace
-// context in (the header names of tracecontext and baggage).
-var TraceMetaKeys = []string{"traceparent", "tracestate", "baggage"}
+// context in (the header names of tracecontext).
+var TraceMetaKeys = []string{"traceparent", "tracestate"}
 
 // IsNotification reports a message with a method and no id.
 func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 0 }
