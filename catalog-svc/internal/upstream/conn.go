@@ -1077,6 +1077,12 @@ func capture(ctx context.Context, r transport.JSONRPCRequest, send func(context.
 	if err == nil && resp != nil && resp.Error != nil && resp.ID.IsNil() {
 		return nil, fmt.Errorf("%w: %d %s", errUnmatched, resp.Error.Code, resp.Error.Message)
 	}
+	if err == nil && resp != nil && !resp.ID.IsNil() && resp.ID.String() != r.ID.String() {
+		// mcp-go's HTTP transport takes the first response on the
+		// request's stream, whatever its id: another request's answer is
+		// no answer to this one (the request may have run).
+		return nil, fmt.Errorf("%w: id %s for request %s", errOtherID, resp.ID.String(), r.ID.String())
+	}
 	if h != nil && err == nil && resp != nil && r.Method == h.method {
 		h.mu.Lock()
 		if resp.Error != nil {
@@ -1179,6 +1185,9 @@ func (rt *round) apply(params any) (any, error) {
 // id — it could not tell which request it had (a restarted server that no
 // longer knows the session answers so).
 var errUnmatched = errors.New("the upstream's error answers no request")
+
+// errOtherID: the upstream answered a request under another request's id.
+var errOtherID = errors.New("the upstream answered under another request's id")
 
 // errNoRaw: the library answered without the transport seeing a result.
 var errNoRaw = errors.New("no result reached the transport")

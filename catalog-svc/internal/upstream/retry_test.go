@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,6 +101,36 @@ func TestACallAnswered5xxIsNeverSentAgain(t *testing.T) {
 			if next.is(body(r)) {
 				h.ServeHTTP(httptest.NewRecorder(), r) // the tool runs
 				refuse(w, http.StatusInternalServerError, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal server error"},"id":null}`)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	ranOnce(t, url, st, next.arm)
+}
+
+// The upstream runs the call and answers it under another request's id
+// (here the id plus 1000, on the call's own stream): that answer is no
+// answer to the call, which is Unavailable — never the other request's
+// result recorded as the call's success (attack run: mcp-go's HTTP
+// transport takes the first response on the stream, whatever its id) —
+// and is not sent again.
+func TestAnAnswerUnderAnotherIDIsNoAnswer(t *testing.T) {
+	var next nextCall
+	st := newState()
+	url, _ := counting(t, st, func(h http.Handler) http.Handler {
+		h = launch.LegacyOnly(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b := body(r)
+			if next.is(b) {
+				h.ServeHTTP(httptest.NewRecorder(), r) // the tool runs
+				var req struct {
+					ID int64 `json:"id"`
+				}
+				if err := json.Unmarshal(b, &req); err != nil {
+					t.Error(err)
+				}
+				refuse(w, http.StatusOK, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"WRONG-ID RESULT"}]}}`, req.ID+1000))
 				return
 			}
 			h.ServeHTTP(w, r)
