@@ -174,6 +174,38 @@ func askingDispatch(_ context.Context, call *sharedosv1.ToolCall) (*sharedosv1.T
 				InputRequestsJson: []byte(`{"ok":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean","default":true}}}}}}`)}}}, true
 }
 
+// A 2025-era client that leaves (or cancels) while the bridge asks it
+// for a round's input ends the attempt cancelled — the round's notice,
+// abandoned on the resumption — as any call its client gave up; it was
+// recorded failed/invalid_request ("did not answer … context canceled").
+func TestALegacyClientLeavingARoundIsCancelled(t *testing.T) {
+	f := newFixture(t)
+	f.kernel.Dispatch = askingDispatch
+	tr := f.bridge.Open(t)
+	session := initWith(t, tr, `{"elicitation":{}}`)
+	before := len(f.kernel.Calls())
+	stream, stop := events(t, tr, session, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)
+	if asked := next(t, stream); string(asked["method"]) != `"elicitation/create"` {
+		t.Fatalf("asked %v", asked)
+	}
+	stop() // the client leaves while asked
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		calls := f.kernel.Calls()[before:]
+		if len(calls) == 2 {
+			n := calls[1]
+			if !n.GetAbandoned() || n.GetAbandonedCode() != "" || n.GetResume().GetAttemptId() != "attempt-1" || n.GetEdgeRejection() != "" {
+				t.Fatalf("the kernel was told %v: want the round's resumption abandoned by its client (cancelled)", n)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the kernel saw %v: want the call and the round's notice", calls)
+		}
+		time.Sleep(time.Millisecond) // polls the condition
+	}
+}
+
 // TestInputRoundsOnALegacySession (the MCP surface, item 3, 2025 eras): a
 // session that declared elicitation gets the tool's input request as an
 // elicitation/create request on the call's own stream; its answer, POSTed

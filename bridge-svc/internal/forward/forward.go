@@ -451,8 +451,10 @@ func (f *Forwarder) giveUpRound(ctx context.Context, call *sharedosv1.ToolCall, 
 // askRound asks a 2025-era client for the input of res's round and
 // continues the attempt with its answers (a resumption under a new call
 // id, as a 2026-07-28 client's retry would be). A client that does not
-// answer — it refused, the round expired, it left — ends the attempt
-// failed/invalid_request, recorded at once, even when the client is gone.
+// answer — it refused, the round expired — ends the attempt
+// failed/invalid_request, recorded at once; one that cancelled the call
+// or left ends it cancelled, as any call its client gave up (the round's
+// notice, abandon).
 func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, res *sharedosv1.ToolResult, req Request, send rpc) (*sharedosv1.ToolResult, bool) {
 	in := res.GetInput()
 	next := &sharedosv1.ToolCall{
@@ -464,6 +466,10 @@ func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, re
 	if err == nil {
 		next.InputResponsesJson = answers
 		return f.run(ctx, next, send)
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		f.abandon(ctx, next, send, "")
+		return nil, false
 	}
 	next.EdgeRejection = "the client did not answer the tool's input request: " + err.Error()
 	rctx := ctx
