@@ -76,7 +76,7 @@ type Config struct {
 	// 0: defaultMaxConnections.
 	MaxConnections int
 	DefaultTTL     time.Duration
-	SweepInterval                                       time.Duration
+	SweepInterval  time.Duration
 	// LeaseRetention is how long a closed or expired lease is kept before
 	// the sweeper deletes it (at most hourly); 0 keeps every lease.
 	LeaseRetention time.Duration
