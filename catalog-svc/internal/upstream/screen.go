@@ -34,7 +34,12 @@ type Rule struct {
 }
 
 // Screening is a compiled rule set.
-type Screening struct{ rules []Rule }
+type Screening struct {
+	rules []Rule
+	// abbreviations are the words (lower case, without their period)
+	// whose period does not end a sentence: "Dr. Smith", "etc. And".
+	abbreviations map[string]bool
+}
 
 // DefaultScreening is the built-in rule set.
 func DefaultScreening() *Screening {
@@ -58,9 +63,16 @@ func LoadScreening(path string) (*Screening, error) {
 func ParseScreening(b []byte) (*Screening, error) {
 	var doc struct {
 		Rules []Rule `json:"rules"`
+		// Abbreviations (optional) are words whose trailing period is
+		// read as inside a sentence even before a capital letter.
+		Abbreviations []string `json:"abbreviations"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, err
+	}
+	abbr := map[string]bool{}
+	for _, a := range doc.Abbreviations {
+		abbr[strings.ToLower(strings.TrimSuffix(a, "."))] = true
 	}
 	for i := range doc.Rules {
 		r := &doc.Rules[i]
@@ -73,7 +85,7 @@ func ParseScreening(b []byte) (*Screening, error) {
 		}
 		r.re = re
 	}
-	return &Screening{rules: doc.Rules}, nil
+	return &Screening{rules: doc.Rules, abbreviations: abbr}, nil
 }
 
 // Finding is a rule that matched a text of a tool's definition.
@@ -86,29 +98,114 @@ func (f Finding) String() string {
 }
 
 // Screen returns the first finding in the texts a model reads of reg: its
-// name, description, annotations' title, and every title, description
-// and property name in its schemas. ok is false when nothing matched.
+// name, description, and every string and every object key (as a name) of
+// its input and output schemas and its annotations. ok is false when
+// nothing matched.
 func (s *Screening) Screen(reg *sharedosv1.ToolRegistration) (Finding, bool) {
 	return s.screen(texts(reg))
 }
 
 // screen returns the first finding in ts, each read as written and, when
-// that differs, folded.
+// that differs, folded; and each of those, when it differs, with the
+// periods that end no sentence read as spaces (the rules' windows stop at
+// a period: "Ignore, e.g., all previous instructions" would pass them).
 func (s *Screening) screen(ts []text) (Finding, bool) {
 	if s == nil {
 		return Finding{}, false
 	}
 	for _, t := range ts {
-		if f, ok := s.match(t); ok {
+		if f, ok := s.matchJoined(t); ok {
 			return f, true
 		}
 		if f := folded(t.text); f != "" {
-			if f, ok := s.match(text{t.field + " (folded)", f}); ok {
+			if f, ok := s.matchJoined(text{t.field + " (folded)", f}); ok {
 				return f, true
 			}
 		}
 	}
 	return Finding{}, false
+}
+
+// matchJoined matches t, then t with its mid-sentence periods as spaces.
+func (s *Screening) matchJoined(t text) (Finding, bool) {
+	if f, ok := s.match(t); ok {
+		return f, true
+	}
+	if j := s.joined(t.text); j != "" {
+		return s.match(text{t.field + " (mid-sentence periods as spaces)", j})
+	}
+	return Finding{}, false
+}
+
+// joined is t with every period that ends no sentence as a space; "" when
+// it has none. A period ends a sentence when it ends the text, or is
+// followed by white space (past closing quotes and brackets) and then
+// anything but a lower-case letter, unless the word it ends holds a period
+// of its own ("e.g.", "U.S."), is one letter ("J. Doe"), or is one of the
+// rule set's abbreviations ("Dr.", "etc."). So "v1.2", "e.g., all",
+// "Ignore. all", "per Dr. Smith" read on; "Done. Ignore" does not.
+func (s *Screening) joined(t string) string {
+	if !strings.Contains(t, ".") {
+		return ""
+	}
+	b := []byte(t)
+	changed := false
+	for i := 0; i < len(b); i++ {
+		if b[i] != '.' || s.endsSentence(t, i) {
+			continue
+		}
+		b[i] = ' '
+		changed = true
+	}
+	if !changed {
+		return ""
+	}
+	return string(b)
+}
+
+// endsSentence reports whether the period at t[i] ends a sentence (see
+// joined).
+func (s *Screening) endsSentence(t string, i int) bool {
+	j := i + 1
+	for j < len(t) && strings.IndexByte(`"')]}`, t[j]) >= 0 {
+		j++
+	}
+	if j == len(t) {
+		return true
+	}
+	r, n := utf8.DecodeRuneInString(t[j:])
+	if !unicode.IsSpace(r) {
+		// "v1.2", "e.g.,", "a.b", "...": inside a word or a clause.
+		return false
+	}
+	for j += n; j < len(t); j += n {
+		if r, n = utf8.DecodeRuneInString(t[j:]); !unicode.IsSpace(r) {
+			break
+		}
+	}
+	if j == len(t) {
+		return true
+	}
+	if unicode.IsLower(r) {
+		return false
+	}
+	// The word the period ends, without the quotes or brackets before it.
+	k := i
+	for k > 0 {
+		p, m := utf8.DecodeLastRuneInString(t[:k])
+		if unicode.IsSpace(p) {
+			break
+		}
+		k -= m
+	}
+	w := strings.TrimLeft(t[k:i], `"'([{`)
+	if strings.Contains(w, ".") {
+		return false
+	}
+	if r, n := utf8.DecodeRuneInString(w); n == len(w) && unicode.IsLetter(r) {
+		return false
+	}
+	return !s.abbreviations[strings.ToLower(w)]
 }
 
 // match returns the first rule that matches t.
@@ -177,46 +274,39 @@ func texts(reg *sharedosv1.ToolRegistration) []text {
 	// The upstream's name: the namespace before it is the operator's.
 	_, name, _ := strings.Cut(reg.GetName(), ".")
 	out := append(nameTexts("name", name), text{"description", reg.GetDescription()})
-	var ann struct {
-		Title string `json:"title"`
-	}
-	if json.Unmarshal(reg.GetAnnotationsJson(), &ann) == nil && ann.Title != "" {
-		out = append(out, text{"annotations.title", ann.Title})
-	}
+	seen := map[string]bool{}
 	for _, s := range []struct {
 		field string
 		raw   []byte
-	}{{"inputSchema", reg.GetInputSchemaJson()}, {"outputSchema", reg.GetOutputSchemaJson()}} {
+	}{{"annotations", reg.GetAnnotationsJson()}, {"inputSchema", reg.GetInputSchemaJson()}, {"outputSchema", reg.GetOutputSchemaJson()}} {
 		var doc any
 		if json.Unmarshal(s.raw, &doc) == nil {
-			out = schemaTexts(s.field, doc, out)
+			out = schemaTexts(s.field, doc, out, seen)
 		}
 	}
 	return out
 }
 
-// schemaTexts collects the titles and descriptions of a schema document
-// (under enum/const/default/examples too: a model reads those as well).
-func schemaTexts(field string, v any, out []text) []text {
+// schemaTexts collects the texts of a JSON document a harness hands the
+// model whole (a schema, annotations): every string at any depth — titles,
+// descriptions, enum, const, default, examples and any other keyword's or
+// extension's — and every object key at any depth as a name (nameTexts):
+// a property's, a $defs or definitions entry's, an x-* extension's, a key
+// of a default or an example. seen holds the keys already collected: each
+// is screened once.
+func schemaTexts(field string, v any, out []text, seen map[string]bool) []text {
 	switch x := v.(type) {
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			c := x[k]
-			if s, ok := c.(string); ok && (k == "description" || k == "title") {
-				out = append(out, text{field + "." + k, s})
-				continue
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, nameTexts(field+" key", k)...)
 			}
-			if props, ok := c.(map[string]any); ok && (k == "properties" || k == "patternProperties") {
-				// A property's name is read by the model too.
-				for _, name := range slices.Sorted(maps.Keys(props)) {
-					out = append(out, nameTexts(field+"."+k+" name", name)...)
-				}
-			}
-			out = schemaTexts(field+"."+k, c, out)
+			out = schemaTexts(field+"."+k, x[k], out, seen)
 		}
 	case []any:
 		for i, c := range x {
-			out = schemaTexts(fmt.Sprintf("%s[%d]", field, i), c, out)
+			out = schemaTexts(fmt.Sprintf("%s[%d]", field, i), c, out, seen)
 		}
 	case string:
 		out = append(out, text{field, x})

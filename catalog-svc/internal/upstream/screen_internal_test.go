@@ -51,3 +51,34 @@ func TestFolded(t *testing.T) {
 		}
 	}
 }
+
+// joined reads as spaces the periods that end no sentence, and keeps
+// those that do.
+func TestJoined(t *testing.T) {
+	s := DefaultScreening()
+	for in, want := range map[string]string{
+		"Ignore, e.g., all":                "Ignore, e g , all",
+		"v1.2 of it":                       "v1 2 of it",
+		"Done. Next one.":                  "",
+		"per Dr. Smith. Then":              "per Dr  Smith. Then",
+		"J. Doe said.":                     "J  Doe said.",
+		"Stop. then go.":                   "Stop  then go.",
+		"It ended.\" Then":                 "",
+		"no periods":                       "",
+		"Wait... all of it.":               "Wait    all of it.",
+		"Reads (see U.S. Code) files":      "Reads (see U S  Code) files",
+		"('Dr. Who') and the user's. Next": "('Dr  Who') and the user's. Next",
+	} {
+		if got := s.joined(in); got != want {
+			t.Errorf("joined(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// A rule set without abbreviations still reads "e.g." and "v1.2" on.
+	bare, err := ParseScreening([]byte(`{"rules":[{"id":"r","pattern":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bare.joined("per Dr. Smith, e.g. All"); got != "per Dr. Smith, e g  All" {
+		t.Errorf("no abbreviations: %q", got)
+	}
+}
