@@ -13,3 +13,7 @@ const AbandonedReason = abandonedReason
 // OnJournalReadsForTest has Reconcile call f between its reads of other
 // processes' journal files and of its own journal.
 func (s *Pipeline) OnJournalReadsForTest(f func()) { s.betweenJournalReads = f }
+
+// ForgetStoreFailureForTest has Reconcile act as though the store's last
+// failure were older than its margin (30 s), which a test does not wait.
+func (s *Pipeline) ForgetStoreFailureForTest() { s.storeFailedAt.Store(0) }

@@ -97,7 +97,8 @@ type Config struct {
 	InputWait time.Duration
 	// Instances holds the claims of the kernels that stopped on the same
 	// record journal directory (journal.ClaimInstance): ReconcileAtStartup
-	// marks their pending rows interrupted at once, then forgets them. Nil:
+	// marks their pending rows interrupted at once, then forgets them; a
+	// pass that cannot mark them lets go of them until the next one. Nil:
 	// only the age cutoff (and a stable InstanceID) close them.
 	Instances *journal.Instance
 	// TurnLocks orders a turn's calls that are not read-only across kernel
@@ -291,6 +292,9 @@ func (s *Pipeline) MaxCallDuration() time.Duration { return s.authzTimeout + s.m
 // and a row whose outcome was known must not be called interrupted (ADR
 // 0007).
 func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
+	// The stopped kernels' claims are held only while their rows are
+	// marked: a pass that ends early lets go of the rest (releaseStopped).
+	defer s.releaseStopped()
 	// Other processes' files are read first: the journal's flusher adopts
 	// a stopped sibling's file at any moment, moving its completions from
 	// there to this process's, never back. Read the other way round, an
@@ -318,11 +322,6 @@ func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
 		} else {
 			s.logger.InfoContext(ctx, "reconcile postponed: another process holds journaled completions", slog.Int("journaled", held))
 		}
-		if s.instances != nil {
-			// A stopped kernel restarting under its id takes its claim back
-			// meanwhile; the rest are taken again once nothing is held.
-			s.instances.Release()
-		}
 		return 0, nil
 	}
 	stopped, err := s.reconcileStopped(ctx)
@@ -348,6 +347,9 @@ func (s *Pipeline) Reconcile(ctx context.Context) (int64, error) {
 // completion is left, here or in a live sibling, nothing is marked
 // interrupted; a later Reconcile does it.
 func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
+	// journal.ClaimInstance took the stopped kernels' claims: a startup
+	// that postpones lets go of them too.
+	defer s.releaseStopped()
 	if w, err := s.journal.Flush(ctx, s.records); err != nil || s.journal.Len() > 0 {
 		s.storeFailed()
 		s.logger.WarnContext(ctx, "journaled completions left; reconcile postponed", slog.Int("written", w),
@@ -357,6 +359,22 @@ func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
 		s.logger.InfoContext(ctx, "journaled completions of a stopped process written", slog.Int("count", w))
 	}
 	return s.Reconcile(ctx)
+}
+
+// releaseStopped lets go of the claims of stopped kernels this one took
+// and has not forgotten (their rows are not marked yet), keeping their
+// files. Reconcile and ReconcileAtStartup end with it, whatever ended
+// them: the journal held completions (here or in a sibling), the store
+// failed lately, or a write failed. Held on, a claim kept a kernel
+// restarting under its id (a pod's stable --instance-id) from starting
+// for as long as the store was down; let go, that kernel takes its own
+// back (and marks its previous rows itself), and the next pass takes
+// again the claims of those still stopped (reconcileStopped). A claim is
+// held while its rows are marked, so no two kernels mark them at once.
+func (s *Pipeline) releaseStopped() {
+	if s.instances != nil {
+		s.instances.Release()
+	}
 }
 
 // reconcileStopped marks interrupted the pending rows of this instance's
@@ -369,7 +387,7 @@ func (s *Pipeline) ReconcileAtStartup(ctx context.Context) (int64, error) {
 func (s *Pipeline) reconcileStopped(ctx context.Context) (int64, error) {
 	var dead []string
 	if s.instances != nil {
-		// Claims released while a sibling held completions, or left by
+		// Claims an earlier pass let go of (releaseStopped), or left by
 		// kernels stopped since.
 		if err := s.instances.TakeStopped(); err != nil {
 			s.logger.WarnContext(ctx, "claims of stopped kernels not taken", slog.Any("error", err))

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -356,6 +357,157 @@ func TestStartupLeavesWhatASiblingHoldsJournaled(t *testing.T) {
 	}
 	want := map[string]sharedosv1.OperationStatus{
 		answered.CallID: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
+		unknown.CallID:  sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED,
+	}
+	rows, _ := store.ListOperations(ctx, "t")
+	for _, r := range rows {
+		if r.Status != want[r.CallID] {
+			t.Errorf("row %s is %v, want %v", r.CallID, r.Status, want[r.CallID])
+		}
+	}
+	if len(mine.Dead()) != 0 {
+		t.Errorf("the reconciled kernel's claim is kept: %v", mine.Dead())
+	}
+}
+
+// outageStore is a record store PostgreSQL's outage reaches: while down it
+// takes no completion, and while failMarks is set it marks nothing.
+type outageStore struct {
+	records.Store
+	down, failMarks atomic.Bool
+}
+
+func (s *outageStore) Complete(ctx context.Context, id string, c records.Completion) error {
+	if s.down.Load() {
+		return errInjected
+	}
+	return s.Store.Complete(ctx, id, c)
+}
+
+func (s *outageStore) ReconcileInstance(ctx context.Context, id string, before time.Time) (int64, error) {
+	if s.failMarks.Load() {
+		return 0, errInjected
+	}
+	return s.Store.ReconcileInstance(ctx, id, before)
+}
+
+// TestStoppedKernelRestartsWhileReconcileIsPostponed (reliability row 32):
+// a kernel that took a stopped sibling's claim lets go of it whenever its
+// reconcile gives up before marking that sibling's rows — the startup
+// flush failed, completions wait in its journal, the store failed within
+// the last 30 s, the marking itself failed — so the stopped kernel can
+// restart under its stable id (a pod's --instance-id) at once. Before, only
+// a sibling's held completions let go: the others kept the claim, and the
+// restarting kernel failed "instance id is held by a running kernel" for
+// the whole PostgreSQL outage. Once nothing holds the pass back, the
+// stopped kernel's unknown row is marked interrupted once, and never while
+// that kernel runs again under its id.
+func TestStoppedKernelRestartsWhileReconcileIsPostponed(t *testing.T) {
+	store := &outageStore{Store: memory.New()}
+	store.down.Store(true) // PostgreSQL is down
+	ctx := context.Background()
+	dir := t.TempDir()
+	begin := func(call string) *records.Record {
+		// Recent: only the stopped kernel's claim can mark it, never the
+		// age cutoff.
+		r := &records.Record{AttemptID: records.NewAttemptID(), CallID: call, TurnID: "t", InstanceID: "pod-0", StartedAt: time.Now().UTC()}
+		if err := store.Begin(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	answered, unknown := begin("answered"), begin("unknown")
+	// pod-0 journals the outcome it answered, then dies.
+	dead, err := journal.ClaimInstance(dir, "pod-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jdead, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jdead.Add(answered.AttemptID, records.Completion{Status: succeeded, FinishedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(jdead.Close(), dead.Close()); err != nil {
+		t.Fatal(err)
+	}
+	// pod-1 starts on the directory: it takes pod-0's claim and adopts its
+	// journal file.
+	mine, err := journal.ClaimInstance(dir, "pod-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mine.Close() })
+	jmine, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jmine.Close() })
+	k, err := pipeline.New(pipeline.Config{Resolver: &fakeResolver{}, Records: store, Authz: sharedosv1.NewAuthzServiceClient(nil),
+		Grants: testKeys, Logger: quiet, InstanceID: "pod-1", Instances: mine, Journal: jmine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	// restarts: pod-0 comes back under its id, and stops again.
+	restarts := func(when string) {
+		t.Helper()
+		back, err := journal.ClaimInstance(dir, "pod-0")
+		if err != nil {
+			t.Errorf("%s: pod-0 restarting under its id: %v", when, err)
+			return
+		}
+		if err := back.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if n, err := k.ReconcileAtStartup(ctx); err != nil || n != 0 {
+		t.Fatalf("ReconcileAtStartup in the outage = %d, %v; want nothing marked", n, err)
+	}
+	restarts("the startup flush failed")
+	if n, err := k.Reconcile(ctx); err != nil || n != 0 {
+		t.Fatalf("Reconcile with pod-0's outcome journaled = %d, %v; want nothing marked", n, err)
+	}
+	restarts("completions wait in the journal")
+
+	store.down.Store(false) // PostgreSQL is back
+	if k.DrainJournal(ctx); k.Journaled() != 0 {
+		t.Fatalf("%d completions left in the journal with the store back", k.Journaled())
+	}
+	if n, err := k.Reconcile(ctx); err != nil || n != 0 {
+		t.Fatalf("Reconcile within 30 s of the store's failure = %d, %v; want nothing marked", n, err)
+	}
+	restarts("the store failed lately")
+
+	k.ForgetStoreFailureForTest()
+	store.failMarks.Store(true)
+	if _, err := k.Reconcile(ctx); !errors.Is(err, errInjected) {
+		t.Fatalf("Reconcile whose marking fails = %v; want the store's error", err)
+	}
+	restarts("the marking failed")
+	store.failMarks.Store(false)
+
+	// While pod-0 runs again, its rows are its own: nothing is marked.
+	back, err := journal.ClaimInstance(dir, "pod-0")
+	if err != nil {
+		t.Fatalf("pod-0 restarting under its id: %v", err)
+	}
+	if n, err := k.Reconcile(ctx); err != nil || n != 0 {
+		t.Fatalf("Reconcile while pod-0 runs = %d, %v; want nothing of its marked", n, err)
+	}
+	if err := back.Close(); err != nil { // it stops again
+		t.Fatal(err)
+	}
+	if n, err := k.Reconcile(ctx); err != nil || n != 1 {
+		t.Fatalf("Reconcile = %d, %v; want pod-0's unknown row marked", n, err)
+	}
+	if n, err := k.Reconcile(ctx); err != nil || n != 0 {
+		t.Fatalf("Reconcile again = %d, %v; want nothing marked twice", n, err)
+	}
+	want := map[string]sharedosv1.OperationStatus{
+		answered.CallID: succeeded, // what its client was told
 		unknown.CallID:  sharedosv1.OperationStatus_OPERATION_STATUS_INTERRUPTED,
 	}
 	rows, _ := store.ListOperations(ctx, "t")
