@@ -33,7 +33,10 @@
 // written, or the request lacks a call or turn id). Nothing is retried: a
 // tool call is not idempotent. Client cancellation reaches the handler's
 // context and the attempt ends cancelled; the completion write is detached
-// from the client's context so the record is completed anyway.
+// from the client's context so the record is completed anyway. A panic in
+// the kernel once the record is written ends the attempt failed/internal,
+// recorded and answered as every outcome is, the call out of its turn's
+// calls in flight (the process lives on: grpcx recovers panics).
 //
 // The answer never says more than the record (ADR 0007): it leaves only once
 // the completion is committed, or fsynced into the record journal while the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -497,7 +498,7 @@ const maxAnswerReasonBytes = 600
 // InvokeTool runs one attempt through the pipeline. A ToolResult answers
 // every attempt that could be taken; an error (*FieldError, *Error or a
 // context error) means it could not be taken at all.
-func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*sharedosv1.ToolResult, error) {
+func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (answer *sharedosv1.ToolResult, err error) {
 	if err := checkIDs(call); err != nil {
 		return nil, err
 	}
@@ -562,7 +563,6 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 	// cancelled below when its caller left.
 	bctx, cancelBegin := beginContext(ctx)
 	defer cancelBegin()
-	var err error
 	switch {
 	case call.GetResume() != nil:
 		// A resumed call is the attempt it resumes: its record, not a new one.
@@ -629,6 +629,16 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 		return nil, ErrRecordUnavailable
 	}
 
+	// From here on the attempt has its record: a panic below ends it too
+	// (recovered), never leaving it pending.
+	stage := stageRunning
+	var answered *sharedosv1.ToolResult // once the record says it
+	defer func() {
+		if p := recover(); p != nil {
+			answer, err = s.recovered(ctx, span, start, rec, args, stage, answered, p), nil
+		}
+	}()
+
 	var res *sharedosv1.ToolResult
 	var resolved, recordReason string
 	var refused *grants.Refusal
@@ -669,25 +679,78 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (*
 			call = proto.Clone(call).(*sharedosv1.ToolCall)
 			call.CallId = rec.CallID
 		}
-		// From here on a revocation of the turn cancels the call.
-		cctx, cancel := context.WithCancelCause(ctx)
-		done := s.inflight.add(call.GetTurnId(), cancel)
-		res, resolved, recordReason = s.run(cctx, call, grant, args)
-		done()
-		cancel(nil)
+		res, resolved, recordReason = s.runInFlight(ctx, call, grant, args)
 	}
 	res.CallId = rec.CallID
 
 	// (7) Complete the record; the answer leaves only once it is backed.
 	// The record redacts the whole reason; the model's copy is cut after.
 	// A tool that needs the client's input first leaves it waiting instead.
+	stage = stageCompleting
 	if res.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_INPUT_REQUIRED {
 		res = s.park(ctx, rec.AttemptID, call, res, resolved, args)
 	} else {
 		res = s.complete(ctx, rec.AttemptID, res, resolved, recordReason, args)
 	}
 	res.Reason = truncate(res.GetReason(), maxAnswerReasonBytes)
+	stage, answered = stageCompleted, res
 	return s.finish(ctx, span, start, res, resolved), nil
+}
+
+// runInFlight is run among the turn's calls in flight, where a revocation
+// of the turn cancels it; it leaves them however run ends, a panic
+// included (else RevokeTurn and CloseTurn would wait for it in vain).
+func (s *Pipeline) runInFlight(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (*sharedosv1.ToolResult, string, string) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer s.inflight.add(call.GetTurnId(), cancel)()
+	return s.run(cctx, call, grant, args)
+}
+
+// attemptStage is how far an attempt whose record was written has gone,
+// for recovered.
+type attemptStage int
+
+const (
+	stageRunning    attemptStage = iota // steps 2–6: no completion written
+	stageCompleting                     // complete or park under way
+	stageCompleted                      // the record says the answer
+)
+
+// panicReason is what the record and the answer of an attempt ended by a
+// panic in the kernel say.
+const panicReason = "the SharedOS kernel failed while handling the call; the tool may have run"
+
+// recovered ends an attempt whose handling panicked after its record was
+// written: grpcx's interceptor would answer Internal and the process lives
+// on, but nothing would complete the record before the age-based
+// reconcile (about 15 minutes), and until then its turn's RevokeTurn and
+// CloseTurn would wait for it and fail Unavailable. A panic before the
+// completion is under way ends the attempt failed/internal through the
+// normal completion path (complete: one completion, durable before the
+// answer) and that is the answer, a ToolResult like every other: the
+// answer is exactly what the record says (record_unavailable too, when
+// the store is down), where an Internal error would have its bridge answer
+// a failed/internal the record may not say. A panic once the record says
+// the answer leaves that answer standing. A panic while the completion is
+// written (the store's or the journal's code) is raised again: which of
+// two completions the record took could not be told, so none is sent; the
+// row is left to the reconciler as before.
+func (s *Pipeline) recovered(ctx context.Context, span trace.Span, start time.Time, rec *records.Record, args []byte, stage attemptStage, answered *sharedosv1.ToolResult, p any) *sharedosv1.ToolResult {
+	s.logger.ErrorContext(ctx, "panic while handling a call", slog.String(telemetry.LogAttemptID, rec.AttemptID),
+		slog.String(telemetry.LogCallID, rec.CallID), slog.Int("stage", int(stage)),
+		slog.String("panic", redact.Arguments(fmt.Sprint(p), args)), slog.String("stack", string(debug.Stack())))
+	switch stage {
+	case stageCompleted:
+		return answered
+	case stageCompleting:
+		panic(p)
+	}
+	res := outcome.Failed(outcome.Internal, panicReason)
+	res.CallId = rec.CallID
+	res = s.complete(ctx, rec.AttemptID, res, "", "", args)
+	res.Reason = truncate(res.GetReason(), maxAnswerReasonBytes)
+	return s.finish(ctx, span, start, res, "")
 }
 
 // completion is what the record of res says: recordReason when the step
