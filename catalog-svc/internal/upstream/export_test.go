@@ -137,3 +137,28 @@ func (m *Manager) StdioServer(ns string) int {
 	}
 	return 0
 }
+
+// SetReplyWriteTimeout bounds the write of a stdio server's message no
+// caller waits for (a reply to its own request) at d (tests); the returned
+// func restores the default.
+func SetReplyWriteTimeout(d time.Duration) func() { return set(&replyWriteTimeout, d) }
+
+// StdinWriting reports whether a message to ns's stdio server is being
+// written now, whoever's it is (tests: a reply no caller waits for).
+func (m *Manager) StdinWriting(ns string) bool {
+	m.connsMu.Lock()
+	c := m.conns[ns]
+	m.connsMu.Unlock()
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	t, ok := c.live.tr.(*capturingStdio)
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	t.in.mu.Lock()
+	defer t.in.mu.Unlock()
+	return t.in.writing != nil
+}

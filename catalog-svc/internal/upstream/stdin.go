@@ -1,0 +1,303 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// stdinPipe is a stdio server's stdin. mcp-go's transport writes each
+// message under one lock and heedless of its request's context, so a
+// server that stops reading (a deadlock, a synchronous server busy
+// elsewhere) held the message whose write filled the pipe and, on that
+// lock, every later one — a request's, or mcp-go's own answer to a request
+// of the server's (a ping, an elicitation the harness answered), which no
+// caller waits for and so none gave up. Here mcp-go's write only queues its
+// message (Write returns at once: nothing waits on mcp-go's lock), and the
+// pipe writes the queue in order, one message at a time, on a goroutine of
+// its own (drain). A caller that leaves before its message was written
+// whole gives its own write up: a message not begun is never written (the
+// session goes on, and its caller returns at once, without waiting its turn
+// at the pipe), and one under way — its own, never another caller's: a
+// healthy server may pause reading while a large message is written — is
+// cut short. A message no caller waits for (a reply) is cut short once its
+// write took replyWriteTimeout: the server asked for it, and one that does
+// not read it in that time has stopped reading. A message cut short leaves the
+// server a broken stream, so the session ends with it, as it does after any
+// failed write (broke kills the server, which is started anew at the next
+// call).
+type stdinPipe struct {
+	f     *os.File
+	broke func()
+
+	mu       sync.Mutex
+	queue    []*outgoing // to be written, in order
+	writing  *outgoing   // being written now
+	draining bool        // drain runs
+	// failed: a write failed, or the pipe was closed; nothing more is
+	// written.
+	failed    error
+	unwritten map[string]*outgoing   // requests sent and not yet written, by their id's JSON
+	notes     map[string][]*outgoing // notifications sent and not yet queued, by their line
+}
+
+// outgoing is one message on its way to the server.
+type outgoing struct {
+	line []byte
+	// queued: handed to the pipe; started: its write began; abandoned: its
+	// caller left before that; done: its write ended, or will never begin.
+	queued, started, abandoned, done bool
+	// reply: no caller waits for it (replyWriteTimeout bounds its write).
+	reply   bool
+	written chan struct{} // closed once done, err set
+	err     error
+}
+
+func newOutgoing() *outgoing { return &outgoing{written: make(chan struct{})} }
+
+// end marks o done with err (the pipe's lock held).
+func (o *outgoing) end(err error) {
+	if !o.done {
+		o.done, o.err, o.line = true, err, nil
+		close(o.written)
+	}
+}
+
+// replyWriteTimeout bounds the write of a message no caller waits for: an
+// answer mcp-go's transport writes to the server's own request. A variable
+// for tests.
+var replyWriteTimeout = 30 * time.Second
+
+// errAbandoned: the message's caller left before it was written.
+var errAbandoned = errors.New("the request's caller left before it was sent")
+
+// expect registers the request id (its JSON) as about to be written.
+func (p *stdinPipe) expect(id string) *outgoing {
+	o := newOutgoing()
+	p.mu.Lock()
+	p.unwritten[id] = o
+	p.mu.Unlock()
+	return o
+}
+
+// forget ends what expect registered.
+func (p *stdinPipe) forget(id string) {
+	p.mu.Lock()
+	delete(p.unwritten, id)
+	p.mu.Unlock()
+}
+
+// expectNote registers line, a notification as mcp-go writes it, as
+// about to be written; the func returned ends that.
+func (p *stdinPipe) expectNote(line string) (*outgoing, func()) {
+	o := newOutgoing()
+	p.mu.Lock()
+	if p.notes == nil {
+		p.notes = map[string][]*outgoing{}
+	}
+	p.notes[line] = append(p.notes[line], o)
+	p.mu.Unlock()
+	return o, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		l := slices.DeleteFunc(p.notes[line], func(x *outgoing) bool { return x == o })
+		if len(l) == 0 {
+			delete(p.notes, line)
+		} else {
+			p.notes[line] = l
+		}
+	}
+}
+
+// giveUp is o's caller leaving: a message not yet begun is never written
+// (unsent: its caller need not wait for it), and a write of it under way
+// is cut short. Another message's write goes on: its own caller gives it
+// up, if it leaves.
+func (p *stdinPipe) giveUp(o *outgoing) (unsent bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case !o.started:
+		o.abandoned = true
+		if o.queued {
+			p.queue = slices.DeleteFunc(p.queue, func(x *outgoing) bool { return x == o })
+		}
+		o.end(errAbandoned)
+		return true
+	case !o.done:
+		_ = p.f.SetWriteDeadline(time.Now()) // this write (o's: writes are one at a time) fails
+	}
+	return false
+}
+
+// await waits until o was written, or its caller leaves (ctx): at once
+// when o was not begun, or once its own write was cut short.
+func (p *stdinPipe) await(ctx context.Context, o *outgoing) error {
+	select {
+	case <-o.written:
+		return o.err
+	case <-ctx.Done():
+	}
+	if p.giveUp(o) {
+		return ctx.Err()
+	}
+	<-o.written
+	return o.err
+}
+
+// requestHead is how every request mcp-go writes begins: its id follows.
+var requestHead = []byte(`{"jsonrpc":"2.0","id":`)
+
+// sending is the registered message that b is, if any: mcp-go writes a
+// request's members in order, so its id follows requestHead and "method"
+// follows its id; a notification is registered as the line it is. Of
+// notifications alike, b is the first not queued and not given up, if any.
+func (p *stdinPipe) sending(b []byte) *outgoing {
+	rest, ok := bytes.CutPrefix(b, requestHead)
+	if !ok {
+		var last *outgoing
+		for _, o := range p.notes[string(b)] {
+			if !o.queued && !o.abandoned {
+				return o
+			}
+			if !o.queued {
+				last = o
+			}
+		}
+		return last
+	}
+	i := bytes.IndexByte(rest, ',')
+	if i < 0 || !bytes.HasPrefix(rest[i:], []byte(`,"method":`)) {
+		return nil // a response's id, or an id with a comma (untracked)
+	}
+	if o := p.unwritten[string(rest[:i])]; o != nil && !o.queued {
+		return o
+	}
+	return nil
+}
+
+// Write queues b, one message as mcp-go's transport writes it, and returns
+// at once: drain writes it. A message no caller registered (sending) is a
+// reply.
+func (p *stdinPipe) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	o := p.sending(b)
+	switch {
+	case o == nil:
+		o = newOutgoing()
+		o.reply = true
+	case o.abandoned:
+		return 0, errAbandoned
+	}
+	if p.failed != nil {
+		return 0, p.failed
+	}
+	o.line, o.queued = bytes.Clone(b), true
+	p.queue = append(p.queue, o)
+	if !p.draining {
+		p.draining = true
+		go p.drain()
+	}
+	return len(b), nil
+}
+
+// drain writes the queue, one message at a time, until it is empty. A
+// write that fails ends the session (broke) before its caller hears of it.
+func (p *stdinPipe) drain() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.queue) > 0 && p.failed == nil {
+		o := p.queue[0]
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+		o.started = true
+		var deadline time.Time // a caller's write: until its caller leaves (giveUp)
+		if o.reply {
+			deadline = time.Now().Add(replyWriteTimeout)
+		}
+		_ = p.f.SetWriteDeadline(deadline) // under the lock: a giveUp after it cuts this write
+		line := o.line
+		p.writing = o
+		p.mu.Unlock()
+		_, err := p.f.Write(line)
+		p.mu.Lock()
+		p.writing = nil
+		if err != nil {
+			p.fail(err)
+			p.mu.Unlock()
+			p.broke()
+			p.mu.Lock()
+		}
+		o.end(err)
+	}
+	p.draining = false
+}
+
+// fail ends the pipe with err: what is queued is never written (the
+// pipe's lock held).
+func (p *stdinPipe) fail(err error) {
+	if p.failed == nil {
+		p.failed = err
+	}
+	for _, o := range p.queue {
+		o.end(p.failed)
+	}
+	p.queue = nil
+}
+
+// Close closes the pipe: the server reads its end.
+func (p *stdinPipe) Close() error {
+	p.mu.Lock()
+	p.fail(os.ErrClosed)
+	p.mu.Unlock()
+	return p.f.Close()
+}
+
+// SendRequest names the bound when it is what ended the session. A caller
+// that leaves before its request was written leaves at once, and the
+// request is never written; one whose request is being written cuts that
+// write short (stdinPipe).
+func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	id, err := json.Marshal(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	o := t.in.expect(string(id))
+	defer t.in.forget(string(id))
+	resp, err := capture(ctx, r, t.Stdio.SendRequest)
+	if err != nil {
+		if !t.in.giveUp(o) {
+			<-o.written // written, or its write cut short: the session is dropped first
+		}
+		if bound := t.out.failed(); bound != nil {
+			err = fmt.Errorf("%w: %w", err, bound)
+		}
+	}
+	return resp, err
+}
+
+// SendNotification sends n and waits until it was written; its caller
+// leaving first gives the write up (stdinPipe), as a request's does.
+func (t *capturingStdio) SendNotification(ctx context.Context, n mcp.JSONRPCNotification) error {
+	line, err := json.Marshal(n) // as mcp-go's transport writes it
+	if err != nil {
+		return err
+	}
+	o, forget := t.in.expectNote(string(line) + "\n")
+	defer forget()
+	if err := t.Stdio.SendNotification(ctx, n); err != nil {
+		t.in.giveUp(o)
+		return err
+	}
+	return t.in.await(ctx, o)
+}
