@@ -22,9 +22,10 @@ import (
 // lock, every later one — a request's, or mcp-go's own answer to a request
 // of the server's (a ping, an elicitation the harness answered), which no
 // caller waits for and so none gave up. Here mcp-go's write only queues its
-// message (Write returns at once: nothing waits on mcp-go's lock), and the
-// pipe writes the queue in order, one message at a time, on a goroutine of
-// its own (drain). A caller that leaves before its message was written
+// message (Write returns at once: nothing waits on mcp-go's lock), a
+// notification is queued by its sender itself (send), each message known
+// by who sent it, never by its bytes, and the pipe writes the queue in
+// order, one message at a time, on a goroutine of its own (drain). A caller that leaves before its message was written
 // whole gives its own write up: a message not begun is never written (the
 // session goes on, and its caller returns at once, without waiting its turn
 // at the pipe), and one under way — its own, never another caller's: a
@@ -46,8 +47,7 @@ type stdinPipe struct {
 	// failed: a write failed, or the pipe was closed; nothing more is
 	// written.
 	failed    error
-	unwritten map[string]*outgoing   // requests sent and not yet written, by their id's JSON
-	notes     map[string][]*outgoing // notifications sent and not yet queued, by their line
+	unwritten map[string]*outgoing // requests sent and not yet written, by their id's JSON
 }
 
 // outgoing is one message on its way to the server.
@@ -96,28 +96,6 @@ func (p *stdinPipe) forget(id string) {
 	p.mu.Unlock()
 }
 
-// expectNote registers line, a notification as mcp-go writes it, as
-// about to be written; the func returned ends that.
-func (p *stdinPipe) expectNote(line string) (*outgoing, func()) {
-	o := newOutgoing()
-	p.mu.Lock()
-	if p.notes == nil {
-		p.notes = map[string][]*outgoing{}
-	}
-	p.notes[line] = append(p.notes[line], o)
-	p.mu.Unlock()
-	return o, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		l := slices.DeleteFunc(p.notes[line], func(x *outgoing) bool { return x == o })
-		if len(l) == 0 {
-			delete(p.notes, line)
-		} else {
-			p.notes[line] = l
-		}
-	}
-}
-
 // giveUp is o's caller leaving: a message not yet begun is never written
 // (unsent: its caller need not wait for it), and a write of it under way
 // is cut short. Another message's write goes on: its own caller gives it
@@ -157,23 +135,15 @@ func (p *stdinPipe) await(ctx context.Context, o *outgoing) error {
 // requestHead is how every request mcp-go writes begins: its id follows.
 var requestHead = []byte(`{"jsonrpc":"2.0","id":`)
 
-// sending is the registered message that b is, if any: mcp-go writes a
+// sending is the registered request that b is, if any: mcp-go writes a
 // request's members in order, so its id follows requestHead and "method"
-// follows its id; a notification is registered as the line it is. Of
-// notifications alike, b is the first not queued and not given up, if any.
+// follows its id, and ids are the session's own, one per request. A
+// notification is never known by its bytes, which two may share: its
+// sender queues it itself (send).
 func (p *stdinPipe) sending(b []byte) *outgoing {
 	rest, ok := bytes.CutPrefix(b, requestHead)
 	if !ok {
-		var last *outgoing
-		for _, o := range p.notes[string(b)] {
-			if !o.queued && !o.abandoned {
-				return o
-			}
-			if !o.queued {
-				last = o
-			}
-		}
-		return last
+		return nil
 	}
 	i := bytes.IndexByte(rest, ',')
 	if i < 0 || !bytes.HasPrefix(rest[i:], []byte(`,"method":`)) {
@@ -202,13 +172,32 @@ func (p *stdinPipe) Write(b []byte) (int, error) {
 	if p.failed != nil {
 		return 0, p.failed
 	}
-	o.line, o.queued = bytes.Clone(b), true
+	p.enqueue(o, bytes.Clone(b))
+	return len(b), nil
+}
+
+// send queues line, a message its caller sends itself (a notification),
+// as that caller's, and waits until it was written (await).
+func (p *stdinPipe) send(ctx context.Context, line []byte) error {
+	o := newOutgoing()
+	p.mu.Lock()
+	if p.failed != nil {
+		p.mu.Unlock()
+		return p.failed
+	}
+	p.enqueue(o, line)
+	p.mu.Unlock()
+	return p.await(ctx, o)
+}
+
+// enqueue queues o's line, drain writing it (the pipe's lock held).
+func (p *stdinPipe) enqueue(o *outgoing, line []byte) {
+	o.line, o.queued = line, true
 	p.queue = append(p.queue, o)
 	if !p.draining {
 		p.draining = true
 		go p.drain()
 	}
-	return len(b), nil
 }
 
 // drain writes the queue, one message at a time, until it is empty. A
@@ -287,17 +276,20 @@ func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCReq
 }
 
 // SendNotification sends n and waits until it was written; its caller
-// leaving first gives the write up (stdinPipe), as a request's does.
+// leaving first gives the write up (stdinPipe), as a request's does. The
+// line is queued here, as its caller's, not written by mcp-go's transport:
+// the pipe would know it only by its bytes, and two notifications alike
+// (for two callers) are the same bytes.
 func (t *capturingStdio) SendNotification(ctx context.Context, n mcp.JSONRPCNotification) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t.ended() {
+		return transport.ErrTransportClosed
+	}
 	line, err := json.Marshal(n) // as mcp-go's transport writes it
 	if err != nil {
 		return err
 	}
-	o, forget := t.in.expectNote(string(line) + "\n")
-	defer forget()
-	if err := t.Stdio.SendNotification(ctx, n); err != nil {
-		t.in.giveUp(o)
-		return err
-	}
-	return t.in.await(ctx, o)
+	return t.in.send(ctx, append(line, '\n'))
 }

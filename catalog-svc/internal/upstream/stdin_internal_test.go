@@ -1,0 +1,114 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Two notifications alike — the same bytes, sent by two callers — are
+// each their own caller's: the callers that leave before theirs was
+// written give up theirs alone, and the one that stays has its own
+// written. Matched by their bytes, the first written was taken for the
+// staying caller's, and that caller's own write then for a left one's: it
+// was told its notification was given up (errAbandoned), though it never
+// left. Here the server reads nothing until told, so every notification
+// waits behind a large one.
+func TestNotificationsAlikeAreEachTheirCallers(t *testing.T) {
+	dir := t.TempDir()
+	gate, got := filepath.Join(dir, "go"), filepath.Join(dir, "got")
+	c := newConn(t.Context(), nil, Guard{}, slog.New(slog.DiscardHandler), nil)
+	t.Cleanup(c.close)
+	tr, err := c.stdio([]string{"/bin/sh", "-c", `until [ -e "$GATE" ]; do sleep 0.01; done; exec cat >"$GOT"`},
+		[]string{"PATH=" + os.Getenv("PATH"), "GATE=" + gate, "GOT=" + got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := tr.(*capturingStdio)
+	if err := st.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	send := func(ctx context.Context, n mcp.JSONRPCNotification) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- st.SendNotification(ctx, n) }()
+		return done
+	}
+	large := send(ctx, note(map[string]any{"data": strings.Repeat("x", 1<<20)})) // past a pipe's 64 KiB
+	waitFor(t, "the large notification's write", func() bool { return writingNow(st.in) })
+	const callers = 8
+	var sent []<-chan error
+	var leave []context.CancelFunc
+	for i := range callers {
+		cctx, cancel := context.WithCancel(ctx) // ends with ctx, if not left
+		sent, leave = append(sent, send(cctx, note(nil))), append(leave, cancel)
+		waitFor(t, "the notifications alike to wait", func() bool { return waitingNow(st.in) == i+1 })
+	}
+	for i := range callers - 1 { // all but the last leave
+		leave[i]()
+		if err := <-sent[i]; err != context.Canceled {
+			t.Errorf("caller %d, which left: %v, want context.Canceled", i, err)
+		}
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-large; err != nil {
+		t.Errorf("the large notification: %v", err)
+	}
+	if err := <-sent[callers-1]; err != nil {
+		t.Errorf("the caller that stayed: %v, want its notification written", err)
+	}
+	waitFor(t, "the server to read both", func() bool {
+		b, _ := os.ReadFile(got)
+		return bytes.Count(b, []byte("\n")) >= 2
+	})
+	_ = st.Close() // the server reads the end of its stdin and exits
+	b, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte("\n")); n != 2 {
+		t.Errorf("the server read %d lines, want 2: the large one, and the staying caller's", n)
+	}
+}
+
+// note is a notifications/message with params.
+func note(params map[string]any) mcp.JSONRPCNotification {
+	return mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+		Method: "notifications/message", Params: mcp.NotificationParams{AdditionalFields: params}}}
+}
+
+// writingNow reports whether a message is being written to p.
+func writingNow(p *stdinPipe) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writing != nil
+}
+
+// waitingNow is how many messages wait to be written to p.
+func waitingNow(p *stdinPipe) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
+// waitFor polls cond until it holds, failing t after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(time.Millisecond) // polls the condition
+	}
+}
