@@ -97,15 +97,19 @@ func (c *conn) listTools(ctx context.Context) ([]listedTool, serverInfo, error) 
 // listed runs list on the live session. A listing that lost its session
 // (sessionLost: pages dropped it; an HTTP upstream restarted and no longer
 // knows it) runs once more, from its first page, on a new one: a listing
-// changes nothing, so the upstream may well see it twice.
+// changes nothing, so the upstream may well see it twice. Over stdio only
+// a listing on a session it found runs again: one on a session it started
+// itself (the server had exited) lost it to the listing — a server that
+// crashes on it — and the next request starts that server anew, not this
+// listing a second time: one crash, one start.
 func (c *conn) listed(ctx context.Context, list func(session) error) error {
 	for again := true; ; again = false {
-		s, err := c.session(ctx)
+		s, connected, err := c.dial(ctx)
 		if err != nil {
 			return err
 		}
 		err = list(s)
-		if err == nil || !again || ctx.Err() != nil || !sessionLost(s, err) {
+		if err == nil || !again || connected && s.stdio || ctx.Err() != nil || !sessionLost(s, err) {
 			return err
 		}
 	}

@@ -119,33 +119,39 @@ func capabilitiesFor(methods []string) mcp.ClientCapabilities {
 // context allows (a handshake that hangs holds up no caller past its
 // deadline, and no close).
 func (c *conn) session(ctx context.Context) (session, error) {
+	s, _, err := c.dial(ctx)
+	return s, err
+}
+
+// dial is session, and whether this caller connected it.
+func (c *conn) dial(ctx context.Context) (s session, connected bool, err error) {
 	if s, ok := c.current(); ok {
-		return s, nil
+		return s, false, nil
 	}
 	select {
 	case c.dialing <- struct{}{}:
 	case <-ctx.Done():
-		return session{}, ctx.Err()
+		return session{}, false, ctx.Err()
 	case <-c.life.Done():
-		return session{}, errClosed
+		return session{}, false, errClosed
 	}
 	defer func() { <-c.dialing }()
 	if s, ok := c.current(); ok {
-		return s, nil // another caller connected meanwhile
+		return s, false, nil // another caller connected meanwhile
 	}
 	live, err := c.connect(ctx)
 	if err != nil {
-		return session{}, err
+		return session{}, false, err
 	}
 	c.mu.Lock()
 	if c.life.Err() != nil { // closed while connecting: the session is no one's
 		c.mu.Unlock()
 		discard(live.cl, live.tr)
-		return session{}, errClosed
+		return session{}, false, errClosed
 	}
 	c.live = live
 	c.mu.Unlock()
-	return live, nil
+	return live, true, nil
 }
 
 // errClosed: the connection was closed (its provider removed or replaced).

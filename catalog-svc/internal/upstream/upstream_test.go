@@ -54,6 +54,12 @@ func TestMain(m *testing.M) {
 		// Server requests over stdio, whichever era the client speaks.
 		//nolint:staticcheck // the deprecated behaviour is the point: a 2025-era server over stdio
 		f := fixture(newState(), server.WithLegacyServerInitiatedRequests())
+		if dir := os.Getenv("UPSTREAM_TEST_MARKS"); dir != "" { // each start noted (TestACrashingStdioServerIsStartedOncePerListing)
+			if starts, err := os.OpenFile(filepath.Join(dir, "starts"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+				_, _ = fmt.Fprintln(starts, os.Getpid())
+				_ = starts.Close()
+			}
+		}
 		f.srv.AddTool(mcp.NewTool("poison", mcp.WithDescription("Answers its pid; once $UPSTREAM_TEST_MARKS/poison exists, sends a 200 KiB notification.")),
 			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				go func() {
@@ -198,6 +204,11 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 		server.WithToolFilter(func(_ context.Context, tools []mcp.Tool) []mcp.Tool {
 			if st.wedged.Load() {
 				select {} // answers nothing more
+			}
+			if dir := os.Getenv("UPSTREAM_TEST_MARKS"); dir != "" {
+				if _, err := os.Stat(filepath.Join(dir, "crash")); err == nil {
+					os.Exit(3) // a stdio server that crashes on every listing (and call)
+				}
 			}
 			st.mu.Lock()
 			listing, gate := st.listing, st.listGate
@@ -1511,6 +1522,45 @@ func TestAListingTimeoutBesideACallDropsNoStdioServer(t *testing.T) {
 		t.Errorf("the call running beside the listing: %v, want Canceled (its own cancellation)", err)
 	}
 	waitFile(t, filepath.Join(marks, "ended")) // the server, kept, heard the cancellation
+}
+
+// A stdio server that crashes on every listing is started once per crash:
+// a listing that finds it dead starts it anew, and when that server, the
+// listing's own, crashes on it too, the listing fails — it is not started
+// again by the same listing (the retry is for a session lost before the
+// listing, not one it began), but by the next request.
+func TestACrashingStdioServerIsStartedOncePerListing(t *testing.T) {
+	h, marks := stdioUpstream(t, 0)
+	if err := os.WriteFile(filepath.Join(marks, "crash"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.call("sx", "sx.echo", `{"text":"x"}`); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a call that crashed the server: %v, want Unavailable", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for h.m.StdioServer("sx") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the crashed server's session is kept a minute on")
+		}
+		time.Sleep(10 * time.Millisecond) // polls the condition: the session was dropped
+	}
+	before := starts(t, marks)
+	if rec, err := h.m.Refresh(t.Context(), "sx", "tester"); err == nil && rec.GetStatus().GetError() == "" {
+		t.Fatal("a server that crashes on every listing was listed")
+	}
+	if n := starts(t, marks) - before; n != 1 {
+		t.Errorf("one listing started the server %d times, want once", n)
+	}
+}
+
+// starts is how many times h's stdio server started (TestMain notes each).
+func starts(t *testing.T, marks string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(marks, "starts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
 }
 
 // stdioPid is the process id of h's stdio server now.
