@@ -270,8 +270,21 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		h.refuse(w, r, http.StatusBadRequest, protocol.HeaderSessionID+" header repeated")
 		return
 	}
-	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) {
+	version := r.Header.Get(protocol.HeaderProtocolVersion)
+	if r.Method != http.MethodPost && protocol.UnsupportedVersion(version) {
+		// mcp-go checks the version on its own paths; a DELETE the bridge
+		// answers itself (below) is owed the same check.
+		h.refuse(w, r, http.StatusBadRequest, "unsupported protocol version")
+		return
+	}
+	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(version) {
 		if lease.Terminated(sid) {
+			status, reason, why := http.StatusNotFound, "session terminated", "the session was ended with DELETE"
+			if protocol.UnsupportedVersion(version) {
+				// A POST's version is checked before its session, as
+				// mcp-go checks it.
+				status, reason, why = http.StatusBadRequest, "unsupported protocol version", "unsupported protocol version"
+			}
 			if r.Method == http.MethodPost {
 				// A tools/call on it is an attempt all the same: recorded —
 				// unless the turn expired while its body arrived, which
@@ -283,9 +296,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 					h.refuse(w, r, http.StatusNotFound, "turn not found")
 					return
 				}
-				h.recordRefused(ctx, turnID, r.Header, body, "the session was ended with DELETE")
+				h.recordRefused(ctx, turnID, r.Header, body, why)
 			}
-			h.refuse(w, r, http.StatusNotFound, "session terminated")
+			h.refuse(w, r, status, reason)
 			return
 		}
 		if r.Method == http.MethodDelete {
@@ -329,8 +342,17 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			h.refuseHeaders(w, r, turnID, body, msg, reason)
 			return
 		}
-		if msg.Method == "notifications/cancelled" && msg.IsNotification() &&
-			(protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)) {
+		modern := protocol.IsModern(version) || protocol.IsModern(msg.MetaProtocolVersion)
+		if !modern && msg.Method != "initialize" && protocol.UnsupportedVersion(version) {
+			// mcp-go checks it on its own paths (an initialize negotiates
+			// the version instead); the answers the bridge gives below
+			// itself are owed the same check. An attempt is recorded, as
+			// mcp-go's refusal of it would be.
+			h.recordRefused(ctx, turnID, r.Header, body, "unsupported protocol version")
+			h.refuse(w, r, http.StatusBadRequest, "unsupported protocol version")
+			return
+		}
+		if msg.Method == "notifications/cancelled" && msg.IsNotification() && modern {
 			// 2026-07-28 cancels by closing the request's stream. mcp-go keys
 			// modern in-flight requests by id alone (every modern session is
 			// ""), so passing this on would let one client cancel another's
@@ -364,13 +386,20 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 				return
 			}
 		}
-		if (msg.Method == "resources/subscribe" || msg.Method == "resources/unsubscribe") &&
-			!(protocol.IsModern(r.Header.Get(protocol.HeaderProtocolVersion)) || protocol.IsModern(msg.MetaProtocolVersion)) {
+		if (msg.Method == "resources/subscribe" || msg.Method == "resources/unsubscribe") && !modern {
 			// 2025 eras: acknowledged; a turn's resources are pinned, and
 			// no update is ever pushed (ADR 0018). 2026-07-28 removed the
 			// methods: mcp-go answers them 404.
 			if !h.sessionValid(ctx, turnID, r.Header.Get(server.HeaderKeySessionID)) {
 				h.refuse(w, r, http.StatusNotFound, "invalid session id")
+				return
+			}
+			if msg.Target == "" {
+				// Both methods take the URI (MCP schema: required); a
+				// 2025-era request's invalid params are answered as mcp-go
+				// answers them, HTTP 200.
+				writeRPCErrorStatus(w, http.StatusOK, &protocol.RPCError{Code: protocol.CodeInvalidParams,
+					Message: `invalid params: "params.uri" is required for ` + msg.Method, ID: msg.ID})
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")

@@ -37,7 +37,8 @@ type Message struct {
 	// ToolName is params.name of a tools/call.
 	ToolName string
 	// Target is what a request names: params.name of a tools/call or a
-	// prompts/get, params.uri of a resources/read ("" otherwise).
+	// prompts/get, params.uri of a resources/read, resources/subscribe or
+	// resources/unsubscribe ("" otherwise).
 	Target string
 	// TraceMeta holds the W3C trace context members of params._meta
 	// (traceparent, tracestate: MCP SEP-414; its baggage is not taken from
@@ -241,7 +242,7 @@ func Parse(body []byte) (*Message, *RPCError) {
 			return fail(`"params.name" must be a string`)
 		}
 	}
-	if raw, ok := pm.lookup("uri"); ok && m.Method == "resources/read" {
+	if raw, ok := pm.lookup("uri"); ok && (m.Method == "resources/read" || m.Method == "resources/subscribe" || m.Method == "resources/unsubscribe") {
 		if m.Target, ok = str(raw); !ok {
 			return fail(`"params.uri" must be a string`)
 		}

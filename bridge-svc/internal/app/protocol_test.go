@@ -1,0 +1,62 @@
+package app_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestTheBridgesOwnAnswersCheckTheVersion: the 2025-era requests the
+// bridge answers itself, without mcp-go — resources/subscribe and
+// unsubscribe, DELETE of a session, a request on an ended session — are
+// refused 400 when their Mcp-Protocol-Version header names a version the
+// turn does not serve (2025-11-25 transports: MUST), as mcp-go refuses
+// the others; a refused DELETE ends nothing. A subscribe without its URI
+// is invalid params (-32602). Before, a subscribe under 1999-01-01 was
+// acknowledged 200 {} and a DELETE under it ended the session; a
+// subscribe without params.uri was acknowledged too.
+func TestTheBridgesOwnAnswersCheckTheVersion(t *testing.T) {
+	f := newFixture(t)
+	tr := f.bridge.Open(t)
+	session := legacySession(t, tr)
+	bad := map[string]string{"Mcp-Session-Id": session["Mcp-Session-Id"], "Mcp-Protocol-Version": "1999-01-01"}
+	subscribe := func(id, method, params string, headers map[string]string) rawResp {
+		return do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: headers,
+			body: `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`})
+	}
+	for _, method := range []string{"resources/subscribe", "resources/unsubscribe"} {
+		if r := subscribe("2", method, `{"uri":"test://static-text"}`, bad); r.status != http.StatusBadRequest {
+			t.Errorf("%s under version 1999-01-01: %d %s, want 400", method, r.status, r.body)
+		}
+		if r := subscribe("3", method, `{}`, session); r.status != http.StatusOK || !strings.Contains(string(r.body), `"code":-32602`) {
+			t.Errorf("%s without params.uri: %d %s, want a -32602 error", method, r.status, r.body)
+		}
+		if r := subscribe("4", method, `{"uri":"test://static-text"}`, session); r.status != http.StatusOK || !strings.Contains(string(r.body), `"result":{}`) {
+			t.Errorf("%s: %d %s, want it acknowledged", method, r.status, r.body)
+		}
+	}
+	before := len(f.kernel.Calls())
+	call := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: call, headers: bad}); r.status != http.StatusBadRequest {
+		t.Errorf("a tools/call under version 1999-01-01: %d %s, want 400", r.status, r.body)
+	}
+	if calls := f.kernel.Calls()[before:]; len(calls) != 1 || calls[0].GetEdgeRejection() == "" || calls[0].GetTool() != "files.read" {
+		t.Errorf("kernel saw %v, want the refused call's one record-only rejection", calls)
+	}
+	if r := do(t, rawReq{method: http.MethodDelete, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: bad}); r.status != http.StatusBadRequest {
+		t.Errorf("DELETE under version 1999-01-01: %d %s, want 400", r.status, r.body)
+	}
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyList(6), headers: session}); r.status != http.StatusOK {
+		t.Fatalf("the session after a refused DELETE: %d %s, want it still open", r.status, r.body)
+	}
+	if r := do(t, rawReq{method: http.MethodDelete, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: session}); r.status != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	before = len(f.kernel.Calls())
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: call, headers: bad}); r.status != http.StatusBadRequest {
+		t.Errorf("a tools/call on the ended session under version 1999-01-01: %d %s, want 400", r.status, r.body)
+	}
+	if calls := f.kernel.Calls()[before:]; len(calls) != 1 || calls[0].GetEdgeRejection() == "" {
+		t.Errorf("kernel saw %v, want one record-only rejection", calls)
+	}
+}
