@@ -60,3 +60,22 @@ func TestTheBridgesOwnAnswersCheckTheVersion(t *testing.T) {
 		t.Errorf("kernel saw %v, want one record-only rejection", calls)
 	}
 }
+
+// TestADeleteWithoutASessionIsABadRequest: a 2025-era DELETE without
+// Mcp-Session-Id ends nothing and is answered 400 (2025-11-25 transports:
+// a request without the session id it needs SHOULD get 400). Before, mcp-go
+// asked the session manager to end "" and answered its refusal 500
+// ("Session termination failed").
+func TestADeleteWithoutASessionIsABadRequest(t *testing.T) {
+	f := newFixture(t)
+	tr := f.bridge.Open(t)
+	session := legacySession(t, tr)
+	for _, headers := range []map[string]string{nil, {"Mcp-Protocol-Version": "2025-11-25"}} {
+		if r := do(t, rawReq{method: http.MethodDelete, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: headers}); r.status != http.StatusBadRequest {
+			t.Errorf("DELETE without a session id (headers %v): %d %s, want 400", headers, r.status, r.body)
+		}
+	}
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyList(2), headers: session}); r.status != http.StatusOK {
+		t.Errorf("the turn's session afterwards: %d %s", r.status, r.body)
+	}
+}

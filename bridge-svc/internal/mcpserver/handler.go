@@ -277,6 +277,13 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		h.refuse(w, r, http.StatusBadRequest, "unsupported protocol version")
 		return
 	}
+	if r.Method == http.MethodDelete && !protocol.IsModern(version) && r.Header.Get(server.HeaderKeySessionID) == "" {
+		// Nothing to end: mcp-go would ask the session manager to end ""
+		// and answer its refusal 500. A request that lacks the session id
+		// it needs is a 400 (2025-11-25 transports).
+		h.refuse(w, r, http.StatusBadRequest, protocol.HeaderSessionID+" header required")
+		return
+	}
 	if sid := r.Header.Get(server.HeaderKeySessionID); sid != "" && !protocol.IsModern(version) {
 		if lease.Terminated(sid) {
 			status, reason, why := http.StatusNotFound, "session terminated", "the session was ended with DELETE"
