@@ -79,3 +79,31 @@ func TestADeleteWithoutASessionIsABadRequest(t *testing.T) {
 		t.Errorf("the turn's session afterwards: %d %s", r.status, r.body)
 	}
 }
+
+// TestA2025RequestWithoutASessionIsABadRequest: after initialize, a
+// 2025-era request without Mcp-Session-Id is answered 400 (2025-11-25
+// transports: SHOULD), not mcp-go's 404 "Invalid session ID", which tells
+// a client its session ended; a tools/call so refused keeps its one
+// record. A forged id is still 404, as an unknown session.
+func TestA2025RequestWithoutASessionIsABadRequest(t *testing.T) {
+	f := newFixture(t)
+	tr := f.bridge.Open(t)
+	v := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	for _, body := range []string{legacyList(2), `{"jsonrpc":"2.0","method":"notifications/initialized"}`} {
+		if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: body, headers: v}); r.status != http.StatusBadRequest {
+			t.Errorf("%s without a session id: %d %s, want 400", body, r.status, r.body)
+		}
+	}
+	before := len(f.kernel.Calls())
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: call, headers: v}); r.status != http.StatusBadRequest {
+		t.Errorf("a tools/call without a session id: %d %s, want 400", r.status, r.body)
+	}
+	if calls := f.kernel.Calls()[before:]; len(calls) != 1 || calls[0].GetEdgeRejection() == "" || calls[0].GetTool() != "files.read" {
+		t.Errorf("kernel saw %v, want the refused call's one record-only rejection", calls)
+	}
+	forged := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": "mcp-s1-forged.forged"}
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), body: legacyList(4), headers: forged}); r.status != http.StatusNotFound {
+		t.Errorf("a forged session id: %d %s, want 404", r.status, r.body)
+	}
+}

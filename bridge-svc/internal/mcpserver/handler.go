@@ -359,6 +359,15 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			h.refuse(w, r, http.StatusBadRequest, "unsupported protocol version")
 			return
 		}
+		if !modern && msg.Method != "" && msg.Method != "initialize" && r.Header.Get(server.HeaderKeySessionID) == "" {
+			// mcp-go answers 404 "Invalid session ID", which tells a 2025
+			// client its session is gone; this request never named one, and
+			// one is required after initialize: 400 (2025-11-25
+			// transports). An attempt is recorded.
+			h.recordRefused(ctx, turnID, r.Header, body, protocol.HeaderSessionID+" header required")
+			h.refuse(w, r, http.StatusBadRequest, protocol.HeaderSessionID+" header required")
+			return
+		}
 		if msg.Method == "notifications/cancelled" && msg.IsNotification() && modern {
 			// 2026-07-28 cancels by closing the request's stream. mcp-go keys
 			// modern in-flight requests by id alone (every modern session is

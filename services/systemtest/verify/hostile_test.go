@@ -108,9 +108,10 @@ func hostileCases(tr turn) []hostileCase {
 		{"relative path", m(modernCall(1, "files.read", `{"path":"../private/a.txt"}`)), 200, 0, 1, "denied/permission_denied"},
 		{"symlink out of /public", m(modernCall(1, "files.read", `{"path":"/public/link/secret.txt"}`)), 200, 0, 1, ""},
 		// A 2025-era request without a session of this turn is refused as
-		// mcp-go refuses it (404), recorded, whatever it names: an unpinned
-		// prompt or resource is no way past the session check.
-		{"2025-era prompts/get, no session", legacy(`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"verify.prompt"}}`, ""), 404, 0, 1, "failed/invalid_request"},
+		// Refused (no session: 400; one the turn did not mint: mcp-go's
+		// 404), recorded, whatever it names: an unpinned prompt or
+		// resource is no way past the session check.
+		{"2025-era prompts/get, no session", legacy(`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"verify.prompt"}}`, ""), 400, 0, 1, "failed/invalid_request"},
 		{"2025-era prompts/get, invented session", legacy(`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"verify.prompt"}}`, "bogus"), 404, 0, 1, "failed/invalid_request"},
 		{"2025-era resources/read, invented session", legacy(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///private/a.txt"}}`, "bogus"), 404, 0, 1, "failed/invalid_request"},
 		{"2025-era tools/call, invented session", legacy(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"verify.echo","arguments":{"path":"/public/x"}}}`, "bogus"), 404, 0, 1, "failed/invalid_request"},
