@@ -107,3 +107,35 @@ func TestA2025RequestWithoutASessionIsABadRequest(t *testing.T) {
 		t.Errorf("a forged session id: %d %s, want 404", r.status, r.body)
 	}
 }
+
+// TestA405ListsTheAllowedMethods (RFC 9110: a 405 MUST carry Allow): the
+// edge's 405 for a method the endpoint never takes and the GET every era
+// is refused (no standalone stream) list what the request's era takes —
+// POST, and DELETE for a 2025-era session. Before, neither had an Allow
+// header (mcp-go's modern GET alone did).
+func TestA405ListsTheAllowedMethods(t *testing.T) {
+	f := newFixture(t)
+	tr := f.bridge.Open(t)
+	session := legacySession(t, tr)
+	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28"}
+	for _, tc := range []struct {
+		name    string
+		method  string
+		headers map[string]string
+		allow   string
+	}{
+		{"PUT", http.MethodPut, nil, "POST, DELETE"},
+		{"2026-07-28 PATCH", http.MethodPatch, modern, "POST"},
+		{"2025-era GET", http.MethodGet, session, "POST, DELETE"},
+		{"GET without a version", http.MethodGet, nil, "POST, DELETE"},
+		{"2026-07-28 GET", http.MethodGet, modern, "POST"},
+		{"2026-07-28 DELETE", http.MethodDelete, modern, "POST"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, rawReq{method: tc.method, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: tc.headers})
+			if r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != tc.allow {
+				t.Errorf("answered %d with Allow %q (%s), want 405 with Allow %q", r.status, r.header.Get("Allow"), r.body, tc.allow)
+			}
+		})
+	}
+}

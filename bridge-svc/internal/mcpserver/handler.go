@@ -467,6 +467,11 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			}
 		}
 	}
+	if r.Method == http.MethodGet {
+		// mcp-go answers every GET 405 (streaming is off), a 2025-era one
+		// without the Allow header RFC 9110 requires of a 405.
+		w.Header().Set("Allow", protocol.AllowedMethods(r.Header))
+	}
 	resp := newResponse(w, st, call)
 	st.resp = resp
 	srv.http.Handle(resp, &server.HTTPRequest{
@@ -521,6 +526,7 @@ func (h *Handler) terminate(w http.ResponseWriter, r *http.Request, turnID, sid 
 	cancel()
 	switch {
 	case errors.Is(err, leases.ErrTooManySessions):
+		w.Header().Set("Allow", http.MethodPost) // DELETE is what this turn no longer takes
 		h.refuse(w, r, http.StatusMethodNotAllowed, "no more sessions can be ended on this turn")
 		return
 	case errors.Is(err, leases.ErrNotFound):
@@ -640,6 +646,9 @@ func bearer(r *http.Request) (string, bool) {
 
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	h.cfg.Logger.DebugContext(r.Context(), "mcp request refused", slog.Int("status", status), slog.String("reason", reason))
+	if status == http.StatusMethodNotAllowed && w.Header().Get("Allow") == "" {
+		w.Header().Set("Allow", protocol.AllowedMethods(r.Header)) // RFC 9110: a 405 MUST list them
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if r.ContentLength != 0 && r.Method != http.MethodGet {

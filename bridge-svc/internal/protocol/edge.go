@@ -118,6 +118,18 @@ func (e *Edge) Check(r *http.Request) *HTTPError {
 	return nil
 }
 
+// AllowedMethods is the Allow header of a 405 on the endpoint (RFC 9110:
+// MUST), for the era h's Mcp-Protocol-Version names: a 2026-07-28 request
+// is a POST, nothing else; a 2025-era client also ends its session with
+// DELETE. GET is never listed: no era gets a standalone stream from a turn
+// (nothing is pushed; its catalogue is pinned).
+func AllowedMethods(h http.Header) string {
+	if IsModern(h.Get(HeaderProtocolVersion)) {
+		return http.MethodPost
+	}
+	return http.MethodPost + ", " + http.MethodDelete
+}
+
 func (e *Edge) hostAllowed(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
