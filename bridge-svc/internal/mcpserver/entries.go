@@ -307,6 +307,10 @@ func (h *Handler) refuseUnpinned(w http.ResponseWriter, ctx context.Context, srv
 		rerr = entryError(kind, msg.Target, res)
 	}
 	rerr.ID = msg.ID
-	writeRPCError(w, rerr)
+	modern := false
+	if st := stateFrom(ctx); st != nil {
+		modern = st.modern
+	}
+	writeRPCErrorStatus(w, protocol.ErrorStatus(modern, rerr.Code), rerr)
 	return true
 }

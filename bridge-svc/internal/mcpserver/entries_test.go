@@ -176,3 +176,86 @@ func TestATurnPinningATemplateMCPCannotParseIsServed(t *testing.T) {
 		t.Errorf("resources/templates/list: %d %s; want the turn's other templates, not the one MCP cannot parse", list.Code, list.Body)
 	}
 }
+
+// TestEntryRefusalsReachClientsWithTheirOutcome: a refused prompts/get or
+// resources/read is a JSON-RPC error carrying the record's outcome (ADR
+// 0018 §5) under the HTTP status mcp-go gives its own errors in the
+// request's era: 200 on 2025 eras, where the official TypeScript client
+// reads a JSON-RPC error only from a 2xx (any other status reached it as a
+// bare StreamableHTTPError, the outcome lost); on 2026-07-28 400 for
+// -32602 and 200 for -32001 and -32603. Before, every one was a 400.
+func TestEntryRefusalsReachClientsWithTheirOutcome(t *testing.T) {
+	k := &entryKernel{answer: func(c *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		var args map[string]string
+		_ = json.Unmarshal(c.GetArgumentsJson(), &args)
+		switch args["mode"] {
+		case "denied":
+			return outcome.Denied(outcome.PermissionDenied, "not for this role")
+		case "failed":
+			return outcome.Failed(outcome.HandlerError, "the provider broke")
+		case "bad":
+			return outcome.Failed(outcome.InvalidArguments, "mode is not one of the declared")
+		}
+		return outcome.Denied(outcome.ToolUnavailable, "not in this turn's catalogue")
+	}}
+	store := memory.New()
+	mux := serve(mcpserver.Config{Store: store, Forwarder: &forward.Forwarder{Invoker: k}})
+	l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	init := post(mux, l.TurnID, token, legacyInitialize, nil)
+	sid := init.Header().Get("Mcp-Session-Id")
+	if init.Code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	request := func(modern bool, method, target, params string) (int, []byte) {
+		member := map[string]string{"prompts/get": "name", "resources/read": "uri"}[method]
+		body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":{"` + member + `":"` + target + `"` + params
+		headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid}
+		if modern {
+			body += `,` + modernMeta
+			headers = map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": target}
+		}
+		w := post(mux, l.TurnID, token, body+`}}`, headers)
+		return w.Code, w.Body.Bytes()
+	}
+	for _, tc := range []struct {
+		name, method, target, params string
+		code, modernStatus           int
+		status                       string
+	}{
+		{"a prompt the turn did not pin", "prompts/get", "code.review", ``, protocol.CodeInvalidParams, 400, "denied"},
+		{"a resource the turn did not pin", "resources/read", "test://elsewhere", ``, protocol.CodeInvalidParams, 400, "denied"},
+		{"a pinned prompt the policy denies", "prompts/get", "test_simple_prompt", `,"arguments":{"mode":"denied"}`, mcpserver.CodeDenied, 200, "denied"},
+		{"a pinned prompt that failed", "prompts/get", "test_simple_prompt", `,"arguments":{"mode":"failed"}`, mcpserver.CodeFailed, 200, "failed"},
+		{"a pinned prompt's bad arguments", "prompts/get", "test_simple_prompt", `,"arguments":{"mode":"bad"}`, protocol.CodeInvalidParams, 400, "failed"},
+		{"a pinned resource that is not there", "resources/read", "test://template/gone/data", ``, protocol.CodeInvalidParams, 400, "denied"},
+	} {
+		for _, modern := range []bool{false, true} {
+			era, want := "2025-11-25", http.StatusOK
+			if modern {
+				era, want = "2026-07-28", tc.modernStatus
+			}
+			t.Run(era+" "+tc.name, func(t *testing.T) {
+				before := k.sent()
+				status, body := request(modern, tc.method, tc.target, tc.params)
+				var answer struct {
+					ID    int `json:"id"`
+					Error struct {
+						Code int            `json:"code"`
+						Data map[string]any `json:"data"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal(body, &answer); err != nil {
+					t.Fatalf("answer %d %q: %v", status, body, err)
+				}
+				meta, _ := answer.Error.Data[outcome.MetaKey].(map[string]any)
+				calls := k.since(before)
+				if status != want || answer.ID != 7 || answer.Error.Code != tc.code || meta["status"] != tc.status ||
+					len(calls) != 1 || meta["callId"] != calls[0].GetCallId() {
+					t.Errorf("answered %d %s (%d kernel calls), want %d with a %d error carrying its record's %s outcome", status, body, len(calls), want, tc.code, tc.status)
+				}
+			})
+		}
+	}
+}
+

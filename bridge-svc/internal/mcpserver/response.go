@@ -81,14 +81,15 @@ func (r *response) silent() bool {
 		return true
 	}
 	if rerr := r.replacement(); rerr != nil {
-		// The bridge's protocol error instead of mcp-go's answer: HTTP 400
-		// and the error, or its last event when progress went out first.
+		// The bridge's JSON-RPC error instead of mcp-go's answer, with the
+		// status mcp-go gives its own in the request's era, or as the
+		// last event when progress went out first.
 		r.silenced = true
 		if !r.wroteHeader {
 			h := r.w.Header()
 			h.Del(server.HeaderKeySessionID)
 			h.Set("Content-Type", "application/json")
-			r.w.WriteHeader(http.StatusBadRequest)
+			r.w.WriteHeader(protocol.ErrorStatus(r.st.modern, rerr.Code))
 			r.wroteHeader = true
 			_, _ = r.w.Write(rerr.Body())
 		} else if r.events {

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"net/http"
+
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -36,4 +38,29 @@ func IsModern(v string) bool { return mcp.IsModernProtocol(v) }
 // listing the versions served.
 func UnsupportedVersion(v string) bool {
 	return v != "" && !IsModern(v) && !mcp.IsValidProtocolVersion(v)
+}
+
+// ErrorStatus is the HTTP status of a JSON-RPC error answering a request
+// the server took up (a handler's answer: the transport's own refusals,
+// such as Parse's, are 400 in every era), modern or not, as mcp-go
+// answers its own. A 2025-era request's error comes with 200: the
+// official TypeScript client reads a JSON-RPC error only from a 2xx and
+// reports any other status as a bare HTTP error, so the outcome in the
+// error's data would be lost. 2026-07-28 answers 400 what could not be
+// processed (a header mismatch, a missing client capability, an
+// unsupported version: the spec's MUST; invalid params, request or JSON:
+// mcp-go's, which its clients read from the body), 404 an unknown method
+// (MUST), and anything else 200.
+func ErrorStatus(modern bool, code int) int {
+	if !modern {
+		return http.StatusOK
+	}
+	switch code {
+	case CodeMethodNotFound:
+		return http.StatusNotFound
+	case CodeHeaderMismatch, CodeMissingCapability, mcp.UNSUPPORTED_PROTOCOL_VERSION,
+		CodeInvalidRequest, CodeInvalidParams, CodeParseError:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
 }

@@ -135,6 +135,13 @@ type tsOutput struct {
 		Meta    map[string]any `json:"meta"`
 		// Progress counts the notifications of a call that asked for them.
 		Progress int `json:"progress"`
+		// Error is what the client surfaced of a refused prompts/get or
+		// resources/read.
+		Error *struct {
+			Code    int            `json:"code"`
+			Message string         `json:"message"`
+			Data    map[string]any `json:"data"`
+		} `json:"error"`
 	} `json:"calls"`
 }
 
@@ -195,6 +202,44 @@ func TestOfficialClientsAgainstTheRealStack(t *testing.T) {
 			t.Errorf("records = %+v, want one per call, the unknown name included", ops)
 		}
 		t.Logf("TS SDK negotiated protocol %q", got.ProtocolVersion)
+	})
+
+	// A refused prompts/get or resources/read reaches the official client
+	// as the JSON-RPC error with its record's outcome (ADR 0018 §5) on a
+	// 2025 era: the bridge answers it with 200, as mcp-go answers its own
+	// errors; any other status reached the client as a bare
+	// StreamableHTTPError (code 400, no data), the outcome lost.
+	t.Run("TypeScript SDK client: refused prompt and resource", func(t *testing.T) {
+		turn := openTurn(t, s, "--principal", "ts-client", "--role", "conformance", "--harness", "e2e")
+		const unknown = "test://not-pinned-for-ts-client"
+		calls := `[{"prompt":"code.review"},{"resource":"` + unknown + `"}]`
+		out, err := runNode(t, dir, "node", "ts-client.mjs", turn.McpURL, turn.Token, calls)
+		if err != nil {
+			t.Fatalf("ts-client: %v\n%s", err, out)
+		}
+		var got tsOutput
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("ts-client output: %v\n%s", err, out)
+		}
+		var ops []struct{ Tool, Status, Code, Kind string }
+		s.ctlJSON(t, &ops, "ops", "list", "--turn", turn.TurnID)
+		if len(got.Calls) != 2 || len(ops) != 2 {
+			t.Fatalf("calls = %s, records = %+v: want two refusals, each recorded", out, ops)
+		}
+		for i, c := range got.Calls {
+			e := c.Error
+			if e == nil {
+				t.Errorf("%s: %s, want a refusal", c.Name, out)
+				continue
+			}
+			meta, _ := e.Data[outcome.MetaKey].(map[string]any)
+			if e.Code != -32602 || meta["status"] != "denied" || meta["code"] != outcome.ToolUnavailable || meta["callId"] == nil {
+				t.Errorf("%s: the client got code=%d message=%q data=%v, want -32602 with the record's outcome", c.Name, e.Code, e.Message, e.Data)
+			}
+			if i == 1 && e.Data["uri"] != unknown {
+				t.Errorf("%s: data = %v, want data.uri", c.Name, e.Data)
+			}
+		}
 	})
 
 	t.Run("conformance suite", func(t *testing.T) {
