@@ -259,3 +259,42 @@ func TestEntryRefusalsReachClientsWithTheirOutcome(t *testing.T) {
 	}
 }
 
+// TestWronglyTypedParamsAreInvalidParams: a request whose params member
+// has the wrong type — a prompt argument or a name that is not a string,
+// a _meta that is not an object — is a valid JSON-RPC request with invalid
+// params: -32602, no longer -32600 ("not a valid Request object", mcp-go's
+// "unparsable" and the bridge's own parse said so). An attempt so refused
+// on a live turn keeps its one record.
+func TestWronglyTypedParamsAreInvalidParams(t *testing.T) {
+	k := &entryKernel{answer: func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[]`)}
+	}}
+	store := memory.New()
+	mux := serve(mcpserver.Config{Store: store, Forwarder: &forward.Forwarder{Invoker: k}})
+	l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	init := post(mux, l.TurnID, token, legacyInitialize, nil)
+	sid := init.Header().Get("Mcp-Session-Id")
+	if init.Code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	for _, tc := range []struct {
+		name, body string
+		kind       sharedosv1.CallKind
+	}{
+		{"a prompt argument that is a number", `{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"test_simple_prompt","arguments":{"n":5}}}`, sharedosv1.CallKind_CALL_KIND_PROMPT},
+		{"a prompt name that is a number", `{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":5}}`, sharedosv1.CallKind_CALL_KIND_PROMPT},
+		{"a tool name that is a number", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":5}}`, sharedosv1.CallKind_CALL_KIND_UNSPECIFIED},
+		{"a tools/call _meta that is a number", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":5}}`, sharedosv1.CallKind_CALL_KIND_UNSPECIFIED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := k.sent()
+			w := post(mux, l.TurnID, token, tc.body, map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid})
+			if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"code":-32602`) {
+				t.Errorf("answered %d %s, want -32602 with HTTP 200 (a 2025-era request's error)", w.Code, w.Body)
+			}
+			if calls := k.since(before); len(calls) != 1 || calls[0].GetEdgeRejection() == "" || calls[0].GetKind() != tc.kind {
+				t.Errorf("kernel saw %v, want one record-only rejection of kind %v", calls, tc.kind)
+			}
+		})
+	}
+}

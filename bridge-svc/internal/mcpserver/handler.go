@@ -336,7 +336,14 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 		msg, rerr = protocol.Parse(body)
 		if rerr != nil {
 			h.recordRefused(ctx, turnID, r.Header, body, rerr.Message)
-			writeRPCError(w, rerr)
+			status := http.StatusBadRequest
+			if rerr.Code == protocol.CodeInvalidParams {
+				// A valid request with invalid params: answered with the
+				// status its handler's error would have in its era (a
+				// 2026-07-28 client sends the header).
+				status = protocol.ErrorStatus(protocol.IsModern(version), rerr.Code)
+			}
+			writeRPCErrorStatus(w, status, rerr)
 			return
 		}
 		if reason := protocol.NameHeaderMismatch(r.Header, msg); reason != "" {

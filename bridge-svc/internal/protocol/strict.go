@@ -231,20 +231,35 @@ func Parse(body []byte) (*Message, *RPCError) {
 	if msg := pm.check(paramKeys, "params"); msg != "" {
 		return fail(msg)
 	}
+	// A member of the wrong type makes a valid request with invalid params
+	// (JSON-RPC -32602), which mcp-go would answer -32600 "unparsable"
+	// while decoding it.
+	invalid := func(msg string) (*Message, *RPCError) {
+		return nil, &RPCError{Code: CodeInvalidParams, Message: "invalid params: " + msg, ID: m.ID}
+	}
 	if raw, ok := pm.lookup("name"); ok && m.Method == "tools/call" {
 		if m.ToolName, ok = str(raw); !ok {
-			return fail(`"params.name" must be a string`)
+			return invalid(`"params.name" must be a string`)
 		}
 		m.Target = m.ToolName
 	}
 	if raw, ok := pm.lookup("name"); ok && m.Method == "prompts/get" {
 		if m.Target, ok = str(raw); !ok {
-			return fail(`"params.name" must be a string`)
+			return invalid(`"params.name" must be a string`)
 		}
+	}
+	if raw, ok := pm.lookup("arguments"); ok && m.Method == "prompts/get" && !stringValues(raw) {
+		// MCP: a prompt's arguments are strings (ADR 0018).
+		return invalid(`"params.arguments" of prompts/get must be an object of strings`)
 	}
 	if raw, ok := pm.lookup("uri"); ok && (m.Method == "resources/read" || m.Method == "resources/subscribe" || m.Method == "resources/unsubscribe") {
 		if m.Target, ok = str(raw); !ok {
-			return fail(`"params.uri" must be a string`)
+			return invalid(`"params.uri" must be a string`)
+		}
+	}
+	if raw, ok := pm.lookup("_meta"); ok && !isNull(raw) {
+		if v := bytes.TrimSpace(raw); len(v) == 0 || v[0] != '{' {
+			return invalid(`"params._meta" must be an object`)
 		}
 	}
 	if m.Method == "initialize" {
@@ -293,6 +308,27 @@ func Parse(body []byte) (*Message, *RPCError) {
 		}
 	}
 	return m, nil
+}
+
+// isNull reports whether raw is the JSON null.
+func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+
+// stringValues reports whether raw is null or an object whose members are
+// strings or null (what mcp-go decodes into a map[string]string).
+func stringValues(raw json.RawMessage) bool {
+	if isNull(raw) {
+		return true
+	}
+	o, err := members(raw)
+	if err != nil {
+		return false
+	}
+	for _, m := range o {
+		if _, ok := str(m.value); !ok && !isNull(m.value) {
+			return false
+		}
+	}
+	return true
 }
 
 // capabilityKeys are the client capabilities mcp-go decodes into struct

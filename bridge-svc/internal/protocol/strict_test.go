@@ -62,7 +62,14 @@ func TestParse(t *testing.T) {
 		{"duplicate name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`, protocol.CodeInvalidRequest, "duplicate"},
 		{"Name in params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"a"}}`, protocol.CodeInvalidRequest, "case-folded"},
 		{"params not object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, protocol.CodeInvalidRequest, "object"},
-		{"name not string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}`, protocol.CodeInvalidRequest, "string"},
+		// A valid request whose params member has the wrong type: invalid
+		// params (it was -32600, "not a valid Request object", before).
+		{"name not string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}`, protocol.CodeInvalidParams, "string"},
+		{"prompt name not string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":5}}`, protocol.CodeInvalidParams, "string"},
+		{"prompt argument not string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","arguments":{"a":1}}}`, protocol.CodeInvalidParams, "object of strings"},
+		{"prompt arguments not an object", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","arguments":["a"]}}`, protocol.CodeInvalidParams, "object of strings"},
+		{"uri not string", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":5}}`, protocol.CodeInvalidParams, "string"},
+		{"_meta not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":5}}`, protocol.CodeInvalidParams, "object"},
 		{"id past a double", `{"jsonrpc":"2.0","id":1e400,"method":"tools/list"}`, protocol.CodeInvalidRequest, "no exponent"},
 		{"id under a double", `{"jsonrpc":"2.0","id":1e-400,"method":"tools/list"}`, protocol.CodeInvalidRequest, "no exponent"},
 		{"fractional id a double rounds", `{"jsonrpc":"2.0","id":1.0000000000000001,"method":"tools/list"}`, protocol.CodeInvalidRequest, "no fraction"},

@@ -65,7 +65,7 @@ func hostileCases(tr turn) []hostileCase {
 		{"duplicate name, allowed first", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","name":"verify.boom"`, 1)), 400, -32600, 1, "failed/invalid_request"},
 		{"duplicate name, allowed last", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.boom","name":"verify.echo"`, 1)), 400, -32600, 1, "failed/invalid_request"},
 		{"escaped duplicate n\\u0061me", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","n\u0061me":"verify.boom"`, 1)), 400, -32600, 1, "failed/invalid_request"},
-		{"non-string name", m(strings.Replace(call, `"name":"verify.echo"`, `"name":42`, 1)), 400, -32600, 1, "failed/invalid_request"},
+		{"non-string name", m(strings.Replace(call, `"name":"verify.echo"`, `"name":42`, 1)), 400, -32602, 1, "failed/invalid_request"},
 		{"Kelvin-sign key", m(strings.Replace(call, `"name":"verify.echo"`, `"name":"verify.echo","\u212aey":1,"key":2`, 1)), 400, -32600, 1, "failed/invalid_request"},
 		{"duplicate arguments key", m(modernCall(1, "verify.echo", `{"path":"/private/a.txt","path":"/public/x"}`)), 0, 0, 1, ""},
 		// Attempts other than a tools/call are recorded too, under their
