@@ -31,7 +31,7 @@ type ConnLimit struct {
 	// idle are the open connections between requests, with when each
 	// became idle (ConnState).
 	idle map[net.Conn]time.Time
-	// freed is signalled when a connection ends.
+	// freed is signalled when a connection ends or becomes idle.
 	freed chan struct{}
 	// waiting counts accepted connections waiting for room (tests).
 	waiting atomic.Int32
@@ -55,12 +55,24 @@ func (l *ConnLimit) Listener(ln net.Listener) net.Listener {
 // http.Server.ConnState.
 func (l *ConnLimit) ConnState(c net.Conn, s http.ConnState) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s == http.StateIdle {
-		l.idle[c] = time.Now()
+	if s != http.StateIdle {
+		delete(l.idle, c)
+		l.mu.Unlock()
 		return
 	}
-	delete(l.idle, c)
+	l.idle[c] = time.Now()
+	l.mu.Unlock()
+	// A connection waiting for room takes this one's now, not when it
+	// closes (a keep-alive one lasts IdleTimeout).
+	l.wake()
+}
+
+// wake tells a connection waiting for room to look again.
+func (l *ConnLimit) wake() {
+	select {
+	case l.freed <- struct{}{}:
+	default:
+	}
 }
 
 // room waits until one more connection may be open, closing the
@@ -113,10 +125,7 @@ func (l *ConnLimit) release(c net.Conn) {
 	l.open--
 	delete(l.idle, c)
 	l.mu.Unlock()
-	select {
-	case l.freed <- struct{}{}:
-	default:
-	}
+	l.wake()
 }
 
 type limitListener struct {

@@ -146,6 +146,39 @@ func TestANewConnectionWaitsForRoom(t *testing.T) {
 	}
 }
 
+// A connection waiting behind busy keep-alive connections is served when
+// one of them goes idle, not when one closes (review: it waited up to
+// IdleTimeout).
+func TestAWaitingConnectionTakesTheFirstToGoIdle(t *testing.T) {
+	release := make(chan struct{})
+	l, addr := limitedServer(t, 2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("hold") != "" {
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	var busy []*keptConn
+	for range 2 {
+		k := dialKept(t, addr)
+		if _, err := io.WriteString(k, "GET /?hold=1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		busy = append(busy, k)
+	}
+	third := dialKept(t, addr)
+	third.send(t)
+	waitFor(t, "the third connection to wait for room", func() bool { return l.waiting.Load() == 1 })
+	close(release)
+	for _, k := range busy {
+		if body, err := k.answer(); err != nil || body != "ok" {
+			t.Fatalf("a held request's answer = %q, %v", body, err)
+		}
+	}
+	if body, err := third.answer(); err != nil || body != "ok" {
+		t.Fatalf("the waiting connection's answer = %q, %v (the busy ones went idle, kept alive)", body, err)
+	}
+}
+
 // A listener closed while a connection waits for room returns at once.
 func TestClosingTheListenerEndsTheWait(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
