@@ -473,6 +473,11 @@ func beginContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // was not run (had it arrived, it arrived after this was recorded).
 const abandonedReason = "the client left while the call was on its way to SharedOS: not run"
 
+// roundAbandonedReason is the record's reason for an attempt whose client
+// cancelled it or left while asked for the tool's input (a 2025-era
+// session's round): the rounds before ran.
+const roundAbandonedReason = "the client cancelled the call or left while asked for the tool's input"
+
 // abandonedOutcome is the outcome recorded for a call its bridge gave up
 // on: what the bridge answered its client (ToolCall.abandoned_code), else
 // cancelled (the client left).
@@ -484,6 +489,10 @@ func abandonedOutcome(call *sharedosv1.ToolCall) *sharedosv1.ToolResult {
 		return outcome.Failed(outcome.Timeout, "the call did not reach SharedOS within the bridge's call timeout: not run")
 	case code == outcome.Internal:
 		return outcome.Failed(outcome.Internal, "the bridge could not reach SharedOS: not run")
+	case call.GetResume() != nil:
+		// Its earlier rounds ran: only what the client was asked for is
+		// given up.
+		return outcome.CancelledResult(roundAbandonedReason)
 	}
 	return outcome.CancelledResult(abandonedReason)
 }

@@ -227,6 +227,30 @@ func TestRoundGivenUpByTheBridgeEndsAsAnswered(t *testing.T) {
 	})
 }
 
+// TestRoundLeftByItsClientIsCancelled: a 2025-era client that cancels or
+// leaves while asked for a round's input comes back as an abandonment
+// notice resuming the round with no code: the attempt ends cancelled on
+// its own record, whose reason does not say "not run" — its first round
+// ran (review).
+func TestRoundLeftByItsClientIsCancelled(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		const args = `{"path":"/public/a.txt"}`
+		h.handler.asks(askTwice)
+		res := h.call2(h.roundCall("lc", args, inputround.Names()...))
+		expect(t, res, inputRequired, "")
+		notice := h.resumeCall("lc", args, res, "")
+		notice.Abandoned = true
+		expect(t, h.resumed(notice), cancelled, outcome.Cancelled)
+		rows := h.records("lc")
+		if len(rows) != 1 || rows[0].Status != cancelled || !rows[0].WaitingUntil.IsZero() {
+			t.Fatalf("records %+v: want the one attempt ended cancelled", rows)
+		}
+		if strings.Contains(rows[0].Reason, "not run") || !strings.Contains(rows[0].Reason, "input") {
+			t.Errorf("reason %q: want the input the client was asked for, not \"not run\" (its first round ran)", rows[0].Reason)
+		}
+	})
+}
+
 // TestInputRoundReauthorized: the retry of a round is authorized again; a
 // policy that cannot decide now ends the same attempt failed.
 func TestInputRoundReauthorized(t *testing.T) {
