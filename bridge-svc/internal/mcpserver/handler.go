@@ -616,24 +616,32 @@ func writeRPCErrorStatus(w http.ResponseWriter, status int, rerr *protocol.RPCEr
 	_, _ = w.Write(rerr.Body())
 }
 
-// edgePropagator takes a harness's trace context (traceparent, tracestate)
-// and nothing else: W3C baggage from a harness would cross the internal
-// plane as the caller's own (gRPC metadata to the kernel, authz and every
-// provider) carrying whatever the harness put in it (review: a canary
-// token in baggage reached the providers). Baggage among the services
-// themselves still passes (telemetry.SetupWith's propagator).
-var edgePropagator = propagation.TraceContext{}
+// traceparentOnly shows the propagator a harness's traceparent and
+// nothing else: W3C baggage, and tracestate (32 members of the harness's
+// choosing), would cross the internal plane as the caller's own — gRPC
+// metadata to the kernel, authz and every provider — carrying whatever the
+// harness put there (review: a canary token in either reached the
+// kernel). Baggage among the services themselves still passes
+// (telemetry.SetupWith's propagator).
+type traceparentOnly struct{ propagation.TextMapCarrier }
+
+func (c traceparentOnly) Get(key string) string {
+	if key != "traceparent" {
+		return ""
+	}
+	return c.TextMapCarrier.Get(key)
+}
 
 // extractTrace returns ctx carrying the remote span the request continues.
-// A message's own _meta trace context wins over the HTTP headers: it names
+// A message's own _meta traceparent wins over the HTTP header: it names
 // the harness span of this very call, while headers may belong to a shared
 // connection or a proxy. An invalid _meta traceparent is ignored (the
-// propagator leaves the context as it was), so the headers still apply.
+// propagator leaves the context as it was), so the header still applies.
 func extractTrace(ctx context.Context, h http.Header, meta map[string]string) context.Context {
-	prop := edgePropagator
-	ctx = prop.Extract(ctx, propagation.HeaderCarrier(h))
+	var prop propagation.TraceContext
+	ctx = prop.Extract(ctx, traceparentOnly{propagation.HeaderCarrier(h)})
 	if meta["traceparent"] != "" {
-		ctx = prop.Extract(ctx, propagation.MapCarrier(meta))
+		ctx = prop.Extract(ctx, traceparentOnly{propagation.MapCarrier(meta)})
 	}
 	return ctx
 }

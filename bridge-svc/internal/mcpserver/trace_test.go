@@ -148,10 +148,10 @@ func (k baggageKernel) InvokeTool(ctx context.Context, in *sharedosv1.ToolCall, 
 	return k.fixedKernel.InvokeTool(ctx, in, opts...)
 }
 
-// TestHarnessBaggageStaysAtTheEdge: a harness's trace context is
-// continued, but its W3C baggage — in the header or in params._meta — is
-// not taken: it would reach the kernel, authz and every provider as the
-// caller's own metadata (review: a canary token in baggage did).
+// TestHarnessBaggageStaysAtTheEdge: a harness's trace is continued, but
+// its W3C baggage and tracestate — in the headers or in params._meta —
+// are not taken: they would reach the kernel, authz and every provider as
+// the caller's own metadata (review: a canary token in either did).
 func TestHarnessBaggageStaysAtTheEdge(t *testing.T) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	for _, where := range []string{"header", "_meta"} {
@@ -175,7 +175,7 @@ func TestHarnessBaggageStaysAtTheEdge(t *testing.T) {
 			meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
 			const tp, bag = "00-" + metaTrace + "-" + metaSpan + "-01", "canary=sk-canary-1234"
 			if where == "_meta" {
-				meta += `,"traceparent":"` + tp + `","baggage":"` + bag + `"`
+				meta += `,"traceparent":"` + tp + `","baggage":"` + bag + `","tracestate":"` + bag + `"`
 			}
 			req, _ := http.NewRequest(http.MethodPost, srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
 				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":{`+meta+`}}}`))
@@ -188,6 +188,7 @@ func TestHarnessBaggageStaysAtTheEdge(t *testing.T) {
 			if where == "header" {
 				req.Header.Set("traceparent", tp)
 				req.Header.Set("baggage", bag)
+				req.Header.Set("tracestate", bag)
 			}
 			resp, err := srv.Client().Do(req)
 			if err != nil {
@@ -200,8 +201,12 @@ func TestHarnessBaggageStaysAtTheEdge(t *testing.T) {
 			if b := <-k.got; b.Len() != 0 {
 				t.Errorf("the kernel's call carried the harness's baggage %q", b.String())
 			}
-			if sc := <-k.sc; sc.TraceID().String() != metaTrace {
+			sc := <-k.sc
+			if sc.TraceID().String() != metaTrace {
 				t.Errorf("the kernel's call is in trace %s, want the harness's %s", sc.TraceID(), metaTrace)
+			}
+			if sc.TraceState().Len() != 0 {
+				t.Errorf("the kernel's call carried the harness's tracestate %q", sc.TraceState().String())
 			}
 		})
 	}

@@ -40,9 +40,9 @@ type Message struct {
 	// prompts/get, params.uri of a resources/read, resources/subscribe or
 	// resources/unsubscribe ("" otherwise).
 	Target string
-	// TraceMeta holds the W3C trace context members of params._meta
-	// (traceparent, tracestate: MCP SEP-414; its baggage is not taken from
-	// a harness, mcpserver.edgePropagator), for a harness whose
+	// TraceMeta holds the W3C traceparent of params._meta (MCP SEP-414;
+	// its tracestate and baggage are not taken from a harness,
+	// mcpserver.traceparentOnly), for a harness whose
 	// MCP client cannot set HTTP headers; nil when there are none. Only
 	// string values are kept.
 	TraceMeta map[string]string
@@ -68,9 +68,9 @@ type Message struct {
 // declared client capabilities.
 const MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 
-// TraceMetaKeys are the params._meta keys SEP-414 carries W3C trace
-// context in (the header names of tracecontext).
-var TraceMetaKeys = []string{"traceparent", "tracestate"}
+// TraceMetaKeys are the params._meta keys of SEP-414's W3C trace context
+// the bridge takes.
+var TraceMetaKeys = []string{"traceparent"}
 
 // IsNotification reports a message with a method and no id.
 func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 0 }
