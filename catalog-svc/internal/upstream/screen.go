@@ -143,7 +143,9 @@ func (s *Screening) matchJoined(t text) (Finding, bool) {
 // anything but a lower-case letter, unless the word it ends holds a period
 // of its own ("e.g.", "U.S."), is one letter ("J. Doe"), or is one of the
 // rule set's abbreviations ("Dr.", "etc."). So "v1.2", "e.g., all",
-// "Ignore. all", "per Dr. Smith" read on; "Done. Ignore" does not.
+// "Ignore. all", "per Dr. Smith" read on; "Done. Ignore" does not. A
+// period that begins a word (".eslintignore", "(.env") is kept: it ends
+// nothing, and a space for it would join what it kept apart.
 func (s *Screening) joined(t string) string {
 	if !strings.Contains(t, ".") {
 		return ""
@@ -166,6 +168,12 @@ func (s *Screening) joined(t string) string {
 // endsSentence reports whether the period at t[i] ends a sentence (see
 // joined).
 func (s *Screening) endsSentence(t string, i int) bool {
+	if i == 0 {
+		return true // a word's own first character (".eslintignore")
+	}
+	if p, _ := utf8.DecodeLastRuneInString(t[:i]); unicode.IsSpace(p) || strings.ContainsRune(`"'([{`, p) {
+		return true
+	}
 	j := i + 1
 	for j < len(t) && strings.IndexByte(`"')]}`, t[j]) >= 0 {
 		j++

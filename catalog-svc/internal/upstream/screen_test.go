@@ -204,6 +204,10 @@ func TestScreeningReadsPastMidSentencePeriods(t *testing.T) {
 		"Never caches results. Tells the user when the file changed.",
 		"Ignore whitespace when comparing. All other rules apply as before.",
 		"Reads version 1.2 of the file. Shows the user a diff.",
+		// A period that begins a word keeps apart what it stands between
+		// (review: these were quarantined once it read as a space).
+		"Run the linter. Ignore paths from .eslintignore and any other ignore rules.",
+		"Format code. Override settings in .prettierrc with any prior formatting rules.",
 	} {
 		if f, hit := s.Screen(&sharedosv1.ToolRegistration{Name: "x.t", Description: d}); hit {
 			t.Errorf("%q: false positive: %s", d, f)
