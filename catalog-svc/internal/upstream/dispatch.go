@@ -188,7 +188,7 @@ func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, progr
 	if r == nil {
 		token := ""
 		if progress != nil {
-			token = progressToken(req.GetCallId())
+			token = progressToken()
 		}
 		r = p.c.start(withRound(ctx, req.GetInputResponsesJson(), string(req.GetRequestState())), req.GetTurnId(), token, progress, func(ctx context.Context) (json.RawMessage, error) {
 			return send(ctx, token)
@@ -286,12 +286,13 @@ func (p *provider) Invoke(ctx context.Context, req *sharedosv1.HandleRequest, _ 
 	return st, nil
 }
 
-// progressToken is unique per upstream session: the call id is unique
-// per turn, the random part across turns.
-func progressToken(callID string) string {
-	var b [8]byte
+// progressToken is a call's progress token: random, unique per upstream
+// session, and naming nothing of the call (its call id is the bridge's,
+// and the upstream sees the calls of every turn using it).
+func progressToken() string {
+	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return "sharedos-" + hex.EncodeToString(b[:]) + "-" + callID
+	return "sharedos-" + hex.EncodeToString(b[:])
 }
 
 // eventStream is an Invoke stream served in process: progress events, then

@@ -138,6 +138,8 @@ type fixtureState struct {
 	hideEcho    bool // echo left out of tools/list
 	headers     []http.Header
 	args        []string
+	// tokens are the progress tokens the steps tool was given.
+	tokens []any
 	// blockStarted and blockEnded see the block tool start and its
 	// context end (in a stdio child: files under $UPSTREAM_TEST_MARKS).
 	blockStarted, blockEnded chan struct{}
@@ -263,6 +265,9 @@ func fixture(st *fixtureState, opts ...server.ServerOption) *fixtureServer {
 	})
 	s.AddTool(mcp.NewTool("steps", mcp.WithDescription("Reports three steps of progress.")), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			st.mu.Lock()
+			st.tokens = append(st.tokens, req.Params.Meta.ProgressToken)
+			st.mu.Unlock()
 			for i := 1; i <= 3; i++ {
 				_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/progress", map[string]any{
 					"progressToken": req.Params.Meta.ProgressToken, "progress": i, "total": 3, "message": fmt.Sprintf("step %d", i)})
@@ -761,7 +766,8 @@ func waitFile(t *testing.T, path string) {
 }
 
 // Progress: Invoke carries a progress token, and the upstream's
-// notifications for it arrive before the one result.
+// notifications for it arrive before the one result. The token names
+// nothing of the call (an attack run read other turns' call ids in them).
 func TestInvokeRelaysProgress(t *testing.T) {
 	h := newHarness(t, upstream.Guard{})
 	if _, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester"); err != nil {
@@ -771,7 +777,7 @@ func TestInvokeRelaysProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := c.Invoke(t.Context(), &sharedosv1.HandleRequest{CallId: "c1", Tool: "fx.steps", ArgumentsJson: []byte(`{}`)})
+	st, err := c.Invoke(t.Context(), &sharedosv1.HandleRequest{CallId: "call-zq", Tool: "fx.steps", ArgumentsJson: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -793,6 +799,12 @@ func TestInvokeRelaysProgress(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "1/3 step 1,2/3 step 2,3/3 step 3" {
 		t.Errorf("progress %v", got)
+	}
+	h.st.mu.Lock()
+	tokens, n := fmt.Sprint(h.st.tokens), len(h.st.tokens)
+	h.st.mu.Unlock()
+	if strings.Contains(tokens, "call-zq") || n != 1 {
+		t.Errorf("progress tokens the upstream got: %s; want one, without the call id", tokens)
 	}
 	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the result: %v", err)
