@@ -278,9 +278,16 @@ func (s *Pipeline) Journaled() int { return s.journal.Len() }
 
 func (s *Pipeline) storeFailed() { s.storeFailedAt.Store(time.Now().UnixNano()) }
 
-// MaxCallDuration is the longest one InvokeTool can take: authorization plus
-// the longest handler timeout.
-func (s *Pipeline) MaxCallDuration() time.Duration { return s.authzTimeout + s.maxHandler }
+// MaxCallDuration is the longest one InvokeTool can take: writing its
+// pending row, reading its turn's revocation, authorization and the longest
+// handler timeout — each bounded on its own, whatever the caller's
+// deadline, so Reconcile never takes a live call for a dead one (review:
+// with only the last two counted, a call whose row a slow store took long
+// to write could be marked interrupted while its handler ran, then be
+// answered succeeded).
+func (s *Pipeline) MaxCallDuration() time.Duration {
+	return beginTimeout + revocationReadTimeout + s.authzTimeout + s.maxHandler
+}
 
 // Reconcile marks interrupted every pending record older than the longest
 // possible call (plus a margin): its process died mid-call. Call it at
@@ -452,18 +459,22 @@ func (s *Pipeline) RunReconciler(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// beginTimeout bounds writing an attempt's pending row when its caller set
-// no deadline.
-const beginTimeout = 30 * time.Second
+// beginTimeout bounds writing an attempt's pending row (sooner when its
+// caller's deadline is); revocationReadTimeout bounds reading whether its
+// turn was revoked. MaxCallDuration counts both.
+const (
+	beginTimeout          = 30 * time.Second
+	revocationReadTimeout = 30 * time.Second
+)
 
 // beginContext is ctx for writing an attempt's pending row: its caller's
-// leaving does not end it, its caller's deadline does (a row in doubt at
-// the deadline is journaled as refused: the answer, a timeout, says the
-// call did not run).
+// leaving does not end it, its caller's deadline does, and beginTimeout
+// at the latest (a row in doubt at the deadline is journaled as refused:
+// the answer, a timeout, says the call did not run).
 func beginContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(beginTimeout)
+	deadline := time.Now().Add(beginTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
@@ -923,7 +934,9 @@ func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, grant *gr
 
 // checkRevoked is nil while the turn may run calls.
 func (s *Pipeline) checkRevoked(ctx context.Context, turn string) *sharedosv1.ToolResult {
-	revoked, err := s.records.TurnRevoked(ctx, turn)
+	rctx, cancel := context.WithTimeout(ctx, revocationReadTimeout)
+	defer cancel()
+	revoked, err := s.records.TurnRevoked(rctx, turn)
 	switch {
 	case err != nil:
 		if res := contextOutcome(ctx); res != nil {

@@ -684,8 +684,15 @@ func TestReconcileByAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { k2.Close() })
-	if d := k2.MaxCallDuration(); d != pipeline.DefaultAuthzTimeout+time.Minute {
-		t.Fatalf("MaxCallDuration = %v", d)
+	if d := k2.MaxCallDuration(); d != pipeline.BeginTimeout+pipeline.RevocationReadTimeout+pipeline.DefaultAuthzTimeout+time.Minute {
+		t.Fatalf("MaxCallDuration = %v: want the pending row's write, the revocation read, authz and the handler", d)
+	}
+	// The row's write is bounded on its own, also under a caller's later
+	// deadline (the bridge's --call-timeout), so the cutoff holds.
+	bctx, cancel := pipeline.BeginContextForTest(tctx(t, time.Hour))
+	defer cancel()
+	if d, ok := bctx.Deadline(); !ok || time.Until(d) > pipeline.BeginTimeout {
+		t.Fatalf("pending row written under deadline %v (%v), want at most %v from now", d, ok, pipeline.BeginTimeout)
 	}
 	if n, err := k.Reconcile(context.Background()); err != nil || n != 0 {
 		t.Fatalf("default bound (15 min) reconciled %d, %v", n, err)
@@ -977,4 +984,11 @@ func TestAbandonedCall(t *testing.T) {
 			t.Fatalf("rows = %+v, want the abandoned call's and the arrived one's, once each", rows)
 		}
 	})
+}
+
+// tctx is a context with a deadline d from now, ended with the test.
+func tctx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
