@@ -39,6 +39,8 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/postgres"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 )
 
 // turnLockSpace names the advisory locks that order a turn's calls that are
@@ -94,6 +96,9 @@ type Config struct {
 	UpstreamCredentials []string
 	// UpstreamScreening is the poisoning rule set file (empty: built in).
 	UpstreamScreening string
+	// UpstreamResultBudget bounds the bytes of upstream results held at
+	// once (budget.Budget; must be > 0).
+	UpstreamResultBudget int64
 	// HostTenants are IDENTITY=TENANT entries (tenancy.Policy), the same as
 	// bridge-svc's: a host reads the records of its tenants' turns only.
 	HostTenants []string
@@ -126,6 +131,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	upCredentials := config.StringSlice(fs, "upstream-credentials", nil, "comma-separated secret references an upstream's headers, bearer token and OAuth client secret may name: env:NAME, env:PREFIX*, file:/directory/, or none (empty: any environment variable; never SHAREDOS_*, OTEL_*, PG*, KUBERNETES_*, K8S_* — the process's own configuration and the platform's — and no file)")
 	upCleartext := config.Bool(fs, "upstream-allow-cleartext-credentials", false, "let an upstream's credential (headers, bearer token, OAuth client secret) go over plain http:// to a host off loopback (by default only https, or http to loopback, carries one)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries, as bridge-svc's: a host reads (ListOperations) only the records of its tenants' turns (* = any; operators read any)")
+	resultBudget := config.Int(fs, "upstream-result-budget", int(budget.DefaultSize), "bytes of upstream MCP results the kernel holds at once, all calls together (0: 256 MiB): a response's bytes are taken as it is read and given back once its answer is sent; a call that finds none free waits for room until its deadline, one that needs more mid-response fails upstream_unavailable (a value under 64 MiB, the per-response cap, refuses larger responses)")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
 	return func() Config {
 		id := *instance
@@ -140,9 +146,10 @@ func Bind(fs *flag.FlagSet) func() Config {
 				Hosts: *upHosts, Commands: *upCommands, AllowLinkLocal: *upLinkLocal,
 				AllowCleartextCredentials: *upCleartext, DenyPrivate: *upDenyPrivate,
 			},
-			UpstreamCredentials: *upCredentials,
-			UpstreamScreening:   *upScreening,
-			HostTenants:         *hostTenants,
+			UpstreamCredentials:  *upCredentials,
+			UpstreamScreening:    *upScreening,
+			UpstreamResultBudget: int64(*resultBudget),
+			HostTenants:          *hostTenants,
 		}
 	}
 }
@@ -190,7 +197,19 @@ func (c *Config) Validate() error {
 	if c.Migrate && c.DatabaseURL == "" {
 		errs.Add("migrate", "needs --database-url (the embedded store has no migrations)")
 	}
+	if c.UpstreamResultBudget < 0 {
+		errs.Addf("upstream-result-budget", "must not be negative, got %d", c.UpstreamResultBudget)
+	}
 	return errs.Err()
+}
+
+// resultBudget is the upstream result budget's size: budget.DefaultSize
+// when unset (0).
+func (c Config) resultBudget() int64 {
+	if c.UpstreamResultBudget <= 0 {
+		return budget.DefaultSize
+	}
+	return c.UpstreamResultBudget
 }
 
 // App is a completed, ready-to-run catalog-svc.
@@ -312,7 +331,8 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	guard := c.Upstreams
 	guard.Credentials, _ = secretref.ParseScope(c.UpstreamCredentials) // validated above
 	guard.Private = c.private(guard.Credentials)
-	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: guard, Screening: screening, Logger: log, Locks: upstreamLocks})
+	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: guard, Screening: screening, Logger: log, Locks: upstreamLocks,
+		ResultBudget: budget.New(c.resultBudget())})
 	a.closers = append(a.closers, a.upstream.Close)
 	handlers := upstream.Handlers{Upstreams: a.upstream, Next: conns}
 	keys, err := c.grantKeys(log)

@@ -9,6 +9,8 @@ import (
 	"github.com/sharedos/toolshare/services/platform/tenancy"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 )
 
 // Runtime is the role RuntimeServer serves: the enforcement pipeline.
@@ -63,6 +65,11 @@ func (s *RuntimeServer) ReadResource(ctx context.Context, call *sharedosv1.ToolC
 
 // invoke runs call as the kind its method says, whatever the call claims.
 func (s *RuntimeServer) invoke(ctx context.Context, call *sharedosv1.ToolCall, kind sharedosv1.CallKind) (*sharedosv1.ToolResult, error) {
+	// The upstream result budget an answer holds goes back as it is
+	// returned (gRPC marshals it after; InvokeToolStream holds it until it
+	// is sent).
+	ctx, end := budget.WithScope(ctx)
+	defer end()
 	call.Kind = kind
 	res, err := s.rt.InvokeTool(ctx, call)
 	if err != nil {
@@ -147,6 +154,10 @@ func (s *RuntimeServer) InvokeToolStream(call *sharedosv1.ToolCall, stream grpc.
 		_ = stream.Send(&sharedosv1.ToolEvent{Event: &sharedosv1.ToolEvent_Progress{Progress: p}})
 	})
 	call.Kind = sharedosv1.CallKind_CALL_KIND_UNSPECIFIED
+	// The upstream result budget the answer holds goes back once it is
+	// sent (budget.Scope), whatever became of the call.
+	ctx, end := budget.WithScope(ctx)
+	defer end()
 	res, err := s.rt.InvokeTool(ctx, call)
 	if err != nil {
 		return ToStatus(err)

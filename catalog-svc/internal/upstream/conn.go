@@ -26,6 +26,8 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/inputround"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 )
 
 // clientInfo is how SharedOS introduces itself to an upstream.
@@ -72,6 +74,9 @@ type conn struct {
 	// jobs hands a request to an idle worker; idle counts them (relay.go).
 	jobs chan func()
 	idle chan struct{}
+	// budget bounds the result bytes of every upstream's requests together
+	// (Config.ResultBudget; nil: no bound but the per-response cap).
+	budget *budget.Budget
 }
 
 type serverInfo struct {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/secretref"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 )
 
 // Guard is the operator's allow-list of where upstreams may be: which hosts
@@ -201,7 +203,8 @@ type limitTransport struct {
 func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && resp.Body != nil {
-		resp.Body = &limitedBody{ReadCloser: resp.Body, max: t.max, left: t.max}
+		resp.Body = &limitedBody{ReadCloser: resp.Body, max: t.max, left: t.max,
+			ctx: req.Context(), lease: budget.LeaseOf(req.Context()), length: resp.ContentLength}
 	}
 	return resp, err
 }
@@ -220,6 +223,41 @@ func closeIdle(rt http.RoundTripper) {
 type limitedBody struct {
 	io.ReadCloser
 	max, left int64
+
+	// lease, when the request is a call's (budget.LeaseOf), is charged
+	// for the bytes before they are read: credit bytes taken and not yet
+	// read, length the declared Content-Length (-1: none).
+	ctx    context.Context
+	lease  *budget.Lease
+	credit int64
+	length int64
+	taken  bool
+}
+
+// budgetChunk is what a response of no declared length takes of the
+// result budget at a time.
+const budgetChunk = 64 << 10
+
+// reserve makes room in the lease for a read of up to want bytes and
+// returns how many may be read: the whole declared length at the first
+// read (a lease holding nothing may wait for it), then budgetChunk at a
+// time.
+func (b *limitedBody) reserve(want int64) (int64, error) {
+	if b.credit == 0 {
+		read := b.max - b.left
+		if b.length >= 0 && read >= b.length {
+			return want, nil // all that was declared is read: what follows is the end
+		}
+		n := int64(budgetChunk)
+		if !b.taken && b.length > 0 && b.length <= b.max {
+			n = b.length
+		}
+		if err := b.lease.Take(b.ctx, n); err != nil {
+			return 0, err
+		}
+		b.taken, b.credit = true, n
+	}
+	return min(want, b.credit), nil
 }
 
 func (b *limitedBody) tooLarge() error {
@@ -233,7 +271,17 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	if int64(len(p)) > b.left+1 {
 		p = p[:b.left+1] // one byte past the bound tells a body that ends there from a longer one
 	}
+	if b.lease != nil && len(p) > 0 {
+		room, err := b.reserve(int64(len(p)))
+		if err != nil {
+			return 0, err
+		}
+		p = p[:room]
+	}
 	n, err := b.ReadCloser.Read(p)
+	if b.credit -= int64(n); b.credit < 0 {
+		b.credit = 0 // past the declared length: no more than net/http lets through
+	}
 	if b.left -= int64(n); b.left < 0 {
 		return n + int(b.left), b.tooLarge()
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/secretref"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 )
@@ -66,6 +67,10 @@ type Config struct {
 	// and when a refresh is due. Which of two listings is the later never
 	// depends on it (UpstreamStatus.listings).
 	Now func() time.Time
+	// ResultBudget bounds the bytes of upstream results held at once,
+	// across every upstream (catalog-svc --upstream-result-budget; nil:
+	// only each response's own cap).
+	ResultBudget *budget.Budget
 }
 
 // Locker takes a named lock across replicas.
@@ -1016,6 +1021,7 @@ func (m *Manager) check(ns string, chk *specCheck, taken uint64) {
 			stale = c // removed and added again (on another replica): the new spec
 		}
 		chk.c = newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)), func() { m.listChanged(ns) })
+		chk.c.budget = m.cfg.ResultBudget
 		m.conns[ns] = chk.c
 	}
 	m.connsMu.Unlock()

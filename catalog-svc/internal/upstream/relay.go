@@ -22,6 +22,7 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 )
 
@@ -84,12 +85,19 @@ type running struct {
 	body   json.RawMessage
 	err    error
 	asks   chan *ask // the upstream's requests, not yet handed out
+	// lease is what the request's result holds of the kernel's result
+	// budget (budget.go): charged as its response is read, released once
+	// a round has handed the result on (await), or once the request failed
+	// or its caller left (settle, leave).
+	lease *budget.Lease
 	// waiting counts the upstream's requests this call holds (queued in
 	// asks, or handed out and not yet answered): past maxWaitingAsks one
 	// is refused at once, not held until the call ends.
 	waiting atomic.Int32
 
 	mu       sync.Mutex
+	finished bool                                 // do returned
+	gone     bool                                 // no round will take the result (end, abandon)
 	progress func(mcp.ProgressNotificationParams) // the waiting round's; nil between rounds
 	open     map[string]*ask                      // handed out, by key, until the next round
 	seq      int
@@ -113,8 +121,9 @@ type runningKey struct{}
 func (c *conn) start(ctx context.Context, turn, token string, progress func(mcp.ProgressNotificationParams), do func(context.Context) (json.RawMessage, error)) *running {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(c.life, cancel)
-	r := &running{turn: turn, cancel: cancel, done: make(chan struct{}), asks: make(chan *ask, maxRoundRequests), progress: progress}
-	r.ctx = context.WithValue(rctx, runningKey{}, r)
+	r := &running{turn: turn, cancel: cancel, done: make(chan struct{}), asks: make(chan *ask, maxRoundRequests), progress: progress,
+		lease: c.budget.Lease()}
+	r.ctx = budget.WithLease(context.WithValue(rctx, runningKey{}, r), r.lease)
 	unregister := func() {}
 	if token != "" {
 		unregister = c.onProgress(token, r.report)
@@ -146,9 +155,35 @@ func (c *conn) start(ctx context.Context, turn, token string, progress func(mcp.
 		c.callsMu.Lock()
 		delete(c.running, r)
 		c.callsMu.Unlock()
+		r.settle()
 		close(r.done)
 	})
 	return r
+}
+
+// settle releases r's lease once do returned, unless a round is still to
+// take its result: a failed request holds nothing, nor one whose caller
+// left.
+func (r *running) settle() {
+	r.mu.Lock()
+	r.finished = true
+	drop := r.err != nil || r.gone
+	r.mu.Unlock()
+	if drop {
+		r.lease.Release()
+	}
+}
+
+// leave says no round will take r's result: its lease goes back once do
+// returned (now, if it has).
+func (r *running) leave() {
+	r.mu.Lock()
+	r.gone = true
+	fin := r.finished
+	r.mu.Unlock()
+	if fin {
+		r.lease.Release()
+	}
 }
 
 // maxIdleWorkers bounds the goroutines a connection keeps between requests.
@@ -210,6 +245,9 @@ func (c *conn) await(ctx context.Context, r *running, round int32, methods []str
 	}()
 	select {
 	case <-r.done:
+		// The result is this round's to hand on: its lease is released
+		// once the kernel's answer is sent (budget.Scope), or now.
+		budget.Keep(ctx, r.lease)
 		return r.body, nil, r.err
 	case <-ctx.Done():
 		r.end()
@@ -301,6 +339,7 @@ func (r *running) answer(responses []byte) error {
 
 // end cancels r's upstream request and waits until it has ended.
 func (r *running) end() {
+	r.leave()
 	r.cancel()
 	<-r.done
 }
@@ -308,6 +347,7 @@ func (r *running) end() {
 // abandon cancels a parked r: no round of it will come, so the requests it
 // handed out get no answer.
 func (r *running) abandon() {
+	r.leave()
 	r.cancel()
 	_ = r.answer(nil)
 }

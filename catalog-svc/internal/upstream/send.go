@@ -18,6 +18,8 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/inputround"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 )
 
 // A tools/call is sent on the session's transport by SharedOS itself, not
@@ -242,6 +244,14 @@ func (c *conn) callTool(ctx context.Context, s session, name string, args json.R
 	resp, err := c.send(ctx, s, req)
 	if err != nil {
 		return nil, err
+	}
+	if s.stdio {
+		// A stdio server's line is read before its request is known (one
+		// line at a time per server, at most maxResponseBytes): its result
+		// is charged to the call's lease once it arrived.
+		if err := budget.LeaseOf(ctx).Take(ctx, int64(len(resp.Result))); err != nil {
+			return nil, err
+		}
 	}
 	if resp.Error != nil {
 		if ni := needsInputOf(resp.Error); ni != nil {

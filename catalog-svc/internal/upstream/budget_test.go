@@ -1,0 +1,173 @@
+package upstream_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
+)
+
+// bigUpstream serves the tool big {"kib": n}, whose result is one text of
+// n KiB. declared: every response carries its Content-Length (else mcp-go
+// writes a large one chunked, of no declared length).
+func bigUpstream(t *testing.T, declared bool) string {
+	t.Helper()
+	s := server.NewMCPServer("big", "1", server.WithToolCapabilities(true))
+	s.AddTool(mcp.NewTool("big", mcp.WithNumber("kib")), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText(strings.Repeat("A", int(req.GetFloat("kib", 1))<<10)), nil
+	})
+	var h http.Handler = server.NewStreamableHTTPServer(s)
+	if declared {
+		next := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(rec.Body.Len()))
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		})
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return hs.URL + "/mcp"
+}
+
+// budgetedUpstream is the upstream at url as namespace ns on a manager
+// whose result budget is b.
+func budgetedUpstream(t *testing.T, ns, url string, b *budget.Budget) sharedosv1.ToolHandlerServiceClient {
+	t.Helper()
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem), ResultBudget: b})
+	t.Cleanup(func() { _ = m.Close() })
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: url, AutoApproveNew: true}, "op")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
+	}
+	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func bigCall(kib int) *sharedosv1.HandleRequest {
+	return &sharedosv1.HandleRequest{Tool: "bg.big", ArgumentsJson: []byte(`{"kib":` + strconv.Itoa(kib) + `}`)}
+}
+
+// waitFor polls cond until it holds; the test's deadline bounds it.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("never: %s", what)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// Upstream results in flight are bounded together (reliability row 49): a
+// result holds its bytes of the kernel's budget from its read until its
+// answer is sent (the call's scope ends); a call that finds no room waits
+// for it until its caller leaves, and is served once room is made; a
+// response larger than the whole budget fails at once, upstream_unavailable;
+// every path gives its bytes back. Before, nothing bounded the sum: every
+// call was read at once.
+func TestResultBudgetBoundsResultsInFlight(t *testing.T) {
+	b := budget.New(1 << 20)
+	c := budgetedUpstream(t, "bg", bigUpstream(t, true), b)
+
+	held, endHeld := budget.WithScope(t.Context())
+	resp, err := c.Handle(held, bigCall(600))
+	if err != nil || len(resp.GetContentJson()) < 600<<10 {
+		t.Fatalf("first call: %v", err)
+	}
+	if n := b.InUse(); n < 600<<10 {
+		t.Fatalf("a result not yet sent holds %d bytes of the budget, want its size", n)
+	}
+
+	// No room: the call waits, and its caller leaving ends the wait.
+	leaving, leave := context.WithCancel(t.Context())
+	left := make(chan error, 1)
+	go func() { _, err := c.Handle(leaving, bigCall(600)); left <- err }()
+	waitFor(t, "the second call waits for room", func() bool { return b.Waiting() == 1 })
+	leave()
+	if err := <-left; status.Code(err) != codes.Canceled {
+		t.Fatalf("a call whose caller left while it waited: %v, want Canceled", err)
+	}
+	waitFor(t, "the left call gives back what it took", func() bool { return b.Waiting() == 0 && b.InUse() < 700<<10 })
+
+	// No room: the call waits, and is served once the first answer is sent.
+	served := make(chan error, 1)
+	go func() {
+		ctx, end := budget.WithScope(t.Context())
+		defer end()
+		_, err := c.Handle(ctx, bigCall(600))
+		served <- err
+	}()
+	waitFor(t, "the third call waits for room", func() bool { return b.Waiting() == 1 })
+	endHeld()
+	if err := <-served; err != nil {
+		t.Fatalf("a call that waited for room: %v", err)
+	}
+
+	// More than the whole budget can never be held: refused at once.
+	_, err = c.Handle(t.Context(), bigCall(2048))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "result budget") {
+		t.Fatalf("a result larger than the budget: %v, want Unavailable naming the result budget", err)
+	}
+	waitFor(t, "every call gave its bytes back", func() bool { return b.InUse() == 0 && b.Waiting() == 0 })
+}
+
+// A response of no declared length takes the budget as it is read: one
+// that needs more room while others hold the rest fails
+// upstream_unavailable at once, never waiting while it holds part of the
+// budget (two half-read responses would wait on each other), and gives
+// back what it took. Small results pay one take and one release.
+func TestResultBudgetRefusesGrowthMidResponse(t *testing.T) {
+	b := budget.New(1 << 20)
+	c := budgetedUpstream(t, "bg", bigUpstream(t, false), b)
+
+	held, endHeld := budget.WithScope(t.Context())
+	if _, err := c.Handle(held, bigCall(700)); err != nil {
+		t.Fatal(err)
+	}
+	before := b.InUse()
+	_, err := c.Handle(t.Context(), bigCall(600))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "result budget") {
+		t.Fatalf("a response that outgrew the free room: %v, want Unavailable naming the result budget", err)
+	}
+	waitFor(t, "the refused call gives back what it took", func() bool { return b.InUse() == before })
+	endHeld()
+	if n := b.InUse(); n != 0 {
+		t.Fatalf("in use %d once the answer is sent, want 0", n)
+	}
+
+	// Without a scope (no kernel answer to wait for) a result's bytes go
+	// back as the provider returns it.
+	for range 3 {
+		if _, err := c.Handle(t.Context(), bigCall(1)); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.InUse(); n != 0 {
+			t.Fatalf("in use %d after a small result, want 0", n)
+		}
+	}
+}
