@@ -27,6 +27,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	"github.com/sharedos/toolshare/bridge-svc/internal/requeststate"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/mcpcontent"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/toolname"
@@ -771,8 +772,8 @@ var errNotArray = errors.New("content_json is not a JSON array")
 func contentResult(res *sharedosv1.ToolResult) (*mcp.CallToolResult, error) {
 	out := &mcp.CallToolResult{IsError: res.GetHandlerIsError(), Content: []mcp.Content{}}
 	if c := bytes.TrimSpace(res.GetContentJson()); len(c) > 0 {
-		var items []json.RawMessage
-		if err := json.Unmarshal(c, &items); err != nil {
+		items, err := mcpcontent.Items(c) // slices of c, not copies (reliability row 49)
+		if err != nil {
 			return nil, errNotArray
 		}
 		for i, item := range items {

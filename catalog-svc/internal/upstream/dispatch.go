@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/mcpcontent"
 )
 
 // HandlerClients is the kernel's view of handler targets
@@ -123,11 +124,13 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 	if err != nil {
 		return nil, err
 	}
+	// Content and structuredContent are kept as slices of body, not
+	// copied: a result may be up to 64 MiB (reliability row 49).
 	var res struct {
 		inputResult
-		Content           json.RawMessage `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent"`
-		IsError           bool            `json:"isError"`
+		Content           mcpcontent.Raw `json:"content"`
+		StructuredContent mcpcontent.Raw `json:"structuredContent"`
+		IsError           bool           `json:"isError"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "the upstream's result is not a tools/call result: %v", err)
@@ -138,24 +141,25 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 	if err := checkContent(res.Content); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "the upstream's result: %v", err)
 	}
-	if err := checkStructured(res.StructuredContent); err != nil {
+	if err := checkStructured(json.RawMessage(res.StructuredContent)); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "the upstream's result: %v", err)
 	}
-	return &sharedosv1.HandleResponse{ContentJson: nonNull(res.Content), StructuredContentJson: nonNull(res.StructuredContent), IsError: res.IsError}, nil
+	return &sharedosv1.HandleResponse{ContentJson: nonNull(json.RawMessage(res.Content)), StructuredContentJson: nonNull(json.RawMessage(res.StructuredContent)), IsError: res.IsError}, nil
 }
 
 // checkContent refuses what mcp-go's typed result refuses: no content, or
-// an item that is no MCP content. The content itself is kept as sent.
-func checkContent(content json.RawMessage) error {
+// an item that is no MCP content. The content itself is kept as sent, and
+// checked without a copy of it (mcpcontent).
+func checkContent(content []byte) error {
 	if content == nil {
 		return errors.New("content is missing")
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(content, &items); err != nil {
+	items, err := mcpcontent.Items(content)
+	if err != nil {
 		return fmt.Errorf("content: %w", err)
 	}
 	for i, item := range items {
-		if _, err := mcp.UnmarshalContent(item); err != nil {
+		if err := mcpcontent.Check(item); err != nil {
 			return fmt.Errorf("content[%d]: %w", i, err)
 		}
 	}
