@@ -32,6 +32,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/memrelief"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -291,6 +292,11 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 	}
 	out, res := f.toMCP(ctx, res)
 	recordOutcome(span, res)
+	// A large result's copies are garbage once mcp-go has written it out
+	// (the request's memrelief.Scope ends): given back to the operating
+	// system then, not at the next collection of an idle process
+	// (reliability row 49).
+	memrelief.Add(ctx, len(res.GetContentJson())+len(res.GetStructuredContentJson()))
 	return out, nil // no result when the kernel says cancelled, like a client cancellation
 }
 

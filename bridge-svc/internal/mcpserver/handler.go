@@ -24,6 +24,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/memrelief"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -177,7 +178,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	h.route(w, r, turnID, st, admitted)
+	// The memory of a large result goes back once its answer is written
+	// (memrelief; reliability row 49).
+	ctx, relieve := memrelief.Scope(r.Context())
+	defer relieve()
+	h.route(w, r.WithContext(ctx), turnID, st, admitted)
 }
 
 // expiredSince reports whether a lease the gate found open at admitted

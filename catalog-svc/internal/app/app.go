@@ -20,6 +20,7 @@ import (
 	"github.com/sharedos/toolshare/services/contract/callers"
 	"github.com/sharedos/toolshare/services/platform/config"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
+	"github.com/sharedos/toolshare/services/platform/memrelief"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/runner"
 	"github.com/sharedos/toolshare/services/platform/secretref"
@@ -331,8 +332,13 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	guard := c.Upstreams
 	guard.Credentials, _ = secretref.ParseScope(c.UpstreamCredentials) // validated above
 	guard.Private = c.private(guard.Credentials)
+	resultBudget := budget.New(c.resultBudget())
+	// A large result's copies are garbage once its answer is sent: given
+	// back to the operating system then, not at the next collection of an
+	// idle process (reliability row 49).
+	resultBudget.Released = func(n int64) { memrelief.Note(int(n)) }
 	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: guard, Screening: screening, Logger: log, Locks: upstreamLocks,
-		ResultBudget: budget.New(c.resultBudget())})
+		ResultBudget: resultBudget})
 	a.closers = append(a.closers, a.upstream.Close)
 	handlers := upstream.Handlers{Upstreams: a.upstream, Next: conns}
 	keys, err := c.grantKeys(log)

@@ -39,6 +39,10 @@ var ErrExhausted = errors.New("upstream results in flight use the kernel's whole
 // nothing.
 type Budget struct {
 	size int64
+	// Released, when set, is told of every lease released with what it
+	// held (after the budget's lock): the app gives the memory of a large
+	// result back to the operating system (memrelief).
+	Released func(n int64)
 
 	mu      sync.Mutex
 	used    int64
@@ -233,6 +237,9 @@ func (l *Lease) Release() {
 	l.held, l.released = 0, true
 	l.mu.Unlock()
 	l.b.release(n)
+	if f := l.b.Released; f != nil && n > 0 {
+		f(n)
+	}
 }
 
 type leaseKey struct{}
