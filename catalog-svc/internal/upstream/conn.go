@@ -71,6 +71,9 @@ type conn struct {
 	callsMu sync.Mutex
 	running map[*running]struct{}
 	parked  map[string]parked
+	// unanswered counts, per call, its stdio requests the server has not
+	// answered yet, its caller there or not (relay.go: outlast).
+	unanswered map[*running]int
 	// jobs hands a request to an idle worker; idle counts them (relay.go).
 	jobs chan func()
 	idle chan struct{}

@@ -162,3 +162,18 @@ func (m *Manager) StdinWriting(ns string) bool {
 	defer t.in.mu.Unlock()
 	return t.in.writing != nil
 }
+
+// Unanswered is how many calls of ns have a request its stdio server has
+// not answered yet, their callers there or not (tests: when a call the
+// server went on with stops being a candidate for its requests).
+func (m *Manager) Unanswered(ns string) int {
+	m.connsMu.Lock()
+	c := m.conns[ns]
+	m.connsMu.Unlock()
+	if c == nil {
+		return 0
+	}
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	return len(c.unanswered)
+}

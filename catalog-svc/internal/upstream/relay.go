@@ -38,11 +38,27 @@ import (
 //
 // Which call a request belongs to: over Streamable HTTP the request arrives
 // on the call's own response stream (mcp-go hands it over with that
-// request's context); over stdio nothing in the message says, so it is the
-// call's only when exactly one call of that upstream is running, and
+// request's context, and the stream closes when SharedOS stops waiting for
+// the call), so it is exact. Over stdio nothing in the message says: a
+// 2025-era server puts the request it serves nowhere in it (2025-11-25's
+// io.modelcontextprotocol/related-task names a task, and SharedOS starts
+// none), so the request is attributed only where no other call could have
+// sent it (callOf):
+//
+//   - A candidate is a call whose request (tools/call, prompts/get) was
+//     sent and not yet answered by the server — whether or not SharedOS
+//     still waits for it: a call whose caller left (a timeout, a
+//     cancellation) may still run on a server that does not heed
+//     notifications/cancelled, and may still ask. It stops being one when
+//     the server's response to its id arrives, when its request turns out
+//     never to have reached the server whole, or when the session ends
+//     (outlast).
+//   - Exactly one candidate: the request is its. None, or several:
+//     refused (an error to the server), never guessed.
+//
 // roots/list (which stdio servers send unprompted, to scope themselves) is
-// never relayed there. A request that belongs to no call is answered as
-// before: an error.
+// never relayed over stdio. A request that belongs to no call is answered
+// as before: an error.
 const (
 	// maxParked bounds the calls parked per upstream connection; see
 	// also maxParkedPerTurn.
@@ -149,9 +165,10 @@ func (c *conn) start(ctx context.Context, turn, token string, progress func(mcp.
 			}()
 			r.body, r.err = do(r.ctx)
 		}()
-		// No longer running before its caller hears it ended: over stdio
-		// the next call's server requests are that call's only when it
-		// runs alone (callOf).
+		// No longer running (a listing's timeout may take the server for
+		// wedged: acquire.go) before its caller hears it ended. Whether
+		// the server's requests may still be this call's is whether its
+		// request was answered (outlast), not whether SharedOS waits.
 		c.callsMu.Lock()
 		delete(c.running, r)
 		c.callsMu.Unlock()
@@ -468,8 +485,9 @@ func (c *conn) resumed(req *sharedosv1.HandleRequest, progress func(mcp.Progress
 	return r, nil
 }
 
-// callOf is the running call a server request belongs to: over HTTP the
-// one whose request stream carried it, over stdio the only one running.
+// callOf is the call a server request belongs to: over HTTP the one whose
+// request stream carried it; over stdio the one candidate (see the top of
+// this file), nil when there is none or more than one.
 func (c *conn) callOf(ctx context.Context, stdio bool) *running {
 	if !stdio {
 		r, _ := ctx.Value(runningKey{}).(*running)
@@ -477,13 +495,64 @@ func (c *conn) callOf(ctx context.Context, stdio bool) *running {
 	}
 	c.callsMu.Lock()
 	defer c.callsMu.Unlock()
-	if len(c.running) != 1 {
+	if len(c.unanswered) != 1 {
 		return nil
 	}
-	for r := range c.running {
+	for r := range c.unanswered {
 		return r
 	}
 	return nil
+}
+
+// outlast sends req with send and returns the server's answer; over stdio
+// (the capturing transport calls it) a request of a call — tools/call or
+// prompts/get on the context start gave it — is that call's unanswered one
+// (callOf's candidate) from before it is written until the server answers
+// it, the session ends, or it turns out never to have reached the server
+// whole. Its caller leaving returns at once, as before, while the answer
+// is still awaited apart (mcp-go's transport, left, forgets the request's
+// id and drops its answer unseen): leave gives the caller's write up and
+// says whether the server can no longer answer (the request was never
+// written, or its write cut short, which ends the session).
+func (c *conn) outlast(ctx context.Context, req transport.JSONRPCRequest, send func(context.Context) (*transport.JSONRPCResponse, error),
+	leave func() (unanswerable bool)) (*transport.JSONRPCResponse, error) {
+	r, _ := ctx.Value(runningKey{}).(*running)
+	if r == nil || req.Method != string(mcp.MethodToolsCall) && req.Method != string(mcp.MethodPromptsGet) {
+		return send(ctx)
+	}
+	c.callsMu.Lock()
+	if c.unanswered == nil {
+		c.unanswered = map[*running]int{}
+	}
+	c.unanswered[r]++
+	c.callsMu.Unlock()
+	type outcome struct {
+		resp *transport.JSONRPCResponse
+		err  error
+	}
+	got := make(chan outcome, 1)
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer stop()
+		resp, err := send(wctx)
+		// Answered (or never to be) before the caller hears of it: its
+		// next call's requests are not taken for this one's.
+		c.callsMu.Lock()
+		if c.unanswered[r]--; c.unanswered[r] <= 0 {
+			delete(c.unanswered, r)
+		}
+		c.callsMu.Unlock()
+		got <- outcome{resp, err}
+	}()
+	select {
+	case o := <-got:
+		return o.resp, o.err
+	case <-ctx.Done():
+		if leave() {
+			stop()
+		}
+		return nil, ctx.Err()
+	}
 }
 
 // errNoAnswer: the harness gave no answer to the upstream's request.
@@ -508,7 +577,7 @@ func (c *conn) serverRequest(stdio bool, next transport.RequestHandler) transpor
 		}
 		r := c.callOf(ctx, stdio)
 		if r == nil {
-			c.log.Info("upstream request belongs to no running call; refused", slog.String("method", req.Method))
+			c.log.Info("upstream request belongs to no one call (none, or several it may be of); refused", slog.String("method", req.Method))
 			return next(ctx, req)
 		}
 		if r.waiting.Add(1) > maxWaitingAsks {

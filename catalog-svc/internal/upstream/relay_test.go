@@ -2,8 +2,11 @@ package upstream_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -357,5 +360,96 @@ func TestProgressAcrossRounds(t *testing.T) {
 		Round: 1, RequestState: res.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":{"action":"accept","content":{}}}`)})
 	if strings.Join(got, ",") != "step 2" || !strings.Contains(string(res.GetContentJson()), "answered accept") {
 		t.Fatalf("second round: progress %v, result %v", got, res)
+	}
+}
+
+// outcome is a call's response and error.
+type outcome struct {
+	resp *sharedosv1.HandleResponse
+	err  error
+}
+
+// callInBackground calls tool of turn with args on c, its harness able to
+// answer elicitations, and sends its outcome on the channel returned.
+func callInBackground(ctx context.Context, c sharedosv1.ToolHandlerServiceClient, turn, tool, args string) <-chan outcome {
+	done := make(chan outcome, 1)
+	go func() {
+		resp, err := c.Handle(ctx, &sharedosv1.HandleRequest{TurnId: turn, CallId: turn, Tool: tool, ArgumentsJson: []byte(args), InputMethods: elicit})
+		done <- outcome{resp, err}
+	}()
+	return done
+}
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// A stdio server's request of a call its caller left (a timeout, a
+// cancellation: the server heeds no notifications/cancelled and goes on)
+// goes to no other call: over stdio nothing in the request names its call,
+// and until the server answers the left call it may be that call's, so
+// beside another call it is refused — never handed to the other turn's
+// harness, whose answer would reach the first turn's tool. Once the server
+// answered both, the next call's request is that call's again.
+func TestALeftCallsRequestGoesToNoOtherCall(t *testing.T) {
+	h, marks := stdioUpstream(t, 0)
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, leave := context.WithCancel(t.Context())
+	b := callInBackground(bctx, c, "t-b", "sx.late", `{"secret":"B's secret: wire $9,000"}`)
+	waitFile(t, filepath.Join(marks, "late-started"))
+	leave()
+	if o := <-b; status.Code(o.err) != codes.Canceled {
+		t.Fatalf("turn B's call, left: %v, %v", o.resp, o.err)
+	}
+	actx, cancelA := context.WithCancel(t.Context())
+	defer cancelA()
+	a := callInBackground(actx, c, "t-a", "sx.block", `{}`)
+	waitFile(t, filepath.Join(marks, "started")) // A's call runs on the server
+	if err := os.WriteFile(filepath.Join(marks, "late-go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// B's tool asks now; A's call, which asks nothing, must not end with
+	// that question before the tool hears its request refused.
+	for !exists(filepath.Join(marks, "late-refused")) {
+		if exists(filepath.Join(marks, "late-answered")) {
+			t.Fatal("turn B's tool had its question answered, by turn A's harness")
+		}
+		select {
+		case o := <-a:
+			t.Fatalf("turn A's call ended with %v, %v: the server's request of turn B's call went to it", o.resp, o.err)
+		case <-t.Context().Done():
+			t.Fatal("turn B's tool never heard its request refused")
+		case <-time.After(10 * time.Millisecond): // polls the condition
+		}
+	}
+	cancelA()
+	if o := <-a; status.Code(o.err) != codes.Canceled {
+		t.Errorf("turn A's call, cancelled: %v, %v", o.resp, o.err)
+	}
+	waitFile(t, filepath.Join(marks, "ended"))
+	for h.m.Unanswered("sx") != 0 { // the server answered both calls
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%d calls still unanswered", h.m.Unanswered("sx"))
+		case <-time.After(10 * time.Millisecond): // polls the condition
+		}
+	}
+	resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: "t-c", Tool: "sx.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	if err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("the next call's own request: %v, %v", resp, err)
+	}
+	key, _, msg := oneRequest(t, resp.GetInputRequired())
+	if msg != "Your name? (1)" {
+		t.Errorf("the next call was asked %q", msg)
+	}
+	resp, err = c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: "t-c", Tool: "sx.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
+		RequestState: resp.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":{"action":"decline"}}`)})
+	if err != nil || !strings.Contains(string(resp.GetContentJson()), "decline") {
+		t.Errorf("the next call's answer: %v, %v", resp, err)
 	}
 }

@@ -255,15 +255,24 @@ func (p *stdinPipe) Close() error {
 // SendRequest names the bound when it is what ended the session. A caller
 // that leaves before its request was written leaves at once, and the
 // request is never written; one whose request is being written cuts that
-// write short (stdinPipe).
+// write short (stdinPipe). A call's request written whole is awaited past
+// its caller leaving, until the server answers it (outlast).
 func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	id, err := json.Marshal(r.ID)
 	if err != nil {
 		return nil, err
 	}
 	o := t.in.expect(string(id))
-	defer t.in.forget(string(id))
-	resp, err := capture(ctx, r, t.Stdio.SendRequest)
+	resp, err := t.c.outlast(ctx, r, func(ctx context.Context) (*transport.JSONRPCResponse, error) {
+		defer t.in.forget(string(id))
+		return capture(ctx, r, t.Stdio.SendRequest)
+	}, func() bool {
+		if t.in.giveUp(o) {
+			return true // never written
+		}
+		<-o.written
+		return o.err != nil // cut short
+	})
 	if err != nil {
 		if !t.in.giveUp(o) {
 			<-o.written // written, or its write cut short: the session is dropped first

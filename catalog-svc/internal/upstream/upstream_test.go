@@ -77,6 +77,27 @@ func TestMain(m *testing.M) {
 			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return mcp.NewToolResultText(readParent()), nil
 			})
+		f.srv.AddTool(mcp.NewTool("late", mcp.WithDescription("Heeds no cancellation: once $UPSTREAM_TEST_MARKS/late-go exists, asks its client about its secret, "+
+			"and notes whether it was answered (late-answered) or refused (late-refused)."), mcp.WithString("secret")),
+			func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				dir := os.Getenv("UPSTREAM_TEST_MARKS")
+				mark("late-started", nil)
+				for {
+					if _, err := os.Stat(filepath.Join(dir, "late-go")); err == nil {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				ctx = context.WithoutCancel(ctx) // as a server that does not heed notifications/cancelled
+				res, err := server.ServerFromContext(ctx).RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+					Message: "Confirm: " + req.GetString("secret", ""), RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}})
+				if err != nil {
+					mark("late-refused", nil)
+					return mcp.NewToolResultError("no answer: " + err.Error()), nil
+				}
+				mark("late-answered", nil)
+				return mcp.NewToolResultText("answered " + string(res.Action)), nil
+			})
 		f.srv.AddTool(mcp.NewTool("wedge", mcp.WithDescription("From now on answers no listing or call of echo.")),
 			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				f.state.wedged.Store(true)
