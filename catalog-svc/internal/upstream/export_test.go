@@ -163,6 +163,11 @@ func (m *Manager) StdinWriting(ns string) bool {
 	return t.in.writing != nil
 }
 
+// SetParkedQuiet makes a call parked on its own requests for d no longer
+// a stdio server request's candidate (tests); the returned func restores
+// the default.
+func SetParkedQuiet(d time.Duration) func() { return set(&parkedQuiet, d) }
+
 // Unanswered is how many calls of ns have a request its stdio server has
 // not answered yet, their callers there or not (tests: when a call the
 // server went on with stops being a candidate for its requests).

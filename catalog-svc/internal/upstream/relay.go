@@ -53,7 +53,19 @@ import (
 //     the server's response to its id arrives, when its request turns out
 //     never to have reached the server whole, or when the session ends
 //     (outlast).
-//   - Exactly one candidate: the request is its. None, or several:
+//   - Of several candidates, a call parked on requests it handed out (its
+//     harness holds the round, none more of its requests queued) for at
+//     least parkedQuiet is left out: a 2025-era tool waits for its
+//     request's result before it goes on, so a harness that never answers
+//     holds its own call, not every other turn's rounds with the upstream.
+//     The quiet period keeps requests a tool sends together (several
+//     questions at once) from being taken for another call's. (The rule
+//     assumes what the SDKs' elicit and createMessage do: a tool waits for
+//     a request's answer before it asks again; one that asked again for
+//     the same call past the quiet period, its first request unanswered,
+//     beside another call, would have it taken for that call's.) A parked
+//     call is a candidate again once resumed or ended.
+//   - Exactly one candidate left: the request is its. None, or several:
 //     refused (an error to the server), never guessed.
 //
 // roots/list (which stdio servers send unprompted, to scope themselves) is
@@ -72,6 +84,12 @@ const (
 // slot of the upstream, for every other turn, until the calls run out. A
 // variable for tests.
 var maxParkedPerTurn = 16
+
+// parkedQuiet is how long a call must have been parked on the requests it
+// handed out, with none more of its own queued, before a stdio server's
+// request is no longer taken for possibly its (callOf). A variable for
+// tests.
+var parkedQuiet = time.Second
 
 // parkedFor bounds how long a parked call waits for its next round: the
 // kernel's own wait. (Over Streamable HTTP mcp-go gives a server request
@@ -398,12 +416,13 @@ func (c *conn) park(r *running) (string, error) {
 	if ofTurn >= maxParkedPerTurn {
 		return "", status.Errorf(codes.ResourceExhausted, "upstream: %d calls of this turn already wait for its client's input", ofTurn)
 	}
-	c.parked[handle] = parked{r: r, expiry: time.AfterFunc(parkedFor, func() { c.cancelRound(r.turn, handle) })}
+	c.parked[handle] = parked{r: r, at: time.Now(), expiry: time.AfterFunc(parkedFor, func() { c.cancelRound(r.turn, handle) })}
 	return handle, nil
 }
 
 type parked struct {
 	r      *running
+	at     time.Time // when it was parked
 	expiry *time.Timer
 }
 
@@ -486,8 +505,8 @@ func (c *conn) resumed(req *sharedosv1.HandleRequest, progress func(mcp.Progress
 }
 
 // callOf is the call a server request belongs to: over HTTP the one whose
-// request stream carried it; over stdio the one candidate (see the top of
-// this file), nil when there is none or more than one.
+// request stream carried it; over stdio the one candidate left (see the
+// top of this file), nil when there is none or more than one.
 func (c *conn) callOf(ctx context.Context, stdio bool) *running {
 	if !stdio {
 		r, _ := ctx.Value(runningKey{}).(*running)
@@ -495,13 +514,32 @@ func (c *conn) callOf(ctx context.Context, stdio bool) *running {
 	}
 	c.callsMu.Lock()
 	defer c.callsMu.Unlock()
-	if len(c.unanswered) != 1 {
-		return nil
+	if only := onlyOf(c.unanswered, nil); only != nil || len(c.unanswered) == 0 {
+		return only
 	}
-	for r := range c.unanswered {
-		return r
+	waits := map[*running]bool{} // parked on their own requests, long enough
+	for _, p := range c.parked {
+		if time.Since(p.at) >= parkedQuiet && len(p.r.asks) == 0 {
+			waits[p.r] = true
+		}
 	}
-	return nil
+	return onlyOf(c.unanswered, waits)
+}
+
+// onlyOf is the one call of calls not left out, nil when there is none or
+// more than one.
+func onlyOf(calls map[*running]int, out map[*running]bool) *running {
+	var only *running
+	for r := range calls {
+		if out[r] {
+			continue
+		}
+		if only != nil {
+			return nil
+		}
+		only = r
+	}
+	return only
 }
 
 // outlast sends req with send and returns the server's answer; over stdio

@@ -453,3 +453,47 @@ func TestALeftCallsRequestGoesToNoOtherCall(t *testing.T) {
 		t.Errorf("the next call's answer: %v, %v", resp, err)
 	}
 }
+
+// A call parked on its stdio server's request, whose harness never comes
+// back (a 2026-07-28 harness that never retries), holds its own call, not
+// every other turn's requests to that server: once it has been parked the
+// quiet period, another turn's call is the one candidate for the server's
+// next request. Within the quiet period both are, and the request is
+// refused.
+func TestAParkedCallHoldsNoOtherTurnsRequests(t *testing.T) {
+	h, _ := stdioUpstream(t, 0)
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(turn string) (*sharedosv1.HandleResponse, error) {
+		return c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: turn, Tool: "sx.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	}
+	if resp, err := ask("t-idle"); err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("the idle turn's call: %v, %v", resp, err)
+	}
+	t.Run("within the quiet period", func(t *testing.T) {
+		defer upstream.SetParkedQuiet(time.Hour)()
+		resp, err := ask("t-early")
+		if err != nil || !resp.GetIsError() || !strings.Contains(string(resp.GetContentJson()), "no answer") {
+			t.Errorf("a request beside a call just parked: %v, %v; want it refused", resp, err)
+		}
+	})
+	defer upstream.SetParkedQuiet(0)()
+	resp, err := ask("t-other")
+	if err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("another turn's call beside the parked one: %v, %v; want its own round", resp, err)
+	}
+	key, _, msg := oneRequest(t, resp.GetInputRequired())
+	if msg != "Your name? (1)" {
+		t.Errorf("asked %q", msg)
+	}
+	resp, err = c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: "t-other", Tool: "sx.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit, Round: 1,
+		RequestState: resp.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":{"action":"accept","content":{"name":"Ada"}}}`)})
+	if err != nil || !strings.Contains(string(resp.GetContentJson()), "Ada") {
+		t.Errorf("the other turn's answer: %v, %v", resp, err)
+	}
+	if n := (upstream.Handlers{Upstreams: h.m}).CancelTurn("t-idle"); n != 1 {
+		t.Errorf("the idle turn had %d parked calls, want 1", n)
+	}
+}
