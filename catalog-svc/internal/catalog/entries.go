@@ -108,18 +108,20 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 	if err != nil {
 		return nil, nil, err
 	}
+	// Checked and written under the resources' lock: two registrations
+	// made at once (two spellings of one URI, two templates that overlap)
+	// cannot both pass the checks.
+	unlock, err := s.lockResource(ctx, reg.GetUri())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
 	if !template {
 		// One registration per resource: another source's spelling of a
 		// URI registered already would be a second door to it, which a
 		// policy hiding the first would leave open. The same source may
 		// respell it (an upstream whose listing changed: the old spelling
-		// is withdrawn after). Checked and written under the URI's lock:
-		// two spellings registered at once cannot both pass the check.
-		unlock, err := s.lockResource(ctx, matchKey(reg.GetUri()))
-		if err != nil {
-			return nil, nil, err
-		}
-		defer unlock()
+		// is withdrawn after).
 		switch other, err := s.RegisteredResource(ctx, reg.GetUri()); {
 		case err == nil && other != reg.GetUri():
 			o, err := s.ResolveResource(ctx, other)
@@ -134,6 +136,9 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 			return nil, nil, err
 		}
 	}
+	if err := s.CheckResourceOverlap(ctx, reg); err != nil {
+		return nil, nil, err
+	}
 	e, err := s.putEntry(ctx, store.KindResource, reg.GetUri(), matchKey(reg.GetUri()), reg, pub.GetCanonicalJson())
 	if err != nil {
 		return nil, nil, err
@@ -143,13 +148,60 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 	return out, pub, nil
 }
 
-// lockResource takes the registration lock of a resource's match key
-// (pgdb.Locks waits for a name held in this process as across replicas).
-func (s *Service) lockResource(ctx context.Context, key string) (func(), error) {
-	if s.lockingResource != nil {
-		s.lockingResource(key)
+// CheckResourceOverlap refuses reg when one URI may be read through it
+// and through a resource registration of another source (its
+// metadata.source; resourceuri.Overlap), naming that registration: the
+// kernel reads a URI through the registration with exactly that URI, else
+// the first template (in byte order) it matches, so a source whose
+// template or URI overlapped another's would take reads meant for it — a
+// catch-all template "{s}://{h}/{p}" every read no other template takes.
+// Registrations of one source may overlap (a concrete URI inside its own
+// template). The registration reg replaces (its very URI) is not another;
+// nor is one registered before this rule, which stays served: the rule
+// judges what is registered from now on. RegisterResource checks it under
+// the resources' lock; called alone (an upstream's refresh, before it
+// quarantines a new resource) it is advice.
+func (s *Service) CheckResourceOverlap(ctx context.Context, reg *sharedosv1.ResourceRegistration) error {
+	es, err := s.store.Entries(ctx, store.KindResource)
+	if err != nil {
+		return fromStore(err, "")
 	}
-	unlock, err := s.locks.Lock(ctx, "resource/"+key)
+	source := reg.GetMetadata().GetSource()
+	for _, e := range es {
+		if e.Key == reg.GetUri() {
+			continue
+		}
+		w, ok := resourceuri.Overlap(reg.GetUri(), e.Key)
+		if !ok {
+			continue
+		}
+		var other sharedosv1.ResourceRegistration
+		if proto.Unmarshal(e.Registration, &other) == nil && other.GetMetadata().GetSource() == source {
+			continue
+		}
+		both := fmt.Sprintf("%q reads through both", w)
+		if w == "" {
+			both = "the two are too intricate to tell apart"
+		}
+		return invalid("uri", RuleResourceOverlap, "%q overlaps %q, registered by source %q: %s, and a source's resources may not take reads "+
+			"of another's (ADR 0018); deregister that one first, or narrow this one so that no URI reads through both", reg.GetUri(), e.Key, other.GetMetadata().GetSource(), both)
+	}
+	return nil
+}
+
+// resourcesLock is the one lock every resource registration takes, and
+// the withdrawal of a concrete URI: a registration's checks compare it
+// with every other registration, so no other may land or go meanwhile
+// (found, then not found, with a third spelling let through).
+const resourcesLock = "resources"
+
+// lockResource takes the resources' registration lock for uri (pgdb.Locks
+// waits for a name held in this process as across replicas).
+func (s *Service) lockResource(ctx context.Context, uri string) (func(), error) {
+	if s.lockingResource != nil {
+		s.lockingResource(uri)
+	}
+	unlock, err := s.locks.Lock(ctx, resourcesLock)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: lock resource: %w", err)
 	}
@@ -157,12 +209,12 @@ func (s *Service) lockResource(ctx context.Context, key string) (func(), error) 
 }
 
 // DeregisterResource removes the resource uri; NotFound when there is none.
-// A concrete one goes under its match key's lock: a registration checking
+// A concrete one goes under the resources' lock: a registration checking
 // the other spellings of the URI meanwhile sees it there or gone, never
 // going (found, then not found, with a third spelling let through).
 func (s *Service) DeregisterResource(ctx context.Context, uri string) error {
 	if !resourceuri.IsTemplate(uri) {
-		unlock, err := s.lockResource(ctx, matchKey(uri))
+		unlock, err := s.lockResource(ctx, uri)
 		if err != nil {
 			return err
 		}

@@ -51,6 +51,9 @@ const (
 	RulePromptArgument = "prompt_argument"
 	RuleURI            = "resource_uri"
 	RuleMIMEType       = "mime_type"
+	// RuleResourceOverlap: a resource URI or template one of whose URIs
+	// may also be read through another source's (resourceuri.Overlap).
+	RuleResourceOverlap = "no_overlap_across_sources"
 	// RuleClosedArguments: a requirement that names arguments needs an
 	// inputSchema that lists every key (additionalProperties false), or
 	// requirement.open_arguments.

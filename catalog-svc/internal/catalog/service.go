@@ -49,7 +49,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Locks orders the registrations of resources across replicas that
 	// share the store (pgdb.Locks; nil: this process only), so two
-	// spellings of one URI cannot both land.
+	// spellings of one URI, or two sources' resources that overlap,
+	// cannot both land.
 	Locks Locker
 }
 

@@ -307,6 +307,16 @@ func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProvide
 	if cur == nil {
 		cur = &sharedosv1.UpstreamEntry{Kind: cand.kind, Key: cand.key, UpstreamName: cand.upstreamName}
 	}
+	if r, ok := cand.reg.(*sharedosv1.ResourceRegistration); ok && (s == stepPublishNew || s == stepQuarantineNew) {
+		// A new resource one of whose URIs another source's resource may
+		// also be read by is skipped, with the registration it overlaps,
+		// as a tool name another source holds is: never quarantined for
+		// an approval the catalogue would refuse. (One published before
+		// the rule is kept; publishing it again is checked again.)
+		if err := m.cfg.Registry.CheckResourceOverlap(ctx, r); err != nil {
+			return err.Error()
+		}
+	}
 	switch s {
 	case stepKeep:
 		return ""

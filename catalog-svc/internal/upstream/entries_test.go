@@ -169,3 +169,87 @@ func TestPromptsAndResourcesOfAnUpstream(t *testing.T) {
 		t.Errorf("removing the provider left its resource template: %v", err)
 	}
 }
+
+// resourceServer is an MCP server over HTTP listing the given resource
+// URIs and templates (those with a {var}).
+func resourceServer(t *testing.T, uris ...string) string {
+	t.Helper()
+	srv := server.NewMCPServer("res", "1", server.WithResourceCapabilities(false, true))
+	read := func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, Text: "read"}}, nil
+	}
+	for _, u := range uris {
+		if strings.Contains(u, "{") {
+			srv.AddResourceTemplate(mcp.NewResourceTemplate(u, "t", mcp.WithTemplateDescription("A family of records.")), read)
+		} else {
+			srv.AddResource(mcp.NewResource(u, "r", mcp.WithResourceDescription("A record.")), read)
+		}
+	}
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(srv))
+	t.Cleanup(hs.Close)
+	return hs.URL + "/mcp"
+}
+
+// The reproduction (found by review): upstream e5 has the template
+// users://{id}/profile; e4, added later with auto-approve, listed
+// users://alice/{p}, users://bob/profile and the catch-all {s}://{h}/{p},
+// which were acquired and took reads of e5's profiles (and of every
+// three-segment URI no other template took). Each is skipped now and
+// reported in the provider's status.skipped with the rule and e5's
+// template, as a tool name another source holds is; e4's other resources
+// are acquired. An upstream without auto-approve has such a resource
+// skipped too, not quarantined for an approval the catalogue would refuse.
+func TestOverlappingResourcesOfAnotherUpstreamAreSkipped(t *testing.T) {
+	mem := memory.New()
+	cat := newCatalog(t, mem)
+	m := upstream.New(upstream.Config{Store: mem, Registry: cat})
+	t.Cleanup(func() { _ = m.Close() })
+	add := func(ns string, auto bool, uris ...string) *sharedosv1.GetProviderResponse {
+		t.Helper()
+		rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: resourceServer(t, uris...), AutoApproveNew: auto}, "op")
+		if err != nil || rec.GetStatus().GetError() != "" {
+			t.Fatalf("add %s: %v %s", ns, err, rec.GetStatus().GetError())
+		}
+		return rec
+	}
+	add("e5", true, "users://{id}/profile")
+	overlapping := []string{"users://alice/{p}", "users://bob/profile", "{s}://{h}/{p}"}
+	rec := add("e4", true, append([]string{"e4://notes/{n}"}, overlapping...)...)
+	checkSkipped := func(rec *sharedosv1.GetProviderResponse, uris []string, kept ...string) {
+		t.Helper()
+		skipped := map[string]string{}
+		for _, s := range rec.GetStatus().GetSkipped() {
+			if s.GetKind() == "resource" {
+				skipped[s.GetUpstreamName()] = s.GetReason()
+			}
+		}
+		for _, u := range uris {
+			if why := skipped[u]; !strings.Contains(why, "no_overlap_across_sources") || !strings.Contains(why, `"users://{id}/profile"`) ||
+				!strings.Contains(why, `"mcp:e5"`) {
+				t.Errorf("%s of %s: skipped for %q; want skipped for overlapping e5's users://{id}/profile", u, rec.GetProvider().GetNamespace(), why)
+			}
+			if _, err := cat.ResolveResource(t.Context(), u); !errors.Is(err, catalog.ErrNotFound) {
+				t.Errorf("%s of %s was registered: %v", u, rec.GetProvider().GetNamespace(), err)
+			}
+		}
+		var keys []string
+		for _, e := range rec.GetStatus().GetEntries() {
+			keys = append(keys, e.GetKey())
+		}
+		if strings.Join(keys, " ") != strings.Join(kept, " ") {
+			t.Errorf("entries of %s: %v; want %v", rec.GetProvider().GetNamespace(), keys, kept)
+		}
+	}
+	checkSkipped(rec, overlapping, "e4://notes/{n}")
+	if r, err := cat.ResolveResource(t.Context(), "e4://notes/{n}"); err != nil || r.Resource.GetMetadata().GetSource() != "mcp:e4" {
+		t.Errorf("e4's own template: %v, %v", r, err)
+	}
+	// And again at the next refresh.
+	rec, err := m.Refresh(t.Context(), "e4", "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSkipped(rec, overlapping, "e4://notes/{n}")
+	// Without auto-approve: skipped, not quarantined.
+	checkSkipped(add("e6", false, "users://zed/{p}"), []string{"users://zed/{p}"})
+}

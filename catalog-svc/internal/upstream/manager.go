@@ -50,6 +50,10 @@ type Registry interface {
 	DeregisterResource(ctx context.Context, uri string) error
 	ResolvePrompt(ctx context.Context, name string) (*catalog.ResolvedEntry, error)
 	ResolveResource(ctx context.Context, uri string) (*catalog.ResolvedEntry, error)
+	// CheckResourceOverlap refuses a resource one of whose URIs may also
+	// be read through another source's resource (RegisterResource refuses
+	// it too).
+	CheckResourceOverlap(ctx context.Context, reg *sharedosv1.ResourceRegistration) error
 }
 
 // Config wires a Manager.
