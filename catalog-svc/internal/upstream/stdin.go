@@ -117,6 +117,23 @@ func (p *stdinPipe) giveUp(o *outgoing) (unsent bool) {
 	return false
 }
 
+// release is o's caller returning with its answer while o may not be
+// written whole: its write, begun or not, is bounded from now on as a
+// reply's is (replyWriteTimeout), since no caller would cut it short. A
+// caller's write had no deadline: once its caller had returned, a server
+// that stopped reading held it, and every message behind it, for good.
+func (p *stdinPipe) release(o *outgoing) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o.done || o.reply {
+		return
+	}
+	o.reply = true
+	if o.started {
+		_ = p.f.SetWriteDeadline(time.Now().Add(replyWriteTimeout)) // o's write: writes are one at a time
+	}
+}
+
 // await waits until o was written, or its caller leaves (ctx): at once
 // when o was not begun, or once its own write was cut short.
 func (p *stdinPipe) await(ctx context.Context, o *outgoing) error {
@@ -280,7 +297,14 @@ func (t *capturingStdio) SendRequest(ctx context.Context, r transport.JSONRPCReq
 		if bound := t.out.failed(); bound != nil {
 			err = fmt.Errorf("%w: %w", err, bound)
 		}
+		return resp, err
 	}
+	// Answered, perhaps before its message was written whole: mcp-go's
+	// write only queues it, and a server may answer once it read the
+	// message's head. No caller waits for the rest any more, so it is
+	// bounded as a reply is: a server that stopped reading it loses its
+	// session after replyWriteTimeout, and holds no later message.
+	t.in.release(o)
 	return resp, err
 }
 

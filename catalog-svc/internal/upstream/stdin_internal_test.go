@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -110,5 +111,43 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited a minute for %s", what)
 		}
 		time.Sleep(time.Millisecond) // polls the condition
+	}
+}
+
+// A request answered before its message was written whole — the server
+// answers once it read the message's head, then stops reading — is bounded
+// as a reply is: mcp-go's write only queues the message, so its caller
+// returned with the answer while the write went on with no deadline, and
+// no one was left to cut it; it held every later message, and the session,
+// for good. Here its write is cut short after the reply's bound and the
+// session ends (the server is killed).
+func TestARequestAnsweredBeforeItWasWrittenIsBounded(t *testing.T) {
+	t.Cleanup(set(&replyWriteTimeout, 200*time.Millisecond))
+	c := newConn(t.Context(), nil, Guard{}, slog.New(slog.DiscardHandler), nil)
+	t.Cleanup(c.close)
+	tr, err := c.stdio([]string{"/bin/sh", "-c", `dd bs=1 count=60 2>/dev/null >/dev/null; echo '{"jsonrpc":"2.0","id":7,"result":{}}'; exec sleep 600`},
+		[]string{"PATH=" + os.Getenv("PATH")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := tr.(*capturingStdio)
+	if err := st.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.kill(); _ = st.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	resp, err := st.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(int64(7)),
+		Method: "tools/call", Params: map[string]any{"data": strings.Repeat("x", 1<<20)}}) // past a pipe's 64 KiB
+	if err != nil || resp == nil {
+		t.Fatalf("the request: %v, %v", resp, err)
+	}
+	waitFor(t, "the unread request's write to be cut short", func() bool {
+		st.in.mu.Lock()
+		defer st.in.mu.Unlock()
+		return st.in.failed != nil
+	})
+	if err := st.SendNotification(ctx, note(nil)); err == nil {
+		t.Error("a notification after the cut was written: the session goes on")
 	}
 }
