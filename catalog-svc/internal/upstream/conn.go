@@ -710,8 +710,12 @@ func (t *capturingStdio) kill() {
 	}
 }
 
-// Start starts the process, then mcp-go's reading of its stdout.
+// Start starts the process, with none of this process's descriptors but
+// its pipes (inheritNoFiles), then mcp-go's reading of its stdout.
 func (t *capturingStdio) Start(ctx context.Context) error {
+	if err := inheritNoFiles(); err != nil {
+		t.c.unconfined(fmt.Errorf("stdio servers may inherit descriptors of this process: %w", err))
+	}
 	err := startConfined(t.cmd, t.c.guard.Private, t.c.unconfined)
 	_ = t.stdinR.Close() // the server's now (or no one's)
 	if err != nil {
