@@ -184,7 +184,7 @@ func (c *conn) current() (session, bool) {
 }
 
 // dropStdio drops the live session when it is t's, its stdout having
-// ended, and closes it (reaping the server) in the background: no call
+// ended or its server exited, and closes it (reaping the server) in the background: no call
 // waits on a server that is gone.
 func (c *conn) dropStdio(t *capturingStdio) {
 	c.mu.Lock()
@@ -358,16 +358,16 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 		return nil, err
 	}
 	in := &stdinPipe{f: stdinW, unwritten: map[string]*outgoing{}}
-	out := &boundedLines{r: stdout, max: maxResponseBytes}
+	out := &boundedLines{r: stdout, max: maxResponseBytes, endc: make(chan struct{})}
 	tr := transport.NewIO(out, exactWriter{WriteCloser: in, bodies: &c.exact}, nil)
 	transport.WithCommandLogger(c.log)(tr)
-	t := &capturingStdio{Stdio: tr, c: c, cmd: cmd, in: in, stdinR: stdinR, out: out}
+	t := &capturingStdio{Stdio: tr, c: c, cmd: cmd, in: in, stdinR: stdinR, out: out, exited: make(chan struct{})}
 	// Past the bound, the server is not heard out: killed at once, whether
 	// or not a call waits for it. A message to it cut short (stdinPipe)
 	// leaves no session either: the server is killed and its session
 	// dropped at once, before the call that cut it short returns. Once its
-	// stdout ended, for that reason or another, its session is dropped and
-	// the server reaped.
+	// stdout ended, for that reason or another, or the server exited
+	// (watch), its session is dropped and the server reaped.
 	out.onBound = t.kill
 	in.broke = func() { t.kill(); c.dropStdio(t) }
 	out.onEnd = func() { c.dropStdio(t) }
@@ -699,6 +699,11 @@ type capturingStdio struct {
 	// process's group id may be another's.
 	procMu sync.Mutex
 	reaped bool
+	// exited is closed once the process exited (on Linux left unreaped,
+	// for Close to reap); gone is set once its session is over for that,
+	// whether or not its stdout ended (watch).
+	exited chan struct{}
+	gone   atomic.Bool
 }
 
 // kill kills the process with its group, unless it was reaped.
@@ -721,7 +726,32 @@ func (t *capturingStdio) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("failed to start command: %w", err)
 	}
+	go t.watch()
 	return t.Stdio.Start(ctx)
+}
+
+// watch ends the session once the server exits, whether or not its stdout
+// ends: the session was dropped only when its stdout ended, and a child
+// the server left running (in its process group or not) held that open,
+// so a server that exited mid-call kept its session — every later call
+// waited out its timeout on it, a zombie under catalog-svc — until a
+// listing timed out with no call running. What is left of the server's
+// group (and on Linux every process it left) is killed once it exited, so
+// its stdout ends as soon as what it wrote before exiting was read (a
+// call it answered gets its answer); past stdioOutputWait the session is
+// dropped all the same, its calls in flight ending upstream_unavailable,
+// as those of a server whose stdout ended.
+func (t *capturingStdio) watch() {
+	awaitExit(t.cmd)
+	close(t.exited)
+	t.kill()
+	select {
+	case <-t.out.endc:
+	case <-time.After(stdioOutputWait):
+	}
+	t.gone.Store(true)
+	t.c.dropStdio(t)
+	_ = t.Close() // a session not live yet (its handshake) or no longer: its requests end, the server is reaped
 }
 
 // Close closes the process's stdin and waits for it to exit, as mcp-go's
@@ -735,8 +765,7 @@ func (t *capturingStdio) Close() error {
 		if t.cmd.Process == nil {
 			return // never started
 		}
-		exited := make(chan struct{})
-		go func() { awaitExit(t.cmd); close(exited) }()
+		exited := t.exited // watch closes it
 		select {
 		case <-exited:
 		case <-time.After(stdioExitWait):
@@ -763,9 +792,14 @@ const (
 	stdioTermWait = 3 * time.Second
 )
 
+// stdioOutputWait is how long a server's stdout may stay open once the
+// server exited and what was left of it was killed (watch).
+const stdioOutputWait = time.Second
+
 // ended reports whether the server's stdout ended (it exited, or it ran
-// past the bound): the session is over, whether or not a call noticed.
-func (t *capturingStdio) ended() bool { return t.out.ended.Load() }
+// past the bound), or the server exited (watch): the session is over,
+// whether or not a call noticed.
+func (t *capturingStdio) ended() bool { return t.out.ended.Load() || t.gone.Load() }
 
 // boundedLines reads a stdio upstream's stdout and fails once a line (one
 // JSON-RPC message) runs past max bytes: what it answers travels on to the
@@ -778,13 +812,20 @@ type boundedLines struct {
 	// ended is set once a read failed (end of stdout, or the bound):
 	// onBound runs first when the bound trips, then onEnd, once.
 	ended   atomic.Bool
+	endc    chan struct{} // closed once ended, when not nil
 	onBound func()
 	onEnd   func()
 }
 
 // end marks the stream ended, telling onEnd the first time.
 func (b *boundedLines) end() {
-	if !b.ended.Swap(true) && b.onEnd != nil {
+	if b.ended.Swap(true) {
+		return
+	}
+	if b.endc != nil {
+		close(b.endc)
+	}
+	if b.onEnd != nil {
 		b.onEnd()
 	}
 }

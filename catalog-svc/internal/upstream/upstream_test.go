@@ -2571,3 +2571,49 @@ func TestCredentialsOnlyFromTheScope(t *testing.T) {
 		}
 	}
 }
+
+// A stdio server that exits mid-call while a child it left running holds
+// its stdout open (here its launching shell's, in its process group) loses
+// its session at once: the call ends Unavailable, the child is killed, the
+// server reaped (no zombie), and the next call starts it anew. Its session
+// was dropped only once its stdout ended, so every later call waited out
+// its timeout on a zombie.
+func TestAStdioServerThatExitsIsDroppedThoughItsOutputStaysOpen(t *testing.T) {
+	h, marks := stdioUpstream(t, 0, "/bin/sh", "-c", `sleep 1000 & echo $! >"$UPSTREAM_TEST_MARKS/child.new" && mv "$UPSTREAM_TEST_MARKS/child.new" "$UPSTREAM_TEST_MARKS/child"; exec "$0"`)
+	pid := stdioPid(t, h)
+	child := readPid(t, filepath.Join(marks, "child"))
+	t.Cleanup(func() { // a failed run leaves no sleep behind
+		if t.Failed() {
+			_ = syscall.Kill(child, syscall.SIGKILL)
+		}
+	})
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := <-handleInBackground(ctx, c, "sx.exit", `{}`); status.Code(err) != codes.Unavailable {
+		t.Errorf("the call that ended the server: %v, want Unavailable", err)
+	}
+	waitExited(t, child)
+	waitReaped(t, pid)
+	if resp, err := h.call("sx", "sx.echo", `{"text":"next"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "next") {
+		t.Errorf("the next call: %v, %v", resp, err)
+	}
+}
+
+// readPid reads the process id a test's server wrote to file.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	waitFile(t, file)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
