@@ -336,7 +336,7 @@ func (c *conn) transport() (transport.Interface, error) {
 }
 
 // stdio starts argv as the upstream's process when its client starts:
-// with env alone, in a process group of its own (npx and the like start
+// with env alone, in a session and process group of its own (npx and the like start
 // the server as their child), its stderr discarded, its stdout read
 // through a bound on the line (mcp-go's reader keeps a whole line in
 // memory, however long).
@@ -706,12 +706,14 @@ type capturingStdio struct {
 	gone   atomic.Bool
 }
 
-// kill kills the process with its group, unless it was reaped.
+// kill kills the process with its group and, on Linux, whatever else it
+// started that is still running (killLeft), unless it was reaped.
 func (t *capturingStdio) kill() {
 	t.procMu.Lock()
 	defer t.procMu.Unlock()
-	if !t.reaped {
+	if !t.reaped && t.cmd.Process != nil {
 		_ = t.cmd.Cancel()
+		killLeft(t.cmd.Process.Pid) // what left its group (Linux)
 	}
 }
 
@@ -721,7 +723,7 @@ func (t *capturingStdio) Start(ctx context.Context) error {
 	if err := inheritNoFiles(); err != nil {
 		t.c.unconfined(fmt.Errorf("stdio servers may inherit descriptors of this process: %w", err))
 	}
-	err := startConfined(t.cmd, t.c.guard.Private, t.c.unconfined)
+	err := startTracked(t.cmd, func() error { return startConfined(t.cmd, t.c.guard.Private, t.c.unconfined) }, t.c.unconfined)
 	_ = t.stdinR.Close() // the server's now (or no one's)
 	if err != nil {
 		return fmt.Errorf("failed to start command: %w", err)
@@ -758,7 +760,8 @@ func (t *capturingStdio) watch() {
 // own transport does: a process still running after stdioExitWait gets
 // SIGTERM (its whole group), and stdioTermWait later the group is killed.
 // Whatever is left of the group once the process exited (a launcher's
-// child) is killed before the process is reaped.
+// child), and on Linux every other process it left (killLeft), is killed
+// before the process is reaped.
 func (t *capturingStdio) Close() error {
 	err := t.Stdio.Close()
 	t.stop.Do(func() {
@@ -777,10 +780,11 @@ func (t *capturingStdio) Close() error {
 		}
 		t.kill()
 		<-exited
+		t.kill() // what it left as it died: found while its id is still its own
 		t.procMu.Lock()
 		t.reaped = true
 		t.procMu.Unlock()
-		_ = t.cmd.Wait()
+		reapTracked(t.cmd)
 	})
 	return err
 }
@@ -797,9 +801,12 @@ const (
 const stdioOutputWait = time.Second
 
 // ended reports whether the server's stdout ended (it exited, or it ran
-// past the bound), or the server exited (watch): the session is over,
-// whether or not a call noticed.
-func (t *capturingStdio) ended() bool { return t.out.ended.Load() || t.gone.Load() }
+// past the bound: from the moment the bound tripped, before the server is
+// killed and its stdout marked ended), or the server exited (watch): the
+// session is over, whether or not a call noticed.
+func (t *capturingStdio) ended() bool {
+	return t.out.ended.Load() || t.out.failed() != nil || t.gone.Load()
+}
 
 // boundedLines reads a stdio upstream's stdout and fails once a line (one
 // JSON-RPC message) runs past max bytes: what it answers travels on to the

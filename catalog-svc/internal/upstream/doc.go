@@ -19,5 +19,8 @@
 // it gets a minimal environment, catalog-svc is non-dumpable
 // (ProtectFromChildren), and on Linux it starts confined by Landlock from
 // what Guard.Private names — the kernel's keys, journal and secret
-// references' directories (confine_linux.go).
+// references' directories (confine_linux.go), with none of catalog-svc's
+// descriptors but its pipes (fds_linux.go), in a session of its own: what
+// it leaves running when its session ends is killed and reaped
+// (family_linux.go).
 package upstream

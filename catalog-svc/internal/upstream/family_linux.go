@@ -1,0 +1,238 @@
+package upstream
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// family keeps what stdio servers leave behind from outliving them. Each
+// server starts in a session of its own (ownProcessGroup), which none of
+// its descendants can leave for catalog-svc's: they stay in the server's
+// session or start sessions of their own. catalog-svc is a child
+// subreaper (PR_SET_CHILD_SUBREAPER), so a descendant whose parent exits
+// — a setsid child that outlived its server, a daemon's grandchild — is
+// re-parented to catalog-svc instead of init, where the server's teardown
+// finds and kills it (killLeft), and catalog-svc reaps it once it exited
+// (reapAdopted).
+//
+// Reaping never takes another child's exit status: os/exec waits for its
+// own child by its id, and a process adopted here is reaped by its id
+// too (waitid(P_PID), never wait(-1)), and only when it is a child of this
+// process in a session other than this process's and is not a server
+// started here and not yet reaped (live, registered under mu from before
+// it is forked until cmd.Wait reaped it). That is every adopted
+// descendant of the servers, and nothing else as long as this process
+// starts no other child in a session of its own — catalog-svc starts
+// none. A child of this process in its own session (started by other
+// code, without a session of its own) is never touched: what it leaves is
+// adopted but never reaped here.
+var family struct {
+	once sync.Once
+	// adopting: this process is a subreaper.
+	adopting bool
+	sid      int
+
+	mu   sync.Mutex
+	live map[int]bool
+}
+
+// adopt makes this process a child subreaper and starts reaping what it
+// adopts, once. Without it (an error, logged by warn) a process a server
+// leaves goes to init, and teardown kills only what it finds of the
+// server's tree and session.
+func adopt(warn func(error)) {
+	family.once.Do(func() {
+		family.mu.Lock()
+		defer family.mu.Unlock()
+		family.live = map[int]bool{}
+		family.sid, _ = unix.Getsid(0)
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			warn(fmt.Errorf("what a stdio server leaves running may outlive it: prctl(PR_SET_CHILD_SUBREAPER): %w", err))
+			return
+		}
+		family.adopting = true
+		exited := make(chan os.Signal, 1)
+		signal.Notify(exited, syscall.SIGCHLD)
+		go func() {
+			for range exited {
+				reapAdopted()
+			}
+		}()
+	})
+}
+
+// startTracked starts cmd, a stdio server, registered as live: what
+// reapAdopted never reaps.
+func startTracked(cmd *exec.Cmd, start func() error, warn func(error)) error {
+	adopt(warn)
+	family.mu.Lock()
+	defer family.mu.Unlock()
+	if err := start(); err != nil {
+		return err
+	}
+	family.live[cmd.Process.Pid] = true
+	return nil
+}
+
+// reapTracked reaps cmd's process, which exited (awaitExit), and forgets
+// it: its id may be another's from then on.
+func reapTracked(cmd *exec.Cmd) {
+	family.mu.Lock()
+	defer family.mu.Unlock()
+	_ = cmd.Wait()
+	delete(family.live, cmd.Process.Pid)
+}
+
+// proc is what /proc/<pid>/stat says of a process.
+type proc struct {
+	ppid, sid int
+	zombie    bool
+	start     uint64 // since boot: with the id, names the process
+}
+
+// killLeft kills what server (a stdio server's process, live or exited
+// but not reaped) leaves running outside its process group: its
+// descendants, the members of its session, and every process adopted
+// here that no live server's session holds (a descendant that left its
+// server's session and lost its parent is known by nothing else). Each is
+// killed by a pidfd opened while it was still the process found (its id
+// and start time), never an id that came free and was taken again. Its
+// rounds end when none is left running (a process forking as it is
+// killed is found in the next).
+func killLeft(server int) {
+	self := os.Getpid()
+	for range 16 {
+		procs := scan()
+		family.mu.Lock()
+		live := maps.Clone(family.live) // servers, and so their sessions
+		adopting, sid := family.adopting, family.sid
+		family.mu.Unlock()
+		children := map[int][]int{}
+		var roots []int
+		for pid, p := range procs {
+			children[p.ppid] = append(children[p.ppid], pid)
+			switch {
+			case pid == server:
+			case p.sid == server:
+				roots = append(roots, pid)
+			case p.ppid == self && adopting && p.sid != sid && !live[pid] && !live[p.sid]:
+				roots = append(roots, pid) // adopted, in no other live server's session
+			}
+		}
+		roots = append(roots, children[server]...)
+		seen := map[int]bool{}
+		var kill []int
+		for len(roots) > 0 {
+			pid := roots[len(roots)-1]
+			roots = roots[:len(roots)-1]
+			if seen[pid] || pid == self || pid == server {
+				continue
+			}
+			seen[pid] = true
+			if p, ok := procs[pid]; ok && !p.zombie {
+				kill = append(kill, pid)
+			}
+			roots = append(roots, children[pid]...)
+		}
+		if len(kill) == 0 {
+			break
+		}
+		for _, pid := range kill {
+			signalFound(pid, procs[pid].start)
+		}
+	}
+	reapAdopted()
+}
+
+// signalFound kills pid if it is still the process that started at start.
+func signalFound(pid int, start uint64) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOSYS) { // before Linux 5.3: by id, after checking it once more
+			if p, ok := stat(pid); ok && p.start == start {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		return // gone
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if p, ok := stat(pid); ok && p.start == start {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
+}
+
+// reapAdopted reaps every process adopted here that exited (see family):
+// by its id, and only one that no other code of this process waits for.
+func reapAdopted() {
+	self := os.Getpid()
+	family.mu.Lock()
+	defer family.mu.Unlock()
+	if !family.adopting {
+		return
+	}
+	for pid, p := range scan() {
+		if p.ppid != self || !p.zombie || p.sid == family.sid || family.live[pid] {
+			continue
+		}
+		var info unix.Siginfo
+		_ = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+	}
+}
+
+// scan reads every process's stat.
+func scan() map[int]proc {
+	procs := map[int]proc{}
+	d, err := os.Open("/proc")
+	if err != nil {
+		return procs
+	}
+	names, _ := d.Readdirnames(-1)
+	_ = d.Close()
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if p, ok := stat(pid); ok {
+			procs[pid] = p
+		}
+	}
+	return procs
+}
+
+// stat reads /proc/<pid>/stat: fields after the command's closing
+// parenthesis (the command may hold any byte).
+func stat(pid int) (proc, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return proc{}, false
+	}
+	f := bytes.Fields(b[i+1:])
+	// state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	// cmajflt utime stime cutime cstime priority nice num_threads
+	// itrealvalue starttime
+	if len(f) < 20 {
+		return proc{}, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	sid, err2 := strconv.Atoi(string(f[3]))
+	start, err3 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return proc{}, false
+	}
+	return proc{ppid: ppid, sid: sid, zombie: f[0][0] == 'Z' || f[0][0] == 'X', start: start}, true
+}
