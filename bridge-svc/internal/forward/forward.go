@@ -295,7 +295,7 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 	// A large result's copies are garbage once mcp-go has written it out
 	// (the request's memrelief.Scope ends): given back to the operating
 	// system then, not at the next collection of an idle process
-	// (reliability row 49).
+	// (reliability row 48).
 	memrelief.Add(ctx, len(res.GetContentJson())+len(res.GetStructuredContentJson()))
 	return out, nil // no result when the kernel says cancelled, like a client cancellation
 }
@@ -778,7 +778,7 @@ var errNotArray = errors.New("content_json is not a JSON array")
 func contentResult(res *sharedosv1.ToolResult) (*mcp.CallToolResult, error) {
 	out := &mcp.CallToolResult{IsError: res.GetHandlerIsError(), Content: []mcp.Content{}}
 	if c := bytes.TrimSpace(res.GetContentJson()); len(c) > 0 {
-		items, err := mcpcontent.Items(c) // slices of c, not copies (reliability row 49)
+		items, err := mcpcontent.Items(c) // slices of c, not copies (reliability row 48)
 		if err != nil {
 			return nil, errNotArray
 		}

@@ -179,7 +179,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The memory of a large result goes back once its answer is written
-	// (memrelief; reliability row 49).
+	// (memrelief; reliability row 48).
 	ctx, relieve := memrelief.Scope(r.Context())
 	defer relieve()
 	h.route(w, r.WithContext(ctx), turnID, st, admitted)

@@ -335,7 +335,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	resultBudget := budget.New(c.resultBudget())
 	// A large result's copies are garbage once its answer is sent: given
 	// back to the operating system then, not at the next collection of an
-	// idle process (reliability row 49).
+	// idle process (reliability row 48).
 	resultBudget.Released = func(n int64) { memrelief.Note(int(n)) }
 	a.upstream = upstream.New(upstream.Config{Store: tools, Registry: a.catalog, Guard: guard, Screening: screening, Logger: log, Locks: upstreamLocks,
 		ResultBudget: resultBudget})

@@ -1,5 +1,5 @@
 // Package budget bounds the upstream result bytes a kernel holds at once
-// (catalog-svc --upstream-result-budget, reliability row 49).
+// (catalog-svc --upstream-result-budget, reliability row 48).
 //
 // One upstream response may be up to 64 MiB (upstream.maxResponseBytes),
 // and holding it costs several times that while it is decoded, checked and

@@ -83,7 +83,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Upstream results in flight are bounded together (reliability row 49): a
+// Upstream results in flight are bounded together (reliability row 48): a
 // result holds its bytes of the kernel's budget from its read until its
 // answer is sent (the call's scope ends); a call that finds no room waits
 // for it until its caller leaves, and is served once room is made; a

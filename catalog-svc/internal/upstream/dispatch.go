@@ -125,7 +125,7 @@ func (p *provider) call(ctx context.Context, req *sharedosv1.HandleRequest, prog
 		return nil, err
 	}
 	// Content and structuredContent are kept as slices of body, not
-	// copied: a result may be up to 64 MiB (reliability row 49).
+	// copied: a result may be up to 64 MiB (reliability row 48).
 	var res struct {
 		inputResult
 		Content           mcpcontent.Raw `json:"content"`

@@ -1,7 +1,7 @@
 // Package mcpcontent reads an MCP result's content array as the kernel and
 // the bridge check it, without copying it: a result may be tens of MiB,
 // and every copy of it on the way is paid per call in flight (reliability
-// row 49).
+// row 48).
 package mcpcontent
 
 import (

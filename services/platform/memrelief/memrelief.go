@@ -1,5 +1,5 @@
 // Package memrelief gives the memory of large transient values back to
-// the operating system once they are gone (reliability row 49).
+// the operating system once they are gone (reliability row 48).
 //
 // A process that has just handed on a result of tens of MiB holds its
 // copies until the next collection, and an idle process collects only

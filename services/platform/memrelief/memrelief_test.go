@@ -15,7 +15,7 @@ var sink []byte
 // not at the next collection (an idle process collects every two minutes):
 // the heap's released pages cover it without any allocation to trigger a
 // collection. Values under the threshold cause none. Before, nothing
-// collected or released it (reliability row 49).
+// collected or released it (reliability row 48).
 func TestALargeValueIsGivenBack(t *testing.T) {
 	defer func(d time.Duration) { memrelief.Delay = d }(memrelief.Delay)
 	memrelief.Delay = 10 * time.Millisecond
