@@ -168,6 +168,10 @@ func (m *Manager) StdinWriting(ns string) bool {
 // the default.
 func SetParkedQuiet(d time.Duration) func() { return set(&parkedQuiet, d) }
 
+// SetLeftCallGrace sets how long a call its caller left stays its stdio
+// server's candidate (tests); the returned func restores the default.
+func SetLeftCallGrace(d time.Duration) func() { return set(&leftCallGrace, d) }
+
 // Unanswered is how many calls of ns have a request its stdio server has
 // not answered yet, their callers there or not (tests: when a call the
 // server went on with stops being a candidate for its requests).

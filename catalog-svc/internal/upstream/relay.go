@@ -91,6 +91,18 @@ var maxParkedPerTurn = 16
 // tests.
 var parkedQuiet = time.Second
 
+// leftCallGrace bounds how long a call whose caller left stays its stdio
+// server's (callOf's candidate) while the server has not answered it. A
+// server that heeds notifications/cancelled stops and sends no answer
+// (MCP: it SHOULD NOT), so without a bound every left call stayed a
+// candidate, and its wait a goroutine, until the session ended, and from
+// the first cancellation on every other call's request to that server was
+// ambiguous, refused (review). A server that goes on with a cancelled call
+// past the grace could have a later request of it given to another call
+// that is then the only one running: the risk left, for servers that do
+// not heed cancellation. A variable for tests.
+var leftCallGrace = 10 * time.Second
+
 // parkedFor bounds how long a parked call waits for its next round: the
 // kernel's own wait. (Over Streamable HTTP mcp-go gives a server request
 // 30 s to be answered; past that the upstream gets an error and its tool
@@ -546,8 +558,8 @@ func onlyOf(calls map[*running]int, out map[*running]bool) *running {
 // (the capturing transport calls it) a request of a call — tools/call or
 // prompts/get on the context start gave it — is that call's unanswered one
 // (callOf's candidate) from before it is written until the server answers
-// it, the session ends, or it turns out never to have reached the server
-// whole. Its caller leaving returns at once, as before, while the answer
+// it, the session ends, it turns out never to have reached the server
+// whole, or its caller left leftCallGrace ago. Its caller leaving returns at once, as before, while the answer
 // is still awaited apart (mcp-go's transport, left, forgets the request's
 // id and drops its answer unseen): leave gives the caller's write up and
 // says whether the server can no longer answer (the request was never
@@ -588,6 +600,8 @@ func (c *conn) outlast(ctx context.Context, req transport.JSONRPCRequest, send f
 	case <-ctx.Done():
 		if leave() {
 			stop()
+		} else {
+			time.AfterFunc(leftCallGrace, stop) // no longer awaited: a candidate no more
 		}
 		return nil, ctx.Err()
 	}

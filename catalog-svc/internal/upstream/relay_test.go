@@ -394,6 +394,7 @@ func exists(path string) bool {
 // harness, whose answer would reach the first turn's tool. Once the server
 // answered both, the next call's request is that call's again.
 func TestALeftCallsRequestGoesToNoOtherCall(t *testing.T) {
+	defer upstream.SetLeftCallGrace(time.Hour)() // B's tool asks within it, whatever the machine's pace
 	h, marks := stdioUpstream(t, 0)
 	c, err := h.h.Client(upstream.Target("sx"))
 	if err != nil {
@@ -451,6 +452,39 @@ func TestALeftCallsRequestGoesToNoOtherCall(t *testing.T) {
 		RequestState: resp.GetInputRequired().GetRequestState(), InputResponsesJson: []byte(`{"` + key + `":{"action":"decline"}}`)})
 	if err != nil || !strings.Contains(string(resp.GetContentJson()), "decline") {
 		t.Errorf("the next call's answer: %v, %v", resp, err)
+	}
+}
+
+// A call whose caller left, and which its stdio server never answers (a
+// server that heeds notifications/cancelled sends no answer), stops being
+// the server's candidate once leftCallGrace passed: its wait ends, and
+// another turn's call is then the one its server's next request goes to
+// (review: from the first cancellation on, every other call's request was
+// refused, and each left call kept a goroutine until the session ended).
+func TestALeftCallUnansweredStopsBeingACandidate(t *testing.T) {
+	defer upstream.SetLeftCallGrace(50 * time.Millisecond)()
+	h, marks := stdioUpstream(t, 0)
+	c, err := h.h.Client(upstream.Target("sx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, leave := context.WithCancel(t.Context())
+	b := callInBackground(bctx, c, "t-b", "sx.late", `{"secret":"x"}`) // never answered: late-go never comes
+	waitFile(t, filepath.Join(marks, "late-started"))
+	leave()
+	if o := <-b; status.Code(o.err) != codes.Canceled {
+		t.Fatalf("turn B's call, left: %v, %v", o.resp, o.err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for h.m.Unanswered("sx") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls still the server's, their callers gone past the grace", h.m.Unanswered("sx"))
+		}
+		time.Sleep(time.Millisecond) // polls the condition
+	}
+	resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{TurnId: "t-c", Tool: "sx.ask", ArgumentsJson: []byte(`{}`), InputMethods: elicit})
+	if err != nil || resp.GetInputRequired() == nil {
+		t.Fatalf("the next call's own request: %v, %v (refused as ambiguous)", resp, err)
 	}
 }
 
