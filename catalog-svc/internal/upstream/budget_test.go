@@ -26,9 +26,12 @@ import (
 // writes a large one chunked, of no declared length).
 func bigUpstream(t *testing.T, declared bool) string {
 	t.Helper()
-	s := server.NewMCPServer("big", "1", server.WithToolCapabilities(true))
+	s := server.NewMCPServer("big", "1", server.WithToolCapabilities(true), server.WithResourceCapabilities(false, false))
 	s.AddTool(mcp.NewTool("big", mcp.WithNumber("kib")), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText(strings.Repeat("A", int(req.GetFloat("kib", 1))<<10)), nil
+	})
+	s.AddResource(mcp.NewResource("big://doc", "doc"), func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, Text: strings.Repeat("A", 2<<20)}}, nil
 	})
 	var h http.Handler = server.NewStreamableHTTPServer(s)
 	if declared {
@@ -168,6 +171,24 @@ func TestResultBudgetRefusesGrowthMidResponse(t *testing.T) {
 		}
 		if n := b.InUse(); n != 0 {
 			t.Fatalf("in use %d after a small result, want 0", n)
+		}
+	}
+}
+
+// A resources/read is charged to the result budget as a call is (review:
+// it ran under no lease, so an upstream's 64 MiB reads were bounded by
+// nothing together): a 2 MiB read under a 1 MiB budget is refused, naming
+// the budget, and holds nothing after.
+func TestResultBudgetBoundsResourceReads(t *testing.T) {
+	for _, declared := range []bool{false, true} {
+		b := budget.New(1 << 20)
+		c := budgetedUpstream(t, "bg", bigUpstream(t, declared), b)
+		_, err := c.ReadResource(t.Context(), &sharedosv1.HandleRequest{Tool: "big://doc"})
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "budget") {
+			t.Errorf("declared length %v: a 2 MiB read under a 1 MiB budget: %v, want Unavailable naming the budget", declared, err)
+		}
+		if n := b.InUse(); n != 0 {
+			t.Errorf("declared length %v: %d bytes still held after the read", declared, n)
 		}
 	}
 }

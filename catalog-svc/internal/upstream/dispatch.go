@@ -21,6 +21,8 @@ import (
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/mcpcontent"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 )
 
 // HandlerClients is the kernel's view of handler targets
@@ -408,10 +410,20 @@ func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest,
 func (p *provider) ReadResource(ctx context.Context, req *sharedosv1.HandleRequest, _ ...grpc.CallOption) (*sharedosv1.ResourceResponse, error) {
 	read := mcp.ReadResourceRequest{}
 	read.Params.URI = req.GetTool()
+	// Its contents count in the result budget as a call's do (review: a
+	// read ran under no lease, so nothing bounded several at once); the
+	// lease goes back once the kernel's answer is sent, or now.
+	lease := p.c.budget.Lease()
+	ctx = budget.WithLease(ctx, lease)
 	body, err := p.roundTrip(ctx, viaClient(string(mcp.MethodResourcesRead), nil, func(ctx context.Context, cl *client.Client) error {
 		_, err := cl.ReadResource(ctx, read)
 		return err
 	}))
+	if err != nil {
+		lease.Release()
+	} else {
+		budget.Keep(ctx, lease)
+	}
 	if ni := (*needsInput)(nil); errors.As(err, &ni) {
 		return nil, status.Errorf(codes.Unavailable, "upstream: %v (a resource read has no input rounds)", ni)
 	}
@@ -533,6 +545,15 @@ func viaClient(method string, methods []string, send func(context.Context, *clie
 		if ni := raw.needsInput(); ni != nil {
 			return nil, ni
 		}
-		return raw.get(), err
+		body := raw.get()
+		if err == nil && s.stdio {
+			// As callTool's: a stdio line is charged to the request's
+			// lease (a prompts/get's, a resources/read's) once it arrived;
+			// a listing has none.
+			if err := budget.LeaseOf(ctx).Take(ctx, int64(len(body))); err != nil {
+				return nil, err
+			}
+		}
+		return body, err
 	}
 }
