@@ -92,25 +92,11 @@ func TestToolsCallSpan(t *testing.T) {
 			if tc.meta != "" {
 				meta += `,"traceparent":"` + tc.meta + `"`
 			}
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
-				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":{`+meta+`}}}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Authorization", "Bearer "+token)
-			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-			req.Header.Set("Mcp-Method", "tools/call")
-			req.Header.Set("Mcp-Name", "files.read")
+			headers := map[string]string{}
 			if tc.header != "" {
-				req.Header.Set("traceparent", tc.header)
+				headers["traceparent"] = tc.header
 			}
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("tools/call: HTTP %d", resp.StatusCode)
-			}
+			postFilesRead(t, srv, l.TurnID, token, meta, headers)
 
 			spans := rec.Ended()
 			if len(spans) != 1 {
@@ -177,27 +163,11 @@ func TestHarnessBaggageStaysAtTheEdge(t *testing.T) {
 			if where == "_meta" {
 				meta += `,"traceparent":"` + tp + `","baggage":"` + bag + `","tracestate":"` + bag + `"`
 			}
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+leases.MCPPath(l.TurnID), strings.NewReader(
-				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":{`+meta+`}}}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Authorization", "Bearer "+token)
-			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-			req.Header.Set("Mcp-Method", "tools/call")
-			req.Header.Set("Mcp-Name", "files.read")
+			headers := map[string]string{}
 			if where == "header" {
-				req.Header.Set("traceparent", tp)
-				req.Header.Set("baggage", bag)
-				req.Header.Set("tracestate", bag)
+				headers = map[string]string{"traceparent": tp, "baggage": bag, "tracestate": bag}
 			}
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("tools/call: HTTP %d", resp.StatusCode)
-			}
+			postFilesRead(t, srv, l.TurnID, token, meta, headers)
 			if b := <-k.got; b.Len() != 0 {
 				t.Errorf("the kernel's call carried the harness's baggage %q", b.String())
 			}
@@ -209,5 +179,30 @@ func TestHarnessBaggageStaysAtTheEdge(t *testing.T) {
 				t.Errorf("the kernel's call carried the harness's tracestate %q", sc.TraceState().String())
 			}
 		})
+	}
+}
+
+// postFilesRead posts a 2026-07-28 tools/call of files.read on turn with
+// params._meta members meta and headers, and wants HTTP 200.
+func postFilesRead(t *testing.T, srv *httptest.Server, turn, token, meta string, headers map[string]string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+leases.MCPPath(turn), strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{},"_meta":{`+meta+`}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "files.read")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("tools/call: HTTP %d", resp.StatusCode)
 	}
 }

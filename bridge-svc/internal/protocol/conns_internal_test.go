@@ -110,9 +110,19 @@ func TestAnIdleConnectionMakesRoom(t *testing.T) {
 	}
 }
 
-// When every connection is busy, a new one is served once one ends, not
-// refused or reset.
+// When every connection is busy, a new one is served once one of them
+// ends or goes idle — not refused or reset, and not left waiting for a
+// kept-alive one to close (review: it waited up to IdleTimeout).
 func TestANewConnectionWaitsForRoom(t *testing.T) {
+	for _, kept := range []bool{false, true} {
+		t.Run(map[bool]string{false: "the busy ones close", true: "the busy ones go idle, kept alive"}[kept], func(t *testing.T) {
+			waitForRoom(t, kept)
+		})
+	}
+}
+
+// waitForRoom is one case of TestANewConnectionWaitsForRoom.
+func waitForRoom(t *testing.T, keepAlive bool) {
 	release := make(chan struct{})
 	l, addr := limitedServer(t, 2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("hold") != "" {
@@ -120,10 +130,14 @@ func TestANewConnectionWaitsForRoom(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	}))
+	closing := "Connection: close\r\n"
+	if keepAlive {
+		closing = ""
+	}
 	var busy []*keptConn
 	for range 2 {
 		k := dialKept(t, addr)
-		if _, err := io.WriteString(k, "GET /?hold=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(k, "GET /?hold=1 HTTP/1.1\r\nHost: x\r\n"+closing+"\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		busy = append(busy, k)
@@ -143,39 +157,6 @@ func TestANewConnectionWaitsForRoom(t *testing.T) {
 	}
 	if n := l.waiting.Load(); n != 0 {
 		t.Fatalf("%d still waiting", n)
-	}
-}
-
-// A connection waiting behind busy keep-alive connections is served when
-// one of them goes idle, not when one closes (review: it waited up to
-// IdleTimeout).
-func TestAWaitingConnectionTakesTheFirstToGoIdle(t *testing.T) {
-	release := make(chan struct{})
-	l, addr := limitedServer(t, 2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("hold") != "" {
-			<-release
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	var busy []*keptConn
-	for range 2 {
-		k := dialKept(t, addr)
-		if _, err := io.WriteString(k, "GET /?hold=1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		busy = append(busy, k)
-	}
-	third := dialKept(t, addr)
-	third.send(t)
-	waitFor(t, "the third connection to wait for room", func() bool { return l.waiting.Load() == 1 })
-	close(release)
-	for _, k := range busy {
-		if body, err := k.answer(); err != nil || body != "ok" {
-			t.Fatalf("a held request's answer = %q, %v", body, err)
-		}
-	}
-	if body, err := third.answer(); err != nil || body != "ok" {
-		t.Fatalf("the waiting connection's answer = %q, %v (the busy ones went idle, kept alive)", body, err)
 	}
 }
 
