@@ -218,9 +218,11 @@ type walker struct{ objects int }
 
 // walk enforces the depth and subschema caps over the whole document,
 // refuses numbers and U+0000 the catalogue cannot keep (checkNumber,
-// checkNUL) anywhere in it and, outside data keywords, non-local
-// references and hidden characters in "title", "description" and property
-// names.
+// checkNUL) and hidden characters (checkText) in every key and string of
+// it — a harness hands the model the whole schema, so an enum value, a
+// default or an example is published text as a description is (attack
+// run: Unicode tag characters in enum[0] spelled an instruction no
+// reviewer saw) — and, outside data keywords, non-local references.
 func (w *walker) walk(path string, v any, depth int, data bool) error {
 	if depth > MaxSchemaDepth {
 		return invalid(path, RuleSchemaDepth, "nesting deeper than %d levels", MaxSchemaDepth)
@@ -237,6 +239,9 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 			}
 			child := v[k]
 			p := path + "." + k
+			if err := checkText(p, k); err != nil {
+				return err
+			}
 			if !data {
 				if err := w.checkKeyword(p, k, child); err != nil {
 					return err
@@ -259,7 +264,10 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 			}
 		}
 	case string:
-		return checkNUL(path, "the string", v)
+		if err := checkNUL(path, "the string", v); err != nil {
+			return err
+		}
+		return checkText(path, v)
 	case json.Number:
 		return checkNumber(path, v)
 	}
@@ -306,10 +314,6 @@ func (w *walker) checkKeyword(path, k string, v any) error {
 	case "$ref", "$dynamicRef":
 		if s, ok := v.(string); ok && !strings.HasPrefix(s, "#") {
 			return invalid(path, RuleNetworkRef, "%q is not a local reference (\"#...\"); network and relative references are refused", s)
-		}
-	case "title", "description", "$comment":
-		if s, ok := v.(string); ok {
-			return checkText(path, s)
 		}
 	}
 	return nil

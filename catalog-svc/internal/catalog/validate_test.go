@@ -149,6 +149,28 @@ func TestRegisterRejects(t *testing.T) {
 		{"schema property name tag char", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path\uDB40\uDC41":{"type":"string"}}}`)
 		}, "", catalog.RulePoisoning, "TAG CHARACTER"},
+		// Every string and key of a schema is published text: a harness
+		// hands the model the whole schema (attack run: tag characters in
+		// enum[0] spelled an instruction, bidi controls in a default, a C1
+		// CSI in an example).
+		{"schema enum tag chars", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"mode":{"type":"string","enum":["fast\uDB40\uDC49\uDB40\uDC67","slow"]}}}`)
+		}, "inputSchema.properties.mode.enum[0]", catalog.RulePoisoning, "TAG CHARACTER"},
+		{"schema default bidi", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"mode":{"type":"string","default":"a\u2066b\u202e"}}}`)
+		}, "inputSchema.properties.mode.default", catalog.RulePoisoning, "U+2066"},
+		{"schema example C1", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"mode":{"type":"string","examples":["ok\u009b2J"]}}}`)
+		}, "inputSchema.properties.mode.examples[0]", catalog.RulePoisoning, "U+009B"},
+		{"schema const key zero-width", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"o":{"type":"object","const":{"k\u200b":1}}}}`)
+		}, "inputSchema.properties.o.const.k\u200b", catalog.RulePoisoning, "U+200B"},
+		{"schema extension keyword", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","x-note":"see\u202efile"}`)
+		}, "inputSchema.x-note", catalog.RulePoisoning, "U+202E"},
+		{"output schema enum", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","properties":{"s":{"type":"string","enum":["a\u200db"]}}}`)
+		}, "outputSchema.properties.s.enum[0]", catalog.RulePoisoning, "U+200D"},
 		// Every listing and every turn's pin carries them: bounded as a
 		// prompt's are.
 		{"description too long", func(r *sharedosv1.ToolRegistration) {

@@ -1074,8 +1074,11 @@ func stdioUpstreamGuarded(t *testing.T, maxBytes int64, private []string, launch
 		t.Cleanup(upstream.SetMaxResponseBytes(maxBytes)) // restored after the manager closes
 	}
 	argv := append(append([]string{}, launcher...), exe)
-	h := newHarness(t, upstream.Guard{Commands: []string{argv[0]}, Private: private})
+	// Made before the manager, so removed after it closed: a server still
+	// running (a call cancelled at the test's end) may write a mark until
+	// it is killed.
 	marks := t.TempDir()
+	h := newHarness(t, upstream.Guard{Commands: []string{argv[0]}, Private: private})
 	t.Setenv("SERVE_STDIO", "1")
 	t.Setenv("MARKS", marks)
 	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "sx", Command: argv,
