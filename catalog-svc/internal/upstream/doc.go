@@ -21,6 +21,7 @@
 // what Guard.Private names — the kernel's keys, journal and secret
 // references' directories (confine_linux.go), with none of catalog-svc's
 // descriptors but its pipes (fds_linux.go), in a session of its own: what
-// it leaves running when its session ends is killed and reaped
-// (family_linux.go).
+// it leaves running when its session ends is killed and reaped — but
+// for a helper it daemonized (one that names no server any more), which
+// ends with the last server running (family_linux.go).
 package upstream

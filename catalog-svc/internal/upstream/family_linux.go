@@ -21,9 +21,10 @@ import (
 // session or start sessions of their own. catalog-svc is a child
 // subreaper (PR_SET_CHILD_SUBREAPER), so a descendant whose parent exits
 // — a setsid child that outlived its server, a daemon's grandchild — is
-// re-parented to catalog-svc instead of init, where the server's teardown
-// finds and kills it (killLeft), and catalog-svc reaps it once it exited
-// (reapAdopted).
+// re-parented to catalog-svc instead of init, where a teardown finds and
+// kills it (killLeft: with its server when it is still known as the
+// server's, else once no other server runs), and catalog-svc reaps it
+// once it exited (reapAdopted).
 //
 // Reaping never takes another child's exit status: os/exec waits for its
 // own child by its id, and a process adopted here is reaped by its id
@@ -44,6 +45,9 @@ var family struct {
 
 	mu   sync.Mutex
 	live map[int]bool
+	// ending: the servers of live whose session ended (killLeft ran for
+	// them): what they leave is killed, nothing of theirs is wanted.
+	ending map[int]bool
 }
 
 // adopt makes this process a child subreaper and starts reaping what it
@@ -55,6 +59,7 @@ func adopt(warn func(error)) {
 		family.mu.Lock()
 		defer family.mu.Unlock()
 		family.live = map[int]bool{}
+		family.ending = map[int]bool{}
 		family.sid, _ = unix.Getsid(0)
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			warn(fmt.Errorf("what a stdio server leaves running may outlive it: prctl(PR_SET_CHILD_SUBREAPER): %w", err))
@@ -91,6 +96,7 @@ func reapTracked(cmd *exec.Cmd) {
 	defer family.mu.Unlock()
 	_ = cmd.Wait()
 	delete(family.live, cmd.Process.Pid)
+	delete(family.ending, cmd.Process.Pid)
 }
 
 // proc is what /proc/<pid>/stat says of a process.
@@ -102,20 +108,31 @@ type proc struct {
 
 // killLeft kills what server (a stdio server's process, live or exited
 // but not reaped) leaves running outside its process group: its
-// descendants, the members of its session, and every process adopted
-// here that no live server's session holds (a descendant that left its
-// server's session and lost its parent is known by nothing else). Each is
-// killed by a pidfd opened while it was still the process found (its id
-// and start time), never an id that came free and was taken again. Its
-// rounds end when none is left running (a process forking as it is
-// killed is found in the next).
+// descendants and the members of its session — and, when no other
+// server is running, every process adopted here that no live server's
+// session holds. Such an orphan (a descendant that left its server's
+// session and lost its parent: a daemon forked the usual way, setsid and
+// the parent exits) names no server any more; while another server runs
+// it may be that one's helper (an ssh-agent, a credential cache), so it
+// is left running (and reaped when it exits) until a teardown finds every
+// server alive ending (killLeft ran for each): this one, the last, or all
+// of them as the manager closes. Each is killed by a pidfd opened while
+// it was still the process found (its id and start time), never an id
+// that came free and was taken again. Its rounds end when none is left
+// running (a process forking as it is killed is found in the next).
 func killLeft(server int) {
 	self := os.Getpid()
+	family.mu.Lock()
+	if family.ending != nil {
+		family.ending[server] = true
+	}
+	family.mu.Unlock()
 	for range 16 {
 		procs := scan()
 		family.mu.Lock()
 		live := maps.Clone(family.live) // servers, and so their sessions
-		adopting, sid := family.adopting, family.sid
+		orphans := family.adopting && allEnding()
+		sid := family.sid
 		family.mu.Unlock()
 		children := map[int][]int{}
 		var roots []int
@@ -125,8 +142,8 @@ func killLeft(server int) {
 			case pid == server:
 			case p.sid == server:
 				roots = append(roots, pid)
-			case p.ppid == self && adopting && p.sid != sid && !live[pid] && !live[p.sid]:
-				roots = append(roots, pid) // adopted, in no other live server's session
+			case p.ppid == self && orphans && p.sid != sid && !live[pid] && !live[p.sid]:
+				roots = append(roots, pid) // adopted, in no live server's session, no other server running
 			}
 		}
 		roots = append(roots, children[server]...)
@@ -148,10 +165,28 @@ func killLeft(server int) {
 			break
 		}
 		for _, pid := range kill {
+			if killing != nil {
+				killing(pid)
+			}
 			signalFound(pid, procs[pid].start)
 		}
 	}
 	reapAdopted()
+}
+
+// killing, when set (tests), is told each process killLeft kills, as it
+// kills it.
+var killing func(pid int)
+
+// allEnding reports whether every server started here and not yet
+// reaped ended its session (killLeft ran for it). family.mu is held.
+func allEnding() bool {
+	for pid := range family.live {
+		if !family.ending[pid] {
+			return false
+		}
+	}
+	return true
 }
 
 // signalFound kills pid if it is still the process that started at start.
