@@ -10,7 +10,9 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -68,12 +70,36 @@ func adopt(warn func(error)) {
 		family.adopting = true
 		exited := make(chan os.Signal, 1)
 		signal.Notify(exited, syscall.SIGCHLD)
-		go func() {
-			for range exited {
-				reapAdopted()
-			}
-		}()
+		go reapOnExit(exited)
 	})
+}
+
+// reapGap is the least time between two reapAdopted scans on SIGCHLD: a
+// server that keeps leaving short-lived orphans sends a SIGCHLD for each,
+// and a scan for each kept catalog-svc busy (a core's worth). The signals
+// that arrive meanwhile are taken by the next scan, and a zombie adopted
+// here lingers at most that long.
+var reapGap = 100 * time.Millisecond
+
+// reapScans counts reapOnExit's scans (tests).
+var reapScans atomic.Int64
+
+// reapOnExit reaps what exited each time exited (SIGCHLD) is signalled,
+// at most once each reapGap.
+func reapOnExit(exited <-chan os.Signal) {
+	var last time.Time
+	for range exited {
+		if wait := time.Until(last.Add(reapGap)); wait > 0 {
+			time.Sleep(wait)
+			select {
+			case <-exited: // arrived meanwhile: this scan takes it
+			default:
+			}
+		}
+		last = time.Now()
+		reapScans.Add(1)
+		reapAdopted()
+	}
 }
 
 // startTracked starts cmd, a stdio server, registered as live: what
@@ -208,20 +234,85 @@ func signalFound(pid int, start uint64) {
 
 // reapAdopted reaps every process adopted here that exited (see family):
 // by its id, and only one that no other code of this process waits for.
+// It looks among this process's children only (children), without mu: a
+// server's start waits on mu for what it takes to check and reap the
+// exited, not for a look at every process.
 func reapAdopted() {
-	self := os.Getpid()
 	family.mu.Lock()
-	defer family.mu.Unlock()
-	if !family.adopting {
+	adopting, sid := family.adopting, family.sid
+	family.mu.Unlock()
+	if !adopting {
 		return
 	}
-	for pid, p := range scan() {
-		if p.ppid != self || !p.zombie || p.sid == family.sid || family.live[pid] {
+	self := os.Getpid()
+	var exited []int
+	for _, pid := range children() {
+		if p, ok := stat(pid); ok && p.ppid == self && p.zombie && p.sid != sid {
+			exited = append(exited, pid)
+		}
+	}
+	if len(exited) == 0 {
+		return
+	}
+	family.mu.Lock()
+	defer family.mu.Unlock()
+	for _, pid := range exited {
+		// Again under mu: the id may have been reaped and taken since
+		// (by a server started meanwhile, which live now names).
+		if p, ok := stat(pid); !ok || p.ppid != self || !p.zombie || p.sid == sid || family.live[pid] {
 			continue
 		}
 		var info unix.Siginfo
 		_ = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
 	}
+}
+
+// childrenListed: /proc lists each thread's children (Linux 3.5 and
+// later, CONFIG_PROC_CHILDREN).
+var childrenListed = sync.OnceValue(func() bool {
+	_, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children")
+	return err == nil
+})
+
+// children lists this process's children: those of each of its threads
+// (/proc/self/task/<tid>/children; an adopted process is the child of a
+// thread too), or, where /proc lists no children, those a scan of every
+// process finds.
+func children() []int {
+	if !childrenListed() {
+		return ownOf(scan())
+	}
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return ownOf(scan())
+	}
+	tids, _ := d.Readdirnames(-1)
+	_ = d.Close()
+	var pids []int
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/self/task/" + tid + "/children")
+		if err != nil {
+			continue // the thread exited
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// ownOf lists the children of this process among procs.
+func ownOf(procs map[int]proc) []int {
+	self := os.Getpid()
+	var pids []int
+	for pid, p := range procs {
+		if p.ppid == self {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // scan reads every process's stat.

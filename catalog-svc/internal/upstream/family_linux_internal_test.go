@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // startServer starts script as a stdio server (no handshake: the tests
@@ -114,5 +116,64 @@ func TestServersEndingTogetherKillTheirDaemons(t *testing.T) {
 	wg.Wait()
 	for _, d := range []int{da, db} {
 		waitFor(t, "a helper to be killed and reaped", func() bool { _, ok := stat(d); return !ok })
+	}
+}
+
+// A server that keeps leaving short-lived orphans costs catalog-svc a scan
+// per reapGap at most: each orphan's exit is a SIGCHLD, and each SIGCHLD
+// read every process's stat (under the lock a server's start takes), a
+// core's worth of catalog-svc's time. Counted, not timed: scans that begin
+// reapGap apart at the least fit (elapsed / reapGap) + 1 into any span,
+// however loaded the machine.
+func TestOrphanExitsAreReapedInCoalescedScans(t *testing.T) {
+	startServer(t, `while :; do (sleep 0.005 &); sleep 0.002; done`)
+	waitFor(t, "a scan", func() bool { return reapScans.Load() > 0 })
+	start, from := time.Now(), reapScans.Load()
+	waitFor(t, "ten scans", func() bool { return reapScans.Load() >= from+10 })
+	elapsed, n := time.Since(start), reapScans.Load()-from
+	if limit := int64(elapsed/reapGap) + 1; n > limit {
+		t.Errorf("%d scans in %v: more than one each %v", n, elapsed, reapGap)
+	}
+}
+
+// children lists this process's children from each thread's list, as a
+// scan of every process finds them: a child started by any goroutine (so
+// by any thread) is there.
+func TestChildrenAreListedFromEveryThread(t *testing.T) {
+	var cmds []*exec.Cmd
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range 4 {
+		wg.Go(func() {
+			cmd := exec.Command("sleep", "60")
+			if err := cmd.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			cmds = append(cmds, cmd)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	listed := map[int]bool{}
+	for _, pid := range children() {
+		listed[pid] = true
+	}
+	for _, pid := range ownOf(scan()) {
+		if !listed[pid] {
+			t.Errorf("child %d, found by a scan, is not listed", pid)
+		}
+	}
+	for _, cmd := range cmds {
+		if !listed[cmd.Process.Pid] {
+			t.Errorf("child %d is not listed", cmd.Process.Pid)
+		}
 	}
 }
