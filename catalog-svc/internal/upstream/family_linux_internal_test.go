@@ -177,3 +177,51 @@ func TestChildrenAreListedFromEveryThread(t *testing.T) {
 		}
 	}
 }
+
+// threads is how many OS threads this process runs.
+func threads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads: in /proc/self/status")
+	return 0
+}
+
+// A running stdio server holds no OS thread of catalog-svc's: the wait
+// for its exit blocked in waitid, one thread each (37 threads with 31
+// servers); it waits on a pidfd through Go's poller. Go keeps a few
+// threads of its own besides, so the count may grow some, not by one
+// per server.
+func TestRunningStdioServersHoldNoThreadEach(t *testing.T) {
+	startServer(t, `exec cat`)
+	waitFor(t, "the first server's wait", func() bool { return awaiting.Load() >= 1 })
+	before := threads(t)
+	const servers = 24
+	for range servers {
+		startServer(t, `exec cat`)
+	}
+	waitFor(t, "every server's wait", func() bool { return awaiting.Load() >= servers+1 })
+	if grown := threads(t) - before; grown >= servers/2 {
+		t.Errorf("%d servers more, %d threads more", servers, grown)
+	}
+	exited := startServer(t, `exit 0`)
+	waitFor(t, "an exited server's wait to end", func() bool {
+		select {
+		case <-exited.exited:
+			return true
+		default:
+			return false
+		}
+	})
+}
