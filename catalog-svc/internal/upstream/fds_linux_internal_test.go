@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A stdio server gets its stdin, stdout and stderr, and none of the
@@ -51,5 +53,27 @@ func TestAStdioServerInheritsNoDescriptors(t *testing.T) {
 	// Still open here: close-on-exec keeps them from a program executed only.
 	if _, err := syscall.Write(p[1], []byte("x")); err != nil {
 		t.Errorf("the inherited pipe was closed here: %v", err)
+	}
+}
+
+// A descriptor is kept from the servers when close_range is refused, as a
+// seccomp profile refuses it (EPERM): only ENOSYS and EINVAL fell back to
+// the walk of /proc/self/fd, any other error left every descriptor
+// inheritable.
+func TestDescriptorsAreKeptFromServersWhenCloseRangeIsRefused(t *testing.T) {
+	t.Cleanup(set(&closeRange, func(uint, uint, uint) error { return syscall.EPERM }))
+	var p [2]int
+	if err := syscall.Pipe(p[:]); err != nil { // pipe2(0): inheritable
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = syscall.Close(p[0]), syscall.Close(p[1]) })
+	if err := inheritNoFiles(); err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range p {
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC == 0 {
+			t.Errorf("descriptor %d: flags %#x (%v), want close-on-exec", fd, flags, err)
+		}
 	}
 }
