@@ -355,7 +355,7 @@ func runToolsList(ctx context.Context, e *env, a *accessFlags, args []string) er
 		rows = append(rows, []string{t.GetName(), t.GetMetadata().GetNamespace(), t.GetDescription()})
 	}
 	if e.g.output == "table" {
-		fmt.Fprintf(e.stdout, "catalogHash %s\n", resp.GetCatalogHash())
+		fmt.Fprintf(e.stdout, "catalogHash %s\n", cell(resp.GetCatalogHash()))
 	}
 	return e.emit(map[string]any{"catalogHash": resp.GetCatalogHash(), "tools": tools}, []string{"NAME", "NAMESPACE", "DESCRIPTION"}, rows)
 }
@@ -607,10 +607,12 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 	if err != nil {
 		return err
 	}
+	// Every line is written by writeJSON, as all of sharedosctl's JSON
+	// (hidden characters \u-escaped: the archive decodes to the same
+	// records, and stdout may be a terminal); the sha256 noted is over the
+	// bytes written.
 	sum, set := sha256.New(), exportset.New()
 	bw := bufio.NewWriter(io.MultiWriter(w, sum))
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
 	req := &sharedosv1.ExportOperationsRequest{Since: timestamppb.New(since), PageSize: int32(min(f.pageSize, 1<<30))}
 	var from, through, rows int64
 	for first := true; ; first = false {
@@ -623,7 +625,7 @@ func runOpsExport(ctx context.Context, e *env, f *exportFlags, args []string) er
 			from = resp.GetFromSequence()
 		}
 		for _, r := range resp.GetOperations() {
-			if err := enc.Encode(opsjson.Of(r)); err != nil {
+			if err := writeJSON(bw, opsjson.Of(r), ""); err != nil {
 				_ = finish(false)
 				return err
 			}

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -272,7 +270,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err := cmd.run(ctx, e, fs, fs.Args()); err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "sharedosctl %s: %s\n", cmd.path, ue.msg)
+			fmt.Fprintf(stderr, "sharedosctl %s: %s\n", cmd.path, message(ue.msg))
 			fs.Usage()
 			return 2
 		}
@@ -373,7 +371,8 @@ func describe(err error) string {
 	return msg
 }
 
-// emit prints v as indented JSON, or as a table when asked: the given rows,
+// emit prints v as indented JSON (hidden characters escaped: escapeJSON),
+// or as a table when asked: the given rows,
 // or for a single object (no header) one FIELD/VALUE row per top-level key.
 func (e *env) emit(v any, header []string, rows [][]string) error {
 	if e.g.output == "table" && header == nil {
@@ -385,10 +384,7 @@ func (e *env) emit(v any, header []string, rows [][]string) error {
 	if e.g.output == "table" && header != nil {
 		return writeTable(e.stdout, append([][]string{header}, rows...))
 	}
-	enc := json.NewEncoder(e.stdout)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return writeJSON(e.stdout, v, "  ")
 }
 
 // writeTable prints rows as aligned columns, each cell as cell shows it.
@@ -402,41 +398,6 @@ func writeTable(w io.Writer, rows [][]string) error {
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
-}
-
-// cell is s as a table shows it: a control or invisible format character
-// (an ANSI escape sequence, a tab or newline that would break the row, a
-// bidirectional override) and a byte that is not UTF-8 written as a \u
-// escape. Tables show text that upstream servers, models and policies
-// chose — a skipped tool's name, a server's name, a reason — which must not
-// drive the operator's terminal or disguise itself.
-func cell(s string) string {
-	if strings.IndexFunc(s, unsafeRune) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unsafeRune(r) {
-			fmt.Fprintf(&b, `\u%04x`, r)
-		} else {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// message is an error's text as cell shows it, its line breaks kept (a
-// joined error is one cause a line).
-func message(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = cell(l)
-	}
-	return strings.Join(lines, "\n")
-}
-
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError
 }
 
 // multiFlag collects a repeatable flag.

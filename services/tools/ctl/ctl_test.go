@@ -233,8 +233,8 @@ func TestTableCellsAreInert(t *testing.T) {
 	if !strings.Contains(got, want) || !strings.Contains(got, "ok") {
 		t.Errorf("table row %q, want the cell shown as %s", got, want)
 	}
-	// An error message keeps its line breaks, nothing else.
-	if got, want := message("bad\x1b[2J\r\nsecond"), `bad\u001b[2J\u000d`+"\nsecond"; got != want {
+	// An error message is one line: its line breaks are escaped too.
+	if got, want := message("bad\x1b[2J\r\nsecond"), `bad\u001b[2J\u000d\u000asecond`; got != want {
 		t.Errorf("message = %q, want %q", got, want)
 	}
 }

@@ -247,7 +247,11 @@ func init() {
 				return errors.New(describe(err))
 			}
 			if e.g.output == "table" {
-				_, err := fmt.Fprint(e.stdout, r.GetDiff())
+				// The definitions an operator approves or rejects:
+				// each line as a table cell shows it (lines), so no
+				// hidden character in them drives the terminal or
+				// hides text from the review.
+				_, err := fmt.Fprint(e.stdout, lines(r.GetDiff()))
 				return err
 			}
 			v := viewUpstreamTool(r.GetTool())

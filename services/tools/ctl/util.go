@@ -7,8 +7,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// emitProto prints a message as protojson (camelCase field names), or as a
-// FIELD/VALUE table.
+// emitProto prints a message as protojson (camelCase field names; hidden
+// characters escaped, escapeJSON), or as a FIELD/VALUE table.
 func (e *env) emitProto(m proto.Message) error {
 	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
 	if err != nil {
@@ -17,6 +17,6 @@ func (e *env) emitProto(m proto.Message) error {
 	if e.g.output == "table" {
 		return e.emit(json.RawMessage(b), nil, nil)
 	}
-	_, err = e.stdout.Write(append(b, '\n'))
+	_, err = e.stdout.Write(escapeJSON(append(b, '\n')))
 	return err
 }
