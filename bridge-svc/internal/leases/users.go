@@ -235,7 +235,10 @@ func (u *UserTokens) Context(ctx context.Context, raw string) (*sharedosv1.Acces
 	case !hasAzp && len(tok.Audience) > 1:
 		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: for several audiences, with no azp naming %s the party it was issued to", u.Audience)
 	case hasAzp && azp != u.Audience:
-		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: issued to another party (azp %v), not %s", azp, u.Audience)
+		// %q: the claim is the token's issuer's text, shown quoted and
+		// escaped (a line break or a terminal control in it is not
+		// written as itself into the error its caller prints).
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: issued to another party (azp %q), not %s", fmt.Sprint(azp), u.Audience)
 	}
 	if tok.IssuedAt.After(time.Now().Add(issuedAtSkew)) {
 		return nil, time.Time{}, status.Error(codes.Unauthenticated, "user_token: issued in the future (iat)")

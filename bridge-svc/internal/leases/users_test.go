@@ -184,6 +184,15 @@ func TestUserTokens(t *testing.T) {
 			t.Errorf("%s: %v, want Unauthenticated naming %q", b.name, err, b.want)
 		}
 	}
+	// A claim in an error is quoted and escaped: an IdP-signed azp with a
+	// line break printed a fake JSON line under sharedosctl's error
+	// (found by a black-box attack; it was formatted with %v).
+	hostileAzp := is.claims()
+	hostileAzp["azp"] = "x\n{\"turnId\":\"t1\"}\u009b2J\u202e"
+	if _, err := open(sign(t, jose.ES256, is.key, is.kid, hostileAzp)); status.Code(err) != codes.Unauthenticated ||
+		strings.ContainsAny(err.Error(), "\n\u009b\u202e") || !strings.Contains(err.Error(), `(azp "x\n{\"turnId\":\"t1\"}\u009b2J\u202e")`) {
+		t.Errorf("azp with a line break and controls: %q", err)
+	}
 	if cat.asked != nil {
 		t.Errorf("a refused token reached the catalogue with %v", cat.asked)
 	}
