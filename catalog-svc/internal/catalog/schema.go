@@ -267,6 +267,9 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 		if err := checkNUL(path, "the string", v); err != nil {
 			return err
 		}
+		if data {
+			return checkData(path, v)
+		}
 		return checkText(path, v)
 	case json.Number:
 		return checkNumber(path, v)

@@ -16,13 +16,20 @@ import (
 // descriptions are legitimately multi-line; '\r' is refused since it can
 // overwrite a line on a terminal. Emoji ZWJ sequences are refused with the
 // zero-width joiner: a small price for a simple, complete rule.
-func checkText(field, s string) error {
+func checkText(field, s string) error { return checkTextAllowing(field, s, -1) }
+
+// checkData is checkText for a schema's instance data (enum, const,
+// default, examples), which may hold '\r' as a value a tool takes (a line
+// ending "\r\n"); nothing else hidden.
+func checkData(field, s string) error { return checkTextAllowing(field, s, '\r') }
+
+func checkTextAllowing(field, s string, allowed rune) error {
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size <= 1 {
 			return invalid(field, RuleUTF8, "byte 0x%02X at byte %d is not valid UTF-8", s[i], i)
 		}
-		if name, bad := hiddenRune(r); bad {
+		if name, bad := hiddenRune(r); bad && r != allowed {
 			return invalid(field, RulePoisoning, "contains U+%04X %s at byte %d (tool-poisoning marker)", r, name, i)
 		}
 		i += size

@@ -168,6 +168,9 @@ func TestRegisterRejects(t *testing.T) {
 		{"schema extension keyword", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","x-note":"see\u202efile"}`)
 		}, "inputSchema.x-note", catalog.RulePoisoning, "U+202E"},
+		{"schema enum CR beside ESC", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"eol":{"type":"string","enum":["\n","\r\n","\u001b[2J"]}}}`)
+		}, "inputSchema.properties.eol.enum[2]", catalog.RulePoisoning, "U+001B"},
 		{"output schema enum", func(r *sharedosv1.ToolRegistration) {
 			r.OutputSchemaJson = []byte(`{"type":"object","properties":{"s":{"type":"string","enum":["a\u200db"]}}}`)
 		}, "outputSchema.properties.s.enum[0]", catalog.RulePoisoning, "U+200D"},
