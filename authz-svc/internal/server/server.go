@@ -18,6 +18,7 @@ import (
 	"github.com/sharedos/toolshare/authz-svc/internal/decisionlog"
 	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
 	"github.com/sharedos/toolshare/services/contract/redact"
 	"github.com/sharedos/toolshare/services/contract/requirement"
 	"github.com/sharedos/toolshare/services/contract/toolname"
@@ -33,10 +34,10 @@ const (
 	// longer one before asking).
 	MaxResourceBytes = requirement.MaxResourceBytes
 	// MaxContextStringBytes bounds principal, tenant, each role and each
-	// attribute key and value.
-	MaxContextStringBytes = 1024
+	// attribute key and value (services/contract/accesscontext).
+	MaxContextStringBytes = accesscontext.MaxStringBytes
 	// MaxRoles bounds the number of roles in a context.
-	MaxRoles = 256
+	MaxRoles = accesscontext.MaxRoles
 )
 
 // Decider makes decisions; *pdp.Engine is the implementation.
@@ -284,30 +285,10 @@ func filterRequest(in *sharedosv1.FilterToolsRequest) (pdp.Context, string, []pd
 }
 
 func accessContext(c *sharedosv1.AccessContext) (pdp.Context, error) {
-	if c == nil {
-		return pdp.Context{}, invalid("context", "is required")
-	}
-	if c.GetPrincipal() == "" {
-		return pdp.Context{}, invalid("context.principal", "must not be empty")
-	}
-	if len(c.GetPrincipal()) > MaxContextStringBytes {
-		return pdp.Context{}, invalid("context.principal", "must be at most %d bytes", MaxContextStringBytes)
-	}
-	if len(c.GetTenant()) > MaxContextStringBytes {
-		return pdp.Context{}, invalid("context.tenant", "must be at most %d bytes", MaxContextStringBytes)
-	}
-	if len(c.GetRoles()) > MaxRoles {
-		return pdp.Context{}, invalid("context.roles", "must hold at most %d roles", MaxRoles)
-	}
-	for i, r := range c.GetRoles() {
-		if r == "" || len(r) > MaxContextStringBytes {
-			return pdp.Context{}, invalid(fmt.Sprintf("context.roles[%d]", i), "must be 1 to %d bytes", MaxContextStringBytes)
-		}
-	}
-	for k, v := range c.GetAttributes() {
-		if len(k) > MaxContextStringBytes || len(v) > MaxContextStringBytes {
-			return pdp.Context{}, invalid("context.attributes", "keys and values must be at most %d bytes", MaxContextStringBytes)
-		}
+	// One owner for the context's rules: the bridge, the kernel and the
+	// catalogue refuse by the same check before they ask.
+	if e := accesscontext.Check(c); e != nil {
+		return pdp.Context{}, &fieldError{Field: e.Field, Rule: e.Rule}
 	}
 	return pdp.Context{
 		Principal:  c.GetPrincipal(),

@@ -20,6 +20,7 @@ import (
 	"github.com/sharedos/toolshare/authz-svc/internal/pdp"
 	"github.com/sharedos/toolshare/authz-svc/internal/server"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext/accesscontexttest"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 )
@@ -330,5 +331,31 @@ decision := {"allow": false, "reason": sprintf("%s may not be read", [parts[coun
 		if text := rec.Reason + rec.Error; strings.Contains(text, c.canary) || !strings.Contains(text, "[arg sha256:") {
 			t.Errorf("%s: reason %q, error %q", name, rec.Reason, rec.Error)
 		}
+	}
+}
+
+// authz-svc refuses a context by the rules every entry point checks
+// (accesscontext.Check), control and format characters included, before
+// any evaluation.
+func TestContextRulesAreAccessContexts(t *testing.T) {
+	for _, c := range accesscontexttest.Bad() {
+		t.Run(c.Name, func(t *testing.T) {
+			d := &fakeDecider{decide: func(pdp.Request) (pdp.Decision, error) { return pdp.Decision{Allow: true}, nil }}
+			s := server.New(d, &records{})
+			req := authorizeReq("read", `{}`)
+			req.Context = &sharedosv1.AccessContext{Principal: "p", Tenant: "acme", Roles: []string{"engineer"}, Attributes: map[string]string{"k": "v"}}
+			c.Edit(req.Context)
+			_, err := s.Authorize(context.Background(), req)
+			_, ferr := s.FilterTools(context.Background(), &sharedosv1.FilterToolsRequest{Context: req.Context,
+				Tools: []*sharedosv1.ToolFacts{{Name: "files.read"}}})
+			for _, err := range []error{err, ferr} {
+				if status.Code(err) != codes.InvalidArgument || violatedField(err) != c.Field || !strings.Contains(err.Error(), c.Rule) {
+					t.Errorf("= %v, want InvalidArgument on %s: …%s…", err, c.Field, c.Rule)
+				}
+			}
+			if d.calls != 0 {
+				t.Errorf("evaluated %d times", d.calls)
+			}
+		})
 	}
 }

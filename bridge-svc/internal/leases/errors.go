@@ -3,7 +3,9 @@ package leases
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -20,6 +22,10 @@ const (
 	ReasonCatalogUnavailable = "CATALOG_UNAVAILABLE"
 	ReasonStoreUnavailable   = "STORE_UNAVAILABLE"
 	ReasonCatalogUnservable  = "CATALOG_UNSERVABLE"
+	// ReasonGrantRefused: the kernel refused the turn's grant for a reason
+	// a retry does not change (FailedPrecondition; its reason in metadata
+	// kernel_reason).
+	ReasonGrantRefused = "GRANT_REFUSED"
 	// ReasonRevocationUnconfirmed: CloseTurn could not confirm that the
 	// kernel revoked the turn; the lease stays open, and a retry is safe.
 	ReasonRevocationUnconfirmed = "REVOCATION_UNCONFIRMED"
@@ -36,6 +42,44 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Rule }
 
 func fieldError(field, rule string) error { return &FieldError{Field: field, Rule: rule} }
 
+// grantRefused is the kernel's FailedPrecondition at GrantTurn: the
+// request can never be granted as it is, so it is no outage; its message
+// is the kernel's (safe to show) and reason its ErrorInfo reason.
+type grantRefused struct {
+	msg, reason string
+}
+
+func (e *grantRefused) Error() string { return "leases: the kernel refused the grant: " + e.msg }
+
+// kernelError classifies a GrantTurn error: the kernel's InvalidArgument
+// is the request's own field (the kernel names GrantTurnRequest's fields,
+// which are OpenTurnRequest's: context.*, harness.*, declared_model) and
+// its FailedPrecondition a grant it will not give; both are answered as
+// what they are. Everything else (Unavailable, DeadlineExceeded, Internal,
+// ...) is errCatalog: no catalogue could be had, no lease is opened.
+func kernelError(err error) error {
+	st, ok := status.FromError(err)
+	if ok {
+		switch st.Code() {
+		case codes.InvalidArgument:
+			for _, d := range st.Details() {
+				if br, ok := d.(*errdetails.BadRequest); ok {
+					for _, v := range br.GetFieldViolations() {
+						if v.GetField() != "" {
+							return fieldError(v.GetField(), v.GetDescription())
+						}
+					}
+				}
+			}
+			return fieldError("request", st.Message())
+		case codes.FailedPrecondition:
+			_, reason := grpcx.ErrorReason(err)
+			return &grantRefused{msg: st.Message(), reason: reason}
+		}
+	}
+	return fmt.Errorf("%w: %w", errCatalog, err)
+}
+
 var (
 	errCatalog = errors.New("leases: kernel GrantTurn failed")
 	errStore   = errors.New("leases: lease store failed")
@@ -49,11 +93,15 @@ var (
 // status with an ErrorInfo reason; driver and upstream text never leaks.
 func toStatus(err error) error {
 	var fe *FieldError
+	var gr *grantRefused
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &fe):
-		return withInfo(codes.InvalidArgument, fe.Error(), ReasonInvalidField, map[string]string{"field": fe.Field})
+		return grpcx.Error(codes.InvalidArgument, fe.Error(), ErrorDomain, ReasonInvalidField, map[string]string{"field": fe.Field},
+			grpcx.FieldViolation(fe.Field, fe.Rule))
+	case errors.As(err, &gr):
+		return withInfo(codes.FailedPrecondition, gr.msg+"; no lease opened", ReasonGrantRefused, map[string]string{"kernel_reason": gr.reason})
 	case errors.Is(err, ErrNotFound):
 		return withInfo(codes.NotFound, "turn not found", ReasonTurnNotFound, nil)
 	case errors.Is(err, context.Canceled):

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
 	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 	"github.com/sharedos/toolshare/services/platform/tenancy"
@@ -173,7 +174,7 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest, not
 		Harness: req.GetHarness(), DeclaredModel: req.GetDeclaredModel(), Policy: req.GetPolicy(),
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %w", errCatalog, err)
+		return nil, "", kernelError(err)
 	}
 	if s.cfg.ValidateTools != nil {
 		if err := s.cfg.ValidateTools(cat.GetTools()); err != nil {
@@ -216,6 +217,11 @@ func (s *Service) open(ctx context.Context, req *sharedosv1.OpenTurnRequest, not
 func validateOpen(req *sharedosv1.OpenTurnRequest, defTTL time.Duration) (time.Duration, error) {
 	if req.GetContext().GetPrincipal() == "" {
 		return 0, fieldError("context.principal", "required: a turn runs for a principal")
+	}
+	// What authz-svc would refuse is refused here, naming the field: the
+	// caller's own input, never an outage to retry.
+	if e := accesscontext.Check(req.GetContext()); e != nil {
+		return 0, fieldError(e.Field, e.Rule)
 	}
 	p := req.GetPolicy()
 	if p == nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext/accesscontexttest"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 )
 
 // fakeKernel grants every turn the catalogue in resp.
@@ -261,5 +263,106 @@ func TestCloseNeedsOnlyTheStatus(t *testing.T) {
 	}
 	if _, err := svc.CloseTurn(t.Context(), &sharedosv1.CloseTurnRequest{TurnId: "tnope"}); status.Code(err) != codes.NotFound {
 		t.Errorf("close unknown = %v, want NotFound", err)
+	}
+}
+
+// A context authz-svc would refuse is the caller's own input: OpenTurn
+// refuses it InvalidArgument naming the field and the rule, and never asks
+// the kernel (found by attack: each was answered Unavailable,
+// CATALOG_UNAVAILABLE, "retry later", and logged as authz-svc down).
+func TestOpenTurnRefusesAContextAuthzWouldRefuse(t *testing.T) {
+	svc, kernel, _, _ := newService(t)
+	for _, c := range accesscontexttest.Bad() {
+		if c.Field == "context.principal" && c.Rule == "must not be empty" {
+			c.Rule = "required" // OpenTurn's own words (TestOpenTurnValidation)
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			req := validRequest()
+			req.Context = &sharedosv1.AccessContext{Principal: "p", Tenant: "acme", Roles: []string{"engineer"}, Attributes: map[string]string{"k": "v"}}
+			c.Edit(req.Context)
+			kernel.asked = nil
+			_, err := svc.OpenTurn(context.Background(), req)
+			st := status.Convert(err)
+			if st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), c.Field+": ") || !strings.Contains(st.Message(), c.Rule) {
+				t.Fatalf("OpenTurn = %v, want InvalidArgument %s: …%s…", err, c.Field, c.Rule)
+			}
+			if info := errorInfo(st); info.GetReason() != leases.ReasonInvalidField || info.GetMetadata()["field"] != c.Field {
+				t.Errorf("ErrorInfo = %v, want %s naming %s", info, leases.ReasonInvalidField, c.Field)
+			}
+			if kernel.asked != nil {
+				t.Errorf("the kernel was asked for %v", kernel.asked.GetContext())
+			}
+		})
+	}
+	// Names are not ASCII: accented and CJK contexts open turns.
+	req := validRequest()
+	req.Context = &sharedosv1.AccessContext{Principal: "José Ñúñez", Tenant: "株式会社", Roles: []string{"ingénieur", "工程师"}, Attributes: map[string]string{"équipe": "données"}}
+	if _, err := svc.OpenTurn(context.Background(), req); err != nil {
+		t.Errorf("OpenTurn with a Unicode context: %v", err)
+	}
+}
+
+// kernelStatus is an error as the kernel answers it (catalog-svc's
+// server.ToStatus): domain sharedos.io, a reason, and the field it
+// refuses, if any.
+func kernelStatus(code codes.Code, reason, field, rule string) error {
+	if field == "" {
+		return grpcx.Error(code, rule, "sharedos.io", reason, nil)
+	}
+	return grpcx.Error(code, field+": "+rule, "sharedos.io", reason, map[string]string{"field": field}, grpcx.FieldViolation(field, rule))
+}
+
+// The kernel's refusal of the request is passed on as what it is: its
+// InvalidArgument as INVALID_FIELD naming the field (the kernel names
+// GrantTurnRequest's fields, which are OpenTurnRequest's), its
+// FailedPrecondition as GRANT_REFUSED; only an outage is Unavailable (found
+// by attack: a harness name holding ESC, which the kernel refuses, was
+// answered Unavailable, CATALOG_UNAVAILABLE).
+func TestOpenTurnPassesTheKernelsRefusalOn(t *testing.T) {
+	const escRule = "must not hold control or format characters (U+001B at byte 1)"
+	cases := []struct {
+		name   string
+		kernel error
+		code   codes.Code
+		reason string
+		field  string // the field, or the kernel's reason under GRANT_REFUSED
+	}{
+		{"harness name with ESC", kernelStatus(codes.InvalidArgument, "INVALID_ARGUMENT", "harness.name", escRule),
+			codes.InvalidArgument, leases.ReasonInvalidField, "harness.name"},
+		{"a context only the kernel refuses", kernelStatus(codes.InvalidArgument, "INVALID_ARGUMENT", "context.roles[0]", "must be 1 to 1024 bytes"),
+			codes.InvalidArgument, leases.ReasonInvalidField, "context.roles[0]"},
+		{"no catalogue", kernelStatus(codes.FailedPrecondition, "NO_CATALOGUE", "", "this kernel has no catalogue to grant"),
+			codes.FailedPrecondition, leases.ReasonGrantRefused, "NO_CATALOGUE"},
+		{"kernel down", status.Error(codes.Unavailable, "dial tcp 10.0.0.1:7401"), codes.Unavailable, leases.ReasonCatalogUnavailable, ""},
+		{"authz-svc down", kernelStatus(codes.Unavailable, "AUTHZ_UNAVAILABLE", "", "authorization service unavailable; no catalogue returned"),
+			codes.Unavailable, leases.ReasonCatalogUnavailable, ""},
+		{"kernel too slow", status.Error(codes.DeadlineExceeded, "deadline exceeded"), codes.Unavailable, leases.ReasonCatalogUnavailable, ""},
+		{"kernel internal error", kernelStatus(codes.Internal, "INTERNAL", "", "internal error"), codes.Unavailable, leases.ReasonCatalogUnavailable, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			svc, kernel, _, _ := newService(t)
+			kernel.err = c.kernel
+			_, err := svc.OpenTurn(context.Background(), validRequest())
+			st := status.Convert(err)
+			info := errorInfo(st)
+			if st.Code() != c.code || info.GetReason() != c.reason || info.GetDomain() != leases.ErrorDomain {
+				t.Fatalf("OpenTurn = %v %v, want %v %s", err, info, c.code, c.reason)
+			}
+			switch c.reason {
+			case leases.ReasonInvalidField:
+				if info.GetMetadata()["field"] != c.field || !strings.HasPrefix(st.Message(), c.field+": ") {
+					t.Errorf("OpenTurn = %v %v, want the field %s", err, info, c.field)
+				}
+			case leases.ReasonGrantRefused:
+				if info.GetMetadata()["kernel_reason"] != c.field {
+					t.Errorf("OpenTurn = %v %v, want kernel_reason %s", err, info, c.field)
+				}
+			default:
+				if strings.Contains(st.Message(), "10.0.0.1") {
+					t.Errorf("OpenTurn = %v: the kernel's text leaked", err)
+				}
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
 	"github.com/sharedos/toolshare/services/platform/mtls"
 )
 
@@ -277,5 +278,22 @@ func (u *UserTokens) Context(ctx context.Context, raw string) (*sharedosv1.Acces
 	default:
 		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claim %q (the roles) must be a string or a list of strings", claim(u.RolesClaim, "roles"))
 	}
-	return &sharedosv1.AccessContext{Principal: principal, Tenant: tenant, Roles: roles}, tok.Expiry, nil
+	actx := &sharedosv1.AccessContext{Principal: principal, Tenant: tenant, Roles: roles}
+	// A context authz-svc would refuse is the token's fault: its claims
+	// name the claim, never an outage downstream.
+	if e := accesscontext.Check(actx); e != nil {
+		name, what := claim(u.RolesClaim, "roles"), "a role"
+		switch {
+		case e.Field == "context.principal":
+			name, what = claim(u.PrincipalClaim, "sub"), "the principal"
+		case e.Field == "context.tenant":
+			name, what = claim(u.TenantClaim, "tenant"), "the tenant"
+		case e.Field == "context.roles":
+			what = "the roles"
+		case strings.HasPrefix(e.Field, "context.roles["):
+			what = "role " + strings.TrimPrefix(e.Field, "context.roles")
+		}
+		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claim %q (%s) %s", name, what, e.Rule)
+	}
+	return actx, tok.Expiry, nil
 }

@@ -453,3 +453,55 @@ func TestHungKeySetReadEndsTheWait(t *testing.T) {
 		t.Errorf("a hung key set was read %d times (the first read included) for one token, want once more", n)
 	}
 }
+
+// A token whose claims make a context authz-svc would refuse is the
+// token's fault: Unauthenticated naming the claim, and the kernel is never
+// asked (found by attack: roles [""] was answered Unavailable,
+// CATALOG_UNAVAILABLE, and logged as authz-svc down).
+func TestUserTokenWithAContextAuthzWouldRefuse(t *testing.T) {
+	is := newIssuer(t)
+	cat := &fakeKernel{resp: &sharedosv1.GrantTurnResponse{CatalogHash: "h1", Tools: []*sharedosv1.PublishedTool{{Name: "files.read", CanonicalJson: []byte(`{}`)}}}}
+	svc := leases.NewService(leases.ServiceConfig{Store: memory.New(), Kernel: cat, PublicURL: "http://127.0.0.1:7480/",
+		Users: &leases.UserTokens{Issuer: is.srv.URL, Audience: "sharedos-host", RolesClaim: "groups"}})
+	many := make([]string, 257)
+	for i := range many {
+		many[i] = fmt.Sprint("r", i)
+	}
+	cases := []struct {
+		name string
+		edit func(map[string]any)
+		want string
+	}{
+		{`roles [""]`, func(c map[string]any) { c["groups"] = []string{""} }, `claim "groups" (role [0]) must be 1 to 1024 bytes`},
+		{"257 roles", func(c map[string]any) { c["groups"] = many }, `claim "groups" (the roles) must hold at most 256 roles`},
+		{"a role with an ANSI escape", func(c map[string]any) { c["groups"] = []string{"eng", "x\x1b[31m"} }, `claim "groups" (role [1]) must not hold control`},
+		{"a role string with a bidi override", func(c map[string]any) { c["groups"] = "eng ad\u202emin" }, `claim "groups" (role [1]) must not hold control`},
+		{"sub over 1024 bytes", func(c map[string]any) { c["sub"] = strings.Repeat("p", 1025) }, `claim "sub" (the principal) must be at most 1024 bytes`},
+		{"tenant with a C1 control", func(c map[string]any) { c["tenant"] = "acme\u0085" }, `claim "tenant" (the tenant) must not hold control`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			claims := is.claims()
+			delete(claims, "roles")
+			c.edit(claims)
+			req := validRequest()
+			req.Context, req.UserToken = nil, sign(t, jose.ES256, is.key, is.kid, claims)
+			cat.asked = nil
+			_, err := svc.OpenTurn(context.Background(), req)
+			if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "user_token: "+c.want) {
+				t.Errorf("OpenTurn = %v, want Unauthenticated: user_token: %s…", err, c.want)
+			}
+			if cat.asked != nil {
+				t.Errorf("the kernel was asked for %v", cat.asked.GetContext())
+			}
+		})
+	}
+	// A Unicode principal, tenant and roles are claims like any other.
+	claims := is.claims()
+	claims["sub"], claims["tenant"], claims["groups"] = "José", "株式会社", []string{"ingénieur", "工程师"}
+	req := validRequest()
+	req.Context, req.UserToken = nil, sign(t, jose.ES256, is.key, is.kid, claims)
+	if _, err := svc.OpenTurn(context.Background(), req); err != nil {
+		t.Errorf("OpenTurn with Unicode claims: %v", err)
+	}
+}

@@ -479,6 +479,9 @@ type PromptsResources struct {
 // prompt or resource). It fails rather than list them unfiltered when the
 // policy decision point cannot be reached.
 func (s *Service) ListPromptsResources(ctx context.Context, actx *sharedosv1.AccessContext) (PromptsResources, error) {
+	if err := checkContext(actx); err != nil {
+		return PromptsResources{}, err
+	}
 	prompts, err := s.store.Entries(ctx, store.KindPrompt)
 	if err != nil {
 		return PromptsResources{}, fromStore(err, "")
@@ -533,7 +536,7 @@ func (s *Service) ListPromptsResources(ctx context.Context, actx *sharedosv1.Acc
 			}
 			resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{Context: actx, Tools: facts, Action: requirement.ActionList})
 			if err != nil {
-				return PromptsResources{}, fmt.Errorf("%w: %w", ErrAuthzUnavailable, err)
+				return PromptsResources{}, filterError(err)
 			}
 			for _, n := range resp.GetAllowedTools() {
 				allowed[n] = true

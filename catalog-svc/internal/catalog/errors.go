@@ -3,6 +3,14 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
 )
 
 var (
@@ -90,4 +98,39 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
 func invalid(field, rule, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Rule: rule, Detail: fmt.Sprintf(format, args...)}
+}
+
+// checkContext refuses a context authz-svc would refuse (its rules are
+// accesscontext's): the caller's fault, an *accesscontext.Error
+// (InvalidArgument on the wire), never ErrAuthzUnavailable. nil is the
+// admin listing.
+func checkContext(actx *sharedosv1.AccessContext) error {
+	if actx == nil {
+		return nil
+	}
+	if e := accesscontext.Check(actx); e != nil {
+		return e
+	}
+	return nil
+}
+
+// filterError is a failed FilterTools call as the catalogue reports it:
+// authz-svc's InvalidArgument naming the context (a rule this build's
+// accesscontext does not know yet) is the caller's, an
+// *accesscontext.Error; anything else is ErrAuthzUnavailable, err wrapped.
+func filterError(err error) error {
+	if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
+		for _, d := range st.Details() {
+			br, ok := d.(*errdetails.BadRequest)
+			if !ok {
+				continue
+			}
+			for _, v := range br.GetFieldViolations() {
+				if f := v.GetField(); f == "context" || strings.HasPrefix(f, "context.") {
+					return &accesscontext.Error{Field: f, Rule: v.GetDescription()}
+				}
+			}
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrAuthzUnavailable, err)
 }

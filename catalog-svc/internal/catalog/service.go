@@ -493,9 +493,14 @@ type Listing struct {
 // their catalogHash (a harness-local or external-direct registration is
 // never published). Visibility is decided by authz-svc in one FilterTools call
 // for the whole catalogue; if that call fails, ListTools fails with
-// ErrAuthzUnavailable and returns no tools. A nil actx is the admin
-// listing: every published tool.
+// ErrAuthzUnavailable and returns no tools. A context authz-svc would
+// refuse (accesscontext.Check) is refused first, as the caller's: an
+// *accesscontext.Error. A nil actx is the admin listing: every published
+// tool.
 func (s *Service) ListTools(ctx context.Context, actx *sharedosv1.AccessContext) (Listing, error) {
+	if err := checkContext(actx); err != nil {
+		return Listing{}, err
+	}
 	snap := s.snap.Load()
 	if snap == nil {
 		return Listing{}, ErrNotReady
@@ -521,7 +526,7 @@ func (s *Service) ListTools(ctx context.Context, actx *sharedosv1.AccessContext)
 			Context: actx, Tools: snap.facts[start:min(start+s.page, len(snap.facts))], Action: requirement.ActionList,
 		})
 		if err != nil {
-			return Listing{}, fmt.Errorf("%w: %w", ErrAuthzUnavailable, err)
+			return Listing{}, filterError(err)
 		}
 		if allowed == nil {
 			allowed = resp.GetAllowedTools()

@@ -16,8 +16,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
+	"github.com/sharedos/toolshare/services/contract/accesscontext/accesscontexttest"
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
+	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/projection"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
@@ -699,5 +703,50 @@ func TestRegisterBatchCache(t *testing.T) {
 	}
 	if l, _ := svc.ListTools(ctx, nil); len(l.Tools) != 10 {
 		t.Fatalf("cache holds %d tools, want 10", len(l.Tools))
+	}
+}
+
+// A context authz-svc would refuse is the caller's: ListTools and
+// ListPromptsResources refuse it as an *accesscontext.Error naming the
+// field (InvalidArgument on the wire) without asking authz-svc, and an
+// InvalidArgument authz-svc answers on the context (a rule this build does
+// not know) is the caller's too; never ErrAuthzUnavailable (found by
+// attack: `sharedosctl tools list --role ""` answered AUTHZ_UNAVAILABLE and
+// catalog-svc logged authz-svc down at ERROR).
+func TestListToolsRefusesAContextAuthzWouldRefuse(t *testing.T) {
+	f := &fakeFilter{allow: func(*sharedosv1.AccessContext, *sharedosv1.ToolFacts) bool { return true }}
+	svc := newService(t, nil, f)
+	registerAll(t, svc, "files.read")
+	for _, c := range accesscontexttest.Bad() {
+		t.Run(c.Name, func(t *testing.T) {
+			actx := &sharedosv1.AccessContext{Principal: "p", Tenant: "acme", Roles: []string{"engineer"}, Attributes: map[string]string{"k": "v"}}
+			c.Edit(actx)
+			_, err := svc.ListTools(testCtx(t), actx)
+			_, perr := svc.ListPromptsResources(testCtx(t), actx)
+			for _, err := range []error{err, perr} {
+				var ce *accesscontext.Error
+				if !errors.As(err, &ce) || ce.Field != c.Field || !strings.Contains(ce.Rule, c.Rule) || errors.Is(err, catalog.ErrAuthzUnavailable) {
+					t.Errorf("= %v, want the context refused on %s: …%s…", err, c.Field, c.Rule)
+				}
+			}
+		})
+	}
+	if f.calls != 0 {
+		t.Errorf("authz-svc was asked %d times", f.calls)
+	}
+	// authz-svc's own refusal, as it answers it.
+	refusal := func(field string) error {
+		return grpcx.Error(codes.InvalidArgument, field+": a newer rule", outcome.ErrorDomainAuthz, "AUTHZ_INVALID_ARGUMENT",
+			map[string]string{"field": field}, grpcx.FieldViolation(field, "a newer rule"))
+	}
+	f.err = refusal("context.roles[0]")
+	var ce *accesscontext.Error
+	if _, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"}); !errors.As(err, &ce) || ce.Field != "context.roles[0]" || errors.Is(err, catalog.ErrAuthzUnavailable) {
+		t.Errorf("authz-svc refusing the context: %v, want an *accesscontext.Error", err)
+	}
+	// A refusal of the catalogue's own facts is no fault of the caller's.
+	f.err = refusal("tools[0].name")
+	if _, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"}); !errors.Is(err, catalog.ErrAuthzUnavailable) || errors.As(err, &ce) {
+		t.Errorf("authz-svc refusing the tools: %v, want ErrAuthzUnavailable", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
 )
 
 // Error is a pipeline error meaning a request could not be taken at all;
@@ -69,12 +70,20 @@ func checkID(field, v string) error {
 }
 
 // checkText refuses a declared string (a harness name, a model) that is
-// too long or not printable UTF-8; empty is allowed.
+// too long or not printable by the rule a context's strings keep
+// (accesscontext.Printable: valid UTF-8 without control or format
+// characters); empty is allowed.
 func checkText(field, v string) error {
-	if v == "" {
+	switch {
+	case v == "":
 		return nil
+	case len(v) > MaxIDBytes:
+		return invalid(field, "must be at most 256 bytes")
 	}
-	return checkID(field, v)
+	if rule := accesscontext.Printable(v); rule != "" {
+		return invalid(field, rule)
+	}
+	return nil
 }
 
 func containsControl(s string) bool {

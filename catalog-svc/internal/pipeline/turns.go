@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
@@ -54,6 +55,12 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	}
 	if req.GetContext().GetPrincipal() == "" {
 		return nil, invalid("context.principal", "is required: a turn runs for a principal")
+	}
+	// The context authz-svc will decide every call of the turn under: one
+	// it would refuse is the caller's, refused here, not authz-svc failing
+	// to list the catalogue.
+	if e := accesscontext.Check(req.GetContext()); e != nil {
+		return nil, invalid(e.Field, e.Rule)
 	}
 	exp := req.GetExpiresAt()
 	switch {

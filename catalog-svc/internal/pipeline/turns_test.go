@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext/accesscontexttest"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
@@ -783,4 +785,57 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// GrantTurn refuses a context authz-svc would refuse, InvalidArgument
+// naming the field (accesscontext.Check), before the catalogue is asked:
+// the caller's input, not authz-svc failing to list (found by attack: each
+// was answered Unavailable, AUTHZ_UNAVAILABLE, and logged at ERROR). A
+// harness name or model holding a C1 control or a bidi override is refused
+// by the same printable rule.
+func TestGrantTurnRefusesAContextAuthzWouldRefuse(t *testing.T) {
+	store := memory.New()
+	h := newHarness(t, store, store.Len, options{})
+	rpc := server.NewRuntimeServer(newKernelWith(t, h, realCatalogue(t, h)))
+	future := timestamppb.New(time.Now().Add(time.Hour))
+	for _, c := range accesscontexttest.Bad() {
+		if c.Field == "context.principal" && c.Rule == "must not be empty" {
+			c.Rule = "is required" // GrantTurn's own words
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			actx := &sharedosv1.AccessContext{Principal: "p", Tenant: "acme", Roles: []string{"engineer"}, Attributes: map[string]string{"k": "v"}}
+			c.Edit(actx)
+			_, err := rpc.GrantTurn(context.Background(), &sharedosv1.GrantTurnRequest{TurnId: "t-ctx", Context: actx, ExpiresAt: future})
+			assertFieldRefused(t, err, c.Field, c.Rule)
+		})
+	}
+	for name, req := range map[string]*sharedosv1.GrantTurnRequest{
+		"harness.name":    {Harness: &sharedosv1.HarnessIdentity{Name: "h\x1b[31m"}},
+		"harness.version": {Harness: &sharedosv1.HarnessIdentity{Name: "h", Version: "1\u009b31m"}},
+		"declared_model":  {DeclaredModel: "model\u202e"},
+	} {
+		req.TurnId, req.Context, req.ExpiresAt = "t-ctx", alice(), future
+		_, err := rpc.GrantTurn(context.Background(), req)
+		assertFieldRefused(t, err, name, "control or format")
+	}
+	// Names are not ASCII.
+	if _, err := rpc.GrantTurn(context.Background(), &sharedosv1.GrantTurnRequest{TurnId: "t-ctx", ExpiresAt: future,
+		Context: &sharedosv1.AccessContext{Principal: "José", Tenant: "株式会社", Roles: []string{"工程师"}}, DeclaredModel: "modèle"}); err != nil {
+		t.Errorf("GrantTurn with a Unicode context: %v", err)
+	}
+}
+
+func assertFieldRefused(t *testing.T, err error, field, rule string) {
+	t.Helper()
+	st := status.Convert(err)
+	var br *errdetails.BadRequest
+	for _, d := range st.Details() {
+		if b, ok := d.(*errdetails.BadRequest); ok {
+			br = b
+		}
+	}
+	if st.Code() != codes.InvalidArgument || len(br.GetFieldViolations()) != 1 || br.GetFieldViolations()[0].GetField() != field ||
+		!strings.Contains(br.GetFieldViolations()[0].GetDescription(), rule) {
+		t.Errorf("GrantTurn = %v (%v), want InvalidArgument on %s: …%s…", err, br, field, rule)
+	}
 }

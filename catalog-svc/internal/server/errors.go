@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
@@ -64,7 +65,11 @@ func ToStatus(err error) error {
 	var fe *pipeline.FieldError
 	var coded Coded
 	var ue *upstream.ValidationError
+	var ce *accesscontext.Error
 	switch {
+	case errors.As(err, &ce):
+		// A context authz-svc would refuse: the caller's, not an outage.
+		return InvalidArgument(ce.Field, ce.Rule)
 	case errors.As(err, &ue):
 		return withDetails(codes.InvalidArgument, ue.Error(), ReasonUpstreamInvalid, map[string]string{"field": ue.Field},
 			grpcx.FieldViolation(ue.Field, ue.Detail))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/accesscontext"
+	"github.com/sharedos/toolshare/services/contract/accesscontext/accesscontexttest"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
@@ -409,4 +414,58 @@ func TestAnAcquisitionNeverFallsBetweenTheCheckAndTheChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// ListTools with a context authz-svc would refuse (sharedosctl tools list
+// --role "") is the caller's InvalidArgument naming the field, logged as
+// nothing failed (found by attack: it answered AUTHZ_UNAVAILABLE and
+// logged authz-svc down at ERROR).
+func TestListToolsRefusesAContextAuthzWouldRefuse(t *testing.T) {
+	svc, _ := newService(t, authzLike{})
+	var logged strings.Builder
+	s := server.NewCatalogServer(svc, nil, slog.New(slog.NewTextHandler(&syncWriter{w: &logged}, nil)))
+	if _, err := s.RegisterTool(context.Background(), &sharedosv1.RegisterToolRequest{Registration: registration("files.read")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range accesscontexttest.Bad() {
+		actx := &sharedosv1.AccessContext{Principal: "p", Tenant: "acme", Roles: []string{"engineer"}, Attributes: map[string]string{"k": "v"}}
+		c.Edit(actx)
+		_, err := s.ListTools(context.Background(), &sharedosv1.ListToolsRequest{Context: actx})
+		st, ei, br := info(t, err)
+		if st.Code() != codes.InvalidArgument || ei.GetReason() != server.ReasonInvalidArgument || ei.GetMetadata()["field"] != c.Field ||
+			len(br.GetFieldViolations()) != 1 || !strings.Contains(br.GetFieldViolations()[0].GetDescription(), c.Rule) {
+			t.Errorf("%s: ListTools = %v %v %v, want InvalidArgument %s on %s", c.Name, err, ei, br, server.ReasonInvalidArgument, c.Field)
+		}
+	}
+	if strings.Contains(logged.String(), "level=ERROR") {
+		t.Errorf("a refused context was logged as a failure:\n%s", logged.String())
+	}
+	// The mapping itself, whoever returns it (the kernel's GrantTurn too).
+	st, ei, _ := info(t, server.ToStatus(fmt.Errorf("x: %w", &accesscontext.Error{Field: "context.roles[0]", Rule: "must be 1 to 1024 bytes"})))
+	if st.Code() != codes.InvalidArgument || ei.GetReason() != server.ReasonInvalidArgument || ei.GetMetadata()["field"] != "context.roles[0]" {
+		t.Errorf("ToStatus(accesscontext.Error) = %v %v", st, ei)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+// authzLike lists every tool for a context authz-svc takes, and refuses
+// one it would not as authz-svc does.
+type authzLike struct{}
+
+func (authzLike) FilterTools(ctx context.Context, in *sharedosv1.FilterToolsRequest, opts ...grpc.CallOption) (*sharedosv1.FilterToolsResponse, error) {
+	if e := accesscontext.Check(in.GetContext()); e != nil {
+		return nil, grpcx.Error(codes.InvalidArgument, e.Error(), outcome.ErrorDomainAuthz, "AUTHZ_INVALID_ARGUMENT",
+			map[string]string{"field": e.Field}, grpcx.FieldViolation(e.Field, e.Rule))
+	}
+	return allowAll{}.FilterTools(ctx, in, opts...)
 }

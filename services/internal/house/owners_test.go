@@ -36,6 +36,9 @@ var owners = []struct {
 		[]string{"services/contract/jsonlimits/jsonlimits.go",
 			"services/contract/canonjson/canonjson.go",        // registrations' canonical JSON (catalogHash spec), not requests
 			"catalog-svc/internal/catalog/schema.go"}, false}, // a registration's inputSchema, not requests
+	{"the AccessContext limits (bridge, kernel, catalogue and authz-svc refuse by one check)",
+		regexp.MustCompile(`(?i)max\w*(roles|context\w*bytes)\s*=\s*\d`),
+		[]string{"services/contract/accesscontext/accesscontext.go"}, false},
 	{"authz-svc's error domain and evaluation-error reason (the kernel reads them)", regexp.MustCompile(`"(authz\.sharedos\.io|AUTHZ_EVAL_ERROR)"`),
 		[]string{"services/contract/outcome/outcome.go"}, false},
 	{"the sha256: digest form", regexp.MustCompile(`"sha256:"`),
