@@ -73,6 +73,12 @@ type parsedSchema struct {
 	// (registration refuses it, no_ref_cycle; a schema stored before is
 	// still served, and fails only the calls that reach the cycle).
 	refCycle string
+	// hidden: the first hidden character (checkText) in a key or string
+	// outside titles, descriptions and property names — an enum value, a
+	// default, an extension keyword (registration refuses it,
+	// no_hidden_characters; a schema stored before the rule covered them
+	// is still served).
+	hidden error
 }
 
 // errNoNetwork is what the loader returns for every URL: a tool schema must
@@ -165,7 +171,7 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
 	}
 	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}, repeatsKey: repeats,
-		refCycle: trimDetail(refCycle(compiled))}
+		refCycle: trimDetail(refCycle(compiled)), hidden: w.hidden}
 	if ap, ok := obj["additionalProperties"].(bool); ok && !ap {
 		ps.closed = true
 	}
@@ -197,6 +203,9 @@ func (ps *parsedSchema) registrable(field string) error {
 	if ps.repeatsKey {
 		return errRepeatsKey(field)
 	}
+	if ps.hidden != nil {
+		return ps.hidden
+	}
 	if ps.refCycle != "" {
 		return invalid(field, RuleRefCycle, "%s reaches itself through $ref, allOf, anyOf, oneOf, not or if/then/else without descending into the arguments: every call that reaches it would fail", ps.refCycle)
 	}
@@ -214,15 +223,30 @@ func errRepeatsKey(field string) error {
 // inside them is a value, not a reference or an annotation.
 var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true, "examples": true}
 
-type walker struct{ objects int }
+type walker struct {
+	objects int
+	// hidden is the first hidden character found where only registration
+	// refuses one (parsedSchema.hidden).
+	hidden error
+}
+
+// noteHidden keeps err, checkText's or checkData's, as w's first.
+func (w *walker) noteHidden(err error) {
+	if w.hidden == nil {
+		w.hidden = err
+	}
+}
 
 // walk enforces the depth and subschema caps over the whole document,
 // refuses numbers and U+0000 the catalogue cannot keep (checkNumber,
-// checkNUL) and hidden characters (checkText) in every key and string of
-// it — a harness hands the model the whole schema, so an enum value, a
-// default or an example is published text as a description is (attack
-// run: Unicode tag characters in enum[0] spelled an instruction no
-// reviewer saw) — and, outside data keywords, non-local references.
+// checkNUL) anywhere in it and, outside data keywords, non-local
+// references and hidden characters in "title", "description" and property
+// names. Hidden characters in every other key and string — a harness hands
+// the model the whole schema, so an enum value, a default or an example is
+// published text as a description is (attack run: Unicode tag characters
+// in enum[0] spelled an instruction no reviewer saw) — are noted for
+// registration to refuse (noteHidden): a schema stored before that rule is
+// still served.
 func (w *walker) walk(path string, v any, depth int, data bool) error {
 	if depth > MaxSchemaDepth {
 		return invalid(path, RuleSchemaDepth, "nesting deeper than %d levels", MaxSchemaDepth)
@@ -240,7 +264,7 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 			child := v[k]
 			p := path + "." + k
 			if err := checkText(p, k); err != nil {
-				return err
+				w.noteHidden(err)
 			}
 			if !data {
 				if err := w.checkKeyword(p, k, child); err != nil {
@@ -267,10 +291,13 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 		if err := checkNUL(path, "the string", v); err != nil {
 			return err
 		}
+		check := checkText
 		if data {
-			return checkData(path, v)
+			check = checkData
 		}
-		return checkText(path, v)
+		if err := check(path, v); err != nil {
+			w.noteHidden(err)
+		}
 	case json.Number:
 		return checkNumber(path, v)
 	}
@@ -317,6 +344,10 @@ func (w *walker) checkKeyword(path, k string, v any) error {
 	case "$ref", "$dynamicRef":
 		if s, ok := v.(string); ok && !strings.HasPrefix(s, "#") {
 			return invalid(path, RuleNetworkRef, "%q is not a local reference (\"#...\"); network and relative references are refused", s)
+		}
+	case "title", "description", "$comment":
+		if s, ok := v.(string); ok {
+			return checkText(path, s)
 		}
 	}
 	return nil

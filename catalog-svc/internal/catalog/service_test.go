@@ -456,6 +456,11 @@ func TestResolveServesStoredSchemaThatRepeatsAKey(t *testing.T) {
 		`{"type":"object","additionalProperties":true,"additionalProperties":true}`,
 		`{"type":"object","properties":{"id":{"type":"integer","maximum":9007199254740993}}}`,
 		`{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
+		// Hidden characters where only registration refuses them since
+		// 2026-12-07 (review: a stored tool was listed but every call to
+		// it failed not found).
+		`{"type":"object","properties":{"line":{"type":"string","pattern":"^[^\r\n]*$"}}}`,
+		`{"type":"object","properties":{"e":{"enum":["\u200d"]}},"x-note":"a\u202eb"}`,
 	} {
 		st := memory.New()
 		rec := storetest.Record("files.read")
