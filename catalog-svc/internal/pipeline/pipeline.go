@@ -584,8 +584,12 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (a
 	bctx, cancelBegin := beginContext(ctx)
 	defer cancelBegin()
 	switch {
-	case call.GetResume() != nil:
-		// A resumed call is the attempt it resumes: its record, not a new one.
+	case call.GetResume() != nil && (grantErr == nil || errors.Is(grantErr, grants.ErrExpired)):
+		// A resumed call is the attempt it resumes: its record, not a new
+		// one. Only under the turn's own grant (expired, it ends the
+		// attempt as refused): one that is no grant of this turn ends no
+		// attempt of it — it is refused below on a record of its own
+		// (review: a forged grant ended a waiting attempt).
 		var ended func()
 		ended, err = s.resume(bctx, call, rec)
 		defer ended() // once the run ends: completed, parked or refused

@@ -251,6 +251,43 @@ func TestRoundLeftByItsClientIsCancelled(t *testing.T) {
 	})
 }
 
+// TestAForeignGrantEndsNoWaitingAttempt: a resumption carrying a grant
+// that is no grant of its turn (another turn's, forged) is refused on a
+// record of its own and leaves the waiting attempt waiting: the turn's own
+// retry still goes on with it (review: it ended the attempt
+// denied/invalid_grant).
+func TestAForeignGrantEndsNoWaitingAttempt(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		const args = `{"path":"/public/a.txt"}`
+		h.handler.asks(askTwice)
+		res := h.call2(h.roundCall("fg", args, inputround.Names()...))
+		expect(t, res, inputRequired, "")
+		foreign := h.resumeCall("fg", args, res, `{}`)
+		foreign.Grant = grantFor(t, "another-turn", h.resolver.pin())
+		got, err := h.invoke(context.Background(), foreign) // a record of its own
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, got, denied, outcome.InvalidGrant)
+		rows := h.records("fg")
+		if len(rows) != 2 {
+			t.Fatalf("records %+v: want the waiting attempt and the refusal's own", rows)
+		}
+		for _, r := range rows {
+			if r.AttemptID == res.GetInput().GetAttemptId() && r.WaitingUntil.IsZero() {
+				t.Fatalf("the waiting attempt %+v was ended by a foreign grant", r)
+			}
+		}
+		// The turn's own retries still take it on, to its end.
+		for round := res; round.GetStatus() == inputRequired; {
+			round = h.resumed(h.resumeCall("fg", args, round, `{}`))
+			if round.GetInput().GetAttemptId() != "" && round.GetInput().GetAttemptId() != res.GetInput().GetAttemptId() {
+				t.Fatalf("the retry went on as attempt %s, want %s", round.GetInput().GetAttemptId(), res.GetInput().GetAttemptId())
+			}
+		}
+	})
+}
+
 // TestInputRoundReauthorized: the retry of a round is authorized again; a
 // policy that cannot decide now ends the same attempt failed.
 func TestInputRoundReauthorized(t *testing.T) {
