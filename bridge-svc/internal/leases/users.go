@@ -230,6 +230,15 @@ func (u *UserTokens) Context(ctx context.Context, raw string) (*sharedosv1.Acces
 	if err := tok.Claims(&claims); err != nil {
 		return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claims: %v", err)
 	}
+	// RFC 7519 section 2: a NumericDate is a JSON number; go-oidc also
+	// takes a string of digits, which no conforming issuer signs.
+	for _, name := range []string{"exp", "iat", "nbf"} {
+		if v, ok := claims[name]; ok {
+			if _, number := v.(float64); !number {
+				return nil, time.Time{}, status.Errorf(codes.Unauthenticated, "user_token: claim %q must be a NumericDate (a JSON number)", name)
+			}
+		}
+	}
 	// OpenID Connect Core 3.1.3.7: a token for several audiences names the
 	// party it was issued to (azp), which must be us, as must any azp.
 	switch azp, hasAzp := claims["azp"]; {

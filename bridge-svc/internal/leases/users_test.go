@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -159,6 +160,9 @@ func TestUserTokens(t *testing.T) {
 	future["iat"] = time.Now().Add(24 * time.Hour).Unix()
 	tenantList["tenant"] = []string{"acme", "globex"}
 	rolesMap["roles"] = map[string]any{"admin": true}
+	expString, iatString := is.claims(), is.claims()
+	expString["exp"] = strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	iatString["iat"] = strconv.FormatInt(time.Now().Unix(), 10)
 	payload, _ := json.Marshal(is.claims())
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + base64.RawURLEncoding.EncodeToString(payload) + "."
 	bad := []struct {
@@ -177,6 +181,10 @@ func TestUserTokens(t *testing.T) {
 		{"issued in the future", sign(t, jose.ES256, is.key, is.kid, future), "future"},
 		{"tenant not a string", sign(t, jose.ES256, is.key, is.kid, tenantList), "the tenant"},
 		{"roles neither a string nor a list", sign(t, jose.ES256, is.key, is.kid, rolesMap), "the roles"},
+		// RFC 7519 2: a NumericDate is a JSON number; go-oidc also takes
+		// a string of digits (found by a black-box attack).
+		{"exp a string", sign(t, jose.ES256, is.key, is.kid, expString), `"exp"`},
+		{"iat a string", sign(t, jose.ES256, is.key, is.kid, iatString), `"iat"`},
 	}
 	for _, b := range bad {
 		l, err := open(b.token)
