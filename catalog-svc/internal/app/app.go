@@ -132,7 +132,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	upCredentials := config.StringSlice(fs, "upstream-credentials", nil, "comma-separated secret references an upstream's headers, bearer token and OAuth client secret may name: env:NAME, env:PREFIX*, file:/directory/, or none (empty: any environment variable; never SHAREDOS_*, OTEL_*, PG*, KUBERNETES_*, K8S_* — the process's own configuration and the platform's — and no file)")
 	upCleartext := config.Bool(fs, "upstream-allow-cleartext-credentials", false, "let an upstream's credential (headers, bearer token, OAuth client secret) go over plain http:// to a host off loopback (by default only https, or http to loopback, carries one)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries, as bridge-svc's: a host reads (ListOperations) only the records of its tenants' turns (* = any; operators read any)")
-	resultBudget := config.Int(fs, "upstream-result-budget", int(budget.DefaultSize), "bytes of upstream MCP results the kernel holds at once, all calls together (0: 256 MiB): a response's bytes are taken as it is read and given back once its answer is sent; a call that finds none free waits for room until its deadline, one that needs more mid-response fails upstream_unavailable (a value under 64 MiB, the per-response cap, refuses larger responses)")
+	resultBudget := config.Int(fs, "upstream-result-budget", int(budget.DefaultSize), "bytes of upstream MCP results the kernel holds at once, all calls together (0: 256 MiB; else at least 1 MiB): a response's bytes are taken as it is read and given back once its answer is sent; a call that finds none free waits for room until its deadline, one that needs more mid-response fails upstream_unavailable (a value under 64 MiB, the per-response cap, refuses larger responses)")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
 	return func() Config {
 		id := *instance
@@ -198,8 +198,10 @@ func (c *Config) Validate() error {
 	if c.Migrate && c.DatabaseURL == "" {
 		errs.Add("migrate", "needs --database-url (the embedded store has no migrations)")
 	}
-	if c.UpstreamResultBudget < 0 {
-		errs.Addf("upstream-result-budget", "must not be negative, got %d", c.UpstreamResultBudget)
+	if c.UpstreamResultBudget < 0 || (c.UpstreamResultBudget > 0 && c.UpstreamResultBudget < budget.MinSize) {
+		// A response without a declared length is taken 64 KiB at a time:
+		// a smaller budget refuses every such result, however small.
+		errs.Addf("upstream-result-budget", "must be 0 (256 MiB) or at least %d bytes, got %d", budget.MinSize, c.UpstreamResultBudget)
 	}
 	return errs.Err()
 }

@@ -36,11 +36,12 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 	t.Setenv("SHAREDOS_DATABASE_URL", "")
-	code, _, stderr := run("serve", "--insecure-plaintext", "--listen", "", "--authz-timeout", "0s", "--reconcile-interval", "-1s")
+	code, _, stderr := run("serve", "--insecure-plaintext", "--listen", "", "--authz-timeout", "0s", "--reconcile-interval", "-1s",
+		"--upstream-result-budget", "65536") // under budget.MinSize: every chunked result refused
 	if code != 1 {
 		t.Errorf("serve with bad flags: exit %d, want 1", code)
 	}
-	for _, want := range []string{"--listen", "--authz-timeout", "--reconcile-interval"} {
+	for _, want := range []string{"--listen", "--authz-timeout", "--reconcile-interval", "--upstream-result-budget"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("serve with bad flags: stderr lacks %s (every bad value at once): %s", want, stderr)
 		}

@@ -32,6 +32,11 @@ import (
 // the 64 MiB per-response cap.
 const DefaultSize int64 = 256 << 20
 
+// MinSize is the smallest budget catalog-svc takes: a response without a
+// declared length is charged 64 KiB at a time, so a smaller one would
+// refuse every such result.
+const MinSize int64 = 1 << 20
+
 // ErrExhausted is a lease's refusal to grow: the budget is in use.
 var ErrExhausted = errors.New("upstream results in flight use the kernel's whole result budget")
 
