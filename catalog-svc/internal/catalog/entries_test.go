@@ -273,26 +273,39 @@ func TestRegisteredResourceByKey(t *testing.T) {
 // landed.
 func registerSpellingsAtOnce(t *testing.T, a, b *catalog.Service, rounds int) {
 	t.Helper()
-	ctx := testCtx(t)
-	for i := range rounds {
+	registerPairsAtOnce(t, a, b, rounds, "two spellings of one URI", func(i int) (*sharedosv1.ResourceRegistration, *sharedosv1.ResourceRegistration) {
 		one, two := resource(fmt.Sprintf("test://race/r%d/a%%2Bb", i)), resource(fmt.Sprintf("test://race/r%d/a+b", i))
 		two.Metadata.Source = "upstream:elsewhere"
+		return one, two
+	})
+}
+
+// registerPairsAtOnce registers, in each of rounds, pair(round)'s two
+// resources — by two sources, which may not both hold them — at the same
+// moment, the first on a and the second on b, and fails unless exactly
+// one of each pair landed.
+func registerPairsAtOnce(t *testing.T, a, b *catalog.Service, rounds int, what string,
+	pair func(round int) (*sharedosv1.ResourceRegistration, *sharedosv1.ResourceRegistration)) {
+	t.Helper()
+	ctx := testCtx(t)
+	for i := range rounds {
+		one, two := pair(i)
 		start := make(chan struct{})
 		var errs [2]error
 		var wg sync.WaitGroup
-		for j, pair := range []struct {
+		for j, p := range []struct {
 			svc *catalog.Service
 			reg *sharedosv1.ResourceRegistration
 		}{{a, one}, {b, two}} {
 			wg.Go(func() {
 				<-start
-				_, _, errs[j] = pair.svc.RegisterResource(ctx, pair.reg)
+				_, _, errs[j] = p.svc.RegisterResource(ctx, p.reg)
 			})
 		}
 		close(start)
 		wg.Wait()
 		if (errs[0] == nil) == (errs[1] == nil) {
-			t.Fatalf("round %d: two spellings of one URI by two sources at once: %v and %v; want exactly one registered", i, errs[0], errs[1])
+			t.Fatalf("round %d: %s by two sources at once: %v and %v; want exactly one registered", i, what, errs[0], errs[1])
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -156,28 +155,8 @@ func TestResourceOverlapAcrossSources(t *testing.T) {
 // step under the resources' lock).
 func TestResourceOverlapsRegisteredAtOnce(t *testing.T) {
 	overlapStores(t, func(t *testing.T, _ store.Store, replica func() *catalog.Service) {
-		a, b := replica(), replica()
-		ctx := testCtx(t)
-		for i := range 40 {
-			one := resourceOf(fmt.Sprintf("race%d://{id}/profile", i), "mcp:e5")
-			two := resourceOf(fmt.Sprintf("race%d://alice/{p}", i), "mcp:e4")
-			start := make(chan struct{})
-			var errs [2]error
-			var wg sync.WaitGroup
-			for j, pair := range []struct {
-				svc *catalog.Service
-				reg *sharedosv1.ResourceRegistration
-			}{{a, one}, {b, two}} {
-				wg.Go(func() {
-					<-start
-					_, _, errs[j] = pair.svc.RegisterResource(ctx, pair.reg)
-				})
-			}
-			close(start)
-			wg.Wait()
-			if (errs[0] == nil) == (errs[1] == nil) {
-				t.Fatalf("round %d: two overlapping templates by two sources at once: %v and %v; want exactly one registered", i, errs[0], errs[1])
-			}
-		}
+		registerPairsAtOnce(t, replica(), replica(), 40, "two overlapping templates", func(i int) (*sharedosv1.ResourceRegistration, *sharedosv1.ResourceRegistration) {
+			return resourceOf(fmt.Sprintf("race%d://{id}/profile", i), "mcp:e5"), resourceOf(fmt.Sprintf("race%d://alice/{p}", i), "mcp:e4")
+		})
 	})
 }
