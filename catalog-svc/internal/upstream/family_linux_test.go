@@ -1,18 +1,11 @@
 package upstream_test
 
 import (
-	"context"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
 // A process a stdio server started in a session of its own, which ignores
@@ -43,26 +36,8 @@ func TestWhatAStdioServerLeftInASessionOfItsOwnEndsWithIt(t *testing.T) {
 // holds its stdout open loses its session at once, and the child, adopted
 // by catalog-svc once its server exited, is killed and reaped.
 func TestAStdioServerThatExitsLeavingASessionOfItsOwnIsDropped(t *testing.T) {
-	h, marks := stdioUpstream(t, 0, "/bin/sh", "-c", `setsid /bin/sh -c 'echo $$ >"$UPSTREAM_TEST_MARKS/left.new" && mv "$UPSTREAM_TEST_MARKS/left.new" "$UPSTREAM_TEST_MARKS/left"; exec sleep 1000' & exec "$0"`)
-	pid := stdioPid(t, h)
-	left := readPid(t, filepath.Join(marks, "left"))
-	t.Cleanup(func() {
-		if t.Failed() {
-			_ = syscall.Kill(left, syscall.SIGKILL)
-		}
-	})
-	c, err := h.h.Client(upstream.Target("sx"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	if err := <-handleInBackground(ctx, c, "sx.exit", `{}`); status.Code(err) != codes.Unavailable {
-		t.Errorf("the call that ended the server: %v, want Unavailable", err)
-	}
+	h, pid, left := exitLeaving(t, `setsid /bin/sh -c 'echo $$ >"$UPSTREAM_TEST_MARKS/left.new" && mv "$UPSTREAM_TEST_MARKS/left.new" "$UPSTREAM_TEST_MARKS/left"; exec sleep 1000' & exec "$0"`, "left")
 	waitReaped(t, pid)
 	waitReaped(t, left)
-	if resp, err := h.call("sx", "sx.echo", `{"text":"next"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "next") {
-		t.Errorf("the next call: %v, %v", resp, err)
-	}
+	wantNextCall(t, h)
 }

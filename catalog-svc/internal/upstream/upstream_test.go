@@ -2603,12 +2603,25 @@ func TestCredentialsOnlyFromTheScope(t *testing.T) {
 // was dropped only once its stdout ended, so every later call waited out
 // its timeout on a zombie.
 func TestAStdioServerThatExitsIsDroppedThoughItsOutputStaysOpen(t *testing.T) {
-	h, marks := stdioUpstream(t, 0, "/bin/sh", "-c", `sleep 1000 & echo $! >"$UPSTREAM_TEST_MARKS/child.new" && mv "$UPSTREAM_TEST_MARKS/child.new" "$UPSTREAM_TEST_MARKS/child"; exec "$0"`)
-	pid := stdioPid(t, h)
-	child := readPid(t, filepath.Join(marks, "child"))
-	t.Cleanup(func() { // a failed run leaves no sleep behind
+	h, pid, child := exitLeaving(t, `sleep 1000 & echo $! >"$UPSTREAM_TEST_MARKS/child.new" && mv "$UPSTREAM_TEST_MARKS/child.new" "$UPSTREAM_TEST_MARKS/child"; exec "$0"`, "child")
+	waitExited(t, child)
+	waitReaped(t, pid)
+	wantNextCall(t, h)
+}
+
+// exitLeaving starts the stdio server through /bin/sh -c script, which
+// leaves a process running and writes its id to the mark named mark, and
+// has the server exit in a call, which must end Unavailable; it returns
+// the harness, the server's id and the process left (killed at the end of
+// a failed run: it leaves nothing behind).
+func exitLeaving(t *testing.T, script, mark string) (h *harness, server, left int) {
+	t.Helper()
+	h, marks := stdioUpstream(t, 0, "/bin/sh", "-c", script)
+	server = stdioPid(t, h)
+	left = readPid(t, filepath.Join(marks, mark))
+	t.Cleanup(func() {
 		if t.Failed() {
-			_ = syscall.Kill(child, syscall.SIGKILL)
+			_ = syscall.Kill(left, syscall.SIGKILL)
 		}
 	})
 	c, err := h.h.Client(upstream.Target("sx"))
@@ -2620,8 +2633,13 @@ func TestAStdioServerThatExitsIsDroppedThoughItsOutputStaysOpen(t *testing.T) {
 	if err := <-handleInBackground(ctx, c, "sx.exit", `{}`); status.Code(err) != codes.Unavailable {
 		t.Errorf("the call that ended the server: %v, want Unavailable", err)
 	}
-	waitExited(t, child)
-	waitReaped(t, pid)
+	return h, server, left
+}
+
+// wantNextCall fails unless the next call is served (by a server started
+// anew).
+func wantNextCall(t *testing.T, h *harness) {
+	t.Helper()
 	if resp, err := h.call("sx", "sx.echo", `{"text":"next"}`); err != nil || !strings.Contains(string(resp.GetContentJson()), "next") {
 		t.Errorf("the next call: %v, %v", resp, err)
 	}
