@@ -17,8 +17,6 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
-	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
-	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
 // bigUpstream serves the tool big {"kib": n}, whose result is one text of
@@ -56,17 +54,7 @@ func bigUpstream(t *testing.T, declared bool) string {
 // whose result budget is b.
 func budgetedUpstream(t *testing.T, ns, url string, b *budget.Budget) sharedosv1.ToolHandlerServiceClient {
 	t.Helper()
-	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem), ResultBudget: b})
-	t.Cleanup(func() { _ = m.Close() })
-	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: url, AutoApproveNew: true}, "op")
-	if err != nil || rec.GetStatus().GetError() != "" {
-		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
-	}
-	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := upstreamAtBudget(t, ns, url, b)
 	return c
 }
 

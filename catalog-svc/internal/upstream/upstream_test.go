@@ -35,6 +35,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/secretref"
 	"github.com/sharedos/toolshare/services/systemtest/launch"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
@@ -436,8 +437,15 @@ func newCatalog(t testing.TB, st *memory.Store) *catalog.Service {
 // returns the kernel's client of it, the manager and the provider's record.
 func upstreamAt(t *testing.T, ns, url string) (sharedosv1.ToolHandlerServiceClient, *upstream.Manager, *sharedosv1.GetProviderResponse) {
 	t.Helper()
+	return upstreamAtBudget(t, ns, url, nil)
+}
+
+// upstreamAtBudget is upstreamAt on a manager whose result budget is b
+// (nil: none).
+func upstreamAtBudget(t *testing.T, ns, url string, b *budget.Budget) (sharedosv1.ToolHandlerServiceClient, *upstream.Manager, *sharedosv1.GetProviderResponse) {
+	t.Helper()
 	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem), ResultBudget: b})
 	t.Cleanup(func() { _ = m.Close() })
 	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: url, AutoApproveNew: true}, "op")
 	if err != nil || rec.GetStatus().GetError() != "" {
