@@ -262,7 +262,7 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 				return err
 			}
 			child := v[k]
-			p := path + "." + k
+			p := path + "." + pathKey(k)
 			if err := checkText(p, k); err != nil {
 				w.noteHidden(err)
 			}
@@ -304,6 +304,16 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 	return nil
 }
 
+// pathKey is k as a step of an error's field path: quoted (strconv.Quote
+// escapes what is not printable) when it holds what checkText refuses, so
+// an error never carries the hidden characters it reports.
+func pathKey(k string) string {
+	if checkText("", k) == nil {
+		return k
+	}
+	return strconv.Quote(k)
+}
+
 // checkNUL refuses U+0000 in a schema's string or key (what the JSON
 // escape \u0000 decodes to): PostgreSQL's jsonb refuses it (SQLSTATE
 // 22P05), so the tool would be kept by the embedded store alone. what
@@ -328,7 +338,7 @@ func (w *walker) walkNamed(path string, v any, depth int) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(m)) {
 		sub := m[name]
-		p := path + "." + name
+		p := path + "." + pathKey(name)
 		if err := checkText(p, name); err != nil {
 			return err
 		}

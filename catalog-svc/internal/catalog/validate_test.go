@@ -148,7 +148,7 @@ func TestRegisterRejects(t *testing.T) {
 		}, "inputSchema.properties.path.description", catalog.RulePoisoning, "U+200B"},
 		{"schema property name tag char", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path\uDB40\uDC41":{"type":"string"}}}`)
-		}, "", catalog.RulePoisoning, "TAG CHARACTER"},
+		}, `inputSchema.properties."path\U000e0041"`, catalog.RulePoisoning, "TAG CHARACTER"},
 		// Every string and key of a schema is published text: a harness
 		// hands the model the whole schema (attack run: tag characters in
 		// enum[0] spelled an instruction, bidi controls in a default, a C1
@@ -164,7 +164,7 @@ func TestRegisterRejects(t *testing.T) {
 		}, "inputSchema.properties.mode.examples[0]", catalog.RulePoisoning, "U+009B"},
 		{"schema const key zero-width", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"o":{"type":"object","const":{"k\u200b":1}}}}`)
-		}, "inputSchema.properties.o.const.k\u200b", catalog.RulePoisoning, "U+200B"},
+		}, `inputSchema.properties.o.const."k\u200b"`, catalog.RulePoisoning, "U+200B"},
 		{"schema extension keyword", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","x-note":"see\u202efile"}`)
 		}, "inputSchema.x-note", catalog.RulePoisoning, "U+202E"},
