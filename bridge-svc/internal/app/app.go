@@ -477,6 +477,7 @@ func (a *App) Run(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
+		a.mcp.StopAsking()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), grpcx.DefaultDrainTimeout)
 		defer cancel()
 		if err := a.http.Shutdown(sctx); err != nil {

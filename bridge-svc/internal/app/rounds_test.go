@@ -206,6 +206,43 @@ func TestALegacyClientLeavingARoundIsCancelled(t *testing.T) {
 	}
 }
 
+// A bridge that begins to shut down while a 2025-era client is asked for a
+// round's input (it takes no new answer POSTs then) ends the round at
+// once: the client is answered failed/internal and the kernel told the
+// same, abandoned with that code on the resumption. It used to wait out
+// its drain until the connection was cut and record the attempt cancelled,
+// as if the client had left.
+func TestABridgeShuttingDownEndsItsAskedRounds(t *testing.T) {
+	f := newFixture(t)
+	f.kernel.Dispatch = askingDispatch
+	tr := f.bridge.Open(t)
+	session := initWith(t, tr, `{"elicitation":{}}`)
+	before := len(f.kernel.Calls())
+	stream, stop := events(t, tr, session, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)
+	defer stop()
+	if asked := next(t, stream); string(asked["method"]) != `"elicitation/create"` {
+		t.Fatalf("asked %v", asked)
+	}
+	f.bridge.Stop()
+	answer := next(t, stream)
+	var res struct {
+		IsError bool `json:"isError"`
+		Meta    map[string]struct {
+			Code string `json:"code"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(answer["result"], &res); err != nil || !res.IsError || res.Meta[outcome.MetaKey].Code != outcome.Internal {
+		t.Fatalf("the client was answered %s: want a failed/internal result", answer["result"])
+	}
+	calls := f.kernel.Calls()[before:]
+	if len(calls) != 2 {
+		t.Fatalf("the kernel saw %v: want the call and the round's notice", calls)
+	}
+	if n := calls[1]; !n.GetAbandoned() || n.GetAbandonedCode() != outcome.Internal || n.GetResume().GetAttemptId() != "attempt-1" {
+		t.Fatalf("the kernel was told %v: want the round's resumption abandoned failed/internal", n)
+	}
+}
+
 // TestInputRoundsOnALegacySession (the MCP surface, item 3, 2025 eras): a
 // session that declared elicitation gets the tool's input request as an
 // elicitation/create request on the call's own stream; its answer, POSTed

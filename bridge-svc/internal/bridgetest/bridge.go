@@ -21,6 +21,8 @@ type Bridge struct {
 	Client sharedosv1.BridgeServiceClient
 	// URL is the public base URL.
 	URL string
+	// Stop begins the bridge's shutdown (as its process's signal does).
+	Stop func()
 }
 
 // AllowedOrigin is the one Origin test bridges allow.
@@ -61,7 +63,7 @@ func Start(t testing.TB, fakesAddr, dsn string, tweak ...func(*app.Config)) *Bri
 			t.Errorf("bridge Run: %v", err)
 		}
 	})
-	return &Bridge{App: a, Client: sharedosv1.NewBridgeServiceClient(cc), URL: a.PublicURL()}
+	return &Bridge{App: a, Client: sharedosv1.NewBridgeServiceClient(cc), URL: a.PublicURL(), Stop: cancel}
 }
 
 // OpenRequest is a valid OpenTurnRequest for principal alice.

@@ -455,13 +455,18 @@ func (f *Forwarder) giveUpRound(ctx context.Context, call *sharedosv1.ToolCall, 
 	f.abandon(ctx, notice, send, outcome.Internal)
 }
 
+// ErrBridgeStopping is what Request.Ask returns when its pod began to shut
+// down while the client was asked (mcpserver's StopAsking).
+var ErrBridgeStopping = errors.New("the bridge is shutting down")
+
 // askRound asks a 2025-era client for the input of res's round and
 // continues the attempt with its answers (a resumption under a new call
 // id, as a 2026-07-28 client's retry would be). A client that does not
 // answer — it refused, the round expired — ends the attempt
 // failed/invalid_request, recorded at once; one that cancelled the call
 // or left ends it cancelled, as any call its client gave up (the round's
-// notice, abandon).
+// notice, abandon). A round its pod stopped waiting for, shutting down,
+// ends failed/internal, answered and recorded so.
 func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, res *sharedosv1.ToolResult, req Request, send rpc) (*sharedosv1.ToolResult, bool) {
 	in := res.GetInput()
 	next := &sharedosv1.ToolCall{
@@ -477,6 +482,12 @@ func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, re
 	if errors.Is(ctx.Err(), context.Canceled) {
 		f.abandon(ctx, next, send, "")
 		return nil, false
+	}
+	if errors.Is(err, ErrBridgeStopping) {
+		// Not the client's doing: the attempt ends failed/internal, as
+		// the client is answered.
+		f.abandon(ctx, next, send, outcome.Internal)
+		return outcome.Failed(outcome.Internal, "the bridge shut down while the tool's input request waited for its answer: call the tool again"), true
 	}
 	next.EdgeRejection = "the client did not answer the tool's input request: " + err.Error()
 	rctx := ctx

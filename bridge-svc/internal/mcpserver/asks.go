@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 )
@@ -24,6 +25,9 @@ import (
 type asks struct {
 	mu sync.Mutex
 	m  map[string]*ask
+	// stopping is closed when the pod begins to shut down (StopAsking).
+	stopping chan struct{}
+	stop     sync.Once
 }
 
 type ask struct {
@@ -33,7 +37,15 @@ type ask struct {
 
 type answer struct{ result, err json.RawMessage }
 
-func newAsks() *asks { return &asks{m: map[string]*ask{}} }
+func newAsks() *asks { return &asks{m: map[string]*ask{}, stopping: make(chan struct{})} }
+
+// StopAsking ends every input request of this pod waiting for its client's
+// answer, and any asked from now on, with forward.ErrBridgeStopping: a
+// pod that is shutting down takes no new answer POSTs and stops relaying
+// answers, so a round it asked can no longer be answered here, and waiting
+// would only hold its drain until the connection is cut and the attempt
+// recorded as its client's leaving. Called once the pod begins to drain.
+func (h *Handler) StopAsking() { h.asks.stop.Do(func() { close(h.asks.stopping) }) }
 
 // add registers a request of turnID's session and returns its id (a JSON
 // string nobody can guess) and where its answer arrives.
@@ -183,6 +195,11 @@ func (h *Handler) asker(turnID, sessionID string, st *callState) func(context.Co
 		if err := json.Unmarshal(requests, &reqs); err != nil {
 			return nil, fmt.Errorf("input requests: %w", err)
 		}
+		select {
+		case <-h.asks.stopping:
+			return nil, forward.ErrBridgeStopping
+		default:
+		}
 		keys := make([]string, 0, len(reqs))
 		for k := range reqs {
 			keys = append(keys, k)
@@ -221,6 +238,8 @@ func (h *Handler) asker(turnID, sessionID string, st *callState) func(context.Co
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
+			case <-h.asks.stopping:
+				return nil, forward.ErrBridgeStopping
 			case <-timer.C:
 				return nil, errors.New("no answer before the round expired")
 			case a := <-waits[i]:

@@ -495,7 +495,7 @@ const roundAbandonedReason = "the client cancelled the call or left while asked 
 func abandonedOutcome(call *sharedosv1.ToolCall) *sharedosv1.ToolResult {
 	switch code := call.GetAbandonedCode(); {
 	case code == outcome.Internal && call.GetResume() != nil:
-		return outcome.Failed(outcome.Internal, "the bridge could not pass the tool's input request on to its client: ended")
+		return outcome.Failed(outcome.Internal, "the bridge ended the tool's input request before its client answered (it could not pass it on, or it was shutting down)")
 	case code == outcome.Timeout:
 		return outcome.Failed(outcome.Timeout, "the call did not reach SharedOS within the bridge's call timeout: not run")
 	case code == outcome.Internal:
