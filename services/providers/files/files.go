@@ -2,6 +2,7 @@ package files
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,8 +137,10 @@ func textResult(text string, isError bool) *sharedosv1.HandleResponse {
 
 // decode parses args strictly: one JSON object, every key exactly one of
 // v's json field names (encoding/json alone would also match "PATH" or
-// "Path" to "path": a key the policy never saw), no unknown keys, nothing
-// after it. The provider does not rely on the kernel's schema validation.
+// "Path" to "path": a key the policy never saw), each once (encoding/json
+// takes the last of two "path" keys, where another reader may take the
+// first), no unknown keys, nothing after it. The provider does not rely on
+// the kernel's schema validation.
 func decode(args []byte, v any) error {
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(args, &keys); err != nil {
@@ -149,12 +152,41 @@ func decode(args []byte, v any) error {
 			return fmt.Errorf("invalid arguments: unknown key %q (keys match exactly)", k)
 		}
 	}
+	if k, ok := repeatedKey(args); ok {
+		return fmt.Errorf("invalid arguments: key %q given more than once", k)
+	}
 	// Every key is one of v's exact names, and Unmarshal above refused
 	// anything after the object: decoding into v can only fail on a type.
 	if err := json.Unmarshal(args, v); err != nil {
 		return fmt.Errorf("invalid arguments: %w", err)
 	}
 	return nil
+}
+
+// repeatedKey reports a key the JSON object args (already parsed whole)
+// gives more than once, however spelled ("pa\u0074h" is "path").
+func repeatedKey(args []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	if _, err := dec.Token(); err != nil { // '{'
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := t.(string)
+		if seen[k] {
+			return k, true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // jsonFields are the json names of the fields of the struct v points to.

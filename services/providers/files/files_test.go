@@ -137,6 +137,10 @@ func TestContract(t *testing.T) {
 		{Name: "case-folded key", Tool: files.ToolRead, Args: `{"PATH":"/private/secret.txt"}`, WantError: true, WantText: `unknown key "PATH"`, NotText: "SECRET"},
 		{Name: "case-folded key smuggled beside the real one", Tool: files.ToolRead, Args: `{"path":"/public/a.txt","Path":"/private/secret.txt"}`, WantError: true, NotText: "SECRET"},
 		{Name: "Kelvin-sign key", Tool: files.ToolSearch, Args: "{\"query\":\"kiwi\",\"path\":\"/public\",\"limit\":1,\"\u212aey\":1}", WantError: true},
+		// encoding/json takes the last of two keys; another reader (the
+		// kernel's policy input, a log) may take the first.
+		{Name: "repeated key", Tool: files.ToolRead, Args: `{"path":"/public/a.txt","path":"/private/secret.txt"}`, WantError: true, WantText: `key "path" given more than once`, NotText: "SECRET"},
+		{Name: "repeated key, escaped", Tool: files.ToolRead, Args: `{"path":"/public/a.txt","pa\u0074h":"/private/secret.txt"}`, WantError: true, WantText: "more than once", NotText: "SECRET"},
 		{Name: "case-folded write key", Tool: files.ToolWrite, Args: `{"PATH":"/private/a.txt","content":"x"}`, WantError: true, WantText: "unknown key"},
 		{Name: "search public", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public"}`, WantText: "/public/sub/b.txt:2: kiwi two", NotText: "PRIVATE"},
 		{Name: "search skips links", Tool: files.ToolSearch, Args: `{"query":"kiwi","path":"/public"}`, NotText: "SECRET"},
