@@ -282,6 +282,12 @@ const (
 	maxSkippedReason = 1024
 )
 
+// reported is a failed listing's error as the provider's record and the
+// log keep it: cut to maxSkippedReason, since its text is the upstream's
+// (mcp-go quotes a refused POST's whole body: 8 MiB of it went into
+// every providers get and a log line per refresh).
+func reported(err error) string { return clip(err.Error(), maxSkippedReason) }
+
 // skipped is the record of an entry of kind ("" a tool) skipped for why.
 func skipped(kind, name, why string) *sharedosv1.SkippedTool {
 	return &sharedosv1.SkippedTool{Kind: kind, UpstreamName: clip(name, maxSkippedName), Reason: clip(why, maxSkippedReason)}

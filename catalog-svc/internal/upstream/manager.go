@@ -697,11 +697,11 @@ func (m *Manager) list(ctx context.Context, ns string, t ticket) (*listing, erro
 	ctx, cancel := context.WithTimeoutCause(ctx, listTimeout(c.spec), errListTimeout)
 	defer cancel()
 	if l.tools, l.info, l.err = c.listTools(ctx); l.err != nil {
-		m.log.WarnContext(ctx, "upstream listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", l.err))
+		m.log.WarnContext(ctx, "upstream listing failed", slog.String(telemetry.LogUpstream, ns), slog.String("error", reported(l.err)))
 		return l, nil
 	}
 	if l.entries, l.entriesErr = c.listEntries(ctx, c.spec); l.entriesErr != nil {
-		m.log.WarnContext(ctx, "upstream prompts/resources listing failed", slog.String(telemetry.LogUpstream, ns), slog.Any("error", l.entriesErr))
+		m.log.WarnContext(ctx, "upstream prompts/resources listing failed", slog.String(telemetry.LogUpstream, ns), slog.String("error", reported(l.entriesErr)))
 	}
 	return l, nil
 }
@@ -729,7 +729,7 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 	spec, st := rec.GetProvider(), rec.GetStatus()
 	st.RefreshedAt, st.AppliedListing = l.at, l.ticket.number
 	if l.err != nil {
-		st.Error = l.err.Error()
+		st.Error = reported(l.err)
 		return
 	}
 	listed, info := l.tools, l.info
@@ -824,7 +824,7 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 	st.WithdrawnTools = remembered(st.GetWithdrawnTools(), gone, withdrawn, (*sharedosv1.UpstreamTool).GetName)
 	slices.SortFunc(st.Tools, func(a, b *sharedosv1.UpstreamTool) int { return strings.Compare(a.GetName(), b.GetName()) })
 	if l.entriesErr != nil {
-		st.Error = "prompts and resources: " + l.entriesErr.Error()
+		st.Error = "prompts and resources: " + reported(l.entriesErr)
 		return
 	}
 	m.applyEntries(ctx, rec, l.entries, actor)

@@ -860,6 +860,25 @@ func TestUnreachableUpstream(t *testing.T) {
 	}
 }
 
+// An upstream's error text is the upstream's: one refusing every POST
+// with an 8 MiB body is added with its error cut to a KiB, not kept whole
+// in the record every providers get and list reads (review finding).
+func TestAnUpstreamsErrorIsCut(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	body := strings.Repeat("x", 8<<20)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, body, http.StatusInternalServerError)
+	}))
+	t.Cleanup(hs.Close)
+	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "loud", Url: hs.URL + "/mcp"}, "tester")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := rec.GetStatus().GetError(); e == "" || len(e) > 2048 || !strings.Contains(e, "[cut: ") {
+		t.Errorf("the error kept is %d bytes (%.80q…): want it cut to about a KiB", len(e), e)
+	}
+}
+
 // A namespace that holds another source's tools is refused whole, naming
 // one of them: an upstream beside native tools would share their grants.
 // A free namespace is taken, and taken again after a removal. (The other
