@@ -232,6 +232,11 @@ func (m *Manager) Validate(spec *sharedosv1.UpstreamProvider) error {
 		}
 	}
 	if ref := spec.GetCredentialRef(); ref != "" {
+		if len(spec.GetCommand()) > 0 {
+			// It would be an Authorization header, which a process does
+			// not read: silently dropped before (review finding).
+			return &ValidationError{"credential_ref", "a stdio upstream takes no bearer token: give it its credentials as --header NAME=REF (environment variables)"}
+		}
 		if err := m.cfg.Guard.Credentials.Allows(ref); err != nil {
 			return &ValidationError{"credential_ref", credentialScope(err)}
 		}

@@ -1745,6 +1745,14 @@ func TestAStdioServersEnvironmentLoadsNoCode(t *testing.T) {
 	if err := m.Validate(spec("Path", false)); err != nil {
 		t.Errorf("an HTTP upstream's header Path: %v", err)
 	}
+	// A bearer token would be an Authorization header, which a process
+	// never reads: refused, not dropped.
+	bearer := spec("GITHUB_PERSONAL_ACCESS_TOKEN", true)
+	bearer.CredentialRef = "env:X"
+	var ve *upstream.ValidationError
+	if err := m.Validate(bearer); !errors.As(err, &ve) || ve.Field != "credential_ref" {
+		t.Errorf("a stdio upstream with credential_ref: %v", err)
+	}
 }
 
 // A stdio provider stored before those rules (Validate runs at providers
