@@ -129,7 +129,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	upScreening := config.String(fs, "upstream-screening", "", "JSON file of the poisoning rules acquired tool definitions are screened with (format: catalog-svc/internal/upstream/screening.json; empty: that built-in set)")
 	upLinkLocal := config.Bool(fs, "upstream-allow-link-local", false, "let upstream MCP servers be at link-local and cloud metadata addresses")
 	upDenyPrivate := config.Bool(fs, "upstream-deny-private", false, "refuse upstream MCP servers at loopback, private and unspecified addresses (RFC 1918, RFC 6598, IPv6 unique-local, 0.0.0.0, ::), checked at every dial: for a kernel whose upstreams are all public")
-	upCredentials := config.StringSlice(fs, "upstream-credentials", nil, "comma-separated secret references an upstream's headers, bearer token and OAuth client secret may name: env:NAME, env:PREFIX*, file:/directory/, or none (empty: any environment variable; never SHAREDOS_*, OTEL_*, PG*, KUBERNETES_*, K8S_* — the process's own configuration and the platform's — and no file)")
+	upCredentials := config.StringSlice(fs, "upstream-credentials", nil, "comma-separated secret references an upstream's headers, bearer token and OAuth client secret may name: env:NAME, env:PREFIX*, file:/directory/ (not holding or in /proc, /sys, /dev, the key directories or the journal), or none (empty: any environment variable; never SHAREDOS_*, OTEL_*, PG*, KUBERNETES_*, K8S_* — the process's own configuration and the platform's — and no file)")
 	upCleartext := config.Bool(fs, "upstream-allow-cleartext-credentials", false, "let an upstream's credential (headers, bearer token, OAuth client secret) go over plain http:// to a host off loopback (by default only https, or http to loopback, carries one)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries, as bridge-svc's: a host reads (ListOperations) only the records of its tenants' turns (* = any; operators read any)")
 	resultBudget := config.Int(fs, "upstream-result-budget", int(budget.DefaultSize), "bytes of upstream MCP results the kernel holds at once, all calls together (0: 256 MiB; else at least 1 MiB): a response's bytes are taken as it is read and given back once its answer is sent; a call that finds none free waits for room until its deadline, one that needs more mid-response fails upstream_unavailable (a value under 64 MiB, the per-response cap, refuses larger responses)")
@@ -192,8 +192,16 @@ func (c *Config) Validate() error {
 	if _, err := tenancy.Parse(c.HostTenants); err != nil {
 		errs.Addf("host-tenants", "%v", err)
 	}
-	if _, err := secretref.ParseScope(c.UpstreamCredentials); err != nil {
+	if scope, err := secretref.ParseScope(c.UpstreamCredentials); err != nil {
 		errs.Addf("upstream-credentials", "%v", err)
+	} else {
+		for _, d := range scope.Dirs() {
+			for _, own := range c.ownPrivate() {
+				if abs, err := filepath.Abs(own); err == nil && secretref.Overlap(filepath.Clean(d), abs) {
+					errs.Addf("upstream-credentials", "file:%s holds or lies in %s, where catalog-svc keeps its own keys or journal: an operator could send them to an upstream", d, own)
+				}
+			}
+		}
 	}
 	if c.Migrate && c.DatabaseURL == "" {
 		errs.Add("migrate", "needs --database-url (the embedded store has no migrations)")
@@ -386,6 +394,12 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 // its own), the record journal, and the directories the upstreams' secret
 // references may name.
 func (c Config) private(credentials secretref.Scope) []string {
+	return append(c.ownPrivate(), credentials.Dirs()...)
+}
+
+// ownPrivate are the paths of private that hold the kernel's own secrets
+// and records: its key directories and its journal.
+func (c Config) ownPrivate() []string {
 	var out []string
 	for _, f := range append([]string{c.Plane.TLS.KeyFile(), c.GrantKey}, c.GrantRetiredKeys...) {
 		switch d := filepath.Dir(f); {
@@ -397,9 +411,9 @@ func (c Config) private(credentials secretref.Scope) []string {
 		}
 	}
 	if c.RecordJournalDir != "" {
-		out = append(out, c.RecordJournalDir)
+		out = append(out, filepath.Clean(c.RecordJournalDir))
 	}
-	return append(out, credentials.Dirs()...)
+	return out
 }
 
 // grantKeys loads the grant keys, or makes a process-local one.

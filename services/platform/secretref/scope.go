@@ -73,12 +73,39 @@ func ParseScope(entries []string) (Scope, error) {
 			}
 		case strings.HasPrefix(e, refFile+"/") && strings.HasSuffix(e, "/"):
 			dir := filepath.Clean(e[len(refFile):])
+			if sys := systemDir(dir); sys != "" {
+				return Scope{}, fmt.Errorf("%q: holds or lies in %s, whose files are the process's own state (its environment in /proc/self/environ) or devices, never a credential", e, sys)
+			}
 			s.dirs = append(s.dirs, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
 		default:
 			return Scope{}, fmt.Errorf("%q: want env:NAME, env:PREFIX*, file:/directory/ or only %s", e, None)
 		}
 	}
 	return s, nil
+}
+
+// systemDirs are the kernel's pseudo-filesystems: no scope's directory may
+// hold or lie in one.
+var systemDirs = []string{"/proc", "/sys", "/dev"}
+
+// systemDir is the system directory that the cleaned directory dir holds
+// or lies in, or "".
+func systemDir(dir string) string {
+	for _, sys := range systemDirs {
+		if Overlap(dir, sys) {
+			return sys
+		}
+	}
+	return ""
+}
+
+// Overlap reports whether the cleaned absolute paths a and b are one
+// directory or one lies in the other.
+func Overlap(a, b string) bool {
+	within := func(p, dir string) bool {
+		return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
+	}
+	return within(a, b) || within(b, a)
 }
 
 // ErrOutOfScope: a well-formed reference the scope does not allow.
@@ -132,7 +159,7 @@ func (s Scope) Resolve(ref string) (string, error) {
 		return "", fmt.Errorf("secret %s: %w", ref, err)
 	}
 	defer func() { _ = root.Close() }()
-	b, err := root.ReadFile(rel)
+	b, err := readFile(root.FS(), filepath.ToSlash(rel))
 	if err != nil {
 		return "", fmt.Errorf("secret %s: %w", ref, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sharedos/toolshare/services/platform/secretref"
@@ -83,9 +84,41 @@ func TestParsedScope(t *testing.T) {
 		t.Errorf("none allowed a reference: %v", err)
 	}
 	for _, bad := range [][]string{{"file:relative/"}, {"file:/no/trailing/slash"}, {"env:"}, {"GITHUB_MCP_TOKEN"}, {"none", "env:X"}, {"env:a=b"},
-		{"env:PGPASSWORD"}, {"env:SHAREDOS_*"}} {
+		{"env:PGPASSWORD"}, {"env:SHAREDOS_*"},
+		// The process's environment (file:/proc/self/environ) and devices
+		// are never credentials (review finding: a scope of file:/proc/
+		// sent SHAREDOS_DATABASE_URL to an operator's token URL).
+		{"file:/"}, {"file:/proc/"}, {"file:/proc/self/"}, {"file:/sys/"}, {"file:/dev/"}, {"file:/dev/shm/"}, {"file:/proc/../proc/"}} {
 		if _, err := secretref.ParseScope(bad); err == nil {
 			t.Errorf("ParseScope(%q) accepted", bad)
+		}
+	}
+}
+
+// A secret file is read only when it is a regular file of at most
+// MaxFileBytes: a FIFO (whose open would wait for a writer) or a file
+// larger than that is refused, scoped or not (review finding: nothing
+// bounded the read).
+func TestASecretFileIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, secretref.MaxFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := secretref.ParseScope([]string{"file:" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"file:" + big, "file:" + fifo, "file:" + dir + "/"} {
+		if v, err := s.Resolve(ref); err == nil {
+			t.Errorf("scoped Resolve(%s) read %d bytes", ref, len(v))
+		}
+		if v, err := secretref.Resolve(ref); err == nil {
+			t.Errorf("Resolve(%s) read %d bytes", ref, len(v))
 		}
 	}
 }

@@ -8,7 +8,10 @@ package secretref
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -34,6 +37,37 @@ func Check(ref string) error {
 	return fmt.Errorf("%q is not a secret reference: want NAME, env:NAME or file:/absolute/path", ref)
 }
 
+// MaxFileBytes bounds a secret read from a file: a credential is a few KiB;
+// a device or a large file named by mistake (or by an operator probing) is
+// refused, not read into memory.
+const MaxFileBytes = 1 << 20
+
+// readFile reads the regular file name of fsys, at most MaxFileBytes. A
+// FIFO, device or directory is refused before it is opened: opening a FIFO
+// would wait for a writer, reading a device would not end.
+func readFile(fsys fs.FS, name string) ([]byte, error) {
+	st, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", st.Mode().Type())
+	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxFileBytes {
+		return nil, fmt.Errorf("larger than %d bytes", MaxFileBytes)
+	}
+	return b, nil
+}
+
 // ErrEmpty: a reference resolved to nothing.
 var ErrEmpty = errors.New("the secret is empty")
 
@@ -44,7 +78,8 @@ func Resolve(ref string) (string, error) {
 	}
 	var v string
 	if name, ok := strings.CutPrefix(ref, refFile); ok {
-		b, err := os.ReadFile(name)
+		name = filepath.Clean(name)
+		b, err := readFile(os.DirFS(filepath.Dir(name)), filepath.Base(name))
 		if err != nil {
 			return "", fmt.Errorf("secret %s: %w", ref, err)
 		}
