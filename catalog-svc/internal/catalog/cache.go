@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/cataloghash"
@@ -107,6 +108,7 @@ type snapshot struct {
 	// MCP, ascending by name; facts and listedByName index them.
 	listed       []*entry
 	facts        []*sharedosv1.ToolFacts
+	factBytes    []int // each fact's encoded size, for FilterTools pages
 	listedByName map[string]int
 
 	allOnce sync.Once
@@ -126,6 +128,7 @@ func newSnapshot(entries []*entry) *snapshot {
 			s.listedByName[e.name()] = len(s.listed)
 			s.listed = append(s.listed, e)
 			s.facts = append(s.facts, e.facts)
+			s.factBytes = append(s.factBytes, proto.Size(e.facts))
 		}
 	}
 	return s

@@ -528,8 +528,9 @@ func (s *Service) ListPromptsResources(ctx context.Context, actx *sharedosv1.Acc
 			return PromptsResources{}, fmt.Errorf("%w: no filter configured", ErrAuthzUnavailable)
 		}
 		allowed := map[string]bool{}
-		for start := 0; start < len(items); start += s.page {
-			page := items[start:min(start+s.page, len(items))]
+		for start, end := 0, 0; start < len(items); start = end {
+			end = filterPageEnd(start, len(items), s.page, func(i int) int { return proto.Size(items[i].facts) })
+			page := items[start:end]
 			facts := make([]*sharedosv1.ToolFacts, len(page))
 			for i, it := range page {
 				facts[i] = it.facts

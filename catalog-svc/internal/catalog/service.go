@@ -72,6 +72,29 @@ func (l *processLock) Lock(context.Context, string) (func(), error) {
 // 10,000 authz-svc accepts.
 const DefaultFilterPage = 5000
 
+// MaxFilterPageBytes bounds the tool facts of one FilterTools call too: a
+// page of DefaultFilterPage tools whose annotations are large (each may be
+// MaxAnnotationsBytes) would pass the 64 MiB a message may be, and every
+// listing of every context would fail (review finding: 1,024 such tools
+// were enough).
+const MaxFilterPageBytes = 16 << 20
+
+// filterPageEnd is where the FilterTools page of facts that starts at
+// start ends: at most count facts of at most MaxFilterPageBytes together
+// (size(i) is fact i's encoded size), and never empty.
+func filterPageEnd(start, n, count int, size func(int) int) int {
+	end, total := start, 0
+	for end < n && end-start < count {
+		b := size(end)
+		if end > start && total+b > MaxFilterPageBytes {
+			break
+		}
+		total += b
+		end++
+	}
+	return end
+}
+
 // Service is the catalogue: registration (write-through to the store), and
 // the cache of published tools every read is served from.
 type Service struct {
@@ -521,9 +544,10 @@ func (s *Service) ListTools(ctx context.Context, actx *sharedosv1.AccessContext)
 	// One FilterTools call per page of the (name-ordered) catalogue: the
 	// answers concatenate in name order. Any failed page fails the listing.
 	var allowed []string
-	for start := 0; start < len(snap.facts); start += s.page {
+	for start, end := 0, 0; start < len(snap.facts); start = end {
+		end = filterPageEnd(start, len(snap.facts), s.page, func(i int) int { return snap.factBytes[i] })
 		resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{
-			Context: actx, Tools: snap.facts[start:min(start+s.page, len(snap.facts))], Action: requirement.ActionList,
+			Context: actx, Tools: snap.facts[start:end], Action: requirement.ActionList,
 		})
 		if err != nil {
 			return Listing{}, filterError(err)

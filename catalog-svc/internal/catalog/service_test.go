@@ -593,6 +593,52 @@ func TestListToolsPagesFilterTools(t *testing.T) {
 	}
 }
 
+// A FilterTools page is bounded in bytes too: tools with large annotations
+// (each may be 64 KiB) are asked about in pages of at most
+// MaxFilterPageBytes, where one page of them by count would pass the
+// 64 MiB a message may be and fail every listing (review finding). Here
+// 300 tools of ~60 KiB facts: two pages, not one of 18 MB.
+func TestFilterToolsPagesAreBoundedInBytes(t *testing.T) {
+	var pages []int
+	var mu sync.Mutex
+	f := filterFunc(func(in *sharedosv1.FilterToolsRequest) []string {
+		var out []string
+		size := 0
+		for _, tl := range in.GetTools() {
+			out = append(out, tl.GetName())
+			size += proto.Size(tl)
+		}
+		mu.Lock()
+		pages = append(pages, size)
+		mu.Unlock()
+		return out
+	})
+	svc := newService(t, memory.New(), f)
+	pad := strings.Repeat("a", 60<<10)
+	var regs []*sharedosv1.ToolRegistration
+	for i := range 300 {
+		r := reg(fmt.Sprintf("big.t%03d", i))
+		r.Metadata.Namespace = "big"
+		r.AnnotationsJson = []byte(`{"title":"` + pad + `"}`)
+		regs = append(regs, r)
+	}
+	if _, err := svc.RegisterBatch(testCtx(t), regs); err != nil {
+		t.Fatal(err)
+	}
+	l, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+	if err != nil || len(l.Tools) != 300 {
+		t.Fatalf("listing: %d tools, %v", len(l.Tools), err)
+	}
+	if len(pages) < 2 {
+		t.Errorf("FilterTools pages of %v bytes: want them cut at %d", pages, catalog.MaxFilterPageBytes)
+	}
+	for _, n := range pages {
+		if n > catalog.MaxFilterPageBytes {
+			t.Errorf("a FilterTools page of %d bytes of facts, over %d", n, catalog.MaxFilterPageBytes)
+		}
+	}
+}
+
 // TestUnservableStoredToolIsLeftOut (issue 17, item 2): a tool stored before
 // the catalogue checked what the bridge can serve ({"readOnlyHint":"yes"})
 // is left out of every listing — it no longer fails every OpenTurn of a
