@@ -2,10 +2,13 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -14,8 +17,11 @@ import (
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/projection"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
+	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 	storememory "github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 )
 
@@ -179,4 +185,39 @@ func resourceProof(t *testing.T, granted *sharedosv1.GrantTurnResponse, uri stri
 	}
 	p, _ := tree.ProveAbsent(pinproof.Resource, uri)
 	return p
+}
+
+// A context that sees more than one turn carries (here 70 tools of two
+// 250 KiB schemas each, every one within its own bounds) is refused
+// CATALOGUE_TOO_LARGE, saying how much it sees, where the bridge used to
+// fail to receive the grant (ResourceExhausted, an OpenTurn failing with
+// no reason; review finding). The records store plays no part: the
+// embedded one.
+func TestGrantTurnRefusesACatalogueTooLargeForATurn(t *testing.T) {
+	store := memory.New()
+	h := newHarness(t, store, store.Len, options{})
+	ctx := context.Background()
+	cat := realCatalogue(t, h)
+	fake, _ := h.resolver.Resolve(ctx, "files.read")
+	schema := []byte(`{"type":"object","default":{"x":"` + strings.Repeat("a", 250<<10) + `"}}`)
+	var regs []*sharedosv1.ToolRegistration
+	for i := range 70 {
+		regs = append(regs, &sharedosv1.ToolRegistration{
+			Name: fmt.Sprintf("big.t%02d", i), Description: "A tool with a large schema.",
+			InputSchemaJson: schema, OutputSchemaJson: schema,
+			Metadata:    &sharedosv1.ToolMetadata{Namespace: "big", Source: "provider:big"},
+			Class:       sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+			Requirement: &sharedosv1.Requirement{Action: "call", Resource: "tool:big"},
+			Handler:     &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()},
+		})
+	}
+	if _, err := cat.RegisterBatch(ctx, regs); err != nil {
+		t.Fatal(err)
+	}
+	rpc := server.NewRuntimeServer(newKernelWith(t, h, cat))
+	_, err := rpc.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "big", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+	if _, reason := grpcx.ErrorReason(err); status.Code(err) != codes.FailedPrecondition || reason != "CATALOGUE_TOO_LARGE" ||
+		!strings.Contains(err.Error(), "70 tools") {
+		t.Fatalf("GrantTurn of a context seeing 70 MB = %v, want FailedPrecondition CATALOGUE_TOO_LARGE naming 70 tools", err)
+	}
 }

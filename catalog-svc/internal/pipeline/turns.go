@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/accesscontext"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/contract/systemidentity"
+	"github.com/sharedos/toolshare/services/platform/grpcx"
 	"github.com/sharedos/toolshare/services/platform/mtls"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
@@ -94,6 +96,13 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	if err != nil {
 		return nil, err
 	}
+	out := &sharedosv1.GrantTurnResponse{CatalogHash: listing.CatalogHash, Tools: listing.Tools,
+		Prompts: pr.Prompts, Resources: pr.Resources, PromptsResourcesHash: pr.Hash}
+	if n := proto.Size(out); n > maxGrantedBytes {
+		return nil, &Error{codes.FailedPrecondition, "CATALOGUE_TOO_LARGE", fmt.Sprintf(
+			"the context sees %d tools, %d prompts and %d resources, %d MiB in all: more than one turn carries (%d MiB); let it see fewer",
+			len(out.Tools), len(out.Prompts), len(out.Resources), n>>20, maxGrantedBytes>>20)}
+	}
 	pin := make(map[string]string, len(listing.Tools))
 	for _, t := range listing.Tools {
 		pin[t.GetName()] = t.GetDigest()
@@ -141,9 +150,17 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 		slog.String(telemetry.LogCaller, mtls.Caller(ctx)), slog.Time("expires_at", exp.AsTime()),
 		slog.String(telemetry.LogCatalogHash, listing.CatalogHash), slog.Int("tools", len(pin)),
 		slog.String("grant_key_id", s.grants.KeyID()))
-	return &sharedosv1.GrantTurnResponse{Grant: grant, CatalogHash: listing.CatalogHash, Tools: listing.Tools,
-		Prompts: pr.Prompts, Resources: pr.Resources, PromptsResourcesHash: pr.Hash}, nil
+	out.Grant = grant
+	return out, nil
 }
+
+// maxGrantedBytes bounds what GrantTurn answers, but its grant: a message
+// may be grpcx.MaxMessageSize, and the grant (signed identity, roots and
+// URI templates) is given 1 MiB of it. A larger catalogue for one context
+// is refused with CATALOGUE_TOO_LARGE, where the bridge would have failed
+// to receive it (ResourceExhausted, and an OpenTurn failing without a
+// reason; review finding: 66 tools of 250 KiB schemas were enough).
+const maxGrantedBytes = grpcx.MaxMessageSize - 1<<20
 
 // grantIdentity is the run's identity as the request declares it (the
 // host's strings, each bounded and printable; the policy as its digest).
