@@ -21,10 +21,13 @@
 //     next to files.read, GitHub.search next to github.search (toolname.FoldedKey;
 //     enforced by a unique index, so concurrent registrations cannot both win).
 //   - published text (description, annotations strings, schema titles,
-//     descriptions and property names, metadata.source) may hold '\n' and
-//     '\t' but no other control character (Unicode Cc, so also ESC/ANSI and
-//     C1) and no format character (Unicode Cf: bidi controls, zero-width
-//     characters, tag characters, ...); the error names the code point.
+//     descriptions and property names, metadata.source; a prompt's or
+//     resource's title and description, a resource's URI or URI template
+//     and MIME type) may hold '\n' and '\t' but no other control
+//     character (Unicode Cc, so also ESC/ANSI and C1) and no format
+//     character (Unicode Cf: bidi controls, zero-width characters, tag
+//     characters, ...); the error names the code point. A URI holds no
+//     space or control character at all.
 //   - a description is at most 16 KiB and metadata.source at most 256
 //     bytes (max_length), a tool's as a prompt's or resource's: every
 //     listing and every turn's pin carries them.

@@ -355,6 +355,12 @@ func validateResource(reg *sharedosv1.ResourceRegistration) (bool, error) {
 		return false, err
 	}
 	if mt := reg.GetMimeType(); mt != "" {
+		// Published with the resource, and a media type's quoted parameter
+		// values may hold any character: a hidden one is refused as in its
+		// title.
+		if err := checkText("mime_type", mt); err != nil {
+			return false, err
+		}
 		if _, _, err := mime.ParseMediaType(mt); err != nil || len(mt) > MaxTitleBytes {
 			return false, invalid("mime_type", RuleMIMEType, "%q is not a media type", mt)
 		}
@@ -372,6 +378,14 @@ func checkResourceURI(uri string) (bool, error) {
 		return false, invalid("uri", RuleLength, "is %d bytes; at most %d", len(uri), MaxResourceURIBytes)
 	case strings.ContainsFunc(uri, func(r rune) bool { return r <= ' ' || r == 0x7f }):
 		return false, invalid("uri", RuleURI, "must not contain spaces or control characters")
+	}
+	// A URI or template is published text like a title (every listing
+	// shows it to the model and the operator), and a URI parser takes
+	// invisible characters as they come: the same rule, hidden characters
+	// (C1 controls, bidi overrides, zero-width and tag characters) and
+	// invalid UTF-8 refused.
+	if err := checkText("uri", uri); err != nil {
+		return false, err
 	}
 	vars := templateVar.FindAllStringSubmatch(uri, -1)
 	seen := map[string]bool{}

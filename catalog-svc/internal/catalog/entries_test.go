@@ -97,6 +97,7 @@ func TestPromptsAndResourcesRegistry(t *testing.T) {
 func TestPromptsAndResourcesRejects(t *testing.T) {
 	svc := newService(t, nil, nil)
 	ctx := testCtx(t)
+	const tagged = "\U000E0049\U000E0067\U000E006E\U000E006F\U000E0072\U000E0065" // "Ignore" in Unicode tag characters
 	for _, c := range []struct {
 		name   string
 		mutate func(*sharedosv1.PromptRegistration)
@@ -148,6 +149,20 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		{"no name", func(r *sharedosv1.ResourceRegistration) { r.Name = "" }, "name", catalog.RuleRequired},
 		{"mime", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "not a type" }, "mime_type", catalog.RuleMIMEType},
 		{"hidden title", func(r *sharedosv1.ResourceRegistration) { r.Title = "a\u200bb" }, "title", catalog.RulePoisoning},
+		// A URI and a media type are published text as a title is (found
+		// by review: each took any character a URI or media type parser
+		// takes, invisible ones too).
+		{"bidi override in the uri", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/\u202eevil" }, "uri", catalog.RulePoisoning},
+		{"bidi override in the host", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://host\u202e/x" }, "uri", catalog.RulePoisoning},
+		{"zero-width space in the uri", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/a\u200bb" }, "uri", catalog.RulePoisoning},
+		{"soft hyphen in the uri", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/a\u00adb" }, "uri", catalog.RulePoisoning},
+		{"tag characters in the uri", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/" + tagged }, "uri", catalog.RulePoisoning},
+		{"C1 control in the uri", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/\u009b31m" }, "uri", catalog.RulePoisoning},
+		{"bidi override in a template", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/{id}\u202e" }, "uri", catalog.RulePoisoning},
+		{"invalid UTF-8 in the uri", func(r *sharedosv1.ResourceRegistration) { r.Uri = "test://t/\xff" }, "uri", catalog.RuleUTF8},
+		{"bidi override in the mime type", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "text/plain; a=\"\u202eevil\"" }, "mime_type", catalog.RulePoisoning},
+		{"tag characters in the mime type", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "text/plain; a=\"" + tagged + "\"" }, "mime_type", catalog.RulePoisoning},
+		{"C1 control in the mime type", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "text/plain; a=\"x\u009by\"" }, "mime_type", catalog.RulePoisoning},
 		{"no handler", func(r *sharedosv1.ResourceRegistration) { r.Handler.Target = "" }, "handler.target", catalog.RuleRequired},
 	} {
 		r := resource("test://static-text")
@@ -156,6 +171,10 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		var ve *catalog.ValidationError
 		if !errors.As(err, &ve) || ve.Field != c.field || ve.Rule != c.rule {
 			t.Errorf("resource %s: %v, want %s/%s", c.name, err, c.field, c.rule)
+		}
+		// An upstream's resources are checked so before they are stored.
+		if _, err := svc.CheckResource(r); !errors.As(err, &ve) || ve.Field != c.field || ve.Rule != c.rule {
+			t.Errorf("CheckResource, %s: %v, want %s/%s", c.name, err, c.field, c.rule)
 		}
 	}
 	if ps, _ := svc.PromptRegistrations(ctx); len(ps) != 0 {
