@@ -13,7 +13,8 @@
 //     harness_local or external_direct tool may be unqualified ("patch").
 //   - requirement.action, requirement.resource and handler.target follow
 //     the identifier rule (IdentifierSchema) whenever given, for every
-//     class; only a managed tool must give them.
+//     class; only a managed tool must give them. A prompt's or resource's
+//     handler.target is required and follows it too.
 //   - metadata.namespace must equal the name's first segment, and be empty
 //     for an unqualified name.
 //   - two names clash when their collision keys ('.' and '-' read as '_')

@@ -277,10 +277,16 @@ func checkBoundedText(field, s string, limit int) error {
 	return checkText(field, s)
 }
 
-// checkHandler checks what SharedOS needs to dispatch to a provider.
+// checkHandler checks what SharedOS needs to dispatch to a provider. The
+// target follows the identifier rule (IdentifierSchema), as a tool's: it is
+// stored and dialled, and a byte PostgreSQL refuses (NUL) would be kept by
+// the embedded store alone.
 func checkHandler(h *sharedosv1.HandlerRef) error {
 	if h.GetTarget() == "" {
 		return invalid("handler.target", RuleRequired, "the gRPC address of the provider that serves it is required")
+	}
+	if err := toolname.ValidateIdentifierField("handler.target", h.GetTarget()); err != nil {
+		return identifierError(err)
 	}
 	return checkTimeout(h)
 }

@@ -115,6 +115,12 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		// prompt could never be given both.
 		{"argument twice in another case", func(p *sharedosv1.PromptRegistration) { p.Arguments[1].Name = "Change" }, "arguments[1].name", catalog.RulePromptArgument},
 		{"no handler", func(p *sharedosv1.PromptRegistration) { p.Handler = nil }, "handler.target", catalog.RuleRequired},
+		// A tool's rule (found by review: any bytes were stored, NUL and
+		// invalid UTF-8 too).
+		{"handler with a NUL", func(p *sharedosv1.PromptRegistration) { p.Handler.Target = "a\x00b" }, "handler.target", catalog.RuleIdentifier},
+		{"handler with a space", func(p *sharedosv1.PromptRegistration) { p.Handler.Target = "a b" }, "handler.target", catalog.RuleIdentifier},
+		{"handler not UTF-8", func(p *sharedosv1.PromptRegistration) { p.Handler.Target = "a\xffb" }, "handler.target", catalog.RuleIdentifier},
+		{"long handler", func(p *sharedosv1.PromptRegistration) { p.Handler.Target = strings.Repeat("h", 257) }, "handler.target", catalog.RuleIdentifier},
 		{"timeout", func(p *sharedosv1.PromptRegistration) { p.Handler.Timeout = durationpb.New(-1) }, "handler.timeout", catalog.RuleTimeout},
 	} {
 		p := prompt("code.review")
@@ -164,6 +170,9 @@ func TestPromptsAndResourcesRejects(t *testing.T) {
 		{"tag characters in the mime type", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "text/plain; a=\"" + tagged + "\"" }, "mime_type", catalog.RulePoisoning},
 		{"C1 control in the mime type", func(r *sharedosv1.ResourceRegistration) { r.MimeType = "text/plain; a=\"x\u009by\"" }, "mime_type", catalog.RulePoisoning},
 		{"no handler", func(r *sharedosv1.ResourceRegistration) { r.Handler.Target = "" }, "handler.target", catalog.RuleRequired},
+		{"handler with a NUL", func(r *sharedosv1.ResourceRegistration) { r.Handler.Target = "a\x00b" }, "handler.target", catalog.RuleIdentifier},
+		{"handler not UTF-8", func(r *sharedosv1.ResourceRegistration) { r.Handler.Target = "a\xffb" }, "handler.target", catalog.RuleIdentifier},
+		{"handler of 8 MiB", func(r *sharedosv1.ResourceRegistration) { r.Handler.Target = strings.Repeat("h", 8<<20) }, "handler.target", catalog.RuleIdentifier},
 	} {
 		r := resource("test://static-text")
 		c.mutate(r)
