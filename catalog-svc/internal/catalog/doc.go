@@ -32,6 +32,11 @@
 //   - a description is at most 16 KiB and metadata.source at most 256
 //     bytes (max_length), a tool's as a prompt's or resource's: every
 //     listing and every turn's pin carries them.
+//   - a resource's URI or URI template is at most 2,048 bytes, and the
+//     match key stored with it (resourceuri.Key, in which each byte of a
+//     non-ASCII character is percent-encoded) at most 2,560 (max_length):
+//     PostgreSQL's index of the keys holds a row of at most 2,704 bytes,
+//     and every store refuses alike what one of them could not keep.
 //   - input and output schemas must be JSON Schema 2020-12 object schemas
 //     ("type": "object" at the top), at most 256 KiB, 32 levels deep and
 //     2048 JSON objects, with only local "#..." references; the compiler's

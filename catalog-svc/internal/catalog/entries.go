@@ -39,6 +39,16 @@ const (
 	MaxResourceName     = 128
 )
 
+// MaxResourceKeyBytes bounds a resource's match key as it is stored (the
+// "v1:" of its version, then resourceuri.Key of its URI), which can be
+// three times as long as the URI: Key percent-encodes every non-ASCII
+// byte. PostgreSQL indexes it (resources_match_key), and a btree row holds
+// at most 2,704 bytes: a key of at most 2,692, uncompressed. The bound
+// leaves room for a longer version prefix, and is the same on every store:
+// a URI whose key is longer is refused at validation (uri, max_length), not
+// kept by the embedded store and failed as Internal by PostgreSQL.
+const MaxResourceKeyBytes = 2560
+
 var argumentName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // templateVar is one RFC 6570 level-1 expression: {name}.
@@ -426,6 +436,10 @@ func checkResourceURI(uri string) (bool, error) {
 	if n := resourceuri.Normalize(uri); n != uri {
 		return false, invalid("uri", RuleURI, "write it %q: percent-encode only characters that must be, with upper-case hex (RFC 3986, 6.2.2)", n)
 	}
+	if n := len(matchKey(uri)); n > MaxResourceKeyBytes {
+		return false, invalid("uri", RuleLength, "its key (resourceuri.Key, the spelling reads are compared by, in which each byte of a non-ASCII "+
+			"character is percent-encoded: three bytes for one) is %d bytes; at most %d: shorten the URI", n, MaxResourceKeyBytes)
+	}
 	return len(vars) > 0, nil
 }
 
@@ -666,7 +680,8 @@ func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, e
 // left as it is (a newer kernel keeps it; this one computes the key of
 // such a row at each read). A failure leaves them to be keyed at each read.
 // The store returns only those outside this version's keys (no match key
-// is empty): once keyed, a start reads none.
+// is empty): once keyed, a start reads none. One whose key is longer than
+// MaxResourceKeyBytes (stored before the bound) is left unkeyed.
 func (s *Service) KeyResources(ctx context.Context) (int, error) {
 	es, err := s.store.EntriesMatching(ctx, store.KindResource, matchKeyScope, "")
 	if err != nil {
@@ -674,7 +689,14 @@ func (s *Service) KeyResources(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, e := range es {
-		if k := matchKey(e.Key); e.MatchKey != k && keyVersion(e.MatchKey) <= resourceuri.KeyVersion {
+		k := matchKey(e.Key)
+		if len(k) > MaxResourceKeyBytes {
+			// Stored before its key was bounded: an index may not hold the
+			// key (PostgreSQL refuses the row), so it stays unkeyed, found
+			// at each read as before, and the others are keyed.
+			continue
+		}
+		if e.MatchKey != k && keyVersion(e.MatchKey) <= resourceuri.KeyVersion {
 			switch err := s.store.SetMatchKey(ctx, store.KindResource, e.Key, k); {
 			case err == nil:
 				n++

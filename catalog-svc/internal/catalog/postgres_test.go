@@ -3,12 +3,16 @@ package catalog_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/platform/pgdb"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
@@ -199,5 +203,93 @@ func TestUnstorableJSONOnEveryStore(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// uriWithKey returns a concrete resource URI of at most
+// MaxResourceURIBytes whose stored match key ("v1:" and resourceuri.Key)
+// is exactly n bytes: letters and digits drawn at random (which do not
+// compress, so PostgreSQL's index holds the key as long as it is) and 200
+// non-ASCII letters, each percent-encoded in the key (two bytes, six).
+func uriWithKey(t *testing.T, n int) string {
+	t.Helper()
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	const prefix, wide = "test://k/", 200
+	r := rand.New(rand.NewPCG(uint64(n), 1))
+	var b strings.Builder
+	b.WriteString(prefix)
+	for range n - len(fmt.Sprintf("v%d:", resourceuri.KeyVersion)) - len(prefix) - 6*wide {
+		b.WriteByte(alnum[r.IntN(len(alnum))])
+	}
+	for range wide {
+		b.WriteRune(rune(0xC0 + r.IntN(0x17))) // À to Ö: one code point each in NFC
+	}
+	uri := b.String()
+	if k := fmt.Sprintf("v%d:", resourceuri.KeyVersion) + resourceuri.Key(uri); len(k) != n || len(uri) > catalog.MaxResourceURIBytes {
+		t.Fatalf("uriWithKey(%d): a key of %d bytes, a URI of %d", n, len(k), len(uri))
+	}
+	return uri
+}
+
+// A resource's match key is bounded at validation, alike on every store:
+// a URI within MaxResourceURIBytes whose key (each byte of a non-ASCII
+// character percent-encoded) is longer than MaxResourceKeyBytes is refused
+// naming uri and max_length (found by review: 2,040 bytes of CJK were kept
+// by the embedded store and failed as Internal by PostgreSQL, whose index
+// row could not hold the key); one whose key is exactly the bound is
+// stored by both.
+func TestResourceKeyBoundOnEveryStore(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	var cjk strings.Builder
+	cjk.WriteString("test://k/")
+	for r := rand.New(rand.NewPCG(1, 2)); cjk.Len()+3 <= catalog.MaxResourceURIBytes; {
+		cjk.WriteRune(rune(0x4E00 + r.IntN(20000)))
+	}
+	refused := map[string]string{"one byte over": uriWithKey(t, catalog.MaxResourceKeyBytes+1), "CJK": cjk.String()}
+	for _, st := range []struct {
+		name string
+		svc  *catalog.Service
+	}{
+		{"memory", newService(t, nil, nil)},
+		{"postgres", newService(t, postgres.New(openPool(t, dsn)), nil)},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			for what, uri := range refused {
+				_, _, err := st.svc.RegisterResource(ctx, resource(uri))
+				var ve *catalog.ValidationError
+				if !errors.As(err, &ve) || ve.Field != "uri" || ve.Rule != catalog.RuleLength {
+					t.Errorf("%s (%d bytes): %v, want uri violating %s", what, len(uri), err, catalog.RuleLength)
+				}
+			}
+			for _, uri := range []string{uriWithKey(t, catalog.MaxResourceKeyBytes), uriWithKey(t, catalog.MaxResourceKeyBytes-len("/{id}")) + "/{id}"} {
+				if _, _, err := st.svc.RegisterResource(ctx, resource(uri)); err != nil {
+					t.Errorf("a key of %d bytes: %v", len(fmt.Sprintf("v%d:", resourceuri.KeyVersion)+resourceuri.Key(uri)), err)
+				}
+			}
+		})
+	}
+}
+
+// A resource stored unkeyed before keys were bounded, whose key no index
+// row holds, stays unkeyed and is found at each read; the others are keyed
+// (found by review: KeyResources failed at it on PostgreSQL, every start,
+// and keyed none after it).
+func TestKeyResourcesPassesAnUnindexableKeyPostgres(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	st := postgres.New(openPool(t, dsn))
+	svc := newService(t, st, nil)
+	ctx := testCtx(t)
+	long := uriWithKey(t, 2700)
+	for _, uri := range []string{long, "test://z"} {
+		if _, err := st.PutEntry(ctx, store.KindResource, store.Entry{Key: uri, Registration: []byte("x"), Canonical: []byte("{}"), Digest: "d"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := svc.KeyResources(ctx); n != 1 || err != nil {
+		t.Errorf("KeyResources: %d keyed, %v; want the one that fits keyed", n, err)
+	}
+	if got, err := svc.RegisteredResource(ctx, long); got != long || err != nil {
+		t.Errorf("the unkeyed resource: %q, %v; want it found", got, err)
 	}
 }
