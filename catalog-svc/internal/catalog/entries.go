@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -96,6 +97,9 @@ func (s *Service) CheckResource(reg *sharedosv1.ResourceRegistration) (*sharedos
 
 // DeregisterPrompt removes the prompt name; NotFound when there is none.
 func (s *Service) DeregisterPrompt(ctx context.Context, name string) error {
+	if toolname.Validate(name) != nil {
+		return notRegistered(name)
+	}
 	return s.deleteEntry(ctx, store.KindPrompt, name)
 }
 
@@ -223,6 +227,9 @@ func (s *Service) lockResource(ctx context.Context, uri string) (func(), error) 
 // the other spellings of the URI meanwhile sees it there or gone, never
 // going (found, then not found, with a third spelling let through).
 func (s *Service) DeregisterResource(ctx context.Context, uri string) error {
+	if unregistrableURI(uri) {
+		return notRegistered(uri)
+	}
 	if !resourceuri.IsTemplate(uri) {
 		unlock, err := s.lockResource(ctx, uri)
 		if err != nil {
@@ -392,7 +399,7 @@ func checkResourceURI(uri string) (bool, error) {
 		return false, invalid("uri", RuleRequired, "a resource needs a URI or URI template")
 	case len(uri) > MaxResourceURIBytes:
 		return false, invalid("uri", RuleLength, "is %d bytes; at most %d", len(uri), MaxResourceURIBytes)
-	case strings.ContainsFunc(uri, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+	case strings.ContainsFunc(uri, spaceOrControl):
 		return false, invalid("uri", RuleURI, "must not contain spaces or control characters")
 	}
 	// A URI or template is published text like a title (every listing
@@ -442,6 +449,26 @@ func checkResourceURI(uri string) (bool, error) {
 	}
 	return len(vars) > 0, nil
 }
+
+// spaceOrControl is what no resource URI has ever held: a space, a C0
+// control or DEL.
+func spaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+// unregistrableURI reports whether no resource registration can have uri:
+// empty, longer than MaxResourceURIBytes, not UTF-8, or holding a space or
+// control character. That is the part of checkResourceURI's rule every
+// registration has met since the first, so one stored before a later part
+// (hidden characters, one spelling, the key's bound) is still found, and
+// deregistered, by its URI.
+func unregistrableURI(uri string) bool {
+	return uri == "" || len(uri) > MaxResourceURIBytes || !utf8.ValidString(uri) || strings.ContainsFunc(uri, spaceOrControl)
+}
+
+// notRegistered is the answer to a lookup of a prompt name or resource URI
+// no registration can have, given without reading the store: every store
+// answers it alike (PostgreSQL refuses a NUL or invalid UTF-8 in a query
+// as an error of its own, which would be Internal).
+func notRegistered(key string) error { return fmt.Errorf("%w: %q", ErrNotFound, key) }
 
 // publishPrompt is a prompt's published projection (MCP Prompt).
 func publishPrompt(reg *sharedosv1.PromptRegistration) (*sharedosv1.PublishedPrompt, error) {
@@ -611,6 +638,9 @@ type ResolvedEntry struct {
 // ResolvePrompt returns the prompt name as registered now; ErrNotFound
 // when there is none.
 func (s *Service) ResolvePrompt(ctx context.Context, name string) (*ResolvedEntry, error) {
+	if toolname.Validate(name) != nil {
+		return nil, notRegistered(name)
+	}
 	e, err := s.store.GetEntry(ctx, store.KindPrompt, name)
 	if err != nil {
 		return nil, fromStore(err, name)
@@ -711,6 +741,9 @@ func (s *Service) KeyResources(ctx context.Context) (int, error) {
 // ResolveResource returns the resource registration with URI (or URI
 // template) uri as registered now; ErrNotFound when there is none.
 func (s *Service) ResolveResource(ctx context.Context, uri string) (*ResolvedEntry, error) {
+	if unregistrableURI(uri) {
+		return nil, notRegistered(uri)
+	}
 	e, err := s.store.GetEntry(ctx, store.KindResource, uri)
 	if err != nil {
 		return nil, fromStore(err, uri)

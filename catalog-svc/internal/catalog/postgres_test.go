@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/resourceuri"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/postgres"
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
@@ -291,5 +293,58 @@ func TestKeyResourcesPassesAnUnindexableKeyPostgres(t *testing.T) {
 	}
 	if got, err := svc.RegisteredResource(ctx, long); got != long || err != nil {
 		t.Errorf("the unkeyed resource: %q, %v; want it found", got, err)
+	}
+}
+
+// A prompt name or resource URI no registration can have (NUL, invalid
+// UTF-8, a space, too long) is NotFound on every store alike, read or
+// deregistered, without a read of the store (found by review: PostgreSQL
+// refused NUL and invalid UTF-8 in its query, Internal, where the embedded
+// store answered NotFound). A resource stored before a later part of the
+// URI rule (here hidden characters) is still found and deregistered.
+func TestUnregistrableKeysAreNotFoundOnEveryStore(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	const older = "test://t/\u202eevil" // stored before hidden characters were refused in a URI
+	for _, st := range []struct {
+		name  string
+		store store.Store
+	}{
+		{"memory", memory.New()},
+		{"postgres", postgres.New(openPool(t, dsn))},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			svc := newService(t, st.store, nil)
+			ctx := testCtx(t)
+			for _, name := range []string{"p\x00", "code.\xffreview", "code review", "", strings.Repeat("p", 200)} {
+				if _, err := svc.ResolvePrompt(ctx, name); !errors.Is(err, catalog.ErrNotFound) {
+					t.Errorf("ResolvePrompt(%q): %v, want ErrNotFound", name, err)
+				}
+				if err := svc.DeregisterPrompt(ctx, name); !errors.Is(err, catalog.ErrNotFound) {
+					t.Errorf("DeregisterPrompt(%q): %v, want ErrNotFound", name, err)
+				}
+			}
+			for _, uri := range []string{"test://a\x00", "test://a/\xff", "test://a/{id}\x00", "test://a b", "", "test://" + strings.Repeat("a", catalog.MaxResourceURIBytes)} {
+				if _, err := svc.ResolveResource(ctx, uri); !errors.Is(err, catalog.ErrNotFound) {
+					t.Errorf("ResolveResource(%q): %v, want ErrNotFound", uri, err)
+				}
+				if err := svc.DeregisterResource(ctx, uri); !errors.Is(err, catalog.ErrNotFound) {
+					t.Errorf("DeregisterResource(%q): %v, want ErrNotFound", uri, err)
+				}
+			}
+			r := resource(older)
+			b, err := proto.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.store.PutEntry(ctx, store.KindResource, store.Entry{Key: older, Registration: b, Canonical: []byte("{}"), Digest: "d"}); err != nil {
+				t.Fatal(err)
+			}
+			if e, err := svc.ResolveResource(ctx, older); err != nil || e.Resource.GetUri() != older {
+				t.Errorf("a resource stored before the rule it breaks: %v, %v; want it found", e, err)
+			}
+			if err := svc.DeregisterResource(ctx, older); err != nil {
+				t.Errorf("deregistering a resource stored before the rule it breaks: %v", err)
+			}
+		})
 	}
 }
