@@ -57,12 +57,13 @@ func serversOver(t *testing.T, st store.Store, log *slog.Logger) (*server.Catalo
 	return server.NewCatalogServer(svc, m, log), server.NewUpstreamServer(m, log)
 }
 
-// A name or URI no entry can have answers alike on both stores: a
-// registration of it InvalidArgument naming the rule it breaks, a
-// deregistration NotFound, as for a tool; never Internal, and nothing is
-// logged as a failure (found by review: PostgreSQL refused a NUL in the
-// lookup made before the name or URI was validated, and the call failed
-// as Internal, logged at ERROR).
+// A name, URI or namespace no entry or provider can have answers alike on
+// both stores: a registration of it InvalidArgument naming the rule it
+// breaks, a deregistration or a provider's lookup NotFound, as for a tool;
+// never Internal, and nothing is logged as a failure (found by review:
+// PostgreSQL refused a NUL in the lookup made before the name, URI or
+// namespace was validated, and the call failed as Internal, logged at
+// ERROR).
 func TestUnregistrableKeysAnswerAlikeOnBothStores(t *testing.T) {
 	target := &sharedosv1.HandlerRef{Target: "127.0.0.1:7405"}
 	calls := []struct {
@@ -92,6 +93,35 @@ func TestUnregistrableKeysAnswerAlikeOnBothStores(t *testing.T) {
 		}},
 		{"DeregisterResource NUL", codes.NotFound, func(ctx context.Context, c *server.CatalogServer, _ *server.UpstreamServer) error {
 			_, err := c.DeregisterResource(ctx, &sharedosv1.DeregisterResourceRequest{Uri: "test://a\x00"})
+			return err
+		}},
+		// The providers API's lookups of a provider by namespace.
+		{"GetProvider", codes.NotFound, func(ctx context.Context, _ *server.CatalogServer, u *server.UpstreamServer) error {
+			_, err := u.GetProvider(ctx, &sharedosv1.GetProviderRequest{Namespace: "g\x00"})
+			return err
+		}},
+		{"GetProvider not UTF-8", codes.NotFound, func(ctx context.Context, _ *server.CatalogServer, u *server.UpstreamServer) error {
+			_, err := u.GetProvider(ctx, &sharedosv1.GetProviderRequest{Namespace: "g\xff"})
+			return err
+		}},
+		{"RefreshProvider", codes.NotFound, func(ctx context.Context, _ *server.CatalogServer, u *server.UpstreamServer) error {
+			_, err := u.RefreshProvider(ctx, &sharedosv1.RefreshProviderRequest{Namespace: "g\x00"})
+			return err
+		}},
+		{"RemoveProvider", codes.NotFound, func(ctx context.Context, _ *server.CatalogServer, u *server.UpstreamServer) error {
+			_, err := u.RemoveProvider(ctx, &sharedosv1.RemoveProviderRequest{Namespace: "g\x00"})
+			return err
+		}},
+		{"ApproveTool", codes.NotFound, func(ctx context.Context, _ *server.CatalogServer, u *server.UpstreamServer) error {
+			_, err := u.ApproveTool(ctx, &sharedosv1.ApproveToolRequest{Name: "g\x00.x", Digest: "d"})
+			return err
+		}},
+		{"RejectTool", codes.NotFound, func(ctx context.Context, _ *server.CatalogServer, u *server.UpstreamServer) error {
+			_, err := u.RejectTool(ctx, &sharedosv1.RejectToolRequest{Name: "g\x00.x", Digest: "d"})
+			return err
+		}},
+		{"DiffTool", codes.NotFound, func(ctx context.Context, _ *server.CatalogServer, u *server.UpstreamServer) error {
+			_, err := u.DiffTool(ctx, &sharedosv1.DiffToolRequest{Name: "g\x00.x"})
 			return err
 		}},
 	}

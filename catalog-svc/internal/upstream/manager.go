@@ -358,6 +358,9 @@ func (m *Manager) Get(ctx context.Context, ns string) (*sharedosv1.GetProviderRe
 
 // Holds reports whether an upstream provider holds namespace ns.
 func (m *Manager) Holds(ctx context.Context, ns string) (bool, error) {
+	if toolname.ValidateIdentifier(ns) != nil { // as load: none can
+		return false, nil
+	}
 	_, err := m.cfg.Store.GetEntry(ctx, store.KindUpstream, ns)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
@@ -1062,6 +1065,15 @@ func (m *Manager) takeConn(ns string, created *timestamppb.Timestamp) *conn {
 const specLoadTimeout = 10 * time.Second
 
 func (m *Manager) load(ctx context.Context, ns string) (*sharedosv1.GetProviderResponse, error) {
+	// A namespace no upstream can have is not looked up: every store
+	// answers it alike (PostgreSQL refuses a NUL or invalid UTF-8 in a
+	// query as an error of its own, which would be Internal). The test is
+	// the identifier rule, which namespaces followed before the namespace
+	// rule (ValidateNamespaceField, narrower) came: an upstream added
+	// then ("a.b") is still found, and removed, by its namespace.
+	if toolname.ValidateIdentifier(ns) != nil {
+		return nil, fmt.Errorf("%w: no upstream %q", ErrNotFound, ns)
+	}
 	e, err := m.cfg.Store.GetEntry(ctx, store.KindUpstream, ns)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no upstream %q", ErrNotFound, ns)

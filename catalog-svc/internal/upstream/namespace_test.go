@@ -5,9 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/toolname"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
@@ -33,6 +36,39 @@ func TestANamespaceIsAToolNamesFirstSegment(t *testing.T) {
 	for _, ns := range []string{"fs", "A-b_9", "-", strings.Repeat("n", toolname.MaxNamespaceLen)} {
 		if err := h.m.Validate(&sharedosv1.UpstreamProvider{Namespace: ns, Url: h.url}); err != nil {
 			t.Errorf("namespace %q: %v", ns, err)
+		}
+	}
+}
+
+// An upstream added before the namespace rule, under the identifier rule
+// it replaced ("a.b"), is still found and removed by its namespace: the
+// lookup refuses unread only a namespace no upstream can have (a NUL,
+// non-ASCII), which is NotFound on every store.
+func TestAnUpstreamAddedBeforeTheNamespaceRuleIsFound(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	ctx := t.Context()
+	b, err := proto.Marshal(&sharedosv1.GetProviderResponse{Provider: &sharedosv1.UpstreamProvider{Namespace: "a.b", Url: h.url}, Status: &sharedosv1.UpstreamStatus{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.mem.PutEntry(ctx, store.KindUpstream, store.Entry{Key: "a.b", Registration: b, Canonical: []byte{}}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := h.m.Get(ctx, "a.b"); err != nil || rec.GetProvider().GetNamespace() != "a.b" {
+		t.Fatalf("Get(a.b) = %v, %v", rec, err)
+	}
+	if err := h.m.Remove(ctx, "a.b"); err != nil {
+		t.Fatalf("Remove(a.b): %v", err)
+	}
+	for _, ns := range []string{"a.b", "fs\x00", "f\xffs", "fïchiers", ""} {
+		if _, err := h.m.Get(ctx, ns); !errors.Is(err, upstream.ErrNotFound) {
+			t.Errorf("Get(%q): %v, want ErrNotFound", ns, err)
+		}
+		if err := h.m.Remove(ctx, ns); !errors.Is(err, upstream.ErrNotFound) {
+			t.Errorf("Remove(%q): %v, want ErrNotFound", ns, err)
+		}
+		if held, err := h.m.Holds(ctx, ns); held || err != nil {
+			t.Errorf("Holds(%q) = %v, %v", ns, held, err)
 		}
 	}
 }
