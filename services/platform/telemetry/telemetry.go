@@ -93,11 +93,14 @@ func SetupWith(ctx context.Context, serviceName string, opts SetupOptions) (shut
 		if err != nil {
 			return fail(err)
 		}
-		// The sampler comes from OTEL_TRACES_SAMPLER (the SDK reads it when
-		// no WithSampler option is given).
+		smp, err := sampler()
+		if err != nil {
+			return fail(err)
+		}
 		tp := sdktrace.NewTracerProvider(
 			sdktrace.WithResource(res),
 			sdktrace.WithBatcher(exp),
+			sdktrace.WithSampler(smp),
 		)
 		shutdowns = append(shutdowns, tp.Shutdown)
 		otel.SetTracerProvider(tp)
