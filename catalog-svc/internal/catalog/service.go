@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -342,17 +341,26 @@ func (s *Service) Resolve(ctx context.Context, name string) (*Resolved, error) {
 
 // NamespaceHeldBy returns a tool of namespace ns from a source other than
 // source, from the cache ("" when every tool there is source's): an
-// upstream provider takes a namespace no other source holds.
+// upstream provider takes a namespace no other source holds. Namespaces
+// are compared as tool names are (toolname.FoldedKey): GH.search is in
+// namespace gh, whose tool search it would collide with. Every tool is
+// looked at, since the spellings of ns are not one range of names; a
+// provider is added rarely.
 func (s *Service) NamespaceHeldBy(ns, source string) (name, holder string, err error) {
 	snap := s.snap.Load()
 	if snap == nil {
 		return "", "", ErrNotReady
 	}
-	prefix := ns + "."
-	i := sort.Search(len(snap.entries), func(i int) bool { return snap.entries[i].name() >= prefix })
-	for ; i < len(snap.entries) && strings.HasPrefix(snap.entries[i].name(), prefix); i++ {
-		if src := snap.entries[i].resolved.Registration.GetMetadata().GetSource(); src != source {
-			return snap.entries[i].name(), src, nil
+	key := toolname.FoldedKey(ns)
+	for _, e := range snap.entries {
+		// A spelling of ns is as long as ns (FoldedKey keeps the length of
+		// a valid name), and the namespace ends at the first '.'.
+		n := e.name()
+		if strings.IndexByte(n, '.') != len(ns) || toolname.FoldedKey(n[:len(ns)]) != key {
+			continue
+		}
+		if src := e.resolved.Registration.GetMetadata().GetSource(); src != source {
+			return n, src, nil
 		}
 	}
 	return "", "", nil

@@ -27,12 +27,15 @@ type CatalogServer struct {
 	log       *slog.Logger
 }
 
-// Providers tells whether an upstream provider holds a namespace (the
-// upstream manager, ADR 0019), and lends its lock: held over the checks
-// that an entry or a namespace is not an upstream's and the change they
-// allow, so no acquisition, approval or provider added falls between them.
+// Providers tells which upstream provider holds a namespace (the upstream
+// manager, ADR 0019), and lends its lock: held over the checks that an
+// entry or a namespace is not an upstream's and the change they allow, so
+// no acquisition, approval or provider added falls between them.
 type Providers interface {
-	Holds(ctx context.Context, ns string) (bool, error)
+	// Holder returns the namespace of the provider that holds ns, compared
+	// as tool names are (toolname.FoldedKey): ns itself or another
+	// spelling of it; "" when none does.
+	Holder(ctx context.Context, ns string) (string, error)
 	// Exclusive takes the lock the upstream manager changes its entries
 	// and providers under (across replicas); the func lets it go.
 	Exclusive(ctx context.Context) (func(), error)
@@ -338,23 +341,28 @@ func namespaceOf(name string) string {
 }
 
 // notProviderNamespace refuses a new tool or prompt named in the namespace
-// an upstream provider holds.
+// an upstream provider holds, however it is spelled: GH.search would take
+// the folded key (toolname.FoldedKey) of upstream gh's own search.
 func (s *CatalogServer) notProviderNamespace(ctx context.Context, method, kind, name string) error {
 	ns := namespaceOf(name)
 	if ns == "" || s.providers == nil {
 		return nil
 	}
-	held, err := s.providers.Holds(ctx, ns)
+	holder, err := s.providers.Holder(ctx, ns)
 	if err != nil {
 		return s.fail(ctx, method, err)
 	}
-	if held {
-		return withDetails(codes.FailedPrecondition,
-			fmt.Sprintf("namespace %s is upstream provider %s's: a %s named %s there is acquired from it, "+
-				"never registered through this API", ns, ns, kind, name),
-			ReasonAcquiredEntry, map[string]string{"source": upstream.Source(ns)})
+	if holder == "" {
+		return nil
 	}
-	return nil
+	spelled := ""
+	if holder != ns {
+		spelled = fmt.Sprintf(" (namespace %s reads as %s: letter case, '-' and '_' read alike, as in tool names)", ns, holder)
+	}
+	return withDetails(codes.FailedPrecondition,
+		fmt.Sprintf("namespace %s is upstream provider %s's%s: a %s named %s there is acquired from it, "+
+			"never registered through this API", holder, holder, spelled, kind, name),
+		ReasonAcquiredEntry, map[string]string{"source": upstream.Source(holder)})
 }
 
 // notAcquiredTool refuses a change to the tool name when it was acquired.

@@ -25,6 +25,7 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
 func info(t *testing.T, err error) (*status.Status, *errdetails.ErrorInfo, *errdetails.BadRequest) {
@@ -136,7 +137,12 @@ func newServiceOf(t *testing.T, f catalog.ToolFilter, providers server.Providers
 // heldNamespaces are upstream providers' namespaces.
 type heldNamespaces map[string]bool
 
-func (h heldNamespaces) Holds(_ context.Context, ns string) (bool, error) { return h[ns], nil }
+func (h heldNamespaces) Holder(_ context.Context, ns string) (string, error) {
+	if h[ns] {
+		return ns, nil
+	}
+	return "", nil
+}
 
 func (h heldNamespaces) Exclusive(context.Context) (func(), error) { return func() {}, nil }
 
@@ -349,6 +355,61 @@ func TestAnUpstreamNamespaceTakesNoNativeEntry(t *testing.T) {
 	}
 }
 
+// An upstream provider's namespace takes no tool or prompt spelled
+// otherwise either (letter case, '-' and '_' read alike, as tool names
+// are compared): GH.search would take the folded key of upstream gh's own
+// search, which then could not be acquired. The refusal names the
+// provider as it is spelled.
+func TestAnUpstreamNamespaceTakesNoNativeEntryHoweverSpelled(t *testing.T) {
+	mem := memory.New()
+	svc, err := catalog.New(catalog.Config{Store: mem, Filter: allowAll{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	m := upstream.New(upstream.Config{Store: mem, Registry: svc, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { _ = m.Close() })
+	for _, ns := range []string{"gh", "my-ns"} {
+		// Unreachable, and added all the same: it holds its namespace.
+		if _, err := m.Add(ctx, &sharedosv1.UpstreamProvider{Namespace: ns, Url: "http://127.0.0.1:1/mcp"}, "tester"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := server.NewCatalogServer(svc, m, nil)
+	refused := func(name string, err error, source, what string) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: registered, want FailedPrecondition %s of %s", name, server.ReasonAcquiredEntry, source)
+			return
+		}
+		st, ei, _ := info(t, err)
+		if st.Code() != codes.FailedPrecondition || ei.GetReason() != server.ReasonAcquiredEntry ||
+			ei.GetMetadata()["source"] != source || !strings.Contains(st.Message(), what) {
+			t.Errorf("%s: %v (%v), want FailedPrecondition %s of %s naming %s", name, err, ei, server.ReasonAcquiredEntry, source, what)
+		}
+	}
+	_, err = s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: registration("GH.search")})
+	refused("RegisterTool GH.search", err, "mcp:gh", "tool named GH.search")
+	_, err = s.RegisterTool(ctx, &sharedosv1.RegisterToolRequest{Registration: registration("My_Ns.read")})
+	refused("RegisterTool My_Ns.read", err, "mcp:my-ns", "tool named My_Ns.read")
+	_, err = s.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: []*sharedosv1.ToolRegistration{
+		registration("files.read"), registration("gH.write")}})
+	refused("RegisterTools gH.write", err, "mcp:gh", "tool named gH.write")
+	_, err = s.RegisterPrompt(ctx, &sharedosv1.RegisterPromptRequest{Registration: &sharedosv1.PromptRegistration{
+		Name: "Gh.review", Description: "Reviews.", Metadata: &sharedosv1.ToolMetadata{Namespace: "Gh", Source: "provider:gh"},
+		Handler: &sharedosv1.HandlerRef{Target: "127.0.0.1:7404"}}})
+	refused("RegisterPrompt Gh.review", err, "mcp:gh", "prompt named Gh.review")
+
+	if _, err := s.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: []*sharedosv1.ToolRegistration{
+		registration("files.read"), registration("ghx.read"), registration("my.read")}}); err != nil {
+		t.Errorf("RegisterTools outside the namespaces: %v", err)
+	}
+}
+
 // lockingProviders is an upstream manager's lock as the catalogue API
 // sees it: the test holds it as an acquisition would, and hears when a
 // change asks for it.
@@ -357,7 +418,7 @@ type lockingProviders struct {
 	asking chan struct{}
 }
 
-func (p *lockingProviders) Holds(context.Context, string) (bool, error) { return false, nil }
+func (p *lockingProviders) Holder(context.Context, string) (string, error) { return "", nil }
 
 func (p *lockingProviders) Exclusive(context.Context) (func(), error) {
 	p.asking <- struct{}{}

@@ -37,8 +37,9 @@ type Entry struct {
 	Digest       string
 	// MatchKey is what the entry is found by besides its Key
 	// (EntriesMatching): for a resource, "v<resourceuri.KeyVersion>:" and
-	// the resourceuri.Key of its URI. Empty: none (an entry written before
-	// match keys).
+	// the resourceuri.Key of its URI; for an upstream, "ns:" and the
+	// toolname.FoldedKey of its namespace. Empty: none (an entry written
+	// before match keys).
 	MatchKey string
 	// Revision and UpdatedAt are set by the store.
 	Revision  int64

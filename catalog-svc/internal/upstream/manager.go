@@ -34,8 +34,9 @@ type Registry interface {
 	Update(ctx context.Context, reg *sharedosv1.ToolRegistration, expectedRevision int64) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
 	Deregister(ctx context.Context, name string) error
 	Get(ctx context.Context, name string) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error)
-	// NamespaceHeldBy names a tool of namespace ns from another source
-	// than source ("" when there is none).
+	// NamespaceHeldBy names a tool of namespace ns, however spelled
+	// (toolname.FoldedKey), from another source than source ("" when
+	// there is none).
 	NamespaceHeldBy(ns, source string) (name, holder string, err error)
 	// Resolve is the published tool from the cache: a call's definition
 	// (its x-mcp-header bindings, send.go) on every replica.
@@ -333,6 +334,13 @@ func (m *Manager) create(ctx context.Context, spec *sharedosv1.UpstreamProvider)
 	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
+	// Another spelling of a provider's namespace is that namespace: every
+	// tool of the one would collide with the other's of the same local name.
+	if other, err := m.Holder(ctx, ns); err != nil {
+		return err
+	} else if other != "" {
+		return &ValidationError{"namespace", fmt.Sprintf("namespace %s reads as upstream %s's (%s); an upstream takes a namespace no other holds", ns, other, foldedAlike)}
+	}
 	// A namespace another source holds is refused whole: its tools would
 	// sit beside the upstream's, and a policy granting the namespace would
 	// grant both.
@@ -356,16 +364,48 @@ func (m *Manager) Get(ctx context.Context, ns string) (*sharedosv1.GetProviderRe
 	return m.load(ctx, ns)
 }
 
-// Holds reports whether an upstream provider holds namespace ns.
-func (m *Manager) Holds(ctx context.Context, ns string) (bool, error) {
+// foldedAlike says how toolname.FoldedKey compares names, for errors.
+const foldedAlike = "letter case, '-' and '_' read alike, as in tool names"
+
+// matchKeyScope begins every upstream's match key (store.Entry.MatchKey),
+// by which Holder finds a namespace however it is spelled.
+const matchKeyScope = "ns:"
+
+// matchKey is the match key stored with the upstream of namespace ns: its
+// toolname.FoldedKey, the key under which tool names are unique. Two
+// namespaces share it exactly when ns + "." + a local name and the other
+// + "." + the same local name share a tool's folded key.
+func matchKey(ns string) string { return matchKeyScope + toolname.FoldedKey(ns) }
+
+// Holder returns the namespace of the upstream provider that holds ns: ns
+// itself, or another spelling of it that reads alike as tool names do
+// (toolname.FoldedKey: GH and gh, g-h and g_h); "" when none does. A tool
+// GH.search is in upstream gh's namespace: it would take the folded key of
+// gh's own search. The store finds the upstream by its match key; one
+// written without it (by a catalog-svc before match keys) is returned
+// too, and compared here.
+func (m *Manager) Holder(ctx context.Context, ns string) (string, error) {
 	if toolname.ValidateIdentifier(ns) != nil { // as load: none can
-		return false, nil
+		return "", nil
 	}
-	_, err := m.cfg.Store.GetEntry(ctx, store.KindUpstream, ns)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+	key := matchKey(ns)
+	es, err := m.cfg.Store.EntriesMatching(ctx, store.KindUpstream, matchKeyScope, key)
+	if err != nil {
+		return "", err
 	}
-	return err == nil, err
+	holder := ""
+	for _, e := range es {
+		if matchKey(e.Key) != key {
+			continue
+		}
+		if e.Key == ns {
+			return ns, nil
+		}
+		if holder == "" {
+			holder = e.Key
+		}
+	}
+	return holder, nil
 }
 
 // List returns every upstream, by namespace.
@@ -1097,7 +1137,8 @@ func (m *Manager) save(ctx context.Context, rec *sharedosv1.GetProviderResponse)
 	if err != nil {
 		return err
 	}
-	_, err = m.cfg.Store.PutEntry(ctx, store.KindUpstream, store.Entry{Key: rec.GetProvider().GetNamespace(), Registration: b, Canonical: []byte{}})
+	_, err = m.cfg.Store.PutEntry(ctx, store.KindUpstream, store.Entry{Key: rec.GetProvider().GetNamespace(), Registration: b, Canonical: []byte{},
+		MatchKey: matchKey(rec.GetProvider().GetNamespace())})
 	return err
 }
 

@@ -908,18 +908,70 @@ func TestANamespaceOfAnotherSourceIsRefused(t *testing.T) {
 		t.Fatalf("add over a free namespace: %v %v", err, rec.GetStatus().GetError())
 	}
 	// Its own tools do not hold it against it: removed and added again.
-	// Holds (what the catalogue API asks) follows the provider.
-	if held, err := h.m.Holds(t.Context(), "fx"); err != nil || !held {
-		t.Errorf("Holds(fx) with the provider = %v, %v", held, err)
+	// Holder (what the catalogue API asks) follows the provider.
+	if holder, err := h.m.Holder(t.Context(), "fx"); err != nil || holder != "fx" {
+		t.Errorf("Holder(fx) with the provider = %q, %v", holder, err)
 	}
 	if err := h.m.Remove(t.Context(), "fx"); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := h.m.Holds(t.Context(), "fx"); err != nil || held {
-		t.Errorf("Holds(fx) after its removal = %v, %v", held, err)
+	if holder, err := h.m.Holder(t.Context(), "fx"); err != nil || holder != "" {
+		t.Errorf("Holder(fx) after its removal = %q, %v", holder, err)
 	}
 	if rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true}, "tester"); err != nil || rec.GetStatus().GetError() != "" {
 		t.Fatalf("add again after a removal: %v %v", err, rec.GetStatus().GetError())
+	}
+}
+
+// A namespace is held however it is spelled, compared as tool names are
+// (toolname.FoldedKey: letter case, '-' and '_' alike): GH.search would
+// take the folded key of upstream gh's own search. So another spelling of
+// a provider's namespace is refused as a second provider, and one of a
+// namespace holding another source's tools as the namespace itself is.
+// An upstream stored without a match key (by an older catalog-svc) is
+// found all the same.
+func TestANamespaceIsHeldHoweverItIsSpelled(t *testing.T) {
+	h := newHarness(t, upstream.Guard{})
+	if _, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	for ns, want := range map[string]string{"fx": "fx", "FX": "fx", "fX": "fx", "fy": "", "fxx": "", "f": ""} {
+		if holder, err := h.m.Holder(t.Context(), ns); err != nil || holder != want {
+			t.Errorf("Holder(%s) = %q, %v; want %q", ns, holder, err, want)
+		}
+	}
+	var ve *upstream.ValidationError
+	_, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "Fx", Url: h.url}, "tester")
+	if !errors.As(err, &ve) || ve.Field != "namespace" || !strings.Contains(ve.Detail, "upstream fx's") {
+		t.Errorf("add of Fx beside fx: %v, want a namespace ValidationError naming fx", err)
+	}
+	if _, err := h.m.Get(t.Context(), "Fx"); !errors.Is(err, upstream.ErrNotFound) {
+		t.Errorf("the refused provider was stored: %v", err)
+	}
+
+	native := &sharedosv1.ToolRegistration{
+		Name: "my-ns.native", Description: "A native tool.", InputSchemaJson: []byte(`{"type":"object"}`),
+		Metadata: &sharedosv1.ToolMetadata{Namespace: "my-ns", Source: "builtin"}, Class: sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+		Requirement: &sharedosv1.Requirement{Action: "read", Resource: "my:native"}, Handler: &sharedosv1.HandlerRef{Target: "127.0.0.1:7404"},
+	}
+	if _, _, err := h.cat.Register(t.Context(), native); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "My_NS", Url: h.url}, "tester")
+	if !errors.As(err, &ve) || ve.Field != "namespace" || !strings.Contains(ve.Detail, `my-ns.native from source "builtin"`) {
+		t.Errorf("add of My_NS over native my-ns.native: %v", err)
+	}
+
+	// Written as a catalog-svc before match keys wrote it: no match key.
+	b, err := proto.Marshal(&sharedosv1.GetProviderResponse{Provider: &sharedosv1.UpstreamProvider{Namespace: "old-ns", Url: h.url}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.mem.PutEntry(t.Context(), store.KindUpstream, store.Entry{Key: "old-ns", Registration: b, Canonical: []byte{}}); err != nil {
+		t.Fatal(err)
+	}
+	if holder, err := h.m.Holder(t.Context(), "OLD_ns"); err != nil || holder != "old-ns" {
+		t.Errorf("Holder(OLD_ns) of an upstream stored without a match key = %q, %v; want old-ns", holder, err)
 	}
 }
 

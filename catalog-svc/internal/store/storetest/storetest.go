@@ -773,15 +773,22 @@ func testEntriesKinds(t *testing.T, s, _ store.Store) {
 // stored without a key or with another scope's (version's) is returned
 // with them (the caller checks those); a replacement carries its own key;
 // SetMatchKey keys an entry without a new revision and names one that is
-// not there.
+// not there. Resources are found so by their URI's key, upstreams by
+// their folded namespace.
 func testEntriesMatchKeys(t *testing.T, s, _ store.Store) {
+	for _, kind := range []store.Kind{store.KindResource, store.KindUpstream} {
+		t.Run(string(kind), func(t *testing.T) { entriesMatchKeys(t, s, kind) })
+	}
+}
+
+func entriesMatchKeys(t *testing.T, s store.Store, kind store.Kind) {
 	e := entries(t, s)
 	ctx := context.Background()
 	put := func(key, matchKey string) {
 		t.Helper()
 		en := entry(key, `{"uri":"`+key+`"}`)
 		en.MatchKey = matchKey
-		if _, err := e.PutEntry(ctx, store.KindResource, en); err != nil {
+		if _, err := e.PutEntry(ctx, kind, en); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -803,31 +810,31 @@ func testEntriesMatchKeys(t *testing.T, s, _ store.Store) {
 	put("test://old", "")
 	put("test://older", "v0:k1")
 	put("test://newer", "v2:k9")
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k1")); got != "test://a/X=v1:k1 test://a/x=v1:k1 test://newer=v2:k9 test://old= test://older=v0:k1" {
+	if got := keys(e.EntriesMatching(ctx, kind, v, v+"k1")); got != "test://a/X=v1:k1 test://a/x=v1:k1 test://newer=v2:k9 test://old= test://older=v0:k1" {
 		t.Errorf("EntriesMatching(k1) = %s, want both keyed k1 and those of no or another version, in byte order", got)
 	}
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k3")); got != "test://newer=v2:k9 test://old= test://older=v0:k1" {
+	if got := keys(e.EntriesMatching(ctx, kind, v, v+"k3")); got != "test://newer=v2:k9 test://old= test://older=v0:k1" {
 		t.Errorf("EntriesMatching(k3) = %s, want those of no or another version", got)
 	}
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, "")); got != "test://newer=v2:k9 test://old= test://older=v0:k1" {
+	if got := keys(e.EntriesMatching(ctx, kind, v, "")); got != "test://newer=v2:k9 test://old= test://older=v0:k1" {
 		t.Errorf("EntriesMatching(no key) = %s, want those of no or another version alone", got)
 	}
 	put("test://b", v+"k3")
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k3")); got != "test://b=v1:k3 test://newer=v2:k9 test://old= test://older=v0:k1" {
+	if got := keys(e.EntriesMatching(ctx, kind, v, v+"k3")); got != "test://b=v1:k3 test://newer=v2:k9 test://old= test://older=v0:k1" {
 		t.Errorf("after the replacement, EntriesMatching(k3) = %s", got)
 	}
 	for _, k := range []string{"test://old", "test://older", "test://newer"} {
-		if err := e.SetMatchKey(ctx, store.KindResource, k, v+"k1"); err != nil {
+		if err := e.SetMatchKey(ctx, kind, k, v+"k1"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if g, err := e.GetEntry(ctx, store.KindResource, "test://old"); err != nil || g.MatchKey != v+"k1" || g.Revision != 1 {
+	if g, err := e.GetEntry(ctx, kind, "test://old"); err != nil || g.MatchKey != v+"k1" || g.Revision != 1 {
 		t.Errorf("after SetMatchKey: %+v, %v; want key v1:k1 at revision 1", g, err)
 	}
-	if got := keys(e.EntriesMatching(ctx, store.KindResource, v, v+"k3")); got != "test://b=v1:k3" {
+	if got := keys(e.EntriesMatching(ctx, kind, v, v+"k3")); got != "test://b=v1:k3" {
 		t.Errorf("with every entry keyed, EntriesMatching(k3) = %s", got)
 	}
-	if err := e.SetMatchKey(ctx, store.KindResource, "test://none", v+"k1"); !errors.Is(err, store.ErrNotFound) {
+	if err := e.SetMatchKey(ctx, kind, "test://none", v+"k1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("SetMatchKey of no entry: %v, want ErrNotFound", err)
 	}
 	if got := keys(e.EntriesMatching(ctx, store.KindPrompt, v, v+"k1")); got != "" {
