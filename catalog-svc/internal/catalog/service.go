@@ -287,17 +287,17 @@ func (s *Service) refresh(ctx context.Context, name string, h hints) error {
 // write: no update (the change feed's) can then bring into the cache a
 // change committed after the batch that the batch's own records would
 // overwrite. The feed's updates wait for the batch meanwhile.
-func (s *Service) createBatch(ctx context.Context, recs []store.Record, h hints) (int, error) {
+func (s *Service) createBatch(ctx context.Context, recs []store.Record, h hints) ([]store.Record, error) {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
 	stored, err := s.store.CreateBatch(ctx, recs)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if cur := s.snap.Load(); cur != nil {
 		s.snap.Store(cur.withChanges(s.entries(ctx, cur, stored, h)))
 	}
-	return len(stored), nil
+	return stored, nil
 }
 
 // afterWrite makes a write visible on this replica before the RPC returns
@@ -367,7 +367,8 @@ func (s *Service) NamespaceHeldBy(ns, source string) (name, holder string, err e
 }
 
 // Register validates and stores a new tool and returns it as stored
-// (revision 1) with its published projection.
+// (revision 1, or continuing a deleted predecessor's: store.Create) with
+// its published projection.
 func (s *Service) Register(ctx context.Context, reg *sharedosv1.ToolRegistration) (*sharedosv1.ToolRegistration, *sharedosv1.PublishedTool, error) {
 	rec, pub, sch, err := s.prepare(reg)
 	if err != nil {
@@ -382,10 +383,11 @@ func (s *Service) Register(ctx context.Context, reg *sharedosv1.ToolRegistration
 }
 
 // RegisterBatch validates every registration, then stores them all in one
-// transaction (all or nothing). It returns how many were registered.
-func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegistration) (int, error) {
+// transaction (all or nothing). It returns them as stored, in order: each
+// at revision 1, or continuing a deleted predecessor's (store.Create).
+func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegistration) ([]*sharedosv1.ToolRegistration, error) {
 	if len(regs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	recs := make([]store.Record, len(regs))
 	seen := make(map[string]int, len(regs))
@@ -399,11 +401,11 @@ func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegi
 			if errors.As(err, &ve) {
 				ve.Field = fmt.Sprintf("registrations[%d].%s", i, ve.Field)
 			}
-			return 0, err
+			return nil, err
 		}
 		name := reg.GetName()
 		if j, dup := seen[name]; dup {
-			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleUniqueInBatch, "%q is also registrations[%d]", name, j)
+			return nil, invalid(fmt.Sprintf("registrations[%d].name", i), RuleUniqueInBatch, "%q is also registrations[%d]", name, j)
 		}
 		seen[name] = i
 		// The stores' own key (files.read, files_read and Files_Read are
@@ -411,20 +413,24 @@ func (s *Service) RegisterBatch(ctx context.Context, regs []*sharedosv1.ToolRegi
 		if j, dup := folded[toolname.FoldedKey(name)]; dup {
 			other := regs[j].GetName()
 			if strings.EqualFold(name, other) {
-				return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCaseInsensitive,
+				return nil, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCaseInsensitive,
 					"%q equals registrations[%d] %q, another tool in the same batch, case-insensitively", name, j, other)
 			}
-			return 0, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCollisionKey,
+			return nil, invalid(fmt.Sprintf("registrations[%d].name", i), RuleCollisionKey,
 				"%q has the same collision key as registrations[%d] %q, another tool in the same batch ('.' and '-' read as '_', letter case ignored)", name, j, other)
 		}
 		folded[toolname.FoldedKey(name)] = i
 		recs[i], h[name] = rec, sch
 	}
-	n, err := s.createBatch(ctx, recs, h)
+	stored, err := s.createBatch(ctx, recs, h)
 	if err != nil {
-		return 0, fromStore(err, "")
+		return nil, fromStore(err, "")
 	}
-	return n, nil
+	out := make([]*sharedosv1.ToolRegistration, len(stored))
+	for i, r := range stored {
+		out[i] = r.Registration
+	}
+	return out, nil
 }
 
 // Update replaces a registration. expectedRevision, when non-zero, must

@@ -324,9 +324,9 @@ func TestRegisterBatch(t *testing.T) {
 	for i := range 20 {
 		regs = append(regs, reg(fmt.Sprintf("bulk.t%02d", i)))
 	}
-	n, err := svc.RegisterBatch(testCtx(t), regs)
-	if err != nil || n != 20 {
-		t.Fatalf("RegisterBatch = %d, %v", n, err)
+	stored, err := svc.RegisterBatch(testCtx(t), regs)
+	if err != nil || len(stored) != 20 || stored[3].GetName() != "bulk.t03" || stored[3].GetRevision() != 1 {
+		t.Fatalf("RegisterBatch = %v, %v", stored, err)
 	}
 	l, _ := svc.ListTools(testCtx(t), nil)
 	if len(l.Tools) != 20 {
@@ -387,6 +387,34 @@ func TestRegisterBatch(t *testing.T) {
 	l, _ = svc.ListTools(testCtx(t), nil)
 	if len(l.Tools) != 20 {
 		t.Errorf("failed batches changed the catalogue: %d tools", len(l.Tools))
+	}
+}
+
+// A batch returns its tools as stored, in order: a name registered and
+// deregistered before continues its revision (no revision of a name
+// repeats), which RegisterTools answers and sharedosctl prints.
+func TestRegisterBatchReturnsTheRevisionsStored(t *testing.T) {
+	svc := newService(t, nil, nil)
+	ctx := testCtx(t)
+	if _, err := svc.RegisterBatch(ctx, []*sharedosv1.ToolRegistration{reg("a.x"), reg("b.x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Deregister(ctx, "a.x"); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := svc.RegisterBatch(ctx, []*sharedosv1.ToolRegistration{reg("c.x"), reg("a.x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range stored {
+		got = append(got, fmt.Sprintf("%s@%d", r.GetName(), r.GetRevision()))
+	}
+	if strings.Join(got, " ") != "c.x@1 a.x@2" {
+		t.Errorf("RegisterBatch returned %v, want c.x@1 a.x@2", got)
+	}
+	if r, _, err := svc.Get(ctx, "a.x"); err != nil || r.GetRevision() != 2 {
+		t.Errorf("a.x is stored at revision %d (%v), want 2 as returned", r.GetRevision(), err)
 	}
 }
 
@@ -708,8 +736,8 @@ func TestRegisterBatchCache(t *testing.T) {
 	}
 	q := &quietStore{Store: memory.New(), feed: store.NewFeed()}
 	svc := newService(t, q, nil)
-	if n, err := svc.RegisterBatch(ctx, batch("bulk")); err != nil || n != 5 {
-		t.Fatalf("RegisterBatch = %d, %v", n, err)
+	if got, err := svc.RegisterBatch(ctx, batch("bulk")); err != nil || len(got) != 5 {
+		t.Fatalf("RegisterBatch = %v, %v", got, err)
 	}
 	stored, err := q.Get(ctx, "bulk.t01")
 	if err != nil {
@@ -735,8 +763,8 @@ func TestRegisterBatchCache(t *testing.T) {
 		}
 		q.feed.Push("more.t01")
 	}
-	if n, err := svc.RegisterBatch(ctx, batch("more")); err != nil || n != 5 {
-		t.Fatalf("RegisterBatch = %d, %v", n, err)
+	if got, err := svc.RegisterBatch(ctx, batch("more")); err != nil || len(got) != 5 {
+		t.Fatalf("RegisterBatch = %v, %v", got, err)
 	}
 	revision := func() int64 {
 		r, err := svc.Resolve(ctx, "more.t01")

@@ -120,11 +120,15 @@ func (s *CatalogServer) RegisterTools(ctx context.Context, req *sharedosv1.Regis
 			}
 		}
 	}
-	n, err := s.svc.RegisterBatch(ctx, req.GetRegistrations())
+	stored, err := s.svc.RegisterBatch(ctx, req.GetRegistrations())
 	if err != nil {
 		return nil, s.fail(ctx, "RegisterTools", err)
 	}
-	return &sharedosv1.RegisterToolsResponse{Registered: int32(n)}, nil
+	resp := &sharedosv1.RegisterToolsResponse{Registered: int32(len(stored)), Revisions: make([]int64, len(stored))}
+	for i, r := range stored {
+		resp.Revisions[i] = r.GetRevision()
+	}
+	return resp, nil
 }
 
 // UpdateTool implements sharedosv1.CatalogServiceServer.

@@ -215,6 +215,26 @@ func TestCatalogServer(t *testing.T) {
 	}
 }
 
+// RegisterTools answers the revision each tool was stored at, in the
+// request's order: a name deregistered before continues its revision,
+// which the caller cannot know (sharedosctl printed 1 for every tool).
+func TestRegisterToolsAnswersTheRevisionsStored(t *testing.T) {
+	s := newServer(t, allowAll{})
+	ctx := context.Background()
+	if _, err := s.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: []*sharedosv1.ToolRegistration{
+		registration("git.a"), registration("git.b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeregisterTool(ctx, &sharedosv1.DeregisterToolRequest{Name: "git.a"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: []*sharedosv1.ToolRegistration{
+		registration("git.c"), registration("git.a")}})
+	if err != nil || r.GetRegistered() != 2 || fmt.Sprint(r.GetRevisions()) != "[1 2]" {
+		t.Errorf("RegisterTools = %v, %v; want revisions [1 2] (git.c new, git.a after its revision 1)", r, err)
+	}
+}
+
 func TestListToolsAuthzDownIsUnavailable(t *testing.T) {
 	s := newServer(t, allowAll{err: status.Error(codes.Unavailable, "dial 10.9.9.9")})
 	if _, err := s.RegisterTool(context.Background(), &sharedosv1.RegisterToolRequest{Registration: registration("files.read")}); err != nil {

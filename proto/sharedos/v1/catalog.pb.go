@@ -1491,8 +1491,13 @@ func (x *RegisterToolsRequest) GetRegistrations() []*ToolRegistration {
 }
 
 type RegisterToolsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Registered    int32                  `protobuf:"varint,1,opt,name=registered,proto3" json:"registered,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Registered int32                  `protobuf:"varint,1,opt,name=registered,proto3" json:"registered,omitempty"`
+	// revisions are the revisions the registrations were stored at, in the
+	// request's order: 1, or a deleted tool's last revision + 1 for a name
+	// registered before (no revision of a name repeats). Empty from a
+	// catalog-svc that predates the field.
+	Revisions     []int64 `protobuf:"varint,2,rep,packed,name=revisions,proto3" json:"revisions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1532,6 +1537,13 @@ func (x *RegisterToolsResponse) GetRegistered() int32 {
 		return x.Registered
 	}
 	return 0
+}
+
+func (x *RegisterToolsResponse) GetRevisions() []int64 {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
 }
 
 type UpdateToolRequest struct {
@@ -2120,11 +2132,12 @@ const file_sharedos_v1_catalog_proto_rawDesc = "" +
 	"\fregistration\x18\x01 \x01(\v2\x1d.sharedos.v1.ToolRegistrationR\fregistration\x128\n" +
 	"\tpublished\x18\x02 \x01(\v2\x1a.sharedos.v1.PublishedToolR\tpublished\"[\n" +
 	"\x14RegisterToolsRequest\x12C\n" +
-	"\rregistrations\x18\x01 \x03(\v2\x1d.sharedos.v1.ToolRegistrationR\rregistrations\"7\n" +
+	"\rregistrations\x18\x01 \x03(\v2\x1d.sharedos.v1.ToolRegistrationR\rregistrations\"U\n" +
 	"\x15RegisterToolsResponse\x12\x1e\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\x05R\n" +
-	"registered\"\x83\x01\n" +
+	"registered\x12\x1c\n" +
+	"\trevisions\x18\x02 \x03(\x03R\trevisions\"\x83\x01\n" +
 	"\x11UpdateToolRequest\x12A\n" +
 	"\fregistration\x18\x01 \x01(\v2\x1d.sharedos.v1.ToolRegistrationR\fregistration\x12+\n" +
 	"\x11expected_revision\x18\x02 \x01(\x03R\x10expectedRevision\"\x91\x01\n" +

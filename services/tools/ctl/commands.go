@@ -215,13 +215,23 @@ func runToolsRegister(ctx context.Context, e *env, file string, args []string) e
 		out = append(out, registered{Name: resp.GetRegistration().GetName(), Revision: resp.GetRegistration().GetRevision()})
 	} else {
 		// A list is one RegisterTools, all or nothing: a file that fails
-		// leaves nothing registered, and runs again once fixed. Every
-		// tool it registers is new, at revision 1.
-		if _, err := cc.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: ps}); err != nil {
+		// leaves nothing registered, and runs again once fixed. A tool
+		// is new, but its revision continues a deleted one's of the same
+		// name: the answer says which it was stored at.
+		resp, err := cc.RegisterTools(ctx, &sharedosv1.RegisterToolsRequest{Registrations: ps})
+		if err != nil {
 			return fmt.Errorf("register %s (nothing registered): %w", file, errors.New(describe(err)))
 		}
-		for _, p := range ps {
-			out = append(out, registered{Name: p.GetName(), Revision: 1})
+		revs := resp.GetRevisions()
+		if len(revs) != len(ps) {
+			// A catalog-svc that predates revisions in the answer: each
+			// is read back.
+			if revs, err = readRevisions(ctx, cc, ps); err != nil {
+				return fmt.Errorf("registered every tool of %s, but %w", file, err)
+			}
+		}
+		for i, p := range ps {
+			out = append(out, registered{Name: p.GetName(), Revision: revs[i]})
 		}
 	}
 	rows := make([][]string, 0, len(out))
@@ -229,6 +239,19 @@ func runToolsRegister(ctx context.Context, e *env, file string, args []string) e
 		rows = append(rows, []string{r.Name, fmt.Sprint(r.Revision)})
 	}
 	return e.emit(map[string]any{"registered": out}, []string{"NAME", "REVISION"}, rows)
+}
+
+// readRevisions reads back the revision of each of ps as stored now.
+func readRevisions(ctx context.Context, cc sharedosv1.CatalogServiceClient, ps []*sharedosv1.ToolRegistration) ([]int64, error) {
+	revs := make([]int64, len(ps))
+	for i, p := range ps {
+		resp, err := cc.GetTool(ctx, &sharedosv1.GetToolRequest{Name: p.GetName()})
+		if err != nil {
+			return nil, fmt.Errorf("reading back the revision of %q failed: %w", p.GetName(), errors.New(describe(err)))
+		}
+		revs[i] = resp.GetRegistration().GetRevision()
+	}
+	return revs, nil
 }
 
 // adminTool is `tools get` output: the registration file shape plus the

@@ -390,11 +390,15 @@ func TestOptionalFlagsDefaults(t *testing.T) {
 }
 
 // fakeCatalog counts the registrations it is sent, and refuses a batch
-// when refuse is set.
+// when refuse is set. A batch is answered with revisions when set (the
+// revision of each name, as GetTool also answers), else without them, as
+// a catalog-svc that predates them does.
 type fakeCatalog struct {
 	sharedosv1.UnimplementedCatalogServiceServer
-	single, batches int
-	refuse          bool
+	single, batches, gets int
+	refuse                bool
+	revisions             map[string]int64
+	answerRevisions       bool
 }
 
 func (f *fakeCatalog) RegisterTool(_ context.Context, req *sharedosv1.RegisterToolRequest) (*sharedosv1.RegisterToolResponse, error) {
@@ -409,27 +413,65 @@ func (f *fakeCatalog) RegisterTools(_ context.Context, req *sharedosv1.RegisterT
 	if f.refuse {
 		return nil, status.Error(codes.InvalidArgument, "registrations[1].requirement.action: violates known_action")
 	}
-	return &sharedosv1.RegisterToolsResponse{Registered: int32(len(req.GetRegistrations()))}, nil
+	resp := &sharedosv1.RegisterToolsResponse{Registered: int32(len(req.GetRegistrations()))}
+	if f.answerRevisions {
+		for _, r := range req.GetRegistrations() {
+			resp.Revisions = append(resp.Revisions, f.revisions[r.GetName()])
+		}
+	}
+	return resp, nil
 }
 
-// A file listing several tools is registered all or nothing (RegisterTools):
-// one that fails leaves none registered and says so, never the ones before
-// it registered and unreported.
-func TestToolsRegisterAListAllOrNothing(t *testing.T) {
+func (f *fakeCatalog) GetTool(_ context.Context, req *sharedosv1.GetToolRequest) (*sharedosv1.GetToolResponse, error) {
+	f.gets++
+	rev, ok := f.revisions[req.GetName()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "catalog: tool not found: %q", req.GetName())
+	}
+	return &sharedosv1.GetToolResponse{Registration: &sharedosv1.ToolRegistration{Name: req.GetName(), Revision: rev}}, nil
+}
+
+// serveCatalog serves fake on a loopback port and returns its address.
+func serveCatalog(t *testing.T, fake sharedosv1.CatalogServiceServer) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	fake := &fakeCatalog{}
 	sharedosv1.RegisterCatalogServiceServer(srv, fake)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// twoTools is a registration file listing demo.one and demo.two.
+func twoTools(t *testing.T) string {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "two.yaml")
 	if err := os.WriteFile(file, []byte("- name: demo.one\n  description: one\n- name: demo.two\n  description: two\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := lis.Addr().String()
+	return file
+}
+
+// registeredOut is tools register's output.
+type registeredOut struct {
+	Registered []struct {
+		Name     string
+		Revision int64
+	}
+}
+
+// A file listing several tools is registered all or nothing (RegisterTools):
+// one that fails leaves none registered and says so, never the ones before
+// it registered and unreported. Each tool is printed at the revision the
+// answer says it was stored at: demo.one, deregistered before at revision
+// 2, is at 3 (it was printed at 1).
+func TestToolsRegisterAListAllOrNothing(t *testing.T) {
+	fake := &fakeCatalog{answerRevisions: true, revisions: map[string]int64{"demo.one": 3, "demo.two": 1}}
+	addr := serveCatalog(t, fake)
+	file := twoTools(t)
 
 	fake.refuse = true
 	_, stderr, code := run(t, "--catalog", addr, "tools", "register", "-f", file)
@@ -439,17 +481,32 @@ func TestToolsRegisterAListAllOrNothing(t *testing.T) {
 
 	fake.refuse = false
 	stdout, stderr, code := run(t, "--catalog", addr, "tools", "register", "-f", file)
-	if code != 0 || fake.batches != 2 || fake.single != 0 {
-		t.Fatalf("list: code %d, %d batches, %d single, stderr %q", code, fake.batches, fake.single, stderr)
+	if code != 0 || fake.batches != 2 || fake.single != 0 || fake.gets != 0 {
+		t.Fatalf("list: code %d, %d batches, %d single, %d read back, stderr %q", code, fake.batches, fake.single, fake.gets, stderr)
 	}
-	var out struct {
-		Registered []struct {
-			Name     string
-			Revision int64
-		}
+	var out registeredOut
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || fmt.Sprint(out.Registered) != "[{demo.one 3} {demo.two 1}]" {
+		t.Errorf("output %s (%v), want the revisions answered", stdout, err)
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil || fmt.Sprint(out.Registered) != "[{demo.one 1} {demo.two 1}]" {
-		t.Errorf("output %s (%v)", stdout, err)
+}
+
+// A catalog-svc that predates revisions in RegisterTools' answer: each
+// tool's revision is read back (GetTool), never assumed to be 1; one that
+// cannot be read back is an error that says the file was registered.
+func TestToolsRegisterAListReadsBackRevisionsAnOlderCatalogDoesNotAnswer(t *testing.T) {
+	fake := &fakeCatalog{revisions: map[string]int64{"demo.one": 3, "demo.two": 1}}
+	addr := serveCatalog(t, fake)
+	file := twoTools(t)
+	stdout, stderr, code := run(t, "--catalog", addr, "tools", "register", "-f", file)
+	var out registeredOut
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != 0 || fake.gets != 2 || fmt.Sprint(out.Registered) != "[{demo.one 3} {demo.two 1}]" {
+		t.Errorf("code %d, %d read back, output %s (%v), stderr %q; want the revisions read back", code, fake.gets, stdout, err, stderr)
+	}
+
+	delete(fake.revisions, "demo.two") // deregistered meanwhile
+	stdout, stderr, code = run(t, "--catalog", addr, "tools", "register", "-f", file)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "registered every tool of") || !strings.Contains(stderr, `"demo.two"`) {
+		t.Errorf("a tool not read back: code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 
