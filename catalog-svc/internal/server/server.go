@@ -17,6 +17,8 @@ import (
 )
 
 // MaxBatch bounds RegisterTools: one transaction, one cache reload.
+// sharedosctl tools register refuses a longer file before sending it
+// (its maxRegisterBatch), and the RPC's documentation states it.
 const MaxBatch = 20000
 
 // CatalogServer implements sharedosv1.CatalogServiceServer.
@@ -101,7 +103,7 @@ func (s *CatalogServer) RegisterTool(ctx context.Context, req *sharedosv1.Regist
 // RegisterTools implements sharedosv1.CatalogServiceServer.
 func (s *CatalogServer) RegisterTools(ctx context.Context, req *sharedosv1.RegisterToolsRequest) (*sharedosv1.RegisterToolsResponse, error) {
 	if n := len(req.GetRegistrations()); n > MaxBatch {
-		return nil, InvalidArgument("registrations", "at most 20000 per call")
+		return nil, InvalidArgument("registrations", fmt.Sprintf("at most %d per call", MaxBatch))
 	}
 	done, err := s.changing(ctx, "RegisterTools")
 	if err != nil {

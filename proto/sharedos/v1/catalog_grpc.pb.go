@@ -47,7 +47,8 @@ type CatalogServiceClient interface {
 	// an invalid schema or a poisoned description is InvalidArgument naming the
 	// field and the rule; a duplicate name is AlreadyExists.
 	RegisterTool(ctx context.Context, in *RegisterToolRequest, opts ...grpc.CallOption) (*RegisterToolResponse, error)
-	// RegisterTools adds many tools in one transaction (all or nothing).
+	// RegisterTools adds many tools in one transaction (all or nothing), at
+	// most 20000 per call (more is InvalidArgument).
 	RegisterTools(ctx context.Context, in *RegisterToolsRequest, opts ...grpc.CallOption) (*RegisterToolsResponse, error)
 	// UpdateTool replaces a registration; a missing tool is NotFound.
 	UpdateTool(ctx context.Context, in *UpdateToolRequest, opts ...grpc.CallOption) (*UpdateToolResponse, error)
@@ -226,7 +227,8 @@ type CatalogServiceServer interface {
 	// an invalid schema or a poisoned description is InvalidArgument naming the
 	// field and the rule; a duplicate name is AlreadyExists.
 	RegisterTool(context.Context, *RegisterToolRequest) (*RegisterToolResponse, error)
-	// RegisterTools adds many tools in one transaction (all or nothing).
+	// RegisterTools adds many tools in one transaction (all or nothing), at
+	// most 20000 per call (more is InvalidArgument).
 	RegisterTools(context.Context, *RegisterToolsRequest) (*RegisterToolsResponse, error)
 	// UpdateTool replaces a registration; a missing tool is NotFound.
 	UpdateTool(context.Context, *UpdateToolRequest) (*UpdateToolResponse, error)

@@ -54,7 +54,7 @@ func init() {
 	register(&command{path: "status", usage: "exit 0 when every service reports SERVING", run: runStatus})
 
 	var file string
-	register(&command{path: "tools register", usage: "-f FILE (YAML or JSON: one registration or a list)",
+	register(&command{path: "tools register", usage: "-f FILE (YAML or JSON: one registration or a list of at most 20000, registered all or nothing)",
 		flags: func(fs *flag.FlagSet) { fs.StringVar(&file, "f", "", "registration file") },
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet, args []string) error {
 			return runToolsRegister(ctx, e, file, args)
@@ -181,6 +181,13 @@ func catalogClient(e *env) (sharedosv1.CatalogServiceClient, error) {
 	return sharedosv1.NewCatalogServiceClient(c), nil
 }
 
+// maxRegisterBatch is catalog-svc's bound on one RegisterTools (its
+// server.MaxBatch, documented on the RPC). A longer list is refused before
+// it is sent, not split into several calls: a file stays all or nothing,
+// and one that fails runs again once fixed, which a file left half
+// registered would not (its registered names would then be refused).
+const maxRegisterBatch = 20000
+
 func runToolsRegister(ctx context.Context, e *env, file string, args []string) error {
 	if file == "" {
 		return usagef("-f FILE is required")
@@ -191,6 +198,10 @@ func runToolsRegister(ctx context.Context, e *env, file string, args []string) e
 	regs, err := regfile.ReadFile(file)
 	if err != nil {
 		return err
+	}
+	if len(regs) > maxRegisterBatch {
+		return fmt.Errorf("%s lists %d tools (nothing registered): a file is registered all or nothing, in one call of at most %d; "+
+			"split it into files of at most %d tools, each then registered all or nothing on its own", file, len(regs), maxRegisterBatch, maxRegisterBatch)
 	}
 	cc, err := catalogClient(e)
 	if err != nil {

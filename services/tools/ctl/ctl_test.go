@@ -410,6 +410,9 @@ func (f *fakeCatalog) RegisterTool(_ context.Context, req *sharedosv1.RegisterTo
 
 func (f *fakeCatalog) RegisterTools(_ context.Context, req *sharedosv1.RegisterToolsRequest) (*sharedosv1.RegisterToolsResponse, error) {
 	f.batches++
+	if len(req.GetRegistrations()) > 20000 { // as catalog-svc's MaxBatch
+		return nil, status.Error(codes.InvalidArgument, "registrations: at most 20000 per call")
+	}
 	if f.refuse {
 		return nil, status.Error(codes.InvalidArgument, "registrations[1].requirement.action: violates known_action")
 	}
@@ -507,6 +510,35 @@ func TestToolsRegisterAListReadsBackRevisionsAnOlderCatalogDoesNotAnswer(t *test
 	stdout, stderr, code = run(t, "--catalog", addr, "tools", "register", "-f", file)
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "registered every tool of") || !strings.Contains(stderr, `"demo.two"`) {
 		t.Errorf("a tool not read back: code %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// A file of more tools than one RegisterTools takes (20000) is refused
+// before anything is sent, naming the limit: it is not split into calls
+// that would leave it half registered when a later one fails (it was sent
+// whole and refused by catalog-svc, or by the message size first). A file
+// at the limit is one call.
+func TestToolsRegisterRefusesAFileOverTheBatchLimit(t *testing.T) {
+	fake := &fakeCatalog{answerRevisions: true}
+	addr := serveCatalog(t, fake)
+	write := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "- name: demo.t%05d\n", i)
+		}
+		file := filepath.Join(t.TempDir(), "many.yaml")
+		if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	stdout, stderr, code := run(t, "--catalog", addr, "tools", "register", "-f", write(maxRegisterBatch+1))
+	if code != 1 || stdout != "" || fake.batches != 0 || fake.single != 0 ||
+		!strings.Contains(stderr, "lists 20001 tools (nothing registered)") || !strings.Contains(stderr, "at most 20000") {
+		t.Errorf("20001 tools: code %d, %d batches sent, %d bytes on stdout, stderr %q", code, fake.batches, len(stdout), stderr)
+	}
+	if _, stderr, code := run(t, "--catalog", addr, "tools", "register", "-f", write(maxRegisterBatch)); code != 0 || fake.batches != 1 {
+		t.Errorf("20000 tools: code %d, %d batches sent, stderr %q", code, fake.batches, stderr)
 	}
 }
 
