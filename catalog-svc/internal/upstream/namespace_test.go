@@ -67,8 +67,8 @@ func TestAnUpstreamAddedBeforeTheNamespaceRuleIsFound(t *testing.T) {
 		if err := h.m.Remove(ctx, ns); !errors.Is(err, upstream.ErrNotFound) {
 			t.Errorf("Remove(%q): %v, want ErrNotFound", ns, err)
 		}
-		if held, err := h.m.Holds(ctx, ns); held || err != nil {
-			t.Errorf("Holds(%q) = %v, %v", ns, held, err)
+		if holder, err := h.m.Holder(ctx, ns); holder != "" || err != nil {
+			t.Errorf("Holder(%q) = %q, %v", ns, holder, err)
 		}
 	}
 }
