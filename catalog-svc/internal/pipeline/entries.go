@@ -24,7 +24,6 @@ import (
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/grants"
-	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
 )
 
 // Prompts and resources (ADR 0018): a prompts/get or resources/read is an
@@ -105,7 +104,7 @@ func pinnedResource(grant *grants.Grant, uri string, proof *sharedosv1.PinProof)
 // within the turn's pin and unchanged since the turn was granted.
 func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant) (*entry, *sharedosv1.ToolResult) {
 	raw := call.GetTool()
-	shown := records.Escape(raw, 120)
+	shown := telemetry.Escape(raw, 120)
 	if s.entries == nil {
 		return nil, outcome.Failed(outcome.Internal, "this kernel serves no prompts or resources")
 	}
@@ -138,7 +137,7 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 			// "hidden", "INTERNAL" for "internal": resourceuri.Key).
 			switch u, err := s.entries.RegisteredResource(ctx, raw); {
 			case err == nil && u != raw:
-				return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is registered as %q: read it by that URI", shown, records.Escape(u, 120)))
+				return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is registered as %q: read it by that URI", shown, telemetry.Escape(u, 120)))
 			case err == nil:
 				return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is not in this turn's catalogue", shown))
 			case !errors.Is(err, catalog.ErrNotFound):
@@ -154,7 +153,7 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 	}
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
-		return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("%s %q is no longer registered", class, records.Escape(name, 120)))
+		return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("%s %q is no longer registered", class, telemetry.Escape(name, 120)))
 	case err != nil:
 		if res := contextOutcome(ctx); res != nil {
 			return nil, res
@@ -163,7 +162,7 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 		return nil, outcome.Failed(outcome.Internal, "the catalogue is unavailable")
 	case resolved.Digest != pinned:
 		return nil, outcome.Denied(outcome.ToolUnavailable,
-			fmt.Sprintf("%s %q changed since this turn started; open a new turn to use it", class, records.Escape(name, 120)))
+			fmt.Sprintf("%s %q changed since this turn started; open a new turn to use it", class, telemetry.Escape(name, 120)))
 	}
 	e := &entry{class: class, name: name}
 	var meta *sharedosv1.ToolMetadata
@@ -243,7 +242,7 @@ func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall,
 		case hctx.Err() == context.DeadlineExceeded || status.Code(err) == grpccodes.DeadlineExceeded:
 			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the provider did not answer within %s", timeout))
 		case status.Code(err) == grpccodes.NotFound && e.class == requirement.ClassResource:
-			return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource has URI %q", records.Escape(call.GetTool(), 120)))
+			return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource has URI %q", telemetry.Escape(call.GetTool(), 120)))
 		}
 		if catalog.AcquiredSource(e.facts.GetSource()) {
 			return outcome.Failed(outcome.UpstreamUnavailable, "the upstream MCP server could not be reached or answered outside the protocol")

@@ -536,7 +536,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (a
 		attribute.String(telemetry.AttrCallID, call.GetCallId()),
 		attribute.String(telemetry.AttrToolRequested, escaped),
 		attribute.String(telemetry.AttrCatalogHash, grant.CatalogHash),
-		attribute.String(telemetry.AttrHarnessName, records.Escape(call.GetHarness(), 128)),
+		attribute.String(telemetry.AttrHarnessName, telemetry.Escape(call.GetHarness(), 128)),
 	))
 	defer span.End()
 
@@ -1005,7 +1005,7 @@ func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant
 
 func (s *Pipeline) resolve(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant) (*sharedosv1.ToolResult, *catalog.Resolved) {
 	raw := call.GetTool()
-	shown := records.Escape(raw, 80)
+	shown := telemetry.Escape(raw, 80)
 	pinned, ok := pinnedDigest(grant, pinproof.Tool, raw, call.GetPinProof())
 	if !ok {
 		return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("tool %q is not in this turn's catalogue", shown)), nil

@@ -29,5 +29,8 @@
 // (debug, info, warn, error; default info).
 //
 // names.go holds every span, attribute, metric and service name used across
-// the system, so dashboards and queries have one place to look.
+// the system, so dashboards and queries have one place to look. values.go
+// holds the one rule for a string a harness chose that goes on a span or in
+// a log line (EscapeValue: escaped, capped), which the kernel's operation
+// records follow too.
 package telemetry

@@ -6,16 +6,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
-// MaxToolBytes caps the escaped requested tool name as stored.
+// MaxToolBytes caps the escaped requested tool name as stored (the
+// operations table's CHECK holds the same number). It is
+// telemetry.MaxValueBytes, the cap of the name on every span, so a record
+// and its spans show one string.
 const MaxToolBytes = 256
 
 // MaxTextBytes caps every other free-text field (ids, principal, reason).
@@ -315,54 +318,10 @@ func hexSHA256(b []byte) string {
 }
 
 // EscapeTool returns the storable form of a raw requested tool name (escaped
-// and capped at MaxToolBytes) and the SHA-256 of the full raw name.
+// by telemetry.Escape, the one rule for a harness-chosen string, and capped
+// at MaxToolBytes) and the SHA-256 of the full raw name.
 func EscapeTool(raw string) (escaped, sha string) {
-	return Escape(raw, MaxToolBytes), hexSHA256([]byte(raw))
-}
-
-// Escape renders s with strconv.Quote's escaping (without the quotes):
-// printable UTF-8 stays as is, NUL, control characters and invalid bytes
-// become \x00-style escapes, and backslash and double quote are escaped so
-// the form is unambiguous. The result is cut at a rune boundary so it fits
-// max bytes; a cut result ends with "…" so a reader can tell.
-func Escape(s string, max int) string {
-	const ellipsis = "…"
-	if len(s) <= max && plainASCII(s) {
-		return s // the common case: nothing to escape, nothing to cut
-	}
-	var b strings.Builder
-	i := 0
-	for i < len(s) && b.Len() <= max {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b.WriteString(`\x`)
-			b.WriteString(hex.EncodeToString([]byte{s[i]}))
-		} else {
-			q := strconv.Quote(s[i : i+size])
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += size
-	}
-	out := b.String()
-	if i == len(s) && len(out) <= max {
-		return out
-	}
-	cut := max - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(out[cut]) {
-		cut--
-	}
-	return out[:cut] + ellipsis
-}
-
-// plainASCII reports whether s is printable ASCII without '"' or '\\',
-// which strconv.Quote leaves unchanged.
-func plainASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
+	return telemetry.Escape(raw, MaxToolBytes), hexSHA256([]byte(raw))
 }
 
 // Sanitize prepares r for storage: every free-text field that did not come
@@ -377,7 +336,7 @@ func (r *Record) Sanitize() {
 		*f = sanitizeText(*f)
 	}
 	if len(r.RequestedTool) > MaxToolBytes || !utf8.ValidString(r.RequestedTool) || strings.IndexByte(r.RequestedTool, 0) >= 0 {
-		r.RequestedTool = Escape(r.RequestedTool, MaxToolBytes)
+		r.RequestedTool = telemetry.Escape(r.RequestedTool, MaxToolBytes)
 	}
 }
 
@@ -392,7 +351,7 @@ func sanitizeText(s string) string {
 	if len(s) <= MaxTextBytes && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
 		return s
 	}
-	return Escape(s, MaxTextBytes)
+	return telemetry.Escape(s, MaxTextBytes)
 }
 
 // DuplicateReason is the reason recorded (and answered) for a repeated call id.

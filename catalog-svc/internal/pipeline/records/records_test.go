@@ -3,12 +3,12 @@ package records_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records"
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
 func TestEscape(t *testing.T) {
@@ -50,17 +50,12 @@ func TestEscapeCaps(t *testing.T) {
 	}
 }
 
-func FuzzEscape(f *testing.F) {
-	f.Add("files.read")
-	f.Add("\x00\xff")
-	f.Fuzz(func(t *testing.T, s string) {
-		got := records.Escape(s, records.MaxToolBytes)
-		if len(got) > records.MaxToolBytes || !utf8.ValidString(got) || strings.ContainsRune(got, 0) {
-			t.Fatalf("Escape(%q) = %q", s, got)
-		}
-		// Oracle: uncut, the result is exactly strconv.Quote's body.
-		if q := strconv.Quote(s); len(q)-2 <= records.MaxToolBytes && got != q[1:len(q)-1] {
-			t.Fatalf("Escape(%q) = %q, strconv.Quote gives %s", s, got, q)
-		}
-	})
+// TestToolCapIsTheSpanCap: a record's requested_tool and the
+// sharedos.tool.requested of the bridge's and the kernel's spans are one
+// string only while both caps are one number.
+func TestToolCapIsTheSpanCap(t *testing.T) {
+	if records.MaxToolBytes != telemetry.MaxValueBytes {
+		t.Fatalf("records.MaxToolBytes = %d, telemetry.MaxValueBytes = %d: a record and its spans would show different names",
+			records.MaxToolBytes, telemetry.MaxValueBytes)
+	}
 }
