@@ -18,6 +18,9 @@
 //	    "http/protobuf" (the specification's default, also ours) or "grpc"
 //	OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES   override the resource
 //	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG  read by the SDK itself
+//	OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT (or
+//	    the OTEL_ATTRIBUTE_* forms)  read by the SDK; unset, our
+//	    SpanAttributeValueLimit and SpanAttributeCountLimit apply
 //	OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _INSECURE, ...  read by the exporters
 //
 // SetupWith can also expose metrics in the Prometheus text format for

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,22 @@ const (
 	ProtocolHTTPProtobuf = "http/protobuf"
 	// DefaultProtocol follows the OpenTelemetry specification's default.
 	DefaultProtocol = ProtocolHTTPProtobuf
+)
+
+// Span limits every TracerProvider of SetupWith applies unless the OTEL_*
+// environment sets its own (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT or
+// OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT or
+// OTEL_ATTRIBUTE_COUNT_LIMIT). They are a backstop for a value put on a
+// span without EscapeValue: the SDK's own default leaves attribute values
+// unbounded, and a span waiting in the batch processor's queue (2,048 of
+// them) keeps every byte of them while the collector is slow.
+const (
+	// SpanAttributeValueLimit caps a string attribute value, in bytes (the
+	// kernel's cap for the free text of a record).
+	SpanAttributeValueLimit = 1024
+	// SpanAttributeCountLimit caps the attributes of one span (the SDK
+	// default is 128); no span of ours sets half as many.
+	SpanAttributeCountLimit = 64
 )
 
 // SetupOptions selects optional parts of SetupWith.
@@ -101,6 +118,7 @@ func SetupWith(ctx context.Context, serviceName string, opts SetupOptions) (shut
 			sdktrace.WithResource(res),
 			sdktrace.WithBatcher(exp),
 			sdktrace.WithSampler(smp),
+			sdktrace.WithRawSpanLimits(spanLimits()),
 		)
 		shutdowns = append(shutdowns, tp.Shutdown)
 		otel.SetTracerProvider(tp)
@@ -135,6 +153,33 @@ func SetupWith(ctx context.Context, serviceName string, opts SetupOptions) (shut
 		otel.SetMeterProvider(mp)
 	}
 	return shutdown, metrics, nil
+}
+
+// spanLimits returns the SDK's span limits as the OTEL_* environment sets
+// them, with SpanAttributeValueLimit and SpanAttributeCountLimit where it
+// sets no valid value of its own (the SDK would then leave attribute values
+// unbounded).
+func spanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	if !envLimit("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT") {
+		l.AttributeValueLengthLimit = SpanAttributeValueLimit
+	}
+	if !envLimit("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT") {
+		l.AttributeCountLimit = SpanAttributeCountLimit
+	}
+	return l
+}
+
+// envLimit reports whether the SDK takes a limit from the environment: the
+// first of names that is set decides, and only an integer counts.
+func envLimit(names ...string) bool {
+	for _, name := range names {
+		if v := os.Getenv(name); v != "" {
+			_, err := strconv.Atoi(v)
+			return err == nil
+		}
+	}
+	return false
 }
 
 // newResource names the service serviceName unless OTEL_SERVICE_NAME or

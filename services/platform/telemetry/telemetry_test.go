@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -32,6 +34,8 @@ var otelEnv = []string{
 	"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
 	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
 	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+	"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+	"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT",
 }
 
 // cleanEnv blanks the OTEL_* variables and restores the global providers
@@ -253,6 +257,72 @@ func TestExportsTracesAndMetricsOverHTTP(t *testing.T) {
 			}
 			if !strings.Contains(strings.Join(metrics, ","), telemetry.MetricToolCallCount) {
 				t.Errorf("collector got metrics %v, want %s", metrics, telemetry.MetricToolCallCount)
+			}
+		})
+	}
+}
+
+// TestSetupBoundsSpanAttributes: a span of a process Setup configured
+// keeps at most SpanAttributeCountLimit attributes of at most
+// SpanAttributeValueLimit bytes each, however many and however long the
+// code set; a limit the environment sets wins, and an unparsable one does
+// not lift ours.
+func TestSetupBoundsSpanAttributes(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		env               map[string]string
+		wantLen, wantAttr int
+	}{
+		{"defaults", nil, telemetry.SpanAttributeValueLimit, telemetry.SpanAttributeCountLimit},
+		{"environment", map[string]string{"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "10", "OTEL_ATTRIBUTE_COUNT_LIMIT": "5"}, 10, 5},
+		{"unparsable environment", map[string]string{"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "lots"}, telemetry.SpanAttributeValueLimit, telemetry.SpanAttributeCountLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cleanEnv(t)
+			c := &collector{}
+			srv := httptest.NewServer(c)
+			defer srv.Close()
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+			t.Setenv("OTEL_METRICS_EXPORTER", "none")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			shutdown, err := telemetry.Setup(context.Background(), "sharedos-test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, span := otel.Tracer("test").Start(context.Background(), telemetry.SpanInvokeTool)
+			for i := range 2 * telemetry.SpanAttributeCountLimit {
+				span.SetAttributes(attribute.String("k"+strconv.Itoa(i), strings.Repeat("v", 4*telemetry.SpanAttributeValueLimit)))
+			}
+			span.End()
+			if err := shutdown(context.Background()); err != nil {
+				t.Fatalf("shutdown = %v", err)
+			}
+
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			n := 0
+			for _, req := range c.traces {
+				for _, rs := range req.GetResourceSpans() {
+					for _, ss := range rs.GetScopeSpans() {
+						for _, s := range ss.GetSpans() {
+							n++
+							if got := len(s.GetAttributes()); got != tc.wantAttr {
+								t.Errorf("span has %d attributes, want %d", got, tc.wantAttr)
+							}
+							for _, kv := range s.GetAttributes() {
+								if got := len(kv.GetValue().GetStringValue()); got != tc.wantLen {
+									t.Errorf("attribute %s is %d bytes, want %d", kv.GetKey(), got, tc.wantLen)
+									break
+								}
+							}
+						}
+					}
+				}
+			}
+			if n != 1 {
+				t.Fatalf("collector got %d spans, want 1", n)
 			}
 		})
 	}
