@@ -242,11 +242,14 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 		// kernel and providers see as the empty object.
 		args = json.RawMessage(`{}`)
 	}
+	// The name, the id and the _meta values are the harness's strings: on
+	// the span and in a log line only escaped and capped.
+	shown := telemetry.EscapeValue(req.Name)
 	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID),
-		attribute.String(telemetry.AttrToolRequested, req.Name),
+		attribute.String(telemetry.AttrToolRequested, shown),
 		attribute.String(telemetry.AttrTurnID, turn.TurnID))
 	if req.JSONRPCID != nil {
-		span.SetAttributes(attribute.String(telemetry.AttrBridgeJSONRPCID, fmt.Sprint(req.JSONRPCID)))
+		span.SetAttributes(attribute.String(telemetry.AttrBridgeJSONRPCID, escapeAny(req.JSONRPCID)))
 	}
 	if ids := clientIDs(req.Meta); ids != "" {
 		span.SetAttributes(attribute.String(telemetry.AttrBridgeClientCallIDs, ids))
@@ -255,13 +258,13 @@ func (f *Forwarder) Call(ctx context.Context, turn *Turn, req Request) (*mcp.Cal
 		span.SetAttributes(attribute.String(telemetry.AttrBridgeAliasOf, diag))
 		f.log().InfoContext(ctx, "harness alias recorded, raw name forwarded",
 			slog.String(telemetry.LogTurnID, turn.TurnID), slog.String(telemetry.LogCallID, callID),
-			slog.String(telemetry.LogTool, req.Name), slog.String("alias_of", diag))
+			slog.String(telemetry.LogTool, shown), slog.String("alias_of", diag))
 	}
 	if len(stripped) > 0 {
 		span.SetAttributes(attribute.StringSlice(telemetry.AttrBridgeStrippedArgKeys, stripped))
 		f.log().InfoContext(ctx, "harness-injected argument keys stripped",
 			slog.String(telemetry.LogTurnID, turn.TurnID), slog.String(telemetry.LogCallID, callID),
-			slog.String(telemetry.LogTool, req.Name), slog.Any("keys", stripped))
+			slog.String(telemetry.LogTool, shown), slog.Any("keys", stripped))
 	}
 
 	call := &sharedosv1.ToolCall{
@@ -560,7 +563,7 @@ func (f *Forwarder) RejectKind(ctx context.Context, turn *Turn, kind sharedosv1.
 	callID := NewCallID()
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID),
-		attribute.String(telemetry.AttrToolRequested, name),
+		attribute.String(telemetry.AttrToolRequested, telemetry.EscapeValue(name)),
 		attribute.String(telemetry.AttrTurnID, turn.TurnID))
 	call := &sharedosv1.ToolCall{
 		CallId: callID, TurnId: turn.TurnID, Tool: name, ArgumentsJson: []byte(`{}`),
@@ -712,14 +715,28 @@ func isInjected(key string) bool {
 	return false
 }
 
+// clientIDs renders the client ids of a tools/call's _meta for its span:
+// key=value for each of clientIDKeys present, each value escaped and
+// capped (escapeAny), so the whole is bounded whatever the client sent.
 func clientIDs(meta map[string]any) string {
 	var parts []string
 	for _, k := range clientIDKeys {
 		if v, ok := meta[k]; ok {
-			parts = append(parts, k+"="+fmt.Sprint(v))
+			parts = append(parts, k+"="+escapeAny(v))
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// escapeAny renders v, a JSON value a client chose (a JSON-RPC id, a _meta
+// member), as telemetry.EscapeValue does a string. A string is escaped
+// without a copy of it; anything else (a number, or an object of any size)
+// is printed first.
+func escapeAny(v any) string {
+	if s, ok := v.(string); ok {
+		return telemetry.EscapeValue(s)
+	}
+	return telemetry.EscapeValue(fmt.Sprint(v))
 }
 
 var callIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -856,7 +873,7 @@ func (f *Forwarder) Entry(ctx context.Context, turn *Turn, kind sharedosv1.CallK
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID), attribute.String(telemetry.AttrToolRequested, key),
+	span.SetAttributes(attribute.String(telemetry.AttrCallID, callID), attribute.String(telemetry.AttrToolRequested, telemetry.EscapeValue(key)),
 		attribute.String(telemetry.AttrTurnID, turn.TurnID))
 	req.Name = key
 	call := &sharedosv1.ToolCall{CallId: callID, TurnId: turn.TurnID, Tool: key, ArgumentsJson: args, Grant: turn.Grant,

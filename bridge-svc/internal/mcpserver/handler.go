@@ -24,6 +24,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/toolname"
 	"github.com/sharedos/toolshare/services/platform/memrelief"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
@@ -591,20 +592,38 @@ func (h *Handler) reject(ctx context.Context, turnID string, kind sharedosv1.Cal
 // trace: params._meta.traceparent (SEP-414) when the message carries one,
 // else the W3C headers. mcp-go derives the handler's context from the
 // request's, so the InvokeTool client span nests under it.
+//
+// The span opens before the bridge has refused anything (a header
+// mismatch, an unknown method), so every string of the request's choosing
+// on it is bounded: the method is one of MCP's or MCPMethodOther; the
+// name joins the span name only when it follows the tool naming rule
+// (any other — megabytes long, or with a newline or an escape sequence in
+// it — leaves the span named by its method alone, since every distinct
+// span name is a new operation in a trace backend); and every attribute
+// value is escaped and capped (telemetry.EscapeValue). A span waiting in
+// the exporter's queue keeps all it holds until it is sent.
 func (h *Handler) startSpan(ctx context.Context, r *http.Request, turnID string, msg *protocol.Message) (context.Context, trace.Span) {
 	version := r.Header.Get(protocol.HeaderProtocolVersion)
 	if msg.MetaProtocolVersion != "" {
 		version = msg.MetaProtocolVersion
 	}
-	ctx, span := h.tracer.Start(extractTrace(ctx, r.Header, msg.TraceMeta), telemetry.MCPSpanName(msg.Method, msg.ToolName),
+	method := msg.Method
+	if !protocol.KnownMethod(method) {
+		method = telemetry.MCPMethodOther
+	}
+	target := msg.ToolName
+	if toolname.Validate(target) != nil {
+		target = ""
+	}
+	ctx, span := h.tracer.Start(extractTrace(ctx, r.Header, msg.TraceMeta), telemetry.MCPSpanName(method, target),
 		trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String(telemetry.AttrTurnID, turnID),
-			attribute.String(telemetry.AttrMCPMethod, msg.Method),
-			attribute.String(telemetry.AttrMCPProtocol, version),
+			attribute.String(telemetry.AttrMCPMethod, method),
+			attribute.String(telemetry.AttrMCPProtocol, telemetry.EscapeValue(version)),
 		))
 	if msg.ToolName != "" {
-		span.SetAttributes(attribute.String(telemetry.AttrGenAIToolName, msg.ToolName))
+		span.SetAttributes(attribute.String(telemetry.AttrGenAIToolName, telemetry.EscapeValue(msg.ToolName)))
 	}
 	return ctx, span
 }

@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/base64"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -177,6 +179,119 @@ func TestHarnessBaggageStaysAtTheEdge(t *testing.T) {
 			}
 			if sc.TraceState().Len() != 0 {
 				t.Errorf("the kernel's call carried the harness's tracestate %q", sc.TraceState().String())
+			}
+		})
+	}
+}
+
+// TestHarnessStringsOnTheSpanAreBounded: the span of an MCP request opens
+// before the bridge refuses anything, so what a harness chose — the tool
+// name, the method, the protocol version, the JSON-RPC id, _meta call ids
+// — reaches it escaped and capped (telemetry.EscapeValue), and the span is
+// named only by a method of MCP and a name of the tool naming rule (review:
+// a 3 MiB name made a 3 MiB span name and two 3 MiB attributes, held by
+// the batch processor's queue while the collector was slow; a newline or
+// an ANSI sequence reached trace UIs as sent).
+func TestHarnessStringsOnTheSpanAreBounded(t *testing.T) {
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	// Each name as a harness means it, and as its JSON carries it.
+	const prefix, prefixJSON = "x\n{\"level\":\"ERROR\"}\x1b[31m", `x\n{\"level\":\"ERROR\"}\u001b[31m`
+	refused, refusedJSON := prefix+strings.Repeat("A", 3<<20), prefixJSON+strings.Repeat("A", 3<<20)
+	// A call the bridge takes must name it in Mcp-Name too: within a header.
+	taken, takenJSON := prefix+strings.Repeat("B", 64<<10), prefixJSON+strings.Repeat("B", 64<<10)
+	huge := strings.Repeat("9", 1<<20)
+	const meta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+	cases := []struct {
+		name     string
+		body     string
+		headers  map[string]string
+		wantSpan string
+		want     map[string]string // attributes as the span must carry them
+		capped   []string          // attributes the span must carry cut short
+	}{
+		{
+			name:     "tools/call refused for its Mcp-Name",
+			body:     `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + refusedJSON + `","arguments":{},"_meta":{` + meta + `}}}`,
+			headers:  map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "mismatch"},
+			wantSpan: "tools/call",
+			want: map[string]string{
+				telemetry.AttrMCPMethod:     "tools/call",
+				telemetry.AttrGenAIToolName: telemetry.EscapeValue(refused),
+			},
+			capped: []string{telemetry.AttrGenAIToolName},
+		},
+		{
+			name: "tools/call taken",
+			body: `{"jsonrpc":"2.0","id":"` + huge + `\u001b","method":"tools/call","params":{"name":"` + takenJSON + `","arguments":{},` +
+				`"_meta":{` + meta + `,"callId":"` + huge + `\n","threadId":{"deep":"` + huge + `"}}}}`,
+			headers:  map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "=?base64?" + base64.StdEncoding.EncodeToString([]byte(taken)) + "?="},
+			wantSpan: "tools/call",
+			want: map[string]string{
+				telemetry.AttrMCPMethod:     "tools/call",
+				telemetry.AttrGenAIToolName: telemetry.EscapeValue(taken),
+				telemetry.AttrToolRequested: telemetry.EscapeValue(taken),
+			},
+			capped: []string{telemetry.AttrGenAIToolName, telemetry.AttrToolRequested, telemetry.AttrBridgeJSONRPCID, telemetry.AttrBridgeClientCallIDs},
+		},
+		{
+			name:     "a method of no MCP",
+			body:     `{"jsonrpc":"2.0","id":2,"method":"zz\u001b]0;pwn\u0007` + strings.Repeat("M", 1<<20) + `","params":{"_meta":{` + meta + `}}}`,
+			wantSpan: telemetry.MCPMethodOther,
+			want:     map[string]string{telemetry.AttrMCPMethod: telemetry.MCPMethodOther},
+		},
+		{
+			name: "a version of no MCP",
+			body: `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{` +
+				`"io.modelcontextprotocol/protocolVersion":"2026-07-28\u001b[2J` + huge + `","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			headers:  map[string]string{"Mcp-Method": "tools/list"},
+			wantSpan: "tools/list",
+			want:     map[string]string{telemetry.AttrMCPProtocol: telemetry.EscapeValue("2026-07-28\x1b[2J" + huge)},
+			capped:   []string{telemetry.AttrMCPProtocol},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			store := memory.New()
+			h := serve(mcpserver.Config{
+				Store:          store,
+				Forwarder:      &forward.Forwarder{Invoker: fixedKernel{outcome.Denied(outcome.ToolUnavailable, "unknown")}},
+				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
+			})
+			l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+			headers := map[string]string{"Mcp-Protocol-Version": "2026-07-28"}
+			maps.Copy(headers, tc.headers)
+			post(h, l.TurnID, token, tc.body, headers)
+
+			spans := rec.Ended()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans ended, want 1 (the request's)", len(spans))
+			}
+			sp := spans[0]
+			if sp.Name() != tc.wantSpan {
+				t.Errorf("span name %q… (%d bytes), want %q", sp.Name()[:min(len(sp.Name()), 64)], len(sp.Name()), tc.wantSpan)
+			}
+			got := map[string]string{}
+			for _, a := range sp.Attributes() {
+				v := a.Value.String()
+				got[string(a.Key)] = v
+				limit := telemetry.MaxValueBytes
+				if a.Key == telemetry.AttrBridgeClientCallIDs {
+					limit = 2*(len("threadId=")+telemetry.MaxValueBytes) + 1 // two ids, each capped
+				}
+				if len(v) > limit || strings.ContainsAny(v, "\n\x1b\x07") {
+					t.Errorf("%s is %d bytes (at most %d) or holds a control character: %q…", a.Key, len(v), limit, v[:min(len(v), 64)])
+				}
+			}
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("%s = %.64q…, want %.64q…", k, got[k], v)
+				}
+			}
+			for _, k := range tc.capped {
+				if !strings.HasSuffix(got[k], "…") {
+					t.Errorf("%s = %.64q…: want it there, cut short", k, got[k])
+				}
 			}
 		})
 	}

@@ -56,6 +56,12 @@ const (
 	// "{mcp.method.name} {target}" per the semantic conventions; build it
 	// with MCPSpanName.
 
+	// MCPMethodOther is the mcp.method.name (and the span name) of a
+	// request whose method is none of MCP's: as the semantic conventions
+	// do for an unknown HTTP method, one fixed value stands for every
+	// string a client may send there.
+	MCPMethodOther = "_OTHER"
+
 	// SpanOpenTurn / SpanCloseTurn wrap lease creation and closing.
 	SpanOpenTurn  = "sharedos.turn.open"
 	SpanCloseTurn = "sharedos.turn.close"
@@ -78,7 +84,10 @@ const (
 
 // MCPSpanName returns the MCP semantic-convention span name
 // "{mcp.method.name} {target}" (target omitted when empty), e.g.
-// "tools/call files.read".
+// "tools/call files.read". Both parts become an operation name in a trace
+// backend: the caller passes a method of MCP (else MCPMethodOther) and a
+// target that follows the tool naming rule (else none), never a string as
+// a client sent it.
 func MCPSpanName(method, target string) string {
 	if target == "" {
 		return method
