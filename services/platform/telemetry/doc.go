@@ -17,7 +17,8 @@
 //	OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_EXPORTER_OTLP_{TRACES,METRICS}_PROTOCOL
 //	    "http/protobuf" (the specification's default, also ours) or "grpc"
 //	OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES   override the resource
-//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG  read by the SDK itself
+//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG  the specification's samplers, but a
+//	    remote parent (a harness's traceparent) decides nothing: sampler.go
 //	OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT (or
 //	    the OTEL_ATTRIBUTE_* forms)  read by the SDK; unset, our
 //	    SpanAttributeValueLimit and SpanAttributeCountLimit apply
