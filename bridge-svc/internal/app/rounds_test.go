@@ -174,11 +174,12 @@ func askingDispatch(_ context.Context, call *sharedosv1.ToolCall) (*sharedosv1.T
 				InputRequestsJson: []byte(`{"ok":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean","default":true}}}}}}`)}}}, true
 }
 
-// A 2025-era client that leaves (or cancels) while the bridge asks it
-// for a round's input ends the attempt cancelled — the round's notice,
-// abandoned on the resumption — as any call its client gave up; it was
-// recorded failed/invalid_request ("did not answer … context canceled").
-func TestALegacyClientLeavingARoundIsCancelled(t *testing.T) {
+// askedOnALegacySession calls files.read on a 2025-era session that
+// declared elicitation, over a kernel that asks for input first, and
+// returns once the bridge asked: the call's event stream, the function
+// that leaves it, and how many calls the kernel had seen before.
+func askedOnALegacySession(t *testing.T) (*fixture, <-chan map[string]json.RawMessage, func(), int) {
+	t.Helper()
 	f := newFixture(t)
 	f.kernel.Dispatch = askingDispatch
 	tr := f.bridge.Open(t)
@@ -186,8 +187,18 @@ func TestALegacyClientLeavingARoundIsCancelled(t *testing.T) {
 	before := len(f.kernel.Calls())
 	stream, stop := events(t, tr, session, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)
 	if asked := next(t, stream); string(asked["method"]) != `"elicitation/create"` {
+		stop()
 		t.Fatalf("asked %v", asked)
 	}
+	return f, stream, stop, before
+}
+
+// A 2025-era client that leaves (or cancels) while the bridge asks it
+// for a round's input ends the attempt cancelled — the round's notice,
+// abandoned on the resumption — as any call its client gave up; it was
+// recorded failed/invalid_request ("did not answer … context canceled").
+func TestALegacyClientLeavingARoundIsCancelled(t *testing.T) {
+	f, _, stop, before := askedOnALegacySession(t)
 	stop() // the client leaves while asked
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -213,16 +224,8 @@ func TestALegacyClientLeavingARoundIsCancelled(t *testing.T) {
 // its drain until the connection was cut and record the attempt cancelled,
 // as if the client had left.
 func TestABridgeShuttingDownEndsItsAskedRounds(t *testing.T) {
-	f := newFixture(t)
-	f.kernel.Dispatch = askingDispatch
-	tr := f.bridge.Open(t)
-	session := initWith(t, tr, `{"elicitation":{}}`)
-	before := len(f.kernel.Calls())
-	stream, stop := events(t, tr, session, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)
+	f, stream, stop, before := askedOnALegacySession(t)
 	defer stop()
-	if asked := next(t, stream); string(asked["method"]) != `"elicitation/create"` {
-		t.Fatalf("asked %v", asked)
-	}
 	f.bridge.Stop()
 	answer := next(t, stream)
 	var res struct {

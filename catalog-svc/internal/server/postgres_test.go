@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,7 +12,6 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
-	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
@@ -42,16 +40,7 @@ func backends(t *testing.T) []struct {
 // providers), logging to log.
 func serversOver(t *testing.T, st store.Store, log *slog.Logger) (*server.CatalogServer, *server.UpstreamServer) {
 	t.Helper()
-	svc, err := catalog.New(catalog.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
+	svc := startService(t, st, nil)
 	m := upstream.New(upstream.Config{Store: st, Registry: svc})
 	t.Cleanup(func() { _ = m.Close() })
 	return server.NewCatalogServer(svc, m, log), server.NewUpstreamServer(m, log)

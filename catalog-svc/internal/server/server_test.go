@@ -24,6 +24,7 @@ import (
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
@@ -121,7 +122,14 @@ func newService(t *testing.T, f catalog.ToolFilter) (*catalog.Service, *server.C
 }
 
 func newServiceOf(t *testing.T, f catalog.ToolFilter, providers server.Providers) (*catalog.Service, *server.CatalogServer) {
-	svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: f})
+	svc := startService(t, memory.New(), f)
+	return svc, server.NewCatalogServer(svc, providers, nil)
+}
+
+// startService is a started catalogue over st, closed at the test's end.
+func startService(t *testing.T, st store.Store, f catalog.ToolFilter) *catalog.Service {
+	t.Helper()
+	svc, err := catalog.New(catalog.Config{Store: st, Filter: f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +139,7 @@ func newServiceOf(t *testing.T, f catalog.ToolFilter, providers server.Providers
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
-	return svc, server.NewCatalogServer(svc, providers, nil)
+	return svc
 }
 
 // heldNamespaces are upstream providers' namespaces.
