@@ -19,6 +19,13 @@
 // first request too would refuse calls a moment's wait would serve. Growing
 // leases take free room ahead of the queue, so a response being read is
 // never held up by one that has not started.
+//
+// A Share of a budget bounds a part of its holders (one upstream's calls)
+// within it: their leases take from both, so one upstream that keeps its
+// responses coming (padding a stream, parking a call on its harness) holds
+// at most its share, and the rest stays for the others (attack run: four
+// calls of one upstream held all 256 MiB, and another upstream's calls
+// waited until their timeout).
 package budget
 
 import (
@@ -26,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultSize is the budget when none is configured: four responses at
@@ -44,6 +52,9 @@ var ErrExhausted = errors.New("upstream results in flight use the kernel's whole
 // nothing.
 type Budget struct {
 	size int64
+	// parent is the budget a share (Share) is part of: its leases take
+	// from both. nil for a whole budget.
+	parent *Budget
 	// Released, when set, is told of every lease released with what it
 	// held (after the budget's lock): the app gives the memory of a large
 	// result back to the operating system (memrelief).
@@ -52,6 +63,8 @@ type Budget struct {
 	mu      sync.Mutex
 	used    int64
 	waiters []*waiter // FIFO
+	// inShares is how many leases wait in shares of b (Waiting counts them).
+	inShares atomic.Int64
 }
 
 type waiter struct {
@@ -62,6 +75,15 @@ type waiter struct {
 // New is a budget of size bytes (> 0).
 func New(size int64) *Budget {
 	return &Budget{size: size}
+}
+
+// Share is a budget of size bytes (at most b's) within b: what its leases
+// take counts against both. nil when b is nil.
+func (b *Budget) Share(size int64) *Budget {
+	if b == nil {
+		return nil
+	}
+	return &Budget{size: min(size, b.size), parent: b, Released: b.Released}
 }
 
 // Size is the bound in bytes.
@@ -82,22 +104,37 @@ func (b *Budget) InUse() int64 {
 	return b.used
 }
 
-// Waiting is how many leases wait for room.
+// Waiting is how many leases wait for room, of b or of a share of it.
 func (b *Budget) Waiting() int {
 	if b == nil {
 		return 0
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.waiters)
+	return len(b.waiters) + int(b.inShares.Load())
 }
 
 func (b *Budget) tooLarge(n int64) error {
 	return fmt.Errorf("%w: %d bytes asked of %d (catalog-svc --upstream-result-budget)", ErrExhausted, n, b.size)
 }
 
-// acquire takes n, waiting for room in FIFO order until ctx ends.
+// acquire takes n, waiting for room in FIFO order until ctx ends: of b,
+// then of the budget b is a share of (what b took goes back if that wait
+// fails).
 func (b *Budget) acquire(ctx context.Context, n int64) error {
+	if err := b.acquireOwn(ctx, n); err != nil {
+		return err
+	}
+	if b.parent != nil {
+		if err := b.parent.acquire(ctx, n); err != nil {
+			b.releaseOwn(n)
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Budget) acquireOwn(ctx context.Context, n int64) error {
 	if n > b.size {
 		return b.tooLarge(n)
 	}
@@ -110,6 +147,10 @@ func (b *Budget) acquire(ctx context.Context, n int64) error {
 	w := &waiter{n: n, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
 	b.mu.Unlock()
+	if b.parent != nil {
+		b.parent.inShares.Add(1)
+		defer b.parent.inShares.Add(-1)
+	}
 	select {
 	case <-w.ready:
 		return nil
@@ -118,7 +159,7 @@ func (b *Budget) acquire(ctx context.Context, n int64) error {
 		select {
 		case <-w.ready: // granted meanwhile: give it back
 			b.mu.Unlock()
-			b.release(n)
+			b.releaseOwn(n)
 		default:
 			for i, o := range b.waiters {
 				if o == w {
@@ -129,12 +170,27 @@ func (b *Budget) acquire(ctx context.Context, n int64) error {
 			b.grantLocked() // a large waiter leaving may let smaller ones in
 			b.mu.Unlock()
 		}
+		if b.parent != nil {
+			return fmt.Errorf("waiting for the upstream's share of the result budget (%d bytes in use of %d): %w", b.InUse(), b.size, context.Cause(ctx))
+		}
 		return fmt.Errorf("waiting for the upstream result budget (%d bytes in use of %d): %w", b.InUse(), b.size, context.Cause(ctx))
 	}
 }
 
-// tryAcquire takes n if there is room now, ahead of any waiter.
+// tryAcquire takes n if there is room now, ahead of any waiter, in b and
+// in the budget b is a share of.
 func (b *Budget) tryAcquire(n int64) bool {
+	if !b.tryAcquireOwn(n) {
+		return false
+	}
+	if b.parent != nil && !b.parent.tryAcquire(n) {
+		b.releaseOwn(n)
+		return false
+	}
+	return true
+}
+
+func (b *Budget) tryAcquireOwn(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.size {
@@ -144,7 +200,15 @@ func (b *Budget) tryAcquire(n int64) bool {
 	return true
 }
 
+// release gives n back to b and to the budget b is a share of.
 func (b *Budget) release(n int64) {
+	b.releaseOwn(n)
+	if b.parent != nil {
+		b.parent.release(n)
+	}
+}
+
+func (b *Budget) releaseOwn(n int64) {
 	if n == 0 {
 		return
 	}

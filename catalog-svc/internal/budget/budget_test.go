@@ -127,6 +127,49 @@ func TestBudgetRefusals(t *testing.T) {
 	nilLease.Release()
 }
 
+// A share's leases take from the share and from its budget: they hold at
+// most the share, waiting in it (counted by the budget's Waiting) or
+// refused growth there while the budget has room; another share takes the
+// rest; every release gives back to both.
+func TestBudgetShares(t *testing.T) {
+	b := budget.New(100)
+	a, c := b.Share(60), b.Share(60)
+	first := a.Lease()
+	if err := first.Take(t.Context(), 50); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Take(t.Context(), 20); !errors.Is(err, budget.ErrExhausted) {
+		t.Fatalf("growing past the share while the budget has room: %v, want ErrExhausted", err)
+	}
+	waiting := a.Lease()
+	got := make(chan error, 1)
+	go func() { got <- waiting.Take(t.Context(), 20) }()
+	eventually(t, "a lease waits in its share", func() bool { return b.Waiting() == 1 && a.Waiting() == 1 })
+	other := c.Lease()
+	if err := other.Take(t.Context(), 50); err != nil {
+		t.Fatalf("another share beside a full one: %v", err)
+	}
+	if n, na, nc := b.InUse(), a.InUse(), c.InUse(); n != 100 || na != 50 || nc != 50 {
+		t.Fatalf("in use %d (shares %d, %d), want 100 (50, 50)", n, na, nc)
+	}
+	first.Release()
+	other.Release()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	waiting.Release()
+	if n, na, nc, w := b.InUse(), a.InUse(), c.InUse(), b.Waiting(); n != 0 || na != 0 || nc != 0 || w != 0 {
+		t.Errorf("after every release: in use %d (shares %d, %d), waiting %d; want 0", n, na, nc, w)
+	}
+	if s := b.Share(500); s.Size() != 100 {
+		t.Errorf("a share larger than its budget is %d, want the budget's 100", s.Size())
+	}
+	var none *budget.Budget
+	if none.Share(10) != nil {
+		t.Error("a share of no budget bounds something")
+	}
+}
+
 // A lease kept in a call's scope is held until the scope ends (the answer
 // sent); without a scope, or after it ended, Keep releases at once.
 func TestBudgetScopeHoldsUntilTheAnswerIsSent(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
+	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
 // bigUpstream serves the tool big {"kib": n}, whose result is one text of
@@ -125,6 +127,46 @@ func TestResultBudgetBoundsResultsInFlight(t *testing.T) {
 		t.Fatalf("a result larger than the budget: %v, want Unavailable naming the result budget", err)
 	}
 	waitFor(t, "every call gave its bytes back", func() bool { return b.InUse() == 0 && b.Waiting() == 0 })
+}
+
+// One upstream's calls hold at most their share of the result budget
+// (half of it here): with its share held whole — an upstream padding its
+// streams, or parking its calls on their harness — another upstream's
+// call is still served. Before, one upstream's calls could hold the whole
+// budget and the other's waited until their timeout (attack run).
+func TestResultBudgetSharesAmongUpstreams(t *testing.T) {
+	b := budget.New(256 << 20)
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem), ResultBudget: b})
+	t.Cleanup(func() { _ = m.Close() })
+	for _, ns := range []string{"bg", "bh"} {
+		if rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: bigUpstream(t, true), AutoApproveNew: true}, "op"); err != nil || rec.GetStatus().GetError() != "" {
+			t.Fatalf("add %s: %v %v", ns, err, rec.GetStatus().GetError())
+		}
+	}
+	share, err := upstream.ResultShare(m, "bg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hog := share.Lease()
+	if err := hog.Take(t.Context(), share.Size()); err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Release()
+	if share.Size() >= b.Size() || b.InUse() != share.Size() {
+		t.Fatalf("upstream bg's share is %d of %d (in use %d): want a part of the budget", share.Size(), b.Size(), b.InUse())
+	}
+	c, err := upstream.Handlers{Upstreams: m}.Client(upstream.Target("bh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a safety net: served at once, or it waits
+	defer cancel()
+	req := bigCall(600)
+	req.Tool = "bh.big"
+	if resp, err := c.Handle(ctx, req); err != nil || len(resp.GetContentJson()) < 600<<10 {
+		t.Fatalf("another upstream's call beside a share held whole: %v", err)
+	}
 }
 
 // A response of no declared length takes the budget as it is read: one

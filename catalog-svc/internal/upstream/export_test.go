@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 )
 
 // CheckRedirect is what g's HTTP client says of a redirect to req after via.
@@ -185,4 +187,14 @@ func (m *Manager) Unanswered(ns string) int {
 	c.callsMu.Lock()
 	defer c.callsMu.Unlock()
 	return len(c.unanswered)
+}
+
+// ResultShare is the share of the result budget the calls of upstream ns
+// hold theirs in (its connection's).
+func ResultShare(m *Manager, ns string) (*budget.Budget, error) {
+	c, err := m.conn(ns)
+	if err != nil {
+		return nil, err
+	}
+	return c.budget, nil
 }

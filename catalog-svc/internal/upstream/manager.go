@@ -1073,7 +1073,7 @@ func (m *Manager) check(ns string, chk *specCheck, taken uint64) {
 			stale = c // removed and added again (on another replica): the new spec
 		}
 		chk.c = newConn(m.life, rec.GetProvider(), m.cfg.Guard, m.log.With(slog.String(telemetry.LogUpstream, ns)), func() { m.listChanged(ns) })
-		chk.c.budget = m.cfg.ResultBudget
+		chk.c.budget = m.cfg.ResultBudget.Share(upstreamShare(m.cfg.ResultBudget.Size()))
 		m.conns[ns] = chk.c
 	}
 	m.connsMu.Unlock()
@@ -1103,6 +1103,14 @@ func (m *Manager) takeConn(ns string, created *timestamppb.Timestamp) *conn {
 // specLoadTimeout bounds reading a provider's record to (re)check the
 // spec of its connection, which every call to it waits for.
 const specLoadTimeout = 10 * time.Second
+
+// upstreamShare is what the calls of one upstream may hold of a result
+// budget of size bytes together (budget.Share): half of it, but never
+// less than one whole response where the budget holds one, so a share
+// refuses no result the budget would take alone.
+func upstreamShare(size int64) int64 {
+	return max(size/2, min(size, maxResponseBytes))
+}
 
 func (m *Manager) load(ctx context.Context, ns string) (*sharedosv1.GetProviderResponse, error) {
 	// A namespace no upstream can have is not looked up: every store
