@@ -17,13 +17,16 @@ import (
 
 // Resolved is what the kernel needs to run one tool: the admin view (with the
 // authority), the published projection it was advertised as, that
-// projection's digest and the compiled input schema. Values handed out are
-// shared and read-only.
+// projection's digest and the compiled input and output schemas. Values
+// handed out are shared and read-only.
 type Resolved struct {
 	Registration *sharedosv1.ToolRegistration
 	Published    *sharedosv1.PublishedTool // canonical_json filled
 	Digest       string                    // projection.Digest(Published.CanonicalJson)
 	InputSchema  *jsonschema.Schema        // compiled (santhosh-tekuri/jsonschema/v6)
+	// OutputSchema is the outputSchema the tool declares, compiled; nil
+	// when it declares none (a result is then held to nothing more).
+	OutputSchema *jsonschema.Schema
 	// ReadOnly: the operator confirmed the tool only reads (see
 	// ReadOnly); the kernel runs its calls in parallel.
 	ReadOnly bool
@@ -44,22 +47,31 @@ type entry struct {
 	// prepareAll), not when the cache is built: a
 	// replica reloading 10k tools after a batch must stay within the 1 s
 	// visibility bound, and compiling is the dominant cost of a reload.
-	schema      *lazySchema
+	schema *lazySchema
+	// output is the output schema, nil when the tool declares none:
+	// compiled with the input schema on first Resolve, the same way, and
+	// shared the same way by the entries with the same bytes.
+	output      *lazySchema
 	resolveOnce sync.Once
 	resolveErr  error
 }
 
-// resolved returns the Resolved with InputSchema filled.
+// resolved returns the Resolved with InputSchema and OutputSchema filled.
 func (e *entry) resolve() (*Resolved, error) {
 	e.resolveOnce.Do(func() {
 		e.resolved.InputSchema, e.resolveErr = e.schema.get()
+		if e.resolveErr == nil && e.output != nil {
+			e.resolved.OutputSchema, e.resolveErr = e.output.get()
+		}
 	})
 	return e.resolved, e.resolveErr
 }
 
-// lazySchema is one input schema, compiled at most once and shared by the
-// entries (old and new cache generations) with the same bytes.
+// lazySchema is one schema (field: inputSchema, outputSchema), compiled at
+// most once and shared by the entries (old and new cache generations) with
+// the same bytes.
 type lazySchema struct {
+	field   string
 	raw     []byte
 	dialect dialect
 	once    sync.Once
@@ -67,8 +79,8 @@ type lazySchema struct {
 	err     error
 }
 
-func newLazySchema(raw []byte, d dialect, compiled *jsonschema.Schema) *lazySchema {
-	l := &lazySchema{raw: raw, dialect: d}
+func newLazySchema(field string, raw []byte, d dialect, compiled *jsonschema.Schema) *lazySchema {
+	l := &lazySchema{field: field, raw: raw, dialect: d}
 	if compiled != nil {
 		l.once.Do(func() { l.sch = compiled })
 	}
@@ -80,12 +92,12 @@ func (l *lazySchema) uncompiled() *lazySchema {
 	if l == nil {
 		return nil
 	}
-	return newLazySchema(l.raw, l.dialect, nil)
+	return newLazySchema(l.field, l.raw, l.dialect, nil)
 }
 
 func (l *lazySchema) get() (*jsonschema.Schema, error) {
 	l.once.Do(func() {
-		ps, err := compileSchema("inputSchema", l.raw, l.dialect)
+		ps, err := compileSchema(l.field, l.raw, l.dialect)
 		if err != nil {
 			l.err = err
 			return
@@ -189,8 +201,8 @@ func (s *snapshot) hashAll() string {
 type hints map[string]*lazySchema
 
 // buildEntry turns a stored record into a cache entry. The compiled input
-// schema is taken from prev or the hints when they hold the same bytes, so
-// unchanged tools are never recompiled.
+// schema is taken from prev or the hints when they hold the same bytes,
+// the output schema from prev, so unchanged tools are never recompiled.
 func buildEntry(rec store.Record, prev *entry, h hints) *entry {
 	reg := rec.Registration
 	raw := reg.GetInputSchemaJson()
@@ -201,7 +213,15 @@ func buildEntry(rec store.Record, prev *entry, h hints) *entry {
 	case prev != nil && bytes.Equal(prev.schema.raw, raw) && prev.schema.dialect == dialectOf(reg):
 		schema = prev.schema
 	default:
-		schema = newLazySchema(raw, dialectOf(reg), nil)
+		schema = newLazySchema("inputSchema", raw, dialectOf(reg), nil)
+	}
+	var output *lazySchema
+	if out := reg.GetOutputSchemaJson(); len(out) > 0 {
+		if prev != nil && prev.output != nil && bytes.Equal(prev.output.raw, out) && prev.output.dialect == dialectOf(reg) {
+			output = prev.output
+		} else {
+			output = newLazySchema("outputSchema", out, dialectOf(reg), nil)
+		}
 	}
 	pub := publishedFrom(reg, rec.Canonical, rec.Digest)
 	var unservable error
@@ -213,6 +233,7 @@ func buildEntry(rec store.Record, prev *entry, h hints) *entry {
 	return &entry{
 		unservable: unservable,
 		schema:     schema,
+		output:     output,
 		resolved:   &Resolved{Registration: reg, Published: pub, Digest: rec.Digest, ReadOnly: ReadOnly(reg)},
 		facts: &sharedosv1.ToolFacts{
 			Name:            reg.GetName(),

@@ -332,9 +332,10 @@ func (s *Service) Resolve(ctx context.Context, name string) (*Resolved, error) {
 	res, err := e.resolve()
 	if err != nil {
 		// Only possible for a row written around validation (an older
-		// binary, a manual edit): the tool is withheld, not run unchecked.
-		s.log.ErrorContext(ctx, "withholding stored tool whose input schema does not compile", "tool", name, "err", err)
-		return nil, fmt.Errorf("%w: %q is withheld: its stored input schema does not compile", ErrNotFound, name)
+		// binary, a manual edit): the tool is withheld, not run unchecked
+		// (nor its results passed on unchecked: an output schema).
+		s.log.ErrorContext(ctx, "withholding stored tool whose input or output schema does not compile", "tool", name, "err", err)
+		return nil, fmt.Errorf("%w: %q is withheld: its stored input or output schema does not compile", ErrNotFound, name)
 	}
 	return res, nil
 }
@@ -689,7 +690,7 @@ func (s *Service) prepare(reg *sharedosv1.ToolRegistration) (store.Record, *shar
 	// Store what is published: a value the projection omits is stored absent.
 	clean.OutputSchemaJson, clean.AnnotationsJson = pub.GetOutputSchemaJson(), pub.GetAnnotationsJson()
 	rec := store.Record{Registration: clean, Canonical: pub.GetCanonicalJson(), Digest: digest}
-	return rec, pub, newLazySchema(clean.GetInputSchemaJson(), dialectOf(clean), input.compiled), nil
+	return rec, pub, newLazySchema("inputSchema", clean.GetInputSchemaJson(), dialectOf(clean), input.compiled), nil
 }
 
 // fromStore translates store errors into catalog errors; name is the tool

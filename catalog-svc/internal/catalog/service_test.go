@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -827,5 +828,51 @@ func TestListToolsRefusesAContextAuthzWouldRefuse(t *testing.T) {
 	f.err = refusal("tools[0].name")
 	if _, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"}); !errors.Is(err, catalog.ErrAuthzUnavailable) || errors.As(err, &ce) {
 		t.Errorf("authz-svc refusing the tools: %v, want ErrAuthzUnavailable", err)
+	}
+}
+
+// Resolve hands the kernel a tool's output schema compiled, nil when it
+// declares none; compiled once and kept while its bytes do not change
+// (another write of the tool reuses it), and a stored one that does not
+// compile withholds the tool, as an input schema does.
+func TestResolveCompilesTheOutputSchema(t *testing.T) {
+	svc := newService(t, nil, nil)
+	typed, untyped := reg("files.read"), reg("files.list")
+	untyped.OutputSchemaJson = nil
+	for _, r := range []*sharedosv1.ToolRegistration{typed, untyped} {
+		if _, _, err := svc.Register(testCtx(t), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := svc.Resolve(testCtx(t), "files.read")
+	if err != nil || res.OutputSchema == nil {
+		t.Fatalf("Resolve(files.read) = %v, %v; want its compiled output schema", res, err)
+	}
+	if err := res.OutputSchema.Validate(map[string]any{"text": "hi"}); err != nil {
+		t.Errorf("a conforming result refused: %v", err)
+	}
+	if err := res.OutputSchema.Validate(map[string]any{"text": json.Number("5")}); err == nil {
+		t.Error("a result that breaks the output schema accepted")
+	}
+	if res, err := svc.Resolve(testCtx(t), "files.list"); err != nil || res.OutputSchema != nil {
+		t.Errorf("Resolve(files.list) = %v, %v; want no output schema", res, err)
+	}
+	typed.Description = "Reads a file, described anew."
+	if _, _, err := svc.Update(testCtx(t), typed, 0); err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.Resolve(testCtx(t), "files.read")
+	if err != nil || again.Registration.GetDescription() != typed.Description || again.OutputSchema != res.OutputSchema {
+		t.Errorf("after an update that kept the output schema: %v, %v; want the one compiled before", again, err)
+	}
+
+	st := memory.New()
+	rec := storetest.Record("files.read")
+	rec.Registration.OutputSchemaJson = []byte(`{"type":"object","properties":{"p":{"type":"strin"}}}`)
+	if _, err := st.Create(testCtx(t), rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newService(t, st, nil).Resolve(testCtx(t), "files.read"); !errors.Is(err, catalog.ErrNotFound) || !strings.Contains(err.Error(), "withheld") {
+		t.Errorf("Resolve of a stored tool whose output schema does not compile = %v, want a withheld ErrNotFound", err)
 	}
 }

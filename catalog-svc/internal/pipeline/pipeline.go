@@ -997,7 +997,7 @@ func (s *Pipeline) prepare(ctx context.Context, call *sharedosv1.ToolCall, grant
 
 	// (6) Dispatch, only on allow.
 	return nil, name, func() *sharedosv1.ToolResult {
-		res := s.dispatch(ctx, call, grant.Context, reg, resolved.ReadOnly, args, decisionID)
+		res := s.dispatch(ctx, call, grant.Context, resolved, args, decisionID)
 		res.DecisionId, res.PolicyRevision = decisionID, revision
 		return res
 	}, ""
@@ -1172,10 +1172,11 @@ func (s *Pipeline) serialize(ctx, hctx context.Context, turn string, timeout tim
 	return func() { unlock(); release() }, nil
 }
 
-func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, reg *sharedosv1.ToolRegistration, readOnly bool, args []byte, decisionID string) *sharedosv1.ToolResult {
+func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, access *sharedosv1.AccessContext, resolved *catalog.Resolved, args []byte, decisionID string) *sharedosv1.ToolResult {
 	if res := contextOutcome(ctx); res != nil {
 		return res
 	}
+	reg := resolved.Registration
 	client, err := s.handlers.Client(reg.GetHandler().GetTarget())
 	if err != nil {
 		s.logger.ErrorContext(ctx, "handler client", slog.String(telemetry.LogTool, reg.GetName()), slog.Any("error", err))
@@ -1187,7 +1188,7 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 	timeout := s.timeoutOf(reg.GetHandler())
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if !readOnly {
+	if !resolved.ReadOnly {
 		release, res := s.serialize(ctx, hctx, call.GetTurnId(), timeout)
 		if res != nil {
 			return res
@@ -1245,6 +1246,12 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 		}
 		res.ContentJson, res.StructuredContentJson, res.HandlerIsError = content, resp.GetStructuredContentJson(), true
 		return res
+	}
+	if resolved.OutputSchema != nil {
+		if res := checkOutput(resolved.OutputSchema, resp.GetStructuredContentJson(), catalog.Acquired(reg)); res != nil {
+			span.SetStatus(codes.Error, res.GetCode())
+			return res
+		}
 	}
 	return &sharedosv1.ToolResult{
 		Status:                sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,

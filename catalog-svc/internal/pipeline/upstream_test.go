@@ -11,10 +11,12 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/inputround"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
 
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
@@ -280,4 +282,132 @@ func TestSweepEndsHeldCallsOfMissedRevocations(t *testing.T) {
 	case <-t.Context().Done():
 		t.Fatal("the sweep never ended the held calls of the revoked turn")
 	}
+}
+
+// upstreamTurn is a turn of alice's on a kernel whose only source is an
+// upstream MCP server, srv (namespace "ev"), its tools required read on
+// file:/public/count; call and read are its attempts, each counted in h.
+type upstreamTurn struct {
+	t       *testing.T
+	h       *harness
+	rpc     *server.RuntimeServer
+	granted *sharedosv1.GrantTurnResponse
+	n       int
+}
+
+func newUpstreamTurn(t *testing.T, h *harness, srv *mcpserver.MCPServer, tools ...string) *upstreamTurn {
+	t.Helper()
+	hs := httptest.NewServer(mcpserver.NewStreamableHTTPServer(srv))
+	t.Cleanup(hs.Close)
+	store := toolmemory.New()
+	cat, err := catalog.New(catalog.Config{Store: store, Filter: h.authzClient, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.Close() })
+	m := upstream.New(upstream.Config{Store: store, Registry: cat})
+	t.Cleanup(func() { _ = m.Close() })
+	req := map[string]*sharedosv1.Requirement{}
+	for _, tool := range tools {
+		req[tool] = &sharedosv1.Requirement{Action: "read", Resource: "file:/public/count"}
+	}
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "ev", Url: hs.URL + "/mcp", AutoApproveNew: true, Requirements: req}, "tester")
+	if err != nil || rec.GetStatus().GetError() != "" {
+		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+	}
+	conns := pipeline.NewConnCache()
+	t.Cleanup(func() { _ = conns.Close() })
+	k, err := pipeline.New(pipeline.Config{Resolver: cat, Entries: cat, Catalogue: cat, Records: h.store, Authz: h.authzClient, Grants: testKeys,
+		InstanceID: "test-kernel", Logger: quiet, Handlers: upstream.Handlers{Upstreams: m, Next: conns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	granted, err := k.GrantTurn(t.Context(), &sharedosv1.GrantTurnRequest{TurnId: "ev", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &upstreamTurn{t: t, h: h, rpc: server.NewRuntimeServer(k), granted: granted}
+}
+
+func (u *upstreamTurn) counted(res *sharedosv1.ToolResult, err error) *sharedosv1.ToolResult {
+	u.t.Helper()
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	u.h.mu.Lock()
+	u.h.attempts["ev"]++
+	u.h.mu.Unlock()
+	return res
+}
+
+func (u *upstreamTurn) call(tool, args string) *sharedosv1.ToolResult {
+	u.t.Helper()
+	u.n++
+	proof, _ := pinTree(u.t, u.granted).Prove(pinproof.Tool, tool)
+	return u.counted(u.rpc.InvokeTool(u.t.Context(), &sharedosv1.ToolCall{CallId: "ev-" + itoa(u.n), TurnId: "ev", Tool: tool,
+		ArgumentsJson: []byte(args), Grant: u.granted.GetGrant(), PinProof: proof, Harness: "test"}))
+}
+
+func (u *upstreamTurn) read(uri string) *sharedosv1.ToolResult {
+	u.t.Helper()
+	u.n++
+	return u.counted(u.rpc.ReadResource(u.t.Context(), &sharedosv1.ToolCall{CallId: "ev-" + itoa(u.n), TurnId: "ev", Tool: uri,
+		Grant: u.granted.GetGrant(), PinProof: resourceProof(u.t, u.granted, uri), Harness: "test"}))
+}
+
+// outcomes counts the turn's records by status/code.
+func (u *upstreamTurn) outcomes() map[string]int {
+	got := map[string]int{}
+	for _, r := range u.h.records("ev") {
+		got[outcome.StatusName(r.Status)+"/"+r.Code]++
+	}
+	return got
+}
+
+// An upstream tool's result that breaks the output schema the tool
+// declares, or has no structuredContent, is failed/upstream_unavailable,
+// recorded so, and never passed on (attack run a1: both reached the
+// harness, whose MCP client refuses them, and were recorded succeeded). Its
+// isError result need not conform.
+func TestUpstreamOutputSchemaIsHeld(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		srv := mcpserver.NewMCPServer("ev", "1", mcpserver.WithToolCapabilities(true))
+		srv.AddTool(mcp.NewTool("count", mcp.WithString("mode"), mcp.WithRawOutputSchema(json.RawMessage(countSchema))),
+			func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				switch req.GetString("mode", "") {
+				case "bad":
+					return mcp.NewToolResultStructured(map[string]any{"n": "lots", "evil": 1}, `{"n":"lots","evil":1}`), nil
+				case "none":
+					return mcp.NewToolResultText("no structure"), nil
+				case "error":
+					return mcp.NewToolResultError("cannot count"), nil
+				}
+				return mcp.NewToolResultStructured(map[string]any{"n": 3}, `{"n":3}`), nil
+			})
+		u := newUpstreamTurn(t, h, srv, "ev.count")
+
+		res := u.call("ev.count", `{"mode":"good"}`)
+		expect(t, res, succeeded, "")
+		if string(res.GetStructuredContentJson()) != `{"n":3}` {
+			t.Errorf("structuredContent %s", res.GetStructuredContentJson())
+		}
+		for mode, reason := range map[string]string{
+			"bad":  "does not match the tool's output schema",
+			"none": "has no structuredContent",
+		} {
+			res := u.call("ev.count", `{"mode":"`+mode+`"}`)
+			expect(t, res, failed, outcome.UpstreamUnavailable)
+			if !strings.Contains(res.GetReason(), reason) || res.GetContentJson() != nil || res.GetStructuredContentJson() != nil {
+				t.Errorf("%s: %q, the harness got %s / %s", mode, res.GetReason(), res.GetContentJson(), res.GetStructuredContentJson())
+			}
+		}
+		expect(t, u.call("ev.count", `{"mode":"error"}`), failed, outcome.ToolError)
+		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 2 || got["failed/tool_error"] != 1 {
+			t.Errorf("records %v", got)
+		}
+	})
 }

@@ -39,7 +39,10 @@ const (
 	// its content is kept.
 	ToolError = "tool_error"
 	// UpstreamUnavailable: an upstream MCP server could not be reached or
-	// answered outside the protocol; nothing is known to have run.
+	// answered outside the protocol. Without an answer nothing is known to
+	// have run; an answer a client would refuse (malformed content, a
+	// structuredContent missing or not valid against the tool's output
+	// schema) is not passed on, though the tool ran.
 	UpstreamUnavailable = "upstream_unavailable"
 	// RecordUnavailable: the call ended but its operation record could not
 	// be completed before the answer had to leave; the reason names the

@@ -1,0 +1,123 @@
+package pipeline_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/pinproof"
+)
+
+// countSchema is an output schema: {n: number} and nothing else.
+const countSchema = `{"type":"object","properties":{"n":{"type":"number"}},"required":["n"],"additionalProperties":false}`
+
+// A tool that declares an output schema is held to it (MCP 2025-06-18 on:
+// clients refuse a result whose structuredContent is missing or does not
+// conform; attack run a1 saw both passed on and recorded succeeded): its
+// provider's result otherwise ends the attempt failed/handler_error,
+// recorded so, and the harness gets that failure, not the content. An
+// isError result, and any result of a tool without an output schema, pass
+// as before.
+func TestOutputSchemaHoldsResults(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		cat := realCatalogue(t, h)
+		fake, _ := h.resolver.Resolve(ctx, "files.read")
+		for _, name := range []string{"count.typed", "count.untyped"} {
+			reg := &sharedosv1.ToolRegistration{
+				Name: name, Description: "Counts things.", InputSchemaJson: []byte(`{"type":"object"}`),
+				Metadata:    &sharedosv1.ToolMetadata{Namespace: "count", Source: "provider:count"},
+				Class:       sharedosv1.ToolClass_TOOL_CLASS_MANAGED,
+				Requirement: &sharedosv1.Requirement{Action: "read", Resource: "file:/public/count"},
+				Handler:     &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()},
+			}
+			if name == "count.typed" {
+				reg.OutputSchemaJson = []byte(countSchema)
+			}
+			if _, _, err := cat.Register(ctx, reg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := newKernelWith(t, h, cat)
+		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "out", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree := pinTree(t, granted)
+		call := func(tool string, answer *sharedosv1.HandleResponse) *sharedosv1.ToolResult {
+			t.Helper()
+			h.handler.mu.Lock()
+			h.handler.answer = answer
+			h.handler.mu.Unlock()
+			c := h.newCall("out", tool, `{}`)
+			c.Grant, c.PinProof = granted.GetGrant(), nil
+			c.PinProof, _ = tree.Prove(pinproof.Tool, tool)
+			res, err := k.InvokeTool(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.mu.Lock()
+			h.attempts["out"]++
+			h.mu.Unlock()
+			return res
+		}
+		content := []byte(`[{"type":"text","text":"counted"}]`)
+		answer := func(structured string, isError bool) *sharedosv1.HandleResponse {
+			r := &sharedosv1.HandleResponse{ContentJson: content, IsError: isError}
+			if structured != "" {
+				r.StructuredContentJson = []byte(structured)
+			}
+			return r
+		}
+		for _, c := range []struct {
+			name, tool, structured string
+			isError                bool
+			code, reason           string
+		}{
+			{"conforms", "count.typed", `{"n":3}`, false, "", ""},
+			{"a number as written", "count.typed", `{"n":12345678901234567890.5}`, false, "", ""},
+			{"wrong type and an undeclared key", "count.typed", `{"n":"lots","evil":1}`, false, outcome.HandlerError, "does not match the tool's output schema"},
+			{"wrong type", "count.typed", `{"n":"lots"}`, false, outcome.HandlerError, "at /n: the value does not satisfy type"},
+			{"required missing", "count.typed", `{}`, false, outcome.HandlerError, "does not match the tool's output schema"},
+			{"none", "count.typed", ``, false, outcome.HandlerError, "the tool declares an output schema and its result has no structuredContent"},
+			{"isError need not conform", "count.typed", ``, true, outcome.HandlerError, "the tool reported an error"},
+			{"isError with content", "count.typed", `{"why":"x"}`, true, outcome.HandlerError, "the tool reported an error"},
+			{"no schema: anything", "count.untyped", `{"n":"lots","evil":1}`, false, "", ""},
+			{"no schema: none", "count.untyped", ``, false, "", ""},
+		} {
+			res := call(c.tool, answer(c.structured, c.isError))
+			if c.code == "" {
+				expect(t, res, succeeded, "")
+				if string(res.GetStructuredContentJson()) != c.structured || text(res) != string(content) {
+					t.Errorf("%s: passed on %s / %s", c.name, res.GetStructuredContentJson(), text(res))
+				}
+				continue
+			}
+			expect(t, res, failed, c.code)
+			if !strings.Contains(res.GetReason(), c.reason) {
+				t.Errorf("%s: reason %q, want %q", c.name, res.GetReason(), c.reason)
+			}
+			if c.isError != res.GetHandlerIsError() || !c.isError && (res.GetContentJson() != nil || res.GetStructuredContentJson() != nil) {
+				t.Errorf("%s: the harness got the content %s / %s", c.name, text(res), res.GetStructuredContentJson())
+			}
+			if strings.Contains(res.GetReason(), "lots") || strings.Contains(res.GetReason(), "evil") {
+				t.Errorf("%s: the reason quotes the content: %q", c.name, res.GetReason())
+			}
+		}
+		// Each record says what its answer said.
+		rows := h.records("out")
+		if len(rows) != 10 {
+			t.Fatalf("%d records for 10 attempts", len(rows))
+		}
+		for _, r := range rows[2:6] {
+			if r.Status != failed || r.Code != outcome.HandlerError || !strings.Contains(r.Reason, "outside the protocol") {
+				t.Errorf("record %s: %v/%s %q", r.CallID, r.Status, r.Code, r.Reason)
+			}
+		}
+	})
+}
