@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/mcpcontent"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
 	"github.com/sharedos/toolshare/services/contract/requirement"
@@ -267,8 +267,45 @@ func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall,
 	if err != nil {
 		return failed(err)
 	}
-	if c := bytes.TrimSpace(resp.GetContentsJson()); !isJSONArray(c) || bytes.Equal(c, []byte("[]")) {
-		return outcome.Failed(outcome.HandlerError, "the provider returned no resource contents")
+	if wrong := checkContents(resp.GetContentsJson(), call.GetTool(), e.name); wrong != "" {
+		// Passed on, the bridge would fail the read (or serve another
+		// resource's name) while the record said succeeded.
+		span.SetStatus(codes.Error, "malformed resource contents")
+		if catalog.AcquiredSource(e.facts.GetSource()) {
+			return outcome.Failed(outcome.UpstreamUnavailable, "the upstream MCP server answered outside the protocol: "+wrong)
+		}
+		return outcome.Failed(outcome.HandlerError, "the provider returned "+wrong)
 	}
 	return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: resp.GetContentsJson()}
+}
+
+// checkContents says what is wrong with the contents of a read of uri
+// through registration, "" when nothing is. They are a JSON array of one
+// item or more, each what the bridge serves as MCP resource contents
+// (mcpcontent.CheckResource: a uri, a text or a blob, the blob base64),
+// each naming the resource read (in any spelling a reader takes for it:
+// resourceuri.Key) or one the same registration serves (a URI its template
+// matches: the children of a directory read through file:///{path}, say).
+// Any other URI may be another registration's, another source's even
+// (evil://other answering as file:///etc/passwd): the harness would take
+// the contents for that resource's, which nothing authorized or read. The
+// contents are checked without a copy of them.
+func checkContents(contents []byte, uri, registration string) string {
+	items, err := mcpcontent.Items(contents)
+	if err != nil || len(items) == 0 {
+		return "no resource contents"
+	}
+	for i, item := range items {
+		u, err := mcpcontent.CheckResource(item)
+		if err != nil {
+			return fmt.Sprintf("malformed resource contents (contents[%d]: %v)", i, err)
+		}
+		if u == uri || resourceuri.Key(u) == resourceuri.Key(uri) {
+			continue
+		}
+		if _, ok := resourceuri.Match([]string{registration}, u); !ok {
+			return fmt.Sprintf("contents naming another resource (contents[%d]: a uri neither the one read nor one its registration serves)", i)
+		}
+	}
+	return ""
 }

@@ -221,6 +221,7 @@ type countingHandler struct {
 	started  chan struct{}
 	ended    chan error
 	answer   *sharedosv1.HandleResponse // overrides the answer when set
+	contents []byte                     // overrides a read's contents when set
 	// progress, when set, makes Invoke (contract v2) report these values
 	// before its result; unset, Invoke is UNIMPLEMENTED (a v1 provider).
 	progress []float64
@@ -283,6 +284,12 @@ func (h *countingHandler) ReadResource(_ context.Context, req *sharedosv1.Handle
 	h.mu.Unlock()
 	if strings.Contains(req.GetTool(), "/404/") {
 		return nil, status.Error(codes.NotFound, "no such item")
+	}
+	h.mu.Lock()
+	contents := h.contents
+	h.mu.Unlock()
+	if contents != nil {
+		return &sharedosv1.ResourceResponse{ContentsJson: contents}, nil
 	}
 	b, _ := json.Marshal([]map[string]string{{"uri": req.GetTool(), "mimeType": "text/plain", "text": "read " + req.GetRegistered()}})
 	return &sharedosv1.ResourceResponse{ContentsJson: b}, nil

@@ -11,6 +11,8 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/contract/pinproof"
+
+	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 )
 
 // countSchema is an output schema: {n: number} and nothing else.
@@ -116,6 +118,87 @@ func TestOutputSchemaHoldsResults(t *testing.T) {
 		}
 		for _, r := range rows[2:6] {
 			if r.Status != failed || r.Code != outcome.HandlerError || !strings.Contains(r.Reason, "outside the protocol") {
+				t.Errorf("record %s: %v/%s %q", r.CallID, r.Status, r.Code, r.Reason)
+			}
+		}
+	})
+}
+
+// A read's contents are what the bridge can serve (each a uri and a text,
+// or a blob that is base64) and name the resource read, or one its
+// registration serves: otherwise the attempt ends failed/handler_error,
+// recorded so (attack run a1: an upstream's read of evil://other answered
+// as file:///etc/passwd, and a 50 MB blob of "!*@#", were passed on and
+// recorded succeeded).
+func TestReadContentsAreChecked(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		cat := realCatalogue(t, h)
+		fake, _ := h.resolver.Resolve(ctx, "files.read")
+		target := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
+		for _, u := range []string{"test://static", "test://dir/{name}"} {
+			if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: u, Name: "r", Handler: target}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := newKernelWith(t, h, cat)
+		rpc := server.NewRuntimeServer(k)
+		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "rc", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		read := func(uri, contents string) *sharedosv1.ToolResult {
+			t.Helper()
+			h.handler.mu.Lock()
+			h.handler.contents = []byte(contents)
+			h.handler.mu.Unlock()
+			n++
+			res, err := rpc.ReadResource(ctx, &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "rc", Tool: uri,
+				Grant: granted.GetGrant(), PinProof: resourceProof(t, granted, uri), Harness: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.mu.Lock()
+			h.attempts["rc"]++
+			h.mu.Unlock()
+			return res
+		}
+		blob := `"` + strings.Repeat("!*@#", 1<<20) + `"`
+		for _, c := range []struct {
+			name, uri, contents, reason string
+		}{
+			{"the uri read", "test://static", `[{"uri":"test://static","text":"hi"}]`, ""},
+			{"another spelling of it", "test://static", `[{"uri":"TEST://static","blob":"AAAA"}]`, ""},
+			{"children the template serves", "test://dir/a", `[{"uri":"test://dir/a","text":"a"},{"uri":"test://dir/b","blob":"QUJD\nRA=="}]`, ""},
+			{"another resource", "test://static", `[{"uri":"file:///etc/passwd","text":"root:x:0:0"}]`, "contents naming another resource (contents[0]"},
+			{"another after the one read", "test://static", `[{"uri":"test://static","text":"hi"},{"uri":"test://dir/a","text":"a"}]`, "contents naming another resource (contents[1]"},
+			{"outside the template", "test://dir/a", `[{"uri":"test://dir/a/..%2F..%2Fstatic","text":"x"}]`, "contents naming another resource (contents[0]"},
+			{"a blob that is not base64", "test://static", `[{"uri":"test://static","mimeType":"application/octet-stream","blob":` + blob + `}]`, "contents[0]: blob: not base64"},
+			{"no contents item", "test://static", `[{"evil":true},42,"str"]`, "resource uri is missing"},
+			{"no text or blob", "test://static", `[{"uri":"test://static"}]`, "neither a text nor a blob"},
+			{"none", "test://static", `[]`, "no resource contents"},
+			{"not an array", "test://static", `{"uri":"test://static","text":"hi"}`, "no resource contents"},
+		} {
+			res := read(c.uri, c.contents)
+			if c.reason == "" {
+				expect(t, res, succeeded, "")
+				if text(res) != c.contents {
+					t.Errorf("%s: passed on %.80s", c.name, text(res))
+				}
+				continue
+			}
+			expect(t, res, failed, outcome.HandlerError)
+			if !strings.Contains(res.GetReason(), c.reason) || res.GetContentJson() != nil {
+				t.Errorf("%s: reason %q (want %q), content %.40s", c.name, res.GetReason(), c.reason, text(res))
+			}
+		}
+		rows := h.records("rc")
+		if len(rows) != n {
+			t.Fatalf("%d records for %d attempts", len(rows), n)
+		}
+		for _, r := range rows[3:] {
+			if r.Status != failed || r.Code != outcome.HandlerError {
 				t.Errorf("record %s: %v/%s %q", r.CallID, r.Status, r.Code, r.Reason)
 			}
 		}

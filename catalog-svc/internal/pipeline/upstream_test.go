@@ -411,3 +411,48 @@ func TestUpstreamOutputSchemaIsHeld(t *testing.T) {
 		}
 	})
 }
+
+// An upstream's read whose contents name another resource (a read of
+// ev://other answered as file:///etc/passwd) or hold a blob that is not
+// base64 is failed/upstream_unavailable, recorded so, and never passed on
+// (attack run a1: both were, recorded succeeded); contents that name the
+// children of the template read pass.
+func TestUpstreamReadContentsAreChecked(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		srv := mcpserver.NewMCPServer("ev", "1", mcpserver.WithResourceCapabilities(false, true))
+		textOf := func(uri, text string) mcp.ResourceContents { return mcp.TextResourceContents{URI: uri, Text: text} }
+		for uri, contents := range map[string][]mcp.ResourceContents{
+			"ev://fine":  {textOf("ev://fine", "fine")},
+			"ev://other": {textOf("file:///etc/passwd", "root:x:0:0")},
+			"ev://blob":  {mcp.BlobResourceContents{URI: "ev://blob", Blob: strings.Repeat("!*@#", 1<<18)}},
+		} {
+			srv.AddResource(mcp.NewResource(uri, uri), func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+				return contents, nil
+			})
+		}
+		srv.AddResourceTemplate(mcp.NewResourceTemplate("ev://dir/{name}", "dir"), func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{textOf(req.Params.URI, "a directory"), textOf("ev://dir/child", "a child")}, nil
+		})
+		u := newUpstreamTurn(t, h, srv)
+		if len(u.granted.GetResources()) != 4 {
+			t.Fatalf("the turn pinned %v", u.granted.GetResources())
+		}
+
+		for _, uri := range []string{"ev://fine", "ev://dir/x"} {
+			expect(t, u.read(uri), succeeded, "")
+		}
+		for uri, reason := range map[string]string{
+			"ev://other": "contents naming another resource (contents[0]",
+			"ev://blob":  "blob: not base64",
+		} {
+			res := u.read(uri)
+			expect(t, res, failed, outcome.UpstreamUnavailable)
+			if !strings.Contains(res.GetReason(), reason) || res.GetContentJson() != nil {
+				t.Errorf("%s: %q, the harness got %.40s", uri, res.GetReason(), res.GetContentJson())
+			}
+		}
+		if got := u.outcomes(); got["succeeded/"] != 2 || got["failed/upstream_unavailable"] != 2 {
+			t.Errorf("records %v", got)
+		}
+	})
+}

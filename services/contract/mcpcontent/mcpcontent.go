@@ -1,7 +1,7 @@
-// Package mcpcontent reads an MCP result's content array as the kernel and
-// the bridge check it, without copying it: a result may be tens of MiB,
-// and every copy of it on the way is paid per call in flight (reliability
-// row 48).
+// Package mcpcontent reads an MCP result's content array, and a
+// resources/read result's contents, as the kernel and the bridge check
+// them, without copying them: a result may be tens of MiB, and every copy
+// of it on the way is paid per call in flight (reliability row 48).
 package mcpcontent
 
 import (
@@ -66,6 +66,45 @@ func Check(item []byte) error {
 	}
 	_, err := mcp.UnmarshalContent(item)
 	return err
+}
+
+// CheckResource refuses an item of a resources/read result's contents
+// that the bridge cannot serve — what mcp.ParseResourceContents refuses of
+// it decoded into a map: no object, no uri string (or an empty one), a
+// _meta that is no object, neither a text string nor a blob string — and
+// a blob (read when there is no text string, as that parser reads it)
+// that base64.StdEncoding does not decode. It returns the item's uri. Its
+// text and blob are not copied.
+func CheckResource(item []byte) (uri string, err error) {
+	var members map[string]Raw // exact keys, as the bridge's map reads them
+	if err := json.Unmarshal(item, &members); err != nil {
+		return "", err
+	}
+	if members == nil {
+		return "", errors.New("resource contents are not an object")
+	}
+	if u := members["uri"]; len(u) > 0 && u[0] == '"' {
+		if err := json.Unmarshal(u, &uri); err != nil {
+			return "", err
+		}
+	}
+	if uri == "" {
+		return "", errors.New("resource uri is missing")
+	}
+	if m, present := members["_meta"]; present && (len(m) == 0 || m[0] != '{') {
+		return "", errors.New("_meta must be an object")
+	}
+	if t := members["text"]; len(t) > 0 && t[0] == '"' {
+		return uri, nil
+	}
+	b := members["blob"]
+	if len(b) == 0 || b[0] != '"' {
+		return "", errors.New("resource contents have neither a text nor a blob string")
+	}
+	if err := checkBase64Literal(b); err != nil {
+		return "", fmt.Errorf("blob: %w", err)
+	}
+	return uri, nil
 }
 
 // stringOnly checks that a member is what json.Unmarshal takes into a

@@ -2,9 +2,13 @@ package mcpcontent_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -51,5 +55,122 @@ func TestItemsAreNotCopied(t *testing.T) {
 	}
 	if _, err := mcpcontent.Items([]byte(`{"type":"text"}`)); err == nil {
 		t.Error("an object taken for an array")
+	}
+}
+
+// base64Cases are data texts, as JSON string literals, around the rules
+// of base64.StdEncoding: padding, line breaks (skipped), escapes, and the
+// chunks Check decodes in (4096 characters).
+var base64Cases = []string{
+	`""`, `"AAAA"`, `"AA=="`, `"AAA="`, `"AA="`, `"A==="`, `"===="`, `"QQ"`, `"AAAA\nAAAA"`, `"AA\r\n=="`,
+	`"AA==AAAA"`, `"AA==\n"`, `"AA\u003d\u003d"`, `"\/\/\/\/"`, `"\/+\/+"`, `"AA\tA"`, `"AA\bAAA"`, `"AA\fAAA"`,
+	`"AAA\u00e9"`, `"!*@#"`, `"AA\"A"`, `"AA\\A"`, `"AAA\u000a"`, `"AB\u000dCD"`, `"-_-_"`, `"AAAA "`,
+	`"` + strings.Repeat("A", 4096) + `"`, `"` + strings.Repeat("A", 4092) + `AA=="`,
+	`"` + strings.Repeat("A", 4092) + `AA==AAAA"`, `"` + strings.Repeat("A", 4092) + `AA==\nAAAA"`,
+	`"` + strings.Repeat("A", 4092) + `AA==\n\r"`, `"` + strings.Repeat("A", 4095) + `\nA"`,
+	`"` + strings.Repeat("A", 4096) + `=="`, `"` + strings.Repeat("A", 8190) + `=="`, `"` + strings.Repeat("A", 8191) + `!"`,
+	`"` + strings.Repeat(`AAAA\n`, 2000) + `"`, `"` + strings.Repeat("!*@#", 2000) + `"`,
+}
+
+// base64Valid is the oracle: the literal's string as encoding/json reads it
+// is decoded by base64.StdEncoding.
+func base64Valid(t testing.TB, lit string) bool {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal([]byte(lit), &s); err != nil {
+		t.Fatalf("%.40s: not a JSON string: %v", lit, err)
+	}
+	_, err := base64.StdEncoding.DecodeString(s)
+	return err == nil
+}
+
+// checkBase64Agrees checks lit as a resources/read content's blob against
+// the oracle.
+func checkBase64Agrees(t testing.TB, lit string) {
+	t.Helper()
+	want := base64Valid(t, lit)
+	if _, err := mcpcontent.CheckResource([]byte(`{"uri":"test://r","blob":` + lit + `}`)); (err == nil) != want {
+		t.Errorf("CheckResource(blob %.40s…) = %v; base64.StdEncoding takes it: %t", lit, err, want)
+	}
+}
+
+// A blob is refused unless base64.StdEncoding decodes it (attack run a1:
+// a 50 MB blob of "!*@#" was passed on and recorded succeeded; mcp-go
+// takes any string).
+func TestBase64AgreesWithStdEncoding(t *testing.T) {
+	for _, lit := range base64Cases {
+		checkBase64Agrees(t, lit)
+	}
+}
+
+func FuzzBase64(f *testing.F) {
+	for _, lit := range base64Cases {
+		var s string
+		_ = json.Unmarshal([]byte(lit), &s)
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, s string, escaped bool) {
+		if !utf8.ValidString(s) {
+			return // encoding/json would read another string
+		}
+		lit, _ := json.Marshal(s)
+		if escaped { // every character as an escape
+			var b strings.Builder
+			b.WriteByte('"')
+			for _, r := range s {
+				if r > 0xffff {
+					return
+				}
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+			b.WriteByte('"')
+			lit = []byte(b.String())
+		}
+		checkBase64Agrees(t, string(lit))
+	})
+}
+
+// A 50 MB blob is checked without a copy of it.
+func TestBase64IsNotCopied(t *testing.T) {
+	item := []byte(`{"uri":"test://r","blob":"` + strings.Repeat("QUJD", 50<<20/4) + `"}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := mcpcontent.CheckResource(item); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Errorf("checking a 50 MB blob allocated %d bytes", n)
+	}
+}
+
+// CheckResource refuses exactly the contents the bridge refuses
+// (mcp.ParseResourceContents of each item decoded into a map), and
+// returns the uri of those it takes.
+func TestCheckResourceAgreesWithParseResourceContents(t *testing.T) {
+	for _, item := range []string{
+		`{"uri":"test://a","text":"hi"}`, `{"uri":"test://a","blob":"AAAA","mimeType":"application/octet-stream"}`,
+		`{"uri":"test://a","text":""}`, `{"uri":"test://a","blob":""}`, `{"uri":"test://a"}`, `{"uri":"test://a","text":null,"blob":"AA=="}`,
+		`{"uri":"test://a","text":5}`, `{"uri":"test://a","text":null}`, `{"uri":"test://a","blob":5}`,
+		`{"uri":"","text":"x"}`, `{"text":"x"}`, `{"uri":5,"text":"x"}`, `{"uri":null,"text":"x"}`, `{"URI":"test://a","text":"x"}`,
+		`{"uri":"test://a","Text":"x"}`, `{"uri":"test://a","text":"x","_meta":{"k":1}}`, `{"uri":"test://a","text":"x","_meta":null}`,
+		`{"uri":"test://a","text":"x","_meta":[]}`, `{"uri":"test://a","text":"x","mimeType":5}`, `{"uri":"test://a","text":"x","extra":[1]}`,
+		`{"uri":"test://b","uri":"test://a","text":"x"}`, `{"evil":true}`, `42`, `"str"`, `null`, `[]`, `{}`,
+	} {
+		var m map[string]any
+		var want error
+		if err := json.Unmarshal([]byte(item), &m); err != nil {
+			want = err
+		} else if _, err := mcp.ParseResourceContents(m); err != nil {
+			want = err
+		}
+		uri, got := mcpcontent.CheckResource([]byte(item))
+		if (got == nil) != (want == nil) {
+			t.Errorf("%s: CheckResource %v, ParseResourceContents %v", item, got, want)
+		}
+		if got == nil && uri != "test://a" {
+			t.Errorf("%s: uri %q", item, uri)
+		}
 	}
 }

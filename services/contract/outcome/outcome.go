@@ -42,7 +42,8 @@ const (
 	// answered outside the protocol. Without an answer nothing is known to
 	// have run; an answer a client would refuse (malformed content, a
 	// structuredContent missing or not valid against the tool's output
-	// schema) is not passed on, though the tool ran.
+	// schema, a read's contents that name another resource) is not passed
+	// on, though the tool ran.
 	UpstreamUnavailable = "upstream_unavailable"
 	// RecordUnavailable: the call ended but its operation record could not
 	// be completed before the answer had to leave; the reason names the
