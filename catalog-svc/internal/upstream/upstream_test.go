@@ -630,8 +630,9 @@ func TestParamHeadersOnAnotherReplica(t *testing.T) {
 }
 
 // What the upstream answers outside the protocol is upstream_unavailable
-// (Unavailable), not a result: content of no MCP type, or none at all, or
-// a structuredContent that is no object (null is none).
+// (Unavailable), not a result: content of no MCP type, or none at all, an
+// image's data that is not base64, or a structuredContent that is no
+// object (null is none).
 func TestHandleRefusesMalformedResults(t *testing.T) {
 	st := newState()
 	mcpSrv := server.NewStreamableHTTPServer(fixture(st).srv)
@@ -661,6 +662,7 @@ func TestHandleRefusesMalformedResults(t *testing.T) {
 	c, _, _ := upstreamAt(t, "fx", hs.URL+"/mcp")
 	for _, tc := range []struct{ name, from, to string }{
 		{"no MCP content type", `"type":"text"`, `"type":"hologram"`},
+		{"image data not base64", `"type":"text","text":`, `"type":"image","mimeType":"image/png","data":"!*@#","x":`},
 		{"no content", `"content":`, `"contents":`},
 		{"content not an array", `"content":[`, `"content":7,"x":[`},
 		{"structuredContent an array", `"structuredContent":{`, `"structuredContent":[1],"x":{`},

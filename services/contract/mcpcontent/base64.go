@@ -60,6 +60,18 @@ func (c *base64Checker) valid() bool {
 	return !c.bad
 }
 
+// checkBase64 checks s, a decoded string, as base64.
+func checkBase64(s string) error {
+	var c base64Checker
+	for i := 0; i < len(s); i++ {
+		c.add(s[i])
+	}
+	if !c.valid() {
+		return errNotBase64
+	}
+	return nil
+}
+
 // checkBase64Literal checks lit, a JSON string literal with its quotes as
 // encoding/json hands it to an Unmarshaler (so well formed), as the base64
 // text it stands for: escapes are read as they come ("\/" is '/', a

@@ -37,7 +37,11 @@ func Items(content []byte) ([]Raw, error) {
 // Check refuses what mcp.UnmarshalContent refuses of item — a missing or
 // unknown type, a member of the wrong JSON type — and reports the same
 // errors; a text item's text and an image's or audio's data, the members
-// that may be large, are checked to be strings without being copied.
+// that may be large, are checked to be strings without being copied. It
+// also refuses what MCP types as base64 and base64.StdEncoding does not
+// decode — an image's or audio's data, an embedded resource's blob — which
+// mcp.UnmarshalContent takes as any string, and a client that decodes it
+// fails on.
 func Check(item []byte) error {
 	var head struct {
 		Type any `json:"type"`
@@ -59,13 +63,23 @@ func Check(item []byte) error {
 			mcp.Annotated
 			Meta     *mcp.Meta  `json:"_meta,omitempty"`
 			Type     string     `json:"type"`
-			Data     stringOnly `json:"data"`
+			Data     base64Only `json:"data"`
 			MIMEType string     `json:"mimeType"`
 		}
 		return json.Unmarshal(item, &c)
 	}
-	_, err := mcp.UnmarshalContent(item)
-	return err
+	c, err := mcp.UnmarshalContent(item)
+	if err != nil {
+		return err
+	}
+	if r, ok := c.(mcp.EmbeddedResource); ok {
+		if b, ok := r.Resource.(mcp.BlobResourceContents); ok {
+			if err := checkBase64(b.Blob); err != nil {
+				return fmt.Errorf("resource.blob: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // CheckResource refuses an item of a resources/read result's contents
@@ -118,4 +132,16 @@ func (stringOnly) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %.20s", errNotString, b)
+}
+
+// base64Only checks, as stringOnly does, that a member is what json.Unmarshal
+// takes into a string, and that the string is base64 (checkBase64Literal),
+// without keeping it.
+type base64Only struct{}
+
+func (base64Only) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	return checkBase64Literal(b)
 }

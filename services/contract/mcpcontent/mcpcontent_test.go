@@ -15,7 +15,8 @@ import (
 	"github.com/sharedos/toolshare/services/contract/mcpcontent"
 )
 
-// Check refuses exactly the items mcp.UnmarshalContent refuses.
+// Check refuses exactly the items mcp.UnmarshalContent refuses, when what
+// MCP types as base64 in them is base64 (TestBase64AgreesWithStdEncoding).
 func TestCheckAgreesWithUnmarshalContent(t *testing.T) {
 	for _, item := range []string{
 		`{"type":"text","text":"hi"}`, `{"type":"text"}`, `{"type":"text","text":null}`, `{"type":"text","text":5}`,
@@ -84,22 +85,37 @@ func base64Valid(t testing.TB, lit string) bool {
 	return err == nil
 }
 
-// checkBase64Agrees checks lit as a resources/read content's blob against
-// the oracle.
+// checkBase64Agrees checks lit as an image's and audio's data, an embedded
+// resource's blob and a resources/read content's blob against the oracle.
 func checkBase64Agrees(t testing.TB, lit string) {
 	t.Helper()
 	want := base64Valid(t, lit)
+	for _, item := range []string{
+		`{"type":"image","mimeType":"image/png","data":` + lit + `}`,
+		`{"type":"audio","mimeType":"audio/wav","data":` + lit + `}`,
+		`{"type":"resource","resource":{"uri":"test://r","blob":` + lit + `}}`,
+	} {
+		if err := mcpcontent.Check([]byte(item)); (err == nil) != want {
+			t.Errorf("Check(%.60s…) = %v; base64.StdEncoding takes it: %t", item, err, want)
+		}
+	}
 	if _, err := mcpcontent.CheckResource([]byte(`{"uri":"test://r","blob":` + lit + `}`)); (err == nil) != want {
 		t.Errorf("CheckResource(blob %.40s…) = %v; base64.StdEncoding takes it: %t", lit, err, want)
 	}
 }
 
-// A blob is refused unless base64.StdEncoding decodes it (attack run a1:
-// a 50 MB blob of "!*@#" was passed on and recorded succeeded; mcp-go
-// takes any string).
+// What MCP types as base64 is refused unless base64.StdEncoding decodes
+// it (attack run a1: a 50 MB blob of "!*@#" was passed on and recorded
+// succeeded; mcp-go takes any string).
 func TestBase64AgreesWithStdEncoding(t *testing.T) {
 	for _, lit := range base64Cases {
 		checkBase64Agrees(t, lit)
+	}
+	// A text or a null data is no base64 to check, as before.
+	for _, item := range []string{`{"type":"text","text":"!*@#"}`, `{"type":"image","data":null,"mimeType":"image/png"}`} {
+		if err := mcpcontent.Check([]byte(item)); err != nil {
+			t.Errorf("Check(%s) = %v", item, err)
+		}
 	}
 }
 
