@@ -26,7 +26,11 @@ const (
 // and once a source or a turn has, a wrong token is 401 without the second
 // lookup that tells another turn's token from none: a flood of made-up
 // tokens costs no database query (issue 17, item 12). Requests with the
-// right token on a cached turn are never limited.
+// right token on a cached turn are never limited, nor are those with the
+// right token of a turn this pod let in before (Handler.holders): the
+// budget bounds lookups for turn ids that may not exist, and a caller of a
+// live turn must not be refused because another client at its address
+// spent it.
 type failures struct {
 	limit rate.Limit
 	burst int

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
@@ -112,6 +113,13 @@ type Handler struct {
 	// negative holds when this pod last found a turn id unknown, closed or
 	// expired (the status, or ErrNotFound as a zero status).
 	negative map[string]negativeStatus
+	// holders are the token hashes of the open turns whose right token
+	// this pod has seen (the gate let a request of the turn in): a request
+	// presenting one is a caller of a live turn, not a prober, and is
+	// subject to its own token check only, never to its source's refusal
+	// budget (reliability row 34). Dropped with the turn (Evict), so
+	// bounded by the open turns this pod serves.
+	holders map[string][sha256.Size]byte
 	// evictions counts Evict calls: a status read that an eviction
 	// overtook is not cached (it may predate the close it evicted for).
 	evictions uint64
@@ -164,7 +172,8 @@ func NewHandler(cfg Config) *Handler {
 		cfg.IdleEvict = DefaultIdleEvict
 	}
 	h := &Handler{cfg: cfg, tracer: tracer, turns: make(map[string]*entry), statuses: make(map[string]cachedStatus), asks: newAsks(),
-		negative: make(map[string]negativeStatus), failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
+		negative: make(map[string]negativeStatus), holders: make(map[string][sha256.Size]byte),
+		failures: newFailures(cfg.FailureRate, cfg.FailureBurst)}
 	if cfg.TracerProvider != nil {
 		h.tracer = cfg.TracerProvider.Tracer(telemetry.ScopeBridge)
 	}
@@ -216,11 +225,18 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, _
 	ctx := r.Context()
 	src := source(r, h.cfg.TrustedProxies)
 	limited := h.failures.exhausted(src)
-	if limited && !h.statusCached(turnID) {
+	// The budget bounds the store reads of requests that may name no turn
+	// at all. A caller presenting the token of a turn this pod has served
+	// is not one: it would otherwise be refused with whoever shares its
+	// address (a NAT, loopback, an Ingress not trusted) each time its
+	// turn's status is older than StatusCacheTTL, and its tool calls left
+	// unrecorded.
+	if limited && !h.statusCached(turnID) && !h.holder(turnID, token) {
 		w.Header().Set("Retry-After", "1")
 		h.refuse(w, r, http.StatusTooManyRequests, "too many refused requests from this address")
 		return "", leases.Status{}, false
 	}
+	gen := h.evictionCount()
 	st, err := h.status(ctx, turnID)
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
@@ -258,7 +274,35 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (turnID string, _
 		h.refuse(w, r, http.StatusUnauthorized, "invalid bearer token")
 		return "", leases.Status{}, false
 	}
+	h.noteHolder(turnID, st.TokenHash, gen)
 	return turnID, st, true
+}
+
+// holder reports whether token is the token of turnID as this pod knows it
+// from a request it let in (a hash comparison, no store read).
+func (h *Handler) holder(turnID, token string) bool {
+	h.mu.Lock()
+	known, ok := h.holders[turnID]
+	h.mu.Unlock()
+	return ok && leases.TokenMatches(token, known)
+}
+
+// evictionCount is the number of evictions so far (noteHolder's guard).
+func (h *Handler) evictionCount() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.evictions
+}
+
+// noteHolder remembers turnID's token hash once a request presented it on
+// the open lease, unless an eviction came since gen (the turn may have
+// been closed after its status was read: a closed turn is not noted).
+func (h *Handler) noteHolder(turnID string, hash [sha256.Size]byte, gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.holders[turnID]; !ok && h.evictions == gen {
+		h.holders[turnID] = hash
+	}
 }
 
 // route handles a request the gate let in: a POST's body is read under the
@@ -830,11 +874,12 @@ func (h *Handler) Evict(turnID string) {
 // it read before.
 func (h *Handler) dropStatusLocked(turnID string) {
 	delete(h.statuses, turnID)
+	delete(h.holders, turnID)
 	h.evictions++
 }
 
-// Cached returns the ids of the turns this pod holds a server or a
-// status for.
+// Cached returns the ids of the turns this pod holds a server, a status
+// or a holder's token hash for.
 func (h *Handler) Cached() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -844,6 +889,12 @@ func (h *Handler) Cached() []string {
 	}
 	for id := range h.statuses {
 		if _, ok := h.turns[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	for id := range h.holders {
+		_, served := h.turns[id]
+		if _, cached := h.statuses[id]; !served && !cached {
 			ids = append(ids, id)
 		}
 	}

@@ -280,6 +280,87 @@ func TestRefusalsAreCheap(t *testing.T) {
 	}
 }
 
+// TestAHolderOfALiveTurnIsNotRefusedWithItsAddress (attack run of
+// 2026-12-07, D3): a client that spends its address's refusal budget with
+// made-up turn ids does not lock out another caller at that address (a
+// NAT, loopback, an Ingress not trusted) whose turn this pod has served:
+// the right token of such a turn passes whenever its status is no longer
+// cached (it was 429, and a tool call refused so left no record), while
+// made-up turn ids and a wrong token on that turn still cost no store
+// read, and a turn closed elsewhere is refused once, then forgotten.
+func TestAHolderOfALiveTurnIsNotRefusedWithItsAddress(t *testing.T) {
+	for _, ttl := range []time.Duration{500 * time.Millisecond, 0} {
+		t.Run(fmt.Sprintf("lease cache TTL %v", ttl), func(t *testing.T) {
+			pod := &fakeClock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+			st := &countingStore{Store: memory.New(memory.WithClock(pod.now))}
+			h := mcpserver.NewHandler(mcpserver.Config{
+				Store: st, Forwarder: &forward.Forwarder{},
+				Edge:           protocol.NewEdge(protocol.EdgeConfig{AllowedHosts: protocol.DefaultAllowedHosts}),
+				StatusCacheTTL: ttl, Now: pod.now, FailureRate: 0.0001, FailureBurst: 5, // no refill during the test
+			})
+			l, token := createLease(t, st, pod.now().Add(-time.Minute), pod.now().Add(time.Hour))
+			reads := func(f func()) int64 { before := st.reads.Load(); f(); return st.reads.Load() - before }
+			if code := serveList(h, l.TurnID, token); code != 200 {
+				t.Fatalf("the right token: %d", code)
+			}
+			for i := range 5 { // the hostile client spends the address's budget
+				if code := serveList(h, madeUpTurnID(i), "made-up"); code != http.StatusNotFound {
+					t.Fatalf("made-up turn %d within the budget: %d", i, code)
+				}
+			}
+			for i := range 3 {
+				pod.t = pod.t.Add(time.Second) // the turn's status is no longer cached
+				if code := serveList(h, l.TurnID, token); code != 200 {
+					t.Fatalf("the right token %d s after the budget was spent: %d, want 200", i+1, code)
+				}
+			}
+			pod.t = pod.t.Add(time.Second)
+			if n := reads(func() {
+				for i := range 50 {
+					if code := serveList(h, madeUpTurnID(100+i), "made-up"); code != http.StatusTooManyRequests {
+						t.Fatalf("made-up turn past the budget: %d, want 429", code)
+					}
+					if code := serveList(h, l.TurnID, fmt.Sprintf("wrong-%d", i)); code != http.StatusTooManyRequests {
+						t.Fatalf("a wrong token on the uncached turn past the budget: %d, want 429", code)
+					}
+				}
+			}); n != 0 {
+				t.Fatalf("100 refused requests past the budget cost %d store reads", n)
+			}
+
+			// Closed through another pod: the holder's next request reads
+			// the status and is refused; the turn is then forgotten, and
+			// its token costs no more reads.
+			if err := st.Close(context.Background(), l.TurnID); err != nil {
+				t.Fatal(err)
+			}
+			pod.t = pod.t.Add(time.Second)
+			if code := serveList(h, l.TurnID, token); code != http.StatusNotFound {
+				t.Fatalf("the closed turn: %d, want 404", code)
+			}
+			pod.t = pod.t.Add(2 * time.Second) // past the negative cache too
+			if n := reads(func() {
+				if code := serveList(h, l.TurnID, token); code != http.StatusTooManyRequests {
+					t.Errorf("the closed turn again: %d, want 429", code)
+				}
+			}); n != 0 {
+				t.Fatalf("the closed turn's token past the budget cost %d store reads", n)
+			}
+		})
+	}
+}
+
+// madeUpTurnID is a well-formed turn id no lease has, a different one
+// for each i.
+func madeUpTurnID(i int) string {
+	id := []byte("taaaaaaaaaaaaaaaaaaaaaaaaaa")
+	for p := len(id) - 1; i > 0; p-- {
+		id[p] = byte('a' + i%26)
+		i /= 26
+	}
+	return string(id)
+}
+
 // serveList serves one modern tools/list for turnID with token through h,
 // from one fixed source address, and returns the status.
 func serveList(h *mcpserver.Handler, turnID, token string) int {
