@@ -418,6 +418,7 @@ type harness struct {
 
 	authzClient  sharedosv1.AuthzServiceClient
 	authzTimeout time.Duration
+	inputWait    time.Duration // 0: the default
 
 	mu       sync.Mutex
 	attempts map[string]int   // turn → InvokeTool calls answered with a result
@@ -430,6 +431,7 @@ type options struct {
 	authzTimeout time.Duration
 	wrapStore    func(records.Store) records.Store
 	journaled    bool // a durable record journal (a directory of the test's)
+	inputWait    time.Duration
 }
 
 // forEachStore runs fn against every operation-record backend.
@@ -478,7 +480,7 @@ func newHarness(t *testing.T, store records.Store, rows func() int, opts options
 	h.resolver.add(t, "test.unreachable", pathSchema, "read", "file:{path}", deadAddr(t), managed, 0)
 
 	h.authzClient = sharedosv1.NewAuthzServiceClient(cc)
-	h.authzTimeout = opts.authzTimeout
+	h.authzTimeout, h.inputWait = opts.authzTimeout, opts.inputWait
 	if opts.journaled {
 		if h.journal, err = journal.Open(t.TempDir(), quiet); err != nil {
 			t.Fatal(err)
@@ -502,7 +504,7 @@ func newKernelWith(t *testing.T, h *harness, resolver pipeline.ToolResolver) *pi
 	entries, _ := resolver.(pipeline.EntryResolver)
 	k, err := pipeline.New(pipeline.Config{
 		Resolver: resolver, Entries: entries, Catalogue: lister, Records: h.store, Authz: h.authzClient, Grants: testKeys,
-		AuthzTimeout: h.authzTimeout, InstanceID: "test-kernel", Logger: quiet, Journal: h.journal,
+		AuthzTimeout: h.authzTimeout, InstanceID: "test-kernel", Logger: quiet, Journal: h.journal, InputWait: h.inputWait,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -594,6 +594,12 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (a
 		ended, err = s.resume(bctx, call, rec)
 		defer ended() // once the run ends: completed, parked or refused
 		if errors.Is(err, records.ErrNotWaiting) {
+			if res, resolved := s.endedRound(bctx, call, rec); res != nil {
+				// A notice of a round that ended before it came (its wait
+				// ran out, its turn was closed): the attempt's own record
+				// answers it, and no second record says otherwise.
+				return s.finish(ctx, span, start, res, resolved), nil
+			}
 			closedRound = true
 			err = s.records.Begin(bctx, rec) // refused below, on a record of its own
 		} else if err != nil {

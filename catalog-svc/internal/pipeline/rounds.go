@@ -152,6 +152,49 @@ func (s *Pipeline) resume(ctx context.Context, call *sharedosv1.ToolCall, rec *r
 	return end, err
 }
 
+// endedRound answers a notice resuming a round that is no longer open —
+// the bridge gave the round up (abandoned), or its 2025-era client did
+// not answer it (edge_rejection) — with the outcome of the attempt the
+// round belongs to, once that attempt has ended: its wait ran out (ended
+// failed/timeout here if the reconciler has not yet, records.EndedRound),
+// its turn was closed, or the bridge's notice ended it before. The bridge
+// answers its client with that, under the attempt's own call id, where a
+// record of the notice's own would say one thing (failed/invalid_request)
+// and the attempt's another (attack run of 2026-12-07: the bridge gave up
+// exactly at the round's expiry, so every unanswered 2025-era round left
+// two records). Nil, with the caller going on as before, for any other
+// call, and when the attempt still runs or ended in an outcome its record
+// alone cannot answer (a success's content is not kept).
+func (s *Pipeline) endedRound(ctx context.Context, call *sharedosv1.ToolCall, rec *records.Record) (*sharedosv1.ToolResult, string) {
+	r := call.GetResume()
+	if (!call.GetAbandoned() && call.GetEdgeRejection() == "") || checkID("resume.attempt_id", r.GetAttemptId()) != nil {
+		return nil, ""
+	}
+	row, err := s.records.EndedRound(ctx, records.Resumption{
+		AttemptID: r.GetAttemptId(), TurnID: call.GetTurnId(), RequestedToolSHA256: rec.RequestedToolSHA256,
+		ArgumentsDigest: rec.ArgumentsDigest, Kind: rec.Kind, Round: r.GetRound(),
+	})
+	if err != nil {
+		if !errors.Is(err, records.ErrNotWaiting) {
+			s.logger.WarnContext(ctx, "the attempt of a round given up could not be read; the notice is recorded on its own",
+				slog.String(telemetry.LogAttemptID, r.GetAttemptId()), slog.Any("error", err))
+		}
+		return nil, ""
+	}
+	switch row.Status {
+	case sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, sharedosv1.OperationStatus_OPERATION_STATUS_DENIED,
+		sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED:
+	default:
+		return nil, ""
+	}
+	// A provider holding the call for the next round lets it go now.
+	if rc, ok := s.handlers.(RoundCanceller); ok {
+		rc.CancelRound(call.GetTurnId(), r.GetRequestState())
+	}
+	return &sharedosv1.ToolResult{Status: row.Status, Code: row.Code, Reason: truncate(row.Reason, maxAnswerReasonBytes),
+		CallId: row.CallID, DecisionId: row.DecisionID, PolicyRevision: row.PolicyRevision}, row.ResolvedTool
+}
+
 // park makes the attempt wait for the client's input and completes res
 // with its round; when the record cannot note the wait, the attempt ends
 // here instead (cancelled if its turn was closed, else record_unavailable)

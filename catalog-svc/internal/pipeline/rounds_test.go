@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -248,6 +249,96 @@ func TestRoundLeftByItsClientIsCancelled(t *testing.T) {
 		if strings.Contains(rows[0].Reason, "not run") || !strings.Contains(rows[0].Reason, "input") {
 			t.Errorf("reason %q: want the input the client was asked for, not \"not run\" (its first round ran)", rows[0].Reason)
 		}
+	})
+}
+
+// TestARoundGivenUpLateAnswersWithItsAttempt (attack run of 2026-12-07,
+// D2): a notice resuming a round that is no longer open — the bridge's
+// "no answer before the round expired" (edge_rejection) or its client's
+// leaving (abandoned) — is answered with the outcome of the round's own
+// attempt under its call id, and writes nothing: whether it comes after
+// the round's wait ran out but before the reconciler's sweep (the notice
+// ends the attempt failed/timeout itself, and the sweep finds nothing) or
+// after it, or after the turn was closed. Each left a second record
+// before, failed/invalid_request, and the bridge answered its client
+// with that one. A notice while the round is open still ends the attempt
+// with itself; a retry of a closed round that is no notice, and a notice
+// naming another attempt's round, are still refused on records of their
+// own.
+func TestARoundGivenUpLateAnswersWithItsAttempt(t *testing.T) {
+	const args = `{"path":"/public/a.txt"}`
+	unanswered := func(h *harness, turn string, res *sharedosv1.ToolResult) *sharedosv1.ToolCall {
+		n := h.resumeCall(turn, args, res, "")
+		n.InputResponsesJson = nil
+		n.EdgeRejection = "the client did not answer the tool's input request: no answer before the round expired"
+		return n
+	}
+	// ended checks that the notice was answered with the attempt's one
+	// record, code.
+	ended := func(t *testing.T, h *harness, turn string, first, got *sharedosv1.ToolResult, status sharedosv1.OperationStatus, code string) {
+		t.Helper()
+		rows := h.records(turn)
+		if len(rows) != 1 || rows[0].AttemptID != first.GetInput().GetAttemptId() || rows[0].Status != status || rows[0].Code != code {
+			t.Fatalf("records %+v: want the one attempt, ended %v/%s", rows, status, code)
+		}
+		if got.GetStatus() != status || got.GetCode() != code || got.GetCallId() != rows[0].CallID || got.GetReason() != rows[0].Reason {
+			t.Fatalf("answered %v/%s %q under call %s; the record says %v/%s %q under call %s", got.GetStatus(), got.GetCode(),
+				got.GetReason(), got.GetCallId(), rows[0].Status, rows[0].Code, rows[0].Reason, rows[0].CallID)
+		}
+	}
+	// A wait of a nanosecond has run out by the time anything resumes it.
+	forEachStore(t, options{inputWait: time.Nanosecond}, func(t *testing.T, h *harness) {
+		h.handler.asks(askTwice)
+		ctx := context.Background()
+
+		// After the round's end, before the sweep.
+		res := h.call2(h.roundCall("before-sweep", args, inputround.Names()...))
+		expect(t, res, inputRequired, "")
+		ended(t, h, "before-sweep", res, h.resumed(unanswered(h, "before-sweep", res)), failed, outcome.Timeout)
+		if n, err := h.kernel.ExpireWaiting(ctx); err != nil || n != 0 {
+			t.Fatalf("the sweep after the notice ended %d attempts (%v), want none", n, err)
+		}
+
+		// After the sweep: the edge's refusal, and a client's leaving.
+		for _, turn := range []string{"after-sweep", "left-after-sweep"} {
+			res := h.call2(h.roundCall(turn, args, inputround.Names()...))
+			expect(t, res, inputRequired, "")
+			if n, err := h.kernel.ExpireWaiting(ctx); err != nil || n != 1 {
+				t.Fatalf("the sweep ended %d attempts (%v), want 1", n, err)
+			}
+			notice := unanswered(h, turn, res)
+			if turn == "left-after-sweep" {
+				notice.EdgeRejection, notice.Abandoned = "", true
+			}
+			ended(t, h, turn, res, h.resumed(notice), failed, outcome.Timeout)
+		}
+
+		// A retry that is no notice, and a notice naming another
+		// attempt's round: records of their own, as before.
+		retry := h.resumeCall("after-sweep", args, res, `{"name":{"action":"accept"}}`)
+		expect(t, h.call2(retry), failed, outcome.InvalidRequest)
+		other := unanswered(h, "after-sweep", res)
+		other.Resume.Round = 2
+		expect(t, h.call2(other), failed, outcome.InvalidRequest)
+		if rows := h.records("after-sweep"); len(rows) != 3 {
+			t.Fatalf("records %+v: want the attempt and the two refusals", rows)
+		}
+	})
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		h.handler.asks(askTwice)
+
+		// While the round is open the notice ends the attempt itself.
+		res := h.call2(h.roundCall("open", args, inputround.Names()...))
+		expect(t, res, inputRequired, "")
+		ended(t, h, "open", res, h.resumed(unanswered(h, "open", res)), failed, outcome.InvalidRequest)
+
+		// After the turn was closed.
+		res = h.call2(h.roundCall("closed", args, inputround.Names()...))
+		expect(t, res, inputRequired, "")
+		if _, err := h.kernel.RevokeTurn(context.Background(), &sharedosv1.RevokeTurnRequest{TurnId: "closed"}); err != nil {
+			t.Fatal(err)
+		}
+		ended(t, h, "closed", res, h.resumed(unanswered(h, "closed", res)), cancelled, outcome.Cancelled)
 	})
 }
 

@@ -219,6 +219,15 @@ type Rounds interface {
 	Resume(ctx context.Context, r Resumption) (callID string, err error)
 	// ExpireWaiting completes failed/timeout every row whose wait ran out.
 	ExpireWaiting(ctx context.Context) (int64, error)
+	// EndedRound returns the row a resumption r names once that round can
+	// no longer be answered: the row matching r in everything Resume
+	// matches but the open wait (attempt, turn, tool, arguments, kind and
+	// round) that is no longer pending, or that still waits past its wait
+	// — then completed failed/timeout first, as ExpireWaiting would, so
+	// the row returned is the attempt's one outcome whichever of the two
+	// ended it. ErrNotWaiting when no row matches, or the matching row is
+	// still in its wait or runs a resumption.
+	EndedRound(ctx context.Context, r Resumption) (Record, error)
 	// CloseWaiting completes cancelled every row of turnID that waits.
 	CloseWaiting(ctx context.Context, turnID string) (int64, error)
 }

@@ -201,6 +201,34 @@ func (s *Store) ExpireWaiting(ctx context.Context) (int64, error) {
 		sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, outcome.Timeout, records.ExpiredWaitReason)
 }
 
+// EndedRound implements records.Rounds.
+func (s *Store) EndedRound(ctx context.Context, r records.Resumption) (records.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return records.Record{}, err
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx, ok := s.byID[r.AttemptID]
+	if !ok {
+		return records.Record{}, records.ErrNotWaiting
+	}
+	row := s.rows.at(idx)
+	if row.TurnID != r.TurnID || row.RequestedToolSHA256 != r.RequestedToolSHA256 || row.ArgumentsDigest != r.ArgumentsDigest ||
+		records.KindName(row.Kind) != records.KindName(r.Kind) || row.InputRounds != r.Round {
+		return records.Record{}, records.ErrNotWaiting
+	}
+	if row.Status == sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		if row.WaitingUntil.IsZero() || now.Before(row.WaitingUntil) {
+			return records.Record{}, records.ErrNotWaiting
+		}
+		row.Status, row.Code, row.Reason = sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, outcome.Timeout, records.ExpiredWaitReason
+		row.FinishedAt, row.WaitingUntil = now, time.Time{}
+		delete(s.open, idx)
+	}
+	return *row, nil
+}
+
 // CloseWaiting implements records.Rounds.
 func (s *Store) CloseWaiting(ctx context.Context, turnID string) (int64, error) {
 	return s.endWaiting(ctx, turnID, func(*records.Record, time.Time) bool { return true },

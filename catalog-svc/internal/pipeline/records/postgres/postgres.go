@@ -386,6 +386,36 @@ UPDATE catalog.operations
 	return tag.RowsAffected(), nil
 }
 
+// EndedRound implements records.Rounds. The row is expired by one
+// statement and read by the next: the read's snapshot is taken after the
+// expiry, or after the reconciler's concurrent one it waited for, has
+// committed, so an ended row is always found.
+func (s *Store) EndedRound(ctx context.Context, r records.Resumption) (records.Record, error) {
+	const match = `attempt_id = $1 AND turn_id = $2 AND requested_tool_sha256 = $3 AND arguments_digest = $4
+   AND input_rounds = $5 AND kind = $6`
+	args := []any{r.AttemptID, r.TurnID, r.RequestedToolSHA256, r.ArgumentsDigest, r.Round, records.KindName(r.Kind)}
+	if _, err := s.pool.Exec(ctx, `
+UPDATE catalog.operations
+   SET status = 'failed', code = $7, reason = $8, finished_at = now(), waiting_until = NULL
+ WHERE `+match+` AND waiting_until <= now() AND status = 'pending'`,
+		append(args, outcome.Timeout, records.ExpiredWaitReason)...); err != nil {
+		return records.Record{}, fmt.Errorf("postgres: end an expired round: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+`
+  FROM catalog.operations WHERE `+match+` AND status <> 'pending'`, args...)
+	if err != nil {
+		return records.Record{}, fmt.Errorf("postgres: read an ended round: %w", err)
+	}
+	out, err := scanRecords(rows)
+	switch {
+	case err != nil:
+		return records.Record{}, fmt.Errorf("postgres: read an ended round: %w", err)
+	case len(out) == 0:
+		return records.Record{}, records.ErrNotWaiting
+	}
+	return out[0], nil
+}
+
 // CloseWaiting implements records.Rounds.
 func (s *Store) CloseWaiting(ctx context.Context, turnID string) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `

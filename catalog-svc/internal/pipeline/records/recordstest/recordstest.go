@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"ResumeOnlyAnExactWait", testResumeExact},
 		{"ConcurrentResumesOneWins", testConcurrentResumes},
 		{"WaitExpiresAsTimeout", testWaitExpires},
+		{"EndedRoundIsTheAttemptsOneOutcome", testEndedRound},
 		{"WaitEndsWithTheTurn", testWaitClosed},
 		{"WaitingIsNeverInterrupted", testWaitNotReconciled},
 	}
@@ -901,6 +902,79 @@ func testWaitExpires(t *testing.T, s records.Store) {
 				t.Errorf("row still within its wait %+v, want pending and waiting", row)
 			}
 		}
+	}
+}
+
+// testEndedRound: a round that can no longer be answered gives its row's
+// one outcome — a wait past its end is ended failed/timeout by EndedRound
+// itself or by ExpireWaiting, whichever comes first, and the other finds
+// it ended — while a round still open, another round, another call's
+// tool or arguments, another turn or a row running a resumption give
+// nothing and are left as they are.
+func testEndedRound(t *testing.T, s records.Store) {
+	c := ctx(t)
+	timedOut := func(name string, row records.Record) {
+		t.Helper()
+		if row.Status != sharedosv1.OperationStatus_OPERATION_STATUS_FAILED || row.Code != outcome.Timeout ||
+			row.Reason != records.ExpiredWaitReason || row.FinishedAt.IsZero() || !row.WaitingUntil.IsZero() {
+			t.Errorf("%s: row %+v, want failed/timeout", name, row)
+		}
+	}
+
+	// Past its wait (a TTL of 0 ends it as it begins), not yet swept.
+	first := NewRecord(turn(t), "first", "files.read")
+	park(t, s, first, 0)
+	row, err := s.EndedRound(c, resumption(first, 1, "kernel-2"))
+	if err != nil || row.AttemptID != first.AttemptID || row.CallID != "first" || row.DecisionID != "dec-1" {
+		t.Fatalf("EndedRound of an unswept expired wait = %+v, %v: want its row", row, err)
+	}
+	timedOut("ended by EndedRound", row)
+	if n, err := s.ExpireWaiting(c); err != nil || n != 0 {
+		t.Fatalf("ExpireWaiting after EndedRound = %d, %v, want 0", n, err)
+	}
+
+	// Swept first.
+	swept := NewRecord(turn(t), "swept", "files.read")
+	park(t, s, swept, 0)
+	if n, err := s.ExpireWaiting(c); err != nil || n != 1 {
+		t.Fatalf("ExpireWaiting = %d, %v, want 1", n, err)
+	}
+	if row, err = s.EndedRound(c, resumption(swept, 1, "kernel-2")); err != nil || row.AttemptID != swept.AttemptID {
+		t.Fatalf("EndedRound of a swept wait = %+v, %v: want its row", row, err)
+	}
+	timedOut("swept", row)
+
+	// Still open, or not this round's: nothing, and the wait goes on.
+	open := NewRecord(turn(t), "open", "files.read")
+	park(t, s, open, time.Hour)
+	names := map[string]records.Resumption{"an open wait": resumption(open, 1, "kernel-2")}
+	for name, edit := range map[string]func(*records.Resumption){
+		"another round": func(x *records.Resumption) { x.Round = 2 },
+		"another turn":  func(x *records.Resumption) { x.TurnID = "another-turn" },
+		"another tool":  func(x *records.Resumption) { x.RequestedToolSHA256 += "0" },
+		"other arguments": func(x *records.Resumption) {
+			x.ArgumentsDigest = redact.ArgumentsDigest([]byte(`{"path":"/private/a"}`))
+		},
+		"another kind": func(x *records.Resumption) { x.Kind = sharedosv1.CallKind_CALL_KIND_PROMPT },
+	} {
+		x := resumption(first, 1, "kernel-2")
+		edit(&x)
+		names[name] = x
+	}
+	for name, x := range names {
+		if row, err := s.EndedRound(c, x); !errors.Is(err, records.ErrNotWaiting) {
+			t.Errorf("EndedRound of %s = %+v, %v, want ErrNotWaiting", name, row, err)
+		}
+	}
+	if _, err := s.Resume(c, resumption(open, 1, "kernel-2")); err != nil {
+		t.Fatalf("Resume of the open wait after EndedRound: %v (it must still wait)", err)
+	}
+	if _, err := s.EndedRound(c, resumption(open, 1, "kernel-2")); !errors.Is(err, records.ErrNotWaiting) {
+		t.Errorf("EndedRound of a row running its resumption: %v, want ErrNotWaiting", err)
+	}
+	rows := list(t, s, turn(t))
+	if len(rows) != 3 || rows[2].Status != sharedosv1.OperationStatus_OPERATION_STATUS_PENDING {
+		t.Fatalf("rows %+v: want the three attempts, the resumed one still pending", rows)
 	}
 }
 
