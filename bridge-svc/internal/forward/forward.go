@@ -201,7 +201,8 @@ type Request struct {
 	// Ask, on a 2025-era session, asks the client for a round's input on
 	// the call's own stream (elicitation/create, sampling/createMessage,
 	// roots/list requests) and returns its answers as an inputResponses
-	// object; the bridge then continues the attempt itself. nil: the
+	// object; the bridge then continues the attempt itself. It gives up
+	// at until, some time before the round expires (answerBy). nil: the
 	// session cannot be asked.
 	Ask func(ctx context.Context, inputRequests json.RawMessage, until time.Time) (json.RawMessage, error)
 }
@@ -462,10 +463,26 @@ func (f *Forwarder) giveUpRound(ctx context.Context, call *sharedosv1.ToolCall, 
 // down while the client was asked (mcpserver's StopAsking).
 var ErrBridgeStopping = errors.New("the bridge is shutting down")
 
+// RoundAnswerMargin is how long before a round expires (on the kernel's
+// store's clock) the bridge stops waiting for a 2025-era client's answers:
+// its resumption, with the answers or refusing the round, must reach the
+// kernel while the round is open, also when this pod's clock runs behind
+// the store's (grants allow as much skew) and the resumption is slow on
+// its way. Waiting to the expiry itself, the refusal always came after it,
+// when the attempt had ended failed/timeout or was about to.
+const RoundAnswerMargin = 30 * time.Second
+
+// answerBy is when a client asked for a round expiring at expires is
+// given up: RoundAnswerMargin before, but never more than a tenth of the
+// time left, so a short round still gives its client most of it.
+func (f *Forwarder) answerBy(expires time.Time) time.Time {
+	return expires.Add(-min(RoundAnswerMargin, max(expires.Sub(f.now()), 0)/10))
+}
+
 // askRound asks a 2025-era client for the input of res's round and
 // continues the attempt with its answers (a resumption under a new call
 // id, as a 2026-07-28 client's retry would be). A client that does not
-// answer — it refused, the round expired — ends the attempt
+// answer — it refused, the round is about to expire — ends the attempt
 // failed/invalid_request, recorded at once; one that cancelled the call
 // or left ends it cancelled, as any call its client gave up (the round's
 // notice, abandon). A round its pod stopped waiting for, shutting down,
@@ -477,7 +494,7 @@ func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, re
 		Grant: first.GetGrant(), PinProof: first.GetPinProof(), Harness: first.GetHarness(), InputRounds: true, InputMethods: first.GetInputMethods(), Kind: first.GetKind(),
 		Resume: &sharedosv1.Resume{AttemptId: in.GetAttemptId(), Round: in.GetRound(), RequestState: in.GetInput().GetRequestState()},
 	}
-	answers, err := req.Ask(ctx, in.GetInput().GetInputRequestsJson(), in.GetExpiresAt().AsTime())
+	answers, err := req.Ask(ctx, in.GetInput().GetInputRequestsJson(), f.answerBy(in.GetExpiresAt().AsTime()))
 	if err == nil {
 		next.InputResponsesJson = answers
 		return f.run(ctx, next, send)

@@ -3,6 +3,7 @@ package forward_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -255,6 +256,46 @@ func TestInputRoundStateOpensOnlyForItsKind(t *testing.T) {
 	if rerr != nil || !ok || done.GetStatus() != sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED ||
 		inv.calls[0].GetResume().GetAttemptId() != "attempt-1" {
 		t.Errorf("the prompt's own retry: %v, %+v (kernel saw %v): want the attempt resumed", done, rerr, inv.calls)
+	}
+}
+
+// TestAnAskedRoundIsGivenUpBeforeItExpires (attack run of 2026-12-07,
+// D2): a 2025-era client is waited for until RoundAnswerMargin before its
+// round expires (a tenth of a short round's time at most), so the
+// bridge's refusal of an unanswered round reaches the kernel while the
+// round is still open, on a clock that runs behind the kernel's too; it
+// was given until the expiry itself, and the refusal always came too
+// late. The client is answered with what the kernel made of it.
+func TestAnAskedRoundIsGivenUpBeforeItExpires(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name          string
+		left, waitFor time.Duration
+	}{
+		{"a round of 10 minutes", 10 * time.Minute, 10*time.Minute - forward.RoundAnswerMargin},
+		{"a round of a minute", time.Minute, 54 * time.Second},
+		{"a round already past", -time.Second, -time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inv := &roundsInvoker{res: func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
+				return waiting("attempt-1", 1, now.Add(c.left))
+			}}
+			f := &forward.Forwarder{Invoker: inv, Now: func() time.Time { return now }}
+			var until time.Time
+			req := forward.Request{Name: "files.read", Arguments: json.RawMessage(`{}`), InputMethods: []string{"elicitation/create"},
+				Ask: func(_ context.Context, _ json.RawMessage, u time.Time) (json.RawMessage, error) {
+					until = u
+					return nil, errors.New("no answer before the round's deadline")
+				}}
+			res, rerr := f.Call(context.Background(), turn(false), req)
+			if want := now.Add(c.waitFor); !until.Equal(want) {
+				t.Errorf("the client was waited for until %v, want %v (the round expires at %v)", until, want, now.Add(c.left))
+			}
+			if rerr != nil || len(inv.calls) != 2 || inv.calls[1].GetResume().GetAttemptId() != "attempt-1" ||
+				!strings.Contains(inv.calls[1].GetEdgeRejection(), "did not answer") || !strings.Contains(text(res), "failed: ") {
+				t.Fatalf("Call = %v, %v (kernel saw %v): want the round refused on its resumption and that answered", res, rerr, inv.calls)
+			}
+		})
 	}
 }
 

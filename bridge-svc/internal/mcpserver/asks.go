@@ -241,7 +241,7 @@ func (h *Handler) asker(turnID, sessionID string, st *callState) func(context.Co
 			case <-h.asks.stopping:
 				return nil, forward.ErrBridgeStopping
 			case <-timer.C:
-				return nil, errors.New("no answer before the round expired")
+				return nil, errors.New("no answer before the round's deadline")
 			case a := <-waits[i]:
 				if len(a.err) > 0 || len(bytes.TrimSpace(a.result)) == 0 || bytes.TrimSpace(a.result)[0] != '{' {
 					return nil, fmt.Errorf("the client answered %s with an error", reqs[k].Method)
