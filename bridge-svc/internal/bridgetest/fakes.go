@@ -224,7 +224,11 @@ func (k *FakeKernel) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) 
 	}
 	if call.GetAbandoned() {
 		// The bridge gave up on the call on its way: the real kernel records
-		// it (unless it arrived) and runs nothing.
+		// it (unless it arrived) and runs nothing, as what the bridge
+		// answered its client (its code), else cancelled.
+		if code := call.GetAbandonedCode(); code != "" {
+			return withID(outcome.Failed(code, "abandoned"), call), nil
+		}
 		return withID(outcome.CancelledResult("abandoned"), call), nil
 	}
 	k.mu.Lock()

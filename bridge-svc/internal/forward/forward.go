@@ -433,15 +433,19 @@ func (f *Forwarder) abandonLater(ctx context.Context, call *sharedosv1.ToolCall,
 // abandon tells the kernel the bridge gave up on call before it was surely
 // in its hands — its client left (code ""), or the bridge answered it
 // failed with code — and the kernel records that, unless it has the call
-// (ToolCall.abandoned).
-func (f *Forwarder) abandon(ctx context.Context, call *sharedosv1.ToolCall, send rpc, code string) {
+// (ToolCall.abandoned). It returns the kernel's answer (nil when none
+// came): for a round given up, the outcome of the round's attempt.
+func (f *Forwarder) abandon(ctx context.Context, call *sharedosv1.ToolCall, send rpc, code string) *sharedosv1.ToolResult {
 	call.Abandoned, call.AbandonedCode = true, code
 	rctx, cancel := recording(ctx)
 	defer cancel()
-	if _, err := send(rctx, call); err != nil {
+	res, err := send(rctx, call)
+	if err != nil {
 		f.log().ErrorContext(ctx, "abandoned call not recorded", slog.String(telemetry.LogCallID, call.GetCallId()),
 			slog.String("grpc.code", status.Code(err).String()))
+		return nil
 	}
+	return res
 }
 
 // giveUpRound ends the attempt waiting in res's round, which the bridge
@@ -505,9 +509,15 @@ func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, re
 	}
 	if errors.Is(err, ErrBridgeStopping) {
 		// Not the client's doing: the attempt ends failed/internal, as
-		// the client is answered.
-		f.abandon(ctx, next, send, outcome.Internal)
-		return outcome.Failed(outcome.Internal, "the bridge shut down while the tool's input request waited for its answer: call the tool again"), true
+		// the client is answered — or, when its round had ended before the
+		// notice came (it ran out, the turn was closed), the client is
+		// answered with the outcome the attempt ended with.
+		out := f.abandon(ctx, next, send, outcome.Internal)
+		if (outcome.IsRefusal(out) && out.GetCode() != outcome.Internal) ||
+			out.GetStatus() == sharedosv1.OperationStatus_OPERATION_STATUS_CANCELLED {
+			return out, true
+		}
+		return withCall(outcome.Failed(outcome.Internal, "the bridge shut down while the tool's input request waited for its answer: call the tool again"), out), true
 	}
 	next.EdgeRejection = "the client did not answer the tool's input request: " + err.Error()
 	rctx := ctx

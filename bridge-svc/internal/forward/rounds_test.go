@@ -299,6 +299,52 @@ func TestAnAskedRoundIsGivenUpBeforeItExpires(t *testing.T) {
 	}
 }
 
+// TestABridgeStoppingAnswersARoundThatEndedAsItEnded: a pod that shuts
+// down while its client is asked gives the round up (abandoned,
+// failed/internal); when the round had ended before that notice came —
+// its wait ran out — the kernel answers with the attempt's outcome, and
+// that, under the attempt's call id, is what the client is answered, not
+// a failed/internal its record does not say. A round still open is
+// answered failed/internal, under the attempt's call id.
+func TestABridgeStoppingAnswersARoundThatEndedAsItEnded(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name   string
+		kernel *sharedosv1.ToolResult
+		code   string
+	}{
+		{"a round that ran out", &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.Timeout,
+			Reason: "the client did not answer the tool's input request in time", CallId: "call-of-the-attempt"}, outcome.Timeout},
+		{"an open round", &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_FAILED, Code: outcome.Internal,
+			Reason: "the bridge ended the tool's input request before its client answered", CallId: "call-of-the-attempt"}, outcome.Internal},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inv := &roundsInvoker{res: func(call *sharedosv1.ToolCall) *sharedosv1.ToolResult {
+				if call.GetAbandoned() {
+					return c.kernel
+				}
+				return waiting("attempt-1", 1, now.Add(10*time.Minute))
+			}}
+			f := &forward.Forwarder{Invoker: inv, Now: func() time.Time { return now }}
+			req := forward.Request{Name: "files.read", Arguments: json.RawMessage(`{}`), InputMethods: []string{"elicitation/create"},
+				Ask: func(context.Context, json.RawMessage, time.Time) (json.RawMessage, error) {
+					return nil, forward.ErrBridgeStopping
+				}}
+			res, rerr := f.Call(context.Background(), turn(false), req)
+			if rerr != nil || res == nil || !res.IsError {
+				t.Fatalf("Call = %v, %v: want a failed result", res, rerr)
+			}
+			meta, _ := res.Meta.AdditionalFields[outcome.MetaKey].(map[string]any)
+			if meta["code"] != c.code || meta["callId"] != "call-of-the-attempt" {
+				t.Errorf("answered %v: want %s under the attempt's call id", meta, c.code)
+			}
+			if n := inv.calls[len(inv.calls)-1]; !n.GetAbandoned() || n.GetAbandonedCode() != outcome.Internal {
+				t.Errorf("the kernel was told %v: want the round abandoned failed/internal", n)
+			}
+		})
+	}
+}
+
 // TestAskedRoundsStayOnOneKernel: a 2025-era session's rounds, asked on
 // this pod, go to the kernel replica that answered the first.
 func TestAskedRoundsStayOnOneKernel(t *testing.T) {
