@@ -333,9 +333,9 @@ func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProvide
 			}
 		}
 		cur.State, cur.Pending, cur.PendingDigest, cur.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, encodeEntry(cand.reg), digest, reason
-		d, err := m.diffEntries(cand.kind, cur.GetPublished(), cur.GetPending())
+		d, err := m.diffEntries(cand.kind, cur.GetPublished(), cur.GetPending(), maxEventDiffBytes, diffMore(cur.GetKey()))
 		if err != nil {
-			d = "(no diff: " + err.Error() + ")"
+			d = "(no diff: " + clip(err.Error(), maxSkippedReason) + ")"
 		}
 		addEvent(rec, cur.GetKey(), "quarantined", actor, cur.GetDigest(), digest, reason, d)
 	}
@@ -347,8 +347,8 @@ func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProvide
 }
 
 // diffEntries is the unified diff of two encoded registrations' canonical
-// projections.
-func (m *Manager) diffEntries(kind string, from, to []byte) (string, error) {
+// projections, cut to most bytes (diffText).
+func (m *Manager) diffEntries(kind string, from, to []byte, most int, more string) (string, error) {
 	pretty := func(b []byte) (string, error) {
 		if b == nil {
 			return "", nil
@@ -371,7 +371,7 @@ func (m *Manager) diffEntries(kind string, from, to []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return unified(a, b)
+	return diffText(a, b, most, more), nil
 }
 
 // findEntry is the acquired prompt or resource key of any upstream.

@@ -659,7 +659,8 @@ func (m *Manager) decide(ctx context.Context, name, digest, actor string, approv
 }
 
 // Diff is the unified diff from name's published definition to its pending
-// one.
+// one, made anew (a quarantine event keeps only the beginning of it), at
+// most maxDiffBytes of it.
 func (m *Manager) Diff(ctx context.Context, name string) (*sharedosv1.UpstreamTool, string, error) {
 	t, err := m.Tool(ctx, name)
 	if errors.Is(err, ErrNotFound) {
@@ -670,7 +671,7 @@ func (m *Manager) Diff(ctx context.Context, name string) (*sharedosv1.UpstreamTo
 		if e.GetPending() == nil {
 			return entryAsTool(e), "", nil
 		}
-		d, err := m.diffEntries(e.GetKind(), e.GetPublished(), e.GetPending())
+		d, err := m.diffEntries(e.GetKind(), e.GetPublished(), e.GetPending(), maxDiffBytes, "")
 		return entryAsTool(e), d, err
 	}
 	if err != nil {
@@ -679,7 +680,7 @@ func (m *Manager) Diff(ctx context.Context, name string) (*sharedosv1.UpstreamTo
 	if t.GetPending() == nil {
 		return t, "", nil
 	}
-	d, err := m.diff(t.GetPublished(), t.GetPending())
+	d, err := m.diff(t.GetPublished(), t.GetPending(), maxDiffBytes, "")
 	return t, d, err
 }
 
@@ -919,9 +920,9 @@ func (m *Manager) reconcile(ctx context.Context, rec *sharedosv1.GetProviderResp
 
 func (m *Manager) quarantine(rec *sharedosv1.GetProviderResponse, t *sharedosv1.UpstreamTool, reg *sharedosv1.ToolRegistration, digest, reason, actor string) {
 	t.State, t.Pending, t.PendingDigest, t.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, reg, digest, reason
-	d, err := m.diff(t.GetPublished(), reg)
+	d, err := m.diff(t.GetPublished(), reg, maxEventDiffBytes, diffMore(t.GetName()))
 	if err != nil {
-		d = "(no diff: " + err.Error() + ")"
+		d = "(no diff: " + clip(err.Error(), maxSkippedReason) + ")"
 	}
 	addEvent(rec, t.GetName(), "quarantined", actor, t.GetDigest(), digest, reason, d)
 }
