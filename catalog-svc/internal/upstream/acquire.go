@@ -282,6 +282,23 @@ const (
 	maxSkippedReason = 1024
 )
 
+// maxServerInfoBytes bounds each of the upstream's own strings a
+// provider's status keeps: its protocol version, server name and version
+// (serverString).
+const maxServerInfoBytes = 256
+
+// serverString is one of the upstream's own strings (protocol version,
+// server name and version) as the status keeps it: within
+// maxServerInfoBytes, marked where it was cut (so cutting it again leaves
+// it as it is). Like every upstream string it is kept as sent otherwise;
+// sharedosctl escapes what it shows.
+func serverString(s string) string {
+	if len(s) <= maxServerInfoBytes {
+		return s
+	}
+	return clip(s, maxServerInfoBytes-48) // the mark takes at most 48
+}
+
 // reported is a failed listing's error as the provider's record and the
 // log keep it: cut to maxSkippedReason, since its text is the upstream's
 // (mcp-go quotes a refused POST's whole body: 8 MiB of it went into

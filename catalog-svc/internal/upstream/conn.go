@@ -226,7 +226,10 @@ func (c *conn) connect(ctx context.Context) (session, error) {
 		discard(cl, tr)
 		return session{}, fmt.Errorf("initialize: %w", err)
 	}
-	live, err := newSession(cl, tr, serverInfo{protocol: cl.ProtocolVersion(), name: res.ServerInfo.Name, version: res.ServerInfo.Version})
+	// The server's name and version are kept short at once: the session
+	// keeps them for as long as it lives (40 MiB of a name went into the
+	// provider's record before, and failed providers list).
+	live, err := newSession(cl, tr, serverInfo{protocol: cl.ProtocolVersion(), name: serverString(res.ServerInfo.Name), version: serverString(res.ServerInfo.Version)})
 	if err != nil {
 		discard(cl, tr)
 		return session{}, err

@@ -111,6 +111,44 @@ func TestASkippedNameIsKeptShort(t *testing.T) {
 	}
 }
 
+// An upstream's own strings in its initialize result — its server's name
+// and version — are kept in the provider's record to 256 bytes, marked
+// with the length they had: a name of 40 MiB went into every providers
+// get, and two such providers made providers list fail for every
+// provider.
+func TestAServersNameIsKeptShort(t *testing.T) {
+	name, version := strings.Repeat("N", 5<<20), strings.Repeat("1.", 1<<19)
+	s := server.NewMCPServer(name, version, server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("t", mcp.WithDescription("A test tool.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("ok"), nil
+		})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
+	t.Cleanup(hs.Close)
+	mem := memory.New()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
+	t.Cleanup(func() { _ = m.Close() })
+	for _, ns := range []string{"n1", "n2"} {
+		rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: hs.URL + "/mcp", AutoApproveNew: true}, "op")
+		if err != nil || rec.GetStatus().GetError() != "" {
+			t.Fatalf("add %s: %v %s", ns, err, rec.GetStatus().GetError())
+		}
+		st := rec.GetStatus()
+		for _, c := range []struct{ field, got, sent string }{{"serverName", st.GetServerName(), name}, {"serverVersion", st.GetServerVersion(), version}} {
+			if len(c.got) > 256 || !strings.HasPrefix(c.got, c.sent[:100]) || !strings.HasSuffix(c.got, fmt.Sprintf("…[cut: %d bytes in all]", len(c.sent))) {
+				t.Errorf("%s: %s of %d bytes: %.120q", ns, c.field, len(c.got), c.got)
+			}
+		}
+		if got, err := m.Get(t.Context(), ns); err != nil || proto.Size(got) > 16<<10 {
+			t.Errorf("providers get %s: %v, %d bytes", ns, err, proto.Size(got))
+		}
+	}
+	recs, err := m.List(t.Context())
+	if n := proto.Size(&sharedosv1.ListProvidersResponse{Providers: recs}); err != nil || n > 32<<10 {
+		t.Errorf("providers list: %v, %d bytes", err, n)
+	}
+}
+
 // Each page of a listing is bounded as any message is, and so are its
 // pages together: an upstream cannot make a listing keep 100 pages of
 // the bound.

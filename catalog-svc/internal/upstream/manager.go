@@ -777,12 +777,15 @@ var defaultListTimeout = func() *atomic.Int64 {
 func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse, l *listing, actor string) {
 	spec, st := rec.GetProvider(), rec.GetStatus()
 	st.RefreshedAt, st.AppliedListing = l.at, l.ticket.number
+	// A record a catalog-svc before the bounds kept is brought within
+	// them, whatever this listing finds.
+	st.ProtocolVersion, st.ServerName, st.ServerVersion = serverString(st.GetProtocolVersion()), serverString(st.GetServerName()), serverString(st.GetServerVersion())
 	if l.err != nil {
 		st.Error = reported(l.err)
 		return
 	}
 	listed, info := l.tools, l.info
-	st.Error, st.ProtocolVersion, st.ServerName, st.ServerVersion = "", info.protocol, info.name, info.version
+	st.Error, st.ProtocolVersion, st.ServerName, st.ServerVersion = "", serverString(info.protocol), serverString(info.name), serverString(info.version)
 	st.Skipped = nil
 	index := map[string]*sharedosv1.UpstreamTool{}
 	for _, t := range st.GetTools() {
