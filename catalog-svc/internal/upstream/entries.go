@@ -233,7 +233,7 @@ func encodeEntry(reg proto.Message) []byte {
 
 // applyEntries brings rec's prompts and resources up to date with what
 // the upstream listed, as apply does for tools.
-func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderResponse, listed []candidate, actor string) {
+func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderResponse, listed []candidate, actor string, r *room) {
 	st := rec.GetStatus()
 	index := map[string]*sharedosv1.UpstreamEntry{}
 	for _, e := range st.GetEntries() {
@@ -243,15 +243,25 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 	for _, e := range st.GetWithdrawnEntries() {
 		gone[entryID(e)] = e
 	}
+	r.goneEntries = gone
+	named := map[string]bool{}
+	for _, cand := range listed {
+		named[cand.kind+" "+cand.key] = true
+	}
+	for _, e := range st.GetEntries() {
+		if !named[entryID(e)] {
+			r.leavingEntry(e)
+		}
+	}
 	seen := map[string]bool{}
 	for _, cand := range listed {
 		if cand.unreadable != "" {
-			st.Skipped = append(st.Skipped, skipped(cand.kind, cand.upstreamName, cand.unreadable))
+			r.skip(skipped(cand.kind, cand.upstreamName, cand.unreadable))
 			continue
 		}
 		digest, _, err := m.checkEntry(cand.kind, cand.reg)
 		if err != nil {
-			st.Skipped = append(st.Skipped, skipped(cand.kind, cand.upstreamName, err.Error()))
+			r.skip(skipped(cand.kind, cand.upstreamName, err.Error()))
 			continue
 		}
 		flag := ""
@@ -265,8 +275,8 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 			st.Entries = append(st.Entries, returningEntry(e))
 			index[id] = e
 		}
-		if why := m.reconcileEntry(ctx, rec, index, id, cand, digest, flag, actor); why != "" {
-			st.Skipped = append(st.Skipped, skipped(cand.kind, cand.upstreamName, why))
+		if why := m.reconcileEntry(ctx, rec, index, id, cand, digest, flag, actor, r); why != "" {
+			r.skip(skipped(cand.kind, cand.upstreamName, why))
 			continue
 		}
 		seen[id] = true
@@ -299,13 +309,16 @@ func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderR
 func entryID(e *sharedosv1.UpstreamEntry) string { return e.GetKind() + " " + e.GetKey() }
 
 func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProviderResponse, index map[string]*sharedosv1.UpstreamEntry,
-	id string, cand candidate, digest, flag, actor string) string {
+	id string, cand candidate, digest, flag, actor string, r *room) string {
 	ns := rec.GetProvider().GetNamespace()
 	cur := index[id]
 	s := nextStep(cur != nil, cur.GetState(), cur.GetDigest(), cur.GetPendingDigest(), digest, rec.GetProvider().GetAutoApproveNew(), flag != "")
 	reason := stepReason(s, cand.kind, flag)
+	before := 0
 	if cur == nil {
 		cur = &sharedosv1.UpstreamEntry{Kind: cand.kind, Key: cand.key, UpstreamName: cand.upstreamName}
+	} else {
+		before = elemSize(proto.Size(cur))
 	}
 	if r, ok := cand.reg.(*sharedosv1.ResourceRegistration); ok && (s == stepPublishNew || s == stepQuarantineNew) {
 		// A new resource one of whose URIs another source's resource may
@@ -317,22 +330,48 @@ func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProvide
 			return err.Error()
 		}
 	}
+	// Measured before the registry is changed, as a tool is (reconcile).
+	was, undo := cur.GetState(), entryRestorer(cur)
+	encoded := encodeEntry(cand.reg)
 	switch s {
 	case stepKeep:
-		return ""
+		// As for a tool (reconcile): what was dropped to make room is
+		// kept again.
+		switch {
+		case cur.GetPendingDigest() == digest && cur.GetPending() == nil:
+			cur.Pending = encoded
+		case cur.GetDigest() == digest && cur.GetPublished() == nil:
+			cur.Published = encoded
+		default:
+			return ""
+		}
+	case stepPublishNew, stepRepublish:
+		cur.State, cur.Digest, cur.Published, cur.Pending, cur.PendingDigest, cur.Reason = published, digest, encoded, nil, "", ""
+	case stepQuarantineChanged, stepQuarantineNew:
+		cur.State, cur.Pending, cur.PendingDigest, cur.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, encoded, digest, reason
+	}
+	grown := elemSize(proto.Size(cur)) - before
+	if !r.take(grown) {
+		undo()
+		return full(len(encoded))
+	}
+	fail := func(err error) string {
+		undo()
+		r.give(grown)
+		return err.Error()
+	}
+	switch s {
 	case stepPublishNew, stepRepublish:
 		if err := m.publishEntry(ctx, ns, cand.reg); err != nil {
-			return err.Error()
+			return fail(err)
 		}
-		cur.State, cur.Digest, cur.Published, cur.Pending, cur.PendingDigest, cur.Reason = published, digest, encodeEntry(cand.reg), nil, "", ""
 		addEvent(rec, cur.GetKey(), "published", actor, "", digest, reason, "")
 	case stepQuarantineChanged, stepQuarantineNew:
-		if cur.GetState() == published {
+		if was == published {
 			if err := m.withdrawEntry(ctx, cur.GetKind(), cur.GetKey()); err != nil {
-				return err.Error()
+				return fail(err)
 			}
 		}
-		cur.State, cur.Pending, cur.PendingDigest, cur.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, encodeEntry(cand.reg), digest, reason
 		d, err := m.diffEntries(cand.kind, cur.GetPublished(), cur.GetPending(), maxEventDiffBytes, diffMore(cur.GetKey()))
 		if err != nil {
 			d = "(no diff: " + clip(err.Error(), maxSkippedReason) + ")"
@@ -344,6 +383,14 @@ func (m *Manager) reconcileEntry(ctx context.Context, rec *sharedosv1.GetProvide
 		index[id] = cur
 	}
 	return ""
+}
+
+// entryRestorer returns what puts back the fields of e a step changes.
+func entryRestorer(e *sharedosv1.UpstreamEntry) func() {
+	state, digest, pub, pending, pendingDigest, reason := e.GetState(), e.GetDigest(), e.GetPublished(), e.GetPending(), e.GetPendingDigest(), e.GetReason()
+	return func() {
+		e.State, e.Digest, e.Published, e.Pending, e.PendingDigest, e.Reason = state, digest, pub, pending, pendingDigest, reason
+	}
 }
 
 // diffEntries is the unified diff of two encoded registrations' canonical

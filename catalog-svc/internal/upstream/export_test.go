@@ -198,3 +198,11 @@ func ResultShare(m *Manager, ns string) (*budget.Budget, error) {
 	}
 	return c.budget, nil
 }
+
+// The bounds of a provider's record (record.go).
+const (
+	MaxRecordBytes    = maxRecordBytes
+	MaxEventsBytes    = maxEventsBytes
+	MaxEventDiffBytes = maxEventDiffBytes
+	MaxDiffBytes      = maxDiffBytes
+)

@@ -106,7 +106,8 @@ type ValidationError struct{ Field, Detail string }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Detail }
 
-// maxEvents is how many state changes an upstream keeps.
+// maxEvents is how many state changes an upstream keeps (within
+// maxEventsBytes: fitEvents).
 const maxEvents = 256
 
 // Manager keeps the upstreams: their specs and tool states in the store,
@@ -777,8 +778,9 @@ var defaultListTimeout = func() *atomic.Int64 {
 func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse, l *listing, actor string) {
 	spec, st := rec.GetProvider(), rec.GetStatus()
 	st.RefreshedAt, st.AppliedListing = l.at, l.ticket.number
-	// A record a catalog-svc before the bounds kept is brought within
-	// them, whatever this listing finds.
+	// The events and server strings a catalog-svc before the bounds kept
+	// (record.go) are brought within them, whatever this listing finds.
+	fitEvents(st)
 	st.ProtocolVersion, st.ServerName, st.ServerVersion = serverString(st.GetProtocolVersion()), serverString(st.GetServerName()), serverString(st.GetServerVersion())
 	if l.err != nil {
 		st.Error = reported(l.err)
@@ -787,6 +789,8 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 	listed, info := l.tools, l.info
 	st.Error, st.ProtocolVersion, st.ServerName, st.ServerVersion = "", serverString(info.protocol), serverString(info.name), serverString(info.version)
 	st.Skipped = nil
+	r := newRoom(rec)
+	defer r.done()
 	index := map[string]*sharedosv1.UpstreamTool{}
 	for _, t := range st.GetTools() {
 		index[t.GetName()] = t
@@ -795,9 +799,19 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 	for _, t := range st.GetWithdrawnTools() {
 		gone[t.GetName()] = t
 	}
+	r.goneTools = gone
+	named := map[string]bool{}
+	for _, lt := range listed {
+		named[spec.GetNamespace()+"."+lt.Name] = true
+	}
+	for _, t := range st.GetTools() {
+		if !named[t.GetName()] {
+			r.leavingTool(t)
+		}
+	}
 	seen := map[string]bool{}
 	skip := func(name, why string) {
-		st.Skipped = append(st.Skipped, skipped("", name, why))
+		r.skip(skipped("", name, why))
 	}
 	// Of names that read alike (folded), the one recorded already keeps
 	// its place, whatever the listing's order: a look-alike the upstream
@@ -848,7 +862,7 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 			st.Tools = append(st.Tools, returning(t))
 			index[reg.GetName()] = t
 		}
-		if why := m.reconcile(ctx, rec, index, reg, pub, lt.Name, flag, actor); why != "" {
+		if why := m.reconcile(ctx, rec, index, reg, pub, lt.Name, flag, actor, r); why != "" {
 			skip(lt.Name, why)
 			continue
 		}
@@ -879,40 +893,73 @@ func (m *Manager) apply(ctx context.Context, rec *sharedosv1.GetProviderResponse
 		st.Error = "prompts and resources: " + reported(l.entriesErr)
 		return
 	}
-	m.applyEntries(ctx, rec, l.entries, actor)
+	m.applyEntries(ctx, rec, l.entries, actor, r)
 }
 
 // reconcile brings one listed tool's state up to date; a reason when it
-// cannot be registered at all. flag, when set, is a screening finding: the
+// cannot be registered at all, or its definition does not fit in the
+// provider's record (r). flag, when set, is a screening finding: the
 // definition waits for an operator even where it would be published
 // without one.
 func (m *Manager) reconcile(ctx context.Context, rec *sharedosv1.GetProviderResponse, index map[string]*sharedosv1.UpstreamTool,
-	reg *sharedosv1.ToolRegistration, pub *sharedosv1.PublishedTool, upstreamName, flag, actor string) string {
+	reg *sharedosv1.ToolRegistration, pub *sharedosv1.PublishedTool, upstreamName, flag, actor string, r *room) string {
 	ns, digest := rec.GetProvider().GetNamespace(), pub.GetDigest()
 	cur := index[reg.GetName()]
 	s := nextStep(cur != nil, cur.GetState(), cur.GetDigest(), cur.GetPendingDigest(), digest, rec.GetProvider().GetAutoApproveNew(), flag != "")
 	reason := stepReason(s, "tool", flag)
+	before := 0
 	if cur == nil {
 		cur = &sharedosv1.UpstreamTool{Name: reg.GetName(), UpstreamName: upstreamName}
+	} else {
+		before = elemSize(proto.Size(cur))
 	}
+	// The record as this step leaves it is measured before the registry
+	// is changed: a definition that does not fit changes nothing.
+	was, undo := cur.GetState(), restorer(cur)
 	switch s {
 	case stepKeep:
-		return ""
+		// A definition dropped to make room (room.shed) is the one
+		// listed, which has its digest: it is kept again.
+		switch {
+		case cur.GetPendingDigest() == digest && cur.GetPending() == nil:
+			cur.Pending = reg
+		case cur.GetDigest() == digest && cur.GetPublished() == nil:
+			cur.Published = reg
+		default:
+			return ""
+		}
+	case stepPublishNew, stepRepublish:
+		cur.State, cur.Digest, cur.Published, cur.Pending, cur.PendingDigest, cur.Reason = published, digest, reg, nil, "", ""
+	case stepQuarantineChanged, stepQuarantineNew:
+		cur.State, cur.Pending, cur.PendingDigest, cur.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, reg, digest, reason
+	}
+	grown := elemSize(proto.Size(cur)) - before
+	if !r.take(grown) {
+		undo()
+		return full(proto.Size(reg))
+	}
+	fail := func(err error) string {
+		undo()
+		r.give(grown)
+		return err.Error()
+	}
+	switch s {
 	case stepPublishNew, stepRepublish:
 		if err := m.publish(ctx, ns, reg); err != nil {
-			return err.Error()
+			return fail(err)
 		}
-		cur.State, cur.Digest, cur.Published, cur.Pending, cur.PendingDigest, cur.Reason = published, digest, reg, nil, "", ""
 		addEvent(rec, cur.GetName(), "published", actor, "", digest, reason, "")
-	case stepQuarantineChanged:
-		if cur.GetState() == published {
+	case stepQuarantineChanged, stepQuarantineNew:
+		if was == published {
 			if err := m.cfg.Registry.Deregister(ctx, cur.GetName()); err != nil && !errors.Is(err, catalog.ErrNotFound) {
-				return err.Error()
+				return fail(err)
 			}
 		}
-		m.quarantine(rec, cur, reg, digest, reason, actor)
-	case stepQuarantineNew:
-		m.quarantine(rec, cur, reg, digest, reason, actor)
+		d, err := m.diff(cur.GetPublished(), reg, maxEventDiffBytes, diffMore(cur.GetName()))
+		if err != nil {
+			d = "(no diff: " + clip(err.Error(), maxSkippedReason) + ")"
+		}
+		addEvent(rec, cur.GetName(), "quarantined", actor, cur.GetDigest(), digest, reason, d)
 	}
 	if s == stepPublishNew || s == stepQuarantineNew {
 		rec.Status.Tools = append(rec.Status.Tools, cur)
@@ -921,13 +968,12 @@ func (m *Manager) reconcile(ctx context.Context, rec *sharedosv1.GetProviderResp
 	return ""
 }
 
-func (m *Manager) quarantine(rec *sharedosv1.GetProviderResponse, t *sharedosv1.UpstreamTool, reg *sharedosv1.ToolRegistration, digest, reason, actor string) {
-	t.State, t.Pending, t.PendingDigest, t.Reason = sharedosv1.UpstreamToolState_UPSTREAM_TOOL_STATE_QUARANTINED, reg, digest, reason
-	d, err := m.diff(t.GetPublished(), reg, maxEventDiffBytes, diffMore(t.GetName()))
-	if err != nil {
-		d = "(no diff: " + clip(err.Error(), maxSkippedReason) + ")"
+// restorer returns what puts back the fields of t a step changes.
+func restorer(t *sharedosv1.UpstreamTool) func() {
+	state, digest, pub, pending, pendingDigest, reason := t.GetState(), t.GetDigest(), t.GetPublished(), t.GetPending(), t.GetPendingDigest(), t.GetReason()
+	return func() {
+		t.State, t.Digest, t.Published, t.Pending, t.PendingDigest, t.Reason = state, digest, pub, pending, pendingDigest, reason
 	}
-	addEvent(rec, t.GetName(), "quarantined", actor, t.GetDigest(), digest, reason, d)
 }
 
 // publish puts reg in the registry: new, or replacing this upstream's
@@ -1161,15 +1207,6 @@ func findTool(rec *sharedosv1.GetProviderResponse, name string) *sharedosv1.Upst
 		}
 	}
 	return nil
-}
-
-func addEvent(rec *sharedosv1.GetProviderResponse, tool, action, actor, old, new, reason, diff string) {
-	st := rec.GetStatus()
-	st.Events = append(st.Events, &sharedosv1.UpstreamEvent{Tool: tool, Action: action, Actor: actor, At: timestamppb.Now(),
-		OldDigest: old, NewDigest: new, Reason: reason, Diff: diff})
-	if n := len(st.Events); n > maxEvents {
-		st.Events = st.Events[n-maxEvents:]
-	}
 }
 
 // StateName is the JSON word of a state: published, quarantined, rejected.
