@@ -77,6 +77,12 @@ type conn struct {
 	// jobs hands a request to an idle worker; idle counts them (relay.go).
 	jobs chan func()
 	idle chan struct{}
+	// handling holds a token per request of the upstream's being handled
+	// or answered, replying one per answer on its way to it; asked and
+	// dropped count its requests and those dropped unanswered (relay.go:
+	// serverRequest).
+	handling, replying chan struct{}
+	asked, dropped     atomic.Int64
 	// budget bounds the result bytes of every upstream's requests together
 	// (Config.ResultBudget; nil: no bound but the per-response cap).
 	budget *budget.Budget
@@ -90,7 +96,8 @@ func newConn(parent context.Context, spec *sharedosv1.UpstreamProvider, g Guard,
 	life, end := context.WithCancel(parent)
 	return &conn{spec: spec, guard: g, log: log, life: life, end: end, checked: time.Now(), changed: changed,
 		progress: map[string]func(mcp.ProgressNotificationParams){}, running: map[*running]struct{}{}, parked: map[string]parked{},
-		jobs: make(chan func()), idle: make(chan struct{}, maxIdleWorkers), dialing: make(chan struct{}, 1)}
+		jobs: make(chan func()), idle: make(chan struct{}, maxIdleWorkers), dialing: make(chan struct{}, 1),
+		handling: make(chan struct{}, maxServerRequests), replying: make(chan struct{}, maxReplies)}
 }
 
 // capabilities are what mcp-go's client declares to an upstream: once, in

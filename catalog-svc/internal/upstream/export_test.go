@@ -206,3 +206,23 @@ const (
 	MaxEventDiffBytes = maxEventDiffBytes
 	MaxDiffBytes      = maxDiffBytes
 )
+
+// How many of an upstream's requests a connection handles at once, and
+// how many answers to them it has on their way.
+const (
+	MaxServerRequests = maxServerRequests
+	MaxReplies        = maxReplies
+)
+
+// ServerRequests is how many requests ns's upstream sent its client, and
+// how many of them were dropped unanswered (tests: when a flood was read
+// whole).
+func (m *Manager) ServerRequests(ns string) (received, dropped int64) {
+	m.connsMu.Lock()
+	c := m.conns[ns]
+	m.connsMu.Unlock()
+	if c == nil {
+		return 0, 0
+	}
+	return c.asked.Load(), c.dropped.Load()
+}

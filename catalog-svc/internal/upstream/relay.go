@@ -619,10 +619,76 @@ const maxWaitingAsks = 2 * maxRoundRequests
 // errTooManyAsks refuses an upstream request past maxWaitingAsks.
 var errTooManyAsks = fmt.Errorf("more than %d requests of this call wait for the client's answers", maxWaitingAsks)
 
-// serverRequest is the transports' handler of the upstream's requests:
-// a relayed one of a running call waits for the harness's answer; the
-// rest go to mcp-go's own handler (ping; an error for the others).
+// The upstream's own requests (ping, the relayed ones above, any other)
+// each run on a goroutine of mcp-go's transport, and over Streamable HTTP
+// each answer goes in a POST of its own, which mcp-go waits on for up to
+// 30 s. An upstream that sent thousands of them during a call or a
+// listing, and answered none of those POSTs, held a goroutine and a
+// connection per request: catalog-svc reached its open-file limit (attack
+// run a1). So a connection handles at most maxServerRequests of them at
+// once — from when its handler is called until its answer was sent (HTTP:
+// the POST ended, or mcp-go gave it up; stdio: the answer was queued for
+// the pipe) — and drops one past that unanswered: JSON-RPC obliges no
+// client to answer a request, and an upstream that floods its client is
+// the one left waiting. Of those, at most maxReplies answers are on their
+// way to the upstream at once: over HTTP an answer waits for room as long
+// as mcp-go gives its request. One call's relayed requests are bounded
+// further (maxWaitingAsks).
+const (
+	maxServerRequests = 256
+	maxReplies        = 16
+)
+
+// serverRequest is the transports' handler of the upstream's requests,
+// within the connection's bounds (above).
 func (c *conn) serverRequest(stdio bool, next transport.RequestHandler) transport.RequestHandler {
+	handle := c.relay(stdio, next)
+	return func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+		c.asked.Add(1)
+		select {
+		case c.handling <- struct{}{}:
+		default:
+			c.drop(req.Method, tooManyRequests)
+			return nil, nil // mcp-go sends nothing for no response
+		}
+		if stdio {
+			// The answer is queued (stdinPipe.Write returns at once): the
+			// request is done with when its handler returns.
+			defer func() { <-c.handling }()
+			return handle(ctx, req)
+		}
+		// mcp-go ends ctx once the answer's POST ended (or could not be
+		// sent): the request holds its goroutine, and its POST a
+		// connection, until then.
+		context.AfterFunc(ctx, func() { <-c.handling })
+		resp, err := handle(ctx, req)
+		select {
+		case c.replying <- struct{}{}:
+			context.AfterFunc(ctx, func() { <-c.replying })
+			return resp, err
+		case <-ctx.Done():
+			return nil, nil // mcp-go could no longer send it either
+		}
+	}
+}
+
+// drop notes a request of the upstream (of method, when known) dropped
+// unanswered, and why, in a log line at the first and at every power of
+// two: a flood writes few lines.
+func (c *conn) drop(method, why string) {
+	if n := c.dropped.Add(1); n&(n-1) == 0 {
+		c.log.Warn("upstream requests dropped unanswered", slog.String("reason", why), slog.String("method", method),
+			slog.Int64("dropped", n), slog.Int64("received", c.asked.Load()))
+	}
+}
+
+// Why a request of the upstream is dropped (drop).
+var tooManyRequests = fmt.Sprintf("more than %d of its requests handled at once", maxServerRequests)
+
+// relay handles one request of the upstream: a relayed one of a running
+// call waits for the harness's answer; the rest go to mcp-go's own
+// handler (ping; an error for the others).
+func (c *conn) relay(stdio bool, next transport.RequestHandler) transport.RequestHandler {
 	return func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 		if !relayed(req.Method, stdio) {
 			return next(ctx, req)
