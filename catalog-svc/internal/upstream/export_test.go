@@ -226,3 +226,8 @@ func (m *Manager) ServerRequests(ns string) (received, dropped int64) {
 	}
 	return c.asked.Load(), c.dropped.Load()
 }
+
+// SetMaxConnsPerUpstream bounds the connections to an upstream's host at
+// n for the clients made after it (tests); the returned func restores the
+// default.
+func SetMaxConnsPerUpstream(n int) func() { return set(&maxConnsPerUpstream, n) }

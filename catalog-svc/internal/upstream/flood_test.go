@@ -163,6 +163,10 @@ func within(d time.Duration, cond func() bool) bool {
 	return true
 }
 
+// largeHeader is what the header variant answers each POST with (attack
+// run a1: 9 MiB).
+var largeHeader = strings.Repeat("a", 9<<20)
+
 // An upstream that floods its client with requests during a call or a
 // listing — thousands of pings or elicitations, whose answers' POSTs it
 // never answers — holds a bounded number of catalog-svc's goroutines and
@@ -170,8 +174,10 @@ func within(d time.Duration, cond func() bool) bool {
 // once (the rest dropped unanswered) and at most MaxReplies answers are on
 // their way to it. Each had a goroutine and a connection of its own, 30 s
 // long (attack run a1: 20,000 descriptors, catalog-svc's limit; the
-// elicitations a call does not hold, "refused at once", as many). The
-// call or listing then completes with the upstream's answer.
+// elicitations a call does not hold, "refused at once", as many). With
+// each answer's POST answered by a 9 MiB header, a response's headers are
+// read to 64 KiB only (each was read whole: 3.3 GB). The call or listing
+// then completes with the upstream's answer.
 func TestAnUpstreamFloodingItsClientHoldsBoundedResources(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -183,6 +189,8 @@ func TestAnUpstreamFloodingItsClientHoldsBoundedResources(t *testing.T) {
 		{"pings during a call", false, false, 2000, ""},
 		{"pings during a listing", true, false, 2000, ""},
 		{"elicitations during a call", false, true, 2000, ""},
+		{"large headers during a call", false, false, 3 * upstream.MaxReplies, largeHeader},
+		{"large headers during a listing", true, false, 3 * upstream.MaxReplies, largeHeader},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := &floodUpstream{n: tc.n, list: tc.list, elicit: tc.elicit, header: tc.header}

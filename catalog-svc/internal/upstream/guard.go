@@ -291,6 +291,20 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 // maxIdleConnsPerUpstream is how many idle connections an upstream keeps.
 const maxIdleConnsPerUpstream = 64
 
+// maxConnsPerUpstream bounds the connections to an upstream's host (and
+// to its token endpoint's) at once, whatever holds them: room for every
+// call that may be parked (maxParked) and as many running beside them,
+// and the answers to the upstream's own requests (maxReplies). A request
+// past it waits for a connection within its own deadline. A variable for
+// tests.
+var maxConnsPerUpstream = 2*maxParked + maxReplies
+
+// maxResponseHeaderBytes bounds the headers of one upstream response: Go's
+// default let each hold 10 MiB, and an upstream that answered each of
+// SharedOS's answer POSTs with 9 MiB of headers took catalog-svc from
+// 174 MB to 3.3 GB (attack run a1).
+const maxResponseHeaderBytes = 64 << 10
+
 // httpClient dials only addresses the guard allows and re-checks every
 // redirect's URL.
 func (g Guard) httpClient() *http.Client {
@@ -313,6 +327,8 @@ func (g Guard) httpClient() *http.Client {
 	// Concurrent calls to one upstream keep their connections: with the
 	// default (2 idle per host) every call past the second dialled anew.
 	tr.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
+	tr.MaxConnsPerHost = maxConnsPerUpstream
+	tr.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr)
 	}

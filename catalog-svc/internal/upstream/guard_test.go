@@ -1,10 +1,15 @@
 package upstream_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
@@ -106,4 +111,76 @@ func TestDenyPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+}
+
+// An upstream's response headers, and its token endpoint's, are read to
+// 64 KiB at most: Go's default read each to 10 MiB, and an upstream that
+// answered each of SharedOS's answer POSTs with 9 MiB of headers took
+// catalog-svc from 174 MB to 3.3 GB (attack run a1).
+func TestResponseHeadersAreBounded(t *testing.T) {
+	large := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Large", strings.Repeat("a", 1<<20))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"tok","token_type":"Bearer","expires_in":3600}`))
+	}))
+	t.Cleanup(large.Close)
+	resp, err := upstream.HTTPClient(upstream.Guard{}).Get(large.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("1 MiB of headers read")
+	}
+	if !strings.Contains(err.Error(), "headers exceeded 65536 bytes") {
+		t.Fatalf("%v: want the headers' bound named", err)
+	}
+
+	h := newHarness(t, upstream.Guard{})
+	t.Setenv("UPSTREAM_TEST_CLIENT_SECRET", "s3cret")
+	rec, err := h.m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: h.url, AutoApproveNew: true,
+		Oauth: &sharedosv1.OAuthClientCredentials{TokenUrl: large.URL + "/token", ClientId: "sharedos",
+			ClientSecretRef: "env:UPSTREAM_TEST_CLIENT_SECRET"}}, "tester")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.GetStatus().GetError(); !strings.Contains(got, "headers exceeded 65536 bytes") {
+		t.Fatalf("a token endpoint answering 1 MiB of headers: status %q, want the headers' bound named", got)
+	}
+}
+
+// The connections to an upstream's host are bounded: past the bound a
+// request waits for one (here its deadline runs out first) rather than
+// dial another.
+func TestConnectionsToAnUpstreamAreBounded(t *testing.T) {
+	t.Cleanup(upstream.SetMaxConnsPerUpstream(2))
+	held, release := make(chan struct{}, 2), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			held <- struct{}{}
+			<-release
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for the requests held
+	hc := upstream.HTTPClient(upstream.Guard{})
+	for range 2 {
+		go func() {
+			if resp, err := hc.Get(srv.URL + "/hold"); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		<-held
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second) // the assertion's bound: a loopback request takes milliseconds
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/quick", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a third connection to the upstream was dialled while two were held")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v: want the request to wait for a connection until its deadline", err)
+	}
 }
