@@ -367,7 +367,7 @@ func (c *conn) stdio(argv, env []string) (transport.Interface, error) {
 		_, _ = stdinR.Close(), stdinW.Close()
 		return nil, err
 	}
-	in := &stdinPipe{f: stdinW, unwritten: map[string]*outgoing{}}
+	in := &stdinPipe{f: stdinW, unwritten: map[string]*outgoing{}, dropped: func() { c.drop("", tooManyReplies) }}
 	out := &boundedLines{r: stdout, max: maxResponseBytes, endc: make(chan struct{})}
 	tr := transport.NewIO(out, exactWriter{WriteCloser: in, bodies: &c.exact}, nil)
 	transport.WithCommandLogger(c.log)(tr)

@@ -632,7 +632,8 @@ var errTooManyAsks = fmt.Errorf("more than %d requests of this call wait for the
 // client to answer a request, and an upstream that floods its client is
 // the one left waiting. Of those, at most maxReplies answers are on their
 // way to the upstream at once: over HTTP an answer waits for room as long
-// as mcp-go gives its request. One call's relayed requests are bounded
+// as mcp-go gives its request, over stdio one past that many queued for
+// the pipe is dropped (stdinPipe). One call's relayed requests are bounded
 // further (maxWaitingAsks).
 const (
 	maxServerRequests = 256
@@ -683,7 +684,10 @@ func (c *conn) drop(method, why string) {
 }
 
 // Why a request of the upstream is dropped (drop).
-var tooManyRequests = fmt.Sprintf("more than %d of its requests handled at once", maxServerRequests)
+var (
+	tooManyRequests = fmt.Sprintf("more than %d of its requests handled at once", maxServerRequests)
+	tooManyReplies  = fmt.Sprintf("more than %d answers queued for a server that does not read them", maxReplies)
+)
 
 // relay handles one request of the upstream: a relayed one of a running
 // call waits for the harness's answer; the rest go to mcp-go's own

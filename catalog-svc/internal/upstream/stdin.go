@@ -39,6 +39,8 @@ import (
 type stdinPipe struct {
 	f     *os.File
 	broke func()
+	// dropped, when set, is told of each reply dropped (Write).
+	dropped func()
 
 	mu       sync.Mutex
 	queue    []*outgoing // to be written, in order
@@ -174,11 +176,23 @@ func (p *stdinPipe) sending(b []byte) *outgoing {
 
 // Write queues b, one message as mcp-go's transport writes it, and returns
 // at once: drain writes it. A message no caller registered (sending) is a
-// reply.
+// reply: past maxReplies of them queued — a server that asks faster than
+// it reads its answers — it is dropped unanswered (relay.go:
+// serverRequest), and mcp-go is told it was written, since it would log
+// each as an error. Queued without bound, a server that sent pings and
+// read nothing held their answers in memory until the first one's write
+// ran out (replyWriteTimeout).
 func (p *stdinPipe) Write(b []byte) (int, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	o := p.sending(b)
+	if o == nil && p.failed == nil && p.queuedReplies() >= maxReplies {
+		p.mu.Unlock()
+		if p.dropped != nil {
+			p.dropped()
+		}
+		return len(b), nil
+	}
+	defer p.mu.Unlock()
 	switch {
 	case o == nil:
 		o = newOutgoing()
@@ -191,6 +205,18 @@ func (p *stdinPipe) Write(b []byte) (int, error) {
 	}
 	p.enqueue(o, bytes.Clone(b))
 	return len(b), nil
+}
+
+// queuedReplies counts the replies queued and not yet begun (the pipe's
+// lock held).
+func (p *stdinPipe) queuedReplies() int {
+	n := 0
+	for _, o := range p.queue {
+		if o.reply {
+			n++
+		}
+	}
+	return n
 }
 
 // send queues line, a message its caller sends itself (a notification),

@@ -151,3 +151,37 @@ func TestARequestAnsweredBeforeItWasWrittenIsBounded(t *testing.T) {
 		t.Error("a notification after the cut was written: the session goes on")
 	}
 }
+
+// A stdio server that sends requests faster than it reads their answers —
+// here thousands of pings, and none of their answers read — has at most
+// maxReplies answers queued for its stdin; the rest are dropped
+// unanswered. Every one was queued, in memory, until the write of the
+// first that did not fit the pipe ran out (replyWriteTimeout, 30 s): a
+// server that sent pings at the pace catalog-svc reads them grew its
+// queue by as many.
+func TestAStdioServerFloodingItsClientHasBoundedAnswersQueued(t *testing.T) {
+	t.Cleanup(set(&replyWriteTimeout, time.Hour))
+	c := newConn(t.Context(), nil, Guard{}, slog.New(slog.DiscardHandler), nil)
+	t.Cleanup(c.close)
+	const pings = 5000 // their answers fill a pipe's 64 KiB some times over
+	tr, err := c.stdio([]string{"/bin/sh", "-c", `seq 1 5000 | sed 's/.*/{"jsonrpc":"2.0","id":&,"method":"ping"}/'; exec sleep 600`},
+		[]string{"PATH=" + os.Getenv("PATH")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := tr.(*capturingStdio)
+	st.SetRequestHandler(func(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+		return transport.NewJSONRPCResultResponse(req.ID, []byte(`{}`)), nil
+	})
+	if err := st.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.kill(); _ = st.Close() })
+	waitFor(t, "every ping handled", func() bool { return c.asked.Load() == pings && len(c.handling) == 0 })
+	st.in.mu.Lock()
+	queued := st.in.queuedReplies()
+	st.in.mu.Unlock()
+	if queued > maxReplies || c.dropped.Load() == 0 {
+		t.Errorf("%d answers queued and %d dropped, want at most %d queued and the rest dropped", queued, c.dropped.Load(), maxReplies)
+	}
+}
