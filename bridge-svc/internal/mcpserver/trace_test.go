@@ -200,6 +200,9 @@ func TestHarnessStringsOnTheSpanAreBounded(t *testing.T) {
 	// A call the bridge takes must name it in Mcp-Name too: within a header.
 	taken, takenJSON := prefix+strings.Repeat("B", 64<<10), prefixJSON+strings.Repeat("B", 64<<10)
 	huge := strings.Repeat("9", 1<<20)
+	// What _meta carries stays under protocol.MaxMetaBytes: still far past
+	// what a span keeps of a value.
+	long := strings.Repeat("9", 16<<10)
 	const meta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
 	cases := []struct {
 		name     string
@@ -223,7 +226,7 @@ func TestHarnessStringsOnTheSpanAreBounded(t *testing.T) {
 		{
 			name: "tools/call taken",
 			body: `{"jsonrpc":"2.0","id":"` + huge + `\u001b","method":"tools/call","params":{"name":"` + takenJSON + `","arguments":{},` +
-				`"_meta":{` + meta + `,"callId":"` + huge + `\n","threadId":{"deep":"` + huge + `"}}}}`,
+				`"_meta":{` + meta + `,"callId":"` + long + `\n","threadId":{"deep":"` + long + `"}}}}`,
 			headers:  map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "=?base64?" + base64.StdEncoding.EncodeToString([]byte(taken)) + "?="},
 			wantSpan: "tools/call",
 			want: map[string]string{
@@ -242,10 +245,10 @@ func TestHarnessStringsOnTheSpanAreBounded(t *testing.T) {
 		{
 			name: "a version of no MCP",
 			body: `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{` +
-				`"io.modelcontextprotocol/protocolVersion":"2026-07-28\u001b[2J` + huge + `","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+				`"io.modelcontextprotocol/protocolVersion":"2026-07-28\u001b[2J` + long + `","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			headers:  map[string]string{"Mcp-Method": "tools/list"},
 			wantSpan: "tools/list",
-			want:     map[string]string{telemetry.AttrMCPProtocol: telemetry.EscapeValue("2026-07-28\x1b[2J" + huge)},
+			want:     map[string]string{telemetry.AttrMCPProtocol: telemetry.EscapeValue("2026-07-28\x1b[2J" + long)},
 			capped:   []string{telemetry.AttrMCPProtocol},
 		},
 	}

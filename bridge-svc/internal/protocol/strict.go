@@ -27,6 +27,27 @@ const (
 // encoding/json's 10,000: deep nesting is a cheap DoS on every later parser.
 const MaxDepth = jsonlimits.MaxDepth
 
+// MaxMetaBytes bounds params._meta. mcp-go decodes it into a map[string]any
+// about five times per request (the era's detection, the protocol info,
+// the message, the method's params, a notification's own path): a 4 MiB
+// _meta of empty objects cost 830 MB and a second of CPU. What clients put
+// there — a progress token, a traceparent, a few ids, the 2026-07-28
+// version and client capabilities — fits many times over.
+const MaxMetaBytes = 64 << 10
+
+// MaxValues and MaxContainers bound the JSON values of a request's params
+// (of a response: of the whole message), and among them the objects and
+// arrays. mcp-go decodes params into map[string]any and []any, each value
+// costing 50 to 160 bytes per decoding (a 4 MiB array of ones: 208 MB, of
+// empty objects: 224 MB), where a string costs about its bytes. A long
+// array of numbers still fits — the 1 MiB of arguments the kernel takes
+// (jsonlimits.MaxArgumentsBytes), of numbers of three digits or more — and
+// a long string has no bound but the body's.
+const (
+	MaxValues     = 1 << 18
+	MaxContainers = 1 << 16
+)
+
 // Message is what the pre-parse learned about one JSON-RPC message.
 type Message struct {
 	Method string
@@ -129,7 +150,9 @@ var byteOrderMark = []byte("\xEF\xBB\xBF")
 // message is not a notification — a null or missing id never turns a
 // request into a notification; a numeric id must be an integer within
 // ±2^53 (what mcp-go's float64 answers under the same id). No key repeats
-// in params._meta, nor, folded, among the client capabilities.
+// in params._meta, nor, folded, among the client capabilities. What mcp-go
+// decodes into maps is bounded: params._meta to MaxMetaBytes, params to
+// MaxValues and MaxContainers (-32602; a response's whole message, -32600).
 func Parse(body []byte) (*Message, *RPCError) {
 	if !utf8.Valid(body) {
 		return nil, &RPCError{Code: CodeParseError, Message: "parse error: body is not valid UTF-8"}
@@ -206,6 +229,9 @@ func Parse(body []byte) (*Message, *RPCError) {
 		if !r && !e {
 			return fail(`a response needs "result" or "error"`)
 		}
+		if msg := tooMany(trimmed, "the message"); msg != "" {
+			return fail(msg)
+		}
 		return m, nil
 	case len(m.ID) == 0 && !strings.HasPrefix(m.Method, "notifications/"):
 		return fail(`"id" is required: only notifications/* may omit it`)
@@ -236,6 +262,14 @@ func Parse(body []byte) (*Message, *RPCError) {
 	// while decoding it.
 	invalid := func(msg string) (*Message, *RPCError) {
 		return nil, &RPCError{Code: CodeInvalidParams, Message: "invalid params: " + msg, ID: m.ID}
+	}
+	// Before anything below reads params, and before mcp-go decodes them
+	// (the bounds' reasons, MaxMetaBytes and MaxValues).
+	if raw, ok := pm.lookup("_meta"); ok && len(raw) > MaxMetaBytes {
+		return invalid(`"params._meta" is larger than ` + strconv.Itoa(MaxMetaBytes) + ` bytes`)
+	}
+	if msg := tooMany(params, `"params"`); msg != "" {
+		return invalid(msg)
 	}
 	if raw, ok := pm.lookup("name"); ok && m.Method == "tools/call" {
 		if m.ToolName, ok = str(raw); !ok {
@@ -308,6 +342,59 @@ func Parse(body []byte) (*Message, *RPCError) {
 		}
 	}
 	return m, nil
+}
+
+// tooMany says how raw (valid JSON), named where, passes MaxValues or
+// MaxContainers, or "".
+func tooMany(raw []byte, where string) string {
+	values, containers := countValues(raw)
+	switch {
+	case containers > MaxContainers:
+		return where + " holds more than " + strconv.Itoa(MaxContainers) + " objects and arrays"
+	case values > MaxValues:
+		return where + " holds more than " + strconv.Itoa(MaxValues) + " JSON values"
+	}
+	return ""
+}
+
+// countValues counts the values in raw, valid JSON, and among them the
+// objects and arrays, in one byte scan that stops once either count passes
+// its bound. Keys are not values; the values of a container are separated
+// by commas, so one holding n of them has n-1: every value but the
+// document is a non-empty container's first, or follows a comma.
+func countValues(raw []byte) (values, containers int) {
+	values = 1
+	inString, escaped, opened := false, false, false
+	for _, c := range raw {
+		switch {
+		case escaped:
+			escaped = false
+			continue
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+			continue
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		if opened && c != '}' && c != ']' {
+			values++
+		}
+		opened = false
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			containers++
+			opened = true
+		case ',':
+			values++
+		}
+		if values > MaxValues || containers > MaxContainers {
+			return values, containers
+		}
+	}
+	return values, containers
 }
 
 // isNull reports whether raw is the JSON null.

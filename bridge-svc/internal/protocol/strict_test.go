@@ -160,3 +160,63 @@ func TestParseTraceMeta(t *testing.T) {
 		t.Errorf("TraceMeta = %v without _meta, want nil", m.TraceMeta)
 	}
 }
+
+// many is n copies of elem, comma-separated.
+func many(elem string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(elem+",", n), ",")
+}
+
+// TestParseBoundsWhatDecodingCosts: params._meta is at most MaxMetaBytes,
+// and a request's params hold at most MaxValues JSON values, MaxContainers
+// of them objects or arrays — what mcp-go's decoding into map[string]any
+// costs (a 4 MiB _meta of empty objects: 830 MB) — refused -32602 under the
+// request's id; a response's whole message -32600. A long string, or a
+// long array of numbers under the bound, passes.
+func TestParseBoundsWhatDecodingCosts(t *testing.T) {
+	call := func(args, meta string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"files.read","arguments":` + args + `,"_meta":` + meta + `}}`
+	}
+	padding := strings.Repeat("x", protocol.MaxMetaBytes)
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		mentions   string
+	}{
+		{"_meta past its bytes", call(`{}`, `{"a":"`+padding+`"}`), protocol.CodeInvalidParams, "_meta"},
+		{"a ping's _meta of empty objects", `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{"a":[` + many(`{}`, 40000) + `]}}}`, protocol.CodeInvalidParams, "_meta"},
+		{"a notification's _meta", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"_meta":{"a":"` + padding + `"}}}`, protocol.CodeInvalidParams, "_meta"},
+		{"arguments of objects", call(`{"a":[`+many(`{}`, protocol.MaxContainers)+`]}`, `{}`), protocol.CodeInvalidParams, "objects and arrays"},
+		// params, arguments, _meta and the arrays: one past.
+		{"arguments of arrays", call(`[`+many(`[]`, protocol.MaxContainers-2)+`]`, `{}`), protocol.CodeInvalidParams, "objects and arrays"},
+		// params, name, arguments, a, _meta and the numbers: one past.
+		{"arguments of numbers", call(`{"a":[`+many(`1`, protocol.MaxValues-4)+`]}`, `{}`), protocol.CodeInvalidParams, "JSON values"},
+		{"arguments of members", call(`{"a":{`+many(`"k":null`, protocol.MaxValues)+`}}`, `{}`), protocol.CodeInvalidParams, "JSON values"},
+		{"a response's result", `{"jsonrpc":"2.0","id":7,"result":{"a":[` + many(`{}`, protocol.MaxContainers) + `]}}`, protocol.CodeInvalidRequest, "objects and arrays"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := protocol.Parse([]byte(tc.body))
+			if err == nil {
+				t.Fatalf("Parse accepted it as %+v", m)
+			}
+			if err.Code != tc.code || !strings.Contains(err.Message, tc.mentions) {
+				t.Errorf("error = %d %q, want %d mentioning %q", err.Code, err.Message, tc.code, tc.mentions)
+			}
+			if !strings.Contains(tc.name, "notification") && string(err.ID) != "7" {
+				t.Errorf("answered under id %s, want the request's 7", err.ID)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, body string }{
+		{"_meta at its bytes", call(`{}`, `{"a":"`+padding[:protocol.MaxMetaBytes-8]+`"}`)},
+		{"a 3 MiB string", call(`{"text":"`+strings.Repeat("x", 3<<20)+`"}`, `{"progressToken":"p"}`)},
+		{"numbers up to the bound", call(`{"a":[`+many(`1`, protocol.MaxValues-5)+`]}`, `{}`)},
+		{"arrays up to the bound", call(`[`+many(`[]`, protocol.MaxContainers-3)+`]`, `{ }`)},
+		{"brackets, commas and escapes in strings are no values", call(`{"a":"[{,}],\"[{,}]\\\\"}`, `{}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := protocol.Parse([]byte(tc.body)); err != nil {
+				t.Fatalf("Parse: %d %s", err.Code, err.Message)
+			}
+		})
+	}
+}
