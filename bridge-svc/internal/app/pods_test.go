@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/bridgetest"
 	"github.com/sharedos/toolshare/bridge-svc/internal/leases"
@@ -118,6 +119,46 @@ func TestInputAnswerReachesAnotherPod(t *testing.T) {
 	final := next(t, stream)
 	if string(final["id"]) != "3" || !strings.Contains(string(final["result"]), `\"ok\":false`) {
 		t.Fatalf("final on pod1: %v", final)
+	}
+}
+
+// TestDeletingASessionOnAnotherPodEndsItsAskedRounds: a 2025-era client
+// whose call waits on one pod for its answer, and which ends its session
+// with DELETE through another pod, ends that attempt cancelled too — the
+// asking pod reads the termination with the lease status — instead of
+// holding it until the round expires.
+func TestDeletingASessionOnAnotherPodEndsItsAskedRounds(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
+	catalog.SetTools(bridgetest.DefaultTools())
+	kernel.Dispatch = askingDispatch
+	addr := bridgetest.ServeFakes(t, catalog, kernel)
+	pod1 := bridgetest.Start(t, addr, dsn)
+	pod2 := bridgetest.Start(t, addr, dsn)
+	lease := pod1.Open(t)
+	session := initWith(t, lease, `{"elicitation":{}}`)
+	before := len(kernel.Calls())
+
+	stream, stop := events(t, lease, session, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)
+	defer stop()
+	if asked := next(t, stream); string(asked["method"]) != `"elicitation/create"` {
+		t.Fatalf("asked %v", asked)
+	}
+	if r := do(t, rawReq{method: http.MethodDelete, url: strings.Replace(lease.GetMcpUrl(), pod1.URL, pod2.URL, 1), token: lease.GetToken(),
+		headers: session}); r.status != http.StatusOK {
+		t.Fatalf("DELETE on pod2: %d %s", r.status, r.body)
+	}
+	select {
+	case m, ok := <-stream:
+		if ok {
+			t.Fatalf("the call's stream on pod1 carried %v after the DELETE, want it ended without a result", m)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call's stream on pod1 did not end after the DELETE on pod2")
+	}
+	calls := kernel.Calls()[before:]
+	if len(calls) != 2 || !calls[1].GetAbandoned() || calls[1].GetAbandonedCode() != "" || calls[1].GetResume().GetAttemptId() != "attempt-1" {
+		t.Fatalf("the kernel saw %v: want the call and its round's resumption abandoned by its client (cancelled)", calls)
 	}
 }
 

@@ -217,6 +217,67 @@ func TestALegacyClientLeavingARoundIsCancelled(t *testing.T) {
 	}
 }
 
+// A 2025-era client that ends its session with DELETE while the bridge asks
+// it for a round's input ends the attempt cancelled, as a client that
+// leaves does (the round's resumption abandoned by its client), and the
+// call's stream ends without a result: no answer of the session is taken
+// after the DELETE, whatever protocol version it claims. A client-to-server
+// response under a 2026-07-28 header is refused as mcp-go refuses one
+// (400, -32600), on a live session as on an ended one. Before, the call
+// waited for the round to expire (10 minutes) while its answer was refused
+// 404, and the same answer sent with a 2026-07-28 header was taken (202)
+// and completed it.
+func TestDeletingALegacySessionEndsItsAskedRounds(t *testing.T) {
+	f := newFixture(t)
+	f.kernel.Dispatch = askingDispatch
+	tr := f.bridge.Open(t)
+	session := initWith(t, tr, `{"elicitation":{}}`)
+	before := len(f.kernel.Calls())
+	stream, stop := events(t, tr, session, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)
+	defer stop()
+	asked := next(t, stream)
+	if string(asked["method"]) != `"elicitation/create"` {
+		t.Fatalf("asked %v", asked)
+	}
+	answer := `{"jsonrpc":"2.0","id":` + string(asked["id"]) + `,"result":{"action":"accept","content":{"ok":true}}}`
+	modern := map[string]string{"Mcp-Session-Id": session["Mcp-Session-Id"], "Mcp-Protocol-Version": "2026-07-28"}
+	refusedModern := func(when string) {
+		t.Helper()
+		r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: modern, body: answer})
+		if code, _ := r.rpcError(); r.status != http.StatusBadRequest || code != -32600 {
+			t.Errorf("the answer under a 2026-07-28 header %s: %d %s, want 400 and -32600", when, r.status, r.body)
+		}
+	}
+	refusedModern("on the live session")
+
+	if r := do(t, rawReq{method: http.MethodDelete, url: tr.GetMcpUrl(), token: tr.GetToken(), headers: session}); r.status != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	select {
+	case m, ok := <-stream:
+		if ok {
+			t.Fatalf("the call's stream carried %v after the DELETE, want it ended without a result", m)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call's stream did not end after the DELETE")
+	}
+	calls := f.kernel.Calls()[before:]
+	if len(calls) != 2 {
+		t.Fatalf("the kernel saw %v: want the call and the round's notice", calls)
+	}
+	if n := calls[1]; !n.GetAbandoned() || n.GetAbandonedCode() != "" || n.GetResume().GetAttemptId() != "attempt-1" || n.GetEdgeRejection() != "" {
+		t.Fatalf("the kernel was told %v: want the round's resumption abandoned by its client (cancelled)", n)
+	}
+
+	refusedModern("on the ended session")
+	if r := do(t, rawReq{url: tr.GetMcpUrl(), token: tr.GetToken(), headers: session, body: answer}); r.status != http.StatusNotFound {
+		t.Errorf("the answer on the ended session: %d %s, want 404", r.status, r.body)
+	}
+	if got := len(f.kernel.Calls()) - before; got != 2 {
+		t.Errorf("the kernel saw %d calls, want still the 2: no answer continued the attempt", got)
+	}
+}
+
 // A bridge that begins to shut down while a 2025-era client is asked for a
 // round's input (it takes no new answer POSTs then) ends the round at
 // once: the client is answered failed/internal and the kernel told the

@@ -483,14 +483,20 @@ func (f *Forwarder) answerBy(expires time.Time) time.Time {
 	return expires.Add(-min(RoundAnswerMargin, max(expires.Sub(f.now()), 0)/10))
 }
 
+// ErrSessionEnded is what Request.Ask returns when the client ended its
+// 2025-era session with DELETE while it was asked: none of its answers is
+// taken from then on.
+var ErrSessionEnded = errors.New("the client ended its session")
+
 // askRound asks a 2025-era client for the input of res's round and
 // continues the attempt with its answers (a resumption under a new call
 // id, as a 2026-07-28 client's retry would be). A client that does not
 // answer — it refused, the round is about to expire — ends the attempt
-// failed/invalid_request, recorded at once; one that cancelled the call
-// or left ends it cancelled, as any call its client gave up (the round's
-// notice, abandon). A round its pod stopped waiting for, shutting down,
-// ends failed/internal, answered and recorded so.
+// failed/invalid_request, recorded at once; one that cancelled the call,
+// left, or ended its session with DELETE ends it cancelled, as any call
+// its client gave up (the round's notice, abandon). A round its pod
+// stopped waiting for, shutting down, ends failed/internal, answered and
+// recorded so.
 func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, res *sharedosv1.ToolResult, req Request, send rpc) (*sharedosv1.ToolResult, bool) {
 	in := res.GetInput()
 	next := &sharedosv1.ToolCall{
@@ -503,7 +509,7 @@ func (f *Forwarder) askRound(ctx context.Context, first *sharedosv1.ToolCall, re
 		next.InputResponsesJson = answers
 		return f.run(ctx, next, send)
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, ErrSessionEnded) {
 		f.abandon(ctx, next, send, "")
 		return nil, false
 	}

@@ -35,7 +35,12 @@ type ask struct {
 	answer            chan answer
 }
 
-type answer struct{ result, err json.RawMessage }
+// answer is a client's response to an ask, or, ended, word that its
+// session was ended with DELETE (asks.end).
+type answer struct {
+	result, err json.RawMessage
+	ended       bool
+}
 
 func newAsks() *asks { return &asks{m: map[string]*ask{}, stopping: make(chan struct{})} }
 
@@ -81,6 +86,24 @@ func (a *asks) deliver(turnID, sessionID string, id, result, rpcErr json.RawMess
 		k.answer <- answer{result: result, err: rpcErr}
 	}
 	return ok
+}
+
+// end ends every request of turnID's session sessionID waiting on this
+// pod: the client ended the session with DELETE, and no answer of it is
+// taken from then on.
+func (a *asks) end(turnID, sessionID string) {
+	var ended []*ask
+	a.mu.Lock()
+	for id, k := range a.m {
+		if k.turnID == turnID && k.sessionID == sessionID {
+			delete(a.m, id)
+			ended = append(ended, k)
+		}
+	}
+	a.mu.Unlock()
+	for _, k := range ended {
+		k.answer <- answer{ended: true}
+	}
 }
 
 // has reports whether request id (JSON) is this pod's and still waits.
@@ -183,10 +206,24 @@ func (h *Handler) RunAnswerRelay(ctx context.Context) {
 // errStream: the call's response can no longer carry a request.
 var errStream = errors.New("the call's response stream cannot carry the request")
 
+// sessionCheckInterval is how often a call waiting for its client's answer
+// reads whether the session was ended with DELETE through another pod (the
+// pod that took the DELETE ends its own asks at once, asks.end).
+const sessionCheckInterval = time.Second
+
 // asker returns the function that asks a 2025-era session's client for a
 // round's input on the call's response stream and returns its answers as
-// an inputResponses object; it gives up at until or when ctx ends.
+// an inputResponses object; it gives up at until or when ctx ends, and
+// ends with forward.ErrSessionEnded once the session is ended with DELETE
+// (its answers are refused from then on: 404).
 func (h *Handler) asker(turnID, sessionID string, st *callState) func(context.Context, json.RawMessage, time.Time) (json.RawMessage, error) {
+	// ended reads the lease status, as a request of the session would: on
+	// the pod that took the DELETE it is read afresh, on others within the
+	// status cache's TTL.
+	ended := func(ctx context.Context) bool {
+		lease, err := h.status(ctx, turnID)
+		return err == nil && lease.Terminated(sessionID)
+	}
 	return func(ctx context.Context, requests json.RawMessage, until time.Time) (json.RawMessage, error) {
 		var reqs map[string]struct {
 			Method string          `json:"method"`
@@ -212,8 +249,15 @@ func (h *Handler) asker(turnID, sessionID string, st *callState) func(context.Co
 				h.asks.remove(id)
 			}
 		}()
-		for i, k := range keys {
+		for i := range keys {
 			ids[i], waits[i] = h.asks.add(turnID, sessionID)
+		}
+		// Registered first, then checked: a DELETE after this check ends
+		// the asks registered (asks.end), one before it is read here.
+		if ended(ctx) {
+			return nil, forward.ErrSessionEnded
+		}
+		for i, k := range keys {
 			params := reqs[k].Params
 			if len(bytes.TrimSpace(params)) == 0 {
 				params = json.RawMessage(`{}`)
@@ -233,8 +277,12 @@ func (h *Handler) asker(turnID, sessionID string, st *callState) func(context.Co
 		}
 		timer := time.NewTimer(time.Until(until))
 		defer timer.Stop()
+		check := time.NewTicker(sessionCheckInterval)
+		defer check.Stop()
 		out := make(map[string]json.RawMessage, len(keys))
-		for i, k := range keys {
+		// i moves on with each answer; a session check leaves it.
+		for i := 0; i < len(keys); {
+			k := keys[i]
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -242,11 +290,19 @@ func (h *Handler) asker(turnID, sessionID string, st *callState) func(context.Co
 				return nil, forward.ErrBridgeStopping
 			case <-timer.C:
 				return nil, errors.New("no answer before the round's deadline")
+			case <-check.C:
+				if ended(ctx) {
+					return nil, forward.ErrSessionEnded
+				}
 			case a := <-waits[i]:
+				if a.ended {
+					return nil, forward.ErrSessionEnded
+				}
 				if len(a.err) > 0 || len(bytes.TrimSpace(a.result)) == 0 || bytes.TrimSpace(a.result)[0] != '{' {
 					return nil, fmt.Errorf("the client answered %s with an error", reqs[k].Method)
 				}
 				out[k] = a.result
+				i++
 			}
 		}
 		return json.Marshal(out)

@@ -435,6 +435,18 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, turnID string, l
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
+		if msg.Method == "" && modern {
+			// A client-to-server response answers a server-initiated
+			// request, which 2026-07-28 replaced with multi round-trip
+			// requests: refused as mcp-go refuses it (400, -32600), and
+			// never delivered below — a 2026-07-28 header skips the check
+			// of an ended session, so such an answer reached a call of a
+			// session ended with DELETE.
+			reason := "client-to-server responses are not supported in protocol version " + protocol.Version20260728
+			h.recordRefused(ctx, turnID, r.Header, body, reason)
+			writeRPCError(w, &protocol.RPCError{Code: protocol.CodeInvalidRequest, Message: "invalid request: " + reason, ID: msg.ID})
+			return
+		}
 		if sid := r.Header.Get(server.HeaderKeySessionID); msg.Method == "" && sid != "" {
 			// A 2025-era client's answer to an input request: of a call this
 			// pod runs, or passed on to the pod that does.
@@ -597,6 +609,10 @@ func (h *Handler) terminate(w http.ResponseWriter, r *http.Request, turnID, sid 
 	h.mu.Lock()
 	h.dropStatusLocked(turnID) // the cached status predates the termination
 	h.mu.Unlock()
+	// The session's calls waiting on this pod for its answers end as calls
+	// whose client left (cancelled): no answer of it is taken from now on.
+	// Other pods see the termination in the status (asker).
+	h.asks.end(turnID, sid)
 	w.WriteHeader(http.StatusOK)
 }
 
