@@ -90,20 +90,29 @@ func TestTwoPodsOnePostgres(t *testing.T) {
 	}
 }
 
+// twoPodsAsking is two bridge pods on one database, over a kernel whose
+// files.read asks for input first, and a turn opened on the first with a
+// 2025-era session that declared elicitation.
+func twoPodsAsking(t *testing.T) (pod1, pod2 *bridgetest.Bridge, kernel *bridgetest.FakeKernel, lease *sharedosv1.TurnLease, session map[string]string) {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	catalog := &bridgetest.FakeCatalog{}
+	kernel = bridgetest.NewFakeKernel()
+	catalog.SetTools(bridgetest.DefaultTools())
+	kernel.Dispatch = askingDispatch
+	addr := bridgetest.ServeFakes(t, catalog, kernel)
+	pod1 = bridgetest.Start(t, addr, dsn)
+	pod2 = bridgetest.Start(t, addr, dsn)
+	lease = pod1.Open(t)
+	return pod1, pod2, kernel, lease, initWith(t, lease, `{"elicitation":{}}`)
+}
+
 // TestInputAnswerReachesAnotherPod (ADR 0017): a 2025-era client's answer
 // to an input request may reach another pod than the one whose call asked;
 // that pod passes it on through PostgreSQL and the call goes on, its
 // result on the asking pod's stream.
 func TestInputAnswerReachesAnotherPod(t *testing.T) {
-	dsn := pgtest.NewDatabase(t, migrations.Up)
-	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
-	catalog.SetTools(bridgetest.DefaultTools())
-	kernel.Dispatch = askingDispatch
-	addr := bridgetest.ServeFakes(t, catalog, kernel)
-	pod1 := bridgetest.Start(t, addr, dsn)
-	pod2 := bridgetest.Start(t, addr, dsn)
-	lease := pod1.Open(t)
-	session := initWith(t, lease, `{"elicitation":{}}`)
+	pod1, pod2, _, lease, session := twoPodsAsking(t)
 
 	stream, stop := events(t, lease, session, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)
 	defer stop()
@@ -128,15 +137,7 @@ func TestInputAnswerReachesAnotherPod(t *testing.T) {
 // asking pod reads the termination with the lease status — instead of
 // holding it until the round expires.
 func TestDeletingASessionOnAnotherPodEndsItsAskedRounds(t *testing.T) {
-	dsn := pgtest.NewDatabase(t, migrations.Up)
-	catalog, kernel := &bridgetest.FakeCatalog{}, bridgetest.NewFakeKernel()
-	catalog.SetTools(bridgetest.DefaultTools())
-	kernel.Dispatch = askingDispatch
-	addr := bridgetest.ServeFakes(t, catalog, kernel)
-	pod1 := bridgetest.Start(t, addr, dsn)
-	pod2 := bridgetest.Start(t, addr, dsn)
-	lease := pod1.Open(t)
-	session := initWith(t, lease, `{"elicitation":{}}`)
+	pod1, pod2, kernel, lease, session := twoPodsAsking(t)
 	before := len(kernel.Calls())
 
 	stream, stop := events(t, lease, session, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/public/a.txt"}}}`)

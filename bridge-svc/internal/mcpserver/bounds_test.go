@@ -6,13 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sharedos/toolshare/bridge-svc/internal/forward"
-	"github.com/sharedos/toolshare/bridge-svc/internal/leases/memory"
-	"github.com/sharedos/toolshare/bridge-svc/internal/mcpserver"
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
-	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 )
 
 // filled is prefix, then copies of elem, comma-separated, then suffix:
@@ -44,17 +39,7 @@ func allocated(serve func()) uint64 {
 // attempt, and serving it allocates a few times its body. A call at the
 // bound is served, at a cost of the same order.
 func TestWhatDecodingCostsIsBoundedBeforeMCPGo(t *testing.T) {
-	k := &entryKernel{answer: func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
-		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[]`)}
-	}}
-	store := memory.New()
-	mux := serve(mcpserver.Config{Store: store, Forwarder: &forward.Forwarder{Invoker: k}})
-	l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-	init := post(mux, l.TurnID, token, legacyInitialize, nil)
-	sid := init.Header().Get("Mcp-Session-Id")
-	if init.Code != http.StatusOK || sid == "" {
-		t.Fatalf("initialize: %d %s", init.Code, init.Body)
-	}
+	k, mux, l, token, sid := legacySession(t)
 	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid}
 	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "files.read"}
 	const (

@@ -259,6 +259,25 @@ func TestEntryRefusalsReachClientsWithTheirOutcome(t *testing.T) {
 	}
 }
 
+// legacySession is a served handler whose kernel answers every attempt
+// succeeded, an open turn's lease and token, and a 2025-era session
+// initialized on it.
+func legacySession(t *testing.T) (k *entryKernel, mux http.Handler, l *leases.Lease, token, sid string) {
+	t.Helper()
+	k = &entryKernel{answer: func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
+		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[]`)}
+	}}
+	store := memory.New()
+	mux = serve(mcpserver.Config{Store: store, Forwarder: &forward.Forwarder{Invoker: k}})
+	l, token = createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	init := post(mux, l.TurnID, token, legacyInitialize, nil)
+	sid = init.Header().Get("Mcp-Session-Id")
+	if init.Code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	return k, mux, l, token, sid
+}
+
 // TestWronglyTypedParamsAreInvalidParams: a request whose params member
 // has the wrong type — a prompt argument or a name that is not a string,
 // a _meta that is not an object — is a valid JSON-RPC request with invalid
@@ -266,17 +285,7 @@ func TestEntryRefusalsReachClientsWithTheirOutcome(t *testing.T) {
 // "unparsable" and the bridge's own parse said so). An attempt so refused
 // on a live turn keeps its one record.
 func TestWronglyTypedParamsAreInvalidParams(t *testing.T) {
-	k := &entryKernel{answer: func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
-		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(`[]`)}
-	}}
-	store := memory.New()
-	mux := serve(mcpserver.Config{Store: store, Forwarder: &forward.Forwarder{Invoker: k}})
-	l, token := createLease(t, store, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-	init := post(mux, l.TurnID, token, legacyInitialize, nil)
-	sid := init.Header().Get("Mcp-Session-Id")
-	if init.Code != http.StatusOK || sid == "" {
-		t.Fatalf("initialize: %d %s", init.Code, init.Body)
-	}
+	k, mux, l, token, sid := legacySession(t)
 	for _, tc := range []struct {
 		name, body string
 		kind       sharedosv1.CallKind
