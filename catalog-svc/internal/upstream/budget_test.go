@@ -137,8 +137,7 @@ func TestResultBudgetBoundsResultsInFlight(t *testing.T) {
 func TestResultBudgetSharesAmongUpstreams(t *testing.T) {
 	b := budget.New(256 << 20)
 	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem), ResultBudget: b})
-	t.Cleanup(func() { _ = m.Close() })
+	m := managerOver(t, mem, b)
 	for _, ns := range []string{"bg", "bh"} {
 		if rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: bigUpstream(t, true), AutoApproveNew: true}, "op"); err != nil || rec.GetStatus().GetError() != "" {
 			t.Fatalf("add %s: %v %v", ns, err, rec.GetStatus().GetError())

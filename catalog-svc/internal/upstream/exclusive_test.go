@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
-	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
 )
 
 // A caller waiting for the upstream records' lock (the catalogue API's
@@ -15,8 +14,7 @@ import (
 // however long the holder keeps it.
 func TestExclusiveWaitsOnlyAsLongAsTheContext(t *testing.T) {
 	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
+	m := managerOver(t, mem, nil)
 	release, err := m.Exclusive(t.Context())
 	if err != nil {
 		t.Fatal(err)

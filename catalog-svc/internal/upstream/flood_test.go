@@ -196,8 +196,7 @@ func TestAnUpstreamFloodingItsClientHoldsBoundedResources(t *testing.T) {
 			u := &floodUpstream{n: tc.n, list: tc.list, elicit: tc.elicit, header: tc.header}
 			url := u.start(t)
 			mem := memory.New()
-			m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-			t.Cleanup(func() { _ = m.Close() })
+			m := managerOver(t, mem, nil)
 			spec := &sharedosv1.UpstreamProvider{Namespace: "fl", Url: url, AutoApproveNew: true}
 			add := func() (*sharedosv1.GetProviderResponse, error) { return m.Add(t.Context(), spec, "op") }
 

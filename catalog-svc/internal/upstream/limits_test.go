@@ -3,7 +3,6 @@ package upstream_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -35,9 +34,7 @@ func TestAListingIsBounded(t *testing.T) {
 					return &mcp.GetPromptResult{}, nil
 				})
 		}
-		hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
-		t.Cleanup(hs.Close)
-		return hs.URL + "/mcp"
+		return served(t, s)
 	}
 	for _, c := range []struct {
 		name           string
@@ -85,12 +82,10 @@ func TestASkippedNameIsKeptShort(t *testing.T) {
 				return mcp.NewToolResultText("never"), nil
 			})
 	}
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
-	t.Cleanup(hs.Close)
+	url := served(t, s)
 	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
-	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "long", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op")
+	m := managerOver(t, mem, nil)
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "long", Url: url, AutoApproveNew: true}, "op")
 	if err != nil || rec.GetStatus().GetError() != "" {
 		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
 	}
@@ -123,13 +118,11 @@ func TestAServersNameIsKeptShort(t *testing.T) {
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText("ok"), nil
 		})
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
-	t.Cleanup(hs.Close)
+	url := served(t, s)
 	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
+	m := managerOver(t, mem, nil)
 	for _, ns := range []string{"n1", "n2"} {
-		rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: hs.URL + "/mcp", AutoApproveNew: true}, "op")
+		rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: url, AutoApproveNew: true}, "op")
 		if err != nil || rec.GetStatus().GetError() != "" {
 			t.Fatalf("add %s: %v %s", ns, err, rec.GetStatus().GetError())
 		}
@@ -161,12 +154,10 @@ func TestAListingsPagesAreBoundedTogether(t *testing.T) {
 				return mcp.NewToolResultText("ok"), nil
 			})
 	}
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
-	t.Cleanup(hs.Close)
+	url := served(t, s)
 	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
-	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "wordy", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op")
+	m := managerOver(t, mem, nil)
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "wordy", Url: url, AutoApproveNew: true}, "op")
 	if err != nil {
 		t.Fatal(err)
 	}

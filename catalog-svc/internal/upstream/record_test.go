@@ -30,10 +30,7 @@ func served(t *testing.T, s *server.MCPServer) string {
 // newManager is a manager over a fresh store and catalogue.
 func newManager(t *testing.T) *upstream.Manager {
 	t.Helper()
-	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
-	return m
+	return managerOver(t, memory.New(), nil)
 }
 
 func answered(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {

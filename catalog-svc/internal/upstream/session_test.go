@@ -52,8 +52,7 @@ func TestHangingHandshakeHoldsNoOneElse(t *testing.T) {
 	t.Cleanup(hs.Close)
 	t.Cleanup(func() { close(release) })
 	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem)})
-	t.Cleanup(func() { _ = m.Close() })
+	m := managerOver(t, mem, nil)
 	if _, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "fx", Url: hs.URL + "/mcp", AutoApproveNew: true}, "op"); err != nil {
 		t.Fatal(err)
 	}

@@ -440,13 +440,22 @@ func upstreamAt(t *testing.T, ns, url string) (sharedosv1.ToolHandlerServiceClie
 	return upstreamAtBudget(t, ns, url, nil)
 }
 
+// managerOver is a manager of upstreams over mem, registering into a
+// catalogue over it, whose result budget is b (nil: none); closed at the
+// test's end.
+func managerOver(t testing.TB, mem *memory.Store, b *budget.Budget) *upstream.Manager {
+	t.Helper()
+	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem), ResultBudget: b})
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
 // upstreamAtBudget is upstreamAt on a manager whose result budget is b
 // (nil: none).
 func upstreamAtBudget(t *testing.T, ns, url string, b *budget.Budget) (sharedosv1.ToolHandlerServiceClient, *upstream.Manager, *sharedosv1.GetProviderResponse) {
 	t.Helper()
 	mem := memory.New()
-	m := upstream.New(upstream.Config{Store: mem, Registry: newCatalog(t, mem), ResultBudget: b})
-	t.Cleanup(func() { _ = m.Close() })
+	m := managerOver(t, mem, b)
 	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: url, AutoApproveNew: true}, "op")
 	if err != nil || rec.GetStatus().GetError() != "" {
 		t.Fatalf("add: %v %v", err, rec.GetStatus().GetError())
