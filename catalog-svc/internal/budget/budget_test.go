@@ -6,22 +6,11 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/sharedos/toolshare/services/platform/testwait"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 )
-
-// eventually waits for cond, polling; the test's own deadline bounds it.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("never: %s", what)
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
 
 // A lease that holds nothing waits for room and gets it once a holder
 // releases; the budget is back to zero after.
@@ -34,7 +23,7 @@ func TestBudgetAnEmptyLeaseWaitsForRoom(t *testing.T) {
 	second := b.Lease()
 	got := make(chan error, 1)
 	go func() { got <- second.Take(t.Context(), 60) }()
-	eventually(t, "the second lease waits", func() bool { return b.Waiting() == 1 })
+	testwait.Until(t, "the second lease waits", func() bool { return b.Waiting() == 1 })
 	select {
 	case err := <-got:
 		t.Fatalf("the second lease got room beside the first: %v", err)
@@ -69,7 +58,7 @@ func TestBudgetAGrowingLeaseNeverWaits(t *testing.T) {
 	waiter := b.Lease()
 	got := make(chan error, 1)
 	go func() { got <- waiter.Take(t.Context(), 30) }()
-	eventually(t, "a waiter queued", func() bool { return b.Waiting() == 1 })
+	testwait.Until(t, "a waiter queued", func() bool { return b.Waiting() == 1 })
 	if err := a.Take(t.Context(), 10); err != nil { // free room, ahead of the waiter
 		t.Fatalf("a growing lease was refused free room: %v", err)
 	}
@@ -102,7 +91,7 @@ func TestBudgetRefusals(t *testing.T) {
 	w := b.Lease()
 	got := make(chan error, 1)
 	go func() { got <- w.Take(ctx, 20) }()
-	eventually(t, "the lease waits", func() bool { return b.Waiting() == 1 })
+	testwait.Until(t, "the lease waits", func() bool { return b.Waiting() == 1 })
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait ended by its context: %v, want Canceled", err)
@@ -144,7 +133,7 @@ func TestBudgetShares(t *testing.T) {
 	waiting := a.Lease()
 	got := make(chan error, 1)
 	go func() { got <- waiting.Take(t.Context(), 20) }()
-	eventually(t, "a lease waits in its share", func() bool { return b.Waiting() == 1 && a.Waiting() == 1 })
+	testwait.Until(t, "a lease waits in its share", func() bool { return b.Waiting() == 1 && a.Waiting() == 1 })
 	other := c.Lease()
 	if err := other.Take(t.Context(), 50); err != nil {
 		t.Fatalf("another share beside a full one: %v", err)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/platform/testwait"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
@@ -64,18 +65,6 @@ func bigCall(kib int) *sharedosv1.HandleRequest {
 	return &sharedosv1.HandleRequest{Tool: "bg.big", ArgumentsJson: []byte(`{"kib":` + strconv.Itoa(kib) + `}`)}
 }
 
-// waitFor polls cond until it holds; the test's deadline bounds it.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("never: %s", what)
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
-
 // Upstream results in flight are bounded together (reliability row 48): a
 // result holds its bytes of the kernel's budget from its read until its
 // answer is sent (the call's scope ends); a call that finds no room waits
@@ -100,12 +89,12 @@ func TestResultBudgetBoundsResultsInFlight(t *testing.T) {
 	leaving, leave := context.WithCancel(t.Context())
 	left := make(chan error, 1)
 	go func() { _, err := c.Handle(leaving, bigCall(600)); left <- err }()
-	waitFor(t, "the second call waits for room", func() bool { return b.Waiting() == 1 })
+	testwait.Until(t, "the second call waits for room", func() bool { return b.Waiting() == 1 })
 	leave()
 	if err := <-left; status.Code(err) != codes.Canceled {
 		t.Fatalf("a call whose caller left while it waited: %v, want Canceled", err)
 	}
-	waitFor(t, "the left call gives back what it took", func() bool { return b.Waiting() == 0 && b.InUse() < 700<<10 })
+	testwait.Until(t, "the left call gives back what it took", func() bool { return b.Waiting() == 0 && b.InUse() < 700<<10 })
 
 	// No room: the call waits, and is served once the first answer is sent.
 	served := make(chan error, 1)
@@ -115,7 +104,7 @@ func TestResultBudgetBoundsResultsInFlight(t *testing.T) {
 		_, err := c.Handle(ctx, bigCall(600))
 		served <- err
 	}()
-	waitFor(t, "the third call waits for room", func() bool { return b.Waiting() == 1 })
+	testwait.Until(t, "the third call waits for room", func() bool { return b.Waiting() == 1 })
 	endHeld()
 	if err := <-served; err != nil {
 		t.Fatalf("a call that waited for room: %v", err)
@@ -126,7 +115,7 @@ func TestResultBudgetBoundsResultsInFlight(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "result budget") {
 		t.Fatalf("a result larger than the budget: %v, want Unavailable naming the result budget", err)
 	}
-	waitFor(t, "every call gave its bytes back", func() bool { return b.InUse() == 0 && b.Waiting() == 0 })
+	testwait.Until(t, "every call gave its bytes back", func() bool { return b.InUse() == 0 && b.Waiting() == 0 })
 }
 
 // One upstream's calls hold at most their share of the result budget
@@ -186,7 +175,7 @@ func TestResultBudgetRefusesGrowthMidResponse(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "result budget") {
 		t.Fatalf("a response that outgrew the free room: %v, want Unavailable naming the result budget", err)
 	}
-	waitFor(t, "the refused call gives back what it took", func() bool { return b.InUse() == before })
+	testwait.Until(t, "the refused call gives back what it took", func() bool { return b.InUse() == before })
 	endHeld()
 	if n := b.InUse(); n != 0 {
 		t.Fatalf("in use %d once the answer is sent, want 0", n)
