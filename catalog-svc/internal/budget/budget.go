@@ -48,6 +48,11 @@ const MinSize int64 = 1 << 20
 // ErrExhausted is a lease's refusal to grow: the budget is in use.
 var ErrExhausted = errors.New("upstream results in flight use the kernel's whole result budget")
 
+// ErrWaitEnded is a wait for room that its context ended; the error wraps
+// the context's cause too, so a caller tells its deadline (the budget held
+// until then: a refusal of the kernel's) from its caller leaving.
+var ErrWaitEnded = errors.New("the wait for room in the upstream result budget ended")
+
 // Budget is a kernel-wide bound on bytes held; a nil *Budget bounds
 // nothing.
 type Budget struct {
@@ -170,10 +175,11 @@ func (b *Budget) acquireOwn(ctx context.Context, n int64) error {
 			b.grantLocked() // a large waiter leaving may let smaller ones in
 			b.mu.Unlock()
 		}
+		what := "the budget"
 		if b.parent != nil {
-			return fmt.Errorf("waiting for the upstream's share of the result budget (%d bytes in use of %d): %w", b.InUse(), b.size, context.Cause(ctx))
+			what = "the upstream's share"
 		}
-		return fmt.Errorf("waiting for the upstream result budget (%d bytes in use of %d): %w", b.InUse(), b.size, context.Cause(ctx))
+		return fmt.Errorf("%w (%s: %d bytes in use of %d): %w", ErrWaitEnded, what, b.InUse(), b.size, context.Cause(ctx))
 	}
 }
 
@@ -242,6 +248,8 @@ type Lease struct {
 	mu       sync.Mutex
 	held     int64
 	released bool
+	// waiting is set while Take waits for room (Waiting).
+	waiting atomic.Bool
 }
 
 // Lease is a new, empty lease of b; nil when b is nil.
@@ -267,7 +275,10 @@ func (l *Lease) Take(ctx context.Context, n int64) error {
 		return errors.New("upstream result budget: the call's lease was already released")
 	}
 	if empty {
-		if err := l.b.acquire(ctx, n); err != nil {
+		l.waiting.Store(true)
+		err := l.b.acquire(ctx, n)
+		l.waiting.Store(false)
+		if err != nil {
 			return err
 		}
 	} else if !l.b.tryAcquire(n) {
@@ -283,6 +294,13 @@ func (l *Lease) Take(ctx context.Context, n int64) error {
 	l.held += n
 	l.mu.Unlock()
 	return nil
+}
+
+// Waiting reports whether a Take of the lease waits for room now: a call
+// whose caller's deadline passes then was refused by the budget, not left
+// unanswered by its upstream.
+func (l *Lease) Waiting() bool {
+	return l != nil && l.waiting.Load()
 }
 
 // Held is what the lease holds now.

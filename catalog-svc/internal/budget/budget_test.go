@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sharedos/toolshare/services/platform/testwait"
 
@@ -40,6 +41,29 @@ func TestBudgetAnEmptyLeaseWaitsForRoom(t *testing.T) {
 	second.Release() // again: nothing more
 	if n := b.InUse(); n != 0 {
 		t.Errorf("in use %d after every release, want 0", n)
+	}
+}
+
+// A wait its context ends says so (ErrWaitEnded) and keeps the cause, so
+// the kernel records a deadline spent waiting for the budget as the
+// budget's refusal, not as a tool that did not answer; in a share, too.
+func TestBudgetAnEndedWaitSaysWhy(t *testing.T) {
+	b := budget.New(100)
+	hog := b.Lease()
+	if err := hog.Take(t.Context(), 100); err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Release()
+	past, cancel := context.WithDeadline(t.Context(), time.Unix(1, 0))
+	defer cancel()
+	for _, l := range []*budget.Lease{b.Lease(), b.Share(50).Lease()} {
+		err := l.Take(past, 10)
+		if !errors.Is(err, budget.ErrWaitEnded) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a wait its deadline ended: %v, want ErrWaitEnded and DeadlineExceeded", err)
+		}
+	}
+	if n := b.Waiting(); n != 0 {
+		t.Errorf("%d still waiting", n)
 	}
 }
 

@@ -238,10 +238,10 @@ func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall,
 		if res := contextOutcome(ctx); res != nil {
 			return res
 		}
-		switch {
-		case hctx.Err() == context.DeadlineExceeded || status.Code(err) == grpccodes.DeadlineExceeded:
-			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the provider did not answer within %s", timeout))
-		case status.Code(err) == grpccodes.NotFound && e.class == requirement.ClassResource:
+		if res := boundOrSilence(hctx, err, catalog.AcquiredSource(e.facts.GetSource()), "the provider", timeout); res != nil {
+			return res
+		}
+		if status.Code(err) == grpccodes.NotFound && e.class == requirement.ClassResource {
 			return outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource has URI %q", telemetry.Escape(call.GetTool(), 120)))
 		}
 		if catalog.AcquiredSource(e.facts.GetSource()) {

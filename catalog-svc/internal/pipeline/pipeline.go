@@ -1227,8 +1227,8 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 		if res := contextOutcome(ctx); res != nil {
 			return res
 		}
-		if hctx.Err() == context.DeadlineExceeded || status.Code(err) == grpccodes.DeadlineExceeded {
-			return outcome.Failed(outcome.Timeout, fmt.Sprintf("the tool did not answer within %s", timeout))
+		if res := boundOrSilence(hctx, err, catalog.Acquired(reg), "the tool", timeout); res != nil {
+			return res
 		}
 		if catalog.Acquired(reg) {
 			return outcome.Failed(outcome.UpstreamUnavailable, "the tool's upstream MCP server could not be reached or answered outside the protocol")
@@ -1320,6 +1320,24 @@ func invoke(ctx context.Context, client sharedosv1.ToolHandlerServiceClient, req
 			p.report(pr)
 		}
 	}
+}
+
+// boundOrSilence is the outcome of a provider request that failed with err
+// for one of two reasons the provider's failure is not: a bound of the
+// kernel's on upstream calls (ResourceExhausted from an acquired source:
+// the result budget, even when the deadline passed waiting for it; the
+// calls parked on their harness), or who's silence until the request's
+// deadline (hctx). nil for any other failure. A bound was recorded as an
+// upstream that "could not be reached", a budget wait as a tool that "did
+// not answer": both untrue of the upstream.
+func boundOrSilence(hctx context.Context, err error, acquired bool, who string, timeout time.Duration) *sharedosv1.ToolResult {
+	if st := status.Convert(err); acquired && st.Code() == grpccodes.ResourceExhausted {
+		return outcome.Failed(outcome.UpstreamUnavailable, "the kernel's bounds on upstream calls refused it: "+telemetry.Escape(st.Message(), 512))
+	}
+	if hctx.Err() == context.DeadlineExceeded || status.Code(err) == grpccodes.DeadlineExceeded {
+		return outcome.Failed(outcome.Timeout, fmt.Sprintf("%s did not answer within %s", who, timeout))
+	}
+	return nil
 }
 
 // contextOutcome maps a finished caller context: cancellation is cancelled,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
+	"github.com/sharedos/toolshare/catalog-svc/internal/budget"
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 	recordspg "github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/postgres"
@@ -297,6 +298,13 @@ type upstreamTurn struct {
 
 func newUpstreamTurn(t *testing.T, h *harness, srv *mcpserver.MCPServer, tools ...string) *upstreamTurn {
 	t.Helper()
+	return newBudgetedUpstreamTurn(t, h, srv, nil, tools...)
+}
+
+// newBudgetedUpstreamTurn is newUpstreamTurn with the kernel's upstream
+// result budget b (nil: none).
+func newBudgetedUpstreamTurn(t *testing.T, h *harness, srv *mcpserver.MCPServer, b *budget.Budget, tools ...string) *upstreamTurn {
+	t.Helper()
 	hs := httptest.NewServer(mcpserver.NewStreamableHTTPServer(srv))
 	t.Cleanup(hs.Close)
 	store := toolmemory.New()
@@ -308,7 +316,7 @@ func newUpstreamTurn(t *testing.T, h *harness, srv *mcpserver.MCPServer, tools .
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cat.Close() })
-	m := upstream.New(upstream.Config{Store: store, Registry: cat})
+	m := upstream.New(upstream.Config{Store: store, Registry: cat, ResultBudget: b})
 	t.Cleanup(func() { _ = m.Close() })
 	req := map[string]*sharedosv1.Requirement{}
 	for _, tool := range tools {
@@ -407,6 +415,33 @@ func TestUpstreamOutputSchemaIsHeld(t *testing.T) {
 		}
 		expect(t, u.call("ev.count", `{"mode":"error"}`), failed, outcome.ToolError)
 		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 2 || got["failed/tool_error"] != 1 {
+			t.Errorf("records %v", got)
+		}
+	})
+}
+
+// A call or a read refused by the kernel's upstream result budget is
+// recorded failed/upstream_unavailable saying so (review: the record said
+// the upstream "could not be reached", and a deadline spent waiting for
+// the budget said the tool "did not answer"; the upstream had answered).
+func TestUpstreamBudgetRefusalIsRecordedAsTheKernels(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		big := strings.Repeat("A", 2<<20)
+		srv := mcpserver.NewMCPServer("ev", "1", mcpserver.WithToolCapabilities(false), mcpserver.WithResourceCapabilities(false, false))
+		srv.AddTool(mcp.NewTool("count"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(big), nil
+		})
+		srv.AddResource(mcp.NewResource("ev://big", "big"), func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, Text: big}}, nil
+		})
+		u := newBudgetedUpstreamTurn(t, h, srv, budget.New(budget.MinSize), "ev.count")
+		for what, res := range map[string]*sharedosv1.ToolResult{"call": u.call("ev.count", `{}`), "read": u.read("ev://big")} {
+			expect(t, res, failed, outcome.UpstreamUnavailable)
+			if r := res.GetReason(); !strings.Contains(r, "kernel's bounds on upstream calls") || !strings.Contains(r, "result budget") {
+				t.Errorf("%s: reason %q, want the kernel's result budget named", what, r)
+			}
+		}
+		if got := u.outcomes(); got["failed/upstream_unavailable"] != 2 {
 			t.Errorf("records %v", got)
 		}
 	})

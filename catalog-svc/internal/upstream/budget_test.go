@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,10 +113,65 @@ func TestResultBudgetBoundsResultsInFlight(t *testing.T) {
 
 	// More than the whole budget can never be held: refused at once.
 	_, err = c.Handle(t.Context(), bigCall(2048))
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "result budget") {
-		t.Fatalf("a result larger than the budget: %v, want Unavailable naming the result budget", err)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "result budget") {
+		t.Fatalf("a result larger than the budget: %v, want ResourceExhausted naming the result budget", err)
 	}
 	testwait.Until(t, "every call gave its bytes back", func() bool { return b.InUse() == 0 && b.Waiting() == 0 })
+}
+
+// A call or a read whose deadline passes while its result waits for room
+// in the budget fails ResourceExhausted naming the budget — the kernel's
+// refusal, recorded upstream_unavailable with that reason — never as a
+// deadline (recorded "the tool did not answer"), which the upstream did.
+func TestResultBudgetADeadlineSpentWaitingIsTheBudgets(t *testing.T) {
+	b := budget.New(4 << 20) // the read is of 2 MiB
+	c := budgetedUpstream(t, "bg", bigUpstream(t, true), b)
+	hog := b.Lease()
+	if err := hog.Take(t.Context(), b.Size()); err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Release()
+	for _, read := range []bool{false, true} {
+		ctx := newExpiring()
+		got := make(chan error, 1)
+		go func() {
+			var err error
+			if read {
+				_, err = c.ReadResource(ctx, &sharedosv1.HandleRequest{Tool: "big://doc"})
+			} else {
+				_, err = c.Handle(ctx, bigCall(1))
+			}
+			got <- err
+		}()
+		testwait.Until(t, "the request waits for room", func() bool { return b.Waiting() == 1 })
+		ctx.expire()
+		if err := <-got; status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "result budget") {
+			t.Fatalf("read %v: a deadline spent waiting for the budget: %v, want ResourceExhausted naming the result budget", read, err)
+		}
+		testwait.Until(t, "the request left the queue", func() bool { return b.Waiting() == 0 })
+	}
+}
+
+// expiring is a context whose deadline passes when the test says so
+// (expire), not after a duration.
+type expiring struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiring() *expiring { return &expiring{done: make(chan struct{})} }
+
+func (e *expiring) expire()                     { e.once.Do(func() { close(e.done) }) }
+func (e *expiring) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (e *expiring) Done() <-chan struct{}       { return e.done }
+func (e *expiring) Value(any) any               { return nil }
+func (e *expiring) Err() error {
+	select {
+	case <-e.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 // One upstream's calls hold at most their share of the result budget
@@ -172,8 +228,8 @@ func TestResultBudgetRefusesGrowthMidResponse(t *testing.T) {
 	}
 	before := b.InUse()
 	_, err := c.Handle(t.Context(), bigCall(600))
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "result budget") {
-		t.Fatalf("a response that outgrew the free room: %v, want Unavailable naming the result budget", err)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "result budget") {
+		t.Fatalf("a response that outgrew the free room: %v, want ResourceExhausted naming the result budget", err)
 	}
 	testwait.Until(t, "the refused call gives back what it took", func() bool { return b.InUse() == before })
 	endHeld()
@@ -202,8 +258,8 @@ func TestResultBudgetBoundsResourceReads(t *testing.T) {
 		b := budget.New(1 << 20)
 		c := budgetedUpstream(t, "bg", bigUpstream(t, declared), b)
 		_, err := c.ReadResource(t.Context(), &sharedosv1.HandleRequest{Tool: "big://doc"})
-		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "budget") {
-			t.Errorf("declared length %v: a 2 MiB read under a 1 MiB budget: %v, want Unavailable naming the budget", declared, err)
+		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "budget") {
+			t.Errorf("declared length %v: a 2 MiB read under a 1 MiB budget: %v, want ResourceExhausted naming the budget", declared, err)
 		}
 		if n := b.InUse(); n != 0 {
 			t.Errorf("declared length %v: %d bytes still held after the read", declared, n)

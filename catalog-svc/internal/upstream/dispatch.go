@@ -214,10 +214,16 @@ func (p *provider) run(ctx context.Context, req *sharedosv1.HandleRequest, progr
 	return body, nil, err
 }
 
-// unavailable is err as the status the kernel reads: the caller's own end
-// as it is, anything else Unavailable (upstream_unavailable).
+// unavailable is err as the status the kernel reads: the result budget's
+// refusal ResourceExhausted (the kernel's bound, not the upstream's fault
+// nor its silence: a deadline spent waiting for room is the budget's
+// refusal), the caller's own end as it is, anything else Unavailable
+// (upstream_unavailable).
 func unavailable(ctx context.Context, err error) error {
 	switch {
+	case errors.Is(err, budget.ErrExhausted),
+		errors.Is(err, budget.ErrWaitEnded) && errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case ctx.Err() != nil:

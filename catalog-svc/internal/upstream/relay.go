@@ -276,6 +276,11 @@ const (
 	maxRounds             = pipeline.MaxInputRounds
 )
 
+// errBudgetUntilDeadline is a call whose deadline passed while its result
+// waited for room in the result budget: the kernel's refusal, not an
+// upstream that did not answer.
+const errBudgetUntilDeadline = "the call's deadline passed while its result waited for room in the kernel's upstream result budget (catalog-svc --upstream-result-budget)"
+
 // await waits for r's outcome, or for its upstream's next requests, which
 // it hands out as input_required with r parked; the caller leaving cancels
 // the upstream request. round is the kernel's round now, methods what the
@@ -297,7 +302,11 @@ func (c *conn) await(ctx context.Context, r *running, round int32, methods []str
 		budget.Keep(ctx, r.lease)
 		return r.body, nil, r.err
 	case <-ctx.Done():
+		waited := r.lease.Waiting()
 		r.end()
+		if waited && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, nil, status.Error(codes.ResourceExhausted, errBudgetUntilDeadline)
+		}
 		return nil, nil, unavailable(ctx, ctx.Err())
 	case a := <-r.asks:
 		asks := []*ask{a}
