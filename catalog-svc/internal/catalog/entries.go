@@ -533,6 +533,8 @@ type PromptsResources struct {
 	Prompts   []*sharedosv1.PublishedPrompt
 	Resources []*sharedosv1.PublishedResource
 	Hash      string
+	// PolicyRevision decided which are listed ("" unfiltered or none).
+	PolicyRevision string
 }
 
 // ListPromptsResources returns the prompts and resources actx may list,
@@ -588,21 +590,22 @@ func (s *Service) ListPromptsResources(ctx context.Context, actx *sharedosv1.Acc
 		if s.filter == nil {
 			return PromptsResources{}, fmt.Errorf("%w: no filter configured", ErrAuthzUnavailable)
 		}
-		allowed := map[string]bool{}
-		for start, end := 0, 0; start < len(items); start = end {
-			end = filterPageEnd(start, len(items), s.page, func(i int) int { return proto.Size(items[i].facts) })
-			page := items[start:end]
-			facts := make([]*sharedosv1.ToolFacts, len(page))
-			for i, it := range page {
-				facts[i] = it.facts
-			}
-			resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{Context: actx, Tools: facts, Action: requirement.ActionList})
-			if err != nil {
-				return PromptsResources{}, filterError(err)
-			}
-			for _, n := range resp.GetAllowedTools() {
-				allowed[n] = true
-			}
+		names, rev, err := s.filterPages(ctx, actx, len(items),
+			func(i int) int { return proto.Size(items[i].facts) },
+			func(start, end int) []*sharedosv1.ToolFacts {
+				facts := make([]*sharedosv1.ToolFacts, end-start)
+				for i, it := range items[start:end] {
+					facts[i] = it.facts
+				}
+				return facts
+			})
+		if err != nil {
+			return PromptsResources{}, err
+		}
+		out.PolicyRevision = rev
+		allowed := make(map[string]bool, len(names))
+		for _, n := range names {
+			allowed[n] = true
 		}
 		kept := items[:0]
 		for _, it := range items {

@@ -525,6 +525,8 @@ type Listing struct {
 	Tools []*sharedosv1.PublishedTool
 	// CatalogHash per spec/catalog-hash.md over exactly Tools.
 	CatalogHash string
+	// PolicyRevision decided which tools are listed ("" unfiltered).
+	PolicyRevision string
 }
 
 // ListTools returns the managed tools actx may see, sorted by name, and
@@ -558,20 +560,11 @@ func (s *Service) ListTools(ctx context.Context, actx *sharedosv1.AccessContext)
 	}
 	// One FilterTools call per page of the (name-ordered) catalogue: the
 	// answers concatenate in name order. Any failed page fails the listing.
-	var allowed []string
-	for start, end := 0, 0; start < len(snap.facts); start = end {
-		end = filterPageEnd(start, len(snap.facts), s.page, func(i int) int { return snap.factBytes[i] })
-		resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{
-			Context: actx, Tools: snap.facts[start:end], Action: requirement.ActionList,
-		})
-		if err != nil {
-			return Listing{}, filterError(err)
-		}
-		if allowed == nil {
-			allowed = resp.GetAllowedTools()
-		} else {
-			allowed = append(allowed, resp.GetAllowedTools()...)
-		}
+	allowed, rev, err := s.filterPages(ctx, actx, len(snap.facts),
+		func(i int) int { return snap.factBytes[i] },
+		func(start, end int) []*sharedosv1.ToolFacts { return snap.facts[start:end] })
+	if err != nil {
+		return Listing{}, err
 	}
 	visible := selectVisible(snap, allowed)
 	tools := make([]*sharedosv1.PublishedTool, len(visible))
@@ -580,7 +573,44 @@ func (s *Service) ListTools(ctx context.Context, actx *sharedosv1.AccessContext)
 		tools[i] = e.resolved.Published
 		hs[i] = e.hash
 	}
-	return Listing{Tools: tools, CatalogHash: cataloghash.SumSorted(hs)}, nil
+	return Listing{Tools: tools, CatalogHash: cataloghash.SumSorted(hs), PolicyRevision: rev}, nil
+}
+
+// errRevisionsDiffer is a listing whose pages two policy revisions decided.
+var errRevisionsDiffer = fmt.Errorf("%w: the policy changed while the catalogue was listed", ErrAuthzUnavailable)
+
+// filterPages asks the filter which of n facts actx may list, a page at a
+// time (filterPageEnd; size(i) is fact i's encoded size), and returns the
+// allowed names in page order and the policy revision that decided them.
+// Every page must be decided by one revision: a reload between pages, or
+// replicas of authz-svc on two revisions during a rollout, would list a set
+// no one policy gives (review). Pages that disagree are asked again once;
+// then the listing fails closed.
+func (s *Service) filterPages(ctx context.Context, actx *sharedosv1.AccessContext, n int, size func(int) int, facts func(start, end int) []*sharedosv1.ToolFacts) ([]string, string, error) {
+	for attempt := 0; ; attempt++ {
+		var allowed []string
+		rev, agreed := "", true
+		for start, end := 0, 0; start < n && agreed; start = end {
+			end = filterPageEnd(start, n, s.page, size)
+			resp, err := s.filter.FilterTools(ctx, &sharedosv1.FilterToolsRequest{
+				Context: actx, Tools: facts(start, end), Action: requirement.ActionList,
+			})
+			if err != nil {
+				return nil, "", filterError(err)
+			}
+			if start == 0 {
+				rev = resp.GetPolicyRevision()
+			}
+			agreed = resp.GetPolicyRevision() == rev
+			allowed = append(allowed, resp.GetAllowedTools()...)
+		}
+		switch {
+		case agreed:
+			return allowed, rev, nil
+		case attempt > 0:
+			return nil, "", errRevisionsDiffer
+		}
+	}
 }
 
 // selectVisible maps the allowed names back to cache entries, in name order.

@@ -622,6 +622,69 @@ func TestListToolsPagesFilterTools(t *testing.T) {
 	}
 }
 
+// revisionFilter answers each FilterTools call by the revision rev(n) of
+// its n-th call: revision "all" allows every tool, any other the tools
+// ending in an even digit.
+type revisionFilter struct {
+	mu  sync.Mutex
+	n   int
+	rev func(n int) string
+}
+
+func (f *revisionFilter) FilterTools(_ context.Context, in *sharedosv1.FilterToolsRequest, _ ...grpc.CallOption) (*sharedosv1.FilterToolsResponse, error) {
+	f.mu.Lock()
+	rev := f.rev(f.n)
+	f.n++
+	f.mu.Unlock()
+	var out []string
+	for _, tl := range in.GetTools() {
+		if n := tl.GetName(); rev == "all" || strings.ContainsAny(n[len(n)-1:], "02468") {
+			out = append(out, n)
+		}
+	}
+	return &sharedosv1.FilterToolsResponse{AllowedTools: out, PolicyRevision: rev}, nil
+}
+
+// A listing's pages are decided by one policy revision (review: a reload
+// between pages, or two authz-svc replicas on two revisions, listed a set
+// no one policy gives): pages that disagree are asked again once, and a
+// second disagreement fails the listing closed.
+func TestListToolsPagesAgreeOnOneRevision(t *testing.T) {
+	listing := func(rev func(int) string) (catalog.Listing, error) {
+		svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: &revisionFilter{rev: rev}, FilterPage: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Start(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = svc.Close() })
+		var regs []*sharedosv1.ToolRegistration
+		for i := range 12 {
+			r := reg(fmt.Sprintf("page.t%02d", i))
+			r.Metadata.Namespace = "page"
+			regs = append(regs, r)
+		}
+		if _, err := svc.RegisterBatch(testCtx(t), regs); err != nil {
+			t.Fatal(err)
+		}
+		return svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+	}
+	// Reloaded after the first page: listed again, all under the new one.
+	l, err := listing(func(n int) string { return map[bool]string{true: "all", false: "even"}[n == 0] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Tools) != 6 || l.PolicyRevision != "even" {
+		t.Errorf("listing after a reload between pages: %d tools under %q, want the 6 of revision even", len(l.Tools), l.PolicyRevision)
+	}
+	// Replicas that keep disagreeing: no listing.
+	l, err = listing(func(n int) string { return map[bool]string{true: "all", false: "even"}[n%2 == 0] })
+	if !errors.Is(err, catalog.ErrAuthzUnavailable) || len(l.Tools) != 0 {
+		t.Fatalf("listing under two revisions: %d tools, %v; want ErrAuthzUnavailable", len(l.Tools), err)
+	}
+}
+
 // A FilterTools page is bounded in bytes too: tools with large annotations
 // (each may be 64 KiB) are asked about in pages of at most
 // MaxFilterPageBytes, where one page of them by count would pass the

@@ -20,6 +20,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/grpcx"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
+	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline"
 	"github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 	storememory "github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
@@ -220,4 +221,45 @@ func TestGrantTurnRefusesACatalogueTooLargeForATurn(t *testing.T) {
 		!strings.Contains(err.Error(), "70 tools") {
 		t.Fatalf("GrantTurn of a context seeing 70 MB = %v, want FailedPrecondition CATALOGUE_TOO_LARGE naming 70 tools", err)
 	}
+}
+
+// revisionLister lists no tools, prompts or resources, each listing under
+// the revision revs gives its n-th listing (tools and prompts/resources
+// alternate).
+type revisionLister struct {
+	pipeline.ToolResolver
+	n    int
+	revs func(n int) string
+}
+
+func (l *revisionLister) ListTools(context.Context, *sharedosv1.AccessContext) (catalog.Listing, error) {
+	l.n++
+	return catalog.Listing{Tools: []*sharedosv1.PublishedTool{}, PolicyRevision: l.revs(l.n - 1)}, nil
+}
+
+func (l *revisionLister) ListPromptsResources(context.Context, *sharedosv1.AccessContext) (catalog.PromptsResources, error) {
+	l.n++
+	return catalog.PromptsResources{PolicyRevision: l.revs(l.n - 1)}, nil
+}
+
+// A turn's tools and its prompts and resources are listed under one policy
+// revision (review: a reload between the two listings pinned a catalogue no
+// one policy gives): listed again once, then the grant fails closed.
+func TestGrantTurnListsUnderOneRevision(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		grant := func(revs func(int) string) (*sharedosv1.GrantTurnResponse, int, error) {
+			l := &revisionLister{ToolResolver: h.resolver, revs: revs}
+			k := newKernelWith(t, h, l)
+			g, err := k.GrantTurn(t.Context(), &sharedosv1.GrantTurnRequest{TurnId: fmt.Sprintf("rev-%p", l), Context: alice(),
+				ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+			return g, l.n, err
+		}
+		if _, n, err := grant(func(n int) string { return map[bool]string{true: "r1", false: "r2"}[n == 0] }); err != nil || n != 4 {
+			t.Fatalf("a reload between the listings: %v after %d listings, want a grant after 4", err, n)
+		}
+		g, _, err := grant(func(n int) string { return fmt.Sprint("r", n%2) })
+		if err == nil || g != nil || !strings.Contains(err.Error(), "policy changed") {
+			t.Fatalf("listings under two revisions: %v, %v; want no grant", g, err)
+		}
+	})
 }

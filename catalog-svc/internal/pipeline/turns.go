@@ -88,11 +88,7 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 	case revoked:
 		return nil, ErrTurnClosed
 	}
-	listing, err := s.catalogue.ListTools(ctx, req.GetContext())
-	if err != nil {
-		return nil, err
-	}
-	pr, err := s.catalogue.ListPromptsResources(ctx, req.GetContext())
+	listing, pr, err := s.listTurn(ctx, req.GetContext())
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +157,30 @@ func (s *Pipeline) GrantTurn(ctx context.Context, req *sharedosv1.GrantTurnReque
 // to receive it (ResourceExhausted, and an OpenTurn failing without a
 // reason; review finding: 66 tools of 250 KiB schemas were enough).
 const maxGrantedBytes = grpcx.MaxMessageSize - 1<<20
+
+// listTurn lists the tools and the prompts and resources a turn of actx
+// sees, both decided by one policy revision: a reload between the two
+// listings is listed again once, then the grant fails closed (a turn would
+// pin a catalogue no one policy gives).
+func (s *Pipeline) listTurn(ctx context.Context, actx *sharedosv1.AccessContext) (catalog.Listing, catalog.PromptsResources, error) {
+	for attempt := 0; ; attempt++ {
+		listing, err := s.catalogue.ListTools(ctx, actx)
+		if err != nil {
+			return catalog.Listing{}, catalog.PromptsResources{}, err
+		}
+		pr, err := s.catalogue.ListPromptsResources(ctx, actx)
+		if err != nil {
+			return catalog.Listing{}, catalog.PromptsResources{}, err
+		}
+		a, b := listing.PolicyRevision, pr.PolicyRevision
+		switch {
+		case a == "" || b == "" || a == b:
+			return listing, pr, nil
+		case attempt > 0:
+			return catalog.Listing{}, catalog.PromptsResources{}, fmt.Errorf("%w: the policy changed while the turn's catalogue was listed (%s, then %s)", catalog.ErrAuthzUnavailable, a, b)
+		}
+	}
+}
 
 // grantIdentity is the run's identity as the request declares it (the
 // host's strings, each bounded and printable; the policy as its digest).
