@@ -1,5 +1,13 @@
 package jsonlimits
 
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
 // MaxDepth bounds the nesting of arrays and objects in any JSON document
 // taken from a request, far below encoding/json's 10,000: deep nesting is a
 // cheap DoS on every later parser and on OPA's stack.
@@ -15,6 +23,56 @@ const MaxArgumentsBytes = 1 << 20
 // cannot interrupt a built-in. The kernel refuses a longer one as invalid
 // arguments, so a model's number never reaches authz-svc to fail there.
 const MaxNumberChars = 128
+
+// MaxNumberExponent bounds a number's exponent as written (leading zeros
+// aside): three digits. Within MaxNumberChars a number a double holds is
+// written with an exponent of at most about ±450, so this refuses only
+// zeros written with a huge exponent (0e-999999), which a reader that
+// keeps the exponent (Java's BigDecimal, say) could expand.
+const MaxNumberExponent = 999
+
+// CheckNumber says why the JSON number whose text is n (JSON's number
+// grammar, as a decoder hands it over) is refused wherever SharedOS takes
+// one — a tool's arguments, a tool's structuredContent — or nil. A number
+// is taken when it is at most MaxNumberChars long, its exponent as
+// written is at most MaxNumberExponent in magnitude, and a double reads it
+// as the number it is (IEEE 754 binary64, rounded to nearest, as
+// strconv.ParseFloat, JavaScript's Number and Python's float read it):
+// not beyond ±1.7976931348623157e308, which reads as ±Inf, and not so
+// close to 0 (below about 2.5e-324 in magnitude) that it reads as 0 while
+// it is not 0. Within those bounds an integer or a decimal is taken as
+// written, every digit kept (a double reader rounds it to a nearby
+// double, never to 0 or infinity).
+//
+// The exact readers are why: a JSON Schema validator (santhosh-tekuri's
+// converts each number it checks to a big.Rat) spent 25 ms on one
+// 1e-999999 and panicked on 1e-1000001, and 1e-400 passed
+// "exclusiveMinimum": 0 as more than 0, where every double reader reads 0.
+// The check costs a length and a scan for an exponent; only a number with
+// one is parsed.
+func CheckNumber(n string) error {
+	if len(n) > MaxNumberChars {
+		return fmt.Errorf("a number of %d characters; the limit is %d", len(n), MaxNumberChars)
+	}
+	e := strings.IndexAny(n, "eE")
+	if e < 0 {
+		// At most MaxNumberChars characters and no exponent: 0, or between
+		// 1e-126 and 1e128 in magnitude, which a double holds.
+		return nil
+	}
+	exp := strings.TrimLeft(strings.TrimLeft(n[e+1:], "+-"), "0")
+	if len(exp) > 3 {
+		return fmt.Errorf("a number whose exponent is beyond ±%d", MaxNumberExponent)
+	}
+	f, _ := strconv.ParseFloat(n, 64) // valid grammar: only ErrRange, with ±Inf
+	switch {
+	case math.IsInf(f, 0):
+		return errors.New("a number beyond a double's range (±1.8e308): a double reads it as infinite")
+	case f == 0 && strings.ContainsAny(n[:e], "123456789"):
+		return errors.New("a number so close to 0 that a double reads it as 0 (below about 2.5e-324) though it is not 0")
+	}
+	return nil
+}
 
 // Scan returns the deepest nesting of objects and arrays in raw, skipping
 // string contents. It stops at the first level past limit (limit <= 0 scans

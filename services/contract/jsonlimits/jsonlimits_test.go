@@ -3,6 +3,8 @@ package jsonlimits_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,4 +66,72 @@ func TestRepeatsKey(t *testing.T) {
 			t.Errorf("RepeatsKey(%s) = %v, want %v", in, got, want)
 		}
 	}
+}
+
+// CheckNumber takes every integer and decimal a double holds, written as
+// long as MaxNumberChars allows, and refuses what a double reads as
+// infinite, or as 0 when it is not 0 (attack run F2/F3: 1e-999999 cost a
+// schema validator 25 ms per number and 1e-1000001 panicked it; 1e-400
+// passed "exclusiveMinimum": 0 and reached the tool as 0).
+func TestCheckNumber(t *testing.T) {
+	long := func(c string, n int) string { return strings.Repeat(c, n) }
+	taken := []string{
+		"0", "-0", "0.0", "-0e0", "0e999", "0E-999", "0e+0000000000000000999",
+		"1", "-1", "42", "3.14", "1e308", "-1.7976931348623157e308", "1.7976931348623157E+308",
+		"1e-300", "2.2250738585072014e-308", "1e-320", "4.9e-324", "3e-324", "-3e-324",
+		"9007199254740993", "12345678901234567890.5",
+		long("9", jsonlimits.MaxNumberChars),                 // 1e128, every digit
+		"-0." + long("0", jsonlimits.MaxNumberChars-4) + "1", // 1e-125
+		"1" + long("0", 100) + "e-400",                       // 1e-300, an exponent past ±400 as written
+		"0." + long("0", 110) + "1e+419",                     // 1e308
+		"1e" + long("0", jsonlimits.MaxNumberChars-3) + "5",  // 1e5, the exponent's leading zeros aside
+	}
+	for _, n := range taken {
+		if err := jsonlimits.CheckNumber(n); err != nil {
+			t.Errorf("CheckNumber(%.40s) = %v, want nil", n, err)
+		}
+	}
+	for n, want := range map[string]string{
+		long("9", jsonlimits.MaxNumberChars+1): "a number of 129 characters; the limit is 128",
+		"1e-999999":                            "exponent is beyond ±999",
+		"1e-1000001":                           "exponent is beyond ±999",
+		"1e999999":                             "exponent is beyond ±999",
+		"0e-999999":                            "exponent is beyond ±999",
+		"-0E+1000":                             "exponent is beyond ±999",
+		"1e400":                                "beyond a double's range",
+		"-1e309":                               "beyond a double's range",
+		"1.8e308":                              "beyond a double's range",
+		"1e-400":                               "reads it as 0",
+		"-1e-400":                              "reads it as 0",
+		"2e-324":                               "reads it as 0",
+		"0.0001e-321":                          "reads it as 0",
+		"1" + long("0", 100) + "e-500":         "reads it as 0",
+	} {
+		err := jsonlimits.CheckNumber(n)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckNumber(%.40s) = %v, want %q", n, err, want)
+		}
+	}
+}
+
+// FuzzCheckNumber: a number CheckNumber takes reads as a finite double,
+// which is 0 only when its every digit is.
+func FuzzCheckNumber(f *testing.F) {
+	for _, s := range []string{"0", "1e-400", "1e400", "4.9e-324", "-12.5E+3", "0e-999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, n string) {
+		var v json.Number
+		if json.Unmarshal([]byte(n), &v) != nil || string(v) != n {
+			return // not a JSON number as written
+		}
+		if jsonlimits.CheckNumber(n) != nil {
+			return
+		}
+		x, err := strconv.ParseFloat(n, 64)
+		mantissa, _, _ := strings.Cut(strings.ToLower(n), "e")
+		if err != nil || math.IsInf(x, 0) || (x == 0) != !strings.ContainsAny(mantissa, "123456789") {
+			t.Fatalf("took %q, which a double reads as %v (%v)", n, x, err)
+		}
+	})
 }

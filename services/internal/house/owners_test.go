@@ -32,7 +32,7 @@ var owners = []struct {
 		[]string{"services/platform/grpcx/health.go"}, false},
 	{"the google.rpc.ErrorInfo helper", regexp.MustCompile(`errdetails\.ErrorInfo\{`),
 		[]string{"services/platform/grpcx/errors.go"}, false},
-	{"the JSON nesting, argument size and number length limits", regexp.MustCompile(`(?i)max\w*(depth|argumentsbytes|jsonbytes|numberchars)\s*=\s*\d`),
+	{"the JSON nesting, argument size and number length and exponent limits", regexp.MustCompile(`(?i)max\w*(depth|argumentsbytes|jsonbytes|numberchars|numberexponent)\s*=\s*\d`),
 		[]string{"services/contract/jsonlimits/jsonlimits.go",
 			"services/contract/canonjson/canonjson.go",        // registrations' canonical JSON (catalogHash spec), not requests
 			"catalog-svc/internal/catalog/schema.go"}, false}, // a registration's inputSchema, not requests
