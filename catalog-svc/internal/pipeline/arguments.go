@@ -74,8 +74,13 @@ func (f *frame) checkFolded(key string) error {
 // different arguments), and no two keys of one object equal under case
 // folding (a case-insensitive decoder in a provider would pick one the
 // requirement and the policy never saw), numbers at most MaxNumberChars
-// long (authz-svc refuses longer ones) — and builds the decoded value (numbers as
-// json.Number) that schema validation and the requirement read.
+// long (authz-svc refuses longer ones) and within a double's range
+// (jsonlimits.CheckNumber: none that a double reads as infinite, or as 0
+// when it is not 0; the schema validator reads each number exactly, and
+// 1e-999999 cost it 25 ms, 1e-1000001 a panic, while 1e-400 passed
+// "exclusiveMinimum": 0 and reached the tool as 0), a refused one named by
+// its location — and builds the decoded value (numbers as json.Number)
+// that schema validation and the requirement read.
 // json.Decoder.Token does not recurse, so a hostile 10^5-deep input is
 // refused at depth 65 without stack growth. The raw bytes stay what is
 // authorized, digested and dispatched.
@@ -151,8 +156,10 @@ func decodeArguments(raw []byte) (map[string]any, error) {
 				stack = stack[:len(stack)-1]
 				complete = done(top.arr)
 			default:
-				if n, ok := tok.(json.Number); ok && len(n) > MaxNumberChars {
-					return nil, fmt.Errorf("a number of %d characters; the limit is %d", len(n), MaxNumberChars)
+				if n, ok := tok.(json.Number); ok {
+					if err := jsonlimits.CheckNumber(string(n)); err != nil {
+						return nil, fmt.Errorf("at %s: %w", pointer(stack), err)
+					}
 				}
 				complete = done(tok)
 			}
@@ -165,6 +172,20 @@ func decodeArguments(raw []byte) (map[string]any, error) {
 			return root, nil
 		}
 	}
+}
+
+// pointer is the JSON Pointer of the value decodeArguments reads next,
+// cut at 200 bytes: each open object's member, each open array's index.
+func pointer(stack []*frame) string {
+	var b strings.Builder
+	for _, f := range stack {
+		if f.obj != nil {
+			b.WriteString("/" + redact.PointerToken(f.key))
+		} else {
+			b.WriteString("/" + strconv.Itoa(len(f.arr)))
+		}
+	}
+	return truncate(b.String(), 200)
 }
 
 func truncate(s string, n int) string {

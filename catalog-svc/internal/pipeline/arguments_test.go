@@ -19,6 +19,9 @@ func TestDecodeArguments(t *testing.T) {
 		`{"a":[[],[[]]],"b":"x"}`, nest(MaxArgumentsDepth), `{"a":{"x":1},"b":{"x":1}}`,
 		`{"k":"\u0000"}`, `{"a":{"A":1},"b":{"a":1}}`, // folded-equal keys in different objects
 		`{"n":[-1.` + strings.Repeat("5", MaxNumberChars-3) + `]}`, `{"s":"` + strings.Repeat("9", 1000) + `"}`,
+		// Every number a double holds, as written (jsonlimits.CheckNumber).
+		`{"n":[0,-0.0,0e-999,1e308,-1e-320,4.9e-324,9007199254740993,` + strings.Repeat("9", MaxNumberChars) + `]}`,
+		`{"s":"1e-999999"}`, // a string is a string
 	}
 	for _, s := range ok {
 		if _, err := decodeArguments([]byte(s)); err != nil {
@@ -48,6 +51,14 @@ func TestDecodeArguments(t *testing.T) {
 		// Longer than the number authz-svc evaluates, at any level.
 		`{"n":[{"m":-1.` + strings.Repeat("5", MaxNumberChars-2) + `}]}`: "a number of 129 characters",
 		`{"n":1e` + strings.Repeat("0", MaxNumberChars) + `}`:            "the limit is 128",
+		// Beyond a double's range, or so small a double reads 0 (attack
+		// run F2/F3), named by their location.
+		`{"limit":1e-999999}`:             "at /limit: a number whose exponent is beyond ±999",
+		`{"x":1e-1000001}`:                "at /x: a number whose exponent is beyond ±999",
+		`{"a":[1,{"b~/c":1e-400}]}`:       "at /a/1/b~0~1c: a number so close to 0 that a double reads it as 0",
+		`{"a":{"b":[[1,2,-1e400]]}}`:      "at /a/b/0/2: a number beyond a double's range",
+		`{"a":1,"n":{"m":0e1000}}`:        "at /n/m: a number whose exponent",
+		`{"p":"/public/x","q":[1.8e308]}`: "at /q/0: a number beyond",
 	}
 	for s, want := range bad {
 		_, err := decodeArguments([]byte(s))
