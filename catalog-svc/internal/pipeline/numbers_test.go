@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 )
@@ -87,4 +89,86 @@ func TestNumbersADoubleCannotHoldAreRefused(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A tool's structuredContent is held to the same numbers before its
+// output schema checks it (attack run F2: an upstream's structuredContent
+// of 400 numbers of 1e-999999 cost 6.7 s of the kernel's CPU per call; a
+// number of a million digits costs a big.Rat more than a second): one a
+// double cannot hold as what it is ends the attempt as any result outside
+// the output schema does — failed/handler_error for a provider's,
+// failed/upstream_unavailable for an upstream's — recorded so, and the
+// content is not passed on. A number a double holds passes as written.
+func TestStructuredNumbersADoubleCannotHoldAreRefused(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		files, _ := h.resolver.Resolve(ctx, "files.read")
+		target := files.Registration.GetHandler().GetTarget()
+		const outSchema = `{"type":"object","properties":{"n":{"type":"number","exclusiveMinimum":0},"list":{"type":"array","items":{"enum":[` +
+			`0,1,2,3,4,5,6,7,8,9]}}},"additionalProperties":false}`
+		compiled := compile(t, outSchema)
+		for name, source := range map[string]string{"test.counted": "test", "ev.counted": "mcp:ev"} {
+			h.resolver.add(t, name, sleepSchema, "read", "file:/public/counted", target, sharedosv1.ToolClass_TOOL_CLASS_MANAGED, 0)
+			r, _ := h.resolver.Resolve(ctx, name)
+			r.OutputSchema, r.Registration.Metadata.Source = compiled, source
+		}
+		tiny400 := "[" + strings.TrimSuffix(strings.Repeat("1e-999999,", 400), ",") + "]"
+		n := 0
+		call := func(tool, structured string) *sharedosv1.ToolResult {
+			t.Helper()
+			h.handler.mu.Lock()
+			h.handler.answer = &sharedosv1.HandleResponse{ContentJson: []byte(`[{"type":"text","text":"counted"}]`),
+				StructuredContentJson: []byte(structured)}
+			h.handler.mu.Unlock()
+			n++
+			return h.call("out"+itoa(n), tool, `{}`)
+		}
+		t.Cleanup(func() { h.handler.mu.Lock(); h.handler.answer = nil; h.handler.mu.Unlock() })
+		for tool, code := range map[string]string{"test.counted": outcome.HandlerError, "ev.counted": outcome.UpstreamUnavailable} {
+			for structured, want := range map[string]string{
+				`{"list":` + tiny400 + `}`:                 "a number whose exponent is beyond ±999",
+				`{"n":1e-1000001}`:                         "a number whose exponent is beyond ±999", // the validator's panic
+				`{"n":1e-400}`:                             "a number so close to 0 that a double reads it as 0",
+				`{"n":1e400}`:                              "a number beyond a double's range",
+				`{"n":1` + strings.Repeat("0", 1000) + `}`: "a number of 1001 characters; the limit is 128",
+				`{"n":0}`:                                  "at /n: the value does not satisfy exclusiveMinimum", // as before
+				`{"n":0.5,"x":{"y":[{"z":-1e-400}]}}`:      "a number so close to 0",                             // wherever it is
+			} {
+				res := call(tool, structured)
+				expect(t, res, failed, code)
+				if !strings.Contains(res.GetReason(), want) || res.GetContentJson() != nil || res.GetStructuredContentJson() != nil {
+					t.Errorf("%s %.40s: reason %q (want %q); the harness got %s / %s", tool, structured, res.GetReason(), want,
+						res.GetContentJson(), res.GetStructuredContentJson())
+				}
+				if rows := h.records("out" + itoa(n)); len(rows) != 1 || rows[0].Code != code || !strings.Contains(rows[0].Reason, want) {
+					t.Errorf("%s %.40s: records %+v", tool, structured, rows)
+				}
+			}
+			for _, structured := range []string{`{"n":1e-320}`, `{"n":4.9e-324,"list":[0e-999,9]}`, `{"n":` + strings.Repeat("9", 128) + `}`} {
+				res := call(tool, structured)
+				expect(t, res, succeeded, "")
+				if string(res.GetStructuredContentJson()) != structured {
+					t.Errorf("%s: passed on %s, want %s", tool, res.GetStructuredContentJson(), structured)
+				}
+			}
+		}
+	})
+}
+
+// compile is schema compiled as the catalogue compiles a tool's.
+func compile(t *testing.T, schema string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("mem://out", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("mem://out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

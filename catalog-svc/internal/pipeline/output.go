@@ -2,10 +2,12 @@ package pipeline
 
 import (
 	"bytes"
+	"encoding/json"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
+	"github.com/sharedos/toolshare/services/contract/jsonlimits"
 	"github.com/sharedos/toolshare/services/contract/outcome"
 )
 
@@ -18,6 +20,10 @@ import (
 // Only a tool with an output schema is checked (its schema compiled once,
 // by the catalogue), and never an isError result, which MCP does not hold
 // to the schema.
+//
+// Its numbers are held first to what the arguments are
+// (jsonlimits.CheckNumber): the validator reads each number it checks
+// exactly, and a tool's result is no more trusted than a model's call.
 //
 // The reason names where the content fails and the keyword it breaks,
 // never a value: the content is the tool's, and its keys that the schema
@@ -39,8 +45,35 @@ func checkOutput(schema *jsonschema.Schema, structured []byte, acquired bool) *s
 	if err != nil || !ok {
 		return outcome.Failed(code, who+" answered outside the protocol: its structuredContent could not be read as a JSON object")
 	}
+	// Before the validator reads any number exactly: an upstream's 400 of
+	// 1e-999999 cost it 6.7 s, and 1e-1000001 a panic (attack run F2).
+	if err := checkNumbers(obj); err != nil {
+		return outcome.Failed(code, who+" answered outside the kernel's bounds: its structuredContent holds "+err.Error())
+	}
 	if _, record, ok := validateSchema(schema, obj); !ok {
 		return outcome.Failed(code, who+" answered outside the protocol: its structuredContent does not match the tool's output schema "+record)
+	}
+	return nil
+}
+
+// checkNumbers is jsonlimits.CheckNumber's refusal of the first number in
+// v (decoded with json.Number) it refuses, or nil.
+func checkNumbers(v any) error {
+	switch x := v.(type) {
+	case json.Number:
+		return jsonlimits.CheckNumber(string(x))
+	case map[string]any:
+		for _, e := range x {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

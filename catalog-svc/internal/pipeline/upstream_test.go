@@ -377,7 +377,8 @@ func (u *upstreamTurn) outcomes() map[string]int {
 }
 
 // An upstream tool's result that breaks the output schema the tool
-// declares, or has no structuredContent, is failed/upstream_unavailable,
+// declares, has no structuredContent, or holds a number a double cannot
+// hold as what it is (jsonlimits.CheckNumber), is failed/upstream_unavailable,
 // recorded so, and never passed on (attack run a1: both reached the
 // harness, whose MCP client refuses them, and were recorded succeeded). Its
 // isError result need not conform.
@@ -393,6 +394,8 @@ func TestUpstreamOutputSchemaIsHeld(t *testing.T) {
 					return mcp.NewToolResultText("no structure"), nil
 				case "error":
 					return mcp.NewToolResultError("cannot count"), nil
+				case "tiny": // a number a double reads as 0, sent as written
+					return mcp.NewToolResultStructured(json.RawMessage(`{"n":1e-400}`), `{"n":1e-400}`), nil
 				}
 				return mcp.NewToolResultStructured(map[string]any{"n": 3}, `{"n":3}`), nil
 			})
@@ -406,6 +409,7 @@ func TestUpstreamOutputSchemaIsHeld(t *testing.T) {
 		for mode, reason := range map[string]string{
 			"bad":  "does not match the tool's output schema",
 			"none": "has no structuredContent",
+			"tiny": "its structuredContent holds a number so close to 0 that a double reads it as 0",
 		} {
 			res := u.call("ev.count", `{"mode":"`+mode+`"}`)
 			expect(t, res, failed, outcome.UpstreamUnavailable)
@@ -414,7 +418,7 @@ func TestUpstreamOutputSchemaIsHeld(t *testing.T) {
 			}
 		}
 		expect(t, u.call("ev.count", `{"mode":"error"}`), failed, outcome.ToolError)
-		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 2 || got["failed/tool_error"] != 1 {
+		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 3 || got["failed/tool_error"] != 1 {
 			t.Errorf("records %v", got)
 		}
 	})
