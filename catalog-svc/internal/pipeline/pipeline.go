@@ -661,11 +661,11 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (a
 
 	// From here on the attempt has its record: a panic below ends it too
 	// (recovered), never leaving it pending.
-	stage := stageRunning
+	stage := stagePreparing
 	var answered *sharedosv1.ToolResult // once the record says it
 	defer func() {
 		if p := recover(); p != nil {
-			answer, err = s.recovered(ctx, span, start, rec, args, stage, answered, p), nil
+			answer, err = s.recovered(ctx, span, start, rec, args, stage, call.GetResume() != nil, answered, p), nil
 		}
 	}()
 
@@ -709,7 +709,7 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (a
 			call = proto.Clone(call).(*sharedosv1.ToolCall)
 			call.CallId = rec.CallID
 		}
-		res, resolved, recordReason = s.runInFlight(ctx, call, grant, args)
+		res, resolved, recordReason = s.runInFlight(ctx, call, grant, args, &stage)
 	}
 	res.CallId = rec.CallID
 
@@ -730,11 +730,11 @@ func (s *Pipeline) InvokeTool(ctx context.Context, call *sharedosv1.ToolCall) (a
 // runInFlight is run among the turn's calls in flight, where a revocation
 // of the turn cancels it; it leaves them however run ends, a panic
 // included (else RevokeTurn and CloseTurn would wait for it in vain).
-func (s *Pipeline) runInFlight(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (*sharedosv1.ToolResult, string, string) {
+func (s *Pipeline) runInFlight(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte, stage *attemptStage) (*sharedosv1.ToolResult, string, string) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer s.inflight.add(call.GetTurnId(), cancel)()
-	return s.run(cctx, call, grant, args)
+	return s.run(cctx, call, grant, args, stage)
 }
 
 // attemptStage is how far an attempt whose record was written has gone,
@@ -742,14 +742,22 @@ func (s *Pipeline) runInFlight(ctx context.Context, call *sharedosv1.ToolCall, g
 type attemptStage int
 
 const (
-	stageRunning    attemptStage = iota // steps 2–6: no completion written
+	stagePreparing  attemptStage = iota // steps 2–5: nothing dispatched yet
+	stageRunning                        // step 6: the provider may have been called; no completion written
 	stageCompleting                     // complete or park under way
 	stageCompleted                      // the record says the answer
 )
 
 // panicReason is what the record and the answer of an attempt ended by a
-// panic in the kernel say.
-const panicReason = "the SharedOS kernel failed while handling the call; the tool may have run"
+// panic in the kernel say once the tool may have run: the panic came after
+// its dispatch began, or the attempt resumes one whose earlier rounds ran.
+// panicNotRunReason is theirs when the panic came before anything was
+// dispatched (resolving the tool, validating the arguments — the schema
+// validator's own panics included — the requirement, authorization).
+const (
+	panicReason       = "the SharedOS kernel failed while handling the call; the tool may have run"
+	panicNotRunReason = "the SharedOS kernel failed while handling the call; the call was not run"
+)
 
 // recovered ends an attempt whose handling panicked after its record was
 // written: grpcx's interceptor would answer Internal and the process lives
@@ -758,7 +766,9 @@ const panicReason = "the SharedOS kernel failed while handling the call; the too
 // CloseTurn would wait for it and fail Unavailable. A panic before the
 // completion is under way ends the attempt failed/internal through the
 // normal completion path (complete: one completion, durable before the
-// answer) and that is the answer, a ToolResult like every other: the
+// answer) — saying the call was not run when it came before the dispatch
+// of an attempt that had run nothing (not resumed), else that the tool may
+// have run — and that is the answer, a ToolResult like every other: the
 // answer is exactly what the record says (record_unavailable too, when
 // the store is down), where an Internal error would have its bridge answer
 // a failed/internal the record may not say. A panic once the record says
@@ -766,7 +776,7 @@ const panicReason = "the SharedOS kernel failed while handling the call; the too
 // written (the store's or the journal's code) is raised again: which of
 // two completions the record took could not be told, so none is sent; the
 // row is left to the reconciler as before.
-func (s *Pipeline) recovered(ctx context.Context, span trace.Span, start time.Time, rec *records.Record, args []byte, stage attemptStage, answered *sharedosv1.ToolResult, p any) *sharedosv1.ToolResult {
+func (s *Pipeline) recovered(ctx context.Context, span trace.Span, start time.Time, rec *records.Record, args []byte, stage attemptStage, resumed bool, answered *sharedosv1.ToolResult, p any) *sharedosv1.ToolResult {
 	s.logger.ErrorContext(ctx, "panic while handling a call", slog.String(telemetry.LogAttemptID, rec.AttemptID),
 		slog.String(telemetry.LogCallID, rec.CallID), slog.Int("stage", int(stage)),
 		slog.String("panic", redact.Arguments(fmt.Sprint(p), args)), slog.String("stack", string(debug.Stack())))
@@ -776,7 +786,11 @@ func (s *Pipeline) recovered(ctx context.Context, span trace.Span, start time.Ti
 	case stageCompleting:
 		panic(p)
 	}
-	res := outcome.Failed(outcome.Internal, panicReason)
+	reason := panicReason
+	if stage == stagePreparing && !resumed {
+		reason = panicNotRunReason
+	}
+	res := outcome.Failed(outcome.Internal, reason)
 	res.CallId = rec.CallID
 	res = s.complete(ctx, rec.AttemptID, res, "", "", args)
 	res.Reason = truncate(res.GetReason(), maxAnswerReasonBytes)
@@ -928,8 +942,8 @@ func (s *Pipeline) finish(ctx context.Context, span trace.Span, start time.Time,
 // is durable, alongside steps 2–5, and decides before anything is
 // dispatched: a revocation that committed before this call's row is always
 // seen here, and one that commits later waits for this call to end (and
-// cancels it).
-func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte) (_ *sharedosv1.ToolResult, resolved, recordReason string) {
+// cancels it). *stage becomes stageRunning as the dispatch begins.
+func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, grant *grants.Grant, args []byte, stage *attemptStage) (_ *sharedosv1.ToolResult, resolved, recordReason string) {
 	revoked := make(chan *sharedosv1.ToolResult, 1)
 	go func() { revoked <- s.checkRevoked(ctx, call.GetTurnId()) }()
 	res, name, dispatch, recordReason := s.prepare(ctx, call, grant, args)
@@ -939,6 +953,7 @@ func (s *Pipeline) run(ctx context.Context, call *sharedosv1.ToolCall, grant *gr
 	if res != nil {
 		return res, name, recordReason
 	}
+	*stage = stageRunning
 	return dispatch(), name, ""
 }
 
