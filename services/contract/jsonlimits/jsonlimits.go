@@ -54,7 +54,7 @@ func CheckNumber(n string) error {
 	if len(n) > MaxNumberChars {
 		return fmt.Errorf("a number of %d characters; the limit is %d", len(n), MaxNumberChars)
 	}
-	e := strings.IndexAny(n, "eE")
+	e := exponentAt(n)
 	if e < 0 {
 		// At most MaxNumberChars characters and no exponent: 0, or between
 		// 1e-126 and 1e128 in magnitude, which a double holds.
@@ -161,4 +161,15 @@ func entries(doc any) int {
 		}
 	}
 	return n
+}
+
+// exponentAt is the index of the 'e' or 'E' in the JSON number n, or -1:
+// a byte loop, as a number's other bytes (digits, "+-.") never fold to 'e'.
+func exponentAt(n string) int {
+	for i := 0; i < len(n); i++ {
+		if n[i]|0x20 == 'e' {
+			return i
+		}
+	}
+	return -1
 }
