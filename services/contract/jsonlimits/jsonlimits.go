@@ -60,8 +60,8 @@ func CheckNumber(n string) error {
 		// 1e-126 and 1e128 in magnitude, which a double holds.
 		return nil
 	}
-	exp := strings.TrimLeft(strings.TrimLeft(n[e+1:], "+-"), "0")
-	if len(exp) > 3 {
+	exp := strings.TrimLeft(strings.TrimLeft(n[e+1:], "+-"), "0") // "" for 0
+	if v, err := strconv.Atoi(exp); len(exp) > 4 || err == nil && v > MaxNumberExponent {
 		return fmt.Errorf("a number whose exponent is beyond ±%d", MaxNumberExponent)
 	}
 	f, _ := strconv.ParseFloat(n, 64) // valid grammar: only ErrRange, with ±Inf
