@@ -82,7 +82,9 @@ type Config struct {
 	// own pending records interrupted at once.
 	InstanceID string
 	// RecordJournalDir holds the durable journal of completions the store
-	// could not take yet (ADR 0007); empty keeps them in memory only.
+	// could not take yet (ADR 0007); empty keeps them in memory only. It
+	// needs DatabaseURL, and journals that one database's records
+	// (journal.BindStore).
 	RecordJournalDir string
 	// GrantKey is the PEM Ed25519 private key turn grants are signed with
 	// (ADR 0015); every replica holds the same. Empty: a key generated at
@@ -133,7 +135,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	upCleartext := config.Bool(fs, "upstream-allow-cleartext-credentials", false, "let an upstream's credential (headers, bearer token, OAuth client secret) go over plain http:// to a host off loopback (by default only https, or http to loopback, carries one)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries, as bridge-svc's: a host reads (ListOperations) only the records of its tenants' turns (* = any; operators read any)")
 	resultBudget := config.Int(fs, "upstream-result-budget", int(budget.DefaultSize), "bytes of upstream MCP results the kernel holds at once, all calls together, one upstream's calls at most half of it, or one whole response (0: 256 MiB; else at least 1 MiB): a response's bytes are taken as it is read and given back once its answer is sent; a call that finds none free waits for room until its deadline, one that needs more mid-response fails upstream_unavailable (a value under 64 MiB, the per-response cap, refuses larger responses)")
-	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only)")
+	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only); needs --database-url, and is bound to that database at first use (a kernel of another database is refused)")
 	return func() Config {
 		id := *instance
 		if id == "" {
@@ -206,6 +208,13 @@ func (c *Config) Validate() error {
 	if c.Migrate && c.DatabaseURL == "" {
 		errs.Add("migrate", "needs --database-url (the embedded store has no migrations)")
 	}
+	if c.RecordJournalDir != "" && c.DatabaseURL == "" {
+		// The embedded store's records end with the process: it knows
+		// none of the records a journal there holds, and replaying them
+		// would drop them (the completions of a PostgreSQL kernel that
+		// shared the directory among them).
+		errs.Add("record-journal-dir", "needs --database-url (the embedded store's records end with the process: it has nothing to journal, and would drop the completions other kernels journaled there as unknown records)")
+	}
 	if c.UpstreamResultBudget < 0 || (c.UpstreamResultBudget > 0 && c.UpstreamResultBudget < budget.MinSize) {
 		// A response without a declared length is taken 64 KiB at a time:
 		// a smaller budget refuses every such result, however small.
@@ -256,6 +265,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	}()
 	var tools store.Store
 	var recs records.Store
+	var pgRecs *recpostgres.Store
 	var turnLocks pipeline.TurnLocker
 	var upstreamLocks upstream.Locker
 	var resourceLocks catalog.Locker
@@ -276,7 +286,8 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 			return nil, err
 		}
 		a.closers = append(a.closers, func() error { a.pool.Close(); return nil })
-		tools, recs = postgres.New(a.pool, postgres.WithLogger(log)), recpostgres.New(a.pool)
+		pgRecs = recpostgres.New(a.pool)
+		tools, recs = postgres.New(a.pool, postgres.WithLogger(log)), pgRecs
 		// The turns' order across replicas: advisory locks, all on one
 		// session of the pool while any is held.
 		locks := pgdb.NewLocks(a.pool, turnLockSpace, log)
@@ -316,6 +327,17 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	kcancel()
 	if c.DatabaseURL != "" && c.RecordJournalDir == "" {
 		log.Warn("no --record-journal-dir: during a PostgreSQL outage calls wait for their records, and a record whose completion waits in memory is lost if this process dies")
+	}
+	if c.RecordJournalDir != "" {
+		// A directory journals one database's records: another kernel's
+		// completions replayed against this database would be dropped.
+		id, err := pgRecs.Identity(ctx) // validated: a journal directory has a database
+		if err != nil {
+			return nil, err
+		}
+		if err := journal.BindStore(c.RecordJournalDir, id); err != nil {
+			return nil, fmt.Errorf("--record-journal-dir: %w", err)
+		}
 	}
 	jr, err := journal.Open(c.RecordJournalDir, log)
 	if err != nil {

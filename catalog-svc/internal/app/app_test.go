@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
+
 	"github.com/sharedos/toolshare/catalog-svc/internal/app"
+	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
 
 func run(args ...string) (int, string, string) {
@@ -48,6 +52,16 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// config is a kernel's Config over the database at dsn ("": the embedded
+// store) with the record journal in dir ("": none); nothing it names is
+// dialled before a call.
+func config(dsn, dir string) app.Config {
+	return app.Config{Listen: "127.0.0.1:0", AuthzAddr: "127.0.0.1:1", AuthzTimeout: time.Second,
+		DefaultHandlerTimeout: time.Second, ReconcileInterval: time.Second, DatabaseURL: dsn, RecordJournalDir: dir}
+}
+
 // A record journal directory that cannot be used is refused before
 // anything listens, naming the flag.
 func TestRecordJournalDirMustBeUsable(t *testing.T) {
@@ -55,8 +69,7 @@ func TestRecordJournalDirMustBeUsable(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := app.Config{Listen: "127.0.0.1:0", AuthzAddr: "127.0.0.1:1", AuthzTimeout: time.Second,
-		DefaultHandlerTimeout: time.Second, ReconcileInterval: time.Second, RecordJournalDir: filepath.Join(file, "journal")}
+	cfg := config(pgtest.NewDatabase(t, migrations.Up), filepath.Join(file, "journal"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, err := cfg.Complete(ctx, nil, nil)
@@ -91,4 +104,79 @@ func TestDefaultInstanceIDIsPerProcess(t *testing.T) {
 	if err := fs.Parse([]string{"--instance-id", "catalog-0"}); err != nil || read().InstanceID != "catalog-0" {
 		t.Fatalf("an explicit --instance-id is kept: %v %q", err, read().InstanceID)
 	}
+}
+
+// complete completes cfg and closes it again at once (Run with its context
+// done), returning Complete's error.
+func complete(t *testing.T, cfg app.Config) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := cfg.Complete(ctx, nil, nil)
+	if err != nil {
+		return err
+	}
+	done, stop := context.WithCancel(ctx)
+	stop()
+	_ = a.Run(done)
+	return nil
+}
+
+// A record journal directory without a database is refused before the
+// journal is opened (review D1): the embedded store knows none of the
+// records journaled there, and replaying the completions a PostgreSQL
+// kernel journaled in the directory would drop them — their records left
+// pending, then interrupted, though their clients were told the outcome.
+func TestRecordJournalDirNeedsADatabase(t *testing.T) {
+	dir := t.TempDir()
+	orphan := filepath.Join(dir, "0123456789abcdef.completions.jsonl")
+	line := `{"attemptId":"a1","status":"succeeded","finishedAt":"2026-12-01T00:00:00Z"}` + "\n"
+	if err := os.WriteFile(orphan, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config("", dir)
+	err := complete(t, cfg)
+	if err == nil || !strings.Contains(err.Error(), "--record-journal-dir") || !strings.Contains(err.Error(), "--database-url") {
+		t.Fatalf("Complete with a journal directory and the embedded store = %v, want it refused naming both flags", err)
+	}
+	if b, err := os.ReadFile(orphan); err != nil || string(b) != line {
+		t.Fatalf("the journaled completion is gone or changed: %q, %v", b, err)
+	}
+	cfg.RecordJournalDir = ""
+	if err := complete(t, cfg); err != nil {
+		t.Fatalf("the embedded store without a journal (make run): %v", err)
+	}
+}
+
+// A record journal directory journals one database's records (review D1):
+// the first kernel binds it to its database, and a kernel of another
+// database is refused, the error naming both; the first starts again.
+func TestRecordJournalDirIsBoundToItsDatabase(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	first, other := pgtest.NewDatabase(t, migrations.Up), pgtest.NewDatabase(t, migrations.Up)
+	if err := complete(t, config(first, dir)); err != nil {
+		t.Fatalf("the first kernel on the directory: %v", err)
+	}
+	err := complete(t, config(other, dir))
+	if err == nil {
+		t.Fatal("a kernel of another database started on the directory")
+	}
+	for _, want := range []string{"--record-journal-dir", dbName(t, first), dbName(t, other), "PostgreSQL system "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not name %s", err, want)
+		}
+	}
+	if err := complete(t, config(first, dir)); err != nil {
+		t.Fatalf("the first database's kernel again: %v", err)
+	}
+}
+
+// dbName is the database a DSN names.
+func dbName(t *testing.T, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return `"` + strings.TrimPrefix(u.Path, "/") + `"`
 }

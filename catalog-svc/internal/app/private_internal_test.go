@@ -29,7 +29,7 @@ func TestStdioServersPrivatePaths(t *testing.T) {
 // (review finding). One beside them is taken.
 func TestUpstreamCredentialsKeepOutOfTheKernelsOwn(t *testing.T) {
 	base := Config{Listen: ":0", AuthzAddr: "a:1", AuthzTimeout: 1, DefaultHandlerTimeout: 1, ReconcileInterval: 1,
-		GrantKey: "/etc/sharedos/grants/current/tls.key", RecordJournalDir: "/var/lib/sharedos/journal"}
+		GrantKey: "/etc/sharedos/grants/current/tls.key", RecordJournalDir: "/var/lib/sharedos/journal", DatabaseURL: "postgres://db/sharedos"}
 	for _, dir := range []string{"file:/etc/", "file:/etc/sharedos/grants/", "file:/etc/sharedos/grants/current/", "file:/etc/sharedos/grants/current/sub/",
 		"file:/var/lib/sharedos/", "file:/var/lib/sharedos/journal/x/"} {
 		c := base

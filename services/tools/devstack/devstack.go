@@ -3,6 +3,8 @@ package devstack
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -54,7 +56,8 @@ type Config struct {
 	// tree; empty: deploy/policies and deploy/demo under Root.
 	PolicyDir, FileRoot string
 	// JournalDir is catalog-svc's record journal (ADR 0007); empty: none on
-	// the embedded store, the user cache dir on PostgreSQL.
+	// the embedded store (which refuses one), on PostgreSQL one per database
+	// URL in the user cache dir (JournalDir).
 	JournalDir string
 	// PKIDir holds the local CA's files (MakePKI); every service runs with
 	// its identity from there. Plaintext runs the internal plane without
@@ -255,7 +258,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 			// Completions written while PostgreSQL is down survive a crash of
 			// the stack and are written on its next start (ADR 0007).
 			if cache, err := os.UserCacheDir(); err == nil {
-				cfg.JournalDir = filepath.Join(cache, "sharedos", "record-journal")
+				cfg.JournalDir = JournalDir(cache, cfg.DatabaseURL)
 			}
 		}
 	}
@@ -342,6 +345,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	case p := <-died:
 		return fmt.Errorf("%s exited unexpectedly (%v)\n%s", p.name, p.err, tail(p.log.Name(), 30))
 	}
+}
+
+// JournalDir is the record journal a stack on databaseURL keeps under the
+// user's cache directory: one per database URL, since a journal directory
+// holds one database's completions (catalog-svc refuses a kernel of
+// another database on it).
+func JournalDir(cache, databaseURL string) string {
+	sum := sha256.Sum256([]byte(databaseURL))
+	return filepath.Join(cache, "sharedos", "record-journal", hex.EncodeToString(sum[:8]))
 }
 
 func start(ctx context.Context, path, name string, args []string, logDir string, verbose bool, dir string) (*proc, error) {

@@ -164,3 +164,18 @@ func TestCheckPrivateDirLooksAllTheWayUp(t *testing.T) {
 		t.Errorf("under a sticky directory (as /tmp): %v", err)
 	}
 }
+
+// A stack on PostgreSQL keeps its record journal in a directory of its own
+// per database URL (catalog-svc refuses a kernel of another database on a
+// journal directory), and one on the embedded store has none.
+func TestJournalDirPerDatabase(t *testing.T) {
+	a, b := devstack.JournalDir("/cache", "postgres://h/a"), devstack.JournalDir("/cache", "postgres://h/b")
+	if a == b || a != devstack.JournalDir("/cache", "postgres://h/a") || !strings.HasPrefix(a, "/cache/sharedos/record-journal/") {
+		t.Errorf("journal directories %s and %s: want one per URL under the cache", a, b)
+	}
+	for _, s := range devstack.Services(devstack.Config{Root: "/repo"}) {
+		if slices.Contains(s.Args, "--record-journal-dir") {
+			t.Errorf("%s keeps a record journal on the embedded store: %v", s.Name, s.Args)
+		}
+	}
+}

@@ -14,6 +14,11 @@
 // line whose write fails partway is cut off again, so that it never sits in
 // front of later ones.
 //
+// A directory journals the records of one store: its marker (StoreFile,
+// written by BindStore at the first start) names the PostgreSQL database,
+// and a kernel of another database is refused before it opens the journal —
+// replayed there, the completions would find no such record and be dropped.
+//
 // A memory-only journal (no directory) queues completions the same way but
 // loses them with the process; the kernel then answers a client only once
 // the store has the record, or says the record is not written.

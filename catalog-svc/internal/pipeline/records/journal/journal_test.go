@@ -3,6 +3,7 @@ package journal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -855,5 +856,46 @@ func TestHoldWaitsForTheWriteOfItsRefusal(t *testing.T) {
 	<-held
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A journal directory is bound to the first record store that uses it: the
+// same store binds it again, another is refused naming both, and of
+// kernels binding an empty directory at once one store wins, whole.
+func TestBindStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	const mine, theirs = `PostgreSQL system 1, database "a"`, `PostgreSQL system 2, database "b"`
+	if err := journal.BindStore(dir, mine); err != nil {
+		t.Fatalf("first bind: %v", err)
+	}
+	if err := journal.BindStore(dir, mine); err != nil {
+		t.Fatalf("the same store again: %v", err)
+	}
+	err := journal.BindStore(dir, theirs)
+	if err == nil || !strings.Contains(err.Error(), mine) || !strings.Contains(err.Error(), theirs) {
+		t.Fatalf("another store = %v, want it refused naming both", err)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 || ents[0].Name() != journal.StoreFile {
+		t.Fatalf("directory holds %v (%v), want the marker alone", ents, err)
+	}
+	if err := journal.BindStore(t.TempDir(), "two\nlines"); err == nil {
+		t.Fatal("an identity of two lines was taken")
+	}
+
+	race := filepath.Join(t.TempDir(), "journal")
+	errs := make(chan error, 8)
+	for i := range cap(errs) {
+		go func() { errs <- journal.BindStore(race, fmt.Sprintf("store %d", i%2)) }()
+	}
+	won := map[bool]int{}
+	for range cap(errs) {
+		won[<-errs == nil]++
+	}
+	b, err := os.ReadFile(filepath.Join(race, journal.StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); (got != "store 0" && got != "store 1") || won[true] != 4 || won[false] != 4 {
+		t.Fatalf("marker %q, %d binds succeeded, %d refused; want one store's four and the other's refused", got, won[true], won[false])
 	}
 }

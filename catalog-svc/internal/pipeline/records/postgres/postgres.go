@@ -34,6 +34,26 @@ var _ records.Store = (*Store)(nil)
 // (migrations.Up).
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, group: pgdb.NewGroup(pool)} }
 
+// Identity names the database the store writes to, as a record journal
+// directory is bound to it (journal.BindStore): the cluster's system
+// identifier (pg_control_system; a physical standby promoted in its place
+// has the same) and the database's name. Where the server does not let the
+// identifier be read, the name alone.
+func (s *Store) Identity(ctx context.Context) (string, error) {
+	var db, system string
+	err := s.pool.QueryRow(ctx, `SELECT current_database(), (SELECT system_identifier::text FROM pg_control_system())`).Scan(&db, &system)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("postgres: read the database's identity: %w", err)
+		}
+		system = "unknown"
+		if err := s.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+			return "", fmt.Errorf("postgres: read the database's identity: %w", err)
+		}
+	}
+	return fmt.Sprintf("PostgreSQL system %s, database %q", system, db), nil
+}
+
 var (
 	beginStmt = pgdb.NewStmt(insertSQL + `
 ON CONFLICT (turn_id, call_id) WHERE NOT duplicate DO NOTHING
