@@ -88,7 +88,8 @@ type Config struct {
 	RecordJournalDir string
 	// GrantKey is the PEM Ed25519 private key turn grants are signed with
 	// (ADR 0015); every replica holds the same. Empty: a key generated at
-	// start that lives only in this process.
+	// start that lives only in this process. On the embedded store grants
+	// end with the process either way (grants.Keys.EndWithProcess).
 	GrantKey string
 	// GrantRetiredKeys verify grants signed before a key rotation.
 	GrantRetiredKeys []string
@@ -124,7 +125,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	handlerTimeout := config.Duration(fs, "handler-timeout", 30*time.Second, "Handle deadline for tools that set no timeout")
 	reconcile := config.Duration(fs, "reconcile-interval", time.Minute, "how often pending records of dead calls are marked interrupted")
 	instance := config.String(fs, "instance-id", "", "name stamped on operation records, unique among live kernels (empty: the host name and a random suffix, unique per process; a kernel finds the ids of those that stopped on its --record-journal-dir)")
-	grantKey := config.String(fs, "grant-key", "", "PEM file of the Ed25519 private key turn grants are signed with, the same on every replica (empty: a key generated at start; grants then end with this process and other replicas refuse them)")
+	grantKey := config.String(fs, "grant-key", "", "PEM file of the Ed25519 private key turn grants are signed with, the same on every replica (empty: a key generated at start; grants then end with this process and other replicas refuse them; on the embedded store grants end with the process whatever the key)")
 	grantRetired := config.StringSlice(fs, "grant-retired-keys", nil, "comma-separated PEM files of keys that signed grants before a rotation: still verified, never used to sign")
 	upHosts := config.StringSlice(fs, "upstream-allow-hosts", nil, "comma-separated hosts (or host:port) an HTTP upstream MCP server may be at (empty: any host; link-local and metadata addresses stay refused)")
 	upCommands := config.StringSlice(fs, "upstream-commands", nil, "comma-separated executables a stdio upstream MCP server may be started with, by name or path (empty: no stdio upstreams)")
@@ -438,7 +439,9 @@ func (c Config) ownPrivate() []string {
 	return out
 }
 
-// grantKeys loads the grant keys, or makes a process-local one.
+// grantKeys loads the grant keys, or makes a process-local one. On the
+// embedded store the grants end with the process whatever the key: the
+// turns' revocations and the call ids they ran end with it.
 func (c Config) grantKeys(log *slog.Logger) (*grants.Keys, error) {
 	if c.GrantKey == "" {
 		log.Warn("no --grant-key: turn grants are signed with a key generated now; they end with this process, and another replica refuses them")
@@ -447,6 +450,13 @@ func (c Config) grantKeys(log *slog.Logger) (*grants.Keys, error) {
 	keys, err := grants.Load(c.GrantKey, c.GrantRetiredKeys...)
 	if err != nil {
 		return nil, fmt.Errorf("--grant-key: %w", err)
+	}
+	if c.DatabaseURL == "" {
+		if err := keys.EndWithProcess(); err != nil {
+			return nil, err
+		}
+		log.Info("turn grants signed with key " + keys.KeyID() + "; on the embedded store they end with this process")
+		return keys, nil
 	}
 	log.Info("turn grants signed with key " + keys.KeyID())
 	return keys, nil

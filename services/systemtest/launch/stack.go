@@ -125,8 +125,9 @@ func Start(tb testing.TB, o Options) *Stack {
 		s.cfg.StateKey = filepath.Join(s.PKIDir, devstack.StateKeyFile)
 		s.creds = s.load(tb, devstack.TLSFiles(s.PKIDir, "operator"))
 	} else {
-		// A kernel restarted by the test must still accept its turns, and
-		// every bridge open the requestStates of the others.
+		// A kernel restarted by the test must still accept its turns (on
+		// PostgreSQL: on the embedded store a turn ends with its kernel),
+		// and every bridge open the requestStates of the others.
 		dir := tb.TempDir()
 		s.cfg.GrantKey, s.cfg.StateKey = filepath.Join(dir, devstack.GrantKeyFile), filepath.Join(dir, devstack.StateKeyFile)
 		for _, k := range []string{s.cfg.GrantKey, s.cfg.StateKey} {

@@ -101,6 +101,7 @@ var (
 	ErrForged   = refuse("the turn grant is not one this kernel signed")
 	ErrExpired  = refuse("the turn grant has expired")
 	ErrMismatch = refuse("the turn grant belongs to another turn")
+	ErrEnded    = refuse("the turn grant was issued before this kernel restarted; on its embedded store a turn ends with the process")
 )
 
 // Keys signs grants with one key and verifies them with it and any retired
@@ -110,8 +111,28 @@ type Keys struct {
 	signer jose.Signer
 	verify map[string]ed25519.PublicKey
 
+	// life, when set (EndWithProcess), is carried by every grant Issue
+	// signs, and Verify refuses a grant without it.
+	life string
+
 	mu       sync.RWMutex
 	verified map[string]*Grant
+}
+
+// EndWithProcess makes the grants k signs valid for as long as k lives
+// (this process), whatever key signs them: each carries a value drawn now,
+// and Verify refuses a grant without it (ErrEnded). A kernel whose records
+// live in process memory (the embedded store) loses with a restart the
+// turns' revocations and the call ids they ran; a grant from before would
+// let a closed turn call again and a call id run twice. Call it before k
+// issues or verifies a grant.
+func (k *Keys) EndWithProcess() error {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("grants: %w", err)
+	}
+	k.life = base64.RawURLEncoding.EncodeToString(b[:])
+	return nil
 }
 
 // New returns Keys signing with key and also verifying with retired.
@@ -229,6 +250,8 @@ type claims struct {
 	// second, holds it rounded up. Grants issued before it carry none:
 	// their exp is their expiry.
 	ExpiresAt string `json:"expiresAt,omitempty"`
+	// Life is the issuing Keys' life (EndWithProcess); empty otherwise.
+	Life string `json:"life,omitempty"`
 }
 
 type identity struct {
@@ -265,6 +288,7 @@ func (k *Keys) Issue(g Grant, now time.Time) (string, error) {
 	}
 	c := claims{
 		ExpiresAt: g.ExpiresAt.UTC().Format(time.RFC3339Nano),
+		Life:      k.life,
 		TurnID:    g.TurnID, CatalogHash: g.CatalogHash, Tools: g.Tools, PinRoot: g.PinRoot, PinSize: g.PinSize,
 		Prompts: g.Prompts, Resources: g.Resources, PRHash: g.PromptsResourcesHash,
 		ResRoot: g.ResourceRoot, ResSize: g.ResourceSize, Templates: g.ResourceTemplates,
@@ -341,6 +365,9 @@ func (k *Keys) verifySignature(token string, now time.Time) (*Grant, error) {
 	}
 	if std.Expiry == nil || std.IssuedAt == nil || c.TurnID == "" || c.Context.Principal == "" {
 		return nil, ErrForged
+	}
+	if k.life != "" && c.Life != k.life {
+		return nil, ErrEnded
 	}
 	expiresAt := std.Expiry.Time()
 	if c.ExpiresAt != "" {

@@ -315,3 +315,44 @@ func TestGrantWithoutIdentity(t *testing.T) {
 		t.Errorf("Identity = %+v, want zero", got.Identity)
 	}
 }
+
+// Keys that end with their process (EndWithProcess) verify only the grants
+// they issued: not those of an earlier process with the same key, bound or
+// not, nor those of another bound process; the key still signs them all.
+func TestGrantsEndWithTheirProcess(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "grant.key")
+	if err := pki.WriteSigningKey(file); err != nil {
+		t.Fatal(err)
+	}
+	load := func(bound bool) *grants.Keys {
+		k, err := grants.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bound {
+			if err := k.EndWithProcess(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return k
+	}
+	issue := func(k *grants.Keys) string {
+		tok, err := k.Issue(grant(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	first, second, unbound := load(true), load(true), load(false)
+	if _, err := first.Verify(issue(first), "turn-1", now); err != nil {
+		t.Fatalf("a bound process's own grant: %v", err)
+	}
+	for name, tok := range map[string]string{"another bound process's": issue(second), "an unbound process's": issue(unbound)} {
+		if _, err := first.Verify(tok, "turn-1", now); !errors.Is(err, grants.ErrEnded) {
+			t.Errorf("%s grant: %v, want %v", name, err, grants.ErrEnded)
+		}
+	}
+	if _, err := unbound.Verify(issue(unbound), "turn-1", now); err != nil {
+		t.Fatalf("an unbound process's own grant: %v", err)
+	}
+}
