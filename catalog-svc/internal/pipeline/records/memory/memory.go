@@ -156,6 +156,10 @@ func (s *Store) Park(ctx context.Context, attemptID string, w records.Wait) (tim
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}
+	// The round's text is stored as a completion's is (the PostgreSQL
+	// store's Park does the same).
+	c := records.Completion{ResolvedTool: w.ResolvedTool, DecisionID: w.DecisionID, PolicyRevision: w.PolicyRevision}
+	c.Sanitize()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	idx, ok := s.byID[attemptID]
@@ -169,7 +173,7 @@ func (s *Store) Park(ctx context.Context, attemptID string, w records.Wait) (tim
 	}
 	row.InputRounds, row.WaitingUntil = w.Round, time.Now().Add(w.TTL)
 	row.ProgressCount += w.Progress
-	row.ResolvedTool, row.DecisionID, row.PolicyRevision = w.ResolvedTool, w.DecisionID, w.PolicyRevision
+	row.ResolvedTool, row.DecisionID, row.PolicyRevision = c.ResolvedTool, c.DecisionID, c.PolicyRevision
 	return row.WaitingUntil, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/exportset"
@@ -34,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) records.Store) {
 		{"RefusalInDoubtOnlyWhereTheResumptionTookEffect", testRefusalInDoubt},
 		{"RejectsMalformed", testRejectsMalformed},
 		{"HostileTextIsStorable", testHostileText},
+		{"HostileTextIsStorableWhenParked", testHostileTextParked},
 		{"ReconcileMarksOnlyOldPending", testReconcile},
 		{"ReconcileInstanceMarksOnlyItsOwn", testReconcileInstance},
 		{"RevocationsAreDurableAndForgottenLate", testRevocations},
@@ -452,6 +454,41 @@ func testHostileText(t *testing.T, s records.Store) {
 		}
 		if len(r.RequestedTool) > records.MaxToolBytes || strings.ContainsRune(r.RequestedTool, 0) || strings.ContainsRune(r.Principal, 0) {
 			t.Errorf("unescaped or oversize text stored: %q / %q", r.RequestedTool, r.Principal)
+		}
+	}
+}
+
+// testHostileTextParked: what Park writes (the round's resolution, decision
+// and policy revision) is stored as Begin's and Complete's text is — valid
+// UTF-8 without NUL, capped — on every store, not refused by one and kept
+// raw by another.
+func testHostileTextParked(t *testing.T, s records.Store) {
+	tid := turn(t)
+	hostile := []string{"files\x00read", "f\xffiles.read", strings.Repeat("a", records.MaxTextBytes+1), strings.Repeat("\x00", 1000)}
+	for i, text := range hostile {
+		r := NewRecord(tid, fmt.Sprintf("c%d", i), "files.read")
+		if err := s.Begin(ctx(t), r); err != nil {
+			t.Fatal(err)
+		}
+		w := records.Wait{Round: 1, TTL: time.Minute, ResolvedTool: text, DecisionID: text + "-decision", PolicyRevision: text + "-revision"}
+		if _, err := s.Park(ctx(t), r.AttemptID, w); err != nil {
+			t.Fatalf("%q: Park = %v", text, err)
+		}
+	}
+	rows := list(t, s, tid)
+	if len(rows) != len(hostile) {
+		t.Fatalf("rows = %d", len(rows))
+	}
+	for i, r := range rows {
+		for name, got := range map[string]string{"resolved tool": r.ResolvedTool, "decision id": r.DecisionID, "policy revision": r.PolicyRevision} {
+			if len(got) > records.MaxTextBytes || !utf8.ValidString(got) || strings.ContainsRune(got, 0) || got == "" {
+				t.Errorf("%.40q (%d bytes): %s stored as %.40q (%d bytes): want it escaped and capped", hostile[i], len(hostile[i]), name, got, len(got))
+			}
+		}
+		want := records.Completion{ResolvedTool: hostile[i]}
+		want.Sanitize()
+		if r.ResolvedTool != want.ResolvedTool {
+			t.Errorf("%.40q (%d bytes): resolved tool stored as %.40q, want %.40q (as Complete stores it)", hostile[i], len(hostile[i]), r.ResolvedTool, want.ResolvedTool)
 		}
 	}
 }
