@@ -14,3 +14,10 @@ type Handle = handle
 
 // Flushes is how many times Flush ran.
 func Flushes(j *Journal) int64 { return j.flushes.Load() }
+
+// OwnName is the name the own file is held under.
+func OwnName(j *Journal) string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.own.f.Name()
+}

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sharedos/toolshare/services/contract/outcome"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 
@@ -156,6 +158,9 @@ func Open(dir string, log *slog.Logger) (*Journal, error) {
 		_ = os.Remove(locking)
 		return nil, fmt.Errorf("journal: %w", err)
 	}
+	if f, err = named(f, path); err != nil {
+		return nil, err
+	}
 	if err := syncDir(dir); err != nil {
 		_ = f.Close()
 		return nil, err
@@ -166,6 +171,22 @@ func Open(dir string, log *slog.Logger) (*Journal, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// named is f held under path, the name it was renamed to: the errors of
+// an *os.File name the path it was opened by, and a full disk's would name
+// the .locking file that no longer exists. The file is held from here
+// through a duplicate of its descriptor (close-on-exec, as every descriptor
+// Go opens: a stdio upstream the kernel starts must not hold the lock), on
+// the same open file description, so the lock stays; f is closed.
+func named(f *os.File, path string) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("journal: %s: %w", path, err)
+	}
+	_ = f.Close()
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // Durable reports whether Add writes to disk.
@@ -651,8 +672,8 @@ func read(r io.Reader, path string, log *slog.Logger) (map[key]records.Completio
 		if err != nil {
 			return nil, fmt.Errorf("journal: read %s: %w", path, err)
 		}
-		var e entry
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
+		e, err := decode(line)
+		if err != nil {
 			return nil, fmt.Errorf("journal: %s line %d: %w", path, n, err)
 		}
 		c, err := e.completion()
@@ -666,6 +687,26 @@ func read(r io.Reader, path string, log *slog.Logger) (map[key]records.Completio
 			out[key{e.AttemptID, c.TurnID}] = c
 		}
 	}
+}
+
+// decode parses one journal line. A field this kernel does not know is
+// refused, not skipped: the line was written by a newer kernel, and what
+// the field says (as Dropped withdraws the line above) would be lost.
+func decode(line string) (entry, error) {
+	var e entry
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&e)
+	if err != nil && strings.HasPrefix(err.Error(), "json: unknown field") {
+		return e, fmt.Errorf("%w: written by a newer kernel, whose lines this one cannot replay whole (run that version on the directory to write them)", err)
+	}
+	if err != nil {
+		return e, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return e, errors.New("the line holds more than one JSON value")
+	}
+	return e, nil
 }
 
 // Run flushes to store whenever a completion is added, and at least every

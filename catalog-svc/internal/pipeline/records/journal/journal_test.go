@@ -899,3 +899,70 @@ func TestBindStore(t *testing.T) {
 		t.Fatalf("marker %q, %d binds succeeded, %d refused; want one store's four and the other's refused", got, won[true], won[false])
 	}
 }
+
+// A line with a field this kernel does not know — written by a newer one —
+// is refused with the file and line named, never replayed without what the
+// field says; the file stays for that version.
+func TestLineOfANewerKernelIsRefused(t *testing.T) {
+	for name, line := range map[string]string{
+		"unknown field": `{"attemptId":"a1","status":"succeeded","finishedAt":"2026-12-01T00:00:00Z","supersededBy":"a2"}`,
+		"two values":    `{"attemptId":"a1","status":"succeeded","finishedAt":"2026-12-01T00:00:00Z"} {}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "newer.completions.jsonl")
+			if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := journal.Open(dir, quiet)
+			if err == nil || !strings.Contains(err.Error(), "newer.completions.jsonl line 1") {
+				t.Fatalf("Open = %v, want the file and line named", err)
+			}
+			if name == "unknown field" && !strings.Contains(err.Error(), `"supersededBy"`) {
+				t.Errorf("Open = %v, want the unknown field named", err)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("the file was removed: %v", err)
+			}
+		})
+	}
+	// Every field this kernel writes is one it reads.
+	store := memory.New()
+	dir := t.TempDir()
+	j, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := done("tool_error")
+	c.DecisionID, c.PolicyRevision, c.ProgressCount, c.TurnID, c.ResumedBy = "d", "p", 2, "t", "kernel-1"
+	if err := j.Add(begin(t, store, "a"), c); err != nil {
+		t.Fatal(err)
+	}
+	_ = j.Close()
+	next, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatalf("Open of this kernel's own lines: %v", err)
+	}
+	_ = next.Close()
+}
+
+// The own file is held under its journal name, so an error of its writes
+// (a full disk) names it, not the .locking name it was created under.
+func TestOwnFileErrorsNameIt(t *testing.T) {
+	dir := t.TempDir()
+	j, err := journal.Open(dir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	own := files(t, dir)
+	if len(own) != 1 || journal.OwnName(j) != own[0] {
+		t.Fatalf("own file held as %s, files %v", journal.OwnName(j), own)
+	}
+	// A write the file refuses: its error, as the os reports it.
+	journal.WriteOwnThrough(j, func(f *os.File) journal.Handle { _ = f.Close(); return f })
+	err = j.Add(records.NewAttemptID(), done(""))
+	if err == nil || strings.Contains(err.Error(), ".locking") || !strings.Contains(err.Error(), own[0]) {
+		t.Fatalf("Add on a refusing file = %v, want it to name %s alone", err, own[0])
+	}
+}
