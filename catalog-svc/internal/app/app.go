@@ -103,6 +103,9 @@ type Config struct {
 	// UpstreamResultBudget bounds the bytes of upstream results held at
 	// once (budget.Budget; must be > 0).
 	UpstreamResultBudget int64
+	// EmbeddedRecordLimit bounds the finished operation records the
+	// embedded store keeps, the newest (recmemory.WithRetention; 0: all).
+	EmbeddedRecordLimit int
 	// HostTenants are IDENTITY=TENANT entries (tenancy.Policy), the same as
 	// bridge-svc's: a host reads the records of its tenants' turns only.
 	HostTenants []string
@@ -136,6 +139,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 	upCleartext := config.Bool(fs, "upstream-allow-cleartext-credentials", false, "let an upstream's credential (headers, bearer token, OAuth client secret) go over plain http:// to a host off loopback (by default only https, or http to loopback, carries one)")
 	hostTenants := config.StringSlice(fs, "host-tenants", nil, "comma-separated spiffe://<td>/host/<name>=<tenant> entries, as bridge-svc's: a host reads (ListOperations) only the records of its tenants' turns (* = any; operators read any)")
 	resultBudget := config.Int(fs, "upstream-result-budget", int(budget.DefaultSize), "bytes of upstream MCP results the kernel holds at once, all calls together, one upstream's calls at most half of it, or one whole response (0: 256 MiB; else at least 1 MiB): a response's bytes are taken as it is read and given back once its answer is sent; a call that finds none free waits for room until its deadline, one that needs more mid-response fails upstream_unavailable (a value under 64 MiB, the per-response cap, refuses larger responses)")
+	recordLimit := config.Int(fs, "embedded-record-limit", recmemory.DefaultRetention, "finished operation records the embedded store keeps (no --database-url): the newest, older ones dropped oldest first as new ones finish; pending records are always kept, and a dropped call's id is kept while its turn may still call, so a repeat is still refused (0: every record, for the life of the process; PostgreSQL keeps records until the owner purges an export, docs/retention.md)")
 	journalDir := config.String(fs, "record-journal-dir", "", "directory of the durable journal of record completions written while PostgreSQL is down (a volume that survives a restart of the process; empty: memory only); needs --database-url, and is bound to that database at first use (a kernel of another database is refused)")
 	return func() Config {
 		id := *instance
@@ -154,6 +158,7 @@ func Bind(fs *flag.FlagSet) func() Config {
 			UpstreamScreening:    *upScreening,
 			UpstreamResultBudget: int64(*resultBudget),
 			HostTenants:          *hostTenants,
+			EmbeddedRecordLimit:  *recordLimit,
 		}
 	}
 }
@@ -216,6 +221,9 @@ func (c *Config) Validate() error {
 		// shared the directory among them).
 		errs.Add("record-journal-dir", "needs --database-url (the embedded store's records end with the process: it has nothing to journal, and would drop the completions other kernels journaled there as unknown records)")
 	}
+	if c.EmbeddedRecordLimit < 0 {
+		errs.Addf("embedded-record-limit", "must not be negative (0 keeps every record), got %d", c.EmbeddedRecordLimit)
+	}
 	if c.UpstreamResultBudget < 0 || (c.UpstreamResultBudget > 0 && c.UpstreamResultBudget < budget.MinSize) {
 		// A response without a declared length is taken 64 KiB at a time:
 		// a smaller budget refuses every such result, however small.
@@ -272,7 +280,7 @@ func (c Config) Complete(ctx context.Context, log *slog.Logger, metrics http.Han
 	var resourceLocks catalog.Locker
 	if c.DatabaseURL == "" {
 		log.Info("using the embedded store (nothing persists across restarts)")
-		tools, recs = memory.New(), recmemory.New()
+		tools, recs = memory.New(), recmemory.New(recmemory.WithRetention(c.EmbeddedRecordLimit))
 	} else {
 		if c.Migrate {
 			if err := migrations.Up(ctx, c.DatabaseURL); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/sharedos/toolshare/services/platform/pgdb/pgtest"
 
 	"github.com/sharedos/toolshare/catalog-svc/internal/app"
+	recmemory "github.com/sharedos/toolshare/catalog-svc/internal/pipeline/records/memory"
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
 
@@ -41,11 +42,12 @@ func TestCommandLine(t *testing.T) {
 	}
 	t.Setenv("SHAREDOS_DATABASE_URL", "")
 	code, _, stderr := run("serve", "--insecure-plaintext", "--listen", "", "--authz-timeout", "0s", "--reconcile-interval", "-1s",
-		"--upstream-result-budget", "65536") // under budget.MinSize: every chunked result refused
+		"--upstream-result-budget", "65536", // under budget.MinSize: every chunked result refused
+		"--embedded-record-limit", "-1")
 	if code != 1 {
 		t.Errorf("serve with bad flags: exit %d, want 1", code)
 	}
-	for _, want := range []string{"--listen", "--authz-timeout", "--reconcile-interval", "--upstream-result-budget"} {
+	for _, want := range []string{"--listen", "--authz-timeout", "--reconcile-interval", "--upstream-result-budget", "--embedded-record-limit"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("serve with bad flags: stderr lacks %s (every bad value at once): %s", want, stderr)
 		}
@@ -179,4 +181,23 @@ func dbName(t *testing.T, dsn string) string {
 		t.Fatal(err)
 	}
 	return `"` + strings.TrimPrefix(u.Path, "/") + `"`
+}
+
+// The embedded store keeps a bounded number of finished records (review
+// D3): --embedded-record-limit, recmemory.DefaultRetention unless told; 0
+// keeps every record.
+func TestEmbeddedRecordLimit(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{nil, recmemory.DefaultRetention}, {[]string{"--embedded-record-limit", "2"}, 2}, {[]string{"--embedded-record-limit", "0"}, 0}} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		read := app.Bind(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := read().EmbeddedRecordLimit; got != tc.want {
+			t.Errorf("%v: limit %d, want %d", tc.args, got, tc.want)
+		}
+	}
 }

@@ -11,7 +11,9 @@
 //     "rows == attempts" holds and a replay is visible.
 //   - Append-only: a completed row is never changed again and no row is
 //     deleted but by the owner's purge of a noted export (docs/retention.md;
-//     PostgreSQL enforces this with triggers, not just code).
+//     PostgreSQL enforces this with triggers, not just code). The embedded
+//     store, whose records end with the process, keeps a bounded number of
+//     the newest finished ones (memory.WithRetention), never a pending one.
 //   - A pending row whose process died stays pending until Reconcile marks it
 //     interrupted; it never disappears.
 //   - Free text never reaches storage raw: the requested tool name is escaped

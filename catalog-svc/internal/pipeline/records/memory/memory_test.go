@@ -18,6 +18,12 @@ func TestConformance(t *testing.T) {
 	recordstest.Run(t, func(*testing.T) records.Store { return memory.New() })
 }
 
+// The kernel's embedded store keeps a bound of finished records
+// (WithRetention); below it the contract is the same.
+func TestConformanceWithRetention(t *testing.T) {
+	recordstest.Run(t, func(*testing.T) records.Store { return memory.New(memory.WithRetention(memory.DefaultRetention)) })
+}
+
 // Records beyond the first few thousand (the store keeps them in chunks)
 // keep their sequence order, their turns and their completions.
 func TestManyRecords(t *testing.T) {
