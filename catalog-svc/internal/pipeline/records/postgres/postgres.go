@@ -43,7 +43,10 @@ func (s *Store) Identity(ctx context.Context) (string, error) {
 	var db, system string
 	err := s.pool.QueryRow(ctx, `SELECT current_database(), (SELECT system_identifier::text FROM pg_control_system())`).Scan(&db, &system)
 	if err != nil {
-		if ctx.Err() != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || (pgErr.Code != "42501" && pgErr.Code != "42883" && pgErr.Code != "0A000") {
+			// Not a server that withholds the identifier (insufficient
+			// privilege, no such function, not supported): a failure.
 			return "", fmt.Errorf("postgres: read the database's identity: %w", err)
 		}
 		system = "unknown"

@@ -514,3 +514,39 @@ func TestReconcileWatermark(t *testing.T) {
 		t.Fatalf("Reconcile = %d, %v; a row started before the watermark was searched", n, err)
 	}
 }
+
+// Identity names the cluster (its system identifier) and the database, as
+// the service role reads them; where the server withholds the identifier
+// from that role, the database alone.
+func TestIdentity(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, migrations.Up)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func() *pgxpool.Pool {
+		pool, err := pgdb.Open(ctx, dsn, pgdb.WithRole(migrations.ServiceRole))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	var db string
+	if err := open().QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	id, err := postgres.New(open()).Identity(ctx)
+	if err != nil || !regexp.MustCompile(`^PostgreSQL system [0-9]+, database "`+regexp.QuoteMeta(db)+`"$`).MatchString(id) {
+		t.Fatalf("Identity = %q, %v", id, err)
+	}
+	owner, err := pgdb.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	if _, err := owner.Exec(ctx, `REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC`); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := postgres.New(open()).Identity(ctx); err != nil || id != `PostgreSQL system unknown, database "`+db+`"` {
+		t.Fatalf("Identity without the identifier = %q, %v", id, err)
+	}
+}
