@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -31,76 +30,6 @@ func IsTemplate(uri string) bool { return Var.MatchString(uri) }
 func CheckTemplate(tmpl string) error {
 	_, err := uritemplate.New(tmpl)
 	return err
-}
-
-// Match returns the registration a concrete URI reads: the one registered
-// with exactly that URI, else the first (in byte order) template it
-// matches, each {var} standing for one non-empty segment without '/', '?'
-// or '#' that is no dot-segment and holds no separator or NUL once
-// percent-decoded ("..", "%2e%2e", "a%2Fb", "a%5cb"), and no character
-// that may not stand in a URI (a space, a tab: readers drop some); in the
-// authority of an http, https, ws, wss, ftp or file URI, ASCII letters,
-// digits, '.', '-' and '_' only, an IPv4 address only dotted-decimal
-// ("127.1" is 127.0.0.1 to a WHATWG parser); in the query, no '&' or ';'
-// (another parameter): a provider that decodes or normalises the URI
-// would read outside the template. ok is false when none does (or uri has
-// a brace: a template is not a resource).
-func Match(registered []string, uri string) (string, bool) {
-	if strings.ContainsAny(uri, "{}") {
-		return "", false
-	}
-	if slices.Contains(registered, uri) {
-		return uri, true
-	}
-	for _, r := range slices.Sorted(slices.Values(registered)) {
-		if IsTemplate(r) && matches(r, uri) {
-			return r, true
-		}
-	}
-	return "", false
-}
-
-func matches(tmpl, uri string) bool {
-	var re strings.Builder
-	re.WriteString("^")
-	rest := tmpl
-	var places []place // of each {var}
-	for {
-		loc := Var.FindStringIndex(rest)
-		if loc == nil {
-			re.WriteString(regexp.QuoteMeta(rest))
-			break
-		}
-		re.WriteString(regexp.QuoteMeta(rest[:loc[0]]))
-		re.WriteString(`([^/?#]+)`)
-		places = append(places, placeOf(tmpl[:len(tmpl)-len(rest)+loc[0]]))
-		rest = rest[loc[1]:]
-	}
-	re.WriteString("$")
-	x, err := regexp.Compile(re.String())
-	if err != nil {
-		return false
-	}
-	m := x.FindStringSubmatch(uri)
-	if m == nil {
-		return false
-	}
-	for i, v := range m[1:] {
-		if !segment(v) {
-			return false
-		}
-		switch places[i] {
-		case atHost:
-			if strings.IndexFunc(v, func(r rune) bool { return !hostChar(r) }) >= 0 || !dottedDecimal(hostOf(uri)) {
-				return false
-			}
-		case atQuery:
-			if strings.ContainsAny(v, "&;") {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // place is where a template expression stands, as Match checks its value.

@@ -1,6 +1,8 @@
 package resourceuri_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/toolshare/services/contract/resourceuri"
@@ -186,4 +188,36 @@ func FuzzKey(f *testing.F) {
 			t.Errorf("Key(%q) = %q, but Key(%q) = %q", uri, n, n, again)
 		}
 	})
+}
+
+// TestMatchWorkIsLinear (attack run C4: with 62 long pinned templates, one
+// 20,000-character URI cost the bridge 20 s of CPU — a regular expression
+// was built and run per template and call, its run quadratic in the runs
+// of 'q' the URI and templates shared): Match and a Matcher compile no
+// template per call (allocations, counted: the regexps took thousands),
+// and read a URI of the bound through 62 such templates, matching or not,
+// as Match did.
+func TestMatchWorkIsLinear(t *testing.T) {
+	q := strings.Repeat("q", 950)
+	var set []string
+	for i := range 62 {
+		set = append(set, fmt.Sprintf("evil://a/{x}%s%03d%s{y}/z", q, i, q))
+	}
+	miss := "evil://a/" + strings.Repeat("q", resourceuri.MaxURIBytes-len("evil://a//z")) + "/z"
+	hit := "evil://a/x" + q + "007" + q + "y/z"
+	m := resourceuri.NewMatcher(set)
+	for uri, want := range map[string]string{miss: "", hit: set[7]} {
+		if got, ok := resourceuri.Match(set, uri); got != want || ok != (want != "") {
+			t.Errorf("Match(%.40q…) = %q, %v; want %q", uri, got, ok, want)
+		}
+		if got, ok := m.Match(uri); got != want || ok != (want != "") {
+			t.Errorf("Matcher.Match(%.40q…) = %q, %v; want %q", uri, got, ok, want)
+		}
+		if n := testing.AllocsPerRun(5, func() { resourceuri.Match(set, uri) }); n > 2 {
+			t.Errorf("Match(62 templates, %.40q…) allocates %v times: templates compiled per call?", uri, n)
+		}
+		if n := testing.AllocsPerRun(5, func() { m.Match(uri) }); n > 2 {
+			t.Errorf("Matcher.Match(%.40q…) allocates %v times", uri, n)
+		}
+	}
 }
