@@ -49,8 +49,10 @@ var attemptKinds = map[string]sharedosv1.CallKind{
 
 // pinnedEntries are a lease's prompt names and resource URIs (templates).
 type pinnedEntries struct {
-	prompts   map[string]bool
-	resources []string
+	prompts map[string]bool
+	// resources match a URI to the pinned resource it reads, each
+	// template compiled once for the lease.
+	resources *resourceuri.Matcher
 	// standIns are, by pinned template, a URI mcp-go's matcher finds that
 	// template by (standIn).
 	standIns map[string]string
@@ -61,14 +63,16 @@ func pinnedOf(l *leases.Lease) pinnedEntries {
 	for _, pr := range l.Prompts {
 		p.prompts[pr.GetName()] = true
 	}
+	uris := make([]string, 0, len(l.Resources))
 	for _, r := range l.Resources {
-		p.resources = append(p.resources, r.GetUri())
+		uris = append(uris, r.GetUri())
 		if r.GetTemplate() {
 			if s, ok := standIn(r.GetUri()); ok {
 				p.standIns[r.GetUri()] = s
 			}
 		}
 	}
+	p.resources = resourceuri.NewMatcher(uris)
 	return p
 }
 
@@ -96,7 +100,7 @@ func (p pinnedEntries) beforeRead(ctx context.Context, _ any, req *mcp.ReadResou
 	if st == nil {
 		return // nowhere to keep the URI requested: mcp-go's lookup alone
 	}
-	tmpl, ok := resourceuri.Match(p.resources, req.Params.URI)
+	tmpl, ok := p.resources.Match(req.Params.URI)
 	if s, has := p.standIns[tmpl]; ok && has {
 		st.resourceURI, req.Params.URI = req.Params.URI, s
 	}
@@ -108,7 +112,7 @@ func (p pinnedEntries) pinned(kind sharedosv1.CallKind, target string) bool {
 	if kind == sharedosv1.CallKind_CALL_KIND_PROMPT {
 		return p.prompts[target]
 	}
-	_, ok := resourceuri.Match(p.resources, target)
+	_, ok := p.resources.Match(target)
 	return ok
 }
 

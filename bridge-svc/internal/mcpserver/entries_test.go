@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 )
 
 // entryKernel is a kernel client that gets prompts and reads resources
@@ -140,6 +142,55 @@ func TestAPinnedTemplateURIWithReservedCharactersIsRead(t *testing.T) {
 				if status != http.StatusOK || len(answer.Result.Contents) != 1 || answer.Result.Contents[0].URI != uri ||
 					!strings.Contains(string(body), `"text":"read"`) {
 					t.Fatalf("answered %d %s, want the contents of %s", status, body, uri)
+				}
+			})
+		}
+	}
+}
+
+// TestAResourceURIOverTheBoundIsInvalidParams (attack run C4: one
+// resources/read of a 20,000-character URI cost the bridge 20 s of CPU
+// matching it against a turn's 62 long pinned templates): a URI longer
+// than a resource URI's bound (resourceuri.MaxURIBytes, the catalogue's) is
+// refused -32602 by the bridge's parse, before any template is matched,
+// on either era, and recorded as every invalid params of an attempt on a
+// live turn is (one edge rejection of kind resource); one at the bound is
+// read through the pinned template as before.
+func TestAResourceURIOverTheBoundIsInvalidParams(t *testing.T) {
+	k, mux, l, token, sid := legacySession(t)
+	uriOf := func(n int) string {
+		return "test://template/" + strings.Repeat("a", n-len("test://template//data")) + "/data"
+	}
+	for _, era := range []struct {
+		name    string
+		headers func(uri string) map[string]string
+		meta    string
+		status  int // of the refusal
+	}{
+		{"2025-11-25", func(string) map[string]string {
+			return map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid}
+		}, ``, http.StatusOK},
+		{"2026-07-28", func(uri string) map[string]string {
+			return map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": uri}
+		}, `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`, http.StatusBadRequest},
+	} {
+		for _, n := range []int{resourceuri.MaxURIBytes, resourceuri.MaxURIBytes + 1, 20000} {
+			t.Run(era.name+" "+strconv.Itoa(n), func(t *testing.T) {
+				uri := uriOf(n)
+				before := k.sent()
+				w := post(mux, l.TurnID, token, `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+uri+`"`+era.meta+`}}`, era.headers(uri))
+				calls := k.since(before)
+				if n <= resourceuri.MaxURIBytes {
+					if w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"error"`) || len(calls) != 1 || calls[0].GetEdgeRejection() != "" {
+						t.Fatalf("a URI at the bound: %d %.300s, kernel saw %v; want it read", w.Code, w.Body, calls)
+					}
+					return
+				}
+				if w.Code != era.status || !strings.Contains(w.Body.String(), `"code":-32602`) || !strings.Contains(w.Body.String(), "longer than 2048 bytes") {
+					t.Errorf("a %d-byte URI answered %d %.300s; want %d, -32602 naming the bound", n, w.Code, w.Body, era.status)
+				}
+				if len(calls) != 1 || calls[0].GetEdgeRejection() == "" || calls[0].GetKind() != sharedosv1.CallKind_CALL_KIND_RESOURCE || calls[0].GetTool() != uri {
+					t.Errorf("kernel saw %d calls %.300v; want one record-only rejection of the read", len(calls), calls)
 				}
 			})
 		}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sharedos/toolshare/services/contract/jsonlimits"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 )
 
 // JSON-RPC error codes the pre-parse answers with.
@@ -289,6 +290,12 @@ func Parse(body []byte) (*Message, *RPCError) {
 	if raw, ok := pm.lookup("uri"); ok && (m.Method == "resources/read" || m.Method == "resources/subscribe" || m.Method == "resources/unsubscribe") {
 		if m.Target, ok = str(raw); !ok {
 			return invalid(`"params.uri" must be a string`)
+		}
+		if m.Method == "resources/read" && len(m.Target) > resourceuri.MaxURIBytes {
+			// No registration has a longer one, and each pinned template
+			// is matched against it (attack run C4: a 20,000-character
+			// URI cost 20 s of CPU against 62 long templates).
+			return invalid(`"params.uri" is longer than ` + strconv.Itoa(resourceuri.MaxURIBytes) + ` bytes (a resource URI's bound)`)
 		}
 	}
 	if raw, ok := pm.lookup("_meta"); ok && !isNull(raw) {

@@ -20,6 +20,7 @@ func TestParse(t *testing.T) {
 		{"client response", `{"jsonrpc":"2.0","id":3,"result":{}}`, "", "", "", false},
 		{"id 2^53", `{"jsonrpc":"2.0","id":-9007199254740992,"method":"tools/list"}`, "tools/list", "", "", false},
 		{"other _meta keys may differ in case", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"x.example/a":1,"X.example/A":2}}}`, "tools/list", "", "", false},
+		{"uri at the bound", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://x/` + strings.Repeat("a", 2048-len("test://x/")) + `"}}`, "resources/read", "", "", false},
 		{"nested keys may repeat in arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":{"Name":1,"name":2}}}}`, "tools/call", "x", "", false},
 	}
 	for _, tc := range ok {
@@ -69,6 +70,9 @@ func TestParse(t *testing.T) {
 		{"prompt argument not string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","arguments":{"a":1}}}`, protocol.CodeInvalidParams, "object of strings"},
 		{"prompt arguments not an object", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","arguments":["a"]}}`, protocol.CodeInvalidParams, "object of strings"},
 		{"uri not string", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":5}}`, protocol.CodeInvalidParams, "string"},
+		// Longer than any resource URI (attack run C4: each pinned template
+		// was matched against it, 20 s of CPU for 20,000 characters).
+		{"uri over the bound", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://x/` + strings.Repeat("a", 2048-len("test://x/")+1) + `"}}`, protocol.CodeInvalidParams, "longer than 2048 bytes"},
 		{"_meta not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":5}}`, protocol.CodeInvalidParams, "object"},
 		{"id past a double", `{"jsonrpc":"2.0","id":1e400,"method":"tools/list"}`, protocol.CodeInvalidRequest, "no exponent"},
 		{"id under a double", `{"jsonrpc":"2.0","id":1e-400,"method":"tools/list"}`, protocol.CodeInvalidRequest, "no exponent"},

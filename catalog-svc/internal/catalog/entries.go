@@ -36,7 +36,7 @@ const (
 	MaxTitleBytes       = 256
 	MaxDescriptionBytes = 16 << 10
 	MaxPromptArguments  = 32
-	MaxResourceURIBytes = 2048
+	MaxResourceURIBytes = resourceuri.MaxURIBytes
 	MaxResourceName     = 128
 )
 

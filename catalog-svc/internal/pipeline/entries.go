@@ -124,6 +124,12 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 		resolved, err = s.entries.ResolvePrompt(ctx, raw)
 	case sharedosv1.CallKind_CALL_KIND_RESOURCE:
 		class = requirement.ClassResource
+		if len(raw) > resourceuri.MaxURIBytes {
+			// No registration has a longer URI, and each pinned template
+			// would be matched against it (the bridge refuses it first, as
+			// invalid params: attack run C4).
+			return nil, outcome.Failed(outcome.InvalidRequest, fmt.Sprintf("the URI is %d bytes; a resource URI is at most %d", len(raw), resourceuri.MaxURIBytes))
+		}
 		var ok bool
 		if name, pinned, ok = pinnedResource(grant, raw, call.GetPinProof()); !ok {
 			return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource of this turn has URI %q", shown))

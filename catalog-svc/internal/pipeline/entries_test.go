@@ -119,6 +119,11 @@ func TestPromptsAndResources(t *testing.T) {
 			{resource, "test://template/a+b/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/a%2Bb/data"`},
 			{resource, "test://internal./h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
 			{resource, "test://elsewhere/h", ``, succeeded, "", ""},
+			// At a resource URI's bound, and past it: refused before any
+			// template is matched (attack run C4; the bridge refuses it
+			// first, as invalid params).
+			{resource, "test://template/" + strings.Repeat("a", 2048-len("test://template//data")) + "/data", ``, succeeded, "", ""},
+			{resource, "test://template/" + strings.Repeat("a", 2049-len("test://template//data")) + "/data", ``, failed, outcome.InvalidRequest, "a resource URI is at most 2048"},
 			{prompt, "unpinned", `{}`, denied, outcome.ToolUnavailable, "not in this turn's catalogue"},
 			{prompt, "with_args", `{}`, failed, outcome.InvalidArguments, `"a" is required`},
 			{prompt, "with_args", `{"a":"x","c":"y"}`, failed, outcome.InvalidArguments, `no argument "c"`},
@@ -203,8 +208,8 @@ func TestPromptsAndResources(t *testing.T) {
 		}
 
 		rows := h.records("pr")
-		if len(rows) != 32 { // the retry of review is its first attempt's
-			t.Fatalf("%d records for 32 attempts", len(rows))
+		if len(rows) != 34 { // the retry of review is its first attempt's
+			t.Fatalf("%d records for 34 attempts", len(rows))
 		}
 		kinds := map[sharedosv1.CallKind]int{}
 		for _, r := range rows {
@@ -213,12 +218,12 @@ func TestPromptsAndResources(t *testing.T) {
 				t.Errorf("record %s still pending", r.CallID)
 			}
 		}
-		if kinds[prompt] != 8 || kinds[resource] != 24 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
+		if kinds[prompt] != 8 || kinds[resource] != 26 || rows[0].ResolvedTool != "with_args" || rows[1].ResolvedTool != "test://template/{id}/data" ||
 			rows[1].RequestedTool != "test://template/7/data" {
 			t.Errorf("kinds %v, first rows %+v %+v", kinds, rows[0], rows[1])
 		}
 		h.mu.Lock()
-		h.attempts["pr"] = 32
+		h.attempts["pr"] = 34
 		h.mu.Unlock()
 	})
 }

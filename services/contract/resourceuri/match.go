@@ -76,9 +76,10 @@ func NewMatcher(registered []string) *Matcher {
 	return m
 }
 
-// Match is Match(registered, uri) of the set m was made from.
+// Match is Match(registered, uri) of the set m was made from (a nil m:
+// of none).
 func (m *Matcher) Match(uri string) (string, bool) {
-	if strings.ContainsAny(uri, "{}") {
+	if m == nil || strings.ContainsAny(uri, "{}") {
 		return "", false
 	}
 	if m.concrete[uri] {
