@@ -57,6 +57,10 @@ type Entries interface {
 	DeleteEntry(ctx context.Context, kind Kind, key string) error
 	// Entries returns every entry of kind, by key in byte order.
 	Entries(ctx context.Context, kind Kind) ([]Entry, error)
+	// EntryKeys returns the key of every entry of kind, in byte order:
+	// what a search of every registration by its key reads (the resource
+	// templates a read may go to), without their bytes.
+	EntryKeys(ctx context.Context, kind Kind) ([]string, error)
 	// GetEntry returns (kind, key); ErrNotFound when there is none.
 	GetEntry(ctx context.Context, kind Kind, key string) (Entry, error)
 	// EntriesMatching returns every entry of kind whose MatchKey is

@@ -67,6 +67,23 @@ func (s *Store) Entries(ctx context.Context, kind store.Kind) ([]store.Entry, er
 	return out, nil
 }
 
+// EntryKeys implements store.Entries.
+func (s *Store) EntryKeys(ctx context.Context, kind store.Kind) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k := range s.entries {
+		if k.kind == kind {
+			out = append(out, k.key)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func cloneEntry(e store.Entry) store.Entry {
 	e.Registration = slices.Clone(e.Registration)
 	e.Canonical = slices.Clone(e.Canonical)

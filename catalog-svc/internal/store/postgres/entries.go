@@ -73,6 +73,23 @@ func (s *Store) Entries(ctx context.Context, kind store.Kind) ([]store.Entry, er
 	return s.listEntries(ctx, kind, `SELECT `+entryColumns+` FROM `+t+` ORDER BY key`)
 }
 
+// EntryKeys implements store.Entries.
+func (s *Store) EntryKeys(ctx context.Context, kind store.Kind) ([]string, error) {
+	t, err := entryTable(kind)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT key FROM `+t+` ORDER BY key`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list %s keys: %w", kind, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list %s keys: %w", kind, err)
+	}
+	return out, nil
+}
+
 // entryColumns are an entry's columns, as listEntries scans them.
 const entryColumns = `key, registration, canonical, digest, coalesce(match_key, ''), revision, updated_at`
 

@@ -704,6 +704,12 @@ func testEntries(t *testing.T, s, _ store.Store) {
 	if err != nil || len(got) != 2 || got[0].Key != "B.prompt" || got[1].Key != "b.prompt" {
 		t.Fatalf("Entries = %+v, %v: want B.prompt, b.prompt (byte order)", got, err)
 	}
+	if keys, err := e.EntryKeys(ctx, store.KindPrompt); err != nil || strings.Join(keys, " ") != "B.prompt b.prompt" {
+		t.Fatalf("EntryKeys = %q, %v: want B.prompt, b.prompt (byte order)", keys, err)
+	}
+	if keys, err := e.EntryKeys(ctx, store.KindResource); err != nil || len(keys) != 0 {
+		t.Fatalf("EntryKeys(resources) = %q, %v: want none", keys, err)
+	}
 	if string(got[1].Canonical) != `{"name":"b.prompt","title":"B"}` || string(got[1].Registration) != `reg:{"name":"b.prompt","title":"B"}` ||
 		got[1].Digest != second.Digest || got[1].Revision != 2 {
 		t.Fatalf("stored %+v: want the replacement's bytes at revision 2", got[1])
