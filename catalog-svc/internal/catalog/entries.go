@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -705,6 +706,36 @@ func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, e
 		return "", fromStore(store.ErrNotFound, uri)
 	}
 	return found, nil
+}
+
+// RegisteredTemplates returns the resource templates registered that a
+// read of uri would go to were no concrete URI registered for it: the
+// first in byte order that uri matches (resourceuri.Match over every
+// template, as the registry resolves a read), and the first that a
+// reader's spelling of it matches (its resourceuri.Key: "USERS://x/profile"
+// is read as "users://x/profile"), each once; none when no template
+// matches either. A read through a turn's pinned template is refused when
+// one of these is another template — one the turn does not pin (FilterTools
+// hid it, or it came after the turn opened) that the registry reads uri
+// through.
+func (s *Service) RegisteredTemplates(ctx context.Context, uri string) ([]string, error) {
+	keys, err := s.store.EntryKeys(ctx, store.KindResource)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list resources: %w", err)
+	}
+	templates := keys[:0]
+	for _, k := range keys {
+		if strings.IndexByte(k, '{') >= 0 && resourceuri.IsTemplate(k) {
+			templates = append(templates, k)
+		}
+	}
+	var out []string
+	for _, u := range []string{uri, resourceuri.Key(uri)} {
+		if t, ok := resourceuri.Match(templates, u); ok && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // KeyResources writes this version's match key of every resource

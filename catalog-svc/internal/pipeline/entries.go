@@ -41,6 +41,10 @@ type EntryResolver interface {
 	// RegisteredResource is the concrete resource registered that a
 	// reader may take uri for; catalog.ErrNotFound when there is none.
 	RegisteredResource(ctx context.Context, uri string) (string, error)
+	// RegisteredTemplates are the templates registered that the registry
+	// reads uri, or a reader's spelling of it, through (none when no
+	// template matches).
+	RegisteredTemplates(ctx context.Context, uri string) ([]string, error)
 }
 
 // entry is what prepareEntry resolved: the registration's class, name (a
@@ -135,22 +139,8 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 			return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("no resource of this turn has URI %q", shown))
 		}
 		if name != raw {
-			// A URI registered on its own is read through its own
-			// registration, never through a template it also matches: not
-			// in this turn's pin, it is not this turn's (FilterTools may
-			// have hidden it, or it came after the turn opened). Nor in
-			// another spelling a reader may take for it ("%68idden" for
-			// "hidden", "INTERNAL" for "internal": resourceuri.Key).
-			switch u, err := s.entries.RegisteredResource(ctx, raw); {
-			case err == nil && u != raw:
-				return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is registered as %q: read it by that URI", shown, telemetry.Escape(u, 120)))
-			case err == nil:
-				return nil, outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is not in this turn's catalogue", shown))
-			case !errors.Is(err, catalog.ErrNotFound):
-				if res := contextOutcome(ctx); res != nil {
-					return nil, res
-				}
-				return nil, outcome.Failed(outcome.Internal, "the resource registry could not be read")
+			if res := s.readsAnother(ctx, raw, name, shown); res != nil {
+				return nil, res
 			}
 		}
 		resolved, err = s.entries.ResolveResource(ctx, name)
@@ -186,6 +176,45 @@ func (s *Pipeline) resolveEntry(ctx context.Context, call *sharedosv1.ToolCall, 
 	}
 	e.facts = &sharedosv1.ToolFacts{Name: name, Class: class, Namespace: meta.GetNamespace(), Source: meta.GetSource()}
 	return e, nil
+}
+
+// readsAnother refuses a read of uri through the turn's pinned template
+// when the registry reads uri through another registration: one not in
+// this turn's pin, since it is not this turn's (FilterTools may have
+// hidden it, or it came after the turn opened). A URI registered on its
+// own is read through its own registration, never through a template it
+// also matches — nor in another spelling a reader may take for it
+// ("%68idden" for "hidden", "INTERNAL" for "internal": resourceuri.Key);
+// and a URI another template registered takes first (in byte order, as
+// the registry resolves a read: test://template/admin-{n}/data before
+// test://template/{id}/data), in its spelling or a reader's, is read only
+// through that one. The refusal names neither: the spelling a policy hides
+// is not the reader's to learn, nor that there is one. nil when the read
+// may go on.
+func (s *Pipeline) readsAnother(ctx context.Context, uri, template, shown string) *sharedosv1.ToolResult {
+	notHere := outcome.Denied(outcome.ToolUnavailable, fmt.Sprintf("resource %q is not in this turn's catalogue", shown))
+	unreadable := func() *sharedosv1.ToolResult {
+		if res := contextOutcome(ctx); res != nil {
+			return res
+		}
+		return outcome.Failed(outcome.Internal, "the resource registry could not be read")
+	}
+	switch _, err := s.entries.RegisteredResource(ctx, uri); {
+	case err == nil:
+		return notHere
+	case !errors.Is(err, catalog.ErrNotFound):
+		return unreadable()
+	}
+	others, err := s.entries.RegisteredTemplates(ctx, uri)
+	if err != nil {
+		return unreadable()
+	}
+	for _, t := range others {
+		if t != template {
+			return notHere
+		}
+	}
+	return nil
 }
 
 // checkPromptArguments: MCP prompt arguments are an object of strings;

@@ -90,7 +90,8 @@ func TestPromptsAndResources(t *testing.T) {
 
 		// A URI registered on its own after the turn opened (or hidden from
 		// it) is not read through a template it also matches.
-		for _, u := range []string{"test://template/hidden/data", "test://template/caf%C3%A9!/data", "test://internal/h", "test://xn--caf-dma/h", "test://template/a%2Bb/data", "file://localhost/srv/hidden"} {
+		hidden := []string{"test://template/hidden/data", "test://template/caf%C3%A9!/data", "test://internal/h", "test://xn--caf-dma/h", "test://template/a%2Bb/data", "file://localhost/srv/hidden"}
+		for _, u := range hidden {
 			if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: u, Name: "s", Handler: target}); err != nil {
 				t.Fatal(err)
 			}
@@ -102,22 +103,24 @@ func TestPromptsAndResources(t *testing.T) {
 			code, reason string
 		}{
 			{resource, "test://template/hidden/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
-			// ... nor in another spelling (found by review: it was).
-			{resource, "test://template/%68idden/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/hidden/data"`},
+			// ... nor in another spelling (found by review: it was), and the
+			// refusal does not name the spelling registered (attack run S3:
+			// it told the reader the exact URI a policy hides).
+			{resource, "test://template/%68idden/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
 			{resource, "test://template/..%2Fhidden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			// ... nor in any other spelling a reader may take for it:
 			// non-ASCII raw or decomposed, an escaped sub-delim, the host's
 			// case, a trailing dot, file://localhost (found by review).
-			{resource, "test://template/cafe\u0301%21/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
-			{resource, "test://template/caf%c3%a9%21/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
-			{resource, "test://INTERNAL/h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
-			{resource, "file:///srv/hidden", ``, denied, outcome.ToolUnavailable, `is registered as "file://localhost/srv/hidden"`},
-			{resource, "test://template/caf%65%CC%81!/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/caf%C3%A9!/data"`},
-			{resource, "test://CAF%C3%89/h", ``, denied, outcome.ToolUnavailable, `is registered as "test://xn--caf-dma/h"`},
+			{resource, "test://template/cafe\u0301%21/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			{resource, "test://template/caf%c3%a9%21/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			{resource, "test://INTERNAL/h", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			{resource, "file:///srv/hidden", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			{resource, "test://template/caf%65%CC%81!/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			{resource, "test://CAF%C3%89/h", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
 			{resource, "test://template/hid\tden/data", ``, denied, outcome.ToolUnavailable, "no resource of this turn"},
 			// A provider's own spelling (Python's quote) is registered as it is.
-			{resource, "test://template/a+b/data", ``, denied, outcome.ToolUnavailable, `is registered as "test://template/a%2Bb/data"`},
-			{resource, "test://internal./h", ``, denied, outcome.ToolUnavailable, `is registered as "test://internal/h"`},
+			{resource, "test://template/a+b/data", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
+			{resource, "test://internal./h", ``, denied, outcome.ToolUnavailable, "is not in this turn's catalogue"},
 			{resource, "test://elsewhere/h", ``, succeeded, "", ""},
 			// At a resource URI's bound, and past it: refused before any
 			// template is matched (attack run C4; the bridge refuses it
@@ -136,6 +139,11 @@ func TestPromptsAndResources(t *testing.T) {
 			res := call(c.kind, c.name, c.args)
 			if res.GetStatus() != c.status || res.GetCode() != c.code || !strings.Contains(res.GetReason(), c.reason) {
 				t.Errorf("%s %s: %v/%s %q, want %v/%s %q", c.kind, c.name, res.GetStatus(), res.GetCode(), res.GetReason(), c.status, c.code, c.reason)
+			}
+			for _, u := range hidden {
+				if u != c.name && strings.Contains(res.GetReason(), u) {
+					t.Errorf("%s %s: the refusal %q names %s, a URI the turn does not pin", c.kind, c.name, res.GetReason(), u)
+				}
 			}
 		}
 
@@ -224,6 +232,86 @@ func TestPromptsAndResources(t *testing.T) {
 		}
 		h.mu.Lock()
 		h.attempts["pr"] = 34
+		h.mu.Unlock()
+	})
+}
+
+// TestAHiddenTemplateIsNotReadThroughAPinnedOne (attack run C1: a turn
+// that pinned test://template/{id}/data read test://template/admin-1/data,
+// which the registry reads through test://template/admin-{n}/data, a
+// template of the same source the policy hid, and got its data, recorded
+// succeeded): a URI is read through a pinned template only when the
+// registry would read it through that one too — the first template in
+// byte order it matches, in its spelling and a reader's (resourceuri.Key)
+// — else it is denied/tool_unavailable, recorded, nothing run, the refusal
+// naming no hidden registration. A template not pinned that the registry
+// takes after the pinned one takes nothing from it.
+func TestAHiddenTemplateIsNotReadThroughAPinnedOne(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		cat := realCatalogue(t, h)
+		fake, _ := h.resolver.Resolve(ctx, "files.read")
+		target := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
+		register := func(uris ...string) {
+			t.Helper()
+			for _, u := range uris {
+				if _, _, err := cat.RegisterResource(ctx, &sharedosv1.ResourceRegistration{Uri: u, Name: "r", Handler: target}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		register("test://template/{id}/data", "{s}://spelled/{p}")
+		k := newKernelWith(t, h, cat)
+		rpc := server.NewRuntimeServer(k)
+		granted, err := k.GrantTurn(ctx, &sharedosv1.GrantTurnRequest{TurnId: "hidden", Context: alice(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil || len(granted.GetResources()) != 2 {
+			t.Fatalf("GrantTurn: %v, %v", granted, err)
+		}
+		// Not in the turn's pin, as a policy hiding them would leave them.
+		unpinned := []string{"test://template/admin-{n}/data", "test://spelled/{q}", "test://template/{id}/dat{a}"}
+		register(unpinned...)
+		n := 0
+		for _, c := range []struct {
+			uri  string
+			read bool
+		}{
+			{"test://template/admin-1/data", false},   // admin-{n} comes first
+			{"test://template/admin-%31/data", false}, // in any spelling it takes
+			{"test://spelled/x", false},               // test://spelled/{q} before {s}://spelled/{p}
+			{"TEST://spelled/x", false},               // read as test://spelled/x
+			{"test://template/7/data", true},          // {id}/data before {id}/dat{a}
+			{"test://template/admin-/data", true},     // admin-{n} takes no empty value
+			{"other://spelled/x", true},
+		} {
+			n++
+			ran := h.handler.calls.Load()
+			res, err := rpc.ReadResource(ctx, &sharedosv1.ToolCall{CallId: "call-" + itoa(n), TurnId: "hidden", Tool: c.uri, Grant: granted.GetGrant(),
+				PinProof: resourceProof(t, granted, c.uri), Harness: "test", Kind: sharedosv1.CallKind_CALL_KIND_RESOURCE})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.read {
+				expect(t, res, succeeded, "")
+				continue
+			}
+			if res.GetStatus() != denied || res.GetCode() != outcome.ToolUnavailable || !strings.Contains(res.GetReason(), "is not in this turn's catalogue") {
+				t.Errorf("%s: %v/%s %q, want denied/tool_unavailable", c.uri, res.GetStatus(), res.GetCode(), res.GetReason())
+			}
+			for _, u := range unpinned {
+				if strings.Contains(res.GetReason(), u) {
+					t.Errorf("%s: the refusal %q names %s, which the turn does not pin", c.uri, res.GetReason(), u)
+				}
+			}
+			if h.handler.calls.Load() != ran {
+				t.Errorf("%s: the provider was asked", c.uri)
+			}
+		}
+		rows := h.records("hidden")
+		if len(rows) != n {
+			t.Fatalf("%d records for %d reads", len(rows), n)
+		}
+		h.mu.Lock()
+		h.attempts["hidden"] = n
 		h.mu.Unlock()
 	})
 }
