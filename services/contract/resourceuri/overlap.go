@@ -1,5 +1,10 @@
 package resourceuri
 
+import (
+	"context"
+	"errors"
+)
+
 // Overlap reports whether one URI may be read through both a and b, each
 // a registered resource URI or RFC 6570 level-1 template, and names one
 // such URI (witness; "" when the two were too intricate to compare, which
@@ -23,25 +28,64 @@ package resourceuri
 // not a proof: a read through a template is refused anyway when another
 // spelling of it is registered on its own.)
 func Overlap(a, b string) (witness string, ok bool) {
+	witness, ok, _ = OverlapWithin(context.Background(), a, b, &Work{})
+	return witness, ok
+}
+
+// Work counts what Overlap comparisons do — one for each pair compared and
+// one for each state their walks visit — and, made by WorkWithin, bounds
+// it. The zero Work counts and bounds nothing but each walk's own states
+// (maxOverlapStates).
+type Work struct {
+	limit   int
+	bounded bool
+	done    int
+}
+
+// WorkWithin is a Work of at most limit.
+func WorkWithin(limit int) *Work { return &Work{limit: max(limit, 0), bounded: true} }
+
+// Done is the work done so far.
+func (w *Work) Done() int { return w.done }
+
+func (w *Work) take() error {
+	w.done++
+	if w.bounded && w.done > w.limit {
+		return ErrWorkSpent
+	}
+	return nil
+}
+
+// ErrWorkSpent: the comparisons did all their Work allows.
+var ErrWorkSpent = errors.New("resourceuri: the overlap comparisons reached their bound")
+
+// OverlapWithin is Overlap, its work counted in w: when it would do more
+// than w allows it stops with ErrWorkSpent, and when ctx ends (checked
+// every checkEvery states) with ctx's error — ok true with either, since
+// a comparison not finished is no proof of no overlap.
+func OverlapWithin(ctx context.Context, a, b string, w *Work) (witness string, ok bool, err error) {
+	if err := w.take(); err != nil {
+		return "", true, err
+	}
 	switch ta, tb := IsTemplate(a), IsTemplate(b); {
 	case ta && tb:
-		if w, ok := intersect(patternOf(a), patternOf(b)); ok {
-			return w, true
+		if witness, ok, err := intersect(ctx, patternOf(a), patternOf(b), w); ok || err != nil {
+			return witness, true, err
 		}
 	case ta:
 		if matches(a, b) {
-			return b, true
+			return b, true, nil
 		}
 	case tb:
 		if matches(b, a) {
-			return a, true
+			return a, true, nil
 		}
 	default:
 		if a == b {
-			return a, true
+			return a, true, nil
 		}
 	}
-	return intersect(patternOf(Key(a)), patternOf(Key(b)))
+	return intersect(ctx, patternOf(Key(a)), patternOf(Key(b)), w)
 }
 
 // elem is one element of a template's pattern: a literal byte, or (set
@@ -90,8 +134,15 @@ func patternOf(tmpl string) []elem {
 }
 
 // maxOverlapStates bounds the walk of intersect: two templates whose
-// comparison would take more are reported as overlapping.
-const maxOverlapStates = 1 << 18
+// comparison would take more are reported as overlapping. Two templates
+// as registrations write them take tens of states; two of 2,000 bytes
+// whose {var}s may each take the other's long runs of one letter take the
+// whole bound (attack run C3), about 50 ms.
+const maxOverlapStates = 1 << 16
+
+// checkEvery is how many states intersect walks between looks at its
+// context.
+const checkEvery = 1 << 10
 
 // witnessChars are the characters a witness's values are written with
 // first, for a witness an operator reads easily.
@@ -100,10 +151,12 @@ const witnessChars = "xyzabcdefghijklmnopqrstuvw0123456789XYZABCDEFGHIJKLMNOPQRS
 // intersect reports whether some string is in both patterns' languages
 // and returns one: a breadth-first walk of the product of their automata.
 // A state is a position in each pattern, and for each whether the {var}
-// there has taken a character already (and so may end).
-func intersect(a, b []elem) (string, bool) {
+// there has taken a character already (and so may end). Each state
+// visited is one of work's; a walk work does not allow, or whose ctx ended, is
+// reported as an overlap, with the error.
+func intersect(ctx context.Context, a, b []elem, work *Work) (string, bool, error) {
 	if !literalEnds(a, b) {
-		return "", false
+		return "", false, nil
 	}
 	n, m := len(a), len(b)
 	type state struct {
@@ -123,9 +176,17 @@ func intersect(a, b []elem) (string, bool) {
 			queue = append(queue, s)
 		}
 	}
-	for len(queue) > 0 {
+	for walked := 1; len(queue) > 0; walked++ {
 		if len(seen) > maxOverlapStates {
-			return "", true
+			return "", true, nil
+		}
+		if err := work.take(); err != nil {
+			return "", true, err
+		}
+		if walked%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return "", true, err
+			}
 		}
 		s := queue[0]
 		queue = queue[1:]
@@ -139,7 +200,7 @@ func intersect(a, b []elem) (string, bool) {
 			for l, r := 0, len(w)-1; l < r; l, r = l+1, r-1 {
 				w[l], w[r] = w[r], w[l]
 			}
-			return string(w), true
+			return string(w), true, nil
 		}
 		if s.ia {
 			visit(state{s.i + 1, s.j, false, s.jb}, s, -1)
@@ -163,7 +224,7 @@ func intersect(a, b []elem) (string, bool) {
 		}
 		visit(next, s, c)
 	}
-	return "", false
+	return "", false, nil
 }
 
 // common is a character both elements take; -1 when there is none.

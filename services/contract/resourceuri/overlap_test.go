@@ -1,6 +1,8 @@
 package resourceuri_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -152,5 +154,44 @@ func TestOverlapBounded(t *testing.T) {
 	b := "s://" + strings.Repeat("x{b}", 400)
 	if _, ok := resourceuri.Overlap(a, b); !ok {
 		t.Errorf("want an overlap (or the bound)")
+	}
+}
+
+// attackTemplate is one of the templates of attack run C3: two {var}s
+// around 1,900 bytes of one letter, each pair of them taking a walk its
+// whole bound, which an upstream listed by the dozen.
+func attackTemplate(i int) string {
+	q := strings.Repeat("q", 950)
+	return fmt.Sprintf("evil://a/{x}%s%03d%s{y}/z", q, i, q)
+}
+
+// TestOverlapWorkIsBounded (attack run C3: each pair of an upstream's 60
+// templates took about 115 ms, twice, with no way to stop): a comparison's
+// work is counted — a pair, and each state its walks visit — and stops,
+// reported as an overlap, at the walk's own bound, at the Work's, or when
+// its context ends.
+func TestOverlapWorkIsBounded(t *testing.T) {
+	a, b := attackTemplate(1), attackTemplate(2)
+	w := &resourceuri.Work{}
+	if _, ok, err := resourceuri.OverlapWithin(t.Context(), a, b, w); !ok || err != nil {
+		t.Fatalf("two intricate templates: %v, %v; want reported overlapping", ok, err)
+	}
+	if w.Done() > 1<<16+2 {
+		t.Errorf("one walk took %d states; the bound is %d", w.Done(), 1<<16)
+	}
+	within := resourceuri.WorkWithin(1000)
+	if _, ok, err := resourceuri.OverlapWithin(t.Context(), a, b, within); !ok || !errors.Is(err, resourceuri.ErrWorkSpent) || within.Done() != 1001 {
+		t.Errorf("within 1,000: %v, %v after %d; want an overlap, ErrWorkSpent after 1,001", ok, err, within.Done())
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	w = &resourceuri.Work{}
+	if _, ok, err := resourceuri.OverlapWithin(ctx, a, b, w); !ok || !errors.Is(err, context.Canceled) || w.Done() > 1025 {
+		t.Errorf("cancelled: %v, %v after %d states; want an overlap, context.Canceled within 1,024", ok, err, w.Done())
+	}
+	// What registrations write takes a few dozen.
+	w = &resourceuri.Work{}
+	if _, ok, err := resourceuri.OverlapWithin(t.Context(), "users://{id}/profile", "users://{id}/settings", w); ok || err != nil || w.Done() > 64 {
+		t.Errorf("users://{id}/profile, users://{id}/settings: %v, %v after %d", ok, err, w.Done())
 	}
 }
