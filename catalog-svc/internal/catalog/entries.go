@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
@@ -163,6 +164,40 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 	return out, pub, nil
 }
 
+// Bounds of the work of CheckResourceOverlap (resourceuri.Work: one for
+// each pair compared, one for each state a comparison walks). Two
+// templates as registrations write them take tens; two built to be
+// intricate take a walk's whole bound (65,536 states, about 50 ms), which
+// is reported as an overlap.
+const (
+	// MaxOverlapWork bounds one check: a registration whose comparisons
+	// with other sources' would take more is refused (uri,
+	// no_overlap_across_sources). It is held under the resources' lock,
+	// which every other resource registration waits for.
+	MaxOverlapWork = 1 << 20
+	// MaxRefreshOverlapWork bounds the checks of one upstream refresh, all
+	// its new resources together (WithOverlapBudget): one met once the
+	// bound is reached is skipped, and checked at a later refresh.
+	MaxRefreshOverlapWork = 1 << 22
+)
+
+// overlapBudget is what the checks made with a context
+// (WithOverlapBudget) may still do together.
+type overlapBudget struct {
+	limit int
+	mu    sync.Mutex
+	left  int
+}
+
+type overlapBudgetKey struct{}
+
+// WithOverlapBudget returns ctx carrying a budget of work the
+// CheckResourceOverlap calls made with it — RegisterResource's too — share
+// (an upstream refresh's: MaxRefreshOverlapWork).
+func WithOverlapBudget(ctx context.Context, work int) context.Context {
+	return context.WithValue(ctx, overlapBudgetKey{}, &overlapBudget{limit: work, left: work})
+}
+
 // CheckResourceOverlap refuses reg when one URI may be read through it
 // and through a resource registration of another source (its
 // metadata.source; resourceuri.Overlap), naming that registration: the
@@ -171,27 +206,59 @@ func (s *Service) RegisterResource(ctx context.Context, reg *sharedosv1.Resource
 // template or URI overlapped another's would take reads meant for it — a
 // catch-all template "{s}://{h}/{p}" every read no other template takes.
 // Registrations of one source may overlap (a concrete URI inside its own
-// template). The registration reg replaces (its very URI) is not another;
-// nor is one registered before this rule, which stays served: the rule
-// judges what is registered from now on. RegisterResource checks it under
-// the resources' lock; called alone (an upstream's refresh, before it
-// quarantines a new resource) it is advice.
+// template), and are not compared: a source's own templates cost its
+// checks nothing (attack run C3: an upstream's 60 intricate templates were
+// compared pair by pair, minutes of CPU, before the source was looked at).
+// The registration reg replaces (its very URI) is not another; nor is one
+// registered before this rule, which stays served: the rule judges what
+// is registered from now on. The comparisons are bounded (MaxOverlapWork,
+// and a refresh's budget: WithOverlapBudget); a registration they cannot
+// tell apart within it is refused, as one that overlaps. RegisterResource
+// checks it under the resources' lock; called alone (an upstream's
+// refresh, before it quarantines a new resource) it is advice.
 func (s *Service) CheckResourceOverlap(ctx context.Context, reg *sharedosv1.ResourceRegistration) error {
 	es, err := s.store.Entries(ctx, store.KindResource)
 	if err != nil {
 		return fromStore(err, "")
 	}
 	source := reg.GetMetadata().GetSource()
+	limit := MaxOverlapWork
+	budget, _ := ctx.Value(overlapBudgetKey{}).(*overlapBudget)
+	if budget != nil {
+		budget.mu.Lock()
+		limit = min(limit, budget.left)
+		budget.mu.Unlock()
+	}
+	work := resourceuri.WorkWithin(limit)
+	defer func() {
+		if budget != nil {
+			budget.mu.Lock()
+			budget.left = max(budget.left-work.Done(), 0)
+			budget.mu.Unlock()
+		}
+		if s.checkedOverlap != nil {
+			s.checkedOverlap(work.Done())
+		}
+	}()
 	for _, e := range es {
 		if e.Key == reg.GetUri() {
 			continue
 		}
-		w, ok := resourceuri.Overlap(reg.GetUri(), e.Key)
-		if !ok {
-			continue
-		}
 		var other sharedosv1.ResourceRegistration
 		if proto.Unmarshal(e.Registration, &other) == nil && other.GetMetadata().GetSource() == source {
+			continue
+		}
+		w, ok, err := resourceuri.OverlapWithin(ctx, reg.GetUri(), e.Key, work)
+		switch {
+		case errors.Is(err, resourceuri.ErrWorkSpent) && limit < MaxOverlapWork:
+			return invalid("uri", RuleResourceOverlap, "not compared with every resource of another source: this refresh's comparisons "+
+				"reached their bound (%d steps); it is checked again at a later refresh", budget.limit)
+		case errors.Is(err, resourceuri.ErrWorkSpent):
+			return invalid("uri", RuleResourceOverlap, "comparing it with the resources of other sources takes more than %d steps: too "+
+				"intricate to tell apart from them (ADR 0018); shorten it, or give its {var}s less of another's literal text to take", MaxOverlapWork)
+		case err != nil:
+			return fmt.Errorf("catalog: compare resources: %w", err)
+		case !ok:
 			continue
 		}
 		both := fmt.Sprintf("%q reads through both", w)

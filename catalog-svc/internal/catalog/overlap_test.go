@@ -160,3 +160,101 @@ func TestResourceOverlapsRegisteredAtOnce(t *testing.T) {
 		})
 	})
 }
+
+// intricate is one of the templates of attack run C3: two {var}s around
+// 1,900 bytes of one letter, each pair of them a walk of the comparison's
+// whole bound (an upstream listed 30 to 60 of them).
+func intricate(i int) string {
+	q := strings.Repeat("q", 950)
+	return fmt.Sprintf("evil://a/{x}%s%03d%s{y}/z", q, i, q)
+}
+
+// TestOneSourcesOwnResourcesAreNotCompared (attack run C3: an upstream
+// listing N intricate templates made a refresh take minutes — N=30, 95 s
+// of CPU; N=60, 276 s — since each of its new resources was compared with
+// every registration, its own included, before the source was looked at,
+// each pair the walk's whole bound, twice): a source's own registrations
+// cost its checks nothing — only another source's are compared (here one,
+// ended at once by its other scheme: one unit of work).
+func TestOneSourcesOwnResourcesAreNotCompared(t *testing.T) {
+	svc := newService(t, nil, nil)
+	ctx := testCtx(t)
+	if _, _, err := svc.RegisterResource(ctx, resourceOf("users://{id}/profile", "op")); err != nil {
+		t.Fatal(err)
+	}
+	var checks, work int
+	svc.OnCheckedOverlap(func(n int) { checks, work = checks+1, work+n })
+	const n = 12
+	for i := range n {
+		r := resourceOf(intricate(i), "mcp:evil")
+		if err := svc.CheckResourceOverlap(ctx, r); err != nil {
+			t.Fatalf("%d: advisory check: %v", i, err)
+		}
+		if _, _, err := svc.RegisterResource(ctx, r); err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+	}
+	if checks != 2*n || work > 2*n {
+		t.Errorf("%d checks did %d units of work; want %d doing one each (the other source's template)", checks, work, 2*n)
+	}
+}
+
+// TestResourceOverlapChecksAreBounded (attack run C3): the comparisons of
+// one check are bounded (catalog.MaxOverlapWork) and so are a refresh's,
+// shared by every check made with its context (WithOverlapBudget); a
+// registration the comparisons cannot tell apart from another source's
+// within the bound is refused, as an overlap, naming the bound, and one
+// that needs no comparison is not.
+func TestResourceOverlapChecksAreBounded(t *testing.T) {
+	svc := newService(t, nil, nil)
+	ctx := testCtx(t)
+	var work []int
+	svc.OnCheckedOverlap(func(n int) { work = append(work, n) })
+	refused := func(err error, says string) {
+		t.Helper()
+		var v *catalog.ValidationError
+		if !errors.As(err, &v) || v.Field != "uri" || v.Rule != catalog.RuleResourceOverlap || !strings.Contains(v.Detail, says) {
+			t.Errorf("%v; want uri violating %s saying %q", err, catalog.RuleResourceOverlap, says)
+		}
+	}
+	// Templates of one source that another's is told apart from only by
+	// walking each pair to its end (about 47,000 states, no overlap: one
+	// more '/' than it), more than one check may walk.
+	q := strings.Repeat("q", 150)
+	for i := range 30 {
+		if _, _, err := svc.RegisterResource(ctx, resourceOf(fmt.Sprintf("e://h/{w}%s/{v}/i%d/z", q, i), "mcp:a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work = nil
+	_, _, err := svc.RegisterResource(ctx, resourceOf("e://h/{x}"+q+"{y}/z", "mcp:b"))
+	refused(err, "too intricate to tell apart")
+	if len(work) != 1 || work[0] != catalog.MaxOverlapWork+1 {
+		t.Errorf("the check did %v units of work; want it stopped past %d", work, catalog.MaxOverlapWork)
+	}
+	// A refresh's budget is shared by its checks, advisory and not.
+	refresh := catalog.WithOverlapBudget(ctx, 5000)
+	err = svc.CheckResourceOverlap(refresh, resourceOf("file:///srv/{path}", "mcp:b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = svc.RegisterResource(refresh, resourceOf("e://h/{a}"+q+"{b}/z", "mcp:b"))
+	refused(err, "this refresh's comparisons reached their bound")
+	_, _, err = svc.RegisterResource(refresh, resourceOf("e://h/{c}"+q+"{d}/z", "mcp:b"))
+	refused(err, "this refresh's comparisons reached their bound")
+	// One that needs no comparison with another source's is not refused,
+	// and another context has its own bound.
+	if _, _, err := svc.RegisterResource(refresh, resourceOf("e://h/{w}"+q+"/{v}/i99/z", "mcp:a")); err != nil {
+		t.Errorf("a source's own, in a spent refresh: %v", err)
+	}
+	if _, _, err := svc.RegisterResource(ctx, resourceOf("file:///srv/{path}", "mcp:b")); err != nil {
+		t.Errorf("outside the refresh: %v", err)
+	}
+	total := 0
+	for _, n := range work[1:5] {
+		total += n
+	}
+	if len(work) != 6 || total > 5000+2 {
+		t.Errorf("the refresh's checks did %v units of work; want at most its 5,000 (and the step of each refused one that passed it)", work[1:5])
+	}
+}

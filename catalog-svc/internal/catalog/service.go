@@ -117,6 +117,9 @@ type Service struct {
 	// lockingResource, when set (tests), hears each lockResource before
 	// it waits.
 	lockingResource func(key string)
+	// checkedOverlap, when set (tests), hears the work of each
+	// CheckResourceOverlap (resourceuri.Work).
+	checkedOverlap func(work int)
 
 	cancel context.CancelFunc
 	done   chan struct{}

@@ -234,6 +234,12 @@ func encodeEntry(reg proto.Message) []byte {
 // applyEntries brings rec's prompts and resources up to date with what
 // the upstream listed, as apply does for tools.
 func (m *Manager) applyEntries(ctx context.Context, rec *sharedosv1.GetProviderResponse, listed []candidate, actor string, r *room) {
+	// Every new resource is compared with other sources' (twice: before it
+	// is quarantined, and as it is registered), all within one bound: an
+	// upstream listing intricate templates takes seconds of one refresh at
+	// most, and the rest wait for the next (attack run C3: minutes, while
+	// every other resource registration waited).
+	ctx = catalog.WithOverlapBudget(ctx, m.cfg.OverlapWork)
 	st := rec.GetStatus()
 	index := map[string]*sharedosv1.UpstreamEntry{}
 	for _, e := range st.GetEntries() {

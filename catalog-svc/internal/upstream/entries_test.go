@@ -3,6 +3,7 @@ package upstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -252,4 +253,77 @@ func TestOverlappingResourcesOfAnotherUpstreamAreSkipped(t *testing.T) {
 	checkSkipped(rec, overlapping, "e4://notes/{n}")
 	// Without auto-approve: skipped, not quarantined.
 	checkSkipped(add("e6", false, "users://zed/{p}"), []string{"users://zed/{p}"})
+}
+
+// intricate is one of the templates of attack run C3: two {var}s around
+// 1,900 bytes of one letter, each pair of them a comparison walked to its
+// whole bound.
+func intricate(i int) string {
+	q := strings.Repeat("q", 950)
+	return fmt.Sprintf("evil://a/{x}%s%03d%s{y}/z", q, i, q)
+}
+
+// TestIntricateResourcesOfAnUpstreamTakeBoundedWork (attack run C3: an
+// upstream listing 30 such templates made its refresh take 95 s of CPU,
+// 60 of them 276 s, every other resource registration waiting meanwhile —
+// each was compared with every registration, the upstream's own included,
+// twice): an upstream's own resources are not compared with each other, so
+// all 30 are acquired at once, within a refresh's bound of comparisons
+// that two pairs of them would spend; another upstream's, compared with
+// them, are skipped — as too intricate to tell apart from them while the
+// refresh's bound lasts, then for the bound, to be checked at a later
+// refresh — and none is registered.
+func TestIntricateResourcesOfAnUpstreamTakeBoundedWork(t *testing.T) {
+	mem := memory.New()
+	cat := newCatalog(t, mem)
+	m := upstream.New(upstream.Config{Store: mem, Registry: cat, OverlapWork: 3 << 16})
+	t.Cleanup(func() { _ = m.Close() })
+	add := func(ns string, uris ...string) *sharedosv1.GetProviderResponse {
+		t.Helper()
+		rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: ns, Url: resourceServer(t, uris...), AutoApproveNew: true}, "op")
+		if err != nil || rec.GetStatus().GetError() != "" {
+			t.Fatalf("add %s: %v %s", ns, err, rec.GetStatus().GetError())
+		}
+		return rec
+	}
+	var own []string
+	for i := range 30 {
+		own = append(own, intricate(i))
+	}
+	rec := add("evil", own...)
+	if n, skipped := len(rec.GetStatus().GetEntries()), rec.GetStatus().GetSkipped(); n != len(own) || len(skipped) != 0 {
+		t.Fatalf("evil: %d of %d acquired, skipped %v", n, len(own), skipped)
+	}
+	for _, u := range own {
+		if r, err := cat.ResolveResource(t.Context(), u); err != nil || r.Resource.GetMetadata().GetSource() != "mcp:evil" {
+			t.Fatalf("evil's %.30s…: %v, %v", u, r, err)
+		}
+	}
+	var theirs []string
+	for i := range 6 {
+		theirs = append(theirs, intricate(100+i))
+	}
+	rec = add("other", theirs...)
+	bound, skipped := 0, 0
+	for _, s := range rec.GetStatus().GetSkipped() {
+		if s.GetKind() != "resource" {
+			continue
+		}
+		skipped++
+		if !strings.Contains(s.GetReason(), "no_overlap_across_sources") {
+			t.Errorf("other's %.30s…: skipped for %q; want no_overlap_across_sources", s.GetUpstreamName(), s.GetReason())
+		}
+		if strings.Contains(s.GetReason(), "this refresh's comparisons reached their bound") {
+			bound++
+		}
+	}
+	for _, u := range theirs {
+		if _, err := cat.ResolveResource(t.Context(), u); !errors.Is(err, catalog.ErrNotFound) {
+			t.Errorf("other's %.30s… was registered: %v", u, err)
+		}
+	}
+	if skipped != len(theirs) || bound == 0 || len(rec.GetStatus().GetEntries()) != 0 {
+		t.Errorf("%d of other's %d skipped, %d for the refresh's bound, %d acquired; want every one skipped, some for the bound",
+			skipped, len(theirs), bound, len(rec.GetStatus().GetEntries()))
+	}
 }

@@ -76,6 +76,10 @@ type Config struct {
 	// across every upstream (catalog-svc --upstream-result-budget; nil:
 	// only each response's own cap).
 	ResultBudget *budget.Budget
+	// OverlapWork bounds the comparisons of one refresh's new resources
+	// with other sources' (catalog.WithOverlapBudget), all together; 0:
+	// catalog.MaxRefreshOverlapWork.
+	OverlapWork int
 }
 
 // Locker takes a named lock across replicas.
@@ -154,6 +158,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.OverlapWork <= 0 {
+		cfg.OverlapWork = catalog.MaxRefreshOverlapWork
 	}
 	life, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, log: cfg.Logger, life: life, cancel: cancel, mu: make(chan struct{}, 1), conns: map[string]*conn{}, checks: map[string]*specCheck{}, changed: map[string]*changeState{}}
