@@ -1,6 +1,6 @@
-// Package mcpcontent reads an MCP result's content array, and a
-// resources/read result's contents, as the kernel and the bridge check
-// them, without copying them: a result may be tens of MiB, and every copy
+// Package mcpcontent reads an MCP result's content array, a prompts/get
+// result's messages, and a resources/read result's contents, as the kernel
+// and the bridge check them, without copying them: a result may be tens of MiB, and every copy
 // of it on the way is paid per call in flight (reliability row 48).
 package mcpcontent
 

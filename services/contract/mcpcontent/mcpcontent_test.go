@@ -26,6 +26,21 @@ func TestCheckAgreesWithUnmarshalContent(t *testing.T) {
 		`{"type":"resource_link","uri":"file:///x","name":"x"}`, `{"type":"resource","resource":{"uri":"x","text":"t"}}`,
 		`{"type":"video"}`, `{"type":5}`, `{}`, `[]`, `"text"`, `{"type":"text","text":["a"]}`, `{"type":"text","text":{"a":1}}`,
 		`{"type":"text","text":true}`,
+		// What mcp-go's client takes and the bridge refused (attack run C2):
+		// a number as text, an audience that is no array, a link's size
+		// that is no number, a _meta that is no object.
+		`{"type":"text","text":123}`, `{"type":"text","text":"x","annotations":{"audience":"user"}}`,
+		`{"type":"resource_link","uri":"file:///x","name":"x","size":"big"}`, `{"type":"text","text":"x","_meta":"notanobject"}`,
+		`{"type":"text","text":"x","annotations":{"audience":["user"]}}`, `{"type":"text","text":"x","annotations":{"audience":[5]}}`,
+		`{"type":"text","text":"x","annotations":{"priority":"high"}}`, `{"type":"text","text":"x","annotations":{"lastModified":5}}`,
+		`{"type":"image","data":"AAAA","mimeType":"image/png","annotations":{"audience":"user"}}`,
+		`{"type":"audio","data":"AAAA","mimeType":"audio/wav","_meta":"notanobject"}`,
+		`{"type":"resource_link","uri":"file:///x","name":"x","size":12}`, `{"type":"resource_link","uri":"file:///x","name":"x","_meta":"m"}`,
+		`{"type":"resource_link","uri":5,"name":"x"}`, `{"type":"resource_link","uri":"file:///x","name":"x","annotations":{"audience":"user"}}`,
+		`{"type":"resource","resource":{"uri":"x","text":"t"},"_meta":"notanobject"}`,
+		`{"type":"resource","resource":{"uri":"x","text":"t"},"annotations":{"audience":"user"}}`,
+		`{"type":"resource","resource":{"uri":"x","text":"t","_meta":"notanobject"}}`, `{"type":"resource","resource":{"uri":"x","text":5}}`,
+		`{"type":"resource","resource":{"text":"t"}}`, `{"type":"resource","resource":"x"}`,
 	} {
 		_, want := mcp.UnmarshalContent([]byte(item))
 		got := mcpcontent.Check([]byte(item))
@@ -190,3 +205,67 @@ func TestCheckResourceAgreesWithParseResourceContents(t *testing.T) {
 		}
 	}
 }
+
+// messageOracle is how the bridge serves a prompt message
+// (mcpserver.entryHandlers.prompt: each decoded into a role and a raw
+// content, the content by mcp.UnmarshalContent), and MCP's Role, which a
+// client holds it to.
+func messageOracle(item string) error {
+	var m struct {
+		Role    mcp.Role        `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(item), &m); err != nil {
+		return err
+	}
+	if m.Role != mcp.RoleUser && m.Role != mcp.RoleAssistant {
+		return fmt.Errorf("role %q", m.Role)
+	}
+	_, err := mcp.UnmarshalContent(m.Content)
+	return err
+}
+
+// CheckMessage refuses exactly the prompt messages the bridge cannot serve
+// or a client refuses (attack run C2: an upstream's messages that mcp-go's
+// client took were recorded succeeded, and the bridge then failed the
+// request with a JSON-RPC error naming Go types), and returns the content
+// the bridge serves.
+func TestCheckMessageAgreesWithTheBridge(t *testing.T) {
+	for _, item := range []string{
+		`{"role":"user","content":{"type":"text","text":"hi"}}`, `{"role":"assistant","content":{"type":"text","text":"hi"}}`,
+		`{"role":"user","content":{"type":"text","text":123}}`,
+		`{"role":"user","content":{"type":"text","text":"x","annotations":{"audience":"user"}}}`,
+		`{"role":"user","content":{"type":"resource_link","uri":"file:///x","name":"x","size":"big"}}`,
+		`{"role":"user","content":{"type":"text","text":"x","_meta":"notanobject"}}`,
+		`{"role":"system","content":{"type":"text","text":"hi"}}`, `{"role":"User","content":{"type":"text","text":"hi"}}`,
+		`{"role":5,"content":{"type":"text","text":"hi"}}`, `{"content":{"type":"text","text":"hi"}}`, `{"role":null,"content":{"type":"text","text":"hi"}}`,
+		`{"role":"user"}`, `{"role":"user","content":null}`, `{"role":"user","content":[]}`, `{"role":"user","content":"hi"}`,
+		`{"role":"user","content":{"type":"image","data":"AAAA","mimeType":"image/png"}}`,
+		`{"role":"user","content":{"type":"resource","resource":{"uri":"test://a","text":"t"}}}`,
+		`{"Role":"user","CONTENT":{"type":"text","text":"hi"}}`, `{"role":"user","content":{"type":"text","text":5},"Content":{"type":"text","text":"hi"}}`,
+		`{"role":"user","content":{"type":"text","text":"hi"},"Content":{"type":"text","text":5}}`,
+		`{"role":"user","content":{"type":"text","text":"hi"},"extra":[1]}`, `null`, `5`, `[]`, `"user"`, `{}`,
+	} {
+		want := messageOracle(item)
+		content, got := mcpcontent.CheckMessage([]byte(item))
+		if (got == nil) != (want == nil) {
+			t.Errorf("%s: CheckMessage %v, the bridge %v", item, got, want)
+		}
+		if got == nil && !bytes.HasPrefix(content, []byte(`{"type":`)) {
+			t.Errorf("%s: content %s", item, content)
+		}
+	}
+	// The content is a slice of the message: a large text is not copied.
+	item := []byte(`{"role":"user","content":{"type":"text","text":"` + strings.Repeat("A", 1<<20) + `"}}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	content, err := mcpcontent.CheckMessage(item)
+	runtime.ReadMemStats(&after)
+	if err != nil || &content[0] != &item[bytes.IndexByte(item[1:], '{')+1] {
+		t.Fatalf("%v: the content is not a slice of the message", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Errorf("checking a message of a 1 MiB text allocated %d bytes", n)
+	}
+}
+
