@@ -292,8 +292,15 @@ func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall,
 		if in := resp.GetInputRequired(); in != nil {
 			return inputRequired(call, in)
 		}
-		if !isJSONArray(resp.GetMessagesJson()) {
-			return outcome.Failed(outcome.HandlerError, "the provider returned malformed prompt messages")
+		if wrong := checkMessages(resp.GetMessagesJson()); wrong != "" {
+			// Passed on, the bridge would fail the request with a JSON-RPC
+			// error of its own while the record said succeeded (attack run
+			// C2: messages mcp-go's client takes and the bridge does not).
+			span.SetStatus(codes.Error, "malformed prompt messages")
+			if catalog.AcquiredSource(e.facts.GetSource()) {
+				return outcome.Failed(outcome.UpstreamUnavailable, "the upstream MCP server answered outside the protocol: "+wrong)
+			}
+			return outcome.Failed(outcome.HandlerError, "the provider returned "+wrong)
 		}
 		return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED,
 			ContentJson: resp.GetMessagesJson(), Description: resp.GetDescription()}

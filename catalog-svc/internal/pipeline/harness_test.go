@@ -222,6 +222,7 @@ type countingHandler struct {
 	ended    chan error
 	answer   *sharedosv1.HandleResponse // overrides the answer when set
 	contents []byte                     // overrides a read's contents when set
+	messages []byte                     // overrides a prompt's messages when set
 	// progress, when set, makes Invoke (contract v2) report these values
 	// before its result; unset, Invoke is UNIMPLEMENTED (a v1 provider).
 	progress []float64
@@ -270,6 +271,12 @@ func (h *countingHandler) GetPrompt(_ context.Context, req *sharedosv1.HandleReq
 	if req.GetTool() == "review" && len(req.GetInputResponsesJson()) == 0 {
 		return &sharedosv1.PromptResponse{InputRequired: &sharedosv1.InputRequired{
 			InputRequestsJson: []byte(`{"who":{"method":"elicitation/create","params":{"message":"Who?"}}}`)}}, nil
+	}
+	h.mu.Lock()
+	messages := h.messages
+	h.mu.Unlock()
+	if messages != nil {
+		return &sharedosv1.PromptResponse{Description: "a prompt", MessagesJson: messages}, nil
 	}
 	b, _ := json.Marshal([]map[string]any{{"role": "user", "content": map[string]string{"type": "text",
 		"text": "prompt " + req.GetTool() + " " + string(req.GetArgumentsJson())}}})

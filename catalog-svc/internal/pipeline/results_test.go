@@ -204,3 +204,81 @@ func TestReadContentsAreChecked(t *testing.T) {
 		}
 	})
 }
+
+// A prompt's messages are what the bridge can serve: each a role "user" or
+// "assistant" and MCP content (mcpcontent.CheckMessage); otherwise the
+// attempt ends failed/handler_error, recorded so, and the harness gets that
+// failure (attack run C2: messages mcp-go's client takes and the bridge's
+// strict parse does not were recorded succeeded, while the client got a
+// JSON-RPC -32603 naming Go types and no outcome). The reason says where,
+// never what the messages hold.
+func TestPromptMessagesAreChecked(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		rpc, granted, proof := promptTurn(t, h, "pm", &sharedosv1.PromptRegistration{Name: "simple"})
+		n := 0
+		get := func(messages string) *sharedosv1.ToolResult {
+			t.Helper()
+			h.handler.mu.Lock()
+			h.handler.messages = []byte(messages)
+			h.handler.mu.Unlock()
+			n++
+			res, err := rpc.GetPrompt(ctx, &sharedosv1.ToolCall{CallId: "pm-" + itoa(n), TurnId: "pm", Tool: "simple", ArgumentsJson: []byte(`{}`),
+				Grant: granted.GetGrant(), PinProof: proof, Harness: "test", Kind: sharedosv1.CallKind_CALL_KIND_PROMPT})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.mu.Lock()
+			h.attempts["pm"]++
+			h.mu.Unlock()
+			return res
+		}
+		msg := func(role, content string) string { return `{"role":"` + role + `","content":` + content + `}` }
+		for _, c := range []struct {
+			name, messages, reason string
+		}{
+			{"text", `[` + msg("user", `{"type":"text","text":"hi"}`) + `,` + msg("assistant", `{"type":"image","data":"AAAA","mimeType":"image/png"}`) + `]`, ""},
+			{"none", `[]`, ""},
+			{"a number as text", `[` + msg("user", `{"type":"text","text":123}`) + `]`, "(messages[0]: a role and MCP content)"},
+			{"an audience that is no array", `[` + msg("user", `{"type":"text","text":"SECRET","annotations":{"audience":"user"}}`) + `]`, "(messages[0]"},
+			{"a link's size that is no number", `[` + msg("user", `{"type":"text","text":"hi"}`) + `,` +
+				msg("user", `{"type":"resource_link","uri":"file:///x","name":"x","size":"big"}`) + `]`, "(messages[1]"},
+			{"a _meta that is no object", `[` + msg("user", `{"type":"text","text":"SECRET","_meta":"notanobject"}`) + `]`, "(messages[0]"},
+			{"data that is no base64", `[` + msg("user", `{"type":"image","data":"!*@#","mimeType":"image/png"}`) + `]`, "(messages[0]"},
+			{"another role", `[` + msg("system", `{"type":"text","text":"hi"}`) + `]`, "role is neither user nor assistant (messages[0])"},
+			{"no role", `[{"content":{"type":"text","text":"hi"}}]`, "role is neither user nor assistant (messages[0])"},
+			{"no content", `[{"role":"user"}]`, "(messages[0]"},
+			{"no message", `[null]`, "(messages[0]"},
+			{"not an array", msg("user", `{"type":"text","text":"hi"}`), "prompt messages that are not a JSON array"},
+		} {
+			res := get(c.messages)
+			if c.reason == "" {
+				expect(t, res, succeeded, "")
+				if text(res) != c.messages {
+					t.Errorf("%s: passed on %s", c.name, text(res))
+				}
+				continue
+			}
+			expect(t, res, failed, outcome.HandlerError)
+			if !strings.Contains(res.GetReason(), c.reason) || res.GetContentJson() != nil {
+				t.Errorf("%s: reason %q (want %q), content %.40s", c.name, res.GetReason(), c.reason, text(res))
+			}
+			if strings.Contains(res.GetReason(), "SECRET") || strings.Contains(res.GetReason(), "Go ") {
+				t.Errorf("%s: the reason quotes the messages or Go: %q", c.name, res.GetReason())
+			}
+		}
+		rows := h.records("pm")
+		if len(rows) != n {
+			t.Fatalf("%d records for %d attempts", len(rows), n)
+		}
+		for i, r := range rows {
+			want := failed
+			if i < 2 {
+				want = succeeded
+			}
+			if r.Status != want || (want == failed && r.Code != outcome.HandlerError) {
+				t.Errorf("record %s: %v/%s %q, want what its answer said", r.CallID, r.Status, r.Code, r.Reason)
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -307,6 +308,13 @@ func newBudgetedUpstreamTurn(t *testing.T, h *harness, srv *mcpserver.MCPServer,
 	t.Helper()
 	hs := httptest.NewServer(mcpserver.NewStreamableHTTPServer(srv))
 	t.Cleanup(hs.Close)
+	return upstreamTurnAt(t, h, hs.URL+"/mcp", b, tools...)
+}
+
+// upstreamTurnAt is newBudgetedUpstreamTurn of the upstream MCP server
+// whose endpoint is url.
+func upstreamTurnAt(t *testing.T, h *harness, url string, b *budget.Budget, tools ...string) *upstreamTurn {
+	t.Helper()
 	store := toolmemory.New()
 	cat, err := catalog.New(catalog.Config{Store: store, Filter: h.authzClient, Logger: quiet})
 	if err != nil {
@@ -322,7 +330,7 @@ func newBudgetedUpstreamTurn(t *testing.T, h *harness, srv *mcpserver.MCPServer,
 	for _, tool := range tools {
 		req[tool] = &sharedosv1.Requirement{Action: "read", Resource: "file:/public/count"}
 	}
-	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "ev", Url: hs.URL + "/mcp", AutoApproveNew: true, Requirements: req}, "tester")
+	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "ev", Url: url, AutoApproveNew: true, Requirements: req}, "tester")
 	if err != nil || rec.GetStatus().GetError() != "" {
 		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
 	}
@@ -365,6 +373,14 @@ func (u *upstreamTurn) read(uri string) *sharedosv1.ToolResult {
 	u.n++
 	return u.counted(u.rpc.ReadResource(u.t.Context(), &sharedosv1.ToolCall{CallId: "ev-" + itoa(u.n), TurnId: "ev", Tool: uri,
 		Grant: u.granted.GetGrant(), PinProof: resourceProof(u.t, u.granted, uri), Harness: "test"}))
+}
+
+func (u *upstreamTurn) prompt(name, args string) *sharedosv1.ToolResult {
+	u.t.Helper()
+	u.n++
+	proof, _ := pinTree(u.t, u.granted).Prove(pinproof.Prompt, name)
+	return u.counted(u.rpc.GetPrompt(u.t.Context(), &sharedosv1.ToolCall{CallId: "ev-" + itoa(u.n), TurnId: "ev", Tool: name,
+		ArgumentsJson: []byte(args), Grant: u.granted.GetGrant(), PinProof: proof, Harness: "test", Kind: sharedosv1.CallKind_CALL_KIND_PROMPT}))
 }
 
 // outcomes counts the turn's records by status/code.
@@ -491,6 +507,74 @@ func TestUpstreamReadContentsAreChecked(t *testing.T) {
 			}
 		}
 		if got := u.outcomes(); got["succeeded/"] != 2 || got["failed/upstream_unavailable"] != 2 {
+			t.Errorf("records %v", got)
+		}
+	})
+}
+
+// rewritten serves srv over Streamable HTTP behind a rewriter, returning
+// its MCP endpoint and the rewrite: each answer's body has every from
+// replaced by to from then on ("" from: as srv wrote it). An upstream may
+// send what mcp-go's server would never write.
+func rewritten(t *testing.T, srv *mcpserver.MCPServer) (url string, rewrite func(from, to string)) {
+	t.Helper()
+	mcpSrv := mcpserver.NewStreamableHTTPServer(srv)
+	var mu sync.Mutex
+	var from, to string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		from, to := from, to
+		mu.Unlock()
+		if from == "" {
+			mcpSrv.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		mcpSrv.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			if k != "Content-Length" {
+				w.Header()[k] = v
+			}
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write([]byte(strings.ReplaceAll(rec.Body.String(), from, to)))
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL + "/mcp", func(f, t string) {
+		mu.Lock()
+		from, to = f, t
+		mu.Unlock()
+	}
+}
+
+// An upstream's prompt messages that mcp-go's client takes and the bridge
+// cannot serve end the attempt failed/upstream_unavailable, recorded so,
+// and are never passed on (attack run C2: recorded succeeded while the
+// client got a JSON-RPC -32603 naming Go types, without the outcome).
+func TestUpstreamPromptMessagesAreChecked(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		srv := mcpserver.NewMCPServer("ev", "1", mcpserver.WithPromptCapabilities(false))
+		srv.AddPrompt(mcp.NewPrompt("greet"), func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return mcp.NewGetPromptResult("a greeting", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Hello"))}), nil
+		})
+		url, rewrite := rewritten(t, srv)
+		u := upstreamTurnAt(t, h, url, nil)
+		expect(t, u.prompt("ev.greet", `{}`), succeeded, "")
+		const text = `{"type":"text","text":"Hello"}`
+		for _, to := range []string{
+			`{"type":"text","text":123}`,
+			`{"type":"text","text":"Hello","annotations":{"audience":"user"}}`,
+			`{"type":"resource_link","uri":"ev://x","name":"x","size":"big"}`,
+			`{"type":"text","text":"Hello","_meta":"notanobject"}`,
+		} {
+			rewrite(text, to)
+			res := u.prompt("ev.greet", `{}`)
+			expect(t, res, failed, outcome.UpstreamUnavailable)
+			if res.GetContentJson() != nil {
+				t.Errorf("%s: the harness got %s", to, res.GetContentJson())
+			}
+		}
+		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 4 {
 			t.Errorf("records %v", got)
 		}
 	})

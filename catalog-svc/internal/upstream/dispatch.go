@@ -400,13 +400,38 @@ func (p *provider) GetPrompt(ctx context.Context, req *sharedosv1.HandleRequest,
 		return nil, err
 	}
 	var res struct {
-		Description string          `json:"description"`
-		Messages    json.RawMessage `json:"messages"`
+		Description string         `json:"description"`
+		Messages    mcpcontent.Raw `json:"messages"` // a slice of body, not a copy
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "the upstream's result is not JSON: %v", err)
 	}
-	return &sharedosv1.PromptResponse{Description: res.Description, MessagesJson: nonNull(res.Messages)}, nil
+	if err := checkMessages(res.Messages); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the upstream's result: %v", err)
+	}
+	return &sharedosv1.PromptResponse{Description: res.Description, MessagesJson: nonNull(json.RawMessage(res.Messages))}, nil
+}
+
+// checkMessages refuses what the bridge cannot serve of a prompt's
+// messages, as checkContent does a call's content: none, or an item that
+// is no MCP prompt message (mcpcontent.CheckMessage). mcp-go's client
+// takes more — a number as a text, an audience that is no array, a _meta
+// that is no object — which the bridge then refused while the record said
+// succeeded (attack run C2). Checked without a copy of them.
+func checkMessages(messages []byte) error {
+	if nonNull(messages) == nil {
+		return errors.New("messages is missing")
+	}
+	items, err := mcpcontent.Items(messages)
+	if err != nil {
+		return fmt.Errorf("messages: %w", err)
+	}
+	for i, item := range items {
+		if _, err := mcpcontent.CheckMessage(item); err != nil {
+			return fmt.Errorf("messages[%d]: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // ReadResource (v4) is one resources/read of the concrete URI; the

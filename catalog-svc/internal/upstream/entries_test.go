@@ -327,3 +327,44 @@ func TestIntricateResourcesOfAnUpstreamTakeBoundedWork(t *testing.T) {
 			skipped, len(theirs), bound, len(rec.GetStatus().GetEntries()))
 	}
 }
+
+// An upstream's prompt messages that mcp-go's client takes and the bridge
+// cannot serve — a number as a text, an audience that is no array, a
+// link's size that is no number, a _meta that is no object, a role MCP
+// does not have — are Unavailable (upstream_unavailable), as a call's
+// content is (TestHandleRefusesMalformedResults); before, they were
+// passed on and recorded succeeded while the client got a JSON-RPC error
+// (attack run C2).
+func TestGetPromptRefusesMalformedMessages(t *testing.T) {
+	srv := server.NewMCPServer("entries", "1", server.WithPromptCapabilities(true))
+	srv.AddPrompt(greet("Greets someone."))
+	url, rewrite := rewritten(t, srv)
+	c, _, _ := upstreamAt(t, "fx", url)
+	get := func() (*sharedosv1.PromptResponse, error) {
+		return c.GetPrompt(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.greet", ArgumentsJson: []byte(`{"who":"Ada"}`)})
+	}
+	const text = `{"type":"text","text":"Hello, Ada"}`
+	for _, tc := range []struct{ name, from, to string }{
+		{"a number as text", text, `{"type":"text","text":123}`},
+		{"an audience that is no array", text, `{"type":"text","text":"Hello","annotations":{"audience":"user"}}`},
+		{"a link's size that is no number", text, `{"type":"resource_link","uri":"fx://note","name":"note","size":"big"}`},
+		{"a _meta that is no object", text, `{"type":"text","text":"Hello","_meta":"notanobject"}`},
+		{"a role MCP does not have", `"role":"user"`, `"role":"system"`},
+		{"no messages", `"messages":`, `"messages":null,"x":`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rewrite(tc.from, tc.to)
+			if resp, err := get(); status.Code(err) != codes.Unavailable {
+				t.Errorf("got %s, %v; want Unavailable", resp.GetMessagesJson(), err)
+			}
+		})
+	}
+	rewrite(text, `{"type":"resource_link","uri":"fx://note","name":"note","size":12}`)
+	if resp, err := get(); err != nil || !strings.Contains(string(resp.GetMessagesJson()), `"size":12`) {
+		t.Errorf("a link with its size: %v, %v", resp, err)
+	}
+	rewrite("", "")
+	if resp, err := get(); err != nil || !strings.Contains(string(resp.GetMessagesJson()), "Hello, Ada") {
+		t.Errorf("unchanged answer: %v, %v", resp, err)
+	}
+}

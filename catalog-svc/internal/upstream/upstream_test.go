@@ -638,21 +638,18 @@ func TestParamHeadersOnAnotherReplica(t *testing.T) {
 	}
 }
 
-// What the upstream answers outside the protocol is upstream_unavailable
-// (Unavailable), not a result: content of no MCP type, or none at all, an
-// image's data that is not base64, or a structuredContent that is no
-// object (null is none).
-func TestHandleRefusesMalformedResults(t *testing.T) {
-	st := newState()
-	mcpSrv := server.NewStreamableHTTPServer(fixture(st).srv)
-	var rewrite struct {
-		sync.Mutex
-		from, to string
-	}
+// rewritten serves s over Streamable HTTP behind a rewriter, returning
+// its MCP endpoint and the rewrite: each answer's body has every from
+// replaced by to from then on ("" from: as s wrote it).
+func rewritten(t *testing.T, s *server.MCPServer) (url string, rewrite func(from, to string)) {
+	t.Helper()
+	mcpSrv := server.NewStreamableHTTPServer(s)
+	var mu sync.Mutex
+	var from, to string
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rewrite.Lock()
-		from, to := rewrite.from, rewrite.to
-		rewrite.Unlock()
+		mu.Lock()
+		from, to := from, to
+		mu.Unlock()
 		if from == "" {
 			mcpSrv.ServeHTTP(w, r)
 			return
@@ -668,7 +665,21 @@ func TestHandleRefusesMalformedResults(t *testing.T) {
 		_, _ = w.Write([]byte(strings.ReplaceAll(rec.Body.String(), from, to)))
 	}))
 	t.Cleanup(hs.Close)
-	c, _, _ := upstreamAt(t, "fx", hs.URL+"/mcp")
+	return hs.URL + "/mcp", func(f, t string) {
+		mu.Lock()
+		from, to = f, t
+		mu.Unlock()
+	}
+}
+
+// What the upstream answers outside the protocol is upstream_unavailable
+// (Unavailable), not a result: content of no MCP type, or none at all, an
+// image's data that is not base64, or a structuredContent that is no
+// object (null is none).
+func TestHandleRefusesMalformedResults(t *testing.T) {
+	st := newState()
+	url, rewrite := rewritten(t, fixture(st).srv)
+	c, _, _ := upstreamAt(t, "fx", url)
 	for _, tc := range []struct{ name, from, to string }{
 		{"no MCP content type", `"type":"text"`, `"type":"hologram"`},
 		{"image data not base64", `"type":"text","text":`, `"type":"image","mimeType":"image/png","data":"!*@#","x":`},
@@ -678,24 +689,18 @@ func TestHandleRefusesMalformedResults(t *testing.T) {
 		{"structuredContent a string", `"structuredContent":{`, `"structuredContent":"x","x":{`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rewrite.Lock()
-			rewrite.from, rewrite.to = tc.from, tc.to
-			rewrite.Unlock()
+			rewrite(tc.from, tc.to)
 			resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"hi"}`)})
 			if status.Code(err) != codes.Unavailable {
 				t.Errorf("got %v, %v; want Unavailable", resp, err)
 			}
 		})
 	}
-	rewrite.Lock()
-	rewrite.from, rewrite.to = `"structuredContent":{`, `"structuredContent":null,"x":{`
-	rewrite.Unlock()
+	rewrite(`"structuredContent":{`, `"structuredContent":null,"x":{`)
 	if resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"hi"}`)}); err != nil || resp.GetStructuredContentJson() != nil {
 		t.Errorf("structuredContent null: %v, %v; want none", resp, err)
 	}
-	rewrite.Lock()
-	rewrite.from = ""
-	rewrite.Unlock()
+	rewrite("", "")
 	if resp, err := c.Handle(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.echo", ArgumentsJson: []byte(`{"text":"hi"}`)}); err != nil || !strings.Contains(string(resp.GetContentJson()), "hi") {
 		t.Errorf("unchanged answer: %v, %v", resp, err)
 	}
