@@ -181,15 +181,21 @@ func (e entryHandlers) attempt(ctx context.Context, kind sharedosv1.CallKind, ta
 		rerr = entryError(kind, target, res)
 	}
 	if rerr != nil {
-		if st != nil {
-			if st.msg != nil {
-				rerr.ID = st.msg.ID
-			}
-			st.replaced.Store(rerr)
-		}
-		return nil, nil, errReplaced
+		return nil, nil, replaced(st, rerr)
 	}
 	return res, sealed, nil
+}
+
+// replaced has the request answered with rerr by the response writer
+// (callState.replaced) in place of mcp-go's answer.
+func replaced(st *callState, rerr *protocol.RPCError) error {
+	if st != nil {
+		if st.msg != nil {
+			rerr.ID = st.msg.ID
+		}
+		st.replaced.Store(rerr)
+	}
+	return errReplaced
 }
 
 func (e entryHandlers) prompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -205,18 +211,28 @@ func (e entryHandlers) prompt(ctx context.Context, req mcp.GetPromptRequest) (*m
 		return &mcp.GetPromptResult{Result: mcp.Result{ResultType: mcp.ResultTypeInputRequired},
 			MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: sealed.Requests, RequestState: sealed.State}}, nil
 	}
+	// The kernel checked the messages as they are read here
+	// (mcpcontent.CheckMessage), so its record says failed for those that
+	// do not read. One that did not (an older kernel) is answered failed
+	// with its outcome, as a tools/call's content is (forward.toMCP) —
+	// never with the decoder's error, which names Go's types.
+	malformed := func() (*mcp.GetPromptResult, error) {
+		failed := outcome.Failed(outcome.HandlerError, "the prompt's provider answered with messages that are not MCP prompt messages")
+		failed.CallId, failed.DecisionId = res.GetCallId(), res.GetDecisionId()
+		return nil, replaced(stateFrom(ctx), entryError(sharedosv1.CallKind_CALL_KIND_PROMPT, req.Params.Name, failed))
+	}
 	var raw []struct {
 		Role    mcp.Role        `json:"role"`
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(res.GetContentJson(), &raw); err != nil {
-		return nil, fmt.Errorf("prompt messages: %w", err)
+		return malformed()
 	}
 	out := &mcp.GetPromptResult{Description: res.GetDescription(), Messages: make([]mcp.PromptMessage, 0, len(raw))}
-	for i, m := range raw {
+	for _, m := range raw {
 		c, err := mcp.UnmarshalContent(m.Content)
 		if err != nil {
-			return nil, fmt.Errorf("prompt message %d: %w", i, err)
+			return malformed()
 		}
 		out.Messages = append(out.Messages, mcp.PromptMessage{Role: m.Role, Content: c})
 	}

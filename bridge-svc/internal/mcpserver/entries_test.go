@@ -358,3 +358,46 @@ func TestWronglyTypedParamsAreInvalidParams(t *testing.T) {
 		})
 	}
 }
+
+// A prompt the kernel answers succeeded with messages the bridge cannot
+// serve (a kernel that did not check them: they are checked there since
+// attack run C2) is answered as a failure carrying the outcome, -32603 with
+// "failed:" and data["io.sharedos/outcome"], as a tools/call's content that
+// is not MCP content is; before, the client got mcp-go's -32603 with the
+// decoder's error ("cannot unmarshal number into Go struct field
+// TextContent.text of type string") and no outcome.
+func TestPromptMessagesTheBridgeCannotServeAreAFailure(t *testing.T) {
+	k, mux, l, token, sid := legacySession(t)
+	for _, messages := range []string{
+		`[{"role":"user","content":{"type":"text","text":123}}]`,
+		`[{"role":"user","content":{"type":"text","text":"x","annotations":{"audience":"user"}}}]`,
+		`[{"role":"user","content":{"type":"resource_link","uri":"test://x","name":"x","size":"big"}}]`,
+		`[{"role":"user","content":{"type":"text","text":"x","_meta":"notanobject"}}]`,
+		`{"role":"user"}`,
+	} {
+		k.answer = func(*sharedosv1.ToolCall) *sharedosv1.ToolResult {
+			return &sharedosv1.ToolResult{Status: sharedosv1.OperationStatus_OPERATION_STATUS_SUCCEEDED, ContentJson: []byte(messages)}
+		}
+		before := k.sent()
+		w := post(mux, l.TurnID, token, `{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"test_simple_prompt"}}`,
+			map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid})
+		var answer struct {
+			ID    int `json:"id"`
+			Error struct {
+				Code    int            `json:"code"`
+				Message string         `json:"message"`
+				Data    map[string]any `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil {
+			t.Fatalf("%s: answer %d %q: %v", messages, w.Code, w.Body, err)
+		}
+		meta, _ := answer.Error.Data[outcome.MetaKey].(map[string]any)
+		calls := k.since(before)
+		if w.Code != http.StatusOK || answer.ID != 4 || answer.Error.Code != mcpserver.CodeFailed || meta["status"] != "failed" ||
+			meta["code"] != outcome.HandlerError || len(calls) != 1 || meta["callId"] != calls[0].GetCallId() ||
+			!strings.HasPrefix(answer.Error.Message, outcome.FailedPrefix) || strings.Contains(answer.Error.Message, "Go ") {
+			t.Errorf("%s: answered %d %s, want -32603 \"failed: …\" carrying a failed/handler_error outcome of the call", messages, w.Code, w.Body)
+		}
+	}
+}
