@@ -9,10 +9,28 @@ import (
 
 // What a provider answers is checked as the bridge will serve it, before
 // the attempt is recorded succeeded: passed on, content the bridge cannot
-// serve fails the request there (a prompts/get with a JSON-RPC error)
-// while the record says succeeded (attack run C2). The checks read the content without a copy of it
+// serve fails the request there (a tools/call failed/handler_error, a
+// prompts/get a JSON-RPC error) while the record says succeeded (attack
+// run C2, S1). The checks read the content without a copy of it
 // (mcpcontent), and say what is wrong by position alone: the content is
 // the provider's, and may quote the arguments (invariant 11).
+
+// checkContent says what is wrong with content, a tool result's content:
+// "" when nothing is. It is a JSON array whose every item is MCP content
+// the bridge serves (mcpcontent.Check: what mcp.UnmarshalContent takes,
+// with what MCP types as base64 base64).
+func checkContent(content []byte) string {
+	items, err := mcpcontent.Items(content)
+	if err != nil {
+		return "content that is not a JSON array"
+	}
+	for i, item := range items {
+		if mcpcontent.Check(item) != nil {
+			return fmt.Sprintf("content that is not MCP content (content[%d])", i)
+		}
+	}
+	return ""
+}
 
 // checkMessages says what is wrong with messages, a prompts/get result's
 // messages: "" when nothing is. They are a JSON array whose every item is

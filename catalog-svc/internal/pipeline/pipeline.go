@@ -1257,8 +1257,19 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 	if len(bytes.TrimSpace(content)) == 0 {
 		content = []byte("[]")
 	}
-	if !isJSONArray(content) || !isJSONObjectOrEmpty(resp.GetStructuredContentJson()) {
-		return outcome.Failed(outcome.HandlerError, "the tool's provider returned malformed content")
+	wrong := checkContent(content)
+	if wrong == "" && !isJSONObjectOrEmpty(resp.GetStructuredContentJson()) {
+		wrong = "a structuredContent that is not a JSON object"
+	}
+	if wrong != "" {
+		// Passed on, the bridge would answer failed while the record said
+		// succeeded (attack run S1): an isError result's content too,
+		// which the harness reads after "failed:".
+		span.SetStatus(codes.Error, "malformed content")
+		if catalog.Acquired(reg) {
+			return outcome.Failed(outcome.UpstreamUnavailable, "the tool's upstream MCP server answered outside the protocol: "+wrong)
+		}
+		return outcome.Failed(outcome.HandlerError, "the tool's provider returned "+wrong)
 	}
 	if resp.GetIsError() {
 		res := outcome.Failed(outcome.HandlerError, "the tool reported an error")
@@ -1369,11 +1380,6 @@ func contextOutcome(ctx context.Context) *sharedosv1.ToolResult {
 		}
 		return outcome.CancelledResult("the client cancelled the call")
 	}
-}
-
-func isJSONArray(b []byte) bool {
-	t := bytes.TrimSpace(b)
-	return len(t) > 0 && t[0] == '[' && json.Valid(t)
 }
 
 func isJSONObjectOrEmpty(b []byte) bool {

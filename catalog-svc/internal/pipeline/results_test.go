@@ -282,3 +282,67 @@ func TestPromptMessagesAreChecked(t *testing.T) {
 		}
 	})
 }
+
+// Every provider's content is what the bridge can serve (mcpcontent.Check):
+// otherwise the attempt ends failed/handler_error, recorded so, and the
+// harness gets that failure (attack run S1: a native provider's content
+// was held only to be a JSON array, so the bridge answered failed/
+// handler_error — "not MCP content" — while the record said succeeded).
+// An isError result's content is held to it too: the harness reads it
+// after "failed:". The reason says where, never what the content holds.
+func TestToolContentIsChecked(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		answer := func(content string, isError bool) *sharedosv1.ToolResult {
+			t.Helper()
+			h.handler.mu.Lock()
+			h.handler.answer = &sharedosv1.HandleResponse{ContentJson: []byte(content), IsError: isError}
+			h.handler.mu.Unlock()
+			return h.call("tc", "files.read", `{"path":"/public/a.txt"}`)
+		}
+		for _, c := range []struct {
+			name, content string
+			isError       bool
+			reason        string
+		}{
+			{"text and a link", `[{"type":"text","text":"hi"},{"type":"resource_link","uri":"file:///a","name":"a","size":3}]`, false, ""},
+			{"none", `[]`, false, ""},
+			{"a number as text", `[{"type":"text","text":123}]`, false, "content that is not MCP content (content[0])"},
+			{"an audience that is no array", `[{"type":"text","text":"hi"},{"type":"text","text":"SECRET","annotations":{"audience":"user"}}]`, false, "(content[1])"},
+			{"a link's size that is no number", `[{"type":"resource_link","uri":"file:///a","name":"a","size":"big"}]`, false, "(content[0])"},
+			{"a _meta that is no object", `[{"type":"text","text":"SECRET","_meta":"notanobject"}]`, false, "(content[0])"},
+			{"data that is no base64", `[{"type":"image","data":"!*@#","mimeType":"image/png"}]`, false, "(content[0])"},
+			{"no MCP type", `[{"type":"hologram"}]`, false, "(content[0])"},
+			{"an error's content", `[{"type":"text","text":123}]`, true, "(content[0])"},
+			{"not an array", `{"type":"text","text":"hi"}`, false, "content that is not a JSON array"},
+		} {
+			res := answer(c.content, c.isError)
+			if c.reason == "" {
+				expect(t, res, succeeded, "")
+				if text(res) != c.content {
+					t.Errorf("%s: passed on %s", c.name, text(res))
+				}
+				continue
+			}
+			expect(t, res, failed, outcome.HandlerError)
+			if !strings.Contains(res.GetReason(), c.reason) || res.GetContentJson() != nil || res.GetHandlerIsError() {
+				t.Errorf("%s: reason %q (want %q), content %.40s", c.name, res.GetReason(), c.reason, text(res))
+			}
+			if strings.Contains(res.GetReason(), "SECRET") || strings.Contains(res.GetReason(), "Go ") {
+				t.Errorf("%s: the reason quotes the content or Go: %q", c.name, res.GetReason())
+			}
+		}
+		rows := h.records("tc")
+		if len(rows) != 10 {
+			t.Fatalf("%d records for 10 attempts", len(rows))
+		}
+		for i, r := range rows {
+			want, code := failed, outcome.HandlerError
+			if i < 2 {
+				want, code = succeeded, ""
+			}
+			if r.Status != want || r.Code != code {
+				t.Errorf("record %s: %v/%s %q, want what its answer said", r.CallID, r.Status, r.Code, r.Reason)
+			}
+		}
+	})
+}
