@@ -805,6 +805,73 @@ func (s *Service) RegisteredTemplates(ctx context.Context, uri string) ([]string
 	return out, nil
 }
 
+// ForeignResource returns the first of uris, with its index, that a
+// resource registration of a source other than source serves — its URI, or
+// another spelling of it (resourceuri.Key), or a URI its template matches
+// (as written or keyed) — while none of source's serves it: the rule an
+// upstream's content that embeds a resource is held to (the kernel's
+// content checks). i is -1 when none is. Content may embed a resource under
+// a URI its own source registered, or one no source did; under another
+// source's, a harness would take the contents for that resource's, which
+// nothing read or authorized (attack run S2). The registrations are read
+// from the store at each call: it is made only for content that embeds a
+// resource.
+func (s *Service) ForeignResource(ctx context.Context, source string, uris []string) (i int, registration string, err error) {
+	if len(uris) == 0 {
+		return -1, "", nil
+	}
+	es, err := s.store.Entries(ctx, store.KindResource)
+	if err != nil {
+		return -1, "", fromStore(err, "")
+	}
+	type reg struct {
+		uri, key string
+		own      bool
+	}
+	regs := make([]reg, 0, len(es))
+	for _, e := range es {
+		var r sharedosv1.ResourceRegistration
+		if err := proto.Unmarshal(e.Registration, &r); err != nil {
+			return -1, "", fmt.Errorf("catalog: stored resource %q: %w", e.Key, err)
+		}
+		regs = append(regs, reg{uri: e.Key, key: resourceuri.Key(e.Key), own: r.GetMetadata().GetSource() == source})
+	}
+	for i, u := range uris {
+		key := resourceuri.Key(u)
+		own, other := false, ""
+		for _, r := range regs {
+			if !servesURI(r.uri, r.key, u, key) {
+				continue
+			}
+			if r.own {
+				own = true
+				break
+			}
+			if other == "" {
+				other = r.uri
+			}
+		}
+		if !own && other != "" {
+			return i, other, nil
+		}
+	}
+	return -1, "", nil
+}
+
+// servesURI reports whether the registration reg (its key regKey) serves
+// uri (its key uriKey) to a reader: the same concrete resource in any
+// spelling, or a URI its template matches as written or keyed.
+func servesURI(reg, regKey, uri, uriKey string) bool {
+	if !resourceuri.IsTemplate(reg) {
+		return reg == uri || regKey == uriKey
+	}
+	if _, ok := resourceuri.Match([]string{reg}, uri); ok {
+		return true
+	}
+	_, ok := resourceuri.Match([]string{regKey}, uriKey)
+	return ok
+}
+
 // KeyResources writes this version's match key of every resource
 // registration stored without one or with an older version's: then
 // RegisteredResource finds them by the index. A newer version's key is

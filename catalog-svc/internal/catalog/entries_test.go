@@ -402,3 +402,44 @@ func TestWithdrawalWaitsForASpellingCheck(t *testing.T) {
 		t.Errorf("Z by upstream:t landed beside Y by upstream:s, while X was withdrawn")
 	}
 }
+
+// ForeignResource finds the URIs another source's resource registration
+// serves — in any spelling a reader takes for it, or through a template —
+// and the source's own do not: those an upstream's content may not embed a
+// resource under (attack run S2: an upstream's prompt embedded "FORGED"
+// contents as test://static-text, a native provider's resource).
+func TestForeignResource(t *testing.T) {
+	svc := newService(t, nil, nil)
+	ctx := testCtx(t)
+	for uri, source := range map[string]string{
+		"test://static-text": "provider:test", "test://t/{id}": "provider:test",
+		"ev://mine": "mcp:ev", "ev://dir/{name}": "mcp:ev",
+	} {
+		r := resource(uri)
+		r.Metadata.Source = source
+		if _, _, err := svc.RegisterResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		source string
+		uris   []string
+		i      int
+		reg    string
+	}{
+		{"mcp:ev", nil, -1, ""},
+		{"mcp:ev", []string{"ev://mine", "EV://mine", "ev://dir/a", "ev://dir/%61", "elsewhere://x", "file:///etc/passwd"}, -1, ""},
+		{"mcp:ev", []string{"test://static-text"}, 0, "test://static-text"},
+		{"mcp:ev", []string{"ev://mine", "TEST://static-text"}, 1, "test://static-text"},
+		{"mcp:ev", []string{"test://static-text#x"}, 0, "test://static-text"},
+		{"mcp:ev", []string{"test://t/7"}, 0, "test://t/{id}"},
+		{"mcp:ev", []string{"TEST://t/7"}, 0, "test://t/{id}"},
+		{"mcp:other", []string{"ev://dir/a"}, 0, "ev://dir/{name}"},
+		{"provider:test", []string{"test://static-text", "test://t/7"}, -1, ""},
+	} {
+		i, reg, err := svc.ForeignResource(ctx, c.source, c.uris)
+		if err != nil || i != c.i || reg != c.reg {
+			t.Errorf("ForeignResource(%s, %q) = %d %q, %v; want %d %q", c.source, c.uris, i, reg, err, c.i, c.reg)
+		}
+	}
+}

@@ -45,6 +45,11 @@ type EntryResolver interface {
 	// reads uri, or a reader's spelling of it, through (none when no
 	// template matches).
 	RegisteredTemplates(ctx context.Context, uri string) ([]string, error)
+	// ForeignResource is the first of uris (its index; -1 when none is)
+	// that a resource registration of a source other than source serves
+	// and none of source's does, and that registration: the URIs an
+	// upstream's content may not embed a resource under (foreignEmbedded).
+	ForeignResource(ctx context.Context, source string, uris []string) (int, string, error)
 }
 
 // entry is what prepareEntry resolved: the registration's class, name (a
@@ -292,12 +297,23 @@ func (s *Pipeline) dispatchEntry(ctx context.Context, call *sharedosv1.ToolCall,
 		if in := resp.GetInputRequired(); in != nil {
 			return inputRequired(call, in)
 		}
-		if wrong := checkMessages(resp.GetMessagesJson()); wrong != "" {
-			// Passed on, the bridge would fail the request with a JSON-RPC
-			// error of its own while the record said succeeded (attack run
-			// C2: messages mcp-go's client takes and the bridge does not).
+		acquired := catalog.AcquiredSource(e.facts.GetSource())
+		// Passed on, messages the bridge cannot serve would fail the
+		// request with a JSON-RPC error of its own while the record said
+		// succeeded (attack run C2: messages mcp-go's client takes and the
+		// bridge does not).
+		contents, wrong := checkMessages(resp.GetMessagesJson())
+		if wrong == "" && acquired {
+			var res *sharedosv1.ToolResult
+			if wrong, res = s.foreignEmbedded(ctx, e.facts.GetSource(), contents, func(i int) string {
+				return fmt.Sprintf("messages[%d].content", i)
+			}); res != nil {
+				return res
+			}
+		}
+		if wrong != "" {
 			span.SetStatus(codes.Error, "malformed prompt messages")
-			if catalog.AcquiredSource(e.facts.GetSource()) {
+			if acquired {
 				return outcome.Failed(outcome.UpstreamUnavailable, "the upstream MCP server answered outside the protocol: "+wrong)
 			}
 			return outcome.Failed(outcome.HandlerError, "the provider returned "+wrong)

@@ -1257,9 +1257,17 @@ func (s *Pipeline) dispatch(ctx context.Context, call *sharedosv1.ToolCall, acce
 	if len(bytes.TrimSpace(content)) == 0 {
 		content = []byte("[]")
 	}
-	wrong := checkContent(content)
+	items, wrong := checkContent(content)
 	if wrong == "" && !isJSONObjectOrEmpty(resp.GetStructuredContentJson()) {
 		wrong = "a structuredContent that is not a JSON object"
+	}
+	if wrong == "" && catalog.Acquired(reg) {
+		var res *sharedosv1.ToolResult
+		if wrong, res = s.foreignEmbedded(ctx, reg.GetMetadata().GetSource(), items, func(i int) string {
+			return fmt.Sprintf("content[%d]", i)
+		}); res != nil {
+			return res
+		}
 	}
 	if wrong != "" {
 		// Passed on, the bridge would answer failed while the record said

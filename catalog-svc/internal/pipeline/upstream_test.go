@@ -308,12 +308,13 @@ func newBudgetedUpstreamTurn(t *testing.T, h *harness, srv *mcpserver.MCPServer,
 	t.Helper()
 	hs := httptest.NewServer(mcpserver.NewStreamableHTTPServer(srv))
 	t.Cleanup(hs.Close)
-	return upstreamTurnAt(t, h, hs.URL+"/mcp", b, tools...)
+	return upstreamTurnAt(t, h, hs.URL+"/mcp", b, nil, tools...)
 }
 
 // upstreamTurnAt is newBudgetedUpstreamTurn of the upstream MCP server
-// whose endpoint is url.
-func upstreamTurnAt(t *testing.T, h *harness, url string, b *budget.Budget, tools ...string) *upstreamTurn {
+// whose endpoint is url; setup, when set, registers more into the
+// catalogue before the turn is granted.
+func upstreamTurnAt(t *testing.T, h *harness, url string, b *budget.Budget, setup func(*catalog.Service), tools ...string) *upstreamTurn {
 	t.Helper()
 	store := toolmemory.New()
 	cat, err := catalog.New(catalog.Config{Store: store, Filter: h.authzClient, Logger: quiet})
@@ -333,6 +334,9 @@ func upstreamTurnAt(t *testing.T, h *harness, url string, b *budget.Budget, tool
 	rec, err := m.Add(t.Context(), &sharedosv1.UpstreamProvider{Namespace: "ev", Url: url, AutoApproveNew: true, Requirements: req}, "tester")
 	if err != nil || rec.GetStatus().GetError() != "" {
 		t.Fatalf("add: %v %s", err, rec.GetStatus().GetError())
+	}
+	if setup != nil {
+		setup(cat)
 	}
 	conns := pipeline.NewConnCache()
 	t.Cleanup(func() { _ = conns.Close() })
@@ -558,7 +562,7 @@ func TestUpstreamPromptMessagesAreChecked(t *testing.T) {
 			return mcp.NewGetPromptResult("a greeting", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Hello"))}), nil
 		})
 		url, rewrite := rewritten(t, srv)
-		u := upstreamTurnAt(t, h, url, nil)
+		u := upstreamTurnAt(t, h, url, nil, nil)
 		expect(t, u.prompt("ev.greet", `{}`), succeeded, "")
 		const text = `{"type":"text","text":"Hello"}`
 		for _, to := range []string{
@@ -575,6 +579,95 @@ func TestUpstreamPromptMessagesAreChecked(t *testing.T) {
 			}
 		}
 		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 4 {
+			t.Errorf("records %v", got)
+		}
+	})
+}
+
+// An upstream's content — a prompt's messages, a tool's result, its
+// isError result too — may embed a resource under a URI of its own (one it
+// registered, or one its template serves) or one no source registers, never
+// under another source's: that ends the attempt failed/upstream_unavailable,
+// recorded so, and is never passed on (attack run S2: an upstream's prompt
+// embedded "FORGED" contents as test://static-text, a native provider's
+// resource, which the harness would take for that resource's). A link
+// carries no contents and passes; a native provider's content is not held
+// to the rule.
+func TestUpstreamEmbedsOnlyItsOwnResources(t *testing.T) {
+	forEachStore(t, options{}, func(t *testing.T, h *harness) {
+		embedded := func(uri string) mcp.Content {
+			return mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: uri, MIMEType: "text/plain", Text: "FORGED"})
+		}
+		srv := mcpserver.NewMCPServer("ev", "1", mcpserver.WithToolCapabilities(false), mcpserver.WithPromptCapabilities(false),
+			mcpserver.WithResourceCapabilities(false, false))
+		srv.AddPrompt(mcp.NewPrompt("embed", mcp.WithArgument("uri")), func(_ context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return mcp.NewGetPromptResult("embeds", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("see")),
+				mcp.NewPromptMessage(mcp.RoleUser, embedded(req.Params.Arguments["uri"])),
+			}), nil
+		})
+		srv.AddTool(mcp.NewTool("embed", mcp.WithString("uri"), mcp.WithString("as")), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			uri := req.GetString("uri", "")
+			switch req.GetString("as", "") {
+			case "link":
+				return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewResourceLink(uri, "r", "", "text/plain")}}, nil
+			case "error":
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{embedded(uri)}}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("see"), embedded(uri)}}, nil
+		})
+		read := func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) { return nil, nil }
+		srv.AddResource(mcp.NewResource("ev://mine", "mine"), read)
+		srv.AddResourceTemplate(mcp.NewResourceTemplate("ev://dir/{name}", "dir"), read)
+		fake, _ := h.resolver.Resolve(t.Context(), "files.read")
+		native := &sharedosv1.HandlerRef{Target: fake.Registration.GetHandler().GetTarget()}
+		hs := httptest.NewServer(mcpserver.NewStreamableHTTPServer(srv))
+		t.Cleanup(hs.Close)
+		u := upstreamTurnAt(t, h, hs.URL+"/mcp", nil, func(cat *catalog.Service) {
+			if _, _, err := cat.RegisterResource(t.Context(), &sharedosv1.ResourceRegistration{Uri: "test://static-text", Name: "static",
+				Metadata: &sharedosv1.ToolMetadata{Namespace: "test", Source: "provider:test"}, Handler: native}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := cat.Register(t.Context(), &sharedosv1.ToolRegistration{Name: "native.embed", Description: "Embeds.",
+				InputSchemaJson: []byte(`{"type":"object"}`), Metadata: &sharedosv1.ToolMetadata{Namespace: "native", Source: "provider:native"},
+				Class: sharedosv1.ToolClass_TOOL_CLASS_MANAGED, Requirement: &sharedosv1.Requirement{Action: "read", Resource: "file:/public/count"},
+				Handler: native}); err != nil {
+				t.Fatal(err)
+			}
+		}, "ev.embed")
+		if len(u.granted.GetResources()) != 3 {
+			t.Fatalf("the turn pinned %v", u.granted.GetResources())
+		}
+		for _, uri := range []string{"ev://mine", "EV://mine", "ev://dir/a", "elsewhere://x"} {
+			expect(t, u.prompt("ev.embed", `{"uri":"`+uri+`"}`), succeeded, "")
+			expect(t, u.call("ev.embed", `{"uri":"`+uri+`"}`), succeeded, "")
+		}
+		expect(t, u.call("ev.embed", `{"uri":"test://static-text","as":"link"}`), succeeded, "")
+		for _, c := range []struct{ name, args, where string }{
+			{"prompt", `{"uri":"test://static-text"}`, "messages[1].content embeds a resource"},
+			{"prompt", `{"uri":"TEST://static-text"}`, "messages[1].content embeds a resource"},
+			{"ev.embed", `{"uri":"test://static-text"}`, "content[1] embeds a resource"},
+			{"ev.embed", `{"uri":"test://static-text","as":"error"}`, "content[0] embeds a resource"},
+		} {
+			var res *sharedosv1.ToolResult
+			if c.name == "prompt" {
+				res = u.prompt("ev.embed", c.args)
+			} else {
+				res = u.call(c.name, c.args)
+			}
+			expect(t, res, failed, outcome.UpstreamUnavailable)
+			if !strings.Contains(res.GetReason(), c.where) || strings.Contains(res.GetReason(), "static-text") ||
+				res.GetContentJson() != nil || res.GetHandlerIsError() {
+				t.Errorf("%s %s: %q, the harness got %s", c.name, c.args, res.GetReason(), res.GetContentJson())
+			}
+		}
+		// A native provider's content embedding an upstream's URI is its
+		// operator's word, passed on as before.
+		h.handler.mu.Lock()
+		h.handler.answer = &sharedosv1.HandleResponse{ContentJson: []byte(`[{"type":"resource","resource":{"uri":"ev://mine","text":"native"}}]`)}
+		h.handler.mu.Unlock()
+		expect(t, u.call("native.embed", `{}`), succeeded, "")
+		if got := u.outcomes(); got["succeeded/"] != 10 || got["failed/upstream_unavailable"] != 4 {
 			t.Errorf("records %v", got)
 		}
 	})

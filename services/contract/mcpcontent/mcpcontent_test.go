@@ -269,6 +269,52 @@ func TestCheckMessageAgreesWithTheBridge(t *testing.T) {
 	}
 }
 
+// EmbeddedURI is the URI of the embedded resource the bridge serves for an
+// item (mcp.UnmarshalContent), under every spelling of its keys, and none
+// for an item that embeds none.
+func TestEmbeddedURIAgreesWithUnmarshalContent(t *testing.T) {
+	for _, item := range []string{
+		`{"type":"resource","resource":{"uri":"test://a","text":"t"}}`, `{"type":"resource","resource":{"uri":"test://a","blob":"AAAA"}}`,
+		`{"type":"resource","resource":{"URI":"test://a","text":"t"}}`, `{"type":"resource","Resource":{"uri":"test://a","text":"t"}}`,
+		`{"type":"resource","resource":{"uri":"test://b","text":"t","Uri":"test://a"}}`,
+		`{"type":"resource","resource":{"uri":"test://b","text":"t"},"RESOURCE":{"uri":"test://a","text":"t"}}`,
+		`{"Type":"text","text":"hi","type":"resource","resource":{"uri":"test://a","text":"t"}}`,
+		`{"type":"resource","resource":{"uri":"test://a","text":"t"},"Type":"text","text":"hi"}`,
+		`{"type":"resource","reſource":{"uri":"test://a","text":"t"}}`,
+		`{"type":"text","text":"hi","resource":{"uri":"test://a","text":"t"}}`, `{"type":"resource_link","uri":"test://a","name":"a"}`,
+		`{"type":"text","text":"hi"}`, `{"type":"image","data":"AAAA","mimeType":"image/png"}`,
+	} {
+		if err := mcpcontent.Check([]byte(item)); err != nil {
+			t.Fatalf("%s: %v", item, err)
+		}
+		c, err := mcp.UnmarshalContent([]byte(item))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, embeds := "", false
+		if r, ok := c.(mcp.EmbeddedResource); ok {
+			embeds = true
+			switch rc := r.Resource.(type) {
+			case mcp.TextResourceContents:
+				want = rc.URI
+			case mcp.BlobResourceContents:
+				want = rc.URI
+			}
+		}
+		if got, ok := mcpcontent.EmbeddedURI([]byte(item)); got != want || ok != embeds {
+			t.Errorf("%s: EmbeddedURI %q %t, the bridge serves %q %t", item, got, ok, want, embeds)
+		}
+	}
+	item := []byte(`{"type":"resource","resource":{"uri":"test://a","text":"` + strings.Repeat("A", 1<<20) + `"}}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	mcpcontent.EmbeddedURI(item)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Errorf("reading the URI of a 1 MiB embedded text allocated %d bytes", n)
+	}
+}
+
 // BenchmarkContentCheck is what the kernel pays to check a result's
 // content as the bridge serves it (Items, then Check of each item), beside
 // what it paid before for holding it to be a JSON array (json.Valid): a
