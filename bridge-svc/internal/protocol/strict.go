@@ -138,6 +138,7 @@ var topKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 var paramKeys = []string{
 	"name", "arguments", "_meta", "cursor", "protocolVersion", "capabilities", "clientInfo",
 	"requestId", "reason", "uri", "level", "task", "progressToken", "inputResponses", "requestState",
+	"ref", "argument", "context",
 }
 
 // byteOrderMark is UTF-8's.
@@ -246,6 +247,9 @@ func Parse(body []byte) (*Message, *RPCError) {
 	}
 	params, ok := top.lookup("params")
 	if !ok {
+		if m.Method == MethodComplete {
+			return nil, &RPCError{Code: CodeInvalidParams, Message: `invalid params: "params" is required for ` + MethodComplete, ID: m.ID}
+		}
 		return m, nil
 	}
 	if p := bytes.TrimSpace(params); len(p) == 0 || p[0] != '{' {
@@ -301,6 +305,11 @@ func Parse(body []byte) (*Message, *RPCError) {
 	if raw, ok := pm.lookup("_meta"); ok && !isNull(raw) {
 		if v := bytes.TrimSpace(raw); len(v) == 0 || v[0] != '{' {
 			return invalid(`"params._meta" must be an object`)
+		}
+	}
+	if m.Method == MethodComplete {
+		if msg := checkCompletion(pm); msg != "" {
+			return invalid(msg)
 		}
 	}
 	if m.Method == "initialize" {
@@ -402,6 +411,76 @@ func countValues(raw []byte) (values, containers int) {
 		}
 	}
 	return values, containers
+}
+
+// MethodComplete is MCP's completion request.
+const MethodComplete = "completion/complete"
+
+// checkCompletion says what is wrong with a completion/complete's params
+// ("" when nothing is). MCP requires a ref — {"type": "ref/prompt", "name"}
+// or {"type": "ref/resource", "uri"} — and an argument {"name", "value"},
+// strings all; a context's arguments, when present, are an object of
+// strings. Each is invalid params (-32602, as MCP answers them), where
+// mcp-go answered -32600 ("unparsable") for a ref of an unknown type, or
+// none, and took a missing argument as empty.
+func checkCompletion(pm object) string {
+	ref, ok := pm.lookup("ref")
+	if !ok {
+		return `"params.ref" is required`
+	}
+	ro, err := members(ref)
+	if err != nil {
+		return `"params.ref" must be an object`
+	}
+	if msg := ro.check([]string{"type", "name", "uri", "title"}, "params.ref"); msg != "" {
+		return msg
+	}
+	switch typ, _ := str(ro.get("type")); typ {
+	case "ref/prompt":
+		if _, ok := str(ro.get("name")); !ok {
+			return `"params.ref.name" must be a string`
+		}
+	case "ref/resource":
+		if _, ok := str(ro.get("uri")); !ok {
+			return `"params.ref.uri" must be a string`
+		}
+	default:
+		return `"params.ref.type" must be "ref/prompt" or "ref/resource"`
+	}
+	if t, ok := ro.lookup("title"); ok && !isNull(t) {
+		if _, ok := str(t); !ok {
+			return `"params.ref.title" must be a string`
+		}
+	}
+	arg, ok := pm.lookup("argument")
+	if !ok {
+		return `"params.argument" is required`
+	}
+	ao, err := members(arg)
+	if err != nil {
+		return `"params.argument" must be an object`
+	}
+	if msg := ao.check([]string{"name", "value"}, "params.argument"); msg != "" {
+		return msg
+	}
+	for _, k := range []string{"name", "value"} {
+		if _, ok := str(ao.get(k)); !ok {
+			return `"params.argument.` + k + `" must be a string`
+		}
+	}
+	if c, ok := pm.lookup("context"); ok && !isNull(c) {
+		co, err := members(c)
+		if err != nil {
+			return `"params.context" must be an object`
+		}
+		if msg := co.check([]string{"arguments"}, "params.context"); msg != "" {
+			return msg
+		}
+		if a, ok := co.lookup("arguments"); ok && !stringValues(a) {
+			return `"params.context.arguments" must be an object of strings`
+		}
+	}
+	return ""
 }
 
 // isNull reports whether raw is the JSON null.
