@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"slices"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -42,7 +41,7 @@ func (c completions) CompletePromptArgument(ctx context.Context, name string, _ 
 // ref names a pinned resource or template as the turn lists it, or a URI a
 // pinned template serves.
 func (c completions) CompleteResourceArgument(ctx context.Context, uri string, _ mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
-	if !slices.Contains(c.entries.resources, uri) && !c.entries.pinned(sharedosv1.CallKind_CALL_KIND_RESOURCE, uri) {
+	if !c.entries.resources.Has(uri) && !c.entries.pinned(sharedosv1.CallKind_CALL_KIND_RESOURCE, uri) {
 		return nil, replaced(stateFrom(ctx), &protocol.RPCError{Code: protocol.CodeInvalidParams,
 			Message: "invalid params: no resource " + quotedName(uri) + " in this turn's catalogue", Data: map[string]any{"uri": uri}})
 	}

@@ -94,6 +94,23 @@ func (m *Matcher) Match(uri string) (string, bool) {
 	return "", false
 }
 
+// Has reports whether s is one of the registrations m was made from, as
+// written (a template by its text, not by what it matches).
+func (m *Matcher) Has(s string) bool {
+	if m == nil {
+		return false
+	}
+	if m.concrete[s] {
+		return true
+	}
+	for _, c := range m.templates {
+		if c.raw == s {
+			return true
+		}
+	}
+	return false
+}
+
 func sortCompiled(cs []*compiled) {
 	for i := 1; i < len(cs); i++ { // few, and mostly in order
 		for j := i; j > 0 && cs[j].raw < cs[j-1].raw; j-- {

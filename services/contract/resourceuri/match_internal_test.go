@@ -190,3 +190,17 @@ func FuzzCompiledMatch(f *testing.F) {
 		}
 	})
 }
+
+// Has answers for the registrations as written: a template by its text,
+// never by a URI it matches.
+func TestMatcherHas(t *testing.T) {
+	m := NewMatcher([]string{"a://x", "a://t/{id}"})
+	for s, want := range map[string]bool{"a://x": true, "a://t/{id}": true, "a://t/7": false, "a://y": false} {
+		if got := m.Has(s); got != want {
+			t.Errorf("Has(%q) = %v, want %v", s, got, want)
+		}
+	}
+	if (*Matcher)(nil).Has("a://x") {
+		t.Error("a nil Matcher has a://x")
+	}
+}
