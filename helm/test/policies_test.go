@@ -46,7 +46,7 @@ func TestPolicyChangeRollsOnlyAuthz(t *testing.T) {
 
 // TestPolicyTreeIsMounted: every policy file reaches the policy directory at
 // its relative path, as a subPath mount (a regular file, not a symlink into
-// the ConfigMap's hidden ..data directory, which the loader skips).
+// the ConfigMap's hidden ..data directory, which fails the load).
 func TestPolicyTreeIsMounted(t *testing.T) {
 	r := render(t, "--values", writeValues(t, "authz:\n  policies:\n    site/local.rego: |\n      package sharedos.site\n"))
 	want := policyFiles(t, filepath.Join(repoRoot(t), "helm", "sharedos", "policies"))

@@ -45,7 +45,9 @@
 // (Rego v1 syntax). Every *.json, *.yaml or *.yml file is data, placed at
 // the path of its directory relative to the root (a root data.json is the
 // data root), the way `opa run <dir>` places it; overlapping keys from two
-// files fail the load. A module that calls a refused built-in — every one
+// files fail the load, and so does a served name that is not a regular
+// file (a symbolic link, a FIFO) or a link to a directory: skipped, its
+// rules would be dropped without a word. A module that calls a refused built-in — every one
 // OPA marks nondeterministic but time.now_ns: the network, the host's
 // files, the process, chance (docs/authz-input.md) — does not load, and
 // the error names it. The policy revision is

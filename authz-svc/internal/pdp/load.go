@@ -54,6 +54,8 @@ type snapshot struct {
 }
 
 // readPolicyDir reads every served file under dir, sorted by relative path.
+// An entry that would be served but is not a regular file (a symbolic link,
+// a FIFO), or a link to a directory, fails it (notRegular).
 func readPolicyDir(dir string) ([]sourceFile, error) {
 	var files []sourceFile
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -68,6 +70,13 @@ func readPolicyDir(dir string) ([]sourceFile, error) {
 			return nil
 		}
 		if !isServedFile(d.Name()) {
+			if d.Type()&fs.ModeSymlink != 0 && !strings.HasPrefix(d.Name(), ".") {
+				// A link to a directory is not walked: its files would
+				// be dropped as silently.
+				if st, err := os.Stat(p); err == nil && st.IsDir() {
+					return notRegular(p, d.Type())
+				}
+			}
 			return nil
 		}
 		info, err := d.Info()
@@ -75,7 +84,7 @@ func readPolicyDir(dir string) ([]sourceFile, error) {
 			return err
 		}
 		if !info.Mode().IsRegular() {
-			return nil
+			return notRegular(p, info.Mode())
 		}
 		if info.Size() > maxPolicyFileBytes {
 			return fmt.Errorf("%s: larger than %d bytes", p, maxPolicyFileBytes)
@@ -96,6 +105,19 @@ func readPolicyDir(dir string) ([]sourceFile, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
 	return files, nil
+}
+
+// notRegular is the load error of an entry that would be served but is not
+// a regular file. Skipped, a link's rules — a deny among them — would be
+// dropped without a word, and what they denied allowed; so the load fails,
+// naming it (on reload the previous policy keeps serving).
+func notRegular(p string, mode fs.FileMode) error {
+	what := "not a regular file (" + mode.Type().String() + ")"
+	if mode&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(p)
+		what = "a symbolic link (to " + target + ")"
+	}
+	return fmt.Errorf("%s is %s: policy and data files, and the directories holding them, must be regular files and directories, not links to them", p, what)
 }
 
 // isServedFile reports whether a file name is loaded for serving. Rego unit
