@@ -311,7 +311,11 @@ func prepareQuery(ctx context.Context, files []sourceFile, query string) (*snaps
 		// refused here, and a reload of it leaves the previous policy serving.
 		return nil, fmt.Errorf("no module defines %s (package sharedos.authz, rule decision)", DecisionQuery)
 	}
-	opts = append(opts, rego.Store(inmem.NewFromObject(data)))
+	// The data is converted to OPA values once, here: a store of Go values
+	// converts what a decision reads on every read (a decision over 50,000
+	// entries took 10.1 ms and 2.7 MB; as values 462 µs and 8 KB). The data
+	// is util.Unmarshal's JSON values, which convert without a round trip.
+	opts = append(opts, rego.Store(inmem.NewFromObjectWithOpts(data, inmem.OptReturnASTValuesOnRead(true))))
 	pq, err := rego.New(opts...).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("compile policy: %w", refusalError(err))
