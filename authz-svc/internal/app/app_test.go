@@ -254,6 +254,13 @@ func TestBadInputIsRefusedBeforeEvaluation(t *testing.T) {
 		}, "arguments_json", "nested at most 64 levels"},
 		{"arguments too large", func(r *sharedosv1.AuthorizeRequest) { r.ArgumentsJson = []byte(big) }, "arguments_json", "at most 1048576 bytes"},
 		{"arguments invalid UTF-8", func(r *sharedosv1.AuthorizeRequest) { r.ArgumentsJson = []byte("{\"p\":\"\xff\"}") }, "arguments_json", "valid UTF-8"},
+		// 1 MiB of {"x":{}} cost 112 MB to parse (review D5).
+		{"arguments of many objects", func(r *sharedosv1.AuthorizeRequest) {
+			r.ArgumentsJson = []byte(`{"a":[` + strings.Repeat(`{"x":{}},`, (pdp.MaxJSONBytes-16)/9) + `{}]}`)
+		}, "arguments_json", "must hold at most 16384 objects and arrays"},
+		{"arguments of many values", func(r *sharedosv1.AuthorizeRequest) {
+			r.ArgumentsJson = []byte(`{"a":[` + strings.Repeat(`1,`, pdp.MaxJSONValues) + `1]}`)
+		}, "arguments_json", "must hold at most 65536 JSON values"},
 		{"annotations not an object", func(r *sharedosv1.AuthorizeRequest) { r.Tool.AnnotationsJson = []byte(`true`) }, "tool.annotations_json", "must be a JSON object"},
 	}
 	for _, tt := range tests {

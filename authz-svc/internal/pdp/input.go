@@ -23,7 +23,16 @@ const (
 	MaxJSONBytes   = jsonlimits.MaxArgumentsBytes
 	MaxJSONDepth   = jsonlimits.MaxDepth
 	MaxNumberChars = jsonlimits.MaxNumberChars
+	// MaxJSONValues and MaxJSONContainers bound what parsing builds: each
+	// value is an OPA value of 150 to 900 bytes, so 1 MiB of {"x":{}}
+	// elements cost 112 MB before the evaluation's deadline could stop
+	// anything; a string costs about its bytes, so long text still fits.
+	MaxJSONValues     = jsonlimits.MaxArgumentValues
+	MaxJSONContainers = jsonlimits.MaxArgumentContainers
 )
+
+// jsonShape is the bounds Measure stops at.
+var jsonShape = jsonlimits.Shape{Depth: MaxJSONDepth, Values: MaxJSONValues, Containers: MaxJSONContainers}
 
 // JSONError says why a JSON object from a request was refused; the caller
 // adds the field name.
@@ -63,7 +72,9 @@ type Request struct {
 
 // ParseObject parses raw as a JSON object into an ast.Value, keeping every
 // number's exact text. Empty input is the empty object. It refuses input
-// larger than MaxJSONBytes, nested deeper than MaxJSONDepth, not valid UTF-8
+// larger than MaxJSONBytes, nested deeper than MaxJSONDepth, holding more
+// than MaxJSONValues values or MaxJSONContainers objects and arrays (counted
+// in the same scan as the depth, before anything is built), not valid UTF-8
 // (encoding/json would silently substitute U+FFFD, so the policy would see
 // something other than what the handler gets), not valid JSON, not an
 // object, or with a key twice in one object (encoding/json keeps the last,
@@ -83,7 +94,8 @@ func parseObject(raw []byte, uniqueKeys bool) (ast.Value, error) {
 	if !utf8.Valid(raw) {
 		return nil, &JSONError{Rule: "must be valid UTF-8"}
 	}
-	if d, _ := jsonlimits.Scan(raw, MaxJSONDepth); d > MaxJSONDepth {
+	shape := jsonlimits.Measure(raw, jsonShape)
+	if shape.Depth > MaxJSONDepth {
 		return nil, &JSONError{Rule: fmt.Sprintf("must be nested at most %d levels deep", MaxJSONDepth)}
 	}
 	if !json.Valid(raw) {
@@ -91,6 +103,12 @@ func parseObject(raw []byte, uniqueKeys bool) (ast.Value, error) {
 	}
 	if first := firstNonSpace(raw); first != '{' {
 		return nil, &JSONError{Rule: "must be a JSON object"}
+	}
+	if shape.Containers > MaxJSONContainers {
+		return nil, &JSONError{Rule: fmt.Sprintf("must hold at most %d objects and arrays", MaxJSONContainers)}
+	}
+	if shape.Values > MaxJSONValues {
+		return nil, &JSONError{Rule: fmt.Sprintf("must hold at most %d JSON values", MaxJSONValues)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

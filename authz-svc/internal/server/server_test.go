@@ -155,11 +155,13 @@ func TestAuthorizeRecordOfManyValuesRedactsWhole(t *testing.T) {
 	}}
 	var args strings.Builder
 	args.WriteString(`{"path":"/public/secret-name.txt","x":[`)
-	for i := 0; args.Len() < pdp.MaxJSONBytes-64; i++ {
+	// As many values as authz-svc takes (the object, path and array are
+	// three), in close to its 1 MiB.
+	for i := 0; args.Len() < pdp.MaxJSONBytes-64 && i < pdp.MaxJSONValues-3; i++ {
 		if i > 0 {
 			args.WriteByte(',')
 		}
-		fmt.Fprintf(&args, `"v%05d"`, i)
+		fmt.Fprintf(&args, `"v%05d-pad%03d"`, i, i%1000)
 	}
 	args.WriteString(`]}`)
 	log := &records{}

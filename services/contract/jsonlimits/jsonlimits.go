@@ -74,6 +74,87 @@ func CheckNumber(n string) error {
 	return nil
 }
 
+// MaxArgumentValues and MaxArgumentContainers bound the JSON values of a
+// call's arguments (and of any other JSON object authz-svc takes from a
+// request), and among them the objects and arrays; keys are not values.
+// Each value becomes an OPA value in authz-svc, about 150 bytes apiece and
+// 300 to 900 for an object or array, where a string costs about its bytes:
+// 1 MiB of {"x":{}} elements cost 112 MB and 173 ms to parse, 1 MiB of
+// ones 78 MB. Within them, a megabyte of text, ten thousand paths or a
+// table of 5,000 rows of ten fields fit. The bridge's bound on a request's
+// params (262,144 values, 65,536 objects and arrays) is wider: the kernel
+// refuses arguments past these as invalid arguments, so they never reach
+// authz-svc to fail there.
+const (
+	MaxArgumentValues     = 1 << 16
+	MaxArgumentContainers = 1 << 14
+)
+
+// Shape is the size of a JSON document as Measure counts it.
+type Shape struct {
+	// Depth is the deepest nesting of objects and arrays.
+	Depth int
+	// Values counts the document's values at every level, objects and
+	// arrays included, keys not.
+	Values int
+	// Containers counts its objects and arrays.
+	Containers int
+}
+
+// Exceeds reports whether s passes a positive bound of limit.
+func (s Shape) Exceeds(limit Shape) bool {
+	return limit.Depth > 0 && s.Depth > limit.Depth ||
+		limit.Values > 0 && s.Values > limit.Values ||
+		limit.Containers > 0 && s.Containers > limit.Containers
+}
+
+// Measure returns the Shape of raw in one scan of its bytes, skipping string
+// contents, and stops at the first bound of limit passed (a bound of zero
+// does not stop it), so a hostile document costs one short scan. Only what
+// it counts of valid JSON means anything (json.Valid tells): the values of
+// a container are separated by commas, so every value but the document is
+// a non-empty container's first or follows a comma.
+func Measure(raw []byte, limit Shape) Shape {
+	s := Shape{Values: 1}
+	d := 0
+	inString, escaped, opened := false, false, false
+	for _, c := range raw {
+		switch {
+		case escaped:
+			escaped = false
+			continue
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+			continue
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		if opened && c != '}' && c != ']' {
+			s.Values++
+		}
+		opened = false
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			s.Containers++
+			opened = true
+			if d++; d > s.Depth {
+				s.Depth = d
+			}
+		case '}', ']':
+			d--
+		case ',':
+			s.Values++
+		}
+		if s.Exceeds(limit) {
+			return s
+		}
+	}
+	return s
+}
+
 // Scan returns the deepest nesting of objects and arrays in raw, skipping
 // string contents. It stops at the first level past limit (limit <= 0 scans
 // everything), so a hostile document costs one short scan. balanced reports

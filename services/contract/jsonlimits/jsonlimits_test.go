@@ -114,6 +114,25 @@ func TestCheckNumber(t *testing.T) {
 	}
 }
 
+// shapeOf is the oracle of Measure: the document decoded, then walked.
+func shapeOf(doc any, depth int, s *jsonlimits.Shape) {
+	s.Values++
+	switch x := doc.(type) {
+	case map[string]any:
+		s.Containers++
+		s.Depth = max(s.Depth, depth+1)
+		for _, e := range x {
+			shapeOf(e, depth+1, s)
+		}
+	case []any:
+		s.Containers++
+		s.Depth = max(s.Depth, depth+1)
+		for _, e := range x {
+			shapeOf(e, depth+1, s)
+		}
+	}
+}
+
 // FuzzCheckNumber: a number CheckNumber takes reads as a finite double,
 // which is 0 only when its every digit is.
 func FuzzCheckNumber(f *testing.F) {
@@ -132,6 +151,73 @@ func FuzzCheckNumber(f *testing.F) {
 		mantissa, _, _ := strings.Cut(strings.ToLower(n), "e")
 		if err != nil || math.IsInf(x, 0) || (x == 0) != !strings.ContainsAny(mantissa, "123456789") {
 			t.Fatalf("took %q, which a double reads as %v (%v)", n, x, err)
+		}
+	})
+}
+
+var measureSeeds = []string{
+	`1`, `"x"`, `{}`, `[]`, `[[]]`, `{"a":{}}`, `{"a":[1,2,{"b":null}],"c":"}]{[,"}`,
+	` { "a" : [ 1 , 2 ] , "b" : { } } `, `{"s":"\\\"","t":[true,false,null]}`,
+	`[{"x":{}},{"x":{}},{"x":{}}]`, `{"k":"\\\\","l":["\\\"]"]}`,
+}
+
+// Measure counts what decoding builds: every value (containers included,
+// keys not), the containers, and the depth Scan reports.
+func TestMeasure(t *testing.T) {
+	for _, in := range measureSeeds {
+		var doc any
+		if err := json.Unmarshal([]byte(in), &doc); err != nil {
+			t.Fatal(err)
+		}
+		var want jsonlimits.Shape
+		shapeOf(doc, 0, &want)
+		if got := jsonlimits.Measure([]byte(in), jsonlimits.Shape{}); got != want {
+			t.Errorf("Measure(%s) = %+v, want %+v", in, got, want)
+		}
+		if d, _ := jsonlimits.Scan([]byte(in), 0); d != want.Depth {
+			t.Errorf("Scan(%s) = %d, Measure's depth %d", in, d, want.Depth)
+		}
+	}
+}
+
+// Measure stops at the first bound passed: a hostile document costs one
+// short scan, and the shape it returns passes the bound.
+func TestMeasureStopsPastABound(t *testing.T) {
+	ones := []byte("[" + strings.Repeat("1,", 1<<20) + "1]")
+	limit := jsonlimits.Shape{Values: 1000}
+	if s := jsonlimits.Measure(ones, limit); s.Values != 1001 || !s.Exceeds(limit) {
+		t.Errorf("Measure = %+v, want it stopped at 1,001 values", s)
+	}
+	objects := []byte("[" + strings.Repeat(`{"x":{}},`, 1<<16) + "{}]")
+	limit = jsonlimits.Shape{Containers: 100}
+	if s := jsonlimits.Measure(objects, limit); s.Containers != 101 || !s.Exceeds(limit) {
+		t.Errorf("Measure = %+v, want it stopped at 101 containers", s)
+	}
+	within := jsonlimits.Shape{Depth: 3, Values: 5, Containers: 3}
+	if s := jsonlimits.Measure([]byte(`{"a":[{"b":1}]}`), within); s != (jsonlimits.Shape{Depth: 3, Values: 4, Containers: 3}) || s.Exceeds(within) {
+		t.Errorf("Measure = %+v within %+v", s, within)
+	}
+}
+
+func FuzzMeasure(f *testing.F) {
+	for _, s := range measureSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var doc any
+		if json.Unmarshal(raw, &doc) != nil {
+			return
+		}
+		var want jsonlimits.Shape
+		shapeOf(doc, 0, &want)
+		got := jsonlimits.Measure(raw, jsonlimits.Shape{})
+		if jsonlimits.RepeatsKey(raw, doc) {
+			// A repeated key decodes to one value: Measure counts both.
+			if got.Depth < want.Depth || got.Values < want.Values || got.Containers < want.Containers {
+				t.Errorf("Measure(%q) = %+v, less than decoded %+v", raw, got, want)
+			}
+		} else if got != want {
+			t.Errorf("Measure(%q) = %+v, want %+v", raw, got, want)
 		}
 	})
 }
