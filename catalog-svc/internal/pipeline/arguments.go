@@ -26,6 +26,11 @@ const (
 	// is the model's invalid argument here, not an authorization failure
 	// there.
 	MaxNumberChars = jsonlimits.MaxNumberChars
+	// MaxArgumentValues and MaxArgumentContainers are authz-svc's caps on
+	// the values it builds of the arguments (each an OPA value): past them
+	// the model's invalid arguments here, not an authorization failure there.
+	MaxArgumentValues     = jsonlimits.MaxArgumentValues
+	MaxArgumentContainers = jsonlimits.MaxArgumentContainers
 )
 
 // frame is one open object or array while decoding arguments.
@@ -74,7 +79,8 @@ func (f *frame) checkFolded(key string) error {
 // different arguments), and no two keys of one object equal under case
 // folding (a case-insensitive decoder in a provider would pick one the
 // requirement and the policy never saw), numbers at most MaxNumberChars
-// long (authz-svc refuses longer ones) and within a double's range
+// long, at most MaxArgumentValues values, MaxArgumentContainers of them
+// objects and arrays (authz-svc refuses more), and within a double's range
 // (jsonlimits.CheckNumber: none that a double reads as infinite, or as 0
 // when it is not 0; the schema validator reads each number exactly, and
 // 1e-999999 cost it 25 ms, 1e-1000001 a panic, while 1e-400 passed
@@ -99,6 +105,7 @@ func decodeArguments(raw []byte) (map[string]any, error) {
 	dec.UseNumber()
 	var stack []*frame
 	var root map[string]any
+	values, containers := 0, 0
 	// done attaches a complete value to the open container; it reports
 	// whether the top-level object is complete.
 	done := func(v any) bool {
@@ -143,6 +150,12 @@ func decodeArguments(raw []byte) (map[string]any, error) {
 				if len(stack) >= MaxArgumentsDepth {
 					return nil, fmt.Errorf("nested deeper than %d levels", MaxArgumentsDepth)
 				}
+				if values++; values > MaxArgumentValues {
+					return nil, fmt.Errorf("more than %d JSON values", MaxArgumentValues)
+				}
+				if containers++; containers > MaxArgumentContainers {
+					return nil, fmt.Errorf("more than %d objects and arrays", MaxArgumentContainers)
+				}
 				f := &frame{}
 				if tok == json.Delim('{') {
 					f.obj, f.expectKey = map[string]any{}, true
@@ -160,6 +173,9 @@ func decodeArguments(raw []byte) (map[string]any, error) {
 					if err := jsonlimits.CheckNumber(string(n)); err != nil {
 						return nil, fmt.Errorf("at %s: %w", pointer(stack), err)
 					}
+				}
+				if values++; values > MaxArgumentValues {
+					return nil, fmt.Errorf("more than %d JSON values", MaxArgumentValues)
 				}
 				complete = done(tok)
 			}

@@ -22,6 +22,9 @@ func TestDecodeArguments(t *testing.T) {
 		// Every number a double holds, as written (jsonlimits.CheckNumber).
 		`{"n":[0,-0.0,0e-999,1e308,-1e-320,4.9e-324,9007199254740993,` + strings.Repeat("9", MaxNumberChars) + `]}`,
 		`{"s":"1e-999999"}`, // a string is a string
+		// At authz-svc's bounds on values and on objects and arrays.
+		`{"a":[` + strings.Repeat(`1,`, MaxArgumentValues-3) + `1]}`,
+		`{"a":[` + strings.Repeat(`{},`, MaxArgumentContainers-3) + `{}]}`,
 	}
 	for _, s := range ok {
 		if _, err := decodeArguments([]byte(s)); err != nil {
@@ -59,6 +62,11 @@ func TestDecodeArguments(t *testing.T) {
 		`{"a":{"b":[[1,2,-1e400]]}}`:      "at /a/b/0/2: a number beyond a double's range",
 		`{"a":1,"n":{"m":0e1000}}`:        "at /n/m: a number whose exponent",
 		`{"p":"/public/x","q":[1.8e308]}`: "at /q/0: a number beyond",
+		// More values than authz-svc builds (jsonlimits): the document and
+		// the array are two, containers too.
+		`{"a":[` + strings.Repeat(`1,`, MaxArgumentValues-2) + `1]}`:       "more than 65536 JSON values",
+		`{"a":[` + strings.Repeat(`{},`, MaxArgumentContainers-2) + `{}]}`: "more than 16384 objects and arrays",
+		`{"a":[` + strings.Repeat(`{"x":{}},`, 116_000) + `{}]}`:           "more than 16384 objects and arrays",
 	}
 	for s, want := range bad {
 		_, err := decodeArguments([]byte(s))

@@ -16,7 +16,8 @@
 //     managed → denied/tool_unavailable);
 //  3. validate the arguments (one JSON object, UTF-8, ≤ 1 MiB, depth ≤ 64, no
 //     duplicate keys, numbers ≤ 128 characters that a double holds as
-//     written (jsonlimits.CheckNumber), the tool's inputSchema →
+//     written (jsonlimits.CheckNumber), ≤ 65,536 values of which ≤ 16,384
+//     objects and arrays, the tool's inputSchema →
 //     failed/invalid_arguments naming the failing JSON path);
 //  4. resolve the requirement (action + resource) from the arguments;
 //  5. Authorize with a deadline (deny → denied/permission_denied;

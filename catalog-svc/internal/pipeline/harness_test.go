@@ -152,7 +152,7 @@ func grantFor(t testing.TB, turn string, pin map[string]string) string {
 // with a reason. mode switches it into the failure behaviours.
 type fakeAuthz struct {
 	sharedosv1.UnimplementedAuthzServiceServer
-	mode    atomic.Value // string: "", "hang", "error", "eval timeout", "undecided"
+	mode    atomic.Value // string: "", "hang", "error", "eval timeout", "undecided", "refused"
 	calls   atomic.Int64
 	hanging chan struct{} // receives once per call in "hang" mode
 	mu      sync.Mutex
@@ -190,6 +190,10 @@ func (a *fakeAuthz) Authorize(ctx context.Context, req *sharedosv1.AuthorizeRequ
 			outcome.ErrorDomainAuthz, outcome.ReasonAuthzEvalError, map[string]string{"decision_id": "dec-t"})
 	case "undecided":
 		return &sharedosv1.AuthorizeResponse{DecisionId: "dec-u", PolicyRevision: "rev-1"}, nil
+	case "refused": // as authz-svc refuses a request before evaluating it
+		return nil, grpcx.Error(codes.InvalidArgument, "arguments_json: must hold at most 65536 JSON values",
+			outcome.ErrorDomainAuthz, "AUTHZ_INVALID_ARGUMENT", map[string]string{"field": "arguments_json"},
+			grpcx.FieldViolation("arguments_json", "must hold at most 65536 JSON values"))
 	}
 	res := req.GetResource()
 	allowed := strings.HasPrefix(res, "file:/public/") || (res == "file:/public" && req.GetAction() != "write") ||

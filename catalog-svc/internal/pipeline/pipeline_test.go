@@ -231,6 +231,11 @@ func TestSchemaViolations(t *testing.T) {
 			// number authz-svc evaluates: the model's invalid argument, not
 			// an authorization failure.
 			{"files.search", `{"query":"x","path":"/public","limit":5.` + strings.Repeat("0", pipeline.MaxNumberChars-1) + `}`, "a number of 129 characters; the limit is 128"},
+			// More values, or objects and arrays, than authz-svc builds of
+			// arguments (1 MiB of {"x":{}} cost it 112 MB): the model's
+			// invalid argument, not an authorization failure.
+			{"files.read", `{"path":"/public/a.txt","x":[` + strings.Repeat(`1,`, pipeline.MaxArgumentValues) + `1]}`, "more than 65536 JSON values"},
+			{"files.read", `{"path":"/public/a.txt","x":[` + strings.Repeat(`{"x":{}},`, 100_000) + `{}]}`, "more than 16384 objects and arrays"},
 		}
 		for i, c := range cases {
 			turn := "s" + itoa(i)
@@ -320,6 +325,22 @@ func TestAuthzUnavailable(t *testing.T) {
 			expect(t, res, failed, outcome.AuthzError)
 			if h.handler.calls.Load() != 0 {
 				t.Fatal("handler ran without an allow")
+			}
+		})
+	})
+	// authz-svc refusing the request before evaluating it (InvalidArgument:
+	// arguments past a bound of its own the kernel did not check) made no
+	// decision either: failed/authz_error, recorded, nothing run.
+	t.Run("request refused", func(t *testing.T) {
+		forEachStore(t, options{}, func(t *testing.T, h *harness) {
+			h.authz.mode.Store("refused")
+			res := h.call("r", "files.read", `{"path":"/public/a.txt"}`)
+			expect(t, res, failed, outcome.AuthzError)
+			if rows := h.records("r"); len(rows) != 1 || rows[0].Status != failed || rows[0].Code != outcome.AuthzError {
+				t.Errorf("records %+v, want one failed/authz_error", rows)
+			}
+			if h.authz.calls.Load() != 1 || h.handler.calls.Load() != 0 {
+				t.Fatalf("authz asked %d times, handler ran %d times", h.authz.calls.Load(), h.handler.calls.Load())
 			}
 		})
 	})
