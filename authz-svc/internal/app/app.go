@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sharedos/toolshare/authz-svc/internal/decisionlog"
@@ -50,9 +51,15 @@ type Config struct {
 
 	// Logger is the operational log; nil means telemetry.Logger.
 	Logger *slog.Logger
-	// DecisionLog receives decision records; nil means a JSON handler on
-	// stderr (ADR 0003).
+	// DecisionLog receives decision records, synchronously (tests); nil
+	// means a JSON handler on DecisionLogWriter through a
+	// decisionlog.Sink, which a decision never waits on (ADR 0003).
 	DecisionLog slog.Handler
+	// DecisionLogWriter is the decision log's sink when DecisionLog is nil;
+	// nil means stderr. DecisionLogQueue bounds the records waiting for it
+	// (zero: decisionlog.DefaultQueueRecords).
+	DecisionLogWriter io.Writer
+	DecisionLogQueue  int
 	// Listener, when set, is used instead of listening on Listen.
 	Listener net.Listener
 	// MeterProvider records the policy metrics; nil means the global one.
@@ -87,7 +94,13 @@ type Completed struct {
 	engine *pdp.Engine
 	grpc   *grpcx.Server
 	lis    net.Listener
+	// sink is the decision log's queue (nil with Config.DecisionLog).
+	sink *decisionlog.Sink
 }
+
+// SinkCloseTimeout bounds how long Run, once serving has stopped, waits for
+// the decision records still queued to be written.
+const SinkCloseTimeout = 5 * time.Second
 
 // Complete validates c, loads the policy and opens the listener.
 func (c Config) Complete(ctx context.Context) (*Completed, error) {
@@ -118,8 +131,24 @@ func (c Config) Complete(ctx context.Context) (*Completed, error) {
 		return nil, err
 	}
 	dh := c.DecisionLog
+	var sink *decisionlog.Sink
 	if dh == nil {
-		dh = slog.NewJSONHandler(os.Stderr, nil)
+		w := c.DecisionLogWriter
+		if w == nil {
+			w = os.Stderr
+		}
+		mp := c.MeterProvider
+		if mp == nil {
+			mp = otel.GetMeterProvider()
+		}
+		// A stderr nobody reads blocked every decision's write, and with
+		// it the decision: records wait in a bounded queue instead, and
+		// are dropped (counted, then warned of) when it is full.
+		sink, err = decisionlog.NewSink(w, decisionlog.SinkOptions{QueueRecords: c.DecisionLogQueue, Logger: logger, MeterProvider: mp})
+		if err != nil {
+			return nil, err
+		}
+		dh = slog.NewJSONHandler(sink, nil)
 	}
 
 	// Stream workers are long-lived goroutines: OPA's evaluator recurses
@@ -135,10 +164,13 @@ func (c Config) Complete(ctx context.Context) (*Completed, error) {
 		lis, err = net.Listen("tcp", c.Listen)
 		if err != nil {
 			gs.Close()
+			if sink != nil {
+				_ = sink.Close(ctx)
+			}
 			return nil, fmt.Errorf("listen %s: %w", c.Listen, err)
 		}
 	}
-	return &Completed{cfg: c, logger: logger, engine: engine, grpc: gs, lis: lis}, nil
+	return &Completed{cfg: c, logger: logger, engine: engine, grpc: gs, lis: lis, sink: sink}, nil
 }
 
 // Addr is the address the server listens on.
@@ -182,6 +214,14 @@ func (c *Completed) Run(ctx context.Context) error {
 		slog.String("policy_dir", c.cfg.PolicyDir), slog.String("policy_revision", c.engine.Revision()))
 	err := c.grpc.Serve(ctx, c.lis)
 	cancel()
+	if c.sink != nil {
+		// Serving has stopped: no record comes after these.
+		sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), SinkCloseTimeout)
+		if serr := c.sink.Close(sctx); serr != nil {
+			c.logger.Warn("decision log not flushed", slog.String("error", serr.Error()))
+		}
+		stop()
+	}
 	if werr := <-watched; werr != nil {
 		err = errors.Join(err, werr)
 	}

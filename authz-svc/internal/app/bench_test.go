@@ -83,8 +83,9 @@ func serveForBench(role string) int {
 			EvalTimeout: pdp.DefaultEvalTimeout,
 			Watch:       true,
 			Logger:      logger,
-			DecisionLog: slog.NewJSONHandler(os.Stderr, nil),
-			Listener:    lis,
+			// DecisionLog unset: records go to stderr through the
+			// decision log's queue, as when serving.
+			Listener: lis,
 		}.Complete(ctx)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

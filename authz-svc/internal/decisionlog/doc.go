@@ -5,5 +5,8 @@
 // personal data), the result and the duration.
 //
 // Records are written with context.WithoutCancel, so a request cancelled
-// while it was being decided still leaves its record.
+// while it was being decided still leaves its record. Serving, they go to
+// stderr through a Sink, a bounded queue a goroutine of its own writes: a
+// decision never waits on its record's write, and a record the queue of a
+// stalled sink has no room for is dropped, counted and warned of.
 package decisionlog

@@ -165,6 +165,9 @@ const (
 	MetricTurnsOpen = "sharedos.turns.open"
 	// MetricPolicyReloadFailures counts policy reloads that kept the previous policy.
 	MetricPolicyReloadFailures = "sharedos.policy.reload.failures"
+	// MetricDecisionLogDropped counts decision records never written: the
+	// queue to a stalled decision-log sink was full, or the write failed.
+	MetricDecisionLogDropped = "sharedos.authz.decision_log.dropped"
 	// MetricCallerDenied counts internal RPCs refused by the callers table.
 	MetricCallerDenied = "sharedos.rpc.caller.denied"
 )
