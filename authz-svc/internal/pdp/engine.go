@@ -30,8 +30,8 @@ type Options struct {
 	EvalTimeout time.Duration
 	// Logger receives reload results; nil means slog.Default().
 	Logger *slog.Logger
-	// MeterProvider records sharedos.policy.reload.failures; nil means the
-	// global provider.
+	// MeterProvider records sharedos.policy.reload.failures and
+	// sharedos.policy.stale; nil means the global provider.
 	MeterProvider metric.MeterProvider
 }
 
@@ -85,6 +85,20 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("pdp: load %s: %w", dir, err)
 	}
 	e.current.Store(snap)
+	// Health stays SERVING on a failed reload (the previous policy serves);
+	// the gauge shows that it is older than the directory until one works.
+	if _, err := mp.Meter(telemetry.ScopeAuthz).Int64ObservableGauge(telemetry.MetricPolicyStale,
+		metric.WithDescription("1 while the last policy reload failed and an older policy serves, else 0."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			var stale int64
+			if e.LastReloadError() != nil {
+				stale = 1
+			}
+			o.Observe(stale)
+			return nil
+		})); err != nil {
+		return nil, fmt.Errorf("pdp: create metric: %w", err)
+	}
 	e.logger.Info("policy loaded", slog.String("policy_dir", dir),
 		slog.String("policy_revision", snap.revision), slog.Any("files", snap.files))
 	return e, nil

@@ -8,6 +8,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
 // allowUnlessDenied allows every call a deny rule of package
@@ -101,5 +106,56 @@ func TestReloadOfALinkKeepsThePreviousPolicy(t *testing.T) {
 	d, _, err := e.Decide(context.Background(), Request{Context: Context{Principal: "p"}, Action: "read"})
 	if err != nil || d.Allow {
 		t.Errorf("decision %+v, %v: want the previous policy's deny", d, err)
+	}
+}
+
+// policyStale is the sharedos.policy.stale gauge r collects (-1: none).
+func policyStale(t *testing.T, r *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == telemetry.MetricPolicyStale && len(g.DataPoints) == 1 {
+				return g.DataPoints[0].Value
+			}
+		}
+	}
+	return -1
+}
+
+// Health stays SERVING while a failed reload leaves an older policy
+// serving; sharedos.policy.stale shows it (1) until a reload works (0).
+func TestPolicyStaleGauge(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	dir := writeTree(t, map[string]string{"p.rego": allowUnlessDenied})
+	e, err := New(context.Background(), Options{Dir: dir, Logger: slog.New(slog.DiscardHandler),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := policyStale(t, reader); n != 0 {
+		t.Fatalf("stale = %d after the first load, want 0", n)
+	}
+	broken := filepath.Join(dir, "broken.rego")
+	if err := os.WriteFile(broken, []byte("package x\n\nallow if {"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e.Reload(context.Background()) == nil {
+		t.Fatal("a broken policy reloaded")
+	}
+	if n := policyStale(t, reader); n != 1 {
+		t.Errorf("stale = %d after a failed reload, want 1", n)
+	}
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := policyStale(t, reader); n != 0 {
+		t.Errorf("stale = %d after a reload that worked, want 0", n)
 	}
 }

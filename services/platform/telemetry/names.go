@@ -165,6 +165,9 @@ const (
 	MetricTurnsOpen = "sharedos.turns.open"
 	// MetricPolicyReloadFailures counts policy reloads that kept the previous policy.
 	MetricPolicyReloadFailures = "sharedos.policy.reload.failures"
+	// MetricPolicyStale is 1 while the last policy reload failed (the policy
+	// serving is older than its directory), else 0.
+	MetricPolicyStale = "sharedos.policy.stale"
 	// MetricDecisionLogDropped counts decision records never written: the
 	// queue to a stalled decision-log sink was full, or the write failed.
 	MetricDecisionLogDropped = "sharedos.authz.decision_log.dropped"
