@@ -130,7 +130,8 @@ func Measure(raw []byte, limit Shape) Shape {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			continue
 		}
-		if opened && c != '}' && c != ']' {
+		grew := opened && c != '}' && c != ']'
+		if grew {
 			s.Values++
 		}
 		opened = false
@@ -139,7 +140,7 @@ func Measure(raw []byte, limit Shape) Shape {
 			inString = true
 		case '{', '[':
 			s.Containers++
-			opened = true
+			opened, grew = true, true
 			if d++; d > s.Depth {
 				s.Depth = d
 			}
@@ -147,8 +148,9 @@ func Measure(raw []byte, limit Shape) Shape {
 			d--
 		case ',':
 			s.Values++
+			grew = true
 		}
-		if s.Exceeds(limit) {
+		if grew && s.Exceeds(limit) {
 			return s
 		}
 	}
