@@ -1,6 +1,7 @@
 package decisionlog
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -23,6 +24,10 @@ const (
 	// DefaultWarnEvery is the least time between two warnings of dropped
 	// records.
 	DefaultWarnEvery = time.Minute
+	// DefaultLinger is how long the writer lets records gather once one
+	// arrives, so that a burst costs one write and one wake-up, not one a
+	// record.
+	DefaultLinger = 5 * time.Millisecond
 )
 
 // SinkOptions configures NewSink.
@@ -32,8 +37,11 @@ type SinkOptions struct {
 	QueueRecords int
 	QueueBytes   int
 	// WarnEvery is the least time between two warnings (zero: the default;
-	// negative: none between them, for tests).
+	// negative: none between them).
 	WarnEvery time.Duration
+	// Linger is how long records gather before they are written (zero:
+	// the default; negative: none).
+	Linger time.Duration
 	// Logger receives the warnings; nil means slog.Default().
 	Logger *slog.Logger
 	// MeterProvider records MetricDecisionLogDropped; nil means no metric.
@@ -43,26 +51,35 @@ type SinkOptions struct {
 // Sink writes decision records to w from a goroutine of its own, so a
 // decision never waits on its record's write: the synchronous write to
 // stderr (a pipe nobody read) held Authorize past its deadline, without
-// limit. Write queues a copy of each record and returns at once; when the
-// queue is full (the writer stalled) the record is dropped and counted in
-// MetricDecisionLogDropped, and once a write goes through again a WARN on
-// Logger says how many were dropped — then at most once per WarnEvery.
-// Records are written whole and in order. A decision's durable record is
-// the kernel's operation record (ADR 0003): this log is best effort, but
-// never silently so.
+// limit. Write appends a copy of each record to a bounded queue and returns
+// at once; when the queue is full (the writer stalled) the record is
+// dropped and counted in MetricDecisionLogDropped, and once a write goes
+// through again a WARN on Logger says how many were dropped — then at most
+// once per WarnEvery. Records are written whole and in order, those that
+// gathered meanwhile together, in writes of at most 4 KiB (a longer record
+// alone): on a pipe such a write is never interleaved with another
+// writer's, the operational log's on the same stderr. A decision's durable
+// record is the kernel's operation record (ADR 0003): this log is best
+// effort, but never silently so.
 type Sink struct {
 	w         io.Writer
-	queue     chan *[]byte
-	maxBytes  int64
-	queued    atomic.Int64 // bytes in the queue
-	unwarned  atomic.Int64 // dropped since the last warning
-	dropped   metric.Int64Counter
 	logger    *slog.Logger
+	dropped   metric.Int64Counter
 	warnEvery time.Duration
+	linger    time.Duration
 
-	closeOnce sync.Once
-	closing   chan struct{}
-	done      chan struct{}
+	mu         sync.Mutex
+	pending    []byte // whole records, in order
+	records    int    // in pending
+	closed     bool
+	maxRecords int
+	maxBytes   int
+
+	unwarned atomic.Int64  // dropped since the last warning
+	wake     chan struct{} // a record arrived in an empty queue
+	closing  chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
 
 var _ io.Writer = (*Sink)(nil)
@@ -78,17 +95,22 @@ func NewSink(w io.Writer, opts SinkOptions) (*Sink, error) {
 	if opts.WarnEvery == 0 {
 		opts.WarnEvery = DefaultWarnEvery
 	}
+	if opts.Linger == 0 {
+		opts.Linger = DefaultLinger
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	s := &Sink{
-		w:         w,
-		queue:     make(chan *[]byte, opts.QueueRecords),
-		maxBytes:  int64(opts.QueueBytes),
-		logger:    opts.Logger,
-		warnEvery: opts.WarnEvery,
-		closing:   make(chan struct{}),
-		done:      make(chan struct{}),
+		w:          w,
+		logger:     opts.Logger,
+		warnEvery:  opts.WarnEvery,
+		linger:     opts.Linger,
+		maxRecords: opts.QueueRecords,
+		maxBytes:   opts.QueueBytes,
+		wake:       make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	if opts.MeterProvider != nil {
 		c, err := opts.MeterProvider.Meter(telemetry.ScopeAuthz).Int64Counter(telemetry.MetricDecisionLogDropped,
@@ -102,132 +124,118 @@ func NewSink(w io.Writer, opts SinkOptions) (*Sink, error) {
 	return s, nil
 }
 
-// Write queues a copy of p, one record, and never waits: a record that
-// does not fit in the queue is dropped and counted. It always reports
-// success (slog swallows errors anyway).
+// Write queues a copy of p, one whole record, and never waits on the
+// writer: a record the queue has no room for is dropped and counted. It
+// always reports success (slog swallows errors anyway).
 func (s *Sink) Write(p []byte) (int, error) {
-	n := int64(len(p))
-	if s.queued.Add(n) > s.maxBytes {
-		s.queued.Add(-n)
-		s.drop()
+	s.mu.Lock()
+	if s.closed || s.records >= s.maxRecords || len(s.pending)+len(p) > s.maxBytes {
+		s.mu.Unlock()
+		s.drop(1)
 		return len(p), nil
 	}
-	bp := buffers.Get().(*[]byte)
-	*bp = append((*bp)[:0], p...)
-	select {
-	case s.queue <- bp:
-	default:
-		buffers.Put(bp)
-		s.queued.Add(-n)
-		s.drop()
+	first := s.records == 0
+	s.pending = append(s.pending, p...)
+	s.records++
+	s.mu.Unlock()
+	if first {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
 	return len(p), nil
 }
 
-// buffers holds the copies of records written, for reuse: a decision's
-// record costs a copy, not an allocation.
-var buffers = sync.Pool{New: func() any { return new([]byte) }}
-
-// pipeBuf is the most bytes one write(2) to a pipe writes whole, never
-// interleaved with another writer's (the operational log shares stderr).
-const pipeBuf = 4096
-
-func (s *Sink) drop() {
-	s.unwarned.Add(1)
+func (s *Sink) drop(n int) {
+	s.unwarned.Add(int64(n))
 	if s.dropped != nil {
-		s.dropped.Add(context.Background(), 1)
+		s.dropped.Add(context.Background(), int64(n))
 	}
 }
 
-// run writes the queue in order until Close, then what is left of it.
+// take empties the queue, keeping spare's memory for the next records.
+func (s *Sink) take(spare []byte) ([]byte, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	batch, n := s.pending, s.records
+	s.pending, s.records = spare[:0], 0
+	return batch, n
+}
+
+// run writes what the queue holds whenever records arrive, until Close.
 func (s *Sink) run() {
 	defer close(s.done)
+	var spare []byte
 	var lastWarn time.Time
-	var timer *time.Timer
-	var timerC <-chan time.Time
+	var warnTimer *time.Timer
+	var warnC <-chan time.Time
 	for {
 		select {
-		case b := <-s.queue:
-			s.write(b)
-		case <-timerC:
-			timerC = nil
-		case <-s.closing:
-			for {
+		case <-s.wake:
+			if s.linger > 0 {
+				t := time.NewTimer(s.linger)
 				select {
-				case b := <-s.queue:
-					s.write(b)
-				default:
-					s.warn(&lastWarn)
-					return
+				case <-t.C:
+				case <-s.closing:
+					t.Stop()
 				}
 			}
+			batch, _ := s.take(spare)
+			s.writeOut(batch)
+			spare = batch
+		case <-warnC:
+			warnC = nil
+		case <-s.closing:
+			s.mu.Lock()
+			s.closed = true
+			s.mu.Unlock()
+			batch, _ := s.take(nil)
+			s.writeOut(batch)
+			s.warn(&lastWarn)
+			return
 		}
-		// A write went through (or the wait for the next warning ended):
-		// the sink takes records again, so the drops are told now, or when
-		// WarnEvery has passed since the last warning.
+		// Records were written (or the wait for the next warning ended):
+		// the drops are told now, or once WarnEvery has passed since the
+		// last warning.
 		if s.unwarned.Load() == 0 {
 			continue
 		}
 		if wait := s.warnEvery - time.Since(lastWarn); lastWarn.IsZero() || wait <= 0 {
 			s.warn(&lastWarn)
-		} else if timerC == nil {
-			if timer == nil {
-				timer = time.NewTimer(wait)
+		} else if warnC == nil {
+			if warnTimer == nil {
+				warnTimer = time.NewTimer(wait)
 			} else {
-				timer.Reset(wait)
+				warnTimer.Reset(wait)
 			}
-			timerC = timer.C
+			warnC = warnTimer.C
 		}
 	}
 }
 
-// write writes bp and the records queued behind it, together while they
-// fit in one pipe write: one write(2) for a burst of decisions, each record
-// whole.
-func (s *Sink) write(bp *[]byte) {
-	n := 1
-	for len(*bp) < pipeBuf {
-		var next *[]byte
-		select {
-		case next = <-s.queue:
-		default:
-		}
-		if next == nil {
-			break
-		}
-		if len(*bp)+len(*next) > pipeBuf {
-			s.writeOut(bp, n)
-			bp, n = next, 1
-			continue
-		}
-		*bp = append(*bp, *next...)
-		n++
-		s.recycle(next)
-	}
-	s.writeOut(bp, n)
-}
+// pipeBuf is the most bytes one write(2) to a pipe writes whole, never
+// interleaved with another writer's.
+const pipeBuf = 4096
 
-// writeOut writes *bp, n records; they leave the queue's bytes.
-func (s *Sink) writeOut(bp *[]byte, n int) {
-	if _, err := s.w.Write(*bp); err != nil {
-		for range n {
-			s.drop()
+// writeOut writes batch, whole records ending in newlines, in writes of at
+// most pipeBuf bytes but for a longer record, which is written alone.
+func (s *Sink) writeOut(batch []byte) {
+	for len(batch) > 0 {
+		n := len(batch)
+		if n > pipeBuf {
+			if i := bytes.LastIndexByte(batch[:pipeBuf], '\n'); i >= 0 {
+				n = i + 1
+			} else if i := bytes.IndexByte(batch[pipeBuf:], '\n'); i >= 0 {
+				n = pipeBuf + i + 1
+			}
 		}
-	}
-	s.queued.Add(-int64(len(*bp)))
-	s.recycle(bp)
-}
-
-// recycle gives bp back for another record, unless it grew large (a
-// FilterTools record of thousands of names): the pool would keep it.
-func (s *Sink) recycle(bp *[]byte) {
-	if cap(*bp) <= maxPooled {
-		buffers.Put(bp)
+		if _, err := s.w.Write(batch[:n]); err != nil {
+			s.drop(max(1, bytes.Count(batch[:n], []byte{'\n'})))
+		}
+		batch = batch[n:]
 	}
 }
-
-// maxPooled is the largest buffer kept for reuse.
-const maxPooled = 64 << 10
 
 // warn logs the drops not told yet, if any.
 func (s *Sink) warn(last *time.Time) {
@@ -241,9 +249,10 @@ func (s *Sink) warn(last *time.Time) {
 }
 
 // Close stops taking records and writes those queued, until ctx ends (a
-// sink still stalled keeps them: the process is stopping).
+// sink still stalled keeps them: the process is stopping). Records written
+// after it are dropped.
 func (s *Sink) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() { close(s.closing) })
+	s.once.Do(func() { close(s.closing) })
 	select {
 	case <-s.done:
 		return nil

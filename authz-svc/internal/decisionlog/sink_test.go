@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -157,9 +158,9 @@ func TestSinkBoundsAndFailures(t *testing.T) {
 	writeAll(t, s, "0123456789\n") // 11 bytes: more than the whole queue
 	writeAll(t, s, "12345\n")
 	<-w.entered
-	// The record the writer holds counts until written: "x" fits beside
-	// it, "67890" no longer does.
-	writeAll(t, s, "x\n", "67890\n")
+	// The writer holds "12345"; "x" and "67890" fill the queue's ten
+	// bytes, "abc" no longer fits.
+	writeAll(t, s, "x\n", "67890\n", "abc\n")
 	if n := droppedCount(t, reader); n != 2 {
 		t.Errorf("dropped %d, want 2", n)
 	}
@@ -167,7 +168,7 @@ func TestSinkBoundsAndFailures(t *testing.T) {
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(w.written(), ""); got != "12345\nx\n" {
+	if got := strings.Join(w.written(), ""); got != "12345\nx\n67890\n" {
 		t.Errorf("written %q", got)
 	}
 
@@ -222,4 +223,45 @@ func BenchmarkRecord(b *testing.B) {
 			lg.Write(context.Background(), rec)
 		}
 	})
+}
+
+// Records that gathered are written together, in order and whole, in
+// writes of at most 4 KiB (one a pipe never interleaves with another
+// writer's), a longer record alone.
+func TestSinkWritesWholeRecordsInPipeSizedWrites(t *testing.T) {
+	w := newStalledWriter()
+	s, err := NewSink(w, SinkOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, s, "first\n")
+	<-w.entered
+	var want strings.Builder
+	want.WriteString("first\n")
+	for i := range 100 {
+		r := fmt.Sprintf("%03d %s\n", i, strings.Repeat("r", 95))
+		if i == 50 {
+			r = "long " + strings.Repeat("l", 5000) + "\n"
+		}
+		want.WriteString(r)
+		writeAll(t, s, r)
+	}
+	close(w.release)
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	writes := append([]string(nil), w.got...)
+	w.mu.Unlock()
+	if got := strings.Join(writes, ""); got != want.String() {
+		t.Fatalf("written %d bytes, not the records in order", len(got))
+	}
+	if len(writes) > 6 {
+		t.Errorf("%d writes for 101 records of 10 KiB", len(writes))
+	}
+	for i, wr := range writes {
+		if !strings.HasSuffix(wr, "\n") || len(wr) > 4096 && strings.Count(wr, "\n") > 1 {
+			t.Errorf("write %d: %d bytes, %d records", i, len(wr), strings.Count(wr, "\n"))
+		}
+	}
 }
