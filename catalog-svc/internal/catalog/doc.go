@@ -44,6 +44,15 @@
 //     $ref, allOf, anyOf, oneOf, not or if/then/else without descending
 //     into the instance (no_ref_cycle): validation would refuse every call
 //     that reaches it.
+//   - a schema's regular expressions ("pattern", "patternProperties") each
+//     compile to at most MaxRegexInsts (2,048) instructions, and its
+//     distinct ones together to MaxSchemaRegexInsts (16,384)
+//     (max_regex_size): matching takes time in proportion to the program
+//     for every character of an argument, and compiling builds it in
+//     memory. It is sized on the parsed tree before it is built; a
+//     draft-07 "format": "regex" holds an argument's string to the same
+//     bound on every call. Enforced where a schema is compiled, so a
+//     stored schema past it is withheld from calls.
 //   - every store keeps the same JSON: a number in a schema or the
 //     annotations must fit a double and PostgreSQL's numeric (at most 16383
 //     digits after the decimal point as written), number_range; a

@@ -79,6 +79,11 @@ const (
 	// RuleNoNUL: a schema holds U+0000 (an escaped \u0000) in a value or
 	// a key, which PostgreSQL's jsonb cannot hold.
 	RuleNoNUL = "no_nul"
+	// RuleRegexSize: a regular expression of a schema ("pattern",
+	// "patternProperties") compiles to more than MaxRegexInsts
+	// instructions, or the schema's together to more than
+	// MaxSchemaRegexInsts.
+	RuleRegexSize = "max_regex_size"
 )
 
 // ValidationError names the field and the rule a registration broke. It is

@@ -160,11 +160,17 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(draft)
 	c.UseLoader(refusingLoader{})
+	regexes := newRegexEngine()
+	defer regexes.done()
+	c.UseRegexpEngine(regexes.compile)
 	if err := c.AddResource(schemaBase, doc); err != nil {
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
 	}
 	compiled, err := c.Compile(schemaBase)
 	if err != nil {
+		if r := regexes.refused; r != nil {
+			return nil, w.regexTooLarge(field, r)
+		}
 		if errors.Is(err, errNoNetwork) {
 			return nil, invalid(field, RuleNetworkRef, "%s", trimDetail(err.Error()))
 		}
@@ -228,6 +234,34 @@ type walker struct {
 	// hidden is the first hidden character found where only registration
 	// refuses one (parsedSchema.hidden).
 	hidden error
+	// patterns are where each regular expression ("pattern",
+	// "patternProperties") is first found, by its text: the field a
+	// refusal of the compiler's regex engine names.
+	patterns map[string]string
+}
+
+// notePattern keeps path as where the regular expression source is, when
+// it is the first.
+func (w *walker) notePattern(path, source string) {
+	if w.patterns == nil {
+		w.patterns = map[string]string{}
+	}
+	if _, ok := w.patterns[source]; !ok {
+		w.patterns[source] = path
+	}
+}
+
+// regexTooLarge is the refusal of a pattern the regex engine refused for
+// its size, naming where it is (field when it is found nowhere).
+func (w *walker) regexTooLarge(field string, r *regexRefusal) error {
+	at, ok := w.patterns[r.source]
+	if !ok {
+		at = field
+	}
+	if r.total {
+		return invalid(at, RuleRegexSize, "with this pattern the schema's patterns compile to more than %d regular-expression instructions together; at most %d are allowed (each is compiled and kept in memory)", MaxSchemaRegexInsts, MaxSchemaRegexInsts)
+	}
+	return invalid(at, RuleRegexSize, "the pattern compiles to more than %d regular-expression instructions: matching takes time in proportion to them for every character of an argument", MaxRegexInsts)
 }
 
 // noteHidden keeps err, checkText's or checkData's, as w's first.
@@ -270,6 +304,7 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 				if err := w.checkKeyword(p, k, child); err != nil {
 					return err
 				}
+				w.notePatterns(p, k, child)
 				if k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions" || k == "dependentSchemas" {
 					if err := w.walkNamed(p, child, depth+1); err != nil {
 						return err
@@ -347,6 +382,22 @@ func (w *walker) walkNamed(path string, v any, depth int) error {
 		}
 	}
 	return nil
+}
+
+// notePatterns notes the regular expressions of keyword k (at path).
+func (w *walker) notePatterns(path, k string, v any) {
+	switch k {
+	case "pattern":
+		if s, ok := v.(string); ok {
+			w.notePattern(path, s)
+		}
+	case "patternProperties":
+		if m, ok := v.(map[string]any); ok {
+			for name := range m {
+				w.notePattern(path+"."+pathKey(shorten(name)), name)
+			}
+		}
+	}
 }
 
 func (w *walker) checkKeyword(path, k string, v any) error {

@@ -17,6 +17,21 @@ func nested(depth int) string {
 	return `{"type":"object","properties":{"x":` + strings.Repeat(`{"type":"array","items":`, depth) + `{}` + strings.Repeat(`}`, depth) + `}}`
 }
 
+// manyPatterns is an input schema of n properties, each with its own
+// pattern of about 2,000 regular-expression instructions.
+func manyPatterns(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"string","pattern":"^p%d.{0,999}$"}`, i, i)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
 func manyProps(n int) string {
 	var b strings.Builder
 	b.WriteString(`{"type":"object","properties":{`)
@@ -27,6 +42,25 @@ func manyProps(n int) string {
 		fmt.Fprintf(&b, `"p%d":{"type":"string"}`, i)
 	}
 	b.WriteString(`}}`)
+	return b.String()
+}
+
+// ipv6Pattern is the IPv6 address pattern found on many a web page, JSON
+// escaped.
+const ipv6Pattern = `^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:)|fe80:(:[0-9a-fA-F]{0,4}){0,4}%[0-9a-zA-Z]{1,}|::(ffff(:0{1,4}){0,1}:){0,1}((25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9])\\.){3,3}(25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9])|([0-9a-fA-F]{1,4}:){1,4}:((25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9])\\.){3,3}(25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9]))$`
+
+// samePattern is a closed input schema of n string properties p0… with
+// one pattern.
+func samePattern(n int, pattern string) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"string","pattern":%q}`, i, pattern)
+	}
+	b.WriteString(`},"additionalProperties":false}`)
 	return b.String()
 }
 
@@ -114,6 +148,26 @@ func TestRegisterRejects(t *testing.T) {
 		{"$ref cycle through allOf", func(r *sharedosv1.ToolRegistration) {
 			r.OutputSchemaJson = []byte(`{"type":"object","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"allOf":[{"type":"string"},{"$ref":"#/$defs/a"}]}},"properties":{"x":{"$ref":"#/$defs/a"}}}`)
 		}, "outputSchema", catalog.RuleRefCycle, ""},
+		// A pattern's program is bounded before it is built (attack run:
+		// 1.3 KB of pattern took 26 s to match a 10 KB argument; `.{1000}`
+		// repeated, a 253 KB registration, 4.25 GB to compile).
+		{"pattern past the regex bound", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","pattern":"` + strings.Repeat(`[a-y]{0,1000}`, 100) + `z"}},"additionalProperties":false}`)
+		}, "inputSchema.properties.path.pattern", catalog.RuleRegexSize, "more than 2048 regular-expression instructions"},
+		{"pattern property past the regex bound", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","patternProperties":{"^x":{},".{1000}.{1000}.{1000}":{"type":"string"}}}`)
+		}, "outputSchema.patternProperties..{1000}.{1000}.{1000}", catalog.RuleRegexSize, ""},
+		// Past what the parser itself takes (its 3.3M-instruction limit).
+		{"pattern the parser calls too large", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","pattern":"` + strings.Repeat(`.{1000}`, 3400) + `"}},"additionalProperties":false}`)
+		}, "inputSchema.properties.path.pattern", catalog.RuleRegexSize, ""},
+		{"an upstream draft-07 pattern past the regex bound", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"p":{"pattern":".{1000}.{1000}.{1000}"}},"properties":{"path":{"$ref":"#/definitions/p"}}}`)
+		}, "inputSchema.definitions.p.pattern", catalog.RuleRegexSize, ""},
+		{"patterns past the schema's regex bound together", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(manyPatterns(catalog.MaxSchemaRegexInsts/2000 + 1))
+		}, "", catalog.RuleRegexSize, "together"},
 		{"too deep", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(nested(40)) }, "", catalog.RuleSchemaDepth, ""},
 		{"too big", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","description":"` + strings.Repeat("a", catalog.MaxSchemaBytes) + `"}`)
@@ -316,6 +370,14 @@ func TestRegisterAccepts(t *testing.T) {
 			r.OutputSchemaJson = []byte(`{"type":"object","$defs":{"n":{"type":"object","properties":{"c":{"$ref":"#/$defs/n"}},"items":{"anyOf":[{"$ref":"#/$defs/n"}]}}},"properties":{"x":{"allOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}}}`)
 		}},
 		{"no annotations", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = nil }},
+		// Common patterns fit the regex bounds: the widely copied IPv6
+		// pattern (967 instructions), ^.{0,1000}$ (2,004) — written on 100
+		// properties, compiled and counted once.
+		{"common patterns", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","properties":{"ip":{"type":"string","pattern":"` + ipv6Pattern + `"},"id":{"type":"string","pattern":"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"}},"patternProperties":{"^x-[a-z]{0,63}$":{"type":"string","pattern":"^.{1,255}$"}}}`)
+			r.InputSchemaJson = []byte(samePattern(100, `^.{0,1000}$`))
+			r.Requirement.Resource = "file:{p0}"
+		}},
 		{"data keywords may hold any strings", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"const":{"$ref":"https://x.example"}}},"additionalProperties":false}`)
 		}},
