@@ -73,6 +73,7 @@ func hasFormatError(ve *jsonschema.ValidationError) bool {
 func TestResolveWithholdsStoredSchemaPastTheCostBounds(t *testing.T) {
 	for name, schema := range map[string]string{
 		"regex": `{"type":"object","properties":{"s":{"type":"string","pattern":"` + strings.Repeat(`[a-y]{0,1000}`, 100) + `z"}}}`,
+		"work":  refGraph(24, `"$ref":"#/$defs/a0"`),
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := memory.New()

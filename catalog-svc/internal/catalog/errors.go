@@ -84,6 +84,10 @@ const (
 	// instructions, or the schema's together to more than
 	// MaxSchemaRegexInsts.
 	RuleRegexSize = "max_regex_size"
+	// RuleValidationWork: validating one value of the arguments could
+	// apply more than MaxValueVisits subschemas to it, or match one of its
+	// characters against more than MaxRegexPerChar regex instructions.
+	RuleValidationWork = "max_validation_work"
 )
 
 // ValidationError names the field and the rule a registration broke. It is

@@ -176,6 +176,9 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 		}
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
 	}
+	if err := checkWork(field, c, doc, compiled, &w, regexes); err != nil {
+		return nil, err
+	}
 	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}, repeatsKey: repeats,
 		refCycle: trimDetail(refCycle(compiled)), hidden: w.hidden}
 	if ap, ok := obj["additionalProperties"].(bool); ok && !ap {
@@ -238,6 +241,10 @@ type walker struct {
 	// "patternProperties") is first found, by its text: the field a
 	// refusal of the compiler's regex engine names.
 	patterns map[string]string
+	// dynamicAnchor: a subschema holds "$dynamicAnchor";
+	// nestedRecursiveAnchor: one below the top holds "$recursiveAnchor"
+	// (where a dynamic reference may resolve, validationWork).
+	dynamicAnchor, nestedRecursiveAnchor bool
 }
 
 // notePattern keeps path as where the regular expression source is, when
@@ -253,7 +260,7 @@ func (w *walker) notePattern(path, source string) {
 
 // regexTooLarge is the refusal of a pattern the regex engine refused for
 // its size, naming where it is (field when it is found nowhere).
-func (w *walker) regexTooLarge(field string, r *regexRefusal) error {
+func (w *walker) regexTooLarge(field string, r *regexRefusal) *ValidationError {
 	at, ok := w.patterns[r.source]
 	if !ok {
 		at = field
@@ -304,7 +311,7 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 				if err := w.checkKeyword(p, k, child); err != nil {
 					return err
 				}
-				w.notePatterns(p, k, child)
+				w.notePatterns(p, k, child, depth)
 				if k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions" || k == "dependentSchemas" {
 					if err := w.walkNamed(p, child, depth+1); err != nil {
 						return err
@@ -384,9 +391,14 @@ func (w *walker) walkNamed(path string, v any, depth int) error {
 	return nil
 }
 
-// notePatterns notes the regular expressions of keyword k (at path).
-func (w *walker) notePatterns(path, k string, v any) {
+// notePatterns notes the regular expressions of keyword k (at path, at
+// depth), and whether it is a dynamic anchor.
+func (w *walker) notePatterns(path, k string, v any, depth int) {
 	switch k {
+	case "$dynamicAnchor":
+		w.dynamicAnchor = true
+	case "$recursiveAnchor":
+		w.nestedRecursiveAnchor = w.nestedRecursiveAnchor || depth > 1
 	case "pattern":
 		if s, ok := v.(string); ok {
 			w.notePattern(path, s)

@@ -17,6 +17,17 @@ func nested(depth int) string {
 	return `{"type":"object","properties":{"x":` + strings.Repeat(`{"type":"array","items":`, depth) + `{}` + strings.Repeat(`}`, depth) + `}}`
 }
 
+// refGraph is an object schema whose $defs a0…a(n-1) each apply the next
+// twice (allOf [$ref next, $ref next]), with the members top besides.
+func refGraph(n int, top string) string {
+	var defs []string
+	for i := range n {
+		defs = append(defs, fmt.Sprintf(`"a%d":{"allOf":[{"$ref":"#/$defs/a%d"},{"$ref":"#/$defs/a%d"}]}`, i, i+1, i+1))
+	}
+	defs = append(defs, fmt.Sprintf(`"a%d":{}`, n))
+	return `{"type":"object","$defs":{` + strings.Join(defs, ",") + `},` + top + `}`
+}
+
 // manyPatterns is an input schema of n properties, each with its own
 // pattern of about 2,000 regular-expression instructions.
 func manyPatterns(n int) string {
@@ -168,6 +179,24 @@ func TestRegisterRejects(t *testing.T) {
 		{"patterns past the schema's regex bound together", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(manyPatterns(catalog.MaxSchemaRegexInsts/2000 + 1))
 		}, "", catalog.RuleRegexSize, "together"},
+		// Validation work is bounded where the schema is compiled (attack
+		// run: this graph, 24 levels and 1.4 KB, acyclic, took 31 s and
+		// 10 GB to validate {}; recursing through the arguments, 1.3 s for
+		// arguments 20 deep).
+		{"an allOf $ref graph doubling at every level", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(refGraph(24, `"$ref":"#/$defs/a0","properties":{"path":{"type":"string"}},"additionalProperties":false`))
+		}, "inputSchema", catalog.RuleValidationWork, "one value of the arguments (the arguments object itself)"},
+		{"recursion doubling through the arguments", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","$defs":{"n":{"type":"object","properties":{"c":{"allOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}}}},"properties":{"c":{"$ref":"#/$defs/n"}}}`)
+		}, "outputSchema", catalog.RuleValidationWork, "at most 64"},
+		// Width multiplies what one value costs: 254 visits an item, and
+		// 1 MiB of arguments holds 500,000 items (~1 min).
+		{"items each visited 254 times", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(refGraph(6, `"properties":{"path":{"type":"string"},"n":{"type":"array","items":{"$ref":"#/$defs/a0"}}},"additionalProperties":false`))
+		}, "inputSchema", catalog.RuleValidationWork, "(one nested 2 levels deep)"},
+		{"a string matched against two large patterns", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","pattern":"^.{0,700}$","allOf":[{"pattern":"^[a-z/]{0,700}$"}]}},"additionalProperties":false}`)
+		}, "inputSchema", catalog.RuleValidationWork, "regular-expression instructions together"},
 		{"too deep", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(nested(40)) }, "", catalog.RuleSchemaDepth, ""},
 		{"too big", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","description":"` + strings.Repeat("a", catalog.MaxSchemaBytes) + `"}`)
@@ -370,6 +399,22 @@ func TestRegisterAccepts(t *testing.T) {
 			r.OutputSchemaJson = []byte(`{"type":"object","$defs":{"n":{"type":"object","properties":{"c":{"$ref":"#/$defs/n"}},"items":{"anyOf":[{"$ref":"#/$defs/n"}]}}},"properties":{"x":{"allOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}}}`)
 		}},
 		{"no annotations", func(r *sharedosv1.ToolRegistration) { r.AnnotationsJson = nil }},
+		// What validation work a schema may cause: a recursive tree (a
+		// filter of and/or/not), a union of 32 shapes that share a key, a
+		// graph of $refs at the bound's edge.
+		{"a recursive filter", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"type":"object","$defs":{"f":{"type":"object","properties":{"field":{"type":"string"},"eq":{},"and":{"type":"array","items":{"$ref":"#/$defs/f"}},"or":{"type":"array","items":{"$ref":"#/$defs/f"}},"not":{"$ref":"#/$defs/f"}}}},"properties":{"filter":{"$ref":"#/$defs/f"}}}`)
+		}},
+		{"a union of 32 shapes", func(r *sharedosv1.ToolRegistration) {
+			var shapes []string
+			for i := range 32 {
+				shapes = append(shapes, fmt.Sprintf(`{"type":"object","properties":{"kind":{"const":"k%d"},"v":{"type":"string"}},"required":["kind"]}`, i))
+			}
+			r.OutputSchemaJson = []byte(`{"type":"object","properties":{"block":{"anyOf":[` + strings.Join(shapes, ",") + `]}}}`)
+		}},
+		{"a $ref graph at the bound", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(refGraph(4, `"$ref":"#/$defs/a0"`))
+		}},
 		// Common patterns fit the regex bounds: the widely copied IPv6
 		// pattern (967 instructions), ^.{0,1000}$ (2,004) — written on 100
 		// properties, compiled and counted once.
