@@ -51,3 +51,39 @@ func TestBounded(t *testing.T) {
 		t.Fatalf("%d kept, want at most 3", n)
 	}
 }
+
+// TestSized: a sized memo keeps its entries' sizes within its byte bound,
+// starting over when a value would pass it; a value larger than the bound
+// is not kept and empties nothing; a key put again counts its new size
+// alone; Clear forgets the sizes too.
+func TestSized(t *testing.T) {
+	m := memo.NewSized[int, string](100, 10)
+	m.PutSized(1, "a", 4)
+	m.PutSized(2, "b", 4)
+	if n, b := m.Len(), m.Bytes(); n != 2 || b != 8 {
+		t.Fatalf("%d entries, %d bytes; want 2, 8", n, b)
+	}
+	m.PutSized(2, "b again", 6)
+	if n, b := m.Len(), m.Bytes(); n != 2 || b != 10 {
+		t.Fatalf("a key put again: %d entries, %d bytes; want 2, 10", n, b)
+	}
+	m.PutSized(3, "c", 1)
+	if n, b := m.Len(), m.Bytes(); n != 1 || b != 1 {
+		t.Fatalf("past the byte bound: %d entries, %d bytes; want 1, 1 (started over)", n, b)
+	}
+	if _, ok := m.Get(1); ok {
+		t.Fatal("an entry from before the start-over is still kept")
+	}
+	m.PutSized(4, "huge", 11)
+	if _, ok := m.Get(4); ok || m.Len() != 1 {
+		t.Fatalf("a value past the whole bound: kept %v, %d entries; want it dropped and the memo as it was", ok, m.Len())
+	}
+	m.Put(5, "sizeless")
+	if n, b := m.Len(), m.Bytes(); n != 2 || b != 1 {
+		t.Fatalf("Put: %d entries, %d bytes; want 2, 1", n, b)
+	}
+	m.Clear()
+	if n, b := m.Len(), m.Bytes(); n != 0 || b != 0 {
+		t.Fatalf("after Clear: %d entries, %d bytes", n, b)
+	}
+}
