@@ -43,7 +43,11 @@
 //     loader refuses every URL. No subschema may reach itself through
 //     $ref, allOf, anyOf, oneOf, not or if/then/else without descending
 //     into the instance (no_ref_cycle): validation would refuse every call
-//     that reaches it.
+//     that reaches it. Only the top declares the dialect ("$schema"): a
+//     subschema that declares one (a draft-07 resource, asserting
+//     "format": "regex", in an operator's 2020-12 schema; a remote
+//     metaschema, no_network_ref) is refused (no_nested_dialect; a schema
+//     stored before is still served).
 //   - a schema's regular expressions ("pattern", "patternProperties") each
 //     compile to at most MaxRegexInsts (2,048) instructions, and its
 //     distinct ones together to MaxSchemaRegexInsts (16,384)

@@ -88,6 +88,8 @@ const (
 	// apply more than MaxValueVisits subschemas to it, or match one of its
 	// characters against more than MaxRegexPerChar regex instructions.
 	RuleValidationWork = "max_validation_work"
+	// RuleNestedDialect: a subschema below the top declares "$schema".
+	RuleNestedDialect = "no_nested_dialect"
 )
 
 // ValidationError names the field and the rule a registration broke. It is

@@ -73,6 +73,10 @@ type parsedSchema struct {
 	// (registration refuses it, no_ref_cycle; a schema stored before is
 	// still served, and fails only the calls that reach the cycle).
 	refCycle string
+	// nestedDialect: where a "$schema" below the top is, after the field,
+	// and its value; "" if none (registration refuses it,
+	// no_nested_dialect; a schema stored before is still served).
+	nestedDialect [2]string
 	// hidden: the first hidden character (checkText) in a key or string
 	// outside titles, descriptions and property names — an enum value, a
 	// default, an extension keyword (registration refuses it,
@@ -190,8 +194,11 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 		if r := regexes.refused; r != nil {
 			return nil, w.regexTooLarge(field, r)
 		}
-		if errors.Is(err, errNoNetwork) {
-			return nil, invalid(field, RuleNetworkRef, "%s", trimDetail(err.Error()))
+		if refused, at := w.refusedLoad(err); refused {
+			if at == "" {
+				at = field
+			}
+			return nil, invalid(at, RuleNetworkRef, "%s", trimDetail(err.Error()))
 		}
 		return nil, invalid(field, RuleJSONSchema, "%s", trimDetail(err.Error()))
 	}
@@ -199,7 +206,7 @@ func compileSchemaUncached(field string, raw []byte, d dialect) (*parsedSchema, 
 		return nil, err
 	}
 	ps := &parsedSchema{compiled: compiled, topProps: map[string]bool{}, repeatsKey: repeats,
-		refCycle: trimDetail(refCycle(compiled)), hidden: w.hidden, size: schemaSize(len(raw), regexes.total)}
+		refCycle: trimDetail(refCycle(compiled)), hidden: w.hidden, nestedDialect: w.nestedDialect, size: schemaSize(len(raw), regexes.total)}
 	if ap, ok := obj["additionalProperties"].(bool); ok && !ap {
 		ps.closed = true
 	}
@@ -237,6 +244,9 @@ func (ps *parsedSchema) registrable(field string) error {
 	if ps.refCycle != "" {
 		return invalid(field, RuleRefCycle, "%s reaches itself through $ref, allOf, anyOf, oneOf, not or if/then/else without descending into the arguments: every call that reaches it would fail", ps.refCycle)
 	}
+	if at, was := ps.nestedDialect[0], ps.nestedDialect[1]; at != "" {
+		return invalid(field+at, RuleNestedDialect, "%s: only the top of a schema may declare its dialect; a subschema is read in the schema's own", was)
+	}
 	return nil
 }
 
@@ -264,6 +274,12 @@ type walker struct {
 	// nestedRecursiveAnchor: one below the top holds "$recursiveAnchor"
 	// (where a dynamic reference may resolve, validationWork).
 	dynamicAnchor, nestedRecursiveAnchor bool
+	// nestedDialect is the first "$schema" below the top: where, after
+	// the field, and its value (registration refuses it,
+	// no_nested_dialect; a schema stored before is still served). dialects
+	// are where each such "$schema" is first found, by its value.
+	nestedDialect [2]string
+	dialects      map[string]string
 }
 
 // notePattern keeps path as where the regular expression source is, when
@@ -275,6 +291,39 @@ func (w *walker) notePattern(path, source string) {
 	if _, ok := w.patterns[source]; !ok {
 		w.patterns[source] = path
 	}
+}
+
+// noteDialect notes a "$schema" (of value v) below the top, at path: a
+// subschema that switches the dialect escapes the one the schema is read
+// in (a draft-07 resource in an operator's 2020-12 schema asserts formats,
+// "format": "regex" among them), and a remote metaschema is a reference
+// the catalogue does not follow.
+func (w *walker) noteDialect(path string, v any) {
+	if w.nestedDialect[0] == "" {
+		_, after, _ := strings.Cut(path, ".") // path is the field's, a step at least below it
+		w.nestedDialect = [2]string{"." + after, describe(v)}
+	}
+	if s, ok := v.(string); ok {
+		if w.dialects == nil {
+			w.dialects = map[string]string{}
+		}
+		s = strings.TrimSuffix(s, "#")
+		if _, seen := w.dialects[s]; !seen {
+			w.dialects[s] = path
+		}
+	}
+}
+
+// refusedLoad reports whether err is the refusing loader's: the compiler
+// wraps it in a *jsonschema.LoadURLError, which does not unwrap. at is the
+// "$schema" below the top that asked for it, when the walk noted one (""
+// if none).
+func (w *walker) refusedLoad(err error) (refused bool, at string) {
+	var le *jsonschema.LoadURLError
+	if errors.As(err, &le) && errors.Is(le.Err, errNoNetwork) {
+		return true, w.dialects[strings.TrimSuffix(le.URL, "#")]
+	}
+	return errors.Is(err, errNoNetwork), ""
 }
 
 // regexTooLarge is the refusal of a pattern the regex engine refused for
@@ -330,7 +379,7 @@ func (w *walker) walk(path string, v any, depth int, data bool) error {
 				if err := w.checkKeyword(p, k, child); err != nil {
 					return err
 				}
-				w.notePatterns(p, k, child, depth)
+				w.noteKeyword(p, k, child, depth)
 				if k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions" || k == "dependentSchemas" {
 					if err := w.walkNamed(p, child, depth+1); err != nil {
 						return err
@@ -410,10 +459,15 @@ func (w *walker) walkNamed(path string, v any, depth int) error {
 	return nil
 }
 
-// notePatterns notes the regular expressions of keyword k (at path, at
-// depth), and whether it is a dynamic anchor.
-func (w *walker) notePatterns(path, k string, v any, depth int) {
+// noteKeyword notes what the walk keeps of keyword k (at path, in an
+// object at depth): the regular expressions, the dynamic anchors, a
+// "$schema" below the top.
+func (w *walker) noteKeyword(path, k string, v any, depth int) {
 	switch k {
+	case "$schema":
+		if depth > 1 {
+			w.noteDialect(path, v)
+		}
 	case "$dynamicAnchor":
 		w.dynamicAnchor = true
 	case "$recursiveAnchor":

@@ -490,6 +490,8 @@ func TestResolveServesStoredSchemaThatRepeatsAKey(t *testing.T) {
 		// it failed not found).
 		`{"type":"object","properties":{"line":{"type":"string","pattern":"^[^\r\n]*$"}}}`,
 		`{"type":"object","properties":{"e":{"enum":["\u200d"]}},"x-note":"a\u202eb"}`,
+		// A "$schema" below the top, refused since 2026-12-07.
+		`{"type":"object","$defs":{"x":{"$id":"urn:x","$schema":"http://json-schema.org/draft-07/schema#","format":"regex"}},"properties":{"x":{"$ref":"#/$defs/x"}}}`,
 	} {
 		st := memory.New()
 		rec := storetest.Record("files.read")

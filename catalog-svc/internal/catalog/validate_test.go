@@ -137,6 +137,18 @@ func TestRegisterRejects(t *testing.T) {
 			r.Metadata.Source = "mcp:files"
 			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"path":{"type":"strin"}}}`)
 		}, "inputSchema", catalog.RuleJSONSchema, ""},
+		// Only the top declares the dialect: a draft-07 resource inside a
+		// 2020-12 schema asserted "format": "regex" on every call.
+		{"a subschema declaring draft-07", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","$defs":{"x":{"$id":"urn:x","$schema":"http://json-schema.org/draft-07/schema#","format":"regex"}},"properties":{"path":{"$ref":"#/$defs/x"}},"additionalProperties":false}`)
+		}, "inputSchema.$defs.x.$schema", catalog.RuleNestedDialect, `"http://json-schema.org/draft-07/schema#": only the top`},
+		{"an upstream's subschema declaring 2020-12", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.OutputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"x":{"$id":"urn:x","$schema":"https://json-schema.org/draft/2020-12/schema"}}}`)
+		}, "outputSchema.properties.x.$schema", catalog.RuleNestedDialect, ""},
+		{"a remote metaschema below the top", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","$defs":{"x":{"$id":"urn:x","$schema":"https://evil.example/meta#"}},"properties":{"path":{"type":"string"}},"additionalProperties":false}`)
+		}, "inputSchema.$defs.x.$schema", catalog.RuleNetworkRef, "evil.example"},
 		{"network $ref", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"$ref":"https://evil.example/s.json"}}}`)
 		}, "inputSchema.properties.path.$ref", catalog.RuleNetworkRef, "evil.example"},
@@ -422,6 +434,9 @@ func TestRegisterAccepts(t *testing.T) {
 			r.OutputSchemaJson = []byte(`{"type":"object","properties":{"ip":{"type":"string","pattern":"` + ipv6Pattern + `"},"id":{"type":"string","pattern":"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"}},"patternProperties":{"^x-[a-z]{0,63}$":{"type":"string","pattern":"^.{1,255}$"}}}`)
 			r.InputSchemaJson = []byte(samePattern(100, `^.{0,1000}$`))
 			r.Requirement.Resource = "file:{p0}"
+		}},
+		{"a property named $schema", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"path":{"type":"string"},"$schema":{"type":"string"}},"additionalProperties":false}`)
 		}},
 		{"data keywords may hold any strings", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"const":{"$ref":"https://x.example"}}},"additionalProperties":false}`)

@@ -18,8 +18,9 @@ import (
 )
 
 // An upstream's tool whose schema would cost validation or compilation
-// past the catalogue's bounds is skipped alone, in status.skipped naming
-// the rule, as any schema the catalogue refuses: never acquired nor
+// past the catalogue's bounds, or one declaring a dialect below its top,
+// is skipped alone, in status.skipped naming the rule, as any schema the
+// catalogue refuses: never acquired nor
 // quarantined (attack run: a quarantined tool's `.{1000}` patterns took
 // 1.38 GB at providers add; an acquired one's $ref graph 31 s a call).
 // The upstream's other tools are acquired.
@@ -34,6 +35,9 @@ func TestAnUpstreamsCostlySchemasAreSkipped(t *testing.T) {
 			catalog.RuleValidationWork},
 		"regex": {`{"type":"object","properties":{"s":{"type":"string","pattern":"` + strings.Repeat(`.{1000}`, 300) + `"}}}`,
 			catalog.RuleRegexSize},
+		// A 2020-12 resource inside a draft-07 schema.
+		"dialect": {`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"x":{"$id":"urn:x","$schema":"https://json-schema.org/draft/2020-12/schema"}}}`,
+			catalog.RuleNestedDialect},
 	}
 	s := server.NewMCPServer("costly", "1", server.WithToolCapabilities(true))
 	answer := func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
