@@ -48,15 +48,19 @@
 //     "format": "regex", in an operator's 2020-12 schema; a remote
 //     metaschema, no_network_ref) is refused (no_nested_dialect; a schema
 //     stored before is still served).
-//   - a schema's regular expressions ("pattern", "patternProperties") each
-//     compile to at most MaxRegexInsts (2,048) instructions, and its
-//     distinct ones together to MaxSchemaRegexInsts (16,384)
-//     (max_regex_size): matching takes time in proportion to the program
-//     for every character of an argument, and compiling builds it in
-//     memory. It is sized on the parsed tree before it is built; a
-//     draft-07 "format": "regex" holds an argument's string to the same
-//     bound on every call. Enforced where a schema is compiled, so a
-//     stored schema past it is withheld from calls.
+//   - a schema's regular expressions ("pattern", "patternProperties") are
+//     at most MaxRegexBytes (16 KiB) each and compile to at most
+//     MaxRegexInsts (2,048) instructions each, its distinct ones together
+//     to MaxSchemaRegexInsts (16,384) and with at most
+//     MaxSchemaUnicodeClasses (256) Unicode class escapes, \pL and the
+//     like, whose tables parsing merges (max_regex_size): matching takes
+//     time in proportion to the program for every character of an
+//     argument, and compiling builds it in memory. A pattern is sized on
+//     its parsed tree before it is built. A draft-07 "format": "regex"
+//     holds an argument's string to the same size on every call, checking
+//     its syntax without building its program or its Unicode tables.
+//     Enforced where a schema is compiled, so a stored schema past it is
+//     withheld from calls.
 //   - validating a call against a schema costs at most MaxValueVisits (64)
 //     subschema visits for any value of its arguments, and at most
 //     MaxRegexPerChar (2,048) regex instructions for any character

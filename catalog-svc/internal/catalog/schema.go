@@ -333,10 +333,7 @@ func (w *walker) regexTooLarge(field string, r *regexRefusal) *ValidationError {
 	if !ok {
 		at = field
 	}
-	if r.total {
-		return invalid(at, RuleRegexSize, "with this pattern the schema's patterns compile to more than %d regular-expression instructions together; at most %d are allowed (each is compiled and kept in memory)", MaxSchemaRegexInsts, MaxSchemaRegexInsts)
-	}
-	return invalid(at, RuleRegexSize, "the pattern compiles to more than %d regular-expression instructions: matching takes time in proportion to them for every character of an argument", MaxRegexInsts)
+	return invalid(at, RuleRegexSize, "the pattern %s", r.why)
 }
 
 // noteHidden keeps err, checkText's or checkData's, as w's first.

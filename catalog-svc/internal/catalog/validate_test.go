@@ -60,6 +60,21 @@ func manyProps(n int) string {
 // escaped.
 const ipv6Pattern = `^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:)|fe80:(:[0-9a-fA-F]{0,4}){0,4}%[0-9a-zA-Z]{1,}|::(ffff(:0{1,4}){0,1}:){0,1}((25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9])\\.){3,3}(25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9])|([0-9a-fA-F]{1,4}:){1,4}:((25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9])\\.){3,3}(25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9]))$`
 
+// samePatterns is an input schema of n string properties p0…, property i
+// with the pattern format (a fmt format of i).
+func samePatterns(n int, format string) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"string","pattern":"`+format+`"}`, i, i)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
 // samePattern is a closed input schema of n string properties p0… with
 // one pattern.
 func samePattern(n int, pattern string) string {
@@ -188,6 +203,17 @@ func TestRegisterRejects(t *testing.T) {
 			r.Metadata.Source = "mcp:files"
 			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"p":{"pattern":".{1000}.{1000}.{1000}"}},"properties":{"path":{"$ref":"#/definitions/p"}}}`)
 		}, "inputSchema.definitions.p.pattern", catalog.RuleRegexSize, ""},
+		// Parsing merges a Unicode class's table (\pL: 1,292 code points;
+		// 4 KB of them in a bracket took 0.1 s and 42 MB).
+		{"a pattern past the schema's Unicode classes", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","pattern":"^[` + strings.Repeat(`\\pL`, 300) + `]$"}},"additionalProperties":false}`)
+		}, "inputSchema.properties.path.pattern", catalog.RuleRegexSize, "more than 256 Unicode class escapes"},
+		{"patterns past the schema's Unicode classes together", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(samePatterns(5, `^[%d`+strings.Repeat(`\\pL`, 60)+`]$`))
+		}, "", catalog.RuleRegexSize, "more than 256 Unicode class escapes"},
+		{"pattern past 16 KiB", func(r *sharedosv1.ToolRegistration) {
+			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","pattern":"` + strings.Repeat("a|", 8200) + `a"}},"additionalProperties":false}`)
+		}, "inputSchema.properties.path.pattern", catalog.RuleRegexSize, "at most 16384"},
 		{"patterns past the schema's regex bound together", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(manyPatterns(catalog.MaxSchemaRegexInsts/2000 + 1))
 		}, "", catalog.RuleRegexSize, "together"},
@@ -209,6 +235,13 @@ func TestRegisterRejects(t *testing.T) {
 		{"a string matched against two large patterns", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","properties":{"path":{"type":"string","pattern":"^.{0,700}$","allOf":[{"pattern":"^[a-z/]{0,700}$"}]}},"additionalProperties":false}`)
 		}, "inputSchema", catalog.RuleValidationWork, "regular-expression instructions together"},
+		// A draft-07 "format": "regex" parses the string on every call:
+		// counted with its patterns (2,028 instructions here, and 32 a
+		// character for the parse).
+		{"a string parsed as a regex and matched against a large pattern", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"path":{"type":"string","format":"regex","pattern":"^[a-z]{0,1000}[0-9]{0,12}$"}},"additionalProperties":false}`)
+		}, "inputSchema", catalog.RuleValidationWork, "2060 regular-expression instructions together"},
 		{"too deep", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(nested(40)) }, "", catalog.RuleSchemaDepth, ""},
 		{"too big", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","description":"` + strings.Repeat("a", catalog.MaxSchemaBytes) + `"}`)
@@ -423,6 +456,10 @@ func TestRegisterAccepts(t *testing.T) {
 				shapes = append(shapes, fmt.Sprintf(`{"type":"object","properties":{"kind":{"const":"k%d"},"v":{"type":"string"}},"required":["kind"]}`, i))
 			}
 			r.OutputSchemaJson = []byte(`{"type":"object","properties":{"block":{"anyOf":[` + strings.Join(shapes, ",") + `]}}}`)
+		}},
+		{"a draft-07 format regex beside a pattern", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"path":{"type":"string","format":"regex","pattern":"^[a-z]{0,100}$"}},"additionalProperties":false}`)
 		}},
 		{"a $ref graph at the bound", func(r *sharedosv1.ToolRegistration) {
 			r.OutputSchemaJson = []byte(refGraph(4, `"$ref":"#/$defs/a0"`))
