@@ -242,6 +242,12 @@ func TestRegisterRejects(t *testing.T) {
 			r.Metadata.Source = "mcp:files"
 			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"path":{"type":"string","format":"regex","pattern":"^[a-z]{0,1000}[0-9]{0,12}$"}},"additionalProperties":false}`)
 		}, "inputSchema", catalog.RuleValidationWork, "2060 regular-expression instructions together"},
+		// A $recursiveAnchor below the top: the validator may resolve a
+		// $recursiveRef to any subschema in scope of its resource.
+		{"a 2019-09 $recursiveRef that may resolve anywhere", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.InputSchemaJson = []byte(`{"$schema":"https://json-schema.org/draft/2019-09/schema","type":"object","$defs":{"t":{"$id":"urn:t","$recursiveAnchor":true,"type":"object","properties":{"c":{"$recursiveRef":"#"}}}},"properties":{"path":{"$ref":"#/$defs/t"}},"additionalProperties":false}`)
+		}, "inputSchema", catalog.RuleValidationWork, "$recursiveAnchor below the top"},
 		{"too deep", func(r *sharedosv1.ToolRegistration) { r.InputSchemaJson = []byte(nested(40)) }, "", catalog.RuleSchemaDepth, ""},
 		{"too big", func(r *sharedosv1.ToolRegistration) {
 			r.InputSchemaJson = []byte(`{"type":"object","description":"` + strings.Repeat("a", catalog.MaxSchemaBytes) + `"}`)
@@ -460,6 +466,13 @@ func TestRegisterAccepts(t *testing.T) {
 		{"a draft-07 format regex beside a pattern", func(r *sharedosv1.ToolRegistration) {
 			r.Metadata.Source = "mcp:files"
 			r.InputSchemaJson = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"path":{"type":"string","format":"regex","pattern":"^[a-z]{0,100}$"}},"additionalProperties":false}`)
+		}},
+		{"a 2019-09 tree through $recursiveRef", func(r *sharedosv1.ToolRegistration) {
+			r.Metadata.Source = "mcp:files"
+			r.OutputSchemaJson = []byte(`{"$schema":"https://json-schema.org/draft/2019-09/schema","$recursiveAnchor":true,"type":"object","properties":{"kids":{"type":"array","items":{"$recursiveRef":"#"}},"x":{"allOf":[{"$recursiveRef":"#"}]}}}`)
+		}},
+		{"a 2020-12 tree through $dynamicRef", func(r *sharedosv1.ToolRegistration) {
+			r.OutputSchemaJson = []byte(`{"$dynamicAnchor":"node","type":"object","properties":{"kids":{"type":"array","items":{"$dynamicRef":"#node"}},"x":{"allOf":[{"$dynamicRef":"#node"}]}}}`)
 		}},
 		{"a $ref graph at the bound", func(r *sharedosv1.ToolRegistration) {
 			r.OutputSchemaJson = []byte(refGraph(4, `"$ref":"#/$defs/a0"`))

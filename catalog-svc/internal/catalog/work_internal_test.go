@@ -128,6 +128,11 @@ func TestValidationWorkBoundsTheValidatorsVisits(t *testing.T) {
 		{name: "draft-07 items, additionalItems, dependencies", draft: jsonschema.Draft7, visits: 0,
 			schema:    `{"type":"object","definitions":{"s":{"allOf":[{},{}]}},"properties":{"a":{"type":"array","items":[{"$ref":"#/definitions/s"},{"$ref":"#/definitions/s"}],"additionalItems":{"$ref":"#/definitions/s"}}},"dependencies":{"a":{"properties":{"a":{"items":{"$ref":"#/definitions/s"}}}}}}`,
 			instances: []string{`{"a":[1,2,3,4]}`}},
+		// 2019-09: $recursiveRef resolves to the outermost schema in scope
+		// whose resource has $recursiveAnchor: the root.
+		{name: "a 2019-09 $recursiveRef to the root", draft: jsonschema.Draft2019, visits: 0,
+			schema:    `{"$recursiveAnchor":true,"type":"object","properties":{"kids":{"type":"array","items":{"$recursiveRef":"#"}},"x":{"allOf":[{"$recursiveRef":"#"}]}}}`,
+			instances: []string{`{"kids":[{"kids":[{}]},{"x":{"x":{}}}]}`}},
 		// A $dynamicRef that resolves, through the scope, to a subschema
 		// no keyword references: the root resource's anchor.
 		{name: "a $dynamicRef to an anchor nothing references", visits: 0,
