@@ -363,54 +363,14 @@ func Parse(body []byte) (*Message, *RPCError) {
 // tooMany says how raw (valid JSON), named where, passes MaxValues or
 // MaxContainers, or "".
 func tooMany(raw []byte, where string) string {
-	values, containers := countValues(raw)
+	n := jsonlimits.Measure(raw, jsonlimits.Shape{Values: MaxValues, Containers: MaxContainers})
 	switch {
-	case containers > MaxContainers:
+	case n.Containers > MaxContainers:
 		return where + " holds more than " + strconv.Itoa(MaxContainers) + " objects and arrays"
-	case values > MaxValues:
+	case n.Values > MaxValues:
 		return where + " holds more than " + strconv.Itoa(MaxValues) + " JSON values"
 	}
 	return ""
-}
-
-// countValues counts the values in raw, valid JSON, and among them the
-// objects and arrays, in one byte scan that stops once either count passes
-// its bound. Keys are not values; the values of a container are separated
-// by commas, so one holding n of them has n-1: every value but the
-// document is a non-empty container's first, or follows a comma.
-func countValues(raw []byte) (values, containers int) {
-	values = 1
-	inString, escaped, opened := false, false, false
-	for _, c := range raw {
-		switch {
-		case escaped:
-			escaped = false
-			continue
-		case inString:
-			escaped = c == '\\'
-			inString = c != '"'
-			continue
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			continue
-		}
-		if opened && c != '}' && c != ']' {
-			values++
-		}
-		opened = false
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			containers++
-			opened = true
-		case ',':
-			values++
-		}
-		if values > MaxValues || containers > MaxContainers {
-			return values, containers
-		}
-	}
-	return values, containers
 }
 
 // MethodComplete is MCP's completion request.
