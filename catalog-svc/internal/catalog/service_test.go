@@ -572,6 +572,30 @@ func TestOnlyManagedToolsAreListed(t *testing.T) {
 	}
 }
 
+// pagedListing is alice's listing of the twelve tools page.t00…page.t11
+// on a catalogue that asks f about them five at a time.
+func pagedListing(t *testing.T, f catalog.ToolFilter) (catalog.Listing, error) {
+	t.Helper()
+	svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: f, FilterPage: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	var regs []*sharedosv1.ToolRegistration
+	for i := range 12 {
+		r := reg(fmt.Sprintf("page.t%02d", i))
+		r.Metadata.Namespace = "page"
+		regs = append(regs, r)
+	}
+	if _, err := svc.RegisterBatch(testCtx(t), regs); err != nil {
+		t.Fatal(err)
+	}
+	return svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+}
+
 // TestListToolsPagesFilterTools (issue 17, item 5): a catalogue larger than
 // one FilterTools page is asked about page by page (authz-svc caps one call
 // at 10,000 tools), and the answers join into one name-ordered listing.
@@ -590,24 +614,7 @@ func TestListToolsPagesFilterTools(t *testing.T) {
 		}
 		return out
 	})
-	svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: f, FilterPage: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	var regs []*sharedosv1.ToolRegistration
-	for i := range 12 {
-		r := reg(fmt.Sprintf("page.t%02d", i))
-		r.Metadata.Namespace = "page"
-		regs = append(regs, r)
-	}
-	if _, err := svc.RegisterBatch(testCtx(t), regs); err != nil {
-		t.Fatal(err)
-	}
-	l, err := svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+	l, err := pagedListing(t, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,24 +660,7 @@ func (f *revisionFilter) FilterTools(_ context.Context, in *sharedosv1.FilterToo
 // second disagreement fails the listing closed.
 func TestListToolsPagesAgreeOnOneRevision(t *testing.T) {
 	listing := func(rev func(int) string) (catalog.Listing, error) {
-		svc, err := catalog.New(catalog.Config{Store: memory.New(), Filter: &revisionFilter{rev: rev}, FilterPage: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := svc.Start(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = svc.Close() })
-		var regs []*sharedosv1.ToolRegistration
-		for i := range 12 {
-			r := reg(fmt.Sprintf("page.t%02d", i))
-			r.Metadata.Namespace = "page"
-			regs = append(regs, r)
-		}
-		if _, err := svc.RegisterBatch(testCtx(t), regs); err != nil {
-			t.Fatal(err)
-		}
-		return svc.ListTools(testCtx(t), &sharedosv1.AccessContext{Principal: "alice"})
+		return pagedListing(t, &revisionFilter{rev: rev})
 	}
 	// Reloaded after the first page: listed again, all under the new one.
 	l, err := listing(func(n int) string { return map[bool]string{true: "all", false: "even"}[n == 0] })
