@@ -88,9 +88,7 @@ func stoppedAtAnAnswer(t *testing.T, h *harness) (int, <-chan error) {
 		t.Fatalf("stdio server request: %v, %v", resp, err)
 	}
 	key, _, _ := oneRequest(t, resp.GetInputRequired())
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, pid)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	answer := []byte(`{"` + key + `":{"action":"accept","content":{"name":"` + strings.Repeat("x", 1<<20) + `"}}}`)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

@@ -1488,9 +1488,7 @@ exec "$0"`)
 func TestAStdioServerThatStopsReadingHoldsNoCall(t *testing.T) {
 	h, _ := stdioUpstream(t, 0)
 	pid := stdioPid(t, h)
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, pid)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	c, err := h.h.Client(upstream.Target("sx"))
 	if err != nil {
@@ -1551,9 +1549,7 @@ func TestACallerLeavingCutsNoOtherCallsWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, pid)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -1750,6 +1746,44 @@ func waitReaped(t *testing.T, pid int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// stopProcess stops process pid (SIGSTOP) and waits until every thread of
+// it is stopped: kill returns once the signal is sent, and a thread of a
+// loaded machine may still read a pipe meanwhile (a 256 KiB message read
+// whole by a "stopped" server made a test that needs it unread flaky).
+func stopProcess(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !allThreadsStopped(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop", pid)
+		}
+		time.Sleep(time.Millisecond) // polls the condition
+	}
+}
+
+// allThreadsStopped reports whether every thread of process pid is in
+// state T (stopped) or t (traced).
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		_, after, ok := bytes.Cut(stat, []byte(") "))
+		if !ok || len(after) == 0 || (after[0] != 'T' && after[0] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // waitExited waits until process pid has exited (gone, or a zombie not yet
