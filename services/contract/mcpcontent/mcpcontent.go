@@ -41,7 +41,8 @@ func Items(content []byte) ([]Raw, error) {
 // also refuses what MCP types as base64 and base64.StdEncoding does not
 // decode — an image's or audio's data, an embedded resource's blob — which
 // mcp.UnmarshalContent takes as any string, and a client that decodes it
-// fails on.
+// fails on; and tool_use and tool_result items, which mcp.UnmarshalContent
+// takes and MCP has only in sampling messages.
 func Check(item []byte) error {
 	var head struct {
 		Type any `json:"type"`
@@ -71,6 +72,14 @@ func Check(item []byte) error {
 	c, err := mcp.UnmarshalContent(item)
 	if err != nil {
 		return err
+	}
+	switch c.(type) {
+	case mcp.ToolUseContent, mcp.ToolResultContent:
+		// Sampling's, never a tool's content or a prompt's message (MCP's
+		// ContentBlock); a tool_result's own content would be served
+		// unchecked (review: an embedded resource of another source's, a
+		// blob that is not base64, inside one).
+		return fmt.Errorf("a %s item, which MCP has only in sampling messages", head.Type)
 	}
 	if r, ok := c.(mcp.EmbeddedResource); ok {
 		if b, ok := r.Resource.(mcp.BlobResourceContents); ok {
