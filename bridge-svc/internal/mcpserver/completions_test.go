@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/toolshare/bridge-svc/internal/protocol"
@@ -32,6 +33,7 @@ func TestCompletionRefusalsAreInvalidParams(t *testing.T) {
 		{"with its context", `"ref":{"type":"ref/prompt","name":"test_simple_prompt"},` + arg + `,"context":{"arguments":{"a":"b"}}`, 0, ""},
 		{"a prompt the turn did not pin", `"ref":{"type":"ref/prompt","name":"code.review"},` + arg, protocol.CodeInvalidParams, ""},
 		{"a resource the turn did not pin", `"ref":{"type":"ref/resource","uri":"test://elsewhere/{id}"},` + arg, protocol.CodeInvalidParams, "test://elsewhere/{id}"},
+		{"a URI past a resource URI's bound", `"ref":{"type":"ref/resource","uri":"test://template/` + strings.Repeat("7", 2048) + `/data"},` + arg, protocol.CodeInvalidParams, ""},
 		{"a ref of an unknown type", `"ref":{"type":"ref/tool","name":"files.read"},` + arg, protocol.CodeInvalidParams, ""},
 		{"a ref without its name", `"ref":{"type":"ref/prompt"},` + arg, protocol.CodeInvalidParams, ""},
 		{"a ref that is no object", `"ref":"test_simple_prompt",` + arg, protocol.CodeInvalidParams, ""},

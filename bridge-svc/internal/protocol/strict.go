@@ -401,8 +401,13 @@ func checkCompletion(pm object) string {
 			return `"params.ref.name" must be a string`
 		}
 	case "ref/resource":
-		if _, ok := str(ro.get("uri")); !ok {
+		uri, ok := str(ro.get("uri"))
+		if !ok {
 			return `"params.ref.uri" must be a string`
+		}
+		if len(uri) > resourceuri.MaxURIBytes {
+			// Matched against every pinned template, as a read's is.
+			return `"params.ref.uri" is longer than ` + strconv.Itoa(resourceuri.MaxURIBytes) + ` bytes (a resource URI's bound)`
 		}
 	default:
 		return `"params.ref.type" must be "ref/prompt" or "ref/resource"`
