@@ -9,6 +9,7 @@ import (
 	sharedosv1 "github.com/sharedos/toolshare/proto/sharedos/v1"
 	"github.com/sharedos/toolshare/services/contract/mcpcontent"
 	"github.com/sharedos/toolshare/services/contract/outcome"
+	"github.com/sharedos/toolshare/services/contract/resourceuri"
 	"github.com/sharedos/toolshare/services/platform/telemetry"
 )
 
@@ -59,6 +60,10 @@ func checkMessages(messages []byte) ([]mcpcontent.Raw, string) {
 	return contents, ""
 }
 
+// maxEmbeddedResources bounds the distinct resources an upstream's answer
+// embeds.
+const maxEmbeddedResources = 256
+
 // foreignEmbedded holds the resources an upstream's content embeds (items,
 // content items Check took; where names them, "content" or
 // "messages[%d].content") to the rule that a resource embedded under a URI
@@ -76,10 +81,21 @@ func checkMessages(messages []byte) ([]mcpcontent.Raw, string) {
 func (s *Pipeline) foreignEmbedded(ctx context.Context, source string, items []mcpcontent.Raw, where func(i int) string) (string, *sharedosv1.ToolResult) {
 	var uris []string
 	var at []int
+	seen := map[string]bool{}
 	for i, item := range items {
-		if u, ok := mcpcontent.EmbeddedURI(item); ok {
-			uris, at = append(uris, u), append(at, i)
+		u, ok := mcpcontent.EmbeddedURI(item)
+		switch {
+		case !ok || seen[u]:
+			continue
+		case len(u) > resourceuri.MaxURIBytes:
+			return where(i) + fmt.Sprintf(" embeds a resource whose URI is longer than a resource URI may be (%d bytes)", resourceuri.MaxURIBytes), nil
+		case len(uris) == maxEmbeddedResources:
+			// Each is compared with every resource registration (review:
+			// thousands of long URIs would cost seconds a call).
+			return where(i) + fmt.Sprintf(" embeds more than %d distinct resources", maxEmbeddedResources), nil
 		}
+		seen[u] = true
+		uris, at = append(uris, u), append(at, i)
 	}
 	if len(uris) == 0 {
 		return "", nil

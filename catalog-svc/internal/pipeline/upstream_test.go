@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -578,7 +579,7 @@ func TestUpstreamPromptMessagesAreChecked(t *testing.T) {
 				t.Errorf("%s: the harness got %s", to, res.GetContentJson())
 			}
 		}
-		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 4 {
+		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 6 {
 			t.Errorf("records %v", got)
 		}
 	})
@@ -613,6 +614,12 @@ func TestUpstreamEmbedsOnlyItsOwnResources(t *testing.T) {
 				return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewResourceLink(uri, "r", "", "text/plain")}}, nil
 			case "error":
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{embedded(uri)}}, nil
+			case "many": // past the bound on distinct embedded resources
+				var many []mcp.Content
+				for i := range 257 {
+					many = append(many, embedded(fmt.Sprintf("%s/%d", uri, i)), embedded(uri))
+				}
+				return &mcp.CallToolResult{Content: many}, nil
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("see"), embedded(uri)}}, nil
 		})
@@ -648,6 +655,8 @@ func TestUpstreamEmbedsOnlyItsOwnResources(t *testing.T) {
 			{"prompt", `{"uri":"TEST://static-text"}`, "messages[1].content embeds a resource"},
 			{"ev.embed", `{"uri":"test://static-text"}`, "content[1] embeds a resource"},
 			{"ev.embed", `{"uri":"test://static-text","as":"error"}`, "content[0] embeds a resource"},
+			{"ev.embed", `{"uri":"elsewhere://` + strings.Repeat("x", 2048) + `"}`, "content[1] embeds a resource whose URI is longer"},
+			{"ev.embed", `{"uri":"elsewhere://x","as":"many"}`, "content[510] embeds more than 256 distinct resources"},
 		} {
 			var res *sharedosv1.ToolResult
 			if c.name == "prompt" {
@@ -667,7 +676,7 @@ func TestUpstreamEmbedsOnlyItsOwnResources(t *testing.T) {
 		h.handler.answer = &sharedosv1.HandleResponse{ContentJson: []byte(`[{"type":"resource","resource":{"uri":"ev://mine","text":"native"}}]`)}
 		h.handler.mu.Unlock()
 		expect(t, u.call("native.embed", `{}`), succeeded, "")
-		if got := u.outcomes(); got["succeeded/"] != 10 || got["failed/upstream_unavailable"] != 4 {
+		if got := u.outcomes(); got["succeeded/"] != 10 || got["failed/upstream_unavailable"] != 6 {
 			t.Errorf("records %v", got)
 		}
 	})
