@@ -42,7 +42,10 @@ func TestParseObjectBoundsWhatItBuilds(t *testing.T) {
 	}
 	for name, c := range refused {
 		var err error
-		allocs := testing.AllocsPerRun(1, func() { _, err = ParseObject(c.raw) })
+		// An average: under the race detector sync.Pool drops items at
+		// random, and one run may build json.Valid's scanner anew (review:
+		// 11 allocations once in five -race runs).
+		allocs := testing.AllocsPerRun(20, func() { _, err = ParseObject(c.raw) })
 		var je *JSONError
 		if !errors.As(err, &je) || je.Rule != c.rule {
 			t.Errorf("%s: err = %v, want rule %q", name, err, c.rule)
