@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -39,6 +40,13 @@ func checkOutput(schema *jsonschema.Schema, structured []byte, acquired bool) *s
 	sc := bytes.TrimSpace(structured) // none, or an object (isJSONObjectOrEmpty)
 	if len(sc) == 0 {
 		return outcome.Failed(code, who+" answered outside the protocol: the tool declares an output schema and its result has no structuredContent")
+	}
+	// The schema's validation work is bounded for values nested to
+	// MaxDepth (catalog's max_validation_work, as arguments are): deeper,
+	// a chain of 64 plain levels led to what the count never saw (review:
+	// a 66-deep answer took 1.27 s to validate). Scanned before any parse.
+	if depth, _ := jsonlimits.Scan(sc, jsonlimits.MaxDepth); depth > jsonlimits.MaxDepth {
+		return outcome.Failed(code, who+fmt.Sprintf(" answered outside the kernel's bounds: its structuredContent is nested deeper than %d levels", jsonlimits.MaxDepth))
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(sc))
 	obj, ok := doc.(map[string]any)
