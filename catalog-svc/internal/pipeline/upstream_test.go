@@ -579,7 +579,7 @@ func TestUpstreamPromptMessagesAreChecked(t *testing.T) {
 				t.Errorf("%s: the harness got %s", to, res.GetContentJson())
 			}
 		}
-		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 6 {
+		if got := u.outcomes(); got["succeeded/"] != 1 || got["failed/upstream_unavailable"] != 4 {
 			t.Errorf("records %v", got)
 		}
 	})
