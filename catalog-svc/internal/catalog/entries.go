@@ -775,16 +775,16 @@ func (s *Service) RegisteredResource(ctx context.Context, uri string) (string, e
 	return found, nil
 }
 
-// RegisteredTemplates returns the resource templates registered that a
-// read of uri would go to were no concrete URI registered for it: the
-// first in byte order that uri matches (resourceuri.Match over every
-// template, as the registry resolves a read), and the first that a
-// reader's spelling of it matches (its resourceuri.Key: "USERS://x/profile"
-// is read as "users://x/profile"), each once; none when no template
-// matches either. A read through a turn's pinned template is refused when
-// one of these is another template — one the turn does not pin (FilterTools
-// hid it, or it came after the turn opened) that the registry reads uri
-// through.
+// RegisteredTemplates returns every resource template registered that uri,
+// or a reader's spelling of it (its resourceuri.Key: "USERS://x/profile"
+// is read as "users://x/profile"), matches, each once; none when no
+// template matches either. A read through a turn's pinned template is
+// refused when one of these is another template: the provider may serve
+// the read through any template that matches (mcp-go tries its templates
+// in map order: review — a hidden test://{tenant}/admin/data served a
+// read through a pinned test://template/{id}/data 30 times in 200, though
+// it sorts after it), and that one the turn does not pin (FilterTools hid
+// it, or it came after the turn opened).
 func (s *Service) RegisteredTemplates(ctx context.Context, uri string) ([]string, error) {
 	keys, err := s.store.EntryKeys(ctx, store.KindResource)
 	if err != nil {
@@ -798,8 +798,10 @@ func (s *Service) RegisteredTemplates(ctx context.Context, uri string) ([]string
 	}
 	var out []string
 	for _, u := range []string{uri, resourceuri.Key(uri)} {
-		if t, ok := resourceuri.Match(templates, u); ok && !slices.Contains(out, t) {
-			out = append(out, t)
+		for _, t := range resourceuri.MatchAll(templates, u) {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
 		}
 	}
 	return out, nil

@@ -55,6 +55,25 @@ func Match(registered []string, uri string) (string, bool) {
 	return best, found
 }
 
+// MatchAll returns every template of registered that the concrete uri
+// matches (as Match reads a template), in the order given; none when uri
+// has a brace. A provider need not pick the first in byte order: mcp-go
+// tries its templates in map order, so a read through one template may be
+// served by any other that matches too.
+func MatchAll(registered []string, uri string) []string {
+	if strings.ContainsAny(uri, "{}") {
+		return nil
+	}
+	in := subjectOf(uri)
+	var out []string
+	for _, r := range registered {
+		if c := memoized(r); c.template && c.matches(&in) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Matcher is Match over one set of registrations, each template compiled
 // once: what a turn's pinned resources are matched by for every read.
 type Matcher struct {
