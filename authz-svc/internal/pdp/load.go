@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -89,7 +90,7 @@ func readPolicyDir(dir string) ([]sourceFile, error) {
 		if info.Size() > maxPolicyFileBytes {
 			return fmt.Errorf("%s: larger than %d bytes", p, maxPolicyFileBytes)
 		}
-		content, err := os.ReadFile(p)
+		content, err := readRegular(p)
 		if err != nil {
 			return err
 		}
@@ -105,6 +106,35 @@ func readPolicyDir(dir string) ([]sourceFile, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
 	return files, nil
+}
+
+// readRegular reads the regular file at p, at most maxPolicyFileBytes:
+// opened without following a link and without blocking (openNoFollow),
+// then checked on the open file, so an entry swapped for a FIFO or a link
+// after the walk looked at it fails the load rather than hang it (review:
+// a FIFO renamed over a policy file between the check and the read held
+// the load, and the reload lock, for ever).
+func readRegular(p string) ([]byte, error) {
+	f, err := openNoFollow(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, notRegular(p, info.Mode())
+	}
+	content, err := io.ReadAll(io.LimitReader(f, maxPolicyFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(content) > maxPolicyFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", p, maxPolicyFileBytes)
+	}
+	return content, nil
 }
 
 // notRegular is the load error of an entry that would be served but is not
