@@ -185,6 +185,20 @@ func (c *Completed) Run(ctx context.Context) error {
 	c.grpc.SetServing(HealthLiveness, true)
 	c.grpc.SetServing(HealthAuthz, true)
 
+	if c.cfg.MetricsListen != "" && c.cfg.Metrics != nil {
+		_, stopMetrics, err := telemetry.ServeMetrics(c.cfg.MetricsListen, c.cfg.Metrics, c.logger)
+		if err != nil {
+			// Nothing served: what Complete opened is closed here, the
+			// decision log flushed (review: the listener, the gRPC server
+			// and the sink were left open).
+			c.grpc.Close()
+			_ = c.lis.Close()
+			c.closeSink(ctx)
+			return err
+		}
+		defer stopMetrics()
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	watched := make(chan error, 1)
@@ -203,29 +217,28 @@ func (c *Completed) Run(ctx context.Context) error {
 	} else {
 		watched <- nil
 	}
-	if c.cfg.MetricsListen != "" && c.cfg.Metrics != nil {
-		_, stopMetrics, err := telemetry.ServeMetrics(c.cfg.MetricsListen, c.cfg.Metrics, c.logger)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
-	}
 	c.logger.Info("authz-svc serving", slog.String("addr", c.lis.Addr().String()),
 		slog.String("policy_dir", c.cfg.PolicyDir), slog.String("policy_revision", c.engine.Revision()))
 	err := c.grpc.Serve(ctx, c.lis)
 	cancel()
-	if c.sink != nil {
-		// Serving has stopped: no record comes after these.
-		sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), SinkCloseTimeout)
-		if serr := c.sink.Close(sctx); serr != nil {
-			c.logger.Warn("decision log not flushed", slog.String("error", serr.Error()))
-		}
-		stop()
-	}
+	c.closeSink(ctx) // serving has stopped: no record comes after these
 	if werr := <-watched; werr != nil {
 		err = errors.Join(err, werr)
 	}
 	return err
+}
+
+// closeSink flushes and closes the decision log's sink, if any, within
+// SinkCloseTimeout.
+func (c *Completed) closeSink(ctx context.Context) {
+	if c.sink == nil {
+		return
+	}
+	sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), SinkCloseTimeout)
+	defer stop()
+	if err := c.sink.Close(sctx); err != nil {
+		c.logger.Warn("decision log not flushed", slog.String("error", err.Error()))
+	}
 }
 
 // ResolvePolicyDir returns dir if it is a directory. A relative dir that is

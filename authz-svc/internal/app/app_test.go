@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -715,5 +716,34 @@ func TestFailedWatchStopsTheService(t *testing.T) {
 				t.Fatalf("logs %s: want the stop said", logs.String())
 			}
 		})
+	}
+}
+
+// A metrics address that cannot be served ends Run with its error and
+// closes what Complete opened: the service's listener no longer accepts
+// (review: it, the gRPC server and the decision log's sink were left open).
+func TestRunClosesWhatItOpenedWhenMetricsFail(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := app.Config{PolicyDir: examplePolicyDir(t), EvalTimeout: time.Second, Listener: lis,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), DecisionLog: slog.NewJSONHandler(io.Discard, nil),
+		MetricsListen: taken.Addr().String(), Metrics: http.NotFoundHandler()}
+	c, err := cfg.Complete(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(t.Context()); err == nil {
+		t.Fatal("Run served with its metrics address taken")
+	}
+	if conn, err := net.Dial("tcp", lis.Addr().String()); err == nil {
+		conn.Close()
+		t.Error("the service's listener still accepts after Run failed")
 	}
 }
