@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -348,11 +349,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 }
 
 // JournalDir is the record journal a stack on databaseURL keeps under the
-// user's cache directory: one per database URL, since a journal directory
-// holds one database's completions (catalog-svc refuses a kernel of
-// another database on it).
+// user's cache directory: one per database — its host, port and name, not
+// the whole URL, so a new password or sslmode keeps the directory and the
+// completions journaled in it (review) — since a journal directory holds
+// one database's completions (catalog-svc refuses a kernel of another
+// database on it).
 func JournalDir(cache, databaseURL string) string {
-	sum := sha256.Sum256([]byte(databaseURL))
+	id := databaseURL
+	if cfg, err := pgconn.ParseConfig(databaseURL); err == nil {
+		id = fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+	}
+	sum := sha256.Sum256([]byte(id))
 	return filepath.Join(cache, "sharedos", "record-journal", hex.EncodeToString(sum[:8]))
 }
 

@@ -166,12 +166,16 @@ func TestCheckPrivateDirLooksAllTheWayUp(t *testing.T) {
 }
 
 // A stack on PostgreSQL keeps its record journal in a directory of its own
-// per database URL (catalog-svc refuses a kernel of another database on a
+// per database (host, port, name: not the password) (catalog-svc refuses a kernel of another database on a
 // journal directory), and one on the embedded store has none.
 func TestJournalDirPerDatabase(t *testing.T) {
 	a, b := devstack.JournalDir("/cache", "postgres://h/a"), devstack.JournalDir("/cache", "postgres://h/b")
 	if a == b || a != devstack.JournalDir("/cache", "postgres://h/a") || !strings.HasPrefix(a, "/cache/sharedos/record-journal/") {
 		t.Errorf("journal directories %s and %s: want one per URL under the cache", a, b)
+	}
+	// A new password or sslmode is the same database: the same directory.
+	if c := devstack.JournalDir("/cache", "postgres://u:new@h/a?sslmode=disable"); c != a {
+		t.Errorf("journal directory %s for another password of %s", c, a)
 	}
 	for _, s := range devstack.Services(devstack.Config{Root: "/repo"}) {
 		if slices.Contains(s.Args, "--record-journal-dir") {
