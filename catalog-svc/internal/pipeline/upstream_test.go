@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/server"
 	toolmemory "github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream/upstreamtest"
 	"github.com/sharedos/toolshare/catalog-svc/migrations"
 )
 
@@ -517,41 +517,6 @@ func TestUpstreamReadContentsAreChecked(t *testing.T) {
 	})
 }
 
-// rewritten serves srv over Streamable HTTP behind a rewriter, returning
-// its MCP endpoint and the rewrite: each answer's body has every from
-// replaced by to from then on ("" from: as srv wrote it). An upstream may
-// send what mcp-go's server would never write.
-func rewritten(t *testing.T, srv *mcpserver.MCPServer) (url string, rewrite func(from, to string)) {
-	t.Helper()
-	mcpSrv := mcpserver.NewStreamableHTTPServer(srv)
-	var mu sync.Mutex
-	var from, to string
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		from, to := from, to
-		mu.Unlock()
-		if from == "" {
-			mcpSrv.ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		mcpSrv.ServeHTTP(rec, r)
-		for k, v := range rec.Header() {
-			if k != "Content-Length" {
-				w.Header()[k] = v
-			}
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write([]byte(strings.ReplaceAll(rec.Body.String(), from, to)))
-	}))
-	t.Cleanup(hs.Close)
-	return hs.URL + "/mcp", func(f, t string) {
-		mu.Lock()
-		from, to = f, t
-		mu.Unlock()
-	}
-}
-
 // An upstream's prompt messages that mcp-go's client takes and the bridge
 // cannot serve end the attempt failed/upstream_unavailable, recorded so,
 // and are never passed on (attack run C2: recorded succeeded while the
@@ -562,7 +527,7 @@ func TestUpstreamPromptMessagesAreChecked(t *testing.T) {
 		srv.AddPrompt(mcp.NewPrompt("greet"), func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			return mcp.NewGetPromptResult("a greeting", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Hello"))}), nil
 		})
-		url, rewrite := rewritten(t, srv)
+		url, rewrite := upstreamtest.Rewritten(t, srv)
 		u := upstreamTurnAt(t, h, url, nil, nil)
 		expect(t, u.prompt("ev.greet", `{}`), succeeded, "")
 		const text = `{"type":"text","text":"Hello"}`

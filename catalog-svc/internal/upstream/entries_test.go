@@ -18,6 +18,7 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/catalog"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream/upstreamtest"
 )
 
 func greet(description string) (mcp.Prompt, server.PromptHandlerFunc) {
@@ -338,7 +339,7 @@ func TestIntricateResourcesOfAnUpstreamTakeBoundedWork(t *testing.T) {
 func TestGetPromptRefusesMalformedMessages(t *testing.T) {
 	srv := server.NewMCPServer("entries", "1", server.WithPromptCapabilities(true))
 	srv.AddPrompt(greet("Greets someone."))
-	url, rewrite := rewritten(t, srv)
+	url, rewrite := upstreamtest.Rewritten(t, srv)
 	c, _, _ := upstreamAt(t, "fx", url)
 	get := func() (*sharedosv1.PromptResponse, error) {
 		return c.GetPrompt(t.Context(), &sharedosv1.HandleRequest{Tool: "fx.greet", ArgumentsJson: []byte(`{"who":"Ada"}`)})

@@ -40,6 +40,7 @@ import (
 	"github.com/sharedos/toolshare/catalog-svc/internal/store"
 	"github.com/sharedos/toolshare/catalog-svc/internal/store/memory"
 	"github.com/sharedos/toolshare/catalog-svc/internal/upstream"
+	"github.com/sharedos/toolshare/catalog-svc/internal/upstream/upstreamtest"
 )
 
 // progressLost is how long the fixture's progress tools wait for a report
@@ -638,47 +639,13 @@ func TestParamHeadersOnAnotherReplica(t *testing.T) {
 	}
 }
 
-// rewritten serves s over Streamable HTTP behind a rewriter, returning
-// its MCP endpoint and the rewrite: each answer's body has every from
-// replaced by to from then on ("" from: as s wrote it).
-func rewritten(t *testing.T, s *server.MCPServer) (url string, rewrite func(from, to string)) {
-	t.Helper()
-	mcpSrv := server.NewStreamableHTTPServer(s)
-	var mu sync.Mutex
-	var from, to string
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		from, to := from, to
-		mu.Unlock()
-		if from == "" {
-			mcpSrv.ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		mcpSrv.ServeHTTP(rec, r)
-		for k, v := range rec.Header() {
-			if k != "Content-Length" {
-				w.Header()[k] = v
-			}
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write([]byte(strings.ReplaceAll(rec.Body.String(), from, to)))
-	}))
-	t.Cleanup(hs.Close)
-	return hs.URL + "/mcp", func(f, t string) {
-		mu.Lock()
-		from, to = f, t
-		mu.Unlock()
-	}
-}
-
 // What the upstream answers outside the protocol is upstream_unavailable
 // (Unavailable), not a result: content of no MCP type, or none at all, an
 // image's data that is not base64, or a structuredContent that is no
 // object (null is none).
 func TestHandleRefusesMalformedResults(t *testing.T) {
 	st := newState()
-	url, rewrite := rewritten(t, fixture(st).srv)
+	url, rewrite := upstreamtest.Rewritten(t, fixture(st).srv)
 	c, _, _ := upstreamAt(t, "fx", url)
 	for _, tc := range []struct{ name, from, to string }{
 		{"no MCP content type", `"type":"text"`, `"type":"hologram"`},
